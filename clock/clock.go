@@ -1,0 +1,166 @@
+// Package clock is weir's source of processing time.
+//
+// Every part of weir that reads the wall clock or waits for it does so through
+// a Clock, so tests can replace time with a Manual clock and advance it by
+// hand. Processing-time timers, periodic watermark emission, idleness
+// time-outs and flush time-outs all take a Clock.
+//
+// Invariants:
+//
+//	I1. Real.Now is the system clock; Manual.Now changes only through Advance or Set.
+//	I2. A Manual timer fires exactly once per arming, when the manual time
+//	    reaches its deadline, and never before.
+package clock
+
+import (
+	"sync"
+	"time"
+)
+
+// Clock tells processing time and arms timers against it.
+type Clock interface {
+	// Now returns the current processing time.
+	Now() time.Time
+	// NewTimer returns a timer that delivers the time on its channel once d
+	// has elapsed on this clock.
+	NewTimer(d time.Duration) Timer
+}
+
+// Timer is a one-shot timer armed on a Clock. It has the semantics of
+// time.Timer from Go 1.23 on: Stop and Reset discard a pending value.
+type Timer interface {
+	// C is the channel the timer fires on.
+	C() <-chan time.Time
+	// Stop prevents the timer from firing; it reports whether it was armed.
+	Stop() bool
+	// Reset re-arms the timer to fire after d.
+	Reset(d time.Duration) bool
+}
+
+// Millis returns t as Unix milliseconds, weir's unit of time.
+func Millis(t time.Time) int64 { return t.UnixMilli() }
+
+// NowMillis returns c's current time in Unix milliseconds.
+func NowMillis(c Clock) int64 { return c.Now().UnixMilli() }
+
+// Real is the system clock.
+var Real Clock = realClock{}
+
+type realClock struct{}
+
+func (realClock) Now() time.Time { return time.Now() }
+
+func (realClock) NewTimer(d time.Duration) Timer { return realTimer{time.NewTimer(d)} }
+
+type realTimer struct{ t *time.Timer }
+
+func (r realTimer) C() <-chan time.Time        { return r.t.C }
+func (r realTimer) Stop() bool                 { return r.t.Stop() }
+func (r realTimer) Reset(d time.Duration) bool { return r.t.Reset(d) }
+
+// Manual is a Clock whose time moves only when the test says so. Its zero
+// value starts at the Unix epoch; it is safe for concurrent use.
+type Manual struct {
+	mu struct {
+		sync.Mutex
+		now    time.Time
+		timers []*manualTimer
+	}
+}
+
+// NewManual returns a manual clock set to start.
+func NewManual(start time.Time) *Manual {
+	m := &Manual{}
+	m.mu.now = start
+	return m
+}
+
+// Now implements Clock.
+func (m *Manual) Now() time.Time {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.mu.now.IsZero() {
+		return time.UnixMilli(0)
+	}
+	return m.mu.now
+}
+
+// Advance moves the clock forward by d and fires every timer that fell due.
+func (m *Manual) Advance(d time.Duration) { m.Set(m.Now().Add(d)) }
+
+// Set moves the clock to t (never backwards) and fires every timer that fell due.
+func (m *Manual) Set(t time.Time) {
+	m.mu.Lock()
+	if m.mu.now.IsZero() {
+		m.mu.now = time.UnixMilli(0)
+	}
+	if t.After(m.mu.now) {
+		m.mu.now = t
+	}
+	now := m.mu.now
+	kept := m.mu.timers[:0]
+	var due []*manualTimer
+	for _, t := range m.mu.timers {
+		if !t.deadline.After(now) {
+			due = append(due, t)
+		} else {
+			kept = append(kept, t)
+		}
+	}
+	m.mu.timers = kept
+	m.mu.Unlock()
+	for _, t := range due {
+		select {
+		case t.c <- now:
+		default:
+		}
+	}
+}
+
+// NewTimer implements Clock.
+func (m *Manual) NewTimer(d time.Duration) Timer {
+	t := &manualTimer{m: m, c: make(chan time.Time, 1)}
+	t.Reset(d)
+	return t
+}
+
+type manualTimer struct {
+	m        *Manual
+	c        chan time.Time
+	deadline time.Time
+}
+
+func (t *manualTimer) C() <-chan time.Time { return t.c }
+
+func (t *manualTimer) Stop() bool {
+	t.m.mu.Lock()
+	defer t.m.mu.Unlock()
+	armed := false
+	for i, x := range t.m.mu.timers {
+		if x == t {
+			t.m.mu.timers = append(t.m.mu.timers[:i], t.m.mu.timers[i+1:]...)
+			armed = true
+			break
+		}
+	}
+	select {
+	case <-t.c:
+	default:
+	}
+	return armed
+}
+
+func (t *manualTimer) Reset(d time.Duration) bool {
+	armed := t.Stop()
+	now := t.m.Now()
+	t.m.mu.Lock()
+	t.deadline = now.Add(d)
+	if d <= 0 {
+		t.m.mu.Unlock()
+		t.c <- now
+		return armed
+	}
+	t.m.mu.timers = append(t.m.mu.timers, t)
+	t.m.mu.Unlock()
+	return armed
+}

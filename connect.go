@@ -1,0 +1,159 @@
+package weir
+
+import (
+	"github.com/weirproject/weir/keygroup"
+	"github.com/weirproject/weir/runtime"
+	"github.com/weirproject/weir/state"
+	"github.com/weirproject/weir/timer"
+)
+
+// TransformTwo adds a custom two-input operator consuming a (input 1) and b
+// (input 2) with the given partitioners. Its watermark is the minimum of
+// the two inputs' watermarks.
+func TransformTwo[A, B, OUT any](a Stream[A], b Stream[B], name string, newOp func() runtime.TwoInputOperator[A, B, OUT], pa runtime.Partitioner[A], pb runtime.Partitioner[B]) Stream[OUT] {
+	n := runtime.AddTwoInput(&a.env.graph, name, newOp)
+	if a.exchange != nil {
+		pa = *a.exchange
+	}
+	if b.exchange != nil {
+		pb = *b.exchange
+	}
+	connect(a, n, 0, pa)
+	connect(b, n, 1, pb)
+	return newStream[OUT](a.env, n)
+}
+
+// CoFlatMap joins two streams of different types into one: f1 handles the
+// records of a, f2 those of b; each emits any number of values with the
+// input record's timestamp. Records reach subtask i of the operator from
+// subtask i of each input, or round-robin where parallelisms differ.
+func CoFlatMap[A, B, OUT any](a Stream[A], b Stream[B], name string, f1 func(v A, emit func(OUT)), f2 func(v B, emit func(OUT))) Stream[OUT] {
+	return TransformTwo(a, b, name, func() runtime.TwoInputOperator[A, B, OUT] {
+		return &coFlatMapOp[A, B, OUT]{f1: f1, f2: f2}
+	}, runtime.Rebalance[A](), runtime.Rebalance[B]())
+}
+
+type coFlatMapOp[A, B, OUT any] struct {
+	runtime.Base[OUT]
+	f1   func(A, func(OUT))
+	f2   func(B, func(OUT))
+	ts   int64
+	emit func(OUT)
+}
+
+func (o *coFlatMapOp[A, B, OUT]) Open(ctx *runtime.Context, out runtime.Output[OUT]) error {
+	o.Base.Open(ctx, out)
+	o.emit = func(v OUT) { o.Out.Collect(Record[OUT]{Value: v, Timestamp: o.ts}) }
+	return nil
+}
+
+func (o *coFlatMapOp[A, B, OUT]) ProcessRecord1(r Record[A]) error {
+	o.ts = r.Timestamp
+	o.f1(r.Value, o.emit)
+	return nil
+}
+
+func (o *coFlatMapOp[A, B, OUT]) ProcessRecord2(r Record[B]) error {
+	o.ts = r.Timestamp
+	o.f2(r.Value, o.emit)
+	return nil
+}
+
+func (o *coFlatMapOp[A, B, OUT]) EndInput(int) error { return nil }
+
+// KeyedCoProcessFunction processes two keyed streams that share a key type,
+// with keyed state and timers shared by both inputs (a join, an
+// enrichment). Its lifecycle is that of KeyedProcessFunction.
+type KeyedCoProcessFunction[K comparable, A, B, OUT any] interface {
+	Open(ctx *KeyedContext[K, OUT]) error
+	ProcessElement1(v A, ctx *KeyedContext[K, OUT]) error
+	ProcessElement2(v B, ctx *KeyedContext[K, OUT]) error
+	OnTimer(ts int64, ctx *KeyedContext[K, OUT]) error
+}
+
+// KeyedCoProcess connects two streams keyed by the same key type and runs
+// fn on them; newFn is called once per subtask. The operator's watermark is
+// the minimum of both inputs'.
+func KeyedCoProcess[K comparable, A, B, OUT any](a KeyedStream[K, A], b KeyedStream[K, B], name string, newFn func() KeyedCoProcessFunction[K, A, B, OUT]) Stream[OUT] {
+	ka, kb, h := a.key, b.key, a.hash
+	return TransformTwo(a.Stream, b.Stream, name, func() runtime.TwoInputOperator[A, B, OUT] {
+		return &keyedCoProcessOp[K, A, B, OUT]{fn: newFn(), keyA: ka, keyB: kb, hash: h}
+	}, runtime.KeyGroups(a.KeyGroupOf), runtime.KeyGroups(b.KeyGroupOf))
+}
+
+type keyedCoProcessOp[K comparable, A, B, OUT any] struct {
+	runtime.Base[OUT]
+	fn    KeyedCoProcessFunction[K, A, B, OUT]
+	keyA  func(A) K
+	keyB  func(B) K
+	hash  keygroup.Hasher[K]
+	maxP  int
+	kctx  KeyedContext[K, OUT]
+	err   error
+	fire  func(timer.Timer[K, struct{}])
+	pfire func(timer.Timer[K, struct{}])
+}
+
+func (o *keyedCoProcessOp[K, A, B, OUT]) Open(ctx *runtime.Context, out runtime.Output[OUT]) error {
+	o.Base.Open(ctx, out)
+	o.maxP = ctx.MaxParallelism
+	o.kctx = KeyedContext[K, OUT]{rt: ctx, out: out,
+		backend: state.NewBackend[K](ctx.KeyGroups),
+		timers:  timer.NewService[K, struct{}](ctx.KeyGroups)}
+	o.fire, o.pfire = timerCallbacks(&o.kctx, &o.err, o.fn.OnTimer)
+	return o.fn.Open(&o.kctx)
+}
+
+func (o *keyedCoProcessOp[K, A, B, OUT]) ProcessRecord1(r Record[A]) error {
+	k := o.keyA(r.Value)
+	o.kctx.backend.SetCurrentKey(k, keygroup.Assign(o.hash(k), o.maxP))
+	o.kctx.ts = r.Timestamp
+	return o.fn.ProcessElement1(r.Value, &o.kctx)
+}
+
+func (o *keyedCoProcessOp[K, A, B, OUT]) ProcessRecord2(r Record[B]) error {
+	k := o.keyB(r.Value)
+	o.kctx.backend.SetCurrentKey(k, keygroup.Assign(o.hash(k), o.maxP))
+	o.kctx.ts = r.Timestamp
+	return o.fn.ProcessElement2(r.Value, &o.kctx)
+}
+
+func (o *keyedCoProcessOp[K, A, B, OUT]) ProcessWatermark(ts int64) error {
+	o.kctx.timers.AdvanceWatermark(ts, o.fire)
+	if o.err != nil {
+		return o.err
+	}
+	o.Out.EmitWatermark(ts)
+	return nil
+}
+
+func (o *keyedCoProcessOp[K, A, B, OUT]) EndInput(int) error { return o.err }
+
+// timerCallbacks returns the event-time and processing-time firing
+// functions of a keyed operator, and schedules processing-time wake-ups
+// with the runtime. The first error of onTimer is kept in *errp (and fails
+// the job at once for processing-time timers, which fire outside any
+// operator call).
+func timerCallbacks[K comparable, OUT any](kc *KeyedContext[K, OUT], errp *error, onTimer func(int64, *KeyedContext[K, OUT]) error) (fire, pfire func(timer.Timer[K, struct{}])) {
+	call := func(t timer.Timer[K, struct{}], d TimeDomain) {
+		if *errp != nil {
+			return
+		}
+		kc.backend.SetCurrentKey(t.Key, t.KeyGroup)
+		kc.ts, kc.domain = t.Timestamp, d
+		if err := onTimer(t.Timestamp, kc); err != nil {
+			*errp = err
+		}
+	}
+	fire = func(t timer.Timer[K, struct{}]) { call(t, EventTime) }
+	pfire = func(t timer.Timer[K, struct{}]) { call(t, ProcessingTime) }
+	kc.timers.OnProcessingHeadChange(func(ts int64) {
+		kc.rt.RegisterProcessingTimer(ts, func(now int64) {
+			kc.timers.AdvanceProcessingTime(now, pfire)
+			if *errp != nil {
+				kc.rt.Fail(*errp)
+			}
+		})
+	})
+	return fire, pfire
+}

@@ -1,0 +1,57 @@
+package weir
+
+import (
+	"context"
+
+	"github.com/weirproject/weir/runtime"
+)
+
+// Config is how a job runs; see runtime.Config for every field and its
+// default. The zero value is usable.
+type Config = runtime.Config
+
+// Record is a value with its event time (Unix milliseconds).
+type Record[T any] = runtime.Record[T]
+
+// OutputTag names a side output.
+type OutputTag[T any] = runtime.OutputTag[T]
+
+// NewOutputTag returns a new side-output tag.
+func NewOutputTag[T any](name string) *OutputTag[T] { return runtime.NewOutputTag[T](name) }
+
+// DeadLetter is input a source could not turn into a record.
+type DeadLetter = runtime.DeadLetter
+
+// Environment builds one job and runs it. Build the job from one goroutine;
+// an Environment runs its job once.
+type Environment struct {
+	graph   runtime.Graph
+	cfg     Config
+	metrics *runtime.Metrics
+}
+
+// NewEnvironment returns an environment for a job run with cfg.
+func NewEnvironment(cfg Config) *Environment {
+	if cfg.Metrics == nil {
+		cfg.Metrics = &runtime.Metrics{}
+	}
+	return &Environment{cfg: cfg, metrics: cfg.Metrics}
+}
+
+// Execute runs the job until its bounded sources end and all data has
+// drained, until ctx is cancelled (it then returns ctx's error), or until an
+// operator fails (it then returns that error, naming the operator and
+// subtask).
+func (e *Environment) Execute(ctx context.Context) error {
+	return runtime.Execute(ctx, &e.graph, e.cfg)
+}
+
+// Metrics returns the job's counters and gauges; they are live while the job
+// runs.
+func (e *Environment) Metrics() *runtime.Metrics { return e.metrics }
+
+// Graph returns the job's logical plan, for tools that show or inspect it.
+func (e *Environment) Graph() *runtime.Graph { return &e.graph }
+
+// Config returns the environment's configuration.
+func (e *Environment) Config() Config { return e.cfg }

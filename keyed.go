@@ -1,0 +1,239 @@
+package weir
+
+import (
+	"fmt"
+
+	"github.com/weirproject/weir/keygroup"
+	"github.com/weirproject/weir/runtime"
+	"github.com/weirproject/weir/state"
+	"github.com/weirproject/weir/timer"
+)
+
+// KeyedStream is a stream partitioned by key: every record of one key goes
+// to the subtask that owns the key's key group (Flink-compatible), where
+// keyed state and timers are scoped to the key.
+type KeyedStream[K comparable, T any] struct {
+	Stream[T]
+	key  func(T) K
+	hash keygroup.Hasher[K]
+}
+
+// KeyBy partitions s by key. K must be a string, int, int32, int64 or bool
+// kind (named types such as `type UserID string` included), hashed as Java
+// would so key groups agree with Flink; use KeyByHash for other key types.
+func KeyBy[T any, K comparable](s Stream[T], key func(T) K) KeyedStream[K, T] {
+	h, ok := keygroup.HasherFor[K]()
+	if !ok {
+		var zero K
+		panic(fmt.Sprintf("weir: KeyBy: key type %T has no Java-compatible hash; use KeyByHash and supply one", zero))
+	}
+	return KeyedStream[K, T]{Stream: s, key: key, hash: h}
+}
+
+// KeyByHash is KeyBy for key types that supply their own hash. The hash
+// must be stable across processes and versions (never a pointer or a
+// process-local hash code), or state will not be found after a restore.
+func KeyByHash[T any, K comparable](s Stream[T], key func(T) K, hash func(K) int32) KeyedStream[K, T] {
+	return KeyedStream[K, T]{Stream: s, key: key, hash: hash}
+}
+
+// Key returns the key selector.
+func (ks KeyedStream[K, T]) Key() func(T) K { return ks.key }
+
+// Hasher returns the key hash.
+func (ks KeyedStream[K, T]) Hasher() keygroup.Hasher[K] { return ks.hash }
+
+// KeyGroupOf returns the key group of v under maxParallelism.
+func (ks KeyedStream[K, T]) KeyGroupOf(v T, maxParallelism int) int {
+	return keygroup.Assign(ks.hash(ks.key(v)), maxParallelism)
+}
+
+// TransformKeyed adds a custom keyed operator consuming ks: records are
+// routed to the subtask owning their key group. Window and agent operators
+// are built this way.
+func TransformKeyed[K comparable, IN, OUT any](ks KeyedStream[K, IN], name string, newOp func() runtime.OneInputOperator[IN, OUT]) Stream[OUT] {
+	n := runtime.AddOneInput(&ks.env.graph, name, newOp)
+	connect(ks.Stream, n, 0, runtime.KeyGroups(ks.KeyGroupOf))
+	return newStream[OUT](ks.env, n)
+}
+
+// KeyedProcessFunction processes the records of a keyed stream one at a
+// time, with keyed state and timers. A new instance is made per subtask
+// (so fields holding state handles are per subtask).
+//
+// Open is called once before any record, with a context whose State
+// creates state handles. ProcessElement is called per record with the
+// record's key current; OnTimer when a timer of the current key fires
+// (event-time timers when the watermark passes them, in ascending
+// timestamp order, before the watermark is forwarded). An error fails the
+// job.
+type KeyedProcessFunction[K comparable, IN, OUT any] interface {
+	Open(ctx *KeyedContext[K, OUT]) error
+	ProcessElement(v IN, ctx *KeyedContext[K, OUT]) error
+	OnTimer(ts int64, ctx *KeyedContext[K, OUT]) error
+}
+
+// ProcessFuncs adapts functions to KeyedProcessFunction; nil fields do
+// nothing.
+type ProcessFuncs[K comparable, IN, OUT any] struct {
+	OpenFn    func(ctx *KeyedContext[K, OUT]) error
+	ElementFn func(v IN, ctx *KeyedContext[K, OUT]) error
+	TimerFn   func(ts int64, ctx *KeyedContext[K, OUT]) error
+}
+
+// Open calls OpenFn.
+func (p ProcessFuncs[K, IN, OUT]) Open(ctx *KeyedContext[K, OUT]) error {
+	if p.OpenFn == nil {
+		return nil
+	}
+	return p.OpenFn(ctx)
+}
+
+// ProcessElement calls ElementFn.
+func (p ProcessFuncs[K, IN, OUT]) ProcessElement(v IN, ctx *KeyedContext[K, OUT]) error {
+	if p.ElementFn == nil {
+		return nil
+	}
+	return p.ElementFn(v, ctx)
+}
+
+// OnTimer calls TimerFn.
+func (p ProcessFuncs[K, IN, OUT]) OnTimer(ts int64, ctx *KeyedContext[K, OUT]) error {
+	if p.TimerFn == nil {
+		return nil
+	}
+	return p.TimerFn(ts, ctx)
+}
+
+// TimeDomain says which clock a timer belongs to.
+type TimeDomain int
+
+const (
+	// EventTime timers fire when the watermark passes them.
+	EventTime TimeDomain = iota
+	// ProcessingTime timers fire when the clock passes them.
+	ProcessingTime
+)
+
+// KeyedContext is what a KeyedProcessFunction sees: the current key and
+// timestamp, keyed state, timers, and outputs. It is valid only inside the
+// function's calls, on the subtask goroutine.
+type KeyedContext[K comparable, OUT any] struct {
+	rt      *runtime.Context
+	out     runtime.Output[OUT]
+	backend *state.Backend[K]
+	timers  *timer.Service[K, struct{}]
+	ts      int64
+	domain  TimeDomain
+}
+
+// Runtime returns the operator subtask's runtime context.
+func (c *KeyedContext[K, OUT]) Runtime() *runtime.Context { return c.rt }
+
+// State returns the keyed state backend, to create state handles (in
+// Open) with state.Value, state.List and state.Map.
+func (c *KeyedContext[K, OUT]) State() *state.Backend[K] { return c.backend }
+
+// Key returns the current key.
+func (c *KeyedContext[K, OUT]) Key() K { return c.backend.CurrentKey() }
+
+// Timestamp returns the timestamp of the current record, or of the firing
+// timer in OnTimer.
+func (c *KeyedContext[K, OUT]) Timestamp() int64 { return c.ts }
+
+// TimeDomain tells, in OnTimer, which kind of timer fired.
+func (c *KeyedContext[K, OUT]) TimeDomain() TimeDomain { return c.domain }
+
+// Collect emits v with the current timestamp.
+func (c *KeyedContext[K, OUT]) Collect(v OUT) {
+	c.out.Collect(Record[OUT]{Value: v, Timestamp: c.ts})
+}
+
+// CollectAt emits v with timestamp ts.
+func (c *KeyedContext[K, OUT]) CollectAt(v OUT, ts int64) {
+	c.out.Collect(Record[OUT]{Value: v, Timestamp: ts})
+}
+
+// CurrentWatermark returns the operator's current event time.
+func (c *KeyedContext[K, OUT]) CurrentWatermark() int64 { return c.timers.CurrentWatermark() }
+
+// CurrentProcessingTime returns the clock's time in Unix ms.
+func (c *KeyedContext[K, OUT]) CurrentProcessingTime() int64 { return c.rt.Clock.Now().UnixMilli() }
+
+// RegisterEventTimeTimer asks for OnTimer(ts) for the current key once the
+// watermark reaches ts. Registering the same (key, ts) twice is one timer.
+func (c *KeyedContext[K, OUT]) RegisterEventTimeTimer(ts int64) {
+	c.timers.RegisterEventTimeTimer(c.backend.CurrentKey(), c.backend.CurrentKeyGroup(), struct{}{}, ts)
+}
+
+// DeleteEventTimeTimer removes an event-time timer of the current key; a
+// missing timer is ignored.
+func (c *KeyedContext[K, OUT]) DeleteEventTimeTimer(ts int64) {
+	c.timers.DeleteEventTimeTimer(c.backend.CurrentKey(), c.backend.CurrentKeyGroup(), struct{}{}, ts)
+}
+
+// RegisterProcessingTimeTimer asks for OnTimer(ts) for the current key once
+// processing time reaches ts (Unix ms).
+func (c *KeyedContext[K, OUT]) RegisterProcessingTimeTimer(ts int64) {
+	c.timers.RegisterProcessingTimeTimer(c.backend.CurrentKey(), c.backend.CurrentKeyGroup(), struct{}{}, ts)
+}
+
+// DeleteProcessingTimeTimer removes a processing-time timer of the current
+// key.
+func (c *KeyedContext[K, OUT]) DeleteProcessingTimeTimer(ts int64) {
+	c.timers.DeleteProcessingTimeTimer(c.backend.CurrentKey(), c.backend.CurrentKeyGroup(), struct{}{}, ts)
+}
+
+// SideOutputTo emits v with the current timestamp to side output tag.
+func SideOutputTo[K comparable, OUT, U any](c *KeyedContext[K, OUT], tag *OutputTag[U], v U) {
+	runtime.SideOutput(c.rt, tag).Collect(Record[U]{Value: v, Timestamp: c.ts})
+}
+
+// Process runs a KeyedProcessFunction on ks; newFn is called once per
+// subtask.
+func Process[K comparable, IN, OUT any](ks KeyedStream[K, IN], name string, newFn func() KeyedProcessFunction[K, IN, OUT]) Stream[OUT] {
+	key, hash := ks.key, ks.hash
+	return TransformKeyed(ks, name, func() runtime.OneInputOperator[IN, OUT] {
+		return &keyedProcessOp[K, IN, OUT]{fn: newFn(), key: key, hash: hash}
+	})
+}
+
+type keyedProcessOp[K comparable, IN, OUT any] struct {
+	runtime.Base[OUT]
+	fn    KeyedProcessFunction[K, IN, OUT]
+	key   func(IN) K
+	hash  keygroup.Hasher[K]
+	maxP  int
+	kctx  KeyedContext[K, OUT]
+	err   error
+	fire  func(timer.Timer[K, struct{}])
+	pfire func(timer.Timer[K, struct{}])
+}
+
+func (o *keyedProcessOp[K, IN, OUT]) Open(ctx *runtime.Context, out runtime.Output[OUT]) error {
+	o.Base.Open(ctx, out)
+	o.maxP = ctx.MaxParallelism
+	o.kctx = KeyedContext[K, OUT]{rt: ctx, out: out,
+		backend: state.NewBackend[K](ctx.KeyGroups),
+		timers:  timer.NewService[K, struct{}](ctx.KeyGroups)}
+	o.fire, o.pfire = timerCallbacks(&o.kctx, &o.err, o.fn.OnTimer)
+	return o.fn.Open(&o.kctx)
+}
+
+func (o *keyedProcessOp[K, IN, OUT]) ProcessRecord(r Record[IN]) error {
+	k := o.key(r.Value)
+	o.kctx.backend.SetCurrentKey(k, keygroup.Assign(o.hash(k), o.maxP))
+	o.kctx.ts = r.Timestamp
+	return o.fn.ProcessElement(r.Value, &o.kctx)
+}
+
+func (o *keyedProcessOp[K, IN, OUT]) ProcessWatermark(ts int64) error {
+	o.kctx.timers.AdvanceWatermark(ts, o.fire)
+	if o.err != nil {
+		return o.err
+	}
+	o.Out.EmitWatermark(ts)
+	return nil
+}
+
+func (o *keyedProcessOp[K, IN, OUT]) EndInput() error { return o.err }

@@ -1,0 +1,178 @@
+package keygroup
+
+import (
+	"fmt"
+	"math/bits"
+	"strconv"
+)
+
+// DefaultLowerBound is the smallest max parallelism DefaultMaxParallelism
+// picks, leaving room to scale up a job whose max parallelism was never
+// configured (Flink's DEFAULT_LOWER_BOUND_MAX_PARALLELISM, 1<<7).
+const DefaultLowerBound = 128
+
+// UpperBound is the largest allowed max parallelism, inclusive (Flink's
+// UPPER_BOUND_MAX_PARALLELISM, 1<<15).
+const UpperBound = 32768
+
+// Murmur scrambles a Java hash code the way Flink's MathUtils.murmurHash does
+// before a key group is chosen: one 32-bit MurmurHash3 block round over h,
+// a length of 4 folded in, the fmix32 finalizer, and finally a fold to a
+// non-negative value (negative results are negated; math.MinInt32, which has
+// no positive counterpart, becomes 0). All arithmetic wraps modulo 2^32 like
+// Java int arithmetic. The result is always >= 0 (invariant I1).
+func Murmur(h int32) int32 {
+	c := uint32(h)
+	c *= 0xcc9e2d51
+	c = bits.RotateLeft32(c, 15)
+	c *= 0x1b873593
+	c = bits.RotateLeft32(c, 13)
+	c = c*5 + 0xe6546b64
+	c ^= 4
+	// fmix32
+	c ^= c >> 16
+	c *= 0x85ebca6b
+	c ^= c >> 13
+	c *= 0xc2b2ae35
+	c ^= c >> 16
+
+	r := int32(c)
+	switch {
+	case r >= 0:
+		return r
+	case c == 1<<31: // math.MinInt32
+		return 0
+	default:
+		return -r
+	}
+}
+
+// Assign returns the key group, in [0, maxParallelism), of a key whose Java
+// hash code is hash: Murmur(hash) % maxParallelism (Flink's
+// KeyGroupRangeAssignment.computeKeyGroupForKeyHash). The result does not
+// depend on the job's parallelism (invariant I2).
+//
+// Assign panics if maxParallelism is not in [1, UpperBound].
+func Assign(hash int32, maxParallelism int) int {
+	if maxParallelism < 1 || maxParallelism > UpperBound {
+		panic(maxParallelismRangeError(maxParallelism))
+	}
+	return int(Murmur(hash)) % maxParallelism
+}
+
+// OperatorIndex returns the index of the subtask, in [0, parallelism), that
+// owns keyGroup when a job with the given max parallelism runs with the given
+// parallelism: keyGroup * parallelism / maxParallelism (Flink's
+// KeyGroupRangeAssignment.computeOperatorIndexForKeyGroup). It agrees with
+// RangeFor (invariant I4).
+//
+// OperatorIndex panics if Validate(maxParallelism, parallelism) fails or
+// keyGroup is not in [0, maxParallelism).
+func OperatorIndex(keyGroup, maxParallelism, parallelism int) int {
+	if err := Validate(maxParallelism, parallelism); err != nil {
+		panic(err)
+	}
+	if keyGroup < 0 || keyGroup >= maxParallelism {
+		panic(fmt.Sprintf("keygroup: key group %d out of range [0, %d)", keyGroup, maxParallelism))
+	}
+	return keyGroup * parallelism / maxParallelism
+}
+
+// Range is an inclusive range of key groups [Start, End]. A Range with
+// End < Start is empty.
+type Range struct {
+	Start, End int
+}
+
+// Contains reports whether key group kg lies in r.
+func (r Range) Contains(kg int) bool {
+	return r.Start <= kg && kg <= r.End
+}
+
+// Len returns the number of key groups in r (0 if r is empty).
+func (r Range) Len() int {
+	if r.End < r.Start {
+		return 0
+	}
+	return r.End - r.Start + 1
+}
+
+// String formats r as "[Start,End]", for example "[0,31]".
+func (r Range) String() string {
+	return "[" + strconv.Itoa(r.Start) + "," + strconv.Itoa(r.End) + "]"
+}
+
+// RangeFor returns the key groups owned by subtask index when a job with the
+// given max parallelism runs with the given parallelism (Flink's
+// KeyGroupRangeAssignment.computeKeyGroupRangeForOperatorIndex):
+//
+//	Start = (index*maxParallelism + parallelism - 1) / parallelism
+//	End   = ((index+1)*maxParallelism - 1) / parallelism
+//
+// The ranges of subtasks 0..parallelism-1 partition [0, maxParallelism)
+// into contiguous, non-empty pieces whose sizes differ by at most one
+// (invariants I3, I5). When the sizes differ, the larger and smaller ranges
+// are spread out rather than bunched: max parallelism 10 over 4 subtasks
+// gives sizes 3, 2, 3, 2.
+//
+// RangeFor panics if Validate(maxParallelism, parallelism) fails or index is
+// not in [0, parallelism).
+func RangeFor(maxParallelism, parallelism, index int) Range {
+	if err := Validate(maxParallelism, parallelism); err != nil {
+		panic(err)
+	}
+	if index < 0 || index >= parallelism {
+		panic(fmt.Sprintf("keygroup: subtask index %d out of range [0, %d)", index, parallelism))
+	}
+	return Range{
+		Start: (index*maxParallelism + parallelism - 1) / parallelism,
+		End:   ((index+1)*maxParallelism - 1) / parallelism,
+	}
+}
+
+// DefaultMaxParallelism returns the max parallelism to use for a job with the
+// given parallelism when none was configured: parallelism*1.5 rounded up to a
+// power of two, clamped to [DefaultLowerBound, UpperBound] (Flink's
+// KeyGroupRangeAssignment.computeDefaultMaxParallelism). The result always
+// admits the parallelism (invariant I8). Because the max parallelism can
+// never change once a job has state, configure it explicitly for jobs that
+// may need to grow.
+//
+// DefaultMaxParallelism panics if parallelism is not in [1, UpperBound].
+func DefaultMaxParallelism(parallelism int) int {
+	if parallelism < 1 || parallelism > UpperBound {
+		panic(parallelismRangeError(parallelism))
+	}
+	return min(max(roundUpPow2(parallelism+parallelism/2), DefaultLowerBound), UpperBound)
+}
+
+// roundUpPow2 returns the smallest power of two >= x, for 1 <= x <= 1<<30.
+func roundUpPow2(x int) int {
+	return 1 << bits.Len(uint(x-1))
+}
+
+// Validate reports whether a job may run with the given max parallelism and
+// parallelism: both must be in [1, UpperBound] and parallelism must not exceed
+// maxParallelism. The returned error explains what to change.
+func Validate(maxParallelism, parallelism int) error {
+	if maxParallelism < 1 || maxParallelism > UpperBound {
+		return maxParallelismRangeError(maxParallelism)
+	}
+	if parallelism < 1 || parallelism > UpperBound {
+		return parallelismRangeError(parallelism)
+	}
+	if parallelism > maxParallelism {
+		return fmt.Errorf("keygroup: parallelism %d exceeds max parallelism %d; "+
+			"raise the max parallelism (fixed for the life of the job's state)",
+			parallelism, maxParallelism)
+	}
+	return nil
+}
+
+func maxParallelismRangeError(maxParallelism int) error {
+	return fmt.Errorf("keygroup: max parallelism %d out of range [1, %d]", maxParallelism, UpperBound)
+}
+
+func parallelismRangeError(parallelism int) error {
+	return fmt.Errorf("keygroup: parallelism %d out of range [1, %d]", parallelism, UpperBound)
+}

@@ -1,0 +1,268 @@
+package runtime
+
+// Channels between subtasks.
+//
+// A channel connects one upstream subtask to one downstream subtask input.
+// It owns a fixed number of batch buffers (credits). The upstream writer
+// takes a free buffer, appends records to it, and sends it to the
+// downstream gate's inbox when it is full, when a control element
+// (watermark, idleness, end of input) follows, or on a flush. The
+// downstream subtask processes the batch and hands the buffer back on the
+// channel's free list. So:
+//
+//	upstream:   buf := <-free        (blocks when all buffers are in flight:
+//	                                  back-pressure, I4)
+//	            buf = append(buf, r) (per record: no lock, no channel op, I5)
+//	            inbox <- batch{buf}  (never blocks: the inbox holds every credit)
+//	downstream: b := <-inbox; process; free <- b.recs[:0]
+//
+// Every channel of one gate shares the gate's inbox, so a subtask waits on a
+// single Go channel per input however many upstream subtasks feed it.
+// Order within a channel is kept because one writer sends in order and the
+// inbox is FIFO (I1).
+
+type ctrlKind uint8
+
+const (
+	ctrlNone ctrlKind = iota
+	ctrlWatermark
+	ctrlIdle
+	ctrlActive
+	ctrlEnd
+)
+
+type batch[T any] struct {
+	ch   int32
+	ctrl ctrlKind
+	val  int64
+	recs []Record[T]
+}
+
+// gate is the input of one downstream subtask: its inbox and, per channel,
+// the free list the buffers go back to.
+type gate[T any] struct {
+	inbox chan batch[T]
+	free  []chan []Record[T]
+}
+
+func newGate[T any](channels, credits, size int) *gate[T] {
+	g := &gate[T]{
+		inbox: make(chan batch[T], channels*credits),
+		free:  make([]chan []Record[T], channels),
+	}
+	for i := range g.free {
+		g.free[i] = make(chan []Record[T], credits)
+		for j := 0; j < credits; j++ {
+			g.free[i] <- make([]Record[T], 0, size)
+		}
+	}
+	return g
+}
+
+// release hands a processed buffer back to its channel.
+func (g *gate[T]) release(b batch[T]) {
+	if b.recs != nil {
+		g.free[b.ch] <- b.recs[:0]
+	}
+}
+
+// outChannel is the upstream end of one channel.
+type outChannel[T any] struct {
+	idx     int32
+	g       *gate[T]
+	buf     []Record[T] // nil while no buffer is held
+	done    <-chan struct{}
+	records *Counter // records sent, counted per batch
+}
+
+// acquire takes a free buffer, blocking while all are in flight. It returns
+// false if the job is being cancelled.
+func (c *outChannel[T]) acquire() bool {
+	select {
+	case c.buf = <-c.g.free[c.idx]:
+		return true
+	default:
+	}
+	select {
+	case c.buf = <-c.g.free[c.idx]:
+		return true
+	case <-c.done:
+		return false
+	}
+}
+
+func (c *outChannel[T]) send(ctrl ctrlKind, val int64) {
+	if c.buf == nil && !c.acquire() {
+		return
+	}
+	if c.records != nil && len(c.buf) > 0 {
+		c.records.Add(int64(len(c.buf)))
+	}
+	c.g.inbox <- batch[T]{ch: c.idx, ctrl: ctrl, val: val, recs: c.buf}
+	c.buf = nil
+}
+
+func (c *outChannel[T]) add(r Record[T]) {
+	if c.buf == nil && !c.acquire() {
+		return
+	}
+	c.buf = append(c.buf, r)
+	if len(c.buf) == cap(c.buf) {
+		c.send(ctrlNone, 0)
+	}
+}
+
+func (c *outChannel[T]) flush() {
+	if len(c.buf) > 0 {
+		c.send(ctrlNone, 0)
+	}
+}
+
+// partitioning says which downstream subtasks a record goes to.
+type partitioning uint8
+
+const (
+	partForward partitioning = iota
+	partRebalance
+	partBroadcast
+	partKey
+)
+
+func (p partitioning) String() string {
+	switch p {
+	case partForward:
+		return "forward"
+	case partRebalance:
+		return "rebalance"
+	case partBroadcast:
+		return "broadcast"
+	case partKey:
+		return "key-by"
+	}
+	return "?"
+}
+
+// writer is the Output of one network edge in one upstream subtask.
+type writer[T any] struct {
+	kind    partitioning
+	chans   []*outChannel[T]
+	keyed   func(T) int // target subtask for partKey
+	next    int
+	records *Counter
+}
+
+var _ Output[int] = (*writer[int])(nil)
+
+func (w *writer[T]) Collect(r Record[T]) {
+	switch w.kind {
+	case partForward:
+		w.chans[0].add(r)
+	case partRebalance:
+		w.chans[w.next].add(r)
+		w.next++
+		if w.next == len(w.chans) {
+			w.next = 0
+		}
+	case partKey:
+		w.chans[w.keyed(r.Value)].add(r)
+	case partBroadcast:
+		for _, c := range w.chans {
+			c.add(r)
+		}
+	}
+}
+
+func (w *writer[T]) EmitWatermark(ts int64) {
+	for _, c := range w.chans {
+		c.send(ctrlWatermark, ts)
+	}
+}
+
+func (w *writer[T]) EmitIdle(idle bool) {
+	k := ctrlActive
+	if idle {
+		k = ctrlIdle
+	}
+	for _, c := range w.chans {
+		c.send(k, 0)
+	}
+}
+
+func (w *writer[T]) flush() {
+	for _, c := range w.chans {
+		c.flush()
+	}
+}
+
+func (w *writer[T]) end() {
+	for _, c := range w.chans {
+		c.send(ctrlEnd, 0)
+	}
+}
+
+// flusher is the untyped view of a writer that a task keeps.
+type flusher interface {
+	flush()
+	end()
+}
+
+// fanout sends to several outputs (an operator with several consumers).
+type fanout[T any] []Output[T]
+
+func (f fanout[T]) Collect(r Record[T]) {
+	for _, o := range f {
+		o.Collect(r)
+	}
+}
+
+func (f fanout[T]) EmitWatermark(ts int64) {
+	for _, o := range f {
+		o.EmitWatermark(ts)
+	}
+}
+
+func (f fanout[T]) EmitIdle(idle bool) {
+	for _, o := range f {
+		o.EmitIdle(idle)
+	}
+}
+
+// control is what every output shares: watermarks and idleness.
+type control interface {
+	EmitWatermark(ts int64)
+	EmitIdle(idle bool)
+}
+
+// withSides is an operator's main output when it also has side outputs:
+// records go to the main output only; watermarks and idleness go
+// everywhere.
+type withSides[T any] struct {
+	main  Output[T]
+	sides []control
+}
+
+func (w withSides[T]) Collect(r Record[T]) { w.main.Collect(r) }
+
+func (w withSides[T]) EmitWatermark(ts int64) {
+	w.main.EmitWatermark(ts)
+	for _, s := range w.sides {
+		s.EmitWatermark(ts)
+	}
+}
+
+func (w withSides[T]) EmitIdle(idle bool) {
+	w.main.EmitIdle(idle)
+	for _, s := range w.sides {
+		s.EmitIdle(idle)
+	}
+}
+
+func outputOf[T any](outs []Output[T]) Output[T] {
+	switch len(outs) {
+	case 0:
+		return discard[T]{}
+	case 1:
+		return outs[0]
+	}
+	return fanout[T](outs)
+}

@@ -1,0 +1,35 @@
+// Package runtime executes weir jobs: it turns a graph of operators into
+// subtasks, runs each subtask as one goroutine with a mailbox loop, and moves
+// records, watermarks and idleness between subtasks in batches.
+//
+// Users build jobs with the typed API in the root package (weir); operator
+// authors (windows, async I/O, agents) implement OneInputOperator or
+// TwoInputOperator from this package.
+//
+// # Guarantees
+//
+//	I1. Elements of one channel (one upstream subtask to one downstream
+//	    subtask) arrive in the order they were emitted; watermarks and idleness
+//	    never overtake the records emitted before them.
+//	I2. A subtask's operators are only ever called from its own goroutine:
+//	    user functions, state and timers need no locks. Work posted to the
+//	    Mailbox from other goroutines runs on that goroutine too.
+//	I3. The watermark an operator sees is the minimum over its active inputs
+//	    (one watermark.Combiner per input over its channels, and one over the
+//	    inputs of a two-input operator) and never decreases.
+//	I4. Queues between subtasks are bounded (a fixed number of batch buffers
+//	    per channel); a full queue blocks the producer (back-pressure), nothing
+//	    is dropped.
+//	I5. The per-record path takes no lock and makes no channel operation:
+//	    records are appended to a batch buffer, and only a full batch, a
+//	    control element (watermark, idleness, end of input) or a flush sends it.
+//	I6. A job ends when every source has ended and every subtask has drained
+//	    its inputs, or when its context is cancelled, or at the first failure;
+//	    the returned error names the operator and subtask that failed.
+//
+// # Not guaranteed
+//
+// Order between different channels is not defined; a record that arrives at
+// an operator behind its watermark (late) is passed to the operator, which
+// decides (windows drop it or send it to a side output).
+package runtime

@@ -1,0 +1,448 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/weirproject/weir/clock"
+	"github.com/weirproject/weir/keygroup"
+)
+
+// Config is how a job runs. Its zero value is usable: every field documents
+// its default.
+type Config struct {
+	// Parallelism is the default number of subtasks per operator.
+	// 0 means 1.
+	Parallelism int
+	// MaxParallelism is the number of key groups. 0 means Flink's default
+	// for the largest parallelism in the job (at least 128). It is fixed
+	// for the life of the job's state.
+	MaxParallelism int
+	// AutoWatermarkInterval is how often sources call their generators'
+	// OnPeriodicEmit. 0 means 200ms; a negative value disables periodic
+	// emission (Flink uses 0 for that; weir keeps 0 for the default).
+	AutoWatermarkInterval time.Duration
+	// BufferSize is the number of records per batch between subtasks.
+	// 0 means 512.
+	BufferSize int
+	// BuffersPerChannel bounds each channel's in-flight batches (the
+	// back-pressure threshold). 0 means 4.
+	BuffersPerChannel int
+	// BufferTimeout is the longest a partly filled batch waits before it is
+	// sent while its producer is busy (a producer that has nothing to do
+	// sends at once). 0 means 100ms; negative disables the timer.
+	BufferTimeout time.Duration
+	// DisableChaining runs every operator in its own goroutines.
+	DisableChaining bool
+	// Clock is processing time. nil means clock.Real.
+	Clock clock.Clock
+	// Logger receives the runtime's logs. nil means slog.Default().
+	Logger *slog.Logger
+	// Metrics receives the job's counters and gauges. nil means a new set.
+	Metrics *Metrics
+}
+
+func (c Config) withDefaults() Config {
+	if c.Parallelism <= 0 {
+		c.Parallelism = 1
+	}
+	if c.AutoWatermarkInterval == 0 {
+		c.AutoWatermarkInterval = 200 * time.Millisecond
+	}
+	if c.BufferSize <= 0 {
+		c.BufferSize = 512
+	}
+	if c.BuffersPerChannel <= 0 {
+		c.BuffersPerChannel = 4
+	}
+	if c.BufferTimeout == 0 {
+		c.BufferTimeout = 100 * time.Millisecond
+	}
+	if c.Clock == nil {
+		c.Clock = clock.Real
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Metrics == nil {
+		c.Metrics = &Metrics{}
+	}
+	return c
+}
+
+// ErrEmptyJob is returned by Execute for a graph without operators.
+var ErrEmptyJob = errors.New("runtime: the job has no operators; add a source and a sink")
+
+// Execute runs the graph until every source has ended and all data has
+// drained, or until ctx is cancelled (then it returns ctx's error), or until
+// an operator fails (then it returns that error, naming the operator and
+// subtask, after cancelling the rest).
+func Execute(ctx context.Context, g *Graph, cfg Config) error {
+	cfg = cfg.withDefaults()
+	if len(g.nodes) == 0 {
+		return ErrEmptyJob
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	b, err := newBuilder(g, cfg, ctx.Done())
+	if err != nil {
+		return err
+	}
+	tasks, err := b.build()
+	if err != nil {
+		return err
+	}
+	var wg sync.WaitGroup
+	var once sync.Once
+	var first error
+	for _, t := range tasks {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := t.run(ctx); err != nil {
+				once.Do(func() {
+					first = err
+					cancel(err)
+				})
+			}
+		}()
+	}
+	wg.Wait()
+	if first != nil {
+		if ctx.Err() != nil && errors.Is(first, context.Canceled) {
+			if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
+				return cause
+			}
+		}
+		return first
+	}
+	return nil
+}
+
+// builder turns the logical graph into tasks.
+type builder struct {
+	g              *Graph
+	cfg            Config
+	done           <-chan struct{}
+	maxParallelism int
+	chained        map[edge]bool
+	// gates[node][input][subtask] is a *gate[T]
+	gates map[*Node][][]any
+	// chanIdx[edge][u][d] is the channel index of producer u at consumer d
+	// (-1: not connected)
+	chanIdx map[edge][][]int
+	tasks   []*task
+}
+
+func newBuilder(g *Graph, cfg Config, done <-chan struct{}) (*builder, error) {
+	b := &builder{g: g, cfg: cfg, done: done, chained: map[edge]bool{},
+		gates: map[*Node][][]any{}, chanIdx: map[edge][][]int{}}
+	maxPar := 0
+	for _, n := range g.nodes {
+		if p := b.par(n); p > maxPar {
+			maxPar = p
+		}
+	}
+	b.maxParallelism = cfg.MaxParallelism
+	if b.maxParallelism == 0 {
+		b.maxParallelism = keygroup.DefaultMaxParallelism(maxPar)
+	}
+	for _, n := range g.nodes {
+		if err := keygroup.Validate(b.maxParallelism, b.par(n)); err != nil {
+			return nil, fmt.Errorf("runtime: operator %q: %w", n.name, err)
+		}
+		for i, in := range n.inputs {
+			if len(in) == 0 {
+				return nil, fmt.Errorf("runtime: input %d of operator %q is not connected", i+1, n.name)
+			}
+		}
+	}
+	for _, n := range g.nodes {
+		for _, e := range n.outputs {
+			if e.kind() == partForward && b.par(e.src()) != b.par(e.dst()) {
+				return nil, fmt.Errorf("runtime: forward edge %q -> %q joins parallelism %d to %d; use a rebalance or key-by, or equal parallelism",
+					e.src().name, e.dst().name, b.par(e.src()), b.par(e.dst()))
+			}
+			d := e.dst()
+			b.chained[e] = !cfg.DisableChaining && e.kind() == partForward && e.tagID() == 0 &&
+				len(d.inputs) == 1 && len(d.inputs[0]) == 1
+		}
+	}
+	return b, nil
+}
+
+func (b *builder) par(n *Node) int {
+	if n.parallelism > 0 {
+		return n.parallelism
+	}
+	return b.cfg.Parallelism
+}
+
+func (b *builder) build() ([]*task, error) {
+	// Channel numbering and gates of every consumer that is not chained.
+	for _, n := range b.g.nodes {
+		if len(n.inputs) == 0 || b.chained[n.inputs[0][0]] {
+			continue
+		}
+		par := b.par(n)
+		perInput := make([][]any, len(n.inputs))
+		for i, in := range n.inputs {
+			counts := make([]int, par)
+			for _, e := range in {
+				up := b.par(e.src())
+				idx := make([][]int, up)
+				for u := range idx {
+					idx[u] = make([]int, par)
+					for d := range idx[u] {
+						idx[u][d] = -1
+						if e.kind() != partForward || u == d {
+							idx[u][d] = counts[d]
+							counts[d]++
+						}
+					}
+				}
+				b.chanIdx[e] = idx
+			}
+			perInput[i] = make([]any, par)
+			for d := range par {
+				perInput[i][d] = in[0].newGate(counts[d], b.cfg.BuffersPerChannel, b.cfg.BufferSize)
+			}
+		}
+		b.gates[n] = perInput
+	}
+	// One task per chain head and subtask.
+	for _, n := range b.g.nodes {
+		if len(n.inputs) > 0 && b.chained[n.inputs[0][0]] {
+			continue
+		}
+		for s := range b.par(n) {
+			t := &task{job: b, subtask: s, parallelism: b.par(n), node: n}
+			t.mailbox.init()
+			t.timers.init(b.cfg.Clock)
+			head, err := b.instantiate(t, n, s)
+			if err != nil {
+				return nil, err
+			}
+			t.head = head
+			// instantiate appends children first; put the head first.
+			for i, j := 0, len(t.chain)-1; i < j; i, j = i+1, j-1 {
+				t.chain[i], t.chain[j] = t.chain[j], t.chain[i]
+			}
+			var gates []any
+			for _, perInput := range b.gates[n] {
+				gates = append(gates, perInput[s])
+			}
+			t.gates = gates
+			b.tasks = append(b.tasks, t)
+		}
+	}
+	return b.tasks, nil
+}
+
+// instantiate creates subtask s of n and, recursively, the operators
+// chained behind it, inside task t.
+func (b *builder) instantiate(t *task, n *Node, s int) (instance, error) {
+	var main []any
+	sides := map[int][]any{}
+	var sideEdges = map[int]edge{}
+	var mainEdge edge
+	for _, e := range n.outputs {
+		var o any
+		if b.chained[e] {
+			child, err := b.instantiate(t, e.dst(), s)
+			if err != nil {
+				return nil, err
+			}
+			o = child.input(0)
+		} else {
+			idx := b.chanIdx[e]
+			var refs []chanRef
+			for d := range b.par(e.dst()) {
+				if idx[s][d] >= 0 {
+					refs = append(refs, chanRef{gate: b.gates[e.dst()][e.input()][d], idx: idx[s][d]})
+				}
+			}
+			var f flusher
+			o, f = e.newWriter(b, s, refs, b.cfg.Metrics.counter(n.name, s, "recordsOut"))
+			t.writers = append(t.writers, f)
+		}
+		if e.tagID() == 0 {
+			main = append(main, o)
+			mainEdge = e
+		} else {
+			sides[e.tagID()] = append(sides[e.tagID()], o)
+			sideEdges[e.tagID()] = e
+		}
+	}
+	ctx := &Context{
+		Name: n.name, UID: n.UID(), Subtask: s, Parallelism: b.par(n),
+		MaxParallelism: b.maxParallelism,
+		KeyGroups:      keygroup.RangeFor(b.maxParallelism, b.par(n), s),
+		Clock:          b.cfg.Clock,
+		Logger:         b.cfg.Logger.With("operator", n.name, "subtask", s),
+		task:           t,
+		sides:          map[int]any{},
+	}
+	var sideCtl []control
+	for id, outs := range sides {
+		o := sideEdges[id].combine(outs)
+		ctx.sides[id] = o
+		sideCtl = append(sideCtl, o.(control))
+	}
+	var mainOut any
+	if mainEdge != nil {
+		mainOut = mainEdge.combine(main)
+	}
+	inst, err := n.impl.instantiate(ctx, mainOut, sideCtl)
+	if err != nil {
+		return nil, fmt.Errorf("runtime: operator %q subtask %d: %w", n.name, s, err)
+	}
+	t.chain = append(t.chain, inst)
+	return inst, nil
+}
+
+// task is one chain of operators of one subtask, run by one goroutine.
+type task struct {
+	job         *builder
+	node        *Node
+	subtask     int
+	parallelism int
+	head        instance
+	chain       []instance // head first, in topological order
+	gates       []any
+	writers     []flusher
+	mailbox     Mailbox
+	timers      procTimers
+	done        <-chan struct{}
+	err         error
+}
+
+// fail records the first failure of the task; the loop checks it between
+// batches and stops.
+func (t *task) fail(op string, err error) {
+	if t.err == nil {
+		t.err = fmt.Errorf("operator %q (subtask %d of %d): %w", op, t.subtask, t.parallelism, err)
+	}
+}
+
+func (t *task) flushAll() {
+	for _, w := range t.writers {
+		w.flush()
+	}
+}
+
+func (t *task) run(ctx context.Context) (err error) {
+	t.done = ctx.Done()
+	opened := 0
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("operator %q (subtask %d of %d) panicked: %v\n%s", t.node.name, t.subtask, t.parallelism, r, debug.Stack())
+		}
+		for i := range opened {
+			if cerr := t.chain[i].close(); cerr != nil && err == nil {
+				err = fmt.Errorf("operator %q (subtask %d of %d): close: %w", t.chain[i].name(), t.subtask, t.parallelism, cerr)
+			}
+		}
+	}()
+	// Open tail first so that every operator's consumers are ready before
+	// it can emit.
+	for i := len(t.chain) - 1; i >= 0; i-- {
+		if err := t.chain[i].open(); err != nil {
+			for j := len(t.chain) - 1; j > i; j-- {
+				t.chain[j].close()
+			}
+			return fmt.Errorf("operator %q (subtask %d of %d): open: %w", t.chain[i].name(), t.subtask, t.parallelism, err)
+		}
+	}
+	opened = len(t.chain)
+	if t.job.cfg.BufferTimeout > 0 && len(t.writers) > 0 {
+		t.scheduleFlush()
+	}
+	if err := t.head.run(t); err != nil {
+		return err
+	}
+	if t.err != nil {
+		return t.err
+	}
+	// The head's input ended: end the inputs of the chained operators in
+	// order, so each can emit what it still holds.
+	for _, inst := range t.chain[1:] {
+		if err := inst.endInput(); err != nil {
+			return fmt.Errorf("operator %q (subtask %d of %d): end of input: %w", inst.name(), t.subtask, t.parallelism, err)
+		}
+		if t.err != nil {
+			return t.err
+		}
+	}
+	for _, w := range t.writers {
+		w.end()
+	}
+	return ctx.Err()
+}
+
+func (t *task) scheduleFlush() {
+	d := t.job.cfg.BufferTimeout.Milliseconds()
+	if d <= 0 {
+		d = 1
+	}
+	var tick func(now int64)
+	tick = func(now int64) {
+		t.flushAll()
+		t.timers.register(now+d, tick)
+	}
+	t.timers.register(clock.NowMillis(t.job.cfg.Clock)+d, tick)
+}
+
+// serve runs mailbox letters and due timers without blocking; it reports
+// whether the job is being cancelled.
+func (t *task) serve() bool {
+	select {
+	case <-t.mailbox.wake:
+		t.mailbox.runAll()
+	case <-t.timers.C():
+		t.timers.fire()
+	case <-t.done:
+		return false
+	default:
+	}
+	return true
+}
+
+// yield blocks until a mailbox letter or a timer has run.
+func (t *task) yield() error {
+	select {
+	case <-t.mailbox.wake:
+		t.mailbox.runAll()
+	case <-t.timers.C():
+		t.timers.fire()
+	case <-t.done:
+		return context.Canceled
+	}
+	return nil
+}
+
+// errCancelled is what a loop returns when the job is cancelled under it.
+var errCancelled = context.Canceled
+
+// instance is one operator subtask inside a task.
+type instance interface {
+	name() string
+	open() error
+	// input returns the Output[IN] through which records of input i reach
+	// the operator (for chaining).
+	input(i int) any
+	endInput() error
+	close() error
+	// run is the task loop when this instance heads the task.
+	run(t *task) error
+}
+
+// nodeImpl creates the instances of a node.
+type nodeImpl interface {
+	instantiate(ctx *Context, out any, sides []control) (instance, error)
+}

@@ -1,0 +1,47 @@
+package runtime
+
+import "sync"
+
+// Mailbox hands work from other goroutines to a subtask goroutine. Post
+// never blocks; letters run in the order they were posted, between records,
+// never concurrently with the operator.
+//
+// A mailbox is unbounded: whoever posts bounds its own in-flight work (the
+// async I/O operator by its capacity, the agent operator by its in-flight
+// limit), so the number of letters is bounded by that.
+type Mailbox struct {
+	mu struct {
+		sync.Mutex
+		letters []func()
+	}
+	wake  chan struct{} // capacity 1: "there are letters"
+	spare []func()      // recycled backing array, owned by the subtask goroutine
+}
+
+func (m *Mailbox) init() { m.wake = make(chan struct{}, 1) }
+
+// Post queues f to run on the subtask goroutine.
+func (m *Mailbox) Post(f func()) {
+	m.mu.Lock()
+	m.mu.letters = append(m.mu.letters, f)
+	m.mu.Unlock()
+	select {
+	case m.wake <- struct{}{}:
+	default:
+	}
+}
+
+// runAll runs every letter queued so far and reports how many ran. Letters
+// posted while running wait for the next call (and have re-signalled wake).
+func (m *Mailbox) runAll() int {
+	m.mu.Lock()
+	letters := m.mu.letters
+	m.mu.letters = m.spare[:0]
+	m.mu.Unlock()
+	for i, f := range letters {
+		f()
+		letters[i] = nil
+	}
+	m.spare = letters[:0]
+	return len(letters)
+}

@@ -1,0 +1,116 @@
+package runtime
+
+import (
+	"sort"
+	"sync"
+	"sync/atomic"
+)
+
+// Counter is a monotonically increasing count, safe for concurrent use.
+type Counter struct{ v atomic.Int64 }
+
+// Add adds n.
+func (c *Counter) Add(n int64) { c.v.Add(n) }
+
+// Inc adds one.
+func (c *Counter) Inc() { c.v.Add(1) }
+
+// Value returns the count.
+func (c *Counter) Value() int64 { return c.v.Load() }
+
+// Gauge is a value that goes up and down, safe for concurrent use.
+type Gauge struct{ v atomic.Int64 }
+
+// Set sets the value.
+func (g *Gauge) Set(n int64) { g.v.Store(n) }
+
+// Value returns the value.
+func (g *Gauge) Value() int64 { return g.v.Load() }
+
+// Metric is one named value of one operator subtask.
+type Metric struct {
+	Operator string
+	Subtask  int
+	Name     string
+	Value    int64
+	Gauge    bool
+}
+
+type metricKey struct {
+	op      string
+	subtask int
+	name    string
+}
+
+// Metrics holds the counters and gauges of a job. The Prometheus adapter
+// (package metrics) reads them through Snapshot.
+type Metrics struct {
+	mu       sync.Mutex
+	counters map[metricKey]*Counter
+	gauges   map[metricKey]*Gauge
+}
+
+func (m *Metrics) counter(op string, sub int, name string) *Counter {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.counters == nil {
+		m.counters = map[metricKey]*Counter{}
+	}
+	k := metricKey{op, sub, name}
+	c := m.counters[k]
+	if c == nil {
+		c = &Counter{}
+		m.counters[k] = c
+	}
+	return c
+}
+
+func (m *Metrics) gauge(op string, sub int, name string) *Gauge {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.gauges == nil {
+		m.gauges = map[metricKey]*Gauge{}
+	}
+	k := metricKey{op, sub, name}
+	g := m.gauges[k]
+	if g == nil {
+		g = &Gauge{}
+		m.gauges[k] = g
+	}
+	return g
+}
+
+// Snapshot returns every metric, sorted by operator, subtask and name.
+func (m *Metrics) Snapshot() []Metric {
+	m.mu.Lock()
+	out := make([]Metric, 0, len(m.counters)+len(m.gauges))
+	for k, c := range m.counters {
+		out = append(out, Metric{k.op, k.subtask, k.name, c.Value(), false})
+	}
+	for k, g := range m.gauges {
+		out = append(out, Metric{k.op, k.subtask, k.name, g.Value(), true})
+	}
+	m.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if a.Operator != b.Operator {
+			return a.Operator < b.Operator
+		}
+		if a.Subtask != b.Subtask {
+			return a.Subtask < b.Subtask
+		}
+		return a.Name < b.Name
+	})
+	return out
+}
+
+// Sum returns the sum of the named metric of an operator over its subtasks.
+func (m *Metrics) Sum(op, name string) int64 {
+	var s int64
+	for _, x := range m.Snapshot() {
+		if x.Operator == op && x.Name == name {
+			s += x.Value
+		}
+	}
+	return s
+}

@@ -1,0 +1,180 @@
+package runtime
+
+import (
+	"github.com/weirproject/weir/watermark"
+)
+
+func mainOutput[OUT any](out any, sides []control) Output[OUT] {
+	var o Output[OUT] = discard[OUT]{}
+	if out != nil {
+		o = out.(Output[OUT])
+	}
+	if len(sides) > 0 {
+		return withSides[OUT]{main: o, sides: sides}
+	}
+	return o
+}
+
+type oneInputImpl[IN, OUT any] struct {
+	newOp func() OneInputOperator[IN, OUT]
+}
+
+func (m *oneInputImpl[IN, OUT]) instantiate(ctx *Context, out any, sides []control) (instance, error) {
+	return &oneInputInstance[IN, OUT]{op: m.newOp(), ctx: ctx, out: mainOutput[OUT](out, sides),
+		recordsIn: ctx.task.job.cfg.Metrics.counter(ctx.Name, ctx.Subtask, "recordsIn")}, nil
+}
+
+// oneInputInstance is a subtask of a one-input operator. It is the
+// Output[IN] of whatever feeds it (a chained operator, or its own task
+// loop), and the watermark.Output of the combiner over its channels.
+type oneInputInstance[IN, OUT any] struct {
+	op        OneInputOperator[IN, OUT]
+	ctx       *Context
+	out       Output[OUT]
+	recordsIn *Counter
+	ended     bool
+}
+
+func (x *oneInputInstance[IN, OUT]) name() string  { return x.ctx.Name }
+func (x *oneInputInstance[IN, OUT]) open() error   { return x.op.Open(x.ctx, x.out) }
+func (x *oneInputInstance[IN, OUT]) close() error  { return x.op.Close() }
+func (x *oneInputInstance[IN, OUT]) input(int) any { return Output[IN](x) }
+func (x *oneInputInstance[IN, OUT]) endInput() error {
+	if x.ended {
+		return nil
+	}
+	x.ended = true
+	return x.op.EndInput()
+}
+
+func (x *oneInputInstance[IN, OUT]) Collect(r Record[IN]) {
+	if err := x.op.ProcessRecord(r); err != nil {
+		x.ctx.task.fail(x.ctx.Name, err)
+	}
+}
+
+func (x *oneInputInstance[IN, OUT]) EmitWatermark(ts int64) {
+	if err := x.op.ProcessWatermark(ts); err != nil {
+		x.ctx.task.fail(x.ctx.Name, err)
+	}
+}
+
+func (x *oneInputInstance[IN, OUT]) EmitIdle(idle bool) {
+	if err := x.op.ProcessIdle(idle); err != nil {
+		x.ctx.task.fail(x.ctx.Name, err)
+	}
+}
+
+// MarkIdle and MarkActive make the instance a watermark.Output.
+func (x *oneInputInstance[IN, OUT]) MarkIdle()   { x.EmitIdle(true) }
+func (x *oneInputInstance[IN, OUT]) MarkActive() { x.EmitIdle(false) }
+
+// run is the loop of a task headed by a one-input operator.
+func (x *oneInputInstance[IN, OUT]) run(t *task) error {
+	g := t.gates[0].(*gate[IN])
+	in := newInputState[IN](g, x)
+	for !in.finished() {
+		var b batch[IN]
+		select {
+		case b = <-g.inbox:
+		case <-t.mailbox.wake:
+			t.mailbox.runAll()
+			goto check
+		case <-t.timers.C():
+			t.timers.fire()
+			goto check
+		case <-t.done:
+			return errCancelled
+		default:
+			t.flushAll()
+			select {
+			case b = <-g.inbox:
+			case <-t.mailbox.wake:
+				t.mailbox.runAll()
+				goto check
+			case <-t.timers.C():
+				t.timers.fire()
+				goto check
+			case <-t.done:
+				return errCancelled
+			}
+		}
+		in.handle(b)
+	check:
+		if t.err != nil {
+			return t.err
+		}
+	}
+	return x.endInput()
+}
+
+// inputState processes the batches of one gate: records to the operator,
+// control elements to the channel combiner, end-of-input counting.
+type inputState[T any] struct {
+	g       *gate[T]
+	to      Output[T]
+	valve   *watermark.Combiner
+	ended   []bool
+	nEnded  int
+	counter *Counter
+}
+
+// valveOut receives the combined watermark of an input.
+type valveOut interface {
+	EmitWatermark(ts int64)
+	MarkIdle()
+	MarkActive()
+}
+
+func newInputState[T any](g *gate[T], to interface {
+	Output[T]
+	valveOut
+}) *inputState[T] {
+	return newInputStateTo[T](g, to, to)
+}
+
+func newInputStateTo[T any](g *gate[T], to Output[T], wm valveOut) *inputState[T] {
+	n := len(g.free)
+	return &inputState[T]{g: g, to: to, valve: watermark.NewCombiner(n, wm), ended: make([]bool, n)}
+}
+
+func (s *inputState[T]) finished() bool { return s.nEnded == len(s.ended) }
+
+func (s *inputState[T]) handle(b batch[T]) {
+	recs := b.recs
+	to := s.to
+	if x, ok := to.(interface{ collectAll([]Record[T]) }); ok {
+		x.collectAll(recs)
+	} else {
+		for i := range recs {
+			to.Collect(recs[i])
+		}
+	}
+	s.g.release(b)
+	switch b.ctrl {
+	case ctrlWatermark:
+		s.valve.Watermark(int(b.ch), b.val)
+	case ctrlIdle:
+		s.valve.Idle(int(b.ch))
+	case ctrlActive:
+		s.valve.Active(int(b.ch))
+	case ctrlEnd:
+		if !s.ended[b.ch] {
+			s.ended[b.ch] = true
+			s.nEnded++
+		}
+	}
+}
+
+// collectAll hands a whole batch to the operator (one interface call per
+// record instead of two).
+func (x *oneInputInstance[IN, OUT]) collectAll(recs []Record[IN]) {
+	op := x.op
+	for i := range recs {
+		if err := op.ProcessRecord(recs[i]); err != nil {
+			x.ctx.task.fail(x.ctx.Name, err)
+			return
+		}
+	}
+	x.recordsIn.Add(int64(len(recs)))
+}

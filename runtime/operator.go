@@ -1,0 +1,147 @@
+package runtime
+
+import (
+	"log/slog"
+
+	"github.com/weirproject/weir/clock"
+	"github.com/weirproject/weir/keygroup"
+)
+
+// OneInputOperator is an operator with one input (which may merge several
+// upstream streams of the same type). The runtime calls its methods from the
+// subtask goroutine only, in this order:
+//
+//	Open, then any interleaving of ProcessRecord, ProcessWatermark,
+//	ProcessIdle and work the operator posted to its Mailbox,
+//	then EndInput once if the input ended (bounded input), then Close.
+//
+// Close is called after Open succeeded, whether the job ends normally,
+// fails, or is cancelled. An error from any method fails the job; the
+// error names the operator and subtask.
+//
+// ProcessWatermark receives the watermark already combined over all input
+// channels; it is strictly increasing. An operator that emits records must
+// emit those a watermark covers before it forwards the watermark.
+type OneInputOperator[IN, OUT any] interface {
+	Open(ctx *Context, out Output[OUT]) error
+	ProcessRecord(r Record[IN]) error
+	ProcessWatermark(ts int64) error
+	ProcessIdle(idle bool) error
+	EndInput() error
+	Close() error
+}
+
+// TwoInputOperator is an operator with two inputs of possibly different
+// types. Its lifecycle is that of OneInputOperator; ProcessWatermark gets
+// the minimum over both inputs (a watermark.Combiner over the two), and
+// EndInput is called once per input (1 or 2) as each ends.
+type TwoInputOperator[IN1, IN2, OUT any] interface {
+	Open(ctx *Context, out Output[OUT]) error
+	ProcessRecord1(r Record[IN1]) error
+	ProcessRecord2(r Record[IN2]) error
+	ProcessWatermark(ts int64) error
+	ProcessIdle(idle bool) error
+	EndInput(input int) error
+	Close() error
+}
+
+// Base gives an operator the usual defaults: it keeps the Context and
+// Output from Open, forwards watermarks and idleness unchanged, and does
+// nothing at end of input or close. Embed it and override what differs.
+type Base[OUT any] struct {
+	Ctx *Context
+	Out Output[OUT]
+}
+
+// Open stores ctx and out.
+func (b *Base[OUT]) Open(ctx *Context, out Output[OUT]) error {
+	b.Ctx, b.Out = ctx, out
+	return nil
+}
+
+// ProcessWatermark forwards ts.
+func (b *Base[OUT]) ProcessWatermark(ts int64) error {
+	b.Out.EmitWatermark(ts)
+	return nil
+}
+
+// ProcessIdle forwards the status.
+func (b *Base[OUT]) ProcessIdle(idle bool) error {
+	b.Out.EmitIdle(idle)
+	return nil
+}
+
+// Close does nothing.
+func (b *Base[OUT]) Close() error { return nil }
+
+// Context is what the runtime gives an operator subtask: who it is, its
+// key groups, its clock and logger, and access to the subtask's mailbox and
+// processing-time scheduler. Its methods may be called from the subtask
+// goroutine only, except Mailbox().Post, which any goroutine may call.
+type Context struct {
+	// Name and UID identify the operator; UID is stable across job versions
+	// when the user sets it.
+	Name, UID string
+	// Subtask is this subtask's index in [0, Parallelism).
+	Subtask, Parallelism int
+	// MaxParallelism is the number of key groups.
+	MaxParallelism int
+	// KeyGroups is the key-group range this subtask owns (meaningful for
+	// keyed operators).
+	KeyGroups keygroup.Range
+	// Clock is processing time.
+	Clock clock.Clock
+	// Logger carries the operator and subtask as attributes.
+	Logger *slog.Logger
+
+	task  *task
+	sides map[int]any // side-output tag id -> Output[T]
+}
+
+// Mailbox returns the subtask's mailbox, through which other goroutines
+// hand work (such as completions of asynchronous calls) to the subtask.
+func (c *Context) Mailbox() *Mailbox { return &c.task.mailbox }
+
+// RegisterProcessingTimer runs f on the subtask goroutine once processing
+// time reaches ts (Unix ms); f gets the time it actually ran at. A ts in the
+// past runs f at the next turn of the loop.
+func (c *Context) RegisterProcessingTimer(ts int64, f func(now int64)) {
+	c.task.timers.register(ts, f)
+}
+
+// Yield blocks until at least one mailbox letter or due processing-time
+// timer has run. Operators call it to wait for asynchronous work to finish
+// (for example when their in-flight capacity is used up) while keeping the
+// subtask responsive. It returns an error if the job is being cancelled.
+func (c *Context) Yield() error { return c.task.yield() }
+
+// Counter returns the named counter of this operator subtask, creating it
+// on first use. Counters show in the job's metrics.
+func (c *Context) Counter(name string) *Counter {
+	return c.task.job.cfg.Metrics.counter(c.Name, c.Subtask, name)
+}
+
+// Gauge returns the named gauge of this operator subtask.
+func (c *Context) Gauge(name string) *Gauge {
+	return c.task.job.cfg.Metrics.gauge(c.Name, c.Subtask, name)
+}
+
+// SideOutput returns the Output of side output tag for the operator that
+// owns ctx. Records sent to a side output nobody consumes are discarded.
+// Watermarks and idleness reach side outputs through the main Output.
+func SideOutput[T any](ctx *Context, tag *OutputTag[T]) Output[T] {
+	if o, ok := ctx.sides[tag.id]; ok {
+		return o.(Output[T])
+	}
+	return discard[T]{}
+}
+
+type discard[T any] struct{}
+
+func (discard[T]) Collect(Record[T])   {}
+func (discard[T]) EmitWatermark(int64) {}
+func (discard[T]) EmitIdle(bool)       {}
+
+// Fail fails the job with err, naming this operator and subtask. Use it
+// from mailbox letters and timer callbacks, which cannot return errors.
+func (c *Context) Fail(err error) { c.task.fail(c.Name, err) }

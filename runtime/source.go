@@ -1,0 +1,108 @@
+package runtime
+
+import (
+	"log/slog"
+
+	"github.com/weirproject/weir/clock"
+)
+
+// Source creates the readers of a source operator, one per subtask.
+//
+// Lifecycle: CreateReader is called once per subtask while the job is being
+// built, before any reader is polled. Each Reader is then driven by its
+// subtask goroutine alone (Poll, Ready) and closed once when the subtask
+// ends, however it ends.
+type Source[T any] interface {
+	CreateReader(ctx SourceContext) (Reader[T], error)
+}
+
+// SourceFunc adapts a function to Source.
+type SourceFunc[T any] func(ctx SourceContext) (Reader[T], error)
+
+// CreateReader calls f.
+func (f SourceFunc[T]) CreateReader(ctx SourceContext) (Reader[T], error) { return f(ctx) }
+
+// SourceContext tells a reader which part of the source it reads.
+type SourceContext struct {
+	// Name of the source operator.
+	Name string
+	// Subtask and Parallelism: the reader reads the splits assigned to
+	// subtask Subtask of Parallelism.
+	Subtask, Parallelism int
+	Clock                clock.Clock
+	Logger               *slog.Logger
+}
+
+// PollStatus says what a reader wants after a Poll.
+type PollStatus int
+
+const (
+	// More means more records are available now: poll again.
+	More PollStatus = iota
+	// Wait means nothing is available now: the subtask waits until Ready
+	// delivers, while still serving its mailbox and timers.
+	Wait
+	// Done means the reader has ended (bounded input). The subtask then
+	// emits the final watermark (watermark.Max) and ends its output.
+	Done
+)
+
+// Reader reads the splits of one source subtask.
+type Reader[T any] interface {
+	// Poll emits what is available now to out and returns without
+	// blocking. It should emit a bounded number of records per call (a few
+	// hundred) so the subtask can serve its mailbox between calls.
+	Poll(out SourceOutput[T]) (PollStatus, error)
+	// Ready returns a channel that delivers (or is closed) when Poll may
+	// have something after it returned Wait. It may return nil if Poll
+	// never returns Wait.
+	Ready() <-chan struct{}
+	// Close releases the reader's resources.
+	Close() error
+}
+
+// SourceOutput is where a Reader emits records. Split ids are small
+// non-negative integers chosen by the reader (for Kafka, an index over the
+// assigned partitions); each split gets its own watermark generator and the
+// subtask's watermark is the minimum over its active splits.
+type SourceOutput[T any] interface {
+	// Collect emits value v of split with the source's timestamp ts (Unix
+	// ms, or NoTimestamp). The source's watermark.Strategy may derive the
+	// timestamp from v instead; a record without a usable timestamp goes to
+	// the dead-letter output.
+	Collect(split int, v T, ts int64)
+	// AddSplit announces a split before its first record. Collect on an
+	// unknown split adds it.
+	AddSplit(split int)
+	// FinishSplit says a split has ended: it no longer holds the watermark.
+	FinishSplit(split int)
+	// SetSplitIdle marks a split idle (it leaves the minimum) or active,
+	// for readers that know better than a time-out (for example a Kafka
+	// partition that has caught up with its end offset).
+	SetSplitIdle(split int, idle bool)
+	// DeadLetter reports input that could not become a record (it did not
+	// decode, or has no timestamp), with the reason. It is counted and sent
+	// to the source's dead-letter output.
+	DeadLetter(d DeadLetter)
+}
+
+// DeadLetter is input a source could not turn into a record.
+type DeadLetter struct {
+	// Source is the name of the source operator.
+	Source string `json:"source"`
+	// Split and Position locate the input (for files, the line number;
+	// for Kafka, the partition and offset).
+	Split    int   `json:"split"`
+	Position int64 `json:"position"`
+	// Raw is the undecodable input, if there was one.
+	Raw []byte `json:"raw,omitempty"`
+	// Value is the decoded value, when decoding worked but the record had
+	// no usable timestamp.
+	Value any `json:"value,omitempty"`
+	// Reason says what was wrong.
+	Reason string `json:"reason"`
+}
+
+// DeadLetterTag is the side output of every source that carries its dead
+// letters.
+var DeadLetterTag = NewOutputTag[DeadLetter]("dead-letters")

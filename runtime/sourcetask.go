@@ -1,0 +1,166 @@
+package runtime
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/weirproject/weir/clock"
+	"github.com/weirproject/weir/watermark"
+)
+
+type sourceImpl[T any] struct {
+	src      Source[T]
+	strategy watermark.Strategy[T]
+}
+
+func (m *sourceImpl[T]) instantiate(ctx *Context, out any, sides []control) (instance, error) {
+	r, err := m.src.CreateReader(SourceContext{Name: ctx.Name, Subtask: ctx.Subtask,
+		Parallelism: ctx.Parallelism, Clock: ctx.Clock, Logger: ctx.Logger})
+	if err != nil {
+		return nil, err
+	}
+	x := &sourceInstance[T]{reader: r, ctx: ctx, out: mainOutput[T](out, sides), tsOf: m.strategy.Timestamp,
+		dead:        SideOutput(ctx, DeadLetterTag),
+		deadCount:   ctx.Counter("deadLetters"),
+		recordsOut:  ctx.Counter("recordsRead"),
+		watermarkAt: ctx.Gauge("watermark")}
+	x.watermarkAt.Set(watermark.Min)
+	x.splits = watermark.NewSplits(m.strategy, ctx.Clock, x)
+	return x, nil
+}
+
+// sourceInstance is a source subtask: it polls its reader, stamps records,
+// runs one watermark generator per split and combines them (I3).
+type sourceInstance[T any] struct {
+	reader      Reader[T]
+	ctx         *Context
+	out         Output[T]
+	tsOf        func(v T, sourceTs int64) (int64, bool)
+	splits      *watermark.Splits[T]
+	dead        Output[DeadLetter]
+	deadCount   *Counter
+	recordsOut  *Counter
+	watermarkAt *Gauge
+	known       []bool
+	closed      bool
+}
+
+func (x *sourceInstance[T]) name() string    { return x.ctx.Name }
+func (x *sourceInstance[T]) open() error     { return nil }
+func (x *sourceInstance[T]) endInput() error { return nil }
+func (x *sourceInstance[T]) input(int) any   { panic("runtime: a source has no input") }
+func (x *sourceInstance[T]) close() error {
+	if x.closed {
+		return nil
+	}
+	x.closed = true
+	return x.reader.Close()
+}
+
+// Collect implements SourceOutput.
+func (x *sourceInstance[T]) Collect(split int, v T, ts int64) {
+	if x.tsOf != nil {
+		t, ok := x.tsOf(v, ts)
+		if !ok {
+			x.DeadLetter(DeadLetter{Split: split, Value: v, Reason: "record has no usable timestamp"})
+			return
+		}
+		ts = t
+	} else if ts == NoTimestamp {
+		x.DeadLetter(DeadLetter{Split: split, Value: v, Reason: "record has no timestamp and the source's strategy assigns none"})
+		return
+	}
+	if split >= len(x.known) || !x.known[split] {
+		x.AddSplit(split)
+	}
+	x.splits.OnEvent(split, v, ts)
+	x.out.Collect(Record[T]{Value: v, Timestamp: ts})
+}
+
+// AddSplit implements SourceOutput.
+func (x *sourceInstance[T]) AddSplit(split int) {
+	for split >= len(x.known) {
+		x.known = append(x.known, false)
+	}
+	if !x.known[split] {
+		x.known[split] = true
+		x.splits.Add(split)
+	}
+}
+
+// FinishSplit implements SourceOutput.
+func (x *sourceInstance[T]) FinishSplit(split int) {
+	x.AddSplit(split)
+	x.splits.Remove(split)
+}
+
+// SetSplitIdle implements SourceOutput.
+func (x *sourceInstance[T]) SetSplitIdle(split int, idle bool) {
+	x.AddSplit(split)
+	x.splits.SetIdle(split, idle)
+}
+
+// DeadLetter implements SourceOutput.
+func (x *sourceInstance[T]) DeadLetter(d DeadLetter) {
+	d.Source = x.ctx.Name
+	x.deadCount.Inc()
+	x.dead.Collect(Record[DeadLetter]{Value: d, Timestamp: clock.NowMillis(x.ctx.Clock)})
+}
+
+// EmitWatermark, MarkIdle and MarkActive receive the combined watermark of
+// the splits.
+func (x *sourceInstance[T]) EmitWatermark(ts int64) {
+	x.watermarkAt.Set(ts)
+	x.out.EmitWatermark(ts)
+}
+func (x *sourceInstance[T]) MarkIdle()   { x.out.EmitIdle(true) }
+func (x *sourceInstance[T]) MarkActive() { x.out.EmitIdle(false) }
+
+func (x *sourceInstance[T]) run(t *task) error {
+	if iv := t.job.cfg.AutoWatermarkInterval; iv > 0 {
+		d := iv.Milliseconds()
+		if d <= 0 {
+			d = 1
+		}
+		var tick func(now int64)
+		tick = func(now int64) {
+			x.splits.OnPeriodicEmit()
+			t.timers.register(now+d, tick)
+		}
+		t.timers.register(clock.NowMillis(x.ctx.Clock)+d, tick)
+	}
+	for {
+		if !t.serve() {
+			return errCancelled
+		}
+		if t.err != nil {
+			return t.err
+		}
+		st, err := x.reader.Poll(x)
+		if err != nil {
+			return fmt.Errorf("operator %q (subtask %d of %d): read: %w", x.ctx.Name, t.subtask, t.parallelism, err)
+		}
+		switch st {
+		case More:
+		case Wait:
+			t.flushAll()
+			select {
+			case <-x.reader.Ready():
+			case <-t.mailbox.wake:
+				t.mailbox.runAll()
+			case <-t.timers.C():
+				t.timers.fire()
+			case <-t.done:
+				return errCancelled
+			}
+		case Done:
+			// A bounded source ends with the maximum watermark (every split
+			// has finished).
+			x.splits.OnPeriodicEmit()
+			x.EmitWatermark(watermark.Max)
+			return t.err
+		default:
+			return errors.New("runtime: reader returned an unknown PollStatus")
+		}
+	}
+}

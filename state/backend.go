@@ -1,0 +1,206 @@
+package state
+
+import (
+	"fmt"
+	"reflect"
+	"slices"
+
+	"github.com/weirproject/weir/keygroup"
+)
+
+// Backend is the in-memory keyed state of one operator subtask. It owns a
+// key-group range, the current key (set by the runtime before each record or
+// timer) and the states registered by name. It is not safe for concurrent
+// use: it belongs to one subtask goroutine.
+type Backend[K comparable] struct {
+	rng    keygroup.Range
+	key    K
+	kg     int
+	slot   int // kg - rng.Start; valid when hasKey
+	hasKey bool
+	tables map[string]Table
+}
+
+// NewBackend returns an empty backend for the key groups of r, with no
+// current key.
+func NewBackend[K comparable](r keygroup.Range) *Backend[K] {
+	return &Backend[K]{rng: r, tables: make(map[string]Table)}
+}
+
+// SetCurrentKey makes key, which belongs to key group keyGroup, the key that
+// every state of this backend reads and writes. It panics if keyGroup is
+// outside the backend's range: that is a routing bug. The backend cannot
+// check that keyGroup is the key group of key; the caller computes it.
+func (b *Backend[K]) SetCurrentKey(key K, keyGroup int) {
+	if !b.rng.Contains(keyGroup) {
+		panic(fmt.Sprintf("state: key group %d of key %v is outside this backend's key-group range %v (routing bug)",
+			keyGroup, key, b.rng))
+	}
+	b.key = key
+	b.kg = keyGroup
+	b.slot = keyGroup - b.rng.Start
+	b.hasKey = true
+}
+
+// CurrentKey returns the current key (the zero K before SetCurrentKey).
+func (b *Backend[K]) CurrentKey() K { return b.key }
+
+// CurrentKeyGroup returns the key group of the current key (-1 before
+// SetCurrentKey).
+func (b *Backend[K]) CurrentKeyGroup() int {
+	if !b.hasKey {
+		return -1
+	}
+	return b.kg
+}
+
+// Range returns the key groups this backend owns.
+func (b *Backend[K]) Range() keygroup.Range { return b.rng }
+
+// StateNames returns the names of the registered states, sorted.
+func (b *Backend[K]) StateNames() []string {
+	names := make([]string, 0, len(b.tables))
+	for n := range b.tables {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// Table returns the type-erased view of the state registered as name.
+func (b *Backend[K]) Table(name string) (Table, bool) {
+	t, ok := b.tables[name]
+	return t, ok
+}
+
+// ClearKeyGroup drops every entry of key group kg from every state, releasing
+// its maps (used when a key group leaves the subtask). It panics if kg is
+// outside the range.
+func (b *Backend[K]) ClearKeyGroup(kg int) {
+	b.checkKeyGroup(kg)
+	for _, t := range b.tables {
+		t.ClearKeyGroup(kg)
+	}
+}
+
+// slotIndex returns the key-group slot of the current key, panicking if no
+// key is set. It is small enough to be inlined into every state access.
+func (b *Backend[K]) slotIndex() int {
+	if !b.hasKey {
+		panicNoKey()
+	}
+	return b.slot
+}
+
+func panicNoKey() {
+	panic("state: keyed state accessed with no current key (call SetCurrentKey first)")
+}
+
+func (b *Backend[K]) checkKeyGroup(kg int) int {
+	if !b.rng.Contains(kg) {
+		panic(fmt.Sprintf("state: key group %d is outside this backend's key-group range %v", kg, b.rng))
+	}
+	return kg - b.rng.Start
+}
+
+// Kind is the kind of a registered state.
+type Kind int
+
+// The kinds of state.
+const (
+	KindValue Kind = iota + 1
+	KindList
+	KindMap
+	KindNamespacedValue
+	KindNamespacedList
+)
+
+func (k Kind) String() string {
+	switch k {
+	case KindValue:
+		return "value"
+	case KindList:
+		return "list"
+	case KindMap:
+		return "map"
+	case KindNamespacedValue:
+		return "namespaced value"
+	case KindNamespacedList:
+		return "namespaced list"
+	}
+	return fmt.Sprintf("Kind(%d)", int(k))
+}
+
+// Table is the type-erased view of one registered state, for snapshots,
+// introspection and key-group maintenance. Entry iteration through ForEachAny
+// boxes keys and values (it allocates) and is meant for snapshots, not for the
+// per-record path.
+type Table interface {
+	// Name is the name the state was registered under.
+	Name() string
+	// Kind is the kind of state.
+	Kind() Kind
+	// Type describes the state's type parameters, e.g. "map[string]int64".
+	Type() string
+	// NumKeys is the number of entries over all key groups: keys for value,
+	// list and map state, (key, namespace) pairs for namespaced state.
+	NumKeys() int
+	// NumKeysInKeyGroup is NumKeys restricted to key group kg.
+	NumKeysInKeyGroup(kg int) int
+	// ClearKeyGroup drops every entry of key group kg.
+	ClearKeyGroup(kg int)
+	// ForEachAny calls f for every entry of key group kg, in unspecified
+	// order. namespace is nil for non-namespaced state. value is V for value
+	// state, []V for list state and map[UK]UV for map state; slices and maps
+	// are the state's own and must not be modified or retained.
+	ForEachAny(kg int, f func(key, namespace, value any))
+}
+
+// desc is shared by all state kinds.
+type desc[K comparable] struct {
+	b    *Backend[K]
+	name string
+	kind Kind
+	typ  string
+}
+
+func (d *desc[K]) Name() string { return d.name }
+func (d *desc[K]) Kind() Kind   { return d.kind }
+func (d *desc[K]) Type() string { return d.typ }
+
+func typeName[T any]() string { return reflect.TypeFor[T]().String() }
+
+// register returns the existing state registered as name if it has type S,
+// an error if name is taken by a state of another kind or type, and otherwise
+// the state made by create, registered.
+func register[K comparable, S Table](b *Backend[K], name string, kind Kind, typ string, create func(d desc[K]) S) (S, error) {
+	var zero S
+	if existing, ok := b.tables[name]; ok {
+		if s, ok := existing.(S); ok {
+			return s, nil
+		}
+		return zero, fmt.Errorf("state: %q is already registered as %s state %s; cannot register it as %s state %s",
+			name, existing.Kind(), existing.Type(), kind, typ)
+	}
+	s := create(desc[K]{b: b, name: name, kind: kind, typ: typ})
+	b.tables[name] = s
+	return s, nil
+}
+
+func must[S any](s S, err error) S {
+	if err != nil {
+		panic(err)
+	}
+	return s
+}
+
+// groups is a slice indexed by key group - range start of lazily created maps.
+type groups[M ~map[MK]MV, MK comparable, MV any] []M
+
+func (g groups[M, MK, MV]) numKeys() int {
+	n := 0
+	for _, m := range g {
+		n += len(m)
+	}
+	return n
+}

@@ -1,0 +1,114 @@
+package state
+
+// ListState is a list of values per key.
+type ListState[K comparable, V any] struct {
+	desc[K]
+	groups groups[map[K][]V, K, []V]
+}
+
+// List registers (or looks up) the list state called name. Registering the
+// same name with the same kind and types returns the same state; with another
+// kind or type it returns an error.
+func List[K comparable, V any](b *Backend[K], name string) (*ListState[K, V], error) {
+	return register(b, name, KindList, "[]"+typeName[V](), func(d desc[K]) *ListState[K, V] {
+		return &ListState[K, V]{desc: d, groups: make(groups[map[K][]V, K, []V], b.rng.Len())}
+	})
+}
+
+// MustList is List that panics on error.
+func MustList[K comparable, V any](b *Backend[K], name string) *ListState[K, V] {
+	return must(List[K, V](b, name))
+}
+
+// Get returns the current key's list, nil if empty. The slice is owned by the
+// state: it is valid until the next modification of this key's list (Add,
+// AddAll, Update, Clear) and must not be modified or retained by the caller
+// (copy it with slices.Clone to keep it).
+func (s *ListState[K, V]) Get() []V {
+	return s.groups[s.b.slotIndex()][s.b.key]
+}
+
+// Add appends v to the current key's list.
+func (s *ListState[K, V]) Add(v V) {
+	m := s.group()
+	m[s.b.key] = append(m[s.b.key], v)
+}
+
+// AddAll appends vs to the current key's list.
+func (s *ListState[K, V]) AddAll(vs []V) {
+	if len(vs) == 0 {
+		return
+	}
+	m := s.group()
+	m[s.b.key] = append(m[s.b.key], vs...)
+}
+
+// Update replaces the current key's list with a copy of vs; an empty vs
+// clears it. The previous list's storage is reused.
+func (s *ListState[K, V]) Update(vs []V) {
+	if len(vs) == 0 {
+		s.Clear()
+		return
+	}
+	m := s.group()
+	m[s.b.key] = replace(m[s.b.key], vs)
+}
+
+// Clear removes the current key's list.
+func (s *ListState[K, V]) Clear() {
+	delete(s.groups[s.b.slotIndex()], s.b.key)
+}
+
+func (s *ListState[K, V]) group() map[K][]V {
+	i := s.b.slotIndex()
+	m := s.groups[i]
+	if m == nil {
+		m = make(map[K][]V)
+		s.groups[i] = m
+	}
+	return m
+}
+
+// replace copies vs into cur's storage (vs may alias cur) and zeroes the
+// elements it no longer uses, so they do not keep garbage alive.
+func replace[V any](cur, vs []V) []V {
+	n := len(cur)
+	out := append(cur[:0], vs...)
+	if len(out) < n { // out shares cur's storage
+		clear(cur[len(out):n])
+	}
+	return out
+}
+
+// NumKeys reports the number of keys with a non-empty list.
+func (s *ListState[K, V]) NumKeys() int { return s.groups.numKeys() }
+
+// NumKeysInKeyGroup reports the number of keys of key group kg with a list.
+func (s *ListState[K, V]) NumKeysInKeyGroup(kg int) int {
+	return len(s.groups[s.b.checkKeyGroup(kg)])
+}
+
+// ForEachKey calls f for every key of key group kg with a list, in
+// unspecified order. f must not modify this state.
+func (s *ListState[K, V]) ForEachKey(kg int, f func(K)) {
+	for k := range s.groups[s.b.checkKeyGroup(kg)] {
+		f(k)
+	}
+}
+
+// ForEach calls f for every (key, list) of key group kg, in unspecified
+// order. The lists are the state's own (see Get). f must not modify this
+// state.
+func (s *ListState[K, V]) ForEach(kg int, f func(K, []V)) {
+	for k, v := range s.groups[s.b.checkKeyGroup(kg)] {
+		f(k, v)
+	}
+}
+
+// ClearKeyGroup drops every list of key group kg.
+func (s *ListState[K, V]) ClearKeyGroup(kg int) { s.groups[s.b.checkKeyGroup(kg)] = nil }
+
+// ForEachAny implements Table.
+func (s *ListState[K, V]) ForEachAny(kg int, f func(key, namespace, value any)) {
+	s.ForEach(kg, func(k K, v []V) { f(k, nil, v) })
+}

@@ -1,0 +1,123 @@
+package state
+
+// MapState is a map from user keys UK to values UV per key.
+type MapState[K comparable, UK comparable, UV any] struct {
+	desc[K]
+	groups groups[map[K]map[UK]UV, K, map[UK]UV]
+}
+
+// Map registers (or looks up) the map state called name. Registering the same
+// name with the same kind and types returns the same state; with another kind
+// or type it returns an error.
+func Map[K comparable, UK comparable, UV any](b *Backend[K], name string) (*MapState[K, UK, UV], error) {
+	return register(b, name, KindMap, typeName[map[UK]UV](), func(d desc[K]) *MapState[K, UK, UV] {
+		return &MapState[K, UK, UV]{desc: d, groups: make(groups[map[K]map[UK]UV, K, map[UK]UV], b.rng.Len())}
+	})
+}
+
+// MustMap is Map that panics on error.
+func MustMap[K comparable, UK comparable, UV any](b *Backend[K], name string) *MapState[K, UK, UV] {
+	return must(Map[K, UK, UV](b, name))
+}
+
+func (s *MapState[K, UK, UV]) cur() map[UK]UV {
+	return s.groups[s.b.slotIndex()][s.b.key]
+}
+
+// Get returns the value of uk in the current key's map.
+func (s *MapState[K, UK, UV]) Get(uk UK) (UV, bool) {
+	v, ok := s.cur()[uk]
+	return v, ok
+}
+
+// Contains reports whether the current key's map holds uk.
+func (s *MapState[K, UK, UV]) Contains(uk UK) bool {
+	_, ok := s.cur()[uk]
+	return ok
+}
+
+// Put sets uk to uv in the current key's map.
+func (s *MapState[K, UK, UV]) Put(uk UK, uv UV) {
+	i := s.b.slotIndex()
+	g := s.groups[i]
+	if g == nil {
+		g = make(map[K]map[UK]UV)
+		s.groups[i] = g
+	}
+	m := g[s.b.key]
+	if m == nil {
+		m = make(map[UK]UV)
+		g[s.b.key] = m
+	}
+	m[uk] = uv
+}
+
+// Remove deletes uk from the current key's map; removing the last entry
+// removes the key.
+func (s *MapState[K, UK, UV]) Remove(uk UK) {
+	g := s.groups[s.b.slotIndex()]
+	m := g[s.b.key]
+	if m == nil {
+		return
+	}
+	delete(m, uk)
+	if len(m) == 0 {
+		delete(g, s.b.key)
+	}
+}
+
+// Len reports the number of entries in the current key's map.
+func (s *MapState[K, UK, UV]) Len() int { return len(s.cur()) }
+
+// Range calls f for every entry of the current key's map, in unspecified
+// order, until f returns false. f may Remove the entry it is given; other
+// modifications during Range follow Go's rules for maps modified during
+// iteration.
+func (s *MapState[K, UK, UV]) Range(f func(UK, UV) bool) {
+	for k, v := range s.cur() {
+		if !f(k, v) {
+			return
+		}
+	}
+}
+
+// Clear removes the current key's map.
+func (s *MapState[K, UK, UV]) Clear() {
+	delete(s.groups[s.b.slotIndex()], s.b.key)
+}
+
+// NumKeys reports the number of keys with a non-empty map.
+func (s *MapState[K, UK, UV]) NumKeys() int { return s.groups.numKeys() }
+
+// NumKeysInKeyGroup reports the number of keys of key group kg with a map.
+func (s *MapState[K, UK, UV]) NumKeysInKeyGroup(kg int) int {
+	return len(s.groups[s.b.checkKeyGroup(kg)])
+}
+
+// ForEachKey calls f for every key of key group kg with a non-empty map, in
+// unspecified order. f must not modify this state.
+func (s *MapState[K, UK, UV]) ForEachKey(kg int, f func(K)) {
+	for k := range s.groups[s.b.checkKeyGroup(kg)] {
+		f(k)
+	}
+}
+
+// ForEach calls f for every (key, user key, value) of key group kg, in
+// unspecified order. f must not modify this state.
+func (s *MapState[K, UK, UV]) ForEach(kg int, f func(K, UK, UV)) {
+	for k, m := range s.groups[s.b.checkKeyGroup(kg)] {
+		for uk, uv := range m {
+			f(k, uk, uv)
+		}
+	}
+}
+
+// ClearKeyGroup drops every map of key group kg.
+func (s *MapState[K, UK, UV]) ClearKeyGroup(kg int) { s.groups[s.b.checkKeyGroup(kg)] = nil }
+
+// ForEachAny implements Table; value is the key's map[UK]UV.
+func (s *MapState[K, UK, UV]) ForEachAny(kg int, f func(key, namespace, value any)) {
+	for k, m := range s.groups[s.b.checkKeyGroup(kg)] {
+		f(k, nil, m)
+	}
+}

@@ -1,0 +1,242 @@
+package state
+
+// nsKey is the map key of namespaced state: the key and the namespace.
+type nsKey[K comparable, N comparable] struct {
+	key K
+	ns  N
+}
+
+// NamespacedValueState is a single value per (key, namespace), for example
+// per key and window.
+type NamespacedValueState[K comparable, N comparable, V any] struct {
+	desc[K]
+	groups groups[map[nsKey[K, N]]V, nsKey[K, N], V]
+}
+
+// NamespacedValue registers (or looks up) the namespaced value state called
+// name. Registering the same name with the same kind and types returns the
+// same state; with another kind or type it returns an error.
+func NamespacedValue[K comparable, N comparable, V any](b *Backend[K], name string) (*NamespacedValueState[K, N, V], error) {
+	typ := "(" + typeName[N]() + ") " + typeName[V]()
+	return register(b, name, KindNamespacedValue, typ, func(d desc[K]) *NamespacedValueState[K, N, V] {
+		return &NamespacedValueState[K, N, V]{desc: d, groups: make(groups[map[nsKey[K, N]]V, nsKey[K, N], V], b.rng.Len())}
+	})
+}
+
+// MustNamespacedValue is NamespacedValue that panics on error.
+func MustNamespacedValue[K comparable, N comparable, V any](b *Backend[K], name string) *NamespacedValueState[K, N, V] {
+	return must(NamespacedValue[K, N, V](b, name))
+}
+
+// Value returns the value of the current key in namespace ns.
+func (s *NamespacedValueState[K, N, V]) Value(ns N) (V, bool) {
+	v, ok := s.groups[s.b.slotIndex()][nsKey[K, N]{s.b.key, ns}]
+	return v, ok
+}
+
+// Update sets the value of the current key in namespace ns.
+func (s *NamespacedValueState[K, N, V]) Update(ns N, v V) {
+	i := s.b.slotIndex()
+	m := s.groups[i]
+	if m == nil {
+		m = make(map[nsKey[K, N]]V)
+		s.groups[i] = m
+	}
+	m[nsKey[K, N]{s.b.key, ns}] = v
+}
+
+// Clear removes the value of the current key in namespace ns.
+func (s *NamespacedValueState[K, N, V]) Clear(ns N) {
+	delete(s.groups[s.b.slotIndex()], nsKey[K, N]{s.b.key, ns})
+}
+
+// MergeNamespaces folds the current key's values in target and then in each
+// of sources (in order), skipping absent ones, with acc = merge(acc, next),
+// stores the result in target and clears the sources (merging session
+// windows). If none is present, nothing changes. A source equal to target is
+// skipped.
+func (s *NamespacedValueState[K, N, V]) MergeNamespaces(target N, sources []N, merge func(acc, next V) V) {
+	m := s.groups[s.b.slotIndex()]
+	if m == nil {
+		return
+	}
+	acc, have := m[nsKey[K, N]{s.b.key, target}]
+	for _, src := range sources {
+		if src == target {
+			continue
+		}
+		k := nsKey[K, N]{s.b.key, src}
+		v, ok := m[k]
+		if !ok {
+			continue
+		}
+		delete(m, k)
+		if have {
+			acc = merge(acc, v)
+		} else {
+			acc, have = v, true
+		}
+	}
+	if have {
+		m[nsKey[K, N]{s.b.key, target}] = acc
+	}
+}
+
+// NumKeys reports the number of (key, namespace) pairs with a value.
+func (s *NamespacedValueState[K, N, V]) NumKeys() int { return s.groups.numKeys() }
+
+// NumKeysInKeyGroup reports the number of (key, namespace) pairs of key group
+// kg with a value.
+func (s *NamespacedValueState[K, N, V]) NumKeysInKeyGroup(kg int) int {
+	return len(s.groups[s.b.checkKeyGroup(kg)])
+}
+
+// ForEachKey calls f for every (key, namespace) of key group kg with a value,
+// in unspecified order. f must not modify this state.
+func (s *NamespacedValueState[K, N, V]) ForEachKey(kg int, f func(K, N)) {
+	for k := range s.groups[s.b.checkKeyGroup(kg)] {
+		f(k.key, k.ns)
+	}
+}
+
+// ForEach calls f for every (key, namespace, value) of key group kg, in
+// unspecified order. f must not modify this state.
+func (s *NamespacedValueState[K, N, V]) ForEach(kg int, f func(K, N, V)) {
+	for k, v := range s.groups[s.b.checkKeyGroup(kg)] {
+		f(k.key, k.ns, v)
+	}
+}
+
+// ClearKeyGroup drops every value of key group kg.
+func (s *NamespacedValueState[K, N, V]) ClearKeyGroup(kg int) {
+	s.groups[s.b.checkKeyGroup(kg)] = nil
+}
+
+// ForEachAny implements Table.
+func (s *NamespacedValueState[K, N, V]) ForEachAny(kg int, f func(key, namespace, value any)) {
+	s.ForEach(kg, func(k K, ns N, v V) { f(k, ns, v) })
+}
+
+// NamespacedListState is a list of values per (key, namespace), for example
+// the records of one key's window.
+type NamespacedListState[K comparable, N comparable, V any] struct {
+	desc[K]
+	groups groups[map[nsKey[K, N]][]V, nsKey[K, N], []V]
+}
+
+// NamespacedList registers (or looks up) the namespaced list state called
+// name. Registering the same name with the same kind and types returns the
+// same state; with another kind or type it returns an error.
+func NamespacedList[K comparable, N comparable, V any](b *Backend[K], name string) (*NamespacedListState[K, N, V], error) {
+	typ := "(" + typeName[N]() + ") []" + typeName[V]()
+	return register(b, name, KindNamespacedList, typ, func(d desc[K]) *NamespacedListState[K, N, V] {
+		return &NamespacedListState[K, N, V]{desc: d, groups: make(groups[map[nsKey[K, N]][]V, nsKey[K, N], []V], b.rng.Len())}
+	})
+}
+
+// MustNamespacedList is NamespacedList that panics on error.
+func MustNamespacedList[K comparable, N comparable, V any](b *Backend[K], name string) *NamespacedListState[K, N, V] {
+	return must(NamespacedList[K, N, V](b, name))
+}
+
+// Get returns the current key's list in namespace ns, nil if empty. The slice
+// is owned by the state: it is valid until the next modification of this
+// (key, namespace)'s list and must not be modified or retained.
+func (s *NamespacedListState[K, N, V]) Get(ns N) []V {
+	return s.groups[s.b.slotIndex()][nsKey[K, N]{s.b.key, ns}]
+}
+
+// Add appends v to the current key's list in namespace ns.
+func (s *NamespacedListState[K, N, V]) Add(ns N, v V) {
+	m := s.group()
+	k := nsKey[K, N]{s.b.key, ns}
+	m[k] = append(m[k], v)
+}
+
+// Update replaces the current key's list in namespace ns with a copy of vs;
+// an empty vs clears it.
+func (s *NamespacedListState[K, N, V]) Update(ns N, vs []V) {
+	if len(vs) == 0 {
+		s.Clear(ns)
+		return
+	}
+	m := s.group()
+	k := nsKey[K, N]{s.b.key, ns}
+	m[k] = replace(m[k], vs)
+}
+
+// Clear removes the current key's list in namespace ns.
+func (s *NamespacedListState[K, N, V]) Clear(ns N) {
+	delete(s.groups[s.b.slotIndex()], nsKey[K, N]{s.b.key, ns})
+}
+
+// MergeNamespaces appends the current key's lists in sources (in order) to
+// its list in target and clears the sources (merging session windows). A
+// source equal to target is skipped.
+func (s *NamespacedListState[K, N, V]) MergeNamespaces(target N, sources []N) {
+	m := s.groups[s.b.slotIndex()]
+	if m == nil {
+		return
+	}
+	tk := nsKey[K, N]{s.b.key, target}
+	acc := m[tk]
+	for _, src := range sources {
+		if src == target {
+			continue
+		}
+		k := nsKey[K, N]{s.b.key, src}
+		if v, ok := m[k]; ok {
+			acc = append(acc, v...)
+			delete(m, k)
+		}
+	}
+	if len(acc) > 0 {
+		m[tk] = acc
+	}
+}
+
+func (s *NamespacedListState[K, N, V]) group() map[nsKey[K, N]][]V {
+	i := s.b.slotIndex()
+	m := s.groups[i]
+	if m == nil {
+		m = make(map[nsKey[K, N]][]V)
+		s.groups[i] = m
+	}
+	return m
+}
+
+// NumKeys reports the number of (key, namespace) pairs with a non-empty list.
+func (s *NamespacedListState[K, N, V]) NumKeys() int { return s.groups.numKeys() }
+
+// NumKeysInKeyGroup reports the number of (key, namespace) pairs of key group
+// kg with a list.
+func (s *NamespacedListState[K, N, V]) NumKeysInKeyGroup(kg int) int {
+	return len(s.groups[s.b.checkKeyGroup(kg)])
+}
+
+// ForEachKey calls f for every (key, namespace) of key group kg with a list,
+// in unspecified order. f must not modify this state.
+func (s *NamespacedListState[K, N, V]) ForEachKey(kg int, f func(K, N)) {
+	for k := range s.groups[s.b.checkKeyGroup(kg)] {
+		f(k.key, k.ns)
+	}
+}
+
+// ForEach calls f for every (key, namespace, list) of key group kg, in
+// unspecified order. The lists are the state's own (see Get). f must not
+// modify this state.
+func (s *NamespacedListState[K, N, V]) ForEach(kg int, f func(K, N, []V)) {
+	for k, v := range s.groups[s.b.checkKeyGroup(kg)] {
+		f(k.key, k.ns, v)
+	}
+}
+
+// ClearKeyGroup drops every list of key group kg.
+func (s *NamespacedListState[K, N, V]) ClearKeyGroup(kg int) {
+	s.groups[s.b.checkKeyGroup(kg)] = nil
+}
+
+// ForEachAny implements Table.
+func (s *NamespacedListState[K, N, V]) ForEachAny(kg int, f func(key, namespace, value any)) {
+	s.ForEach(kg, func(k K, ns N, v []V) { f(k, ns, v) })
+}

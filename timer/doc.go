@@ -1,0 +1,50 @@
+// Package timer holds the timers of a keyed operator subtask: a priority
+// queue set of timers (Queue) and the per-subtask timer service (Service)
+// with one event-time and one processing-time queue, following the semantics
+// of Flink's InternalTimerServiceImpl and HeapPriorityQueueSet.
+//
+// # What it guarantees
+//
+//  1. Identity. A timer is identified by (Timestamp, Key, Namespace).
+//     Registering a timer that is already registered leaves exactly one timer;
+//     deleting a timer that is not registered is a no-op.
+//  2. Order. Timers fire in ascending timestamp order. The order among timers
+//     with equal timestamps is unspecified, but deterministic: the same
+//     sequence of operations on a fresh queue yields the same order.
+//  3. Watermark. AdvanceWatermark(wm) first sets the current watermark to wm,
+//     then fires every event-time timer with Timestamp <= wm. A timer
+//     registered by a callback during the pass fires in the same pass if its
+//     timestamp is <= wm, and a timer deleted by a callback does not fire. The
+//     current watermark never decreases; a wm not above it is ignored.
+//  4. At most once. A fired timer is removed from its queue before its
+//     callback runs, so it never fires twice unless registered again.
+//  5. Processing time. AdvanceProcessingTime(now) fires every
+//     processing-time timer with Timestamp <= now, including those registered
+//     during the pass with Timestamp <= now. The head-change callback is
+//     called only when a registration makes the earliest processing-time
+//     timestamp earlier (not for timers the running pass will fire), so the
+//     runtime keeps a single wake-up and reschedules it only then.
+//  6. Key groups. Each queue keeps its dedupe index per key group of its
+//     range, so the timers of one key group can be visited (for a snapshot)
+//     without scanning the heap. A timer whose KeyGroup is outside the range
+//     is a routing bug and panics.
+//  7. Cost. Add, Remove and Poll are O(log n); Peek, Contains and Len are
+//     O(1). Removed heap nodes are recycled, so a steady state of adds and
+//     polls does not allocate beyond Go map growth.
+//
+// # What it does not do
+//
+//   - It is not safe for concurrent use; a Service belongs to the subtask's
+//     mailbox goroutine, which calls every method.
+//   - It owns no clock and schedules nothing: the runtime calls
+//     AdvanceProcessingTime when its wake-up fires, and asks
+//     NextProcessingTime after each pass and after a restore (overdue restored
+//     timers then fire at once).
+//   - It does not forward watermarks, set the current key for callbacks, or
+//     serialize timers; callers do, using the Timer passed to fire and the
+//     ForEach*Timer iterators.
+//   - Deleting the earliest processing-time timer does not reschedule the
+//     wake-up; the wake-up then fires nothing.
+//   - Callbacks must not call AdvanceWatermark / AdvanceProcessingTime
+//     (that panics), and ForEach* callbacks must not modify the queue.
+package timer

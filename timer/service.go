@@ -1,0 +1,177 @@
+package timer
+
+import (
+	"math"
+
+	"github.com/weirproject/weir/keygroup"
+)
+
+// Service is the timer service of one keyed operator subtask: one event-time
+// queue driven by watermarks and one processing-time queue driven by the
+// runtime's clock. It is not safe for concurrent use; it belongs to the
+// subtask's mailbox goroutine.
+type Service[K comparable, N comparable] struct {
+	event     *Queue[K, N]
+	proc      *Queue[K, N]
+	watermark int64
+	onHead    func(ts int64)
+
+	firingEvent bool  // inside AdvanceWatermark
+	firingProc  bool  // inside AdvanceProcessingTime
+	procNow     int64 // the now of the running AdvanceProcessingTime pass
+}
+
+// NewService returns a timer service for the key groups of r, with the
+// current watermark at math.MinInt64 and no timers.
+func NewService[K comparable, N comparable](r keygroup.Range) *Service[K, N] {
+	return &Service[K, N]{
+		event:     NewQueue[K, N](r),
+		proc:      NewQueue[K, N](r),
+		watermark: math.MinInt64,
+	}
+}
+
+// Range reports the key groups this service accepts.
+func (s *Service[K, N]) Range() keygroup.Range { return s.event.Range() }
+
+// CurrentWatermark reports the highest watermark passed to AdvanceWatermark,
+// or math.MinInt64 before the first.
+func (s *Service[K, N]) CurrentWatermark() int64 { return s.watermark }
+
+// RegisterEventTimeTimer registers an event-time timer. Registering a timer
+// that is already registered is a no-op. A timer at or below the current
+// watermark is kept and fires on the next watermark advance.
+func (s *Service[K, N]) RegisterEventTimeTimer(key K, kg int, ns N, ts int64) {
+	s.event.Add(Timer[K, N]{Timestamp: ts, Key: key, KeyGroup: kg, Namespace: ns})
+}
+
+// DeleteEventTimeTimer deletes an event-time timer; deleting a missing timer
+// is a no-op.
+func (s *Service[K, N]) DeleteEventTimeTimer(key K, kg int, ns N, ts int64) {
+	s.event.Remove(Timer[K, N]{Timestamp: ts, Key: key, KeyGroup: kg, Namespace: ns})
+}
+
+// RegisterProcessingTimeTimer registers a processing-time timer. Registering
+// a timer that is already registered is a no-op. If the new timer becomes the
+// earliest one, the head-change callback (see OnProcessingHeadChange) is
+// called with its timestamp, except while an AdvanceProcessingTime pass that
+// will fire it anyway is running.
+func (s *Service[K, N]) RegisterProcessingTimeTimer(key K, kg int, ns N, ts int64) {
+	s.addProc(Timer[K, N]{Timestamp: ts, Key: key, KeyGroup: kg, Namespace: ns})
+}
+
+// DeleteProcessingTimeTimer deletes a processing-time timer; deleting a
+// missing timer is a no-op. Deleting the earliest timer does not call the
+// head-change callback: the runtime's wake-up then finds nothing due, which
+// is harmless.
+func (s *Service[K, N]) DeleteProcessingTimeTimer(key K, kg int, ns N, ts int64) {
+	s.proc.Remove(Timer[K, N]{Timestamp: ts, Key: key, KeyGroup: kg, Namespace: ns})
+}
+
+// RestoreEventTimeTimer adds a timer read from a snapshot. It is
+// RegisterEventTimeTimer with the timer given whole.
+func (s *Service[K, N]) RestoreEventTimeTimer(t Timer[K, N]) { s.event.Add(t) }
+
+// RestoreProcessingTimeTimer adds a timer read from a snapshot. It is
+// RegisterProcessingTimeTimer with the timer given whole, head-change callback
+// included. Overdue timers fire on the next AdvanceProcessingTime; the runtime
+// should schedule a wake-up for NextProcessingTime after a restore.
+func (s *Service[K, N]) RestoreProcessingTimeTimer(t Timer[K, N]) { s.addProc(t) }
+
+func (s *Service[K, N]) addProc(t Timer[K, N]) {
+	oldHead, had := s.proc.PeekTimestamp()
+	if !s.proc.Add(t) {
+		return
+	}
+	if had && t.Timestamp >= oldHead {
+		return
+	}
+	if s.firingProc && t.Timestamp <= s.procNow {
+		return // the running pass fires it
+	}
+	if s.onHead != nil {
+		s.onHead(t.Timestamp)
+	}
+}
+
+// OnProcessingHeadChange sets f to be called with the new earliest
+// processing-time timestamp whenever a registration makes the earliest
+// processing-time timer earlier (or the queue goes from empty to non-empty),
+// so the runtime reschedules its single wake-up only then. Removals and
+// AdvanceProcessingTime never call f; after AdvanceProcessingTime returns the
+// runtime schedules its next wake-up from NextProcessingTime. f may be nil.
+func (s *Service[K, N]) OnProcessingHeadChange(f func(ts int64)) { s.onHead = f }
+
+// AdvanceWatermark sets the current watermark to wm if wm is higher, then
+// removes and fires, in ascending timestamp order, every event-time timer
+// with Timestamp <= wm. Timers registered by fire that are due fire in the
+// same pass; timers deleted by fire do not fire. A wm not above the current
+// watermark is ignored (nothing fires). Every timer fires at most once. fire
+// must not call AdvanceWatermark (it panics).
+func (s *Service[K, N]) AdvanceWatermark(wm int64, fire func(Timer[K, N])) {
+	if s.firingEvent {
+		panic("timer: AdvanceWatermark called from inside an event-time timer callback")
+	}
+	if wm <= s.watermark {
+		return
+	}
+	s.watermark = wm
+	s.firingEvent = true
+	defer func() { s.firingEvent = false }()
+	for {
+		ts, ok := s.event.PeekTimestamp()
+		if !ok || ts > wm {
+			return
+		}
+		t, _ := s.event.Poll()
+		fire(t)
+	}
+}
+
+// AdvanceProcessingTime removes and fires, in ascending timestamp order,
+// every processing-time timer with Timestamp <= now. Timers registered by
+// fire with Timestamp <= now fire in the same pass. fire must not call
+// AdvanceProcessingTime (it panics).
+func (s *Service[K, N]) AdvanceProcessingTime(now int64, fire func(Timer[K, N])) {
+	if s.firingProc {
+		panic("timer: AdvanceProcessingTime called from inside a processing-time timer callback")
+	}
+	s.firingProc = true
+	s.procNow = now
+	defer func() { s.firingProc = false }()
+	for {
+		ts, ok := s.proc.PeekTimestamp()
+		if !ok || ts > now {
+			return
+		}
+		t, _ := s.proc.Poll()
+		fire(t)
+	}
+}
+
+// NextProcessingTime reports the timestamp of the earliest processing-time
+// timer, so the runtime can schedule one wake-up.
+func (s *Service[K, N]) NextProcessingTime() (int64, bool) { return s.proc.PeekTimestamp() }
+
+// NextEventTime reports the timestamp of the earliest event-time timer.
+func (s *Service[K, N]) NextEventTime() (int64, bool) { return s.event.PeekTimestamp() }
+
+// NumEventTimeTimers reports the number of registered event-time timers.
+func (s *Service[K, N]) NumEventTimeTimers() int { return s.event.Len() }
+
+// NumProcessingTimeTimers reports the number of registered processing-time
+// timers.
+func (s *Service[K, N]) NumProcessingTimeTimers() int { return s.proc.Len() }
+
+// ForEachEventTimeTimer calls f for every event-time timer of key group kg,
+// in unspecified order (for snapshots). f must not register or delete timers.
+func (s *Service[K, N]) ForEachEventTimeTimer(kg int, f func(Timer[K, N])) {
+	s.event.ForEachInKeyGroup(kg, f)
+}
+
+// ForEachProcessingTimeTimer calls f for every processing-time timer of key
+// group kg, in unspecified order (for snapshots). f must not register or
+// delete timers.
+func (s *Service[K, N]) ForEachProcessingTimeTimer(kg int, f func(Timer[K, N])) {
+	s.proc.ForEachInKeyGroup(kg, f)
+}
