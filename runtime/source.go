@@ -80,6 +80,11 @@ type SourceOutput[T any] interface {
 	// for readers that know better than a time-out (for example a Kafka
 	// partition that has caught up with its end offset).
 	SetSplitIdle(split int, idle bool)
+	// EmitWatermark reports split's watermark directly, for readers that
+	// know their split's event-time progress better than a generator (and
+	// for scripted sources in tests). It combines with the generators'
+	// watermarks: a split's watermark is the highest either reported.
+	EmitWatermark(split int, ts int64)
 	// DeadLetter reports input that could not become a record (it did not
 	// decode, or has no timestamp), with the reason. It is counted and sent
 	// to the source's dead-letter output.

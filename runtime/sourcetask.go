@@ -25,7 +25,7 @@ func (m *sourceImpl[T]) instantiate(ctx *Context, out any, sides []control) (ins
 		recordsOut:  ctx.Counter("recordsRead"),
 		watermarkAt: ctx.Gauge("watermark")}
 	x.watermarkAt.Set(watermark.Min)
-	x.splits = watermark.NewSplits(m.strategy, ctx.Clock, x)
+	x.splits = watermark.NewSplits(m.strategy, ctx.Clock, combined[T]{x})
 	return x, nil
 }
 
@@ -100,6 +100,13 @@ func (x *sourceInstance[T]) SetSplitIdle(split int, idle bool) {
 	x.splits.SetIdle(split, idle)
 }
 
+// EmitWatermark implements SourceOutput (the split form); see
+// sourceInstance.EmitWatermark for the combined output.
+func (x *sourceInstance[T]) EmitWatermark(split int, ts int64) {
+	x.AddSplit(split)
+	x.splits.Watermark(split, ts)
+}
+
 // DeadLetter implements SourceOutput.
 func (x *sourceInstance[T]) DeadLetter(d DeadLetter) {
 	d.Source = x.ctx.Name
@@ -107,14 +114,15 @@ func (x *sourceInstance[T]) DeadLetter(d DeadLetter) {
 	x.dead.Collect(Record[DeadLetter]{Value: d, Timestamp: clock.NowMillis(x.ctx.Clock)})
 }
 
-// EmitWatermark, MarkIdle and MarkActive receive the combined watermark of
-// the splits.
-func (x *sourceInstance[T]) EmitWatermark(ts int64) {
-	x.watermarkAt.Set(ts)
-	x.out.EmitWatermark(ts)
+// combined receives the combined watermark of a source subtask's splits.
+type combined[T any] struct{ x *sourceInstance[T] }
+
+func (c combined[T]) EmitWatermark(ts int64) {
+	c.x.watermarkAt.Set(ts)
+	c.x.out.EmitWatermark(ts)
 }
-func (x *sourceInstance[T]) MarkIdle()   { x.out.EmitIdle(true) }
-func (x *sourceInstance[T]) MarkActive() { x.out.EmitIdle(false) }
+func (c combined[T]) MarkIdle()   { c.x.out.EmitIdle(true) }
+func (c combined[T]) MarkActive() { c.x.out.EmitIdle(false) }
 
 func (x *sourceInstance[T]) run(t *task) error {
 	if iv := t.job.cfg.AutoWatermarkInterval; iv > 0 {
@@ -157,7 +165,7 @@ func (x *sourceInstance[T]) run(t *task) error {
 			// A bounded source ends with the maximum watermark (every split
 			// has finished).
 			x.splits.OnPeriodicEmit()
-			x.EmitWatermark(watermark.Max)
+			combined[T]{x}.EmitWatermark(watermark.Max)
 			return t.err
 		default:
 			return errors.New("runtime: reader returned an unknown PollStatus")

@@ -315,3 +315,12 @@ func (c *coalescer) end() {
 		}
 	}
 }
+
+// Watermark sets split's watermark directly, as if its generator had
+// emitted ts (for readers that know their split's progress, and for
+// scripted sources in tests). Unknown splits are ignored.
+func (s *Splits[T]) Watermark(split int, ts int64) {
+	if st := s.get(split); st != nil {
+		st.EmitWatermark(ts)
+	}
+}
