@@ -169,7 +169,9 @@ func newBuilder(g *Graph, cfg Config, done <-chan struct{}) (*builder, error) {
 					e.src().name, e.dst().name, b.par(e.src()), b.par(e.dst()))
 			}
 			d := e.dst()
-			b.chained[e] = !cfg.DisableChaining && e.kind() == partForward && e.tagID() == 0 &&
+			// Between two single subtasks every partitioning is forward.
+			forward := e.kind() == partForward || (b.par(e.src()) == 1 && b.par(d) == 1)
+			b.chained[e] = !cfg.DisableChaining && forward && e.tagID() == 0 &&
 				len(d.inputs) == 1 && len(d.inputs[0]) == 1
 		}
 	}

@@ -30,13 +30,6 @@ type heapEntry struct {
 	node int32
 }
 
-// node holds a queued timer and its current position in the heap, so that
-// Remove finds the heap slot in O(1) and sifting updates it without hashing.
-type node[K comparable, N comparable] struct {
-	t   Timer[K, N]
-	pos int32
-}
-
 // Queue is a priority queue set of timers ordered by timestamp (earliest
 // first) with set semantics: a binary heap plus a dedupe index kept per key
 // group, so that a snapshot can visit one key group's timers without scanning
@@ -49,8 +42,9 @@ type node[K comparable, N comparable] struct {
 type Queue[K comparable, N comparable] struct {
 	rng    keygroup.Range
 	heap   []heapEntry
-	nodes  []node[K, N]
-	free   []int32
+	timers []Timer[K, N]           // node storage, indexed by node id
+	pos    []int32                 // heap slot of each node, so Remove and sifting need no hashing
+	free   []int32                 // ids of unused nodes
 	groups []map[ident[K, N]]int32 // index kg - rng.Start; created lazily
 }
 
@@ -96,11 +90,13 @@ func (q *Queue[K, N]) Add(t Timer[K, N]) bool {
 		n = q.free[k-1]
 		q.free = q.free[:k-1]
 	} else {
-		n = int32(len(q.nodes))
-		q.nodes = append(q.nodes, node[K, N]{})
+		n = int32(len(q.timers))
+		q.timers = append(q.timers, Timer[K, N]{})
+		q.pos = append(q.pos, 0)
 	}
 	pos := int32(len(q.heap))
-	q.nodes[n] = node[K, N]{t: t, pos: pos}
+	q.timers[n] = t
+	q.pos[n] = pos
 	q.heap = append(q.heap, heapEntry{ts: t.Timestamp, node: n})
 	g[id] = n
 	q.up(int(pos))
@@ -121,7 +117,7 @@ func (q *Queue[K, N]) Remove(t Timer[K, N]) bool {
 		return false
 	}
 	delete(g, id)
-	q.removeAt(int(q.nodes[n].pos))
+	q.removeAt(int(q.pos[n]))
 	q.release(n)
 	return true
 }
@@ -142,7 +138,7 @@ func (q *Queue[K, N]) Peek() (Timer[K, N], bool) {
 		var zero Timer[K, N]
 		return zero, false
 	}
-	return q.nodes[q.heap[0].node].t, true
+	return q.timers[q.heap[0].node], true
 }
 
 // PeekTimestamp returns the timestamp of the earliest timer.
@@ -160,7 +156,7 @@ func (q *Queue[K, N]) Poll() (Timer[K, N], bool) {
 		return zero, false
 	}
 	n := q.heap[0].node
-	t := q.nodes[n].t
+	t := q.timers[n]
 	delete(q.groups[t.KeyGroup-q.rng.Start], ident[K, N]{ts: t.Timestamp, key: t.Key, ns: t.Namespace})
 	q.removeAt(0)
 	q.release(n)
@@ -178,13 +174,13 @@ func (q *Queue[K, N]) LenKeyGroup(kg int) int { return len(q.group(kg, false)) }
 // add or remove timers of this queue. It panics if kg is outside the range.
 func (q *Queue[K, N]) ForEachInKeyGroup(kg int, f func(Timer[K, N])) {
 	for _, n := range q.group(kg, false) {
-		f(q.nodes[n].t)
+		f(q.timers[n])
 	}
 }
 
 // release returns node n to the free list, dropping references it holds.
 func (q *Queue[K, N]) release(n int32) {
-	q.nodes[n] = node[K, N]{}
+	q.timers[n] = Timer[K, N]{}
 	q.free = append(q.free, n)
 }
 
@@ -193,7 +189,7 @@ func (q *Queue[K, N]) removeAt(i int) {
 	last := len(q.heap) - 1
 	if i != last {
 		q.heap[i] = q.heap[last]
-		q.nodes[q.heap[i].node].pos = int32(i)
+		q.pos[q.heap[i].node] = int32(i)
 	}
 	q.heap[last] = heapEntry{}
 	q.heap = q.heap[:last]
@@ -215,14 +211,14 @@ func (q *Queue[K, N]) up(i int) bool {
 			break
 		}
 		h[i] = h[p]
-		q.nodes[h[i].node].pos = int32(i)
+		q.pos[h[i].node] = int32(i)
 		i = p
 	}
 	if i == start {
 		return false
 	}
 	h[i] = e
-	q.nodes[e.node].pos = int32(i)
+	q.pos[e.node] = int32(i)
 	return true
 }
 
@@ -243,9 +239,9 @@ func (q *Queue[K, N]) down(i int) {
 			break
 		}
 		h[i] = h[c]
-		q.nodes[h[i].node].pos = int32(i)
+		q.pos[h[i].node] = int32(i)
 		i = c
 	}
 	h[i] = e
-	q.nodes[e.node].pos = int32(i)
+	q.pos[e.node] = int32(i)
 }

@@ -156,13 +156,12 @@ func checkHeap(rt *rapid.T, q *Queue[string, int]) {
 		if i > 0 && q.heap[(i-1)/2].ts > e.ts {
 			rt.Fatalf("heap property violated at %d", i)
 		}
-		n := q.nodes[e.node]
-		if int(n.pos) != i || n.t.Timestamp != e.ts {
-			rt.Fatalf("node %d: pos %d ts %d, slot %d ts %d", e.node, n.pos, n.t.Timestamp, i, e.ts)
+		if int(q.pos[e.node]) != i || q.timers[e.node].Timestamp != e.ts {
+			rt.Fatalf("node %d: pos %d ts %d, slot %d ts %d", e.node, q.pos[e.node], q.timers[e.node].Timestamp, i, e.ts)
 		}
 	}
-	if len(q.nodes) != len(q.heap)+len(q.free) {
-		rt.Fatalf("node leak: %d nodes, %d queued, %d free", len(q.nodes), len(q.heap), len(q.free))
+	if len(q.timers) != len(q.heap)+len(q.free) || len(q.pos) != len(q.timers) {
+		rt.Fatalf("node leak: %d nodes, %d queued, %d free", len(q.timers), len(q.heap), len(q.free))
 	}
 }
 

@@ -1,0 +1,41 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/weirproject/weir/internal/bench"
+)
+
+func benchCmd() *cobra.Command {
+	var n int64
+	var keys int
+	var asJSON bool
+	c := &cobra.Command{
+		Use:   "bench",
+		Short: "Measure the engine against hand-written loops doing the same work, in the same run",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			results, err := bench.All(n, keys)
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			for _, r := range results {
+				if asJSON {
+					if err := json.NewEncoder(out).Encode(r); err != nil {
+						return err
+					}
+					continue
+				}
+				fmt.Fprintf(out, "%-40s engine %12.0f rec/s   loop %12.0f rec/s   ratio %.2f\n", r.Name, r.EnginePerSec, r.LoopPerSec, r.Ratio)
+			}
+			return nil
+		},
+	}
+	c.Flags().Int64Var(&n, "records", 5_000_000, "records per scenario")
+	c.Flags().IntVar(&keys, "keys", 10_000, "distinct keys in keyed scenarios")
+	c.Flags().BoolVar(&asJSON, "json", false, "print one JSON object per scenario")
+	return c
+}

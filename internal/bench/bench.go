@@ -1,0 +1,226 @@
+// Package bench measures weir's capabilities against hand-written Go loops
+// doing the same work in the same run. `weir bench --json` prints its
+// results; bench_test.go exposes the same scenarios to `go test -bench`.
+package bench
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/weirproject/weir"
+	"github.com/weirproject/weir/runtime"
+	"github.com/weirproject/weir/state"
+	"github.com/weirproject/weir/watermark"
+)
+
+// Result is one scenario measured against its baseline.
+type Result struct {
+	Name string `json:"name"`
+	// Records processed by each side.
+	Records int64 `json:"records"`
+	// EnginePerSec and LoopPerSec are records per second.
+	EnginePerSec float64 `json:"enginePerSec"`
+	LoopPerSec   float64 `json:"loopPerSec"`
+	// Ratio is loop throughput over engine throughput (2 means the engine
+	// is half as fast as the loop).
+	Ratio float64 `json:"ratio"`
+	// OverheadNsPerRecordPerOp is (engine - loop) time per record divided
+	// by the number of operators, where that is meaningful.
+	OverheadNsPerRecordPerOp float64 `json:"overheadNsPerRecordPerOp,omitempty"`
+	Parallelism              int     `json:"parallelism"`
+}
+
+// Event is the record type of the keyed scenarios.
+type Event struct {
+	Key string
+	V   int64
+}
+
+// Keys returns n distinct keys.
+func Keys(n int) []string {
+	ks := make([]string, n)
+	for i := range ks {
+		ks[i] = "key-" + strconv.Itoa(i)
+	}
+	return ks
+}
+
+func eventAt(keys []string, i int64) Event {
+	return Event{Key: keys[(i*7919)%int64(len(keys))], V: i & 1023}
+}
+
+// monotone is the strategy of every scenario: timestamps are the index.
+func monotone[T any]() watermark.Strategy[T] { return watermark.ForMonotonous[T]() }
+
+// countSink counts records per subtask into a shared total at the end.
+type countSink[T any] struct {
+	runtime.Base[struct{}]
+	n     int64
+	total *int64
+	sum   *int64
+	val   func(T) int64
+	acc   int64
+}
+
+func (s *countSink[T]) ProcessRecord(r runtime.Record[T]) error {
+	s.n++
+	if s.val != nil {
+		s.acc += s.val(r.Value)
+	}
+	return nil
+}
+func (s *countSink[T]) EndInput() error { return nil }
+func (s *countSink[T]) Close() error {
+	atomicAdd(s.total, s.n)
+	if s.sum != nil {
+		atomicAdd(s.sum, s.acc)
+	}
+	return nil
+}
+
+func count[T any](s weir.Stream[T], total, sum *int64, val func(T) int64) {
+	weir.Transform(s, "count", func() runtime.OneInputOperator[T, struct{}] {
+		return &countSink[T]{total: total, sum: sum, val: val}
+	})
+}
+
+func run(env *weir.Environment) (time.Duration, error) {
+	start := time.Now()
+	err := env.Execute(context.Background())
+	return time.Since(start), err
+}
+
+func result(name string, n int64, engine, loop time.Duration, ops, par int) Result {
+	r := Result{Name: name, Records: n, Parallelism: par,
+		EnginePerSec: float64(n) / engine.Seconds(),
+		LoopPerSec:   float64(n) / loop.Seconds()}
+	r.Ratio = r.LoopPerSec / r.EnginePerSec
+	if ops > 0 {
+		r.OverheadNsPerRecordPerOp = float64(engine-loop) / float64(n) / float64(ops)
+	}
+	return r
+}
+
+// Chain runs source -> map -> filter -> map -> count over n integers.
+func Chain(n int64) (Result, error) {
+	env := weir.NewEnvironment(weir.Config{Parallelism: 1})
+	src := weir.Generate(env, "numbers", n, func(i int64) weir.Record[int64] {
+		return weir.Record[int64]{Value: i, Timestamp: i}
+	}, monotone[int64]())
+	m := weir.Map(src, "inc", func(v int64) int64 { return v + 1 })
+	f := weir.Filter(m, "even", func(v int64) bool { return v&1 == 0 })
+	d := weir.Map(f, "double", func(v int64) int64 { return v * 2 })
+	var total, sum int64
+	count(d, &total, &sum, func(v int64) int64 { return v })
+	engine, err := run(env)
+	if err != nil {
+		return Result{}, err
+	}
+	loop, loopSum := ChainLoop(n)
+	if loopSum != sum {
+		return Result{}, fmt.Errorf("chain: engine sum %d, loop sum %d", sum, loopSum)
+	}
+	return result("map-filter-map chain", n, engine, loop, 3, 1), nil
+}
+
+// ChainLoop is Chain as a plain loop.
+func ChainLoop(n int64) (time.Duration, int64) {
+	start := time.Now()
+	var sum int64
+	for i := range n {
+		v := i + 1
+		if v&1 == 0 {
+			sum += v * 2
+		}
+	}
+	return time.Since(start), sum
+}
+
+// countFn counts records per key in value state and emits the new count.
+type countFn struct{ cnt *state.ValueState[string, int64] }
+
+func (f *countFn) Open(ctx *weir.KeyedContext[string, int64]) error {
+	var err error
+	f.cnt, err = state.Value[string, int64](ctx.State(), "count")
+	return err
+}
+
+func (f *countFn) ProcessElement(_ Event, ctx *weir.KeyedContext[string, int64]) error {
+	n, _ := f.cnt.Value()
+	n++
+	f.cnt.Update(n)
+	ctx.Collect(n)
+	return nil
+}
+
+func (f *countFn) OnTimer(int64, *weir.KeyedContext[string, int64]) error { return nil }
+
+// KeyedCount counts n events over nKeys keys with value state, at the given
+// parallelism (1: one goroutine; 2: the key-by crosses subtasks).
+func KeyedCount(n int64, nKeys, par int) (Result, error) {
+	keys := Keys(nKeys)
+	env := weir.NewEnvironment(weir.Config{Parallelism: par})
+	src := weir.Generate(env, "events", n, func(i int64) weir.Record[Event] {
+		return weir.Record[Event]{Value: eventAt(keys, i), Timestamp: i}
+	}, monotone[Event]())
+	counts := weir.Process(weir.KeyBy(src, func(e Event) string { return e.Key }), "count",
+		func() weir.KeyedProcessFunction[string, Event, int64] { return &countFn{} })
+	var total int64
+	count(counts, &total, nil, nil)
+	engine, err := run(env)
+	if err != nil {
+		return Result{}, err
+	}
+	if total != n {
+		return Result{}, fmt.Errorf("keyed count: %d outputs, want %d", total, n)
+	}
+	loop := KeyedCountLoop(n, keys)
+	name := "keyed count, value state"
+	if par > 1 {
+		name = fmt.Sprintf("key-by across %d subtasks, keyed count", par)
+	}
+	return result(name, n, engine, loop, 0, par), nil
+}
+
+// KeyedCountLoop is KeyedCount as a plain loop over a map.
+func KeyedCountLoop(n int64, keys []string) time.Duration {
+	start := time.Now()
+	m := make(map[string]int64)
+	var sink int64
+	for i := range n {
+		e := eventAt(keys, i)
+		c := m[e.Key] + 1
+		m[e.Key] = c
+		sink += c
+	}
+	_ = sink
+	return time.Since(start)
+}
+
+// Scenario is one named measurement.
+type Scenario struct {
+	Name string
+	Run  func(n int64, keys int) (Result, error)
+}
+
+// Scenarios lists what All runs; other packages (windows) add theirs.
+var Scenarios = []Scenario{
+	{"chain", func(n int64, _ int) (Result, error) { return Chain(n) }},
+	{"keyed-count", func(n int64, k int) (Result, error) { return KeyedCount(n, k, 1) }},
+	{"key-by-2", func(n int64, k int) (Result, error) { return KeyedCount(n, k, 2) }},
+}
+
+// All runs every scenario with n records and k keys.
+func All(n int64, k int) ([]Result, error) {
+	var out []Result
+	for _, s := range Scenarios {
+		r, err := s.Run(n, k)
+		if err != nil {
+			return out, fmt.Errorf("%s: %w", s.Name, err)
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}

@@ -1,0 +1,42 @@
+package bench
+
+import "testing"
+
+func TestScenariosAgreeWithLoops(t *testing.T) {
+	if _, err := Chain(100_000); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []int{1, 2} {
+		if _, err := KeyedCount(100_000, 1000, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkChain(b *testing.B) {
+	r, err := Chain(int64(b.N) + 1000)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(r.EnginePerSec, "records/s")
+	b.ReportMetric(r.Ratio, "x-loop")
+	b.ReportMetric(r.OverheadNsPerRecordPerOp, "ns-overhead/rec/op")
+}
+
+func BenchmarkKeyedCount(b *testing.B) {
+	r, err := KeyedCount(int64(b.N)+1000, 10_000, 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(r.EnginePerSec, "records/s")
+	b.ReportMetric(r.Ratio, "x-loop")
+}
+
+func BenchmarkKeyBy2Subtasks(b *testing.B) {
+	r, err := KeyedCount(int64(b.N)+1000, 10_000, 2)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(r.EnginePerSec, "records/s")
+	b.ReportMetric(r.Ratio, "x-loop")
+}
