@@ -139,7 +139,9 @@ func ChainLoop(n int64) (time.Duration, int64) {
 }
 
 // countFn counts records per key in value state and emits the new count.
-type countFn struct{ cnt *state.ValueState[string, int64] }
+type countFn struct {
+	cnt *state.ValueState[string, int64]
+}
 
 func (f *countFn) Open(ctx *weir.KeyedContext[string, int64]) error {
 	var err error
