@@ -18,6 +18,9 @@ type Backend[K comparable] struct {
 	kg     int
 	slot   int // kg - rng.Start; valid when hasKey
 	hasKey bool
+	// epoch changes with every SetCurrentKey; states use it to know that a
+	// cached entry still belongs to the current key.
+	epoch  uint64
 	tables map[string]Table
 }
 
@@ -40,6 +43,7 @@ func (b *Backend[K]) SetCurrentKey(key K, keyGroup int) {
 	b.kg = keyGroup
 	b.slot = keyGroup - b.rng.Start
 	b.hasKey = true
+	b.epoch++
 }
 
 // CurrentKey returns the current key (the zero K before SetCurrentKey).

@@ -1,9 +1,16 @@
 package state
 
 // ValueState is a single value per key.
+//
+// Values are held behind pointers so that the usual read-modify-write of
+// one key (Value, then Update) costs one map lookup: Value remembers the
+// entry it found, and Update writes through it while the backend's current
+// key is unchanged (the backend's epoch tells).
 type ValueState[K comparable, V any] struct {
 	desc[K]
-	groups groups[map[K]V, K, V]
+	groups     groups[map[K]*V, K, *V]
+	cache      *V     // entry of the current key, valid while cacheEpoch == b.epoch
+	cacheEpoch uint64 // backend epoch when cache was set
 }
 
 // Value registers (or looks up) the value state called name. Registering the
@@ -11,7 +18,7 @@ type ValueState[K comparable, V any] struct {
 // kind or type it returns an error.
 func Value[K comparable, V any](b *Backend[K], name string) (*ValueState[K, V], error) {
 	return register(b, name, KindValue, typeName[V](), func(d desc[K]) *ValueState[K, V] {
-		return &ValueState[K, V]{desc: d, groups: make(groups[map[K]V, K, V], b.rng.Len())}
+		return &ValueState[K, V]{desc: d, groups: make(groups[map[K]*V, K, *V], b.rng.Len())}
 	})
 }
 
@@ -22,24 +29,43 @@ func MustValue[K comparable, V any](b *Backend[K], name string) *ValueState[K, V
 
 // Value returns the current key's value and whether it is set.
 func (s *ValueState[K, V]) Value() (V, bool) {
-	v, ok := s.groups[s.b.slotIndex()][s.b.key]
-	return v, ok
+	if s.cache != nil && s.cacheEpoch == s.b.epoch {
+		return *s.cache, true
+	}
+	p := s.groups[s.b.slotIndex()][s.b.key]
+	if p == nil {
+		var zero V
+		return zero, false
+	}
+	s.cache, s.cacheEpoch = p, s.b.epoch
+	return *p, true
 }
 
 // Update sets the current key's value.
 func (s *ValueState[K, V]) Update(v V) {
+	if s.cache != nil && s.cacheEpoch == s.b.epoch {
+		*s.cache = v
+		return
+	}
 	i := s.b.slotIndex()
 	m := s.groups[i]
 	if m == nil {
-		m = make(map[K]V)
+		m = make(map[K]*V)
 		s.groups[i] = m
 	}
-	m[s.b.key] = v
+	p := m[s.b.key]
+	if p == nil {
+		p = new(V)
+		m[s.b.key] = p
+	}
+	*p = v
+	s.cache, s.cacheEpoch = p, s.b.epoch
 }
 
 // Clear removes the current key's value.
 func (s *ValueState[K, V]) Clear() {
 	delete(s.groups[s.b.slotIndex()], s.b.key)
+	s.cache = nil
 }
 
 // NumKeys reports the number of keys with a value, over all key groups.
@@ -62,12 +88,15 @@ func (s *ValueState[K, V]) ForEachKey(kg int, f func(K)) {
 // order. f must not modify this state.
 func (s *ValueState[K, V]) ForEach(kg int, f func(K, V)) {
 	for k, v := range s.groups[s.b.checkKeyGroup(kg)] {
-		f(k, v)
+		f(k, *v)
 	}
 }
 
 // ClearKeyGroup drops every value of key group kg.
-func (s *ValueState[K, V]) ClearKeyGroup(kg int) { s.groups[s.b.checkKeyGroup(kg)] = nil }
+func (s *ValueState[K, V]) ClearKeyGroup(kg int) {
+	s.groups[s.b.checkKeyGroup(kg)] = nil
+	s.cache = nil
+}
 
 // ForEachAny implements Table.
 func (s *ValueState[K, V]) ForEachAny(kg int, f func(key, namespace, value any)) {
