@@ -73,6 +73,7 @@ type outChannel[T any] struct {
 	buf     []Record[T] // nil while no buffer is held
 	done    <-chan struct{}
 	records *Counter // records sent, counted per batch
+	task    *task    // told when the channel blocks the producer
 }
 
 // acquire takes a free buffer, blocking while all are in flight. It returns
@@ -83,6 +84,10 @@ func (c *outChannel[T]) acquire() bool {
 		return true
 	default:
 	}
+	// Every buffer is in flight: the consumer is slower. Tell the task
+	// (sources pause their idleness clocks: blocked time is not silence).
+	c.task.backpressured(true)
+	defer c.task.backpressured(false)
 	select {
 	case c.buf = <-c.g.free[c.idx]:
 		return true

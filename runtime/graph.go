@@ -130,7 +130,7 @@ type edge interface {
 	// input (all edges of one input share it).
 	newGate(channels, credits, size int) any
 	// newWriter creates the network output of producer subtask u.
-	newWriter(b *builder, u int, chans []chanRef, counter *Counter) (any, flusher)
+	newWriter(t *task, chans []chanRef, counter *Counter) (any, flusher)
 	// combine merges several Output[T] (as any) into one.
 	combine(outs []any) any
 }
@@ -157,14 +157,15 @@ func (e *typedEdge[T]) newGate(channels, credits, size int) any {
 	return newGate[T](channels, credits, size)
 }
 
-func (e *typedEdge[T]) newWriter(b *builder, u int, chans []chanRef, counter *Counter) (any, flusher) {
+func (e *typedEdge[T]) newWriter(t *task, chans []chanRef, counter *Counter) (any, flusher) {
+	b := t.job
 	w := &writer[T]{kind: e.p.kind, records: counter}
 	for _, c := range chans {
 		g, ok := c.gate.(*gate[T])
 		if !ok {
 			panic(fmt.Sprintf("runtime: edge %q -> %q: input type mismatch", e.from.name, e.to.name))
 		}
-		w.chans = append(w.chans, &outChannel[T]{idx: int32(c.idx), g: g, done: b.done, records: counter})
+		w.chans = append(w.chans, &outChannel[T]{idx: int32(c.idx), g: g, done: b.done, records: counter, task: t})
 	}
 	if e.p.kind == partKey {
 		maxP, par := b.maxParallelism, b.par(e.to)

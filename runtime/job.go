@@ -270,7 +270,7 @@ func (b *builder) instantiate(t *task, n *Node, s int) (instance, error) {
 				}
 			}
 			var f flusher
-			o, f = e.newWriter(b, s, refs, b.cfg.Metrics.counter(n.name, s, "recordsOut"))
+			o, f = e.newWriter(t, refs, b.cfg.Metrics.counter(n.name, s, "recordsOut"))
 			t.writers = append(t.writers, f)
 		}
 		if e.tagID() == 0 {
@@ -322,6 +322,15 @@ type task struct {
 	timers      procTimers
 	done        <-chan struct{}
 	err         error
+	// onBackpressure, if set, is told when an output blocks the task
+	// (true) and when it may go on (false).
+	onBackpressure func(blocked bool)
+}
+
+func (t *task) backpressured(blocked bool) {
+	if t.onBackpressure != nil {
+		t.onBackpressure(blocked)
+	}
 }
 
 // fail records the first failure of the task; the loop checks it between

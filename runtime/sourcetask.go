@@ -26,6 +26,15 @@ func (m *sourceImpl[T]) instantiate(ctx *Context, out any, sides []control) (ins
 		watermarkAt: ctx.Gauge("watermark")}
 	x.watermarkAt.Set(watermark.Min)
 	x.splits = watermark.NewSplits(m.strategy, ctx.Clock, combined[T]{x})
+	// Time spent blocked by back-pressure must not count as silence
+	// towards idleness (Flink's FLINK-35886).
+	ctx.task.onBackpressure = func(blocked bool) {
+		if blocked {
+			x.splits.PauseAll()
+		} else {
+			x.splits.ResumeAll()
+		}
+	}
 	return x, nil
 }
 
