@@ -17,6 +17,14 @@ type SinkWriter[T any] interface {
 	Close() error
 }
 
+// SinkEnder is an optional interface of a SinkWriter: EndInput is called
+// once when the sink's input has ended normally (bounded input), before
+// Close; a writer that needs to tell a normal end from a failure or a
+// cancellation (to commit, say) does its final work there.
+type SinkEnder interface {
+	EndInput() error
+}
+
 // SinkFunc adapts a function to a SinkWriter with nothing to close.
 type SinkFunc[T any] func(r Record[T]) error
 
@@ -45,7 +53,12 @@ func (o *sinkOp[T]) Open(ctx *runtime.Context, out runtime.Output[struct{}]) err
 }
 
 func (o *sinkOp[T]) ProcessRecord(r Record[T]) error { return o.w.Write(r) }
-func (o *sinkOp[T]) EndInput() error                 { return nil }
+func (o *sinkOp[T]) EndInput() error {
+	if e, ok := o.w.(SinkEnder); ok {
+		return e.EndInput()
+	}
+	return nil
+}
 func (o *sinkOp[T]) Close() error {
 	if o.w == nil {
 		return nil

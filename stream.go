@@ -74,6 +74,9 @@ func SideOutput[T, U any](s Stream[T], tag *OutputTag[U]) Stream[U] {
 // DeadLetters returns the dead-letter stream of the source that produces s:
 // input that did not decode or had no usable timestamp, with the reason.
 func DeadLetters[T any](s Stream[T]) Stream[DeadLetter] {
+	if !s.node().IsSource() {
+		panic("weir: DeadLetters needs the stream a source produces (call it on what FromSource returned, before any transformation)")
+	}
 	return SideOutput(s, runtime.DeadLetterTag)
 }
 

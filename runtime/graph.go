@@ -51,6 +51,9 @@ func (n *Node) Parallelism() int { return n.parallelism }
 // SetParallelism sets the number of subtasks (0: the job default).
 func (n *Node) SetParallelism(p int) { n.parallelism = p }
 
+// IsSource reports whether the node is a source.
+func (n *Node) IsSource() bool { return len(n.inputs) == 0 }
+
 // Nodes returns the graph's nodes in the order they were added.
 func (g *Graph) Nodes() []*Node { return g.nodes }
 

@@ -364,7 +364,10 @@ func (t *task) run(ctx context.Context) (err error) {
 	// it can emit.
 	for i := len(t.chain) - 1; i >= 0; i-- {
 		if err := t.chain[i].open(); err != nil {
-			for j := len(t.chain) - 1; j > i; j-- {
+			// Close everything instantiated, opened or not (close is
+			// idempotent and releases what instantiation acquired, such as
+			// a source's reader).
+			for j := range t.chain {
 				t.chain[j].close()
 			}
 			return fmt.Errorf("operator %q (subtask %d of %d): open: %w", t.chain[i].name(), t.subtask, t.parallelism, err)

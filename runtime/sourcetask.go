@@ -83,6 +83,7 @@ func (x *sourceInstance[T]) Collect(split int, v T, ts int64) {
 		x.AddSplit(split)
 	}
 	x.splits.OnEvent(split, v, ts)
+	x.recordsOut.Inc()
 	x.out.Collect(Record[T]{Value: v, Timestamp: ts})
 }
 

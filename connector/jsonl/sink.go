@@ -1,0 +1,146 @@
+package jsonl
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strconv"
+	"unicode/utf8"
+
+	"github.com/weirproject/weir"
+	"github.com/weirproject/weir/runtime"
+)
+
+// writeBufferSize is the size of a sink subtask's write buffer.
+const writeBufferSize = 64 << 10
+
+// Sink returns a sink for weir.ToSink that writes each record's value as
+// one JSON line (encoding/json, without HTML escaping) to the file
+// PartPath(path, subtask, parallelism): path itself when the sink runs with
+// parallelism 1, path + "-" + subtask index otherwise. Each file is created
+// or truncated when the sink subtask opens; its directory must exist.
+// Record timestamps are not written: a job that reads the file back must
+// find the event time in the value.
+//
+// Writes are buffered and flushed when the subtask closes, however the job
+// ends; the sink is at-least-once, not transactional (J6).
+func Sink[T any](path string) func(ctx *runtime.Context) (weir.SinkWriter[T], error) {
+	return func(ctx *runtime.Context) (weir.SinkWriter[T], error) {
+		w, err := newLineWriter(PartPath(path, ctx.Subtask, ctx.Parallelism))
+		if err != nil {
+			return nil, err
+		}
+		return &sinkWriter[T]{w}, nil
+	}
+}
+
+// PartPath returns the file a Sink or DeadLetterSink subtask writes: path
+// when parallelism is 1 (or less), path + "-" + subtask otherwise.
+func PartPath(path string, subtask, parallelism int) string {
+	if parallelism <= 1 {
+		return path
+	}
+	return path + "-" + strconv.Itoa(subtask)
+}
+
+// lineWriter is a buffered JSON-lines file.
+type lineWriter struct {
+	f   *os.File
+	bw  *bufio.Writer
+	enc *json.Encoder
+}
+
+func newLineWriter(path string) (*lineWriter, error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("jsonl: %w", err)
+	}
+	bw := bufio.NewWriterSize(f, writeBufferSize)
+	enc := json.NewEncoder(bw)
+	enc.SetEscapeHTML(false)
+	return &lineWriter{f: f, bw: bw, enc: enc}, nil
+}
+
+func (w *lineWriter) write(v any) error {
+	if err := w.enc.Encode(v); err != nil {
+		return fmt.Errorf("jsonl: %s: %w", w.f.Name(), err)
+	}
+	return nil
+}
+
+func (w *lineWriter) Close() error {
+	err := w.bw.Flush()
+	if cerr := w.f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("jsonl: %s: %w", w.f.Name(), err)
+	}
+	return nil
+}
+
+type sinkWriter[T any] struct{ *lineWriter }
+
+func (w *sinkWriter[T]) Write(r weir.Record[T]) error { return w.write(r.Value) }
+
+// DeadLetterSink returns a sink for weir.ToSink that writes dead letters
+// (weir.DeadLetters of a source) as JSON lines, one object per dead letter
+// with the fields
+//
+//	source, split, position, reason  as in weir.DeadLetter
+//	raw        the raw input as a string, if it is valid UTF-8
+//	rawBase64  the raw input in base64, if it is not
+//	value      the decoded value as JSON, if there is one
+//	valueError why the value could not be encoded, instead of value
+//	time       the record's timestamp: when the source rejected the input
+//	           (processing time, Unix ms)
+//
+// Files, buffering and guarantees are those of Sink. A value that cannot be
+// encoded does not fail the job.
+//
+//	weir.ToSink(weir.DeadLetters(s), "dead-letters", jsonl.DeadLetterSink("dead.jsonl"))
+func DeadLetterSink(path string) func(ctx *runtime.Context) (weir.SinkWriter[weir.DeadLetter], error) {
+	return func(ctx *runtime.Context) (weir.SinkWriter[weir.DeadLetter], error) {
+		w, err := newLineWriter(PartPath(path, ctx.Subtask, ctx.Parallelism))
+		if err != nil {
+			return nil, err
+		}
+		return &deadLetterWriter{w}, nil
+	}
+}
+
+type deadLetterLine struct {
+	Source     string          `json:"source"`
+	Split      int             `json:"split"`
+	Position   int64           `json:"position"`
+	Reason     string          `json:"reason"`
+	Raw        *string         `json:"raw,omitempty"`
+	RawBase64  []byte          `json:"rawBase64,omitempty"`
+	Value      json.RawMessage `json:"value,omitempty"`
+	ValueError string          `json:"valueError,omitempty"`
+	Time       int64           `json:"time"`
+}
+
+type deadLetterWriter struct{ *lineWriter }
+
+func (w *deadLetterWriter) Write(r weir.Record[weir.DeadLetter]) error {
+	d := r.Value
+	l := deadLetterLine{Source: d.Source, Split: d.Split, Position: d.Position, Reason: d.Reason, Time: r.Timestamp}
+	if d.Raw != nil {
+		if utf8.Valid(d.Raw) {
+			s := string(d.Raw)
+			l.Raw = &s
+		} else {
+			l.RawBase64 = d.Raw
+		}
+	}
+	if d.Value != nil {
+		if v, err := json.Marshal(d.Value); err != nil {
+			l.ValueError = err.Error()
+		} else {
+			l.Value = v
+		}
+	}
+	return w.write(&l)
+}
