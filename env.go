@@ -46,6 +46,12 @@ func (e *Environment) Execute(ctx context.Context) error {
 	return runtime.Execute(ctx, &e.graph, e.cfg)
 }
 
+// Start starts the job and returns at once; the returned Job can take
+// savepoints and checkpoints on request, be cancelled, and be waited for.
+func (e *Environment) Start(ctx context.Context) (*runtime.Job, error) {
+	return runtime.Start(ctx, &e.graph, e.cfg)
+}
+
 // Metrics returns the job's counters and gauges; they are live while the job
 // runs.
 func (e *Environment) Metrics() *runtime.Metrics { return e.metrics }

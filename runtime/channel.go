@@ -29,6 +29,7 @@ const (
 	ctrlIdle
 	ctrlActive
 	ctrlEnd
+	ctrlBarrier // val is the checkpoint id
 )
 
 type batch[T any] struct {
@@ -199,6 +200,12 @@ func (w *writer[T]) flush() {
 	}
 }
 
+func (w *writer[T]) barrier(id int64) {
+	for _, c := range w.chans {
+		c.send(ctrlBarrier, id)
+	}
+}
+
 func (w *writer[T]) end() {
 	for _, c := range w.chans {
 		c.send(ctrlEnd, 0)
@@ -208,6 +215,7 @@ func (w *writer[T]) end() {
 // flusher is the untyped view of a writer that a task keeps.
 type flusher interface {
 	flush()
+	barrier(id int64)
 	end()
 }
 

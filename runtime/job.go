@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/weirproject/weir/checkpoint"
 	"github.com/weirproject/weir/clock"
 	"github.com/weirproject/weir/keygroup"
 )
@@ -45,6 +46,8 @@ type Config struct {
 	Logger *slog.Logger
 	// Metrics receives the job's counters and gauges. nil means a new set.
 	Metrics *Metrics
+	// Checkpoint configures checkpoints, savepoints and restore.
+	Checkpoint CheckpointConfig
 }
 
 func (c Config) withDefaults() Config {
@@ -83,19 +86,42 @@ var ErrEmptyJob = errors.New("runtime: the job has no operators; add a source an
 // an operator fails (then it returns that error, naming the operator and
 // subtask, after cancelling the rest).
 func Execute(ctx context.Context, g *Graph, cfg Config) error {
-	cfg = cfg.withDefaults()
-	if len(g.nodes) == 0 {
-		return ErrEmptyJob
-	}
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	b, err := newBuilder(g, cfg, ctx.Done())
+	j, err := Start(ctx, g, cfg)
 	if err != nil {
 		return err
+	}
+	return j.Wait()
+}
+
+// Job is a running job.
+type Job struct {
+	b      *builder
+	cancel context.CancelCauseFunc
+	done   chan struct{}
+	err    error
+}
+
+// Start builds the graph's tasks (restoring state if configured) and starts
+// them; the job runs until Wait returns.
+func Start(ctx context.Context, g *Graph, cfg Config) (*Job, error) {
+	cfg = cfg.withDefaults()
+	if len(g.nodes) == 0 {
+		return nil, ErrEmptyJob
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	b, err := newBuilder(g, cfg, ctx.Done())
+	if err != nil {
+		cancel(nil)
+		return nil, err
 	}
 	tasks, err := b.build()
 	if err != nil {
-		return err
+		cancel(nil)
+		return nil, err
+	}
+	j := &Job{b: b, cancel: cancel, done: make(chan struct{})}
+	if b.coord != nil {
+		go b.coord.run(ctx)
 	}
 	var wg sync.WaitGroup
 	var once sync.Once
@@ -104,7 +130,8 @@ func Execute(ctx context.Context, g *Graph, cfg Config) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := t.run(ctx); err != nil {
+			err := t.run(ctx)
+			if err != nil {
 				once.Do(func() {
 					first = err
 					cancel(err)
@@ -112,17 +139,51 @@ func Execute(ctx context.Context, g *Graph, cfg Config) error {
 			}
 		}()
 	}
-	wg.Wait()
-	if first != nil {
-		if ctx.Err() != nil && errors.Is(first, context.Canceled) {
+	go func() {
+		wg.Wait()
+		if first != nil && ctx.Err() != nil && errors.Is(first, context.Canceled) {
 			if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
-				return cause
+				first = cause
 			}
 		}
-		return first
-	}
-	return nil
+		j.err = first
+		cancel(nil)
+		close(j.done)
+	}()
+	return j, nil
 }
+
+// Wait waits for the job to end and returns its error.
+func (j *Job) Wait() error {
+	<-j.done
+	return j.err
+}
+
+// Cancel stops the job; Wait then returns context.Canceled.
+func (j *Job) Cancel() { j.cancel(context.Canceled) }
+
+// TriggerCheckpoint takes a checkpoint now (into CheckpointConfig.Dir) and
+// returns its id and directory once it is complete.
+func (j *Job) TriggerCheckpoint(ctx context.Context) (int64, string, error) {
+	if j.b.coord == nil {
+		return 0, "", errors.New("runtime: checkpoints need CheckpointConfig.Dir")
+	}
+	return j.b.coord.trigger(ctx, checkpoint.KindCheckpoint, "")
+}
+
+// TriggerSavepoint takes a savepoint into dir (which must not hold one) and
+// returns its id once it is complete. Savepoints work whether or not
+// periodic checkpoints are configured.
+func (j *Job) TriggerSavepoint(ctx context.Context, dir string) (int64, error) {
+	if j.b.coord == nil {
+		return 0, errors.New("runtime: the job was started without checkpointing support")
+	}
+	id, _, err := j.b.coord.trigger(ctx, checkpoint.KindSavepoint, dir)
+	return id, err
+}
+
+// Metrics returns the job's metrics.
+func (j *Job) Metrics() *Metrics { return j.b.cfg.Metrics }
 
 // builder turns the logical graph into tasks.
 type builder struct {
@@ -137,7 +198,12 @@ type builder struct {
 	// (-1: not connected)
 	chanIdx map[edge][][]int
 	tasks   []*task
+	uids    map[*Node]string
+	restore *checkpoint.Snapshot
+	coord   *coordinator
 }
+
+func (b *builder) uid(n *Node) string { return b.uids[n] }
 
 func newBuilder(g *Graph, cfg Config, done <-chan struct{}) (*builder, error) {
 	b := &builder{g: g, cfg: cfg, done: done, chained: map[edge]bool{},
@@ -151,6 +217,9 @@ func newBuilder(g *Graph, cfg Config, done <-chan struct{}) (*builder, error) {
 	b.maxParallelism = cfg.MaxParallelism
 	if b.maxParallelism == 0 {
 		b.maxParallelism = keygroup.DefaultMaxParallelism(maxPar)
+	}
+	if err := b.loadRestore(); err != nil {
+		return nil, err
 	}
 	for _, n := range g.nodes {
 		if err := keygroup.Validate(b.maxParallelism, b.par(n)); err != nil {
@@ -217,6 +286,11 @@ func (b *builder) build() ([]*task, error) {
 		}
 		b.gates[n] = perInput
 	}
+	var firstID int64 = 1
+	if b.restore != nil {
+		firstID = b.restore.ID + 1
+	}
+	b.coord = newCoordinator(b, firstID)
 	// One task per chain head and subtask.
 	for _, n := range b.g.nodes {
 		if len(n.inputs) > 0 && b.chained[n.inputs[0][0]] {
@@ -224,6 +298,7 @@ func (b *builder) build() ([]*task, error) {
 		}
 		for s := range b.par(n) {
 			t := &task{job: b, subtask: s, parallelism: b.par(n), node: n}
+			t.align = aligner{t: t, blocking: b.cfg.Checkpoint.Mode == ExactlyOnce}
 			t.mailbox.init()
 			t.timers.init(b.cfg.Clock)
 			head, err := b.instantiate(t, n, s)
@@ -241,6 +316,10 @@ func (b *builder) build() ([]*task, error) {
 			}
 			t.gates = gates
 			b.tasks = append(b.tasks, t)
+			b.coord.tasks = append(b.coord.tasks, t)
+			if n.IsSource() {
+				b.coord.sources = append(b.coord.sources, t)
+			}
 		}
 	}
 	return b.tasks, nil
@@ -288,7 +367,12 @@ func (b *builder) instantiate(t *task, n *Node, s int) (instance, error) {
 		Clock:          b.cfg.Clock,
 		Logger:         b.cfg.Logger.With("operator", n.name, "subtask", s),
 		task:           t,
+		node:           n,
 		sides:          map[int]any{},
+	}
+	if b.restore != nil {
+		ctx.restored = &Restored{CheckpointID: b.restore.ID, op: b.restore.Operator(b.uid(n)),
+			index: s, par: b.par(n), rng: ctx.KeyGroups}
 	}
 	var sideCtl []control
 	for id, outs := range sides {
@@ -320,6 +404,7 @@ type task struct {
 	writers     []flusher
 	mailbox     Mailbox
 	timers      procTimers
+	align       aligner
 	done        <-chan struct{}
 	err         error
 	// onBackpressure, if set, is told when an output blocks the task
@@ -393,6 +478,7 @@ func (t *task) run(ctx context.Context) (err error) {
 			return t.err
 		}
 	}
+	t.job.coord.taskFinished(t)
 	for _, w := range t.writers {
 		w.end()
 	}
@@ -454,6 +540,11 @@ type instance interface {
 	close() error
 	// run is the task loop when this instance heads the task.
 	run(t *task) error
+	// context is the instance's runtime context.
+	context() *Context
+	// parts returns what may implement Snapshotter or
+	// CheckpointListener: the operator, or a source's reader.
+	parts() []any
 }
 
 // nodeImpl creates the instances of a node.

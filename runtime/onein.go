@@ -35,10 +35,12 @@ type oneInputInstance[IN, OUT any] struct {
 	ended     bool
 }
 
-func (x *oneInputInstance[IN, OUT]) name() string  { return x.ctx.Name }
-func (x *oneInputInstance[IN, OUT]) open() error   { return x.op.Open(x.ctx, x.out) }
-func (x *oneInputInstance[IN, OUT]) close() error  { return x.op.Close() }
-func (x *oneInputInstance[IN, OUT]) input(int) any { return Output[IN](x) }
+func (x *oneInputInstance[IN, OUT]) name() string      { return x.ctx.Name }
+func (x *oneInputInstance[IN, OUT]) context() *Context { return x.ctx }
+func (x *oneInputInstance[IN, OUT]) parts() []any      { return []any{x.op} }
+func (x *oneInputInstance[IN, OUT]) open() error       { return x.op.Open(x.ctx, x.out) }
+func (x *oneInputInstance[IN, OUT]) close() error      { return x.op.Close() }
+func (x *oneInputInstance[IN, OUT]) input(int) any     { return Output[IN](x) }
 func (x *oneInputInstance[IN, OUT]) endInput() error {
 	if x.ended {
 		return nil
@@ -72,7 +74,7 @@ func (x *oneInputInstance[IN, OUT]) MarkActive() { x.EmitIdle(false) }
 // run is the loop of a task headed by a one-input operator.
 func (x *oneInputInstance[IN, OUT]) run(t *task) error {
 	g := t.gates[0].(*gate[IN])
-	in := newInputState[IN](g, x)
+	in := newInputState[IN](t, g, x)
 	for !in.finished() {
 		var b batch[IN]
 		select {
@@ -111,12 +113,14 @@ func (x *oneInputInstance[IN, OUT]) run(t *task) error {
 // inputState processes the batches of one gate: records to the operator,
 // control elements to the channel combiner, end-of-input counting.
 type inputState[T any] struct {
-	g       *gate[T]
-	to      Output[T]
-	valve   *watermark.Combiner
-	ended   []bool
-	nEnded  int
-	counter *Counter
+	g      *gate[T]
+	to     Output[T]
+	valve  *watermark.Combiner
+	ended  []bool
+	nEnded int
+	align  *aligner
+	ag     *alignGate
+	stash  []batch[T] // batches of blocked channels, in arrival order
 }
 
 // valveOut receives the combined watermark of an input.
@@ -126,21 +130,40 @@ type valveOut interface {
 	MarkActive()
 }
 
-func newInputState[T any](g *gate[T], to interface {
+func newInputState[T any](t *task, g *gate[T], to interface {
 	Output[T]
 	valveOut
 }) *inputState[T] {
-	return newInputStateTo[T](g, to, to)
+	return newInputStateTo[T](t, g, to, to)
 }
 
-func newInputStateTo[T any](g *gate[T], to Output[T], wm valveOut) *inputState[T] {
+func newInputStateTo[T any](t *task, g *gate[T], to Output[T], wm valveOut) *inputState[T] {
 	n := len(g.free)
-	return &inputState[T]{g: g, to: to, valve: watermark.NewCombiner(n, wm), ended: make([]bool, n)}
+	s := &inputState[T]{g: g, to: to, valve: watermark.NewCombiner(n, wm), ended: make([]bool, n), align: &t.align}
+	s.ag = t.align.addGate(n, s.drain)
+	return s
+}
+
+// drain processes the stashed batches of channels that are no longer
+// blocked (a batch of a channel blocked again is stashed again).
+func (s *inputState[T]) drain() {
+	if len(s.stash) == 0 {
+		return
+	}
+	old := s.stash
+	s.stash = nil
+	for _, b := range old {
+		s.handle(b)
+	}
 }
 
 func (s *inputState[T]) finished() bool { return s.nEnded == len(s.ended) }
 
 func (s *inputState[T]) handle(b batch[T]) {
+	if s.ag.blocked[b.ch] {
+		s.stash = append(s.stash, b)
+		return
+	}
 	recs := b.recs
 	to := s.to
 	if x, ok := to.(interface{ collectAll([]Record[T]) }); ok {
@@ -158,10 +181,13 @@ func (s *inputState[T]) handle(b batch[T]) {
 		s.valve.Idle(int(b.ch))
 	case ctrlActive:
 		s.valve.Active(int(b.ch))
+	case ctrlBarrier:
+		s.align.barrier(s.ag, int(b.ch), b.val)
 	case ctrlEnd:
 		if !s.ended[b.ch] {
 			s.ended[b.ch] = true
 			s.nEnded++
+			s.align.channelEnded(s.ag, int(b.ch))
 		}
 	}
 }

@@ -94,8 +94,10 @@ type Context struct {
 	// Logger carries the operator and subtask as attributes.
 	Logger *slog.Logger
 
-	task  *task
-	sides map[int]any // side-output tag id -> Output[T]
+	task     *task
+	node     *Node
+	sides    map[int]any // side-output tag id -> Output[T]
+	restored *Restored
 }
 
 // Mailbox returns the subtask's mailbox, through which other goroutines

@@ -31,6 +31,9 @@ type SourceContext struct {
 	Subtask, Parallelism int
 	Clock                clock.Clock
 	Logger               *slog.Logger
+	// Restored holds the split states of a restored job (the SplitsList
+	// list), or is nil on a fresh start.
+	Restored *Restored
 }
 
 // PollStatus says what a reader wants after a Poll.

@@ -15,7 +15,7 @@ type sourceImpl[T any] struct {
 
 func (m *sourceImpl[T]) instantiate(ctx *Context, out any, sides []control) (instance, error) {
 	r, err := m.src.CreateReader(SourceContext{Name: ctx.Name, Subtask: ctx.Subtask,
-		Parallelism: ctx.Parallelism, Clock: ctx.Clock, Logger: ctx.Logger})
+		Parallelism: ctx.Parallelism, Clock: ctx.Clock, Logger: ctx.Logger, Restored: ctx.restored})
 	if err != nil {
 		return nil, err
 	}
@@ -54,10 +54,12 @@ type sourceInstance[T any] struct {
 	closed      bool
 }
 
-func (x *sourceInstance[T]) name() string    { return x.ctx.Name }
-func (x *sourceInstance[T]) open() error     { return nil }
-func (x *sourceInstance[T]) endInput() error { return nil }
-func (x *sourceInstance[T]) input(int) any   { panic("runtime: a source has no input") }
+func (x *sourceInstance[T]) name() string      { return x.ctx.Name }
+func (x *sourceInstance[T]) context() *Context { return x.ctx }
+func (x *sourceInstance[T]) parts() []any      { return []any{x.reader} }
+func (x *sourceInstance[T]) open() error       { return nil }
+func (x *sourceInstance[T]) endInput() error   { return nil }
+func (x *sourceInstance[T]) input(int) any     { panic("runtime: a source has no input") }
 func (x *sourceInstance[T]) close() error {
 	if x.closed {
 		return nil

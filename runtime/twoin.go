@@ -22,10 +22,12 @@ type twoInputInstance[IN1, IN2, OUT any] struct {
 	both *watermark.Combiner
 }
 
-func (x *twoInputInstance[IN1, IN2, OUT]) name() string    { return x.ctx.Name }
-func (x *twoInputInstance[IN1, IN2, OUT]) open() error     { return x.op.Open(x.ctx, x.out) }
-func (x *twoInputInstance[IN1, IN2, OUT]) close() error    { return x.op.Close() }
-func (x *twoInputInstance[IN1, IN2, OUT]) endInput() error { return nil }
+func (x *twoInputInstance[IN1, IN2, OUT]) name() string      { return x.ctx.Name }
+func (x *twoInputInstance[IN1, IN2, OUT]) context() *Context { return x.ctx }
+func (x *twoInputInstance[IN1, IN2, OUT]) parts() []any      { return []any{x.op} }
+func (x *twoInputInstance[IN1, IN2, OUT]) open() error       { return x.op.Open(x.ctx, x.out) }
+func (x *twoInputInstance[IN1, IN2, OUT]) close() error      { return x.op.Close() }
+func (x *twoInputInstance[IN1, IN2, OUT]) endInput() error   { return nil }
 func (x *twoInputInstance[IN1, IN2, OUT]) input(i int) any {
 	panic("runtime: a two-input operator is never chained to its producer")
 }
@@ -79,8 +81,8 @@ func (r recordsTo[T]) EmitIdle(bool)       {}
 func (x *twoInputInstance[IN1, IN2, OUT]) run(t *task) error {
 	g1 := t.gates[0].(*gate[IN1])
 	g2 := t.gates[1].(*gate[IN2])
-	in1 := newInputStateTo[IN1](g1, recordsTo[IN1]{x.ctx, x.op.ProcessRecord1}, sideOf{x.both, 0})
-	in2 := newInputStateTo[IN2](g2, recordsTo[IN2]{x.ctx, x.op.ProcessRecord2}, sideOf{x.both, 1})
+	in1 := newInputStateTo[IN1](t, g1, recordsTo[IN1]{x.ctx, x.op.ProcessRecord1}, sideOf{x.both, 0})
+	in2 := newInputStateTo[IN2](t, g2, recordsTo[IN2]{x.ctx, x.op.ProcessRecord2}, sideOf{x.both, 1})
 	done1, done2 := false, false
 	inbox1, inbox2 := g1.inbox, g2.inbox
 	for !done1 || !done2 {

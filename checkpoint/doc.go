@@ -1,0 +1,27 @@
+// Package checkpoint stores and loads snapshots of a job's state:
+// checkpoints (taken periodically by the runtime, kept in a directory with
+// retention) and savepoints (taken on request, kept wherever the user says).
+// Both use one documented, versioned format (see docs/checkpoints.md):
+//
+//	DIR/chk-000000000042/          one snapshot
+//	    _metadata                  the manifest (JSON), written last
+//	    op-0003-sub-0001.bin       state of one operator subtask: blobs
+//
+// A snapshot is complete exactly when its _metadata exists: data files are
+// written and synced first, then the manifest is written to a temporary name,
+// synced, and renamed into place, and the directory is synced. A crash at any
+// point leaves either a complete snapshot or a directory without _metadata,
+// which readers ignore and retention removes.
+//
+// Invariants:
+//
+//	I1. Every blob the manifest references has the length and CRC-32C the
+//	    manifest records; a mismatch is an error naming the file, never a
+//	    silent partial restore.
+//	I2. Keyed state is stored per key group, with an index, so a restoring
+//	    subtask reads only the key groups it owns (restore at another
+//	    parallelism re-slices key-group ranges).
+//	I3. The max parallelism (number of key groups) is recorded; restoring
+//	    with a different one is refused.
+//	I4. Operator state is matched to operators by uid.
+package checkpoint

@@ -1,0 +1,403 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/weirproject/weir/checkpoint"
+)
+
+// CheckpointMode is the guarantee checkpoints give.
+type CheckpointMode int
+
+const (
+	// ExactlyOnce aligns barriers: state reflects each record exactly once.
+	ExactlyOnce CheckpointMode = iota
+	// AtLeastOnce does not align: after a restore some records may be
+	// processed twice, none is lost. Lower latency under skew.
+	AtLeastOnce
+)
+
+// CheckpointConfig is how a job checkpoints. The zero value takes no
+// checkpoints (savepoints can still be triggered when Dir is set).
+type CheckpointConfig struct {
+	// Interval between checkpoints; 0 disables periodic checkpoints.
+	Interval time.Duration
+	// Timeout after which a checkpoint still in progress is aborted;
+	// 0 means 10 minutes.
+	Timeout time.Duration
+	// MinPause is the least time between the end of one checkpoint and
+	// the start of the next; 0 means none.
+	MinPause time.Duration
+	// Mode is ExactlyOnce (default) or AtLeastOnce.
+	Mode CheckpointMode
+	// Dir is where checkpoints are stored (DIR/chk-<id>). Required when
+	// Interval > 0.
+	Dir string
+	// Retain is how many completed checkpoints to keep; 0 means 3.
+	Retain int
+	// RestoreFrom is a checkpoint or savepoint directory to start from
+	// ("" starts fresh). Use checkpoint.Latest(dir) to resume from the
+	// newest checkpoint.
+	RestoreFrom string
+	// AllowNonRestoredState lets a restore skip state of operators that
+	// are no longer in the job (otherwise that is an error).
+	AllowNonRestoredState bool
+}
+
+// ErrCheckpointAborted is the error of a checkpoint or savepoint that did
+// not complete (it timed out, a task finished or failed, or a newer one
+// overtook it).
+var ErrCheckpointAborted = errors.New("runtime: checkpoint aborted")
+
+type ack struct {
+	t      *task
+	id     int64
+	states map[*Node]*checkpoint.SubtaskState
+	err    error
+}
+
+type cpRequest struct {
+	kind checkpoint.Kind
+	dir  string // savepoint target
+	done chan cpResult
+}
+
+type cpResult struct {
+	id   int64
+	path string
+	err  error
+}
+
+type pendingCP struct {
+	id      int64
+	req     *cpRequest
+	started time.Time
+	waiting map[*task]bool
+	states  map[*Node][]*checkpoint.SubtaskState
+	timer   *time.Timer
+}
+
+// coordinator triggers checkpoints, collects the tasks' acknowledgements,
+// persists completed checkpoints, and tells the tasks. It runs on its own
+// goroutine; tasks talk to it through channels, it talks to tasks through
+// their mailboxes.
+type coordinator struct {
+	b        *builder
+	cfg      CheckpointConfig
+	tasks    []*task
+	sources  []*task
+	acks     chan ack
+	requests chan *cpRequest
+	finished chan *task
+	declines chan int64
+	nextID   int64
+	// mu guards whether the coordinator still accepts requests.
+	mu struct {
+		sync.Mutex
+		stopped bool
+	}
+	completed *Counter
+	aborted   *Counter
+	lastSize  *Gauge
+	lastMs    *Gauge
+}
+
+func newCoordinator(b *builder, firstID int64) *coordinator {
+	c := &coordinator{b: b, cfg: b.cfg.Checkpoint, nextID: firstID,
+		acks: make(chan ack, 64), requests: make(chan *cpRequest),
+		finished: make(chan *task, 64), declines: make(chan int64, 64)}
+	if c.cfg.Timeout <= 0 {
+		c.cfg.Timeout = 10 * time.Minute
+	}
+	if c.cfg.Retain <= 0 {
+		c.cfg.Retain = 3
+	}
+	m := b.cfg.Metrics
+	c.completed = m.counter("job", 0, "checkpointsCompleted")
+	c.aborted = m.counter("job", 0, "checkpointsAborted")
+	c.lastSize = m.gauge("job", 0, "lastCheckpointBytes")
+	c.lastMs = m.gauge("job", 0, "lastCheckpointMillis")
+	return c
+}
+
+// declined tells the coordinator a task gave up checkpoint id (a newer
+// barrier overtook it). Called from task goroutines.
+func (c *coordinator) declined(id int64) {
+	if c == nil {
+		return
+	}
+	select {
+	case c.declines <- id:
+	default:
+	}
+}
+
+func (c *coordinator) ack(a ack) {
+	if c == nil {
+		return
+	}
+	select {
+	case c.acks <- a:
+	case <-c.b.done:
+	}
+}
+
+func (c *coordinator) taskFinished(t *task) {
+	if c == nil {
+		return
+	}
+	select {
+	case c.finished <- t:
+	case <-c.b.done:
+	}
+}
+
+// trigger asks for a checkpoint (kind checkpoint) or a savepoint into dir.
+func (c *coordinator) trigger(ctx context.Context, kind checkpoint.Kind, dir string) (int64, string, error) {
+	req := &cpRequest{kind: kind, dir: dir, done: make(chan cpResult, 1)}
+	select {
+	case c.requests <- req:
+	case <-ctx.Done():
+		return 0, "", ctx.Err()
+	}
+	select {
+	case r := <-req.done:
+		return r.id, r.path, r.err
+	case <-ctx.Done():
+		return 0, "", ctx.Err()
+	}
+}
+
+func (c *coordinator) run(ctx context.Context) {
+	var tick <-chan time.Time
+	if c.cfg.Interval > 0 {
+		tk := time.NewTicker(c.cfg.Interval)
+		defer tk.Stop()
+		tick = tk.C
+	}
+	var p *pendingCP
+	var queued []*cpRequest
+	var lastEnd time.Time
+	var timeout <-chan time.Time
+	anyFinished := false
+	fail := func(err error) {
+		if p == nil {
+			return
+		}
+		c.aborted.Inc()
+		if p.timer != nil {
+			p.timer.Stop()
+		}
+		id := p.id
+		for _, t := range c.tasks {
+			t.mailbox.Post(func() { t.abortCheckpoint(id) })
+		}
+		if p.req != nil {
+			p.req.done <- cpResult{id: id, err: err}
+		}
+		p, timeout = nil, nil
+		lastEnd = time.Now()
+	}
+	start := func(req *cpRequest) {
+		if anyFinished {
+			if req != nil {
+				req.done <- cpResult{err: fmt.Errorf("%w: part of the job has already finished", ErrCheckpointAborted)}
+			}
+			return
+		}
+		id := c.nextID
+		c.nextID++
+		p = &pendingCP{id: id, req: req, started: time.Now(), waiting: map[*task]bool{}, states: map[*Node][]*checkpoint.SubtaskState{}}
+		for _, t := range c.tasks {
+			p.waiting[t] = true
+		}
+		p.timer = time.NewTimer(c.cfg.Timeout)
+		timeout = p.timer.C
+		for _, t := range c.sources {
+			t.mailbox.Post(func() { t.checkpoint(id) })
+		}
+	}
+	defer func() {
+		c.mu.Lock()
+		c.mu.stopped = true
+		c.mu.Unlock()
+		fail(fmt.Errorf("%w: the job stopped", ErrCheckpointAborted))
+		for _, r := range queued {
+			r.done <- cpResult{err: fmt.Errorf("%w: the job stopped", ErrCheckpointAborted)}
+		}
+	}()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick:
+			if p == nil && time.Since(lastEnd) >= c.cfg.MinPause {
+				start(nil)
+			}
+		case req := <-c.requests:
+			if p == nil {
+				start(req)
+			} else {
+				queued = append(queued, req)
+			}
+		case t := <-c.finished:
+			anyFinished = true
+			if p != nil && p.waiting[t] {
+				fail(fmt.Errorf("%w: task %q finished before acknowledging checkpoint %d", ErrCheckpointAborted, t.node.name, p.id))
+			}
+		case id := <-c.declines:
+			if p != nil && p.id == id {
+				fail(fmt.Errorf("%w: checkpoint %d was overtaken", ErrCheckpointAborted, id))
+			}
+		case <-timeout:
+			fail(fmt.Errorf("%w: checkpoint %d timed out after %v", ErrCheckpointAborted, p.id, c.cfg.Timeout))
+		case a := <-c.acks:
+			if p == nil || a.id != p.id || !p.waiting[a.t] {
+				continue
+			}
+			if a.err != nil {
+				fail(fmt.Errorf("%w: %v", ErrCheckpointAborted, a.err))
+				continue
+			}
+			delete(p.waiting, a.t)
+			for n, st := range a.states {
+				subs := p.states[n]
+				if subs == nil {
+					subs = make([]*checkpoint.SubtaskState, c.b.par(n))
+					p.states[n] = subs
+				}
+				subs[st0(a.t, n)] = st
+			}
+			if len(p.waiting) == 0 {
+				c.persist(p)
+				p, timeout = nil, nil
+				lastEnd = time.Now()
+			}
+		}
+		if p == nil && len(queued) > 0 {
+			req := queued[0]
+			queued = queued[1:]
+			start(req)
+		}
+	}
+}
+
+// st0 returns the subtask index of node n in task t (chained operators
+// share the task's subtask index).
+func st0(t *task, _ *Node) int { return t.subtask }
+
+func (c *coordinator) persist(p *pendingCP) {
+	if p.timer != nil {
+		p.timer.Stop()
+	}
+	snap := &checkpoint.Snapshot{ID: p.id, Kind: checkpoint.KindCheckpoint, TimestampMs: checkpoint.Now(),
+		MaxParallelism: c.b.maxParallelism}
+	for _, n := range c.b.g.nodes {
+		subs := p.states[n]
+		if subs == nil {
+			subs = make([]*checkpoint.SubtaskState, c.b.par(n))
+		}
+		snap.Operators = append(snap.Operators, &checkpoint.OperatorState{UID: c.b.uid(n), Name: n.name, Parallelism: c.b.par(n), Subtasks: subs})
+	}
+	dir := ""
+	if p.req != nil && p.req.kind == checkpoint.KindSavepoint {
+		snap.Kind = checkpoint.KindSavepoint
+		dir = p.req.dir
+	} else {
+		if c.cfg.Dir == "" {
+			c.failPersist(p, errors.New("runtime: checkpoint has no directory; set CheckpointConfig.Dir"))
+			return
+		}
+		dir = checkpoint.Dir(c.cfg.Dir, p.id)
+	}
+	path, err := checkpoint.Write(dir, snap)
+	if err != nil {
+		c.failPersist(p, err)
+		return
+	}
+	if snap.Kind == checkpoint.KindCheckpoint {
+		if err := checkpoint.Retain(c.cfg.Dir, c.cfg.Retain); err != nil {
+			c.b.cfg.Logger.Warn("checkpoint retention failed", "err", err)
+		}
+	}
+	c.completed.Inc()
+	c.lastSize.Set(snap.Size())
+	c.lastMs.Set(time.Since(p.started).Milliseconds())
+	id := p.id
+	for _, t := range c.tasks {
+		t.mailbox.Post(func() { t.completeCheckpoint(id) })
+	}
+	if p.req != nil {
+		p.req.done <- cpResult{id: id, path: path}
+	}
+}
+
+func (c *coordinator) failPersist(p *pendingCP, err error) {
+	c.aborted.Inc()
+	c.b.cfg.Logger.Error("checkpoint failed", "id", p.id, "err", err)
+	id := p.id
+	for _, t := range c.tasks {
+		t.mailbox.Post(func() { t.abortCheckpoint(id) })
+	}
+	if p.req != nil {
+		p.req.done <- cpResult{id: id, err: err}
+	}
+}
+
+// checkpoint snapshots the task's operators for checkpoint id, forwards the
+// barrier, and acknowledges. It runs on the task goroutine: from a
+// mailbox letter in source tasks, on alignment in the others.
+func (t *task) checkpoint(id int64) {
+	states := map[*Node]*checkpoint.SubtaskState{}
+	var err error
+	for _, inst := range t.chain {
+		ctx := inst.context()
+		w := newSnapshotWriter(id, ctx.KeyGroups)
+		for _, p := range inst.parts() {
+			if s, ok := p.(Snapshotter); ok && err == nil {
+				if e := s.SnapshotState(w); e != nil {
+					err = fmt.Errorf("operator %q (subtask %d): snapshot: %w", ctx.Name, ctx.Subtask, e)
+				}
+			}
+			if s, ok := p.(SplitSnapshotter); ok && err == nil {
+				items, e := s.SnapshotSplits(id)
+				if e != nil {
+					err = fmt.Errorf("operator %q (subtask %d): snapshot splits: %w", ctx.Name, ctx.Subtask, e)
+				}
+				w.List(SplitsList, checkpoint.EvenSplit, items)
+			}
+		}
+		states[ctx.node] = w.st
+	}
+	for _, w := range t.writers {
+		w.barrier(id)
+	}
+	t.job.coord.ack(ack{t: t, id: id, states: states, err: err})
+}
+
+func (t *task) completeCheckpoint(id int64) {
+	for _, inst := range t.chain {
+		for _, p := range inst.parts() {
+			if l, ok := p.(CheckpointListener); ok {
+				if err := l.NotifyCheckpointComplete(id); err != nil {
+					t.fail(inst.name(), fmt.Errorf("checkpoint %d complete: %w", id, err))
+				}
+			}
+		}
+	}
+}
+
+func (t *task) abortCheckpoint(id int64) {
+	t.align.abort(id)
+	for _, inst := range t.chain {
+		for _, p := range inst.parts() {
+			if l, ok := p.(CheckpointListener); ok {
+				l.NotifyCheckpointAborted(id)
+			}
+		}
+	}
+}

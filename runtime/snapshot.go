@@ -1,0 +1,133 @@
+package runtime
+
+import (
+	"fmt"
+
+	"github.com/weirproject/weir/checkpoint"
+	"github.com/weirproject/weir/keygroup"
+)
+
+// Snapshotter is implemented by operators (and source readers) that have
+// state to checkpoint. SnapshotState is called on the subtask goroutine
+// when the checkpoint barrier passes the operator: after every record
+// before the barrier and before any record after it. It must capture the
+// state as of that instant; what it writes is persisted by the runtime.
+type Snapshotter interface {
+	SnapshotState(w *SnapshotWriter) error
+}
+
+// CheckpointListener is implemented by operators (and source readers)
+// that act when a checkpoint completes (two-phase-commit sinks commit,
+// Kafka sources commit offsets) or is aborted. The calls run on the subtask
+// goroutine. An error from NotifyCheckpointComplete fails the job.
+type CheckpointListener interface {
+	NotifyCheckpointComplete(id int64) error
+	NotifyCheckpointAborted(id int64)
+}
+
+// SplitSnapshotter is implemented by source readers that can be restored:
+// SnapshotSplits returns one item per split (position and whatever the
+// reader needs), taken between two Polls. After a restore the reader finds
+// the items in SourceContext.Restored under SplitsList, redistributed over
+// the new parallelism (even split).
+type SplitSnapshotter interface {
+	SnapshotSplits(checkpointID int64) ([][]byte, error)
+}
+
+// SplitsList is the operator-state list under which source split states
+// are stored.
+const SplitsList = "splits"
+
+// SnapshotWriter collects what one operator subtask writes at a checkpoint.
+// Byte slices handed to it become the runtime's: do not modify them after.
+type SnapshotWriter struct {
+	id  int64
+	rng keygroup.Range
+	st  *checkpoint.SubtaskState
+}
+
+func newSnapshotWriter(id int64, rng keygroup.Range) *SnapshotWriter {
+	return &SnapshotWriter{id: id, rng: rng, st: &checkpoint.SubtaskState{
+		KeyGroups: map[int]checkpoint.Blob{}, Lists: map[string]*checkpoint.ListState{}}}
+}
+
+// CheckpointID returns the id of the checkpoint being taken.
+func (w *SnapshotWriter) CheckpointID() int64 { return w.id }
+
+// KeyGroup stores the keyed-state blob of key group kg (which must be in
+// the subtask's range). Empty blobs need not be written.
+func (w *SnapshotWriter) KeyGroup(kg int, data []byte) error {
+	if !w.rng.Contains(kg) {
+		return fmt.Errorf("runtime: snapshot of key group %d outside the subtask's range %v", kg, w.rng)
+	}
+	if len(data) > 0 {
+		w.st.KeyGroups[kg] = checkpoint.Bytes(data)
+	}
+	return nil
+}
+
+// List stores a named list of operator state with its redistribution mode
+// (checkpoint.EvenSplit or checkpoint.Union).
+func (w *SnapshotWriter) List(name string, mode checkpoint.Redistribution, items [][]byte) {
+	l := &checkpoint.ListState{Mode: mode}
+	for _, it := range items {
+		l.Items = append(l.Items, checkpoint.Bytes(it))
+	}
+	w.st.Lists[name] = l
+}
+
+// Restored is the state an operator subtask starts from after a restore.
+type Restored struct {
+	// CheckpointID is the id of the checkpoint or savepoint restored.
+	CheckpointID int64
+	op           *checkpoint.OperatorState
+	index, par   int
+	rng          keygroup.Range
+}
+
+// ForEachKeyGroup calls f with the keyed-state blob of every key group in
+// the subtask's (new) range that has one, in ascending key-group order.
+func (r *Restored) ForEachKeyGroup(f func(kg int, data []byte) error) error {
+	if r == nil || r.op == nil {
+		return nil
+	}
+	blobs := r.op.KeyGroupBlobs(r.rng.Start, r.rng.End)
+	for kg := r.rng.Start; kg <= r.rng.End; kg++ {
+		b, ok := blobs[kg]
+		if !ok {
+			continue
+		}
+		data, err := b.Bytes()
+		if err != nil {
+			return err
+		}
+		if err := f(kg, data); err != nil {
+			return fmt.Errorf("runtime: restore key group %d of operator %q: %w", kg, r.op.UID, err)
+		}
+	}
+	return nil
+}
+
+// List returns the items of the named list this subtask receives.
+func (r *Restored) List(name string) ([][]byte, error) {
+	if r == nil || r.op == nil {
+		return nil, nil
+	}
+	blobs, err := r.op.ListFor(name, r.index, r.par)
+	if err != nil {
+		return nil, err
+	}
+	out := make([][]byte, 0, len(blobs))
+	for _, b := range blobs {
+		data, err := b.Bytes()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, data)
+	}
+	return out, nil
+}
+
+// Restored returns the state this operator subtask restores from, or nil
+// when the job starts without one.
+func (c *Context) Restored() *Restored { return c.restored }
