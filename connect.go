@@ -101,6 +101,9 @@ func (o *keyedCoProcessOp[K, A, B, OUT]) Open(ctx *runtime.Context, out runtime.
 		backend: state.NewBackend[K](ctx.KeyGroups),
 		timers:  timer.NewService[K, struct{}](ctx.KeyGroups)}
 	o.fire, o.pfire = timerCallbacks(&o.kctx, &o.err, o.fn.OnTimer)
+	if err := (keyedState[K, struct{}]{o.kctx.backend, o.kctx.timers}).restore(ctx); err != nil {
+		return err
+	}
 	return o.fn.Open(&o.kctx)
 }
 
@@ -156,4 +159,10 @@ func timerCallbacks[K comparable, OUT any](kc *KeyedContext[K, OUT], errp *error
 		})
 	})
 	return fire, pfire
+}
+
+// SnapshotState implements runtime.Snapshotter: keyed state and timers per
+// key group.
+func (o *keyedCoProcessOp[K, A, B, OUT]) SnapshotState(w *runtime.SnapshotWriter) error {
+	return keyedState[K, struct{}]{o.kctx.backend, o.kctx.timers}.snapshot(w, o.Ctx)
 }

@@ -217,6 +217,9 @@ func (o *keyedProcessOp[K, IN, OUT]) Open(ctx *runtime.Context, out runtime.Outp
 		backend: state.NewBackend[K](ctx.KeyGroups),
 		timers:  timer.NewService[K, struct{}](ctx.KeyGroups)}
 	o.fire, o.pfire = timerCallbacks(&o.kctx, &o.err, o.fn.OnTimer)
+	if err := (keyedState[K, struct{}]{o.kctx.backend, o.kctx.timers}).restore(ctx); err != nil {
+		return err
+	}
 	return o.fn.Open(&o.kctx)
 }
 
@@ -237,3 +240,9 @@ func (o *keyedProcessOp[K, IN, OUT]) ProcessWatermark(ts int64) error {
 }
 
 func (o *keyedProcessOp[K, IN, OUT]) EndInput() error { return o.err }
+
+// SnapshotState implements runtime.Snapshotter: keyed state and timers per
+// key group.
+func (o *keyedProcessOp[K, IN, OUT]) SnapshotState(w *runtime.SnapshotWriter) error {
+	return keyedState[K, struct{}]{o.kctx.backend, o.kctx.timers}.snapshot(w, o.Ctx)
+}

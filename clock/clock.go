@@ -108,13 +108,15 @@ func (m *Manual) Set(t time.Time) {
 		}
 	}
 	m.mu.timers = kept
-	m.mu.Unlock()
+	// Deliver under the lock (the sends do not block), so that a Stop or
+	// Reset that follows never finds a value of the arming it replaced.
 	for _, t := range due {
 		select {
 		case t.c <- now:
 		default:
 		}
 	}
+	m.mu.Unlock()
 }
 
 // NewTimer implements Clock.
@@ -156,8 +158,12 @@ func (t *manualTimer) Reset(d time.Duration) bool {
 	t.m.mu.Lock()
 	t.deadline = now.Add(d)
 	if d <= 0 {
+		// Never block: a value already waiting is this fire.
+		select {
+		case t.c <- now:
+		default:
+		}
 		t.m.mu.Unlock()
-		t.c <- now
 		return armed
 	}
 	t.m.mu.timers = append(t.m.mu.timers, t)

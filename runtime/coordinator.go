@@ -352,6 +352,11 @@ func (c *coordinator) failPersist(p *pendingCP, err error) {
 // barrier, and acknowledges. It runs on the task goroutine: from a
 // mailbox letter in source tasks, on alignment in the others.
 func (t *task) checkpoint(id int64) {
+	if t.err != nil {
+		// A failed task's state is not consistent: never snapshot it.
+		t.job.coord.ack(ack{t: t, id: id, err: t.err})
+		return
+	}
 	states := map[*Node]*checkpoint.SubtaskState{}
 	var err error
 	for _, inst := range t.chain {

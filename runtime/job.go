@@ -120,9 +120,11 @@ func Start(ctx context.Context, g *Graph, cfg Config) (*Job, error) {
 		return nil, err
 	}
 	j := &Job{b: b, cancel: cancel, done: make(chan struct{})}
-	if b.coord != nil {
-		go b.coord.run(ctx)
-	}
+	coordDone := make(chan struct{})
+	go func() {
+		defer close(coordDone)
+		b.coord.run(ctx)
+	}()
 	var wg sync.WaitGroup
 	var once sync.Once
 	var first error
@@ -148,6 +150,9 @@ func Start(ctx context.Context, g *Graph, cfg Config) (*Job, error) {
 		}
 		j.err = first
 		cancel(nil)
+		// A checkpoint being persisted finishes before Wait returns, so
+		// that a restart sees it (or its absence) for certain.
+		<-coordDone
 		close(j.done)
 	}()
 	return j, nil

@@ -86,7 +86,9 @@ func (t *procTimers) fire() {
 		e := heap.Pop(&t.h).(ptEntry)
 		e.f(now)
 	}
-	if len(t.h) > 0 && !t.armed {
+	// A callback may have armed the timer for a callback it registered
+	// that is later than the head: re-arm for the head then too.
+	if len(t.h) > 0 && (!t.armed || t.h[0].ts < t.armedAt) {
 		t.arm(t.h[0].ts)
 	}
 }

@@ -150,6 +150,9 @@ func (x *sourceInstance[T]) run(t *task) error {
 		t.timers.register(clock.NowMillis(x.ctx.Clock)+d, tick)
 	}
 	for {
+		if t.err != nil {
+			return t.err
+		}
 		if !t.serve() {
 			return errCancelled
 		}

@@ -21,13 +21,18 @@ type Backend[K comparable] struct {
 	// epoch changes with every SetCurrentKey; states use it to know that a
 	// cached entry still belongs to the current key.
 	epoch  uint64
-	tables map[string]Table
+	tables map[string]table
+	// kc encodes keys in snapshots (SetKeyCodec).
+	kc Codec[K]
+	// pending holds restored entries of states not registered yet, by name
+	// (see RestoreKeyGroup).
+	pending map[string]*pendingState
 }
 
 // NewBackend returns an empty backend for the key groups of r, with no
-// current key.
+// current key, and DefaultCodec[K]() as its key codec (see SetKeyCodec).
 func NewBackend[K comparable](r keygroup.Range) *Backend[K] {
-	return &Backend[K]{rng: r, tables: make(map[string]Table)}
+	return &Backend[K]{rng: r, tables: make(map[string]table), kc: DefaultCodec[K]()}
 }
 
 // SetCurrentKey makes key, which belongs to key group keyGroup, the key that
@@ -78,12 +83,19 @@ func (b *Backend[K]) Table(name string) (Table, bool) {
 }
 
 // ClearKeyGroup drops every entry of key group kg from every state, releasing
-// its maps (used when a key group leaves the subtask). It panics if kg is
+// its maps (used when a key group leaves the subtask), and the restored
+// entries of kg waiting for states not registered yet. It panics if kg is
 // outside the range.
 func (b *Backend[K]) ClearKeyGroup(kg int) {
 	b.checkKeyGroup(kg)
 	for _, t := range b.tables {
 		t.ClearKeyGroup(kg)
+	}
+	for name, p := range b.pending {
+		delete(p.groups, kg)
+		if len(p.groups) == 0 {
+			delete(b.pending, name)
+		}
 	}
 }
 
@@ -176,8 +188,10 @@ func typeName[T any]() string { return reflect.TypeFor[T]().String() }
 
 // register returns the existing state registered as name if it has type S,
 // an error if name is taken by a state of another kind or type, and otherwise
-// the state made by create, registered.
-func register[K comparable, S Table](b *Backend[K], name string, kind Kind, typ string, create func(d desc[K]) S) (S, error) {
+// the state made by create, filled with the restored entries waiting for name
+// (if any), registered. If those entries cannot be decoded the state is not
+// registered and the error says why.
+func register[K comparable, S table](b *Backend[K], name string, kind Kind, typ string, create func(d desc[K]) S) (S, error) {
 	var zero S
 	if existing, ok := b.tables[name]; ok {
 		if s, ok := existing.(S); ok {
@@ -187,8 +201,19 @@ func register[K comparable, S Table](b *Backend[K], name string, kind Kind, typ 
 			name, existing.Kind(), existing.Type(), kind, typ)
 	}
 	s := create(desc[K]{b: b, name: name, kind: kind, typ: typ})
+	if err := loadPending(b, name, kind, typ, s); err != nil {
+		return zero, err
+	}
 	b.tables[name] = s
 	return s, nil
+}
+
+// codecOr returns c, or DefaultCodec[T]() if c is nil.
+func codecOr[T any](c Codec[T]) Codec[T] {
+	if c == nil {
+		return DefaultCodec[T]()
+	}
+	return c
 }
 
 func must[S any](s S, err error) S {

@@ -4,20 +4,34 @@ package state
 type ListState[K comparable, V any] struct {
 	desc[K]
 	groups groups[map[K][]V, K, []V]
+	vc     Codec[V]
 }
 
 // List registers (or looks up) the list state called name. Registering the
 // same name with the same kind and types returns the same state; with another
-// kind or type it returns an error.
+// kind or type it returns an error. Items are snapshotted with
+// DefaultCodec[V]().
 func List[K comparable, V any](b *Backend[K], name string) (*ListState[K, V], error) {
+	return ListWithCodec[K, V](b, name, nil)
+}
+
+// ListWithCodec is List with the codec of the list items for snapshots (nil
+// means DefaultCodec[V]()). The codec is fixed by the first registration of
+// name; registering it again returns that state and ignores vc.
+func ListWithCodec[K comparable, V any](b *Backend[K], name string, vc Codec[V]) (*ListState[K, V], error) {
 	return register(b, name, KindList, "[]"+typeName[V](), func(d desc[K]) *ListState[K, V] {
-		return &ListState[K, V]{desc: d, groups: make(groups[map[K][]V, K, []V], b.rng.Len())}
+		return &ListState[K, V]{desc: d, groups: make(groups[map[K][]V, K, []V], b.rng.Len()), vc: codecOr(vc)}
 	})
 }
 
 // MustList is List that panics on error.
 func MustList[K comparable, V any](b *Backend[K], name string) *ListState[K, V] {
 	return must(List[K, V](b, name))
+}
+
+// MustListWithCodec is ListWithCodec that panics on error.
+func MustListWithCodec[K comparable, V any](b *Backend[K], name string, vc Codec[V]) *ListState[K, V] {
+	return must(ListWithCodec(b, name, vc))
 }
 
 // Get returns the current key's list, nil if empty. The slice is owned by the

@@ -4,20 +4,37 @@ package state
 type MapState[K comparable, UK comparable, UV any] struct {
 	desc[K]
 	groups groups[map[K]map[UK]UV, K, map[UK]UV]
+	ukc    Codec[UK]
+	uvc    Codec[UV]
 }
 
 // Map registers (or looks up) the map state called name. Registering the same
 // name with the same kind and types returns the same state; with another kind
-// or type it returns an error.
+// or type it returns an error. User keys and values are snapshotted with
+// DefaultCodec[UK]() and DefaultCodec[UV]().
 func Map[K comparable, UK comparable, UV any](b *Backend[K], name string) (*MapState[K, UK, UV], error) {
+	return MapWithCodecs[K, UK, UV](b, name, nil, nil)
+}
+
+// MapWithCodecs is Map with the codecs of the user keys and the values for
+// snapshots (nil means the DefaultCodec of the type). The codecs are fixed by
+// the first registration of name; registering it again returns that state
+// and ignores ukc and uvc.
+func MapWithCodecs[K comparable, UK comparable, UV any](b *Backend[K], name string, ukc Codec[UK], uvc Codec[UV]) (*MapState[K, UK, UV], error) {
 	return register(b, name, KindMap, typeName[map[UK]UV](), func(d desc[K]) *MapState[K, UK, UV] {
-		return &MapState[K, UK, UV]{desc: d, groups: make(groups[map[K]map[UK]UV, K, map[UK]UV], b.rng.Len())}
+		return &MapState[K, UK, UV]{desc: d, groups: make(groups[map[K]map[UK]UV, K, map[UK]UV], b.rng.Len()),
+			ukc: codecOr(ukc), uvc: codecOr(uvc)}
 	})
 }
 
 // MustMap is Map that panics on error.
 func MustMap[K comparable, UK comparable, UV any](b *Backend[K], name string) *MapState[K, UK, UV] {
 	return must(Map[K, UK, UV](b, name))
+}
+
+// MustMapWithCodecs is MapWithCodecs that panics on error.
+func MustMapWithCodecs[K comparable, UK comparable, UV any](b *Backend[K], name string, ukc Codec[UK], uvc Codec[UV]) *MapState[K, UK, UV] {
+	return must(MapWithCodecs(b, name, ukc, uvc))
 }
 
 func (s *MapState[K, UK, UV]) cur() map[UK]UV {

@@ -11,21 +11,39 @@ type nsKey[K comparable, N comparable] struct {
 type NamespacedValueState[K comparable, N comparable, V any] struct {
 	desc[K]
 	groups groups[map[nsKey[K, N]]V, nsKey[K, N], V]
+	nc     Codec[N]
+	vc     Codec[V]
 }
 
 // NamespacedValue registers (or looks up) the namespaced value state called
 // name. Registering the same name with the same kind and types returns the
-// same state; with another kind or type it returns an error.
+// same state; with another kind or type it returns an error. Namespaces and
+// values are snapshotted with DefaultCodec[N]() and DefaultCodec[V]().
 func NamespacedValue[K comparable, N comparable, V any](b *Backend[K], name string) (*NamespacedValueState[K, N, V], error) {
+	return NamespacedValueWithCodecs[K, N, V](b, name, nil, nil)
+}
+
+// NamespacedValueWithCodecs is NamespacedValue with the codecs of the
+// namespaces and the values for snapshots (nil means the DefaultCodec of the
+// type). The codecs are fixed by the first registration of name;
+// registering it again returns that state and ignores nc and vc.
+func NamespacedValueWithCodecs[K comparable, N comparable, V any](b *Backend[K], name string, nc Codec[N], vc Codec[V]) (*NamespacedValueState[K, N, V], error) {
 	typ := "(" + typeName[N]() + ") " + typeName[V]()
 	return register(b, name, KindNamespacedValue, typ, func(d desc[K]) *NamespacedValueState[K, N, V] {
-		return &NamespacedValueState[K, N, V]{desc: d, groups: make(groups[map[nsKey[K, N]]V, nsKey[K, N], V], b.rng.Len())}
+		return &NamespacedValueState[K, N, V]{desc: d, groups: make(groups[map[nsKey[K, N]]V, nsKey[K, N], V], b.rng.Len()),
+			nc: codecOr(nc), vc: codecOr(vc)}
 	})
 }
 
 // MustNamespacedValue is NamespacedValue that panics on error.
 func MustNamespacedValue[K comparable, N comparable, V any](b *Backend[K], name string) *NamespacedValueState[K, N, V] {
 	return must(NamespacedValue[K, N, V](b, name))
+}
+
+// MustNamespacedValueWithCodecs is NamespacedValueWithCodecs that panics on
+// error.
+func MustNamespacedValueWithCodecs[K comparable, N comparable, V any](b *Backend[K], name string, nc Codec[N], vc Codec[V]) *NamespacedValueState[K, N, V] {
+	return must(NamespacedValueWithCodecs(b, name, nc, vc))
 }
 
 // Value returns the value of the current key in namespace ns.
@@ -122,21 +140,39 @@ func (s *NamespacedValueState[K, N, V]) ForEachAny(kg int, f func(key, namespace
 type NamespacedListState[K comparable, N comparable, V any] struct {
 	desc[K]
 	groups groups[map[nsKey[K, N]][]V, nsKey[K, N], []V]
+	nc     Codec[N]
+	vc     Codec[V]
 }
 
 // NamespacedList registers (or looks up) the namespaced list state called
 // name. Registering the same name with the same kind and types returns the
-// same state; with another kind or type it returns an error.
+// same state; with another kind or type it returns an error. Namespaces and
+// items are snapshotted with DefaultCodec[N]() and DefaultCodec[V]().
 func NamespacedList[K comparable, N comparable, V any](b *Backend[K], name string) (*NamespacedListState[K, N, V], error) {
+	return NamespacedListWithCodecs[K, N, V](b, name, nil, nil)
+}
+
+// NamespacedListWithCodecs is NamespacedList with the codecs of the
+// namespaces and the list items for snapshots (nil means the DefaultCodec of
+// the type). The codecs are fixed by the first registration of name;
+// registering it again returns that state and ignores nc and vc.
+func NamespacedListWithCodecs[K comparable, N comparable, V any](b *Backend[K], name string, nc Codec[N], vc Codec[V]) (*NamespacedListState[K, N, V], error) {
 	typ := "(" + typeName[N]() + ") []" + typeName[V]()
 	return register(b, name, KindNamespacedList, typ, func(d desc[K]) *NamespacedListState[K, N, V] {
-		return &NamespacedListState[K, N, V]{desc: d, groups: make(groups[map[nsKey[K, N]][]V, nsKey[K, N], []V], b.rng.Len())}
+		return &NamespacedListState[K, N, V]{desc: d, groups: make(groups[map[nsKey[K, N]][]V, nsKey[K, N], []V], b.rng.Len()),
+			nc: codecOr(nc), vc: codecOr(vc)}
 	})
 }
 
 // MustNamespacedList is NamespacedList that panics on error.
 func MustNamespacedList[K comparable, N comparable, V any](b *Backend[K], name string) *NamespacedListState[K, N, V] {
 	return must(NamespacedList[K, N, V](b, name))
+}
+
+// MustNamespacedListWithCodecs is NamespacedListWithCodecs that panics on
+// error.
+func MustNamespacedListWithCodecs[K comparable, N comparable, V any](b *Backend[K], name string, nc Codec[N], vc Codec[V]) *NamespacedListState[K, N, V] {
+	return must(NamespacedListWithCodecs(b, name, nc, vc))
 }
 
 // Get returns the current key's list in namespace ns, nil if empty. The slice

@@ -11,20 +11,34 @@ type ValueState[K comparable, V any] struct {
 	groups     groups[map[K]*V, K, *V]
 	cache      *V     // entry of the current key, valid while cacheEpoch == b.epoch
 	cacheEpoch uint64 // backend epoch when cache was set
+	vc         Codec[V]
 }
 
 // Value registers (or looks up) the value state called name. Registering the
 // same name with the same kind and types returns the same state; with another
-// kind or type it returns an error.
+// kind or type it returns an error. Values are snapshotted with
+// DefaultCodec[V]().
 func Value[K comparable, V any](b *Backend[K], name string) (*ValueState[K, V], error) {
+	return ValueWithCodec[K, V](b, name, nil)
+}
+
+// ValueWithCodec is Value with the codec of the values for snapshots (nil
+// means DefaultCodec[V]()). The codec is fixed by the first registration of
+// name; registering it again returns that state and ignores vc.
+func ValueWithCodec[K comparable, V any](b *Backend[K], name string, vc Codec[V]) (*ValueState[K, V], error) {
 	return register(b, name, KindValue, typeName[V](), func(d desc[K]) *ValueState[K, V] {
-		return &ValueState[K, V]{desc: d, groups: make(groups[map[K]*V, K, *V], b.rng.Len())}
+		return &ValueState[K, V]{desc: d, groups: make(groups[map[K]*V, K, *V], b.rng.Len()), vc: codecOr(vc)}
 	})
 }
 
 // MustValue is Value that panics on error.
 func MustValue[K comparable, V any](b *Backend[K], name string) *ValueState[K, V] {
 	return must(Value[K, V](b, name))
+}
+
+// MustValueWithCodec is ValueWithCodec that panics on error.
+func MustValueWithCodec[K comparable, V any](b *Backend[K], name string, vc Codec[V]) *ValueState[K, V] {
+	return must(ValueWithCodec(b, name, vc))
 }
 
 // Value returns the current key's value and whether it is set.

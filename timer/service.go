@@ -4,6 +4,7 @@ import (
 	"math"
 
 	"github.com/weirproject/weir/keygroup"
+	"github.com/weirproject/weir/state"
 )
 
 // Service is the timer service of one keyed operator subtask: one event-time
@@ -19,15 +20,21 @@ type Service[K comparable, N comparable] struct {
 	firingEvent bool  // inside AdvanceWatermark
 	firingProc  bool  // inside AdvanceProcessingTime
 	procNow     int64 // the now of the running AdvanceProcessingTime pass
+
+	kc state.Codec[K] // key codec for snapshots (SetKeyCodec)
+	nc state.Codec[N] // namespace codec for snapshots (SetNamespaceCodec)
 }
 
 // NewService returns a timer service for the key groups of r, with the
-// current watermark at math.MinInt64 and no timers.
+// current watermark at math.MinInt64, no timers, and the default key and
+// namespace codecs for snapshots (see NewServiceWithCodecs).
 func NewService[K comparable, N comparable](r keygroup.Range) *Service[K, N] {
 	return &Service[K, N]{
 		event:     NewQueue[K, N](r),
 		proc:      NewQueue[K, N](r),
 		watermark: math.MinInt64,
+		kc:        state.DefaultCodec[K](),
+		nc:        state.DefaultCodec[N](),
 	}
 }
 

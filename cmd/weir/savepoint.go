@@ -1,0 +1,102 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+
+	"github.com/spf13/cobra"
+
+	"github.com/weirproject/weir/checkpoint"
+)
+
+func savepointCmd() *cobra.Command {
+	c := &cobra.Command{Use: "savepoint", Short: "Work with savepoints and checkpoints"}
+	var asJSON bool
+	inspect := &cobra.Command{
+		Use:   "inspect DIR",
+		Short: "Print the operators, uids, key-group ranges and sizes of a savepoint or checkpoint",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return inspectSnapshot(cmd.OutOrStdout(), args[0], asJSON)
+		},
+	}
+	inspect.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	c.AddCommand(inspect)
+	return c
+}
+
+type subtaskInfo struct {
+	Subtask   int    `json:"subtask"`
+	KeyGroups string `json:"keyGroups,omitempty"`
+	Groups    int    `json:"keyGroupsWithState"`
+	Lists     int    `json:"listItems"`
+	Bytes     int64  `json:"bytes"`
+}
+
+type operatorInfo struct {
+	UID         string        `json:"uid"`
+	Name        string        `json:"name"`
+	Parallelism int           `json:"parallelism"`
+	Bytes       int64         `json:"bytes"`
+	Subtasks    []subtaskInfo `json:"subtasks"`
+}
+
+type snapshotInfo struct {
+	ID             int64          `json:"id"`
+	Kind           string         `json:"kind"`
+	MaxParallelism int            `json:"maxParallelism"`
+	Bytes          int64          `json:"bytes"`
+	Operators      []operatorInfo `json:"operators"`
+}
+
+func inspectSnapshot(w io.Writer, dir string, asJSON bool) error {
+	s, err := checkpoint.Read(dir)
+	if err != nil {
+		return err
+	}
+	info := snapshotInfo{ID: s.ID, Kind: string(s.Kind), MaxParallelism: s.MaxParallelism, Bytes: s.Size()}
+	for _, o := range s.Operators {
+		oi := operatorInfo{UID: o.UID, Name: o.Name, Parallelism: o.Parallelism, Bytes: o.Size()}
+		for i, st := range o.Subtasks {
+			si := subtaskInfo{Subtask: i}
+			if st != nil {
+				var kgs []int
+				for kg, b := range st.KeyGroups {
+					kgs = append(kgs, kg)
+					si.Bytes += b.Len()
+				}
+				sort.Ints(kgs)
+				si.Groups = len(kgs)
+				if len(kgs) > 0 {
+					si.KeyGroups = fmt.Sprintf("[%d,%d]", kgs[0], kgs[len(kgs)-1])
+				}
+				for _, l := range st.Lists {
+					si.Lists += len(l.Items)
+					for _, b := range l.Items {
+						si.Bytes += b.Len()
+					}
+				}
+			}
+			oi.Subtasks = append(oi.Subtasks, si)
+		}
+		info.Operators = append(info.Operators, oi)
+	}
+	if asJSON {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(info)
+	}
+	fmt.Fprintf(w, "%s %d  max parallelism %d  %d bytes\n", info.Kind, info.ID, info.MaxParallelism, info.Bytes)
+	for _, o := range info.Operators {
+		fmt.Fprintf(w, "operator %-24s uid %-24s parallelism %d  %d bytes\n", o.Name, o.UID, o.Parallelism, o.Bytes)
+		for _, st := range o.Subtasks {
+			if st.Bytes == 0 {
+				continue
+			}
+			fmt.Fprintf(w, "  subtask %d  key groups %-10s (%d with state)  list items %d  %d bytes\n", st.Subtask, st.KeyGroups, st.Groups, st.Lists, st.Bytes)
+		}
+	}
+	return nil
+}

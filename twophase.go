@@ -1,0 +1,193 @@
+package weir
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+
+	"github.com/weirproject/weir/checkpoint"
+	"github.com/weirproject/weir/runtime"
+)
+
+// TwoPhaseCommitter is a sink that writes in transactions and commits
+// them only when the checkpoint covering them completes, which makes its
+// output exactly-once (Flink's TwoPhaseCommitSinkFunction). TXN describes
+// one transaction; it is stored in checkpoints as JSON, so it must survive
+// a JSON round trip (exported fields).
+//
+// Lifecycle, all on the sink subtask's goroutine:
+//
+//	Begin opens a transaction; Write adds records to it.
+//	At a checkpoint barrier: PreCommit (flush everything durable: after it
+//	    returns, Commit must be able to succeed, even in another process),
+//	    then a new transaction begins.
+//	When that checkpoint completes: Commit.
+//	After a restore: Commit again for every transaction the checkpoint had
+//	    pre-committed (so Commit must be idempotent), then Recover with the
+//	    transactions that may be lingering (the open one at the checkpoint)
+//	    so the sink can abort them and anything newer.
+//	At the end of bounded input: PreCommit and Commit of the open
+//	    transaction (there will be no further checkpoint).
+//	On failure or cancellation the open transaction is left for Recover.
+type TwoPhaseCommitter[T, TXN any] interface {
+	Begin() (TXN, error)
+	Write(txn TXN, r Record[T]) error
+	PreCommit(txn TXN) error
+	Commit(txn TXN) error
+	// Recover aborts lingering transactions: open is the transaction
+	// that was open when the restored checkpoint was taken (ok false on a
+	// fresh start); the sink should abort it and anything it began later.
+	Recover(open TXN, ok bool) error
+}
+
+// TwoPhaseCommit ends s in a two-phase-commit sink; newSink is called once
+// per subtask.
+func TwoPhaseCommit[T, TXN any](s Stream[T], name string, newSink func(ctx *runtime.Context) (TwoPhaseCommitter[T, TXN], error)) Stream[struct{}] {
+	return Transform(s, name, func() runtime.OneInputOperator[T, struct{}] {
+		return &twoPhaseOp[T, TXN]{newSink: newSink}
+	})
+}
+
+type pendingTxn[TXN any] struct {
+	Checkpoint int64 `json:"checkpoint"`
+	Txn        TXN   `json:"txn"`
+}
+
+// twoPhaseOp keeps the open transaction and the pre-committed ones waiting
+// for their checkpoint to complete.
+type twoPhaseOp[T, TXN any] struct {
+	runtime.Base[struct{}]
+	newSink func(*runtime.Context) (TwoPhaseCommitter[T, TXN], error)
+	sink    TwoPhaseCommitter[T, TXN]
+	open    TXN
+	pending []pendingTxn[TXN]
+}
+
+const (
+	listPending = "2pc-pending"
+	listOpen    = "2pc-open"
+)
+
+func (o *twoPhaseOp[T, TXN]) Open(ctx *runtime.Context, out runtime.Output[struct{}]) error {
+	o.Base.Open(ctx, out)
+	sink, err := o.newSink(ctx)
+	if err != nil {
+		return err
+	}
+	o.sink = sink
+	if r := ctx.Restored(); r != nil {
+		items, err := r.List(listPending)
+		if err != nil {
+			return err
+		}
+		for _, it := range items {
+			var p pendingTxn[TXN]
+			if err := json.Unmarshal(it, &p); err != nil {
+				return fmt.Errorf("weir: restore pending transaction: %w", err)
+			}
+			if err := sink.Commit(p.Txn); err != nil {
+				return fmt.Errorf("weir: commit restored transaction of checkpoint %d: %w", p.Checkpoint, err)
+			}
+		}
+		opens, err := r.List(listOpen)
+		if err != nil {
+			return err
+		}
+		var open TXN
+		found := false
+		for _, it := range opens {
+			if err := json.Unmarshal(it, &open); err != nil {
+				return fmt.Errorf("weir: restore open transaction: %w", err)
+			}
+			found = true
+			if err := sink.Recover(open, true); err != nil {
+				return err
+			}
+		}
+		if !found {
+			if err := sink.Recover(open, false); err != nil {
+				return err
+			}
+		}
+	} else {
+		var zero TXN
+		if err := sink.Recover(zero, false); err != nil {
+			return err
+		}
+	}
+	o.open, err = sink.Begin()
+	return err
+}
+
+func (o *twoPhaseOp[T, TXN]) ProcessRecord(r Record[T]) error { return o.sink.Write(o.open, r) }
+
+func (o *twoPhaseOp[T, TXN]) SnapshotState(w *runtime.SnapshotWriter) error {
+	if err := o.sink.PreCommit(o.open); err != nil {
+		return err
+	}
+	o.pending = append(o.pending, pendingTxn[TXN]{Checkpoint: w.CheckpointID(), Txn: o.open})
+	next, err := o.sink.Begin()
+	if err != nil {
+		return err
+	}
+	o.open = next
+	items := make([][]byte, 0, len(o.pending))
+	for _, p := range o.pending {
+		b, err := json.Marshal(p)
+		if err != nil {
+			return err
+		}
+		items = append(items, b)
+	}
+	w.List(listPending, checkpoint.EvenSplit, items)
+	b, err := json.Marshal(o.open)
+	if err != nil {
+		return err
+	}
+	w.List(listOpen, checkpoint.EvenSplit, [][]byte{b})
+	return nil
+}
+
+func (o *twoPhaseOp[T, TXN]) NotifyCheckpointComplete(id int64) error {
+	sort.Slice(o.pending, func(i, j int) bool { return o.pending[i].Checkpoint < o.pending[j].Checkpoint })
+	n := 0
+	for _, p := range o.pending {
+		if p.Checkpoint > id {
+			break
+		}
+		if err := o.sink.Commit(p.Txn); err != nil {
+			return err
+		}
+		n++
+	}
+	o.pending = o.pending[n:]
+	return nil
+}
+
+func (o *twoPhaseOp[T, TXN]) NotifyCheckpointAborted(int64) {}
+
+func (o *twoPhaseOp[T, TXN]) EndInput() error {
+	// Bounded input: nothing will be replayed, so commit everything now.
+	if err := o.sink.PreCommit(o.open); err != nil {
+		return err
+	}
+	for _, p := range o.pending {
+		if err := o.sink.Commit(p.Txn); err != nil {
+			return err
+		}
+	}
+	o.pending = nil
+	if err := o.sink.Commit(o.open); err != nil {
+		return err
+	}
+	var zero TXN
+	o.open = zero
+	return nil
+}
+
+func (o *twoPhaseOp[T, TXN]) Close() error {
+	if c, ok := o.sink.(interface{ Close() error }); ok {
+		return c.Close()
+	}
+	return nil
+}
