@@ -360,7 +360,9 @@ func TestWriterPartitioning(t *testing.T) {
 // rec is an Output that records what it receives.
 type rec struct{ log []string }
 
-func (r *rec) Collect(x Record[int])  { r.log = append(r.log, fmt.Sprintf("r%d@%d", x.Value, x.Timestamp)) }
+func (r *rec) Collect(x Record[int]) {
+	r.log = append(r.log, fmt.Sprintf("r%d@%d", x.Value, x.Timestamp))
+}
 func (r *rec) EmitWatermark(ts int64) { r.log = append(r.log, fmt.Sprintf("w%d", ts)) }
 func (r *rec) EmitIdle(idle bool)     { r.log = append(r.log, fmt.Sprintf("idle=%v", idle)) }
 
@@ -476,4 +478,3 @@ type valveRec struct{ rec }
 
 func (v *valveRec) MarkIdle()   { v.log = append(v.log, "idle") }
 func (v *valveRec) MarkActive() { v.log = append(v.log, "active") }
-
