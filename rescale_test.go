@@ -121,7 +121,9 @@ func (r *gatedReader) SnapshotSplits(int64) ([][]byte, error) {
 // windowCount counts, at an event-time timer 25 ms after each record, the
 // key's records with timestamps up to the timer: a result that depends only
 // on event time, so any parallelism and any restore must give the same.
-type windowCount struct{ ts *state.ListState[string, int64] }
+type windowCount struct {
+	ts *state.ListState[string, int64]
+}
 
 func (w *windowCount) Open(ctx *weir.KeyedContext[string, string]) error {
 	var err error
