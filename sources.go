@@ -126,3 +126,87 @@ func restorePosition(ctx runtime.SourceContext, def int64) (int64, error) {
 	return v, nil
 }
 func (r *genReader[T]) Close() error { return nil }
+
+// GenerateSplits adds a source of `splits` independent sequences: split s
+// emits f(s, 0), f(s, 1), ... (perSplit values each; perSplit < 0: without
+// end). Splits are spread over the source's subtasks and each has its own
+// watermark generator. Its split positions are checkpointed and restore at
+// any parallelism, like Kafka partitions. f must be safe to call from
+// several goroutines.
+func GenerateSplits[T any](env *Environment, name string, splits int, perSplit int64, f func(split int, i int64) Record[T], strategy watermark.Strategy[T]) Stream[T] {
+	src := runtime.SourceFunc[T](func(ctx runtime.SourceContext) (runtime.Reader[T], error) {
+		r := &splitsReader[T]{perSplit: perSplit, f: f}
+		if ctx.Restored != nil {
+			items, err := ctx.Restored.List(runtime.SplitsList)
+			if err != nil {
+				return nil, err
+			}
+			for _, it := range items {
+				s, n := binary.Varint(it)
+				if n <= 0 {
+					return nil, fmt.Errorf("weir: source %q: corrupt split state", ctx.Name)
+				}
+				p, m := binary.Varint(it[n:])
+				if m <= 0 {
+					return nil, fmt.Errorf("weir: source %q: corrupt split state", ctx.Name)
+				}
+				r.pos = append(r.pos, [2]int64{s, p})
+			}
+			return r, nil
+		}
+		for s := ctx.Subtask; s < splits; s += ctx.Parallelism {
+			r.pos = append(r.pos, [2]int64{int64(s), 0})
+		}
+		return r, nil
+	})
+	return FromSource(env, name, src, strategy)
+}
+
+type splitsReader[T any] struct {
+	perSplit int64
+	f        func(int, int64) Record[T]
+	pos      [][2]int64 // split, next
+	started  bool
+}
+
+func (r *splitsReader[T]) Poll(out runtime.SourceOutput[T]) (runtime.PollStatus, error) {
+	if !r.started {
+		r.started = true
+		for _, p := range r.pos {
+			out.AddSplit(int(p[0]))
+		}
+	}
+	live := 0
+	for i := range r.pos {
+		p := &r.pos[i]
+		if r.perSplit >= 0 && p[1] >= r.perSplit {
+			continue
+		}
+		for k := 0; k < 64 && (r.perSplit < 0 || p[1] < r.perSplit); k++ {
+			rec := r.f(int(p[0]), p[1])
+			out.Collect(int(p[0]), rec.Value, rec.Timestamp)
+			p[1]++
+		}
+		if r.perSplit >= 0 && p[1] >= r.perSplit {
+			out.FinishSplit(int(p[0]))
+			continue
+		}
+		live++
+	}
+	if live == 0 {
+		return runtime.Done, nil
+	}
+	return runtime.More, nil
+}
+
+func (r *splitsReader[T]) Ready() <-chan struct{} { return nil }
+func (r *splitsReader[T]) Close() error           { return nil }
+
+// SnapshotSplits implements runtime.SplitSnapshotter.
+func (r *splitsReader[T]) SnapshotSplits(int64) ([][]byte, error) {
+	items := make([][]byte, 0, len(r.pos))
+	for _, p := range r.pos {
+		items = append(items, binary.AppendVarint(binary.AppendVarint(nil, p[0]), p[1]))
+	}
+	return items, nil
+}

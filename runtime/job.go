@@ -164,6 +164,9 @@ func (j *Job) Wait() error {
 	return j.err
 }
 
+// Done is closed when the job has ended.
+func (j *Job) Done() <-chan struct{} { return j.done }
+
 // Cancel stops the job; Wait then returns context.Canceled.
 func (j *Job) Cancel() { j.cancel(context.Canceled) }
 

@@ -38,5 +38,11 @@ func demoCmd() *cobra.Command {
 	c.Flags().IntVar(&o.Parallelism, "parallelism", 0, "parallelism (default 2)")
 	c.Flags().Uint64Var(&o.Seed, "seed", 1, "generator seed")
 	c.Flags().BoolVar(&asJSON, "json", false, "print the summary as JSON at the end")
+	c.Flags().IntVar(&o.Rate, "rate", 0, "limit orders per second (0: as fast as possible)")
+	c.Flags().StringVar(&o.CheckpointDir, "checkpoint-dir", "", "take a checkpoint every second into this directory")
+	c.Flags().BoolVar(&o.Resume, "resume", false, "resume from the newest checkpoint in --checkpoint-dir")
+	c.Flags().StringVar(&o.RestoreFrom, "restore", "", "start from this savepoint or checkpoint directory")
+	c.Flags().DurationVar(&o.SavepointAfter, "savepoint-after", 0, "take a savepoint after this long, then stop (with --savepoint-dir)")
+	c.Flags().StringVar(&o.SavepointDir, "savepoint-dir", "", "where --savepoint-after writes the savepoint")
 	return c
 }

@@ -4,12 +4,15 @@ package demo
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"time"
 
 	"github.com/weirproject/weir"
+	"github.com/weirproject/weir/checkpoint"
+	"github.com/weirproject/weir/runtime"
 	"github.com/weirproject/weir/state"
 	"github.com/weirproject/weir/watermark"
 )
@@ -47,7 +50,22 @@ type Options struct {
 	OutOfOrder time.Duration
 	// Show is how many totals to print; 0 means 10.
 	Show int
+	// Rate limits orders per second (0: as fast as possible).
+	Rate int
+	// CheckpointDir enables a checkpoint every second into this directory.
+	CheckpointDir string
+	// Resume restores from the newest checkpoint in CheckpointDir.
+	Resume bool
+	// RestoreFrom is a savepoint (or checkpoint) directory to start from.
+	RestoreFrom string
+	// SavepointAfter, with SavepointDir, takes a savepoint after that long
+	// and stops the job.
+	SavepointAfter time.Duration
+	SavepointDir   string
 }
+
+// splits is the number of generator splits (the demo's "partitions").
+const splits = 8
 
 // Summary is what a run produced.
 type Summary struct {
@@ -57,6 +75,10 @@ type Summary struct {
 	Late        int64         `json:"lateOrders"`
 	DeadLetters int64         `json:"deadLetters"`
 	Elapsed     time.Duration `json:"elapsedNs"`
+	// Stopped is set when the run stopped before the end (interrupted or
+	// after a savepoint); Savepoint names the savepoint taken.
+	Stopped   bool   `json:"stopped,omitempty"`
+	Savepoint string `json:"savepoint,omitempty"`
 }
 
 const base = int64(1_767_225_600_000) // 2026-01-01T00:00:00Z
@@ -64,6 +86,7 @@ const base = int64(1_767_225_600_000) // 2026-01-01T00:00:00Z
 // Generate returns order i of a run with the given options: event time
 // advances 10 ms per order with a random step back of up to OutOfOrder;
 // one order in 1,000 is 30 s late and one in 5,000 has lost its time.
+// Order i belongs to split i % 8.
 func Generate(o Options, i int64) Order {
 	o = o.withDefaults()
 	r := rand.New(rand.NewPCG(o.Seed, uint64(i)))
@@ -96,22 +119,50 @@ func (o Options) withDefaults() Options {
 	if o.Show == 0 {
 		o.Show = 10
 	}
+	// Every split generates the same number of orders.
+	o.Orders = (o.Orders + splits - 1) / splits * splits
 	return o
 }
 
 // Run builds and runs the demo job, writing a narrative to w.
 func Run(ctx context.Context, w io.Writer, o Options) (Summary, error) {
 	o = o.withDefaults()
-	env := weir.NewEnvironment(weir.Config{Parallelism: o.Parallelism})
+	cfg := weir.Config{Parallelism: o.Parallelism, MaxParallelism: 128}
+	if o.CheckpointDir != "" {
+		cfg.Checkpoint = runtime.CheckpointConfig{Interval: time.Second, Dir: o.CheckpointDir}
+	}
+	switch {
+	case o.RestoreFrom != "":
+		cfg.Checkpoint.RestoreFrom = o.RestoreFrom
+	case o.Resume:
+		dir, id, err := checkpoint.Latest(o.CheckpointDir)
+		if err != nil {
+			return Summary{}, fmt.Errorf("demo: --resume: %w", err)
+		}
+		fmt.Fprintf(w, "resuming from checkpoint %d (%s)\n", id, dir)
+		cfg.Checkpoint.RestoreFrom = dir
+	}
+	if o.SavepointDir != "" && cfg.Checkpoint.Dir == "" {
+		cfg.Checkpoint.Dir = o.SavepointDir + ".checkpoints"
+	}
+	env := weir.NewEnvironment(cfg)
 	strategy := watermark.ForBoundedOutOfOrderness[Order](o.OutOfOrder).
 		WithTimestamp(func(v Order, _ int64) (int64, bool) { return v.Time, v.Time > 0 })
-	orders := weir.Generate(env, "orders", o.Orders, func(i int64) weir.Record[Order] {
-		return weir.Record[Order]{Value: Generate(o, i)}
-	}, strategy)
+	perSplit := o.Orders / splits
+	pause := int64(0)
+	if o.Rate > 0 {
+		pause = max(1, int64(o.Rate)/splits/1000) // orders per split per millisecond
+	}
+	orders := weir.GenerateSplits(env, "orders", splits, perSplit, func(split int, j int64) weir.Record[Order] {
+		if pause > 0 && j%pause == 0 {
+			time.Sleep(time.Millisecond)
+		}
+		return weir.Record[Order]{Value: Generate(o, j*splits+int64(split))}
+	}, strategy).UID("orders")
 	late := weir.NewOutputTag[Order]("late-orders")
 	size := o.Window.Milliseconds()
 	totals := weir.Process(weir.KeyBy(orders, func(v Order) string { return v.Customer }), "window-totals",
-		func() weir.KeyedProcessFunction[string, Order, Total] { return &windowTotals{size: size, late: late} })
+		func() weir.KeyedProcessFunction[string, Order, Total] { return &windowTotals{size: size, late: late} }).UID("window-totals")
 	out := weir.Collect(totals)
 	lateOut := weir.Collect(weir.SideOutput(totals, late))
 	dead := weir.Collect(weir.DeadLetters(orders))
@@ -119,10 +170,38 @@ func Run(ctx context.Context, w io.Writer, o Options) (Summary, error) {
 	fmt.Fprintf(w, "weir demo: %d orders from %d customers, event time out of order by up to %v, %v windows per customer, parallelism %d\n",
 		o.Orders, o.Customers, o.OutOfOrder, o.Window, o.Parallelism)
 	start := time.Now()
-	if err := env.Execute(ctx); err != nil {
+	job, err := env.Start(ctx)
+	if err != nil {
 		return Summary{}, err
 	}
-	s := Summary{Orders: o.Orders, Elapsed: time.Since(start)}
+	s := Summary{Orders: o.Orders}
+	if o.SavepointAfter > 0 && o.SavepointDir != "" {
+		select {
+		case <-time.After(o.SavepointAfter):
+			id, err := job.TriggerSavepoint(ctx, o.SavepointDir)
+			if err != nil {
+				job.Cancel()
+				job.Wait()
+				return Summary{}, fmt.Errorf("demo: savepoint: %w", err)
+			}
+			fmt.Fprintf(w, "savepoint %d written to %s; stopping. Restart from it (at any parallelism) with:\n  weir demo --restore %s --parallelism 4\n", id, o.SavepointDir, o.SavepointDir)
+			s.Stopped, s.Savepoint = true, o.SavepointDir
+			job.Cancel()
+		case <-job.Done():
+		}
+	}
+	err = job.Wait()
+	s.Elapsed = time.Since(start)
+	switch {
+	case err == nil:
+	case errors.Is(err, context.Canceled) && (s.Stopped || ctx.Err() != nil):
+		s.Stopped = true
+		if o.CheckpointDir != "" && s.Savepoint == "" {
+			fmt.Fprintf(w, "interrupted; resume from the latest checkpoint with:\n  weir demo --checkpoint-dir %s --resume\n", o.CheckpointDir)
+		}
+	default:
+		return Summary{}, err
+	}
 	recs := out.Values()
 	s.Totals = int64(len(recs))
 	for _, t := range recs {
@@ -137,6 +216,9 @@ func Run(ctx context.Context, w io.Writer, o Options) (Summary, error) {
 	}
 	fmt.Fprintf(w, "summary: %d window totals, %d late orders sent to a side output, %d orders without a timestamp dead-lettered, %.0f orders/s\n",
 		s.Totals, s.Late, s.DeadLetters, float64(s.Orders)/s.Elapsed.Seconds())
+	if n := job.Metrics().Sum("job", "checkpointsCompleted"); n > 0 {
+		fmt.Fprintf(w, "checkpoints completed: %d\n", n)
+	}
 	return s, nil
 }
 
