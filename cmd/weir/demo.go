@@ -43,6 +43,7 @@ func demoCmd() *cobra.Command {
 	c.Flags().BoolVar(&o.Resume, "resume", false, "resume from the newest checkpoint in --checkpoint-dir")
 	c.Flags().StringVar(&o.RestoreFrom, "restore", "", "start from this savepoint or checkpoint directory")
 	c.Flags().DurationVar(&o.SavepointAfter, "savepoint-after", 0, "take a savepoint after this long, then stop (with --savepoint-dir)")
+	c.Flags().StringVar(&o.MetricsAddr, "metrics-addr", "", "serve Prometheus metrics on this address while the demo runs")
 	c.Flags().StringVar(&o.SavepointDir, "savepoint-dir", "", "where --savepoint-after writes the savepoint")
 	return c
 }

@@ -8,10 +8,13 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net"
+	"net/http"
 	"time"
 
 	"github.com/weirproject/weir"
 	"github.com/weirproject/weir/checkpoint"
+	"github.com/weirproject/weir/metrics"
 	"github.com/weirproject/weir/runtime"
 	"github.com/weirproject/weir/state"
 	"github.com/weirproject/weir/watermark"
@@ -62,6 +65,9 @@ type Options struct {
 	// and stops the job.
 	SavepointAfter time.Duration
 	SavepointDir   string
+	// MetricsAddr, when set, serves Prometheus metrics on this address
+	// (for example 127.0.0.1:9464) while the job runs.
+	MetricsAddr string
 }
 
 // splits is the number of generator splits (the demo's "partitions").
@@ -73,6 +79,7 @@ type Summary struct {
 	Totals      int64         `json:"totals"`
 	Amount      int64         `json:"amount"`
 	Late        int64         `json:"lateOrders"`
+	LateAmount  int64         `json:"lateAmount"`
 	DeadLetters int64         `json:"deadLetters"`
 	Elapsed     time.Duration `json:"elapsedNs"`
 	// Stopped is set when the run stopped before the end (interrupted or
@@ -146,6 +153,16 @@ func Run(ctx context.Context, w io.Writer, o Options) (Summary, error) {
 		cfg.Checkpoint.Dir = o.SavepointDir + ".checkpoints"
 	}
 	env := weir.NewEnvironment(cfg)
+	if o.MetricsAddr != "" {
+		ln, err := net.Listen("tcp", o.MetricsAddr)
+		if err != nil {
+			return Summary{}, fmt.Errorf("demo: metrics: %w", err)
+		}
+		srv := &http.Server{Handler: metrics.Handler(env.Metrics())}
+		go srv.Serve(ln)
+		defer srv.Close()
+		fmt.Fprintf(w, "metrics on http://%s/metrics\n", ln.Addr())
+	}
 	strategy := watermark.ForBoundedOutOfOrderness[Order](o.OutOfOrder).
 		WithTimestamp(func(v Order, _ int64) (int64, bool) { return v.Time, v.Time > 0 })
 	perSplit := o.Orders / splits
@@ -207,7 +224,10 @@ func Run(ctx context.Context, w io.Writer, o Options) (Summary, error) {
 	for _, t := range recs {
 		s.Amount += t.Amount
 	}
-	s.Late = int64(len(lateOut.Values()))
+	for _, l := range lateOut.Values() {
+		s.Late++
+		s.LateAmount += l.Amount
+	}
 	s.DeadLetters = int64(len(dead.Values()))
 	fmt.Fprintf(w, "first %d window totals (emitted when the watermark passed each window's end):\n", min(o.Show, len(recs)))
 	for _, t := range recs[:min(o.Show, len(recs))] {

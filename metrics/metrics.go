@@ -1,0 +1,77 @@
+// Package metrics exposes a job's counters and gauges (runtime.Metrics) to
+// Prometheus. It is the only weir package that imports the Prometheus
+// client, so the engine does not depend on a metrics library.
+//
+// Every runtime metric becomes weir_<name> (snake case) with labels
+// operator and subtask; counters are Prometheus counters, gauges gauges.
+package metrics
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+	"unicode"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/weirproject/weir/runtime"
+)
+
+// Collector is a prometheus.Collector reading a job's metrics at scrape
+// time.
+type Collector struct {
+	m *runtime.Metrics
+}
+
+// NewCollector returns a collector for m.
+func NewCollector(m *runtime.Metrics) *Collector { return &Collector{m: m} }
+
+// Describe implements prometheus.Collector; the set of metrics grows as
+// operators register them, so it describes nothing up front (an unchecked
+// collector).
+func (c *Collector) Describe(chan<- *prometheus.Desc) {}
+
+// Collect implements prometheus.Collector.
+func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	descs := map[string]*prometheus.Desc{}
+	for _, m := range c.m.Snapshot() {
+		name := Name(m.Name)
+		d := descs[name]
+		if d == nil {
+			d = prometheus.NewDesc(name, "weir metric "+m.Name, []string{"operator", "subtask"}, nil)
+			descs[name] = d
+		}
+		t := prometheus.CounterValue
+		if m.Gauge {
+			t = prometheus.GaugeValue
+		}
+		ch <- prometheus.MustNewConstMetric(d, t, float64(m.Value), m.Operator, strconv.Itoa(m.Subtask))
+	}
+}
+
+// Name turns a runtime metric name (camelCase) into weir_snake_case.
+func Name(s string) string {
+	var b strings.Builder
+	b.WriteString("weir_")
+	for i, r := range s {
+		if unicode.IsUpper(r) {
+			if i > 0 {
+				b.WriteByte('_')
+			}
+			r = unicode.ToLower(r)
+		}
+		if r == '-' || r == '.' || r == ' ' {
+			r = '_'
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// Handler returns an HTTP handler serving m in the Prometheus text format.
+func Handler(m *runtime.Metrics) http.Handler {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(NewCollector(m))
+	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+}

@@ -1,0 +1,43 @@
+package metrics
+
+import (
+	"context"
+	"io"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/weirproject/weir"
+	"github.com/weirproject/weir/watermark"
+)
+
+func TestHandlerServesJobMetrics(t *testing.T) {
+	env := weir.NewEnvironment(weir.Config{Parallelism: 2})
+	src := weir.FromSlice(env, "numbers", []int64{1, 2, 3, 4, 5, 6}, watermark.ForMonotonous[int64]().
+		WithTimestamp(func(v int64, _ int64) (int64, bool) { return v, v != 4 }))
+	weir.Collect(weir.Map(src, "double", func(v int64) int64 { return 2 * v }))
+	if err := env.Execute(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(Handler(env.Metrics()))
+	defer srv.Close()
+	resp, err := srv.Client().Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	text := string(body)
+	for _, want := range []string{
+		`weir_records_read{operator="numbers",subtask="0"}`,
+		`weir_dead_letters{operator="numbers",subtask="1"} 1`,
+		`# TYPE weir_watermark gauge`,
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("missing %q in:\n%s", want, text)
+		}
+	}
+	if Name("lastCheckpointMillis") != "weir_last_checkpoint_millis" {
+		t.Fatal(Name("lastCheckpointMillis"))
+	}
+}
