@@ -194,6 +194,11 @@ func (r *splitsReader[T]) Poll(out runtime.SourceOutput[T]) (runtime.PollStatus,
 		live++
 	}
 	if live == 0 {
+		if r.perSplit < 0 {
+			// An unbounded source with no split (more subtasks than
+			// splits) stays up, idle, so checkpoints keep working.
+			return runtime.Wait, nil
+		}
 		return runtime.Done, nil
 	}
 	return runtime.More, nil

@@ -58,6 +58,7 @@ type ack struct {
 	id     int64
 	states map[*Node]*checkpoint.SubtaskState
 	err    error
+	sync   time.Duration // how long the task paused to snapshot
 }
 
 type cpRequest struct {
@@ -79,6 +80,7 @@ type pendingCP struct {
 	waiting map[*task]bool
 	states  map[*Node][]*checkpoint.SubtaskState
 	timer   *time.Timer
+	maxSync time.Duration
 }
 
 // coordinator triggers checkpoints, collects the tasks' acknowledgements,
@@ -104,6 +106,7 @@ type coordinator struct {
 	aborted   *Counter
 	lastSize  *Gauge
 	lastMs    *Gauge
+	lastSync  *Gauge
 }
 
 func newCoordinator(b *builder, firstID int64) *coordinator {
@@ -121,6 +124,7 @@ func newCoordinator(b *builder, firstID int64) *coordinator {
 	c.aborted = m.counter("job", 0, "checkpointsAborted")
 	c.lastSize = m.gauge("job", 0, "lastCheckpointBytes")
 	c.lastMs = m.gauge("job", 0, "lastCheckpointMillis")
+	c.lastSync = m.gauge("job", 0, "lastCheckpointSyncMicros")
 	return c
 }
 
@@ -264,6 +268,7 @@ func (c *coordinator) run(ctx context.Context) {
 				continue
 			}
 			delete(p.waiting, a.t)
+			p.maxSync = max(p.maxSync, a.sync)
 			for n, st := range a.states {
 				subs := p.states[n]
 				if subs == nil {
@@ -327,6 +332,7 @@ func (c *coordinator) persist(p *pendingCP) {
 	c.completed.Inc()
 	c.lastSize.Set(snap.Size())
 	c.lastMs.Set(time.Since(p.started).Milliseconds())
+	c.lastSync.Set(p.maxSync.Microseconds())
 	id := p.id
 	for _, t := range c.tasks {
 		t.mailbox.Post(func() { t.completeCheckpoint(id) })
@@ -357,6 +363,7 @@ func (t *task) checkpoint(id int64) {
 		t.job.coord.ack(ack{t: t, id: id, err: t.err})
 		return
 	}
+	began := time.Now()
 	states := map[*Node]*checkpoint.SubtaskState{}
 	var err error
 	for _, inst := range t.chain {
@@ -378,10 +385,11 @@ func (t *task) checkpoint(id int64) {
 		}
 		states[ctx.node] = w.st
 	}
+	sync := time.Since(began)
 	for _, w := range t.writers {
 		w.barrier(id)
 	}
-	t.job.coord.ack(ack{t: t, id: id, states: states, err: err})
+	t.job.coord.ack(ack{t: t, id: id, states: states, err: err, sync: sync})
 }
 
 func (t *task) completeCheckpoint(id int64) {

@@ -180,6 +180,11 @@ func (x *sourceInstance[T]) run(t *task) error {
 			// A bounded source ends with the maximum watermark (every split
 			// has finished).
 			x.splits.OnPeriodicEmit()
+			if x.splits.IsIdle() {
+				// A watermark implies active (as a combiner's output does),
+				// also for an operator chained to this source.
+				x.out.EmitIdle(false)
+			}
 			combined[T]{x}.EmitWatermark(watermark.Max)
 			return t.err
 		default:

@@ -37,5 +37,31 @@ func benchCmd() *cobra.Command {
 	c.Flags().Int64Var(&n, "records", 5_000_000, "records per scenario")
 	c.Flags().IntVar(&keys, "keys", 10_000, "distinct keys in keyed scenarios")
 	c.Flags().BoolVar(&asJSON, "json", false, "print one JSON object per scenario")
+	c.AddCommand(benchCheckpointCmd())
+	return c
+}
+
+func benchCheckpointCmd() *cobra.Command {
+	var keys []int64
+	var par int
+	c := &cobra.Command{
+		Use:   "checkpoint",
+		Short: "Measure checkpoint duration, synchronous pause, size and restore time against keyed-state size (JSON lines)",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			enc := json.NewEncoder(cmd.OutOrStdout())
+			for _, k := range keys {
+				r, err := bench.Checkpoint(k, par)
+				if err != nil {
+					return err
+				}
+				if err := enc.Encode(r); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+	}
+	c.Flags().Int64SliceVar(&keys, "keys", []int64{100_000, 1_000_000}, "state sizes as numbers of ~108-byte entries (100k = ~10 MB)")
+	c.Flags().IntVar(&par, "parallelism", 2, "parallelism of the measured job")
 	return c
 }

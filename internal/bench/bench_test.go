@@ -40,3 +40,13 @@ func BenchmarkKeyBy2Subtasks(b *testing.B) {
 	b.ReportMetric(r.EnginePerSec, "records/s")
 	b.ReportMetric(r.Ratio, "x-loop")
 }
+
+func TestCheckpointScenarioRuns(t *testing.T) {
+	r, err := Checkpoint(20_000, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.SizeBytes < r.StateBytes/2 || r.RestoreMoreMs <= 0 {
+		t.Fatalf("%+v", r)
+	}
+}

@@ -1,0 +1,158 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/weirproject/weir"
+	"github.com/weirproject/weir/runtime"
+	"github.com/weirproject/weir/state"
+	"github.com/weirproject/weir/watermark"
+)
+
+// CheckpointResult is one checkpoint measured against keyed-state size.
+type CheckpointResult struct {
+	Name          string  `json:"name"`
+	Backend       string  `json:"backend"`
+	StateBytes    int64   `json:"stateBytes"`
+	Keys          int64   `json:"keys"`
+	CheckpointMs  float64 `json:"checkpointMs"`
+	SyncPauseMs   float64 `json:"syncPauseMs"`
+	SizeBytes     int64   `json:"sizeBytes"`
+	RestoreSameMs float64 `json:"restoreSameParallelismMs"`
+	RestoreMoreMs float64 `json:"restoreOtherParallelismMs"`
+}
+
+type fill struct{ v *state.ValueState[int64, []byte] }
+
+func (f *fill) Open(ctx *weir.KeyedContext[int64, struct{}]) error {
+	var err error
+	f.v, err = state.Value[int64, []byte](ctx.State(), "payload")
+	return err
+}
+
+func (f *fill) ProcessElement(k int64, ctx *weir.KeyedContext[int64, struct{}]) error {
+	f.v.Update(payload)
+	return nil
+}
+
+func (f *fill) OnTimer(int64, *weir.KeyedContext[int64, struct{}]) error { return nil }
+
+var payload = make([]byte, 100)
+
+func fillJob(keys int64, par int, dir, restore string) *weir.Environment {
+	env := weir.NewEnvironment(weir.Config{Parallelism: par, MaxParallelism: 128,
+		Checkpoint: runtime.CheckpointConfig{Dir: dir, RestoreFrom: restore}})
+	n := keys
+	if restore != "" {
+		n = 0
+	}
+	src := weir.GenerateSplits(env, "keys", par, -1, func(split int, i int64) weir.Record[int64] {
+		k := i*int64(par) + int64(split)
+		if k >= n {
+			time.Sleep(time.Millisecond)
+			return weir.Record[int64]{Value: -1, Timestamp: k}
+		}
+		return weir.Record[int64]{Value: k, Timestamp: k}
+	}, watermark.ForMonotonous[int64]()).UID("keys")
+	src = weir.Filter(src, "real", func(k int64) bool { return k >= 0 }).UID("real")
+	weir.Process(weir.KeyBy(src, func(k int64) int64 { return k }), "fill",
+		func() weir.KeyedProcessFunction[int64, int64, struct{}] { return &fill{} }).UID("fill")
+	return env
+}
+
+// Checkpoint fills keyed state with `keys` entries of about 100 bytes, takes
+// a checkpoint and measures it, then restores it at the same and at twice
+// the parallelism.
+func Checkpoint(keys int64, par int) (CheckpointResult, error) {
+	ctx := context.Background()
+	dir, err := os.MkdirTemp("", "weir-bench-chk")
+	if err != nil {
+		return CheckpointResult{}, err
+	}
+	defer os.RemoveAll(dir)
+	env := fillJob(keys, par, dir, "")
+	job, err := env.Start(ctx)
+	if err != nil {
+		return CheckpointResult{}, err
+	}
+	for env.Metrics().Sum("fill", "recordsIn") < keys {
+		time.Sleep(5 * time.Millisecond)
+	}
+	start := time.Now()
+	_, path, err := job.TriggerCheckpoint(ctx)
+	if err != nil {
+		return CheckpointResult{}, err
+	}
+	r := CheckpointResult{Name: fmt.Sprintf("checkpoint %d keys", keys), Backend: "memory", Keys: keys,
+		StateBytes:   keys * int64(len(payload)+8),
+		CheckpointMs: float64(time.Since(start).Microseconds()) / 1000,
+		SyncPauseMs:  float64(env.Metrics().Sum("job", "lastCheckpointSyncMicros")) / 1000,
+		SizeBytes:    env.Metrics().Sum("job", "lastCheckpointBytes")}
+	job.Cancel()
+	job.Wait()
+	for i, p := range []int{par, 2 * par} {
+		env := fillJob(keys, p, dir+"-restore", path)
+		start := time.Now()
+		job, err := env.Start(ctx) // restore happens while starting (state is read in Open)
+		if err != nil {
+			return r, err
+		}
+		// Restored operators have opened once a checkpoint can complete.
+		if _, _, err := job.TriggerCheckpoint(ctx); err != nil {
+			return r, err
+		}
+		ms := float64(time.Since(start).Microseconds()) / 1000
+		if i == 0 {
+			r.RestoreSameMs = ms
+		} else {
+			r.RestoreMoreMs = ms
+		}
+		job.Cancel()
+		job.Wait()
+		os.RemoveAll(dir + "-restore")
+	}
+	return r, nil
+}
+
+// CheckpointThroughput runs a keyed count of n records with a checkpoint
+// every interval and without, in the same run, and reports both.
+func CheckpointThroughput(n int64, keys int, interval time.Duration) (Result, error) {
+	run := func(iv time.Duration) (time.Duration, error) {
+		dir, err := os.MkdirTemp("", "weir-bench-tp")
+		if err != nil {
+			return 0, err
+		}
+		defer os.RemoveAll(dir)
+		ks := Keys(keys)
+		env := weir.NewEnvironment(weir.Config{Parallelism: 2, Checkpoint: runtime.CheckpointConfig{Interval: iv, Dir: dir}})
+		src := weir.GenerateSplits(env, "events", 2, n/2, func(split int, i int64) weir.Record[Event] {
+			j := i*2 + int64(split)
+			return weir.Record[Event]{Value: eventAt(ks, j), Timestamp: j}
+		}, monotone[Event]())
+		counts := weir.Process(weir.KeyBy(src, func(e Event) string { return e.Key }), "count",
+			func() weir.KeyedProcessFunction[string, Event, int64] { return &countFn{} })
+		var total int64
+		count(counts, &total, nil, nil)
+		start := time.Now()
+		if err := env.Execute(context.Background()); err != nil {
+			return 0, err
+		}
+		if iv > 0 && env.Metrics().Sum("job", "checkpointsCompleted") == 0 {
+			return 0, fmt.Errorf("no checkpoint completed in %v: run more records", time.Since(start))
+		}
+		return time.Since(start), nil
+	}
+	with, err := run(interval)
+	if err != nil {
+		return Result{}, err
+	}
+	without, err := run(0)
+	if err != nil {
+		return Result{}, err
+	}
+	r := result(fmt.Sprintf("keyed count, checkpoint every %v vs none", interval), n, with, without, 0, 2)
+	return r, nil
+}
