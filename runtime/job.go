@@ -413,8 +413,10 @@ type task struct {
 	mailbox     Mailbox
 	timers      procTimers
 	align       aligner
-	done        <-chan struct{}
-	err         error
+	// current names the operator being called, for panic reports.
+	current string
+	done    <-chan struct{}
+	err     error
 	// onBackpressure, if set, is told when an output blocks the task
 	// (true) and when it may go on (false).
 	onBackpressure func(blocked bool)
@@ -445,7 +447,11 @@ func (t *task) run(ctx context.Context) (err error) {
 	opened := 0
 	defer func() {
 		if r := recover(); r != nil {
-			err = fmt.Errorf("operator %q (subtask %d of %d) panicked: %v\n%s", t.node.name, t.subtask, t.parallelism, r, debug.Stack())
+			name := t.node.name
+			if t.current != "" {
+				name = t.current
+			}
+			err = fmt.Errorf("operator %q (subtask %d of %d) panicked: %v\n%s", name, t.subtask, t.parallelism, r, debug.Stack())
 		}
 		for i := range opened {
 			if cerr := t.chain[i].close(); cerr != nil && err == nil {
@@ -521,8 +527,12 @@ func (t *task) serve() bool {
 	return true
 }
 
-// yield blocks until a mailbox letter or a timer has run.
+// yield blocks until a mailbox letter or a timer has run. It returns the
+// task's failure, if any, so an operator waiting for work stops waiting.
 func (t *task) yield() error {
+	if t.err != nil {
+		return t.err
+	}
 	select {
 	case <-t.mailbox.wake:
 		t.mailbox.runAll()
@@ -531,7 +541,7 @@ func (t *task) yield() error {
 	case <-t.done:
 		return context.Canceled
 	}
-	return nil
+	return t.err
 }
 
 // errCancelled is what a loop returns when the job is cancelled under it.

@@ -33,15 +33,21 @@ func (m *Mailbox) Post(f func()) {
 
 // runAll runs every letter queued so far and reports how many ran. Letters
 // posted while running wait for the next call (and have re-signalled wake).
+// A letter may itself run the mailbox (an operator that yields from inside
+// a letter): the batch being iterated is never handed back to Post until
+// its loop is over.
 func (m *Mailbox) runAll() int {
 	m.mu.Lock()
 	letters := m.mu.letters
 	m.mu.letters = m.spare[:0]
+	m.spare = nil
 	m.mu.Unlock()
 	for i, f := range letters {
 		f()
 		letters[i] = nil
 	}
-	m.spare = letters[:0]
+	if m.spare == nil {
+		m.spare = letters[:0]
+	}
 	return len(letters)
 }

@@ -50,9 +50,13 @@ func (x *oneInputInstance[IN, OUT]) endInput() error {
 }
 
 func (x *oneInputInstance[IN, OUT]) Collect(r Record[IN]) {
+	t := x.ctx.task
+	prev := t.current
+	t.current = x.ctx.Name
 	if err := x.op.ProcessRecord(r); err != nil {
-		x.ctx.task.fail(x.ctx.Name, err)
+		t.fail(x.ctx.Name, err)
 	}
+	t.current = prev
 }
 
 func (x *oneInputInstance[IN, OUT]) EmitWatermark(ts int64) {
@@ -195,12 +199,14 @@ func (s *inputState[T]) handle(b batch[T]) {
 // collectAll hands a whole batch to the operator (one interface call per
 // record instead of two).
 func (x *oneInputInstance[IN, OUT]) collectAll(recs []Record[IN]) {
-	op := x.op
+	op, t := x.op, x.ctx.task
 	for i := range recs {
+		t.current = x.ctx.Name
 		if err := op.ProcessRecord(recs[i]); err != nil {
-			x.ctx.task.fail(x.ctx.Name, err)
+			t.fail(x.ctx.Name, err)
 			return
 		}
 	}
+	t.current = ""
 	x.recordsIn.Add(int64(len(recs)))
 }

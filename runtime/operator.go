@@ -144,6 +144,10 @@ func (discard[T]) Collect(Record[T])   {}
 func (discard[T]) EmitWatermark(int64) {}
 func (discard[T]) EmitIdle(bool)       {}
 
+// Done is closed when the job is being cancelled (or has failed). Work an
+// operator started on other goroutines should stop then.
+func (c *Context) Done() <-chan struct{} { return c.task.job.done }
+
 // Fail fails the job with err, naming this operator and subtask. Use it
 // from mailbox letters and timer callbacks, which cannot return errors.
 func (c *Context) Fail(err error) { c.task.fail(c.Name, err) }

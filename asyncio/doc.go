@@ -1,0 +1,106 @@
+// Package asyncio is weir's asynchronous I/O operator, after Flink's
+// AsyncWaitOperator: it calls a function that talks to the outside world
+// (a database, an HTTP service, a model) for every record, lets many such
+// calls run at once, and emits their results in event-time order.
+//
+//	enriched := asyncio.Ordered(orders, "lookup-customer", lookup, asyncio.Options{Capacity: 50, Timeout: time.Second})
+//
+// Ordered emits results in input order; Unordered emits them as they
+// complete, but never across a watermark. Each input record starts one
+// goroutine running the user's Func; the result is handed back to the
+// subtask through its mailbox and emitted from the subtask goroutine, so
+// the operator's state needs no locks.
+//
+// # Guarantees
+//
+//	I1. Each input record's results are emitted exactly once (unless the job
+//	    fails), in the order Func returned them, with the input record's
+//	    timestamp. A Func that returns no results emits nothing, but the
+//	    input still holds its place in the queue (I3, I4).
+//	I2. Func runs on its own goroutine, never on the subtask goroutine, with
+//	    a context that is cancelled when the operator closes (the job ends,
+//	    fails or is cancelled), when a call of this subtask failed, and when
+//	    Options.Timeout passes. Results reach the subtask through
+//	    Context.Mailbox().Post; the queue, the output and the metrics are
+//	    touched only by the subtask goroutine. The subtask side takes no
+//	    lock besides the mailbox's (completions are collected on a lock-free
+//	    stack, and one letter drains all completions that have piled up).
+//	I3. Ordered: the results of input n are emitted after those of every
+//	    input before n (a FIFO of entries, emitted from the head while the
+//	    head is complete).
+//	I4. Unordered: results are emitted in the order the subtask learns of
+//	    their completion, within a segment: watermarks (and idle-status
+//	    changes, see I5) split the input into segments, and no result
+//	    crosses a segment boundary. The results of the inputs before a
+//	    watermark are all emitted before it; the watermark is emitted as soon
+//	    as they are; results of inputs after it wait until it has left, even
+//	    when they completed earlier (Flink's UnorderedStreamElementQueue).
+//	I5. In both modes a watermark is emitted after the results of every
+//	    record that arrived before it and before the results of every record
+//	    that arrived after it. So a record that was not late at the input is
+//	    not late at the output. Idle-status changes are queued exactly like
+//	    watermarks (they are segment boundaries in unordered mode) so they
+//	    never overtake results either. A watermark or status change that
+//	    arrives while the queue is empty is forwarded at once. A watermark
+//	    that arrives while the newest queue entry is a watermark not yet
+//	    emitted replaces it (watermarks only grow, and no result lies
+//	    between them), so a stalled call does not let watermarks pile up;
+//	    downstream sees a subsequence of the watermarks that always contains
+//	    the newest one.
+//	I6. Capacity: at most Options.Capacity calls of Func run at once per
+//	    subtask, and at most Capacity inputs are queued (accepted, results
+//	    not yet emitted). When Capacity inputs are queued, ProcessRecord
+//	    holds the next record and waits with Context.Yield, which runs
+//	    mailbox letters and timers (and so delivers completions), until one
+//	    leaves: back-pressure, nothing is dropped. The one exception is
+//	    re-entrant input, see "Re-entrancy" below.
+//	I7. A failed call is retried Options.Retries times, waiting
+//	    Options.Backoff before the first retry and twice as long before each
+//	    further one (at most 32 × Backoff). A call that still fails, times
+//	    out on its last attempt (ErrTimeout), or panics fails the job; the
+//	    error names the input's position in the subtask's input (0-based),
+//	    its timestamp and the number of attempts, and the runtime adds the
+//	    operator's name and subtask.
+//	I8. EndInput returns only after every call has completed and every
+//	    result, watermark and status change has been emitted. Close cancels
+//	    the calls still running and waits until their goroutines have
+//	    returned: no goroutine outlives the operator (provided Func returns
+//	    once its context is done).
+//	I9. Metrics per subtask: gauge "inFlight" is the number of queued inputs
+//	    (I6); counter "completed" counts calls that completed successfully.
+//
+// The operator keeps the input records of every queued entry (and the one
+// ProcessRecord holds while it waits for room), in input order, so that a
+// checkpoint can store the inputs whose results have not been emitted and
+// a restore can call Func for them again (Flink's approach).
+//
+// # Timeouts
+//
+// Options.Timeout bounds each attempt. The attempt counts as timed out when
+// its deadline passed before Func returned, whatever Func returned (a late
+// success is a timeout too, as in Flink). Func should honour its context;
+// a Func that ignores it only times out when it returns, and delays Close
+// until it does.
+//
+// # Re-entrancy
+//
+// A subtask runs a chain of operators on one goroutine, and one mailbox
+// serves them all. When an operator upstream in the chain emits from one of
+// its own mailbox letters (another asyncio operator does), this operator's
+// ProcessRecord runs inside that letter. Calling Context.Yield there would
+// run the mailbox re-entrantly, which the runtime does not support, and
+// would let the upstream operator emit into this one again mid-call (Flink
+// avoids both by letting an operator's yield run only letters of itself and
+// of operators downstream of it). So when this operator is full inside a
+// mailbox letter of an asyncio operator (tracked per mailbox), it waits for
+// its own completions only, taking them straight from its completion stack
+// without going through the mailbox: back-pressure still holds, but timers
+// and other letters of the subtask wait, and job cancellation is noticed
+// only once a call completes (set a Timeout). When its input (a record, a
+// watermark or a status change) arrives while it is itself emitting (a
+// re-entrant call through operators downstream), or while ProcessRecord
+// holds a record and waits for room, it queues that input without waiting,
+// behind the held record: the queue may then exceed Capacity by the
+// re-entrant records, while the number of running calls still never does
+// (the surplus waits for a free slot, in input order).
+package asyncio
