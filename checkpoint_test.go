@@ -88,13 +88,13 @@ func TestAlignmentWithSkewedInputs(t *testing.T) {
 		env := weir.NewEnvironment(weir.Config{Parallelism: 2, MaxParallelism: 128,
 			Checkpoint: runtime.CheckpointConfig{Dir: dir, RestoreFrom: restore}})
 		fast := weir.Generate(env, "fast", 100000, func(i int64) weir.Record[int64] {
-			if i%250 == 0 {
+			if i%250 < 2 { // both subtasks (even and odd i) sleep
 				time.Sleep(time.Millisecond)
 			}
 			return weir.Record[int64]{Value: i % 10, Timestamp: i}
 		}, watermark.ForMonotonous[int64]()).UID("fast")
 		slow := weir.Generate(env, "slow", 1000, func(i int64) weir.Record[int64] {
-			if i%2 == 0 {
+			if i%4 < 2 {
 				time.Sleep(time.Millisecond)
 			}
 			return weir.Record[int64]{Value: i % 10, Timestamp: i}
