@@ -1,6 +1,8 @@
 package weir
 
 import (
+	"math"
+
 	"github.com/weirproject/weir/keygroup"
 	"github.com/weirproject/weir/runtime"
 	"github.com/weirproject/weir/state"
@@ -150,14 +152,29 @@ func timerCallbacks[K comparable, OUT any](kc *KeyedContext[K, OUT], errp *error
 	}
 	fire = func(t timer.Timer[K, struct{}]) { call(t, EventTime) }
 	pfire = func(t timer.Timer[K, struct{}]) { call(t, ProcessingTime) }
-	kc.timers.OnProcessingHeadChange(func(ts int64) {
-		kc.rt.RegisterProcessingTimer(ts, func(now int64) {
-			kc.timers.AdvanceProcessingTime(now, pfire)
-			if *errp != nil {
-				kc.rt.Fail(*errp)
-			}
-		})
-	})
+	// One wake-up per head: the service reports a new head only when a
+	// registration makes it earlier, so after a firing pass the next
+	// wake-up comes from the queue (as the window operator does).
+	nextWake := int64(math.MaxInt64)
+	var wake func(now int64)
+	schedule := func(ts int64) {
+		if ts < nextWake {
+			nextWake = ts
+			kc.rt.RegisterProcessingTimer(ts, wake)
+		}
+	}
+	wake = func(now int64) {
+		nextWake = math.MaxInt64
+		kc.timers.AdvanceProcessingTime(now, pfire)
+		if *errp != nil {
+			kc.rt.Fail(*errp)
+			return
+		}
+		if next, ok := kc.timers.NextProcessingTime(); ok {
+			schedule(next)
+		}
+	}
+	kc.timers.OnProcessingHeadChange(schedule)
 	return fire, pfire
 }
 

@@ -68,6 +68,9 @@
 //	    once its context is done).
 //	I9. Metrics per subtask: gauge "inFlight" is the number of queued inputs
 //	    (I6); counter "completed" counts calls that completed successfully.
+//	I10. A checkpoint stores the inputs whose results have not been emitted
+//	    (as JSON, in input order); after a restore their calls run again,
+//	    before any new input. Watermarks in the queue are not stored.
 //
 // The operator keeps the input records of every queued entry (and the one
 // ProcessRecord holds while it waits for room), in input order, so that a

@@ -104,7 +104,7 @@ func (o *operator[IN, OUT]) Open(ctx *runtime.Context, out runtime.Output[OUT]) 
 		o.processCompletions()
 		o.scope.depth--
 	}
-	return nil
+	return o.restore(ctx)
 }
 
 // ProcessRecord waits while Capacity inputs are queued (I6), then queues

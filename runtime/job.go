@@ -440,6 +440,11 @@ func (t *task) flushAll() {
 	for _, w := range t.writers {
 		w.flush()
 	}
+	for _, inst := range t.chain {
+		if p, ok := inst.(interface{ publish() }); ok {
+			p.publish()
+		}
+	}
 }
 
 func (t *task) run(ctx context.Context) (err error) {
@@ -493,6 +498,7 @@ func (t *task) run(ctx context.Context) (err error) {
 		}
 	}
 	t.job.coord.taskFinished(t)
+	t.flushAll()
 	for _, w := range t.writers {
 		w.end()
 	}

@@ -32,7 +32,10 @@ type oneInputInstance[IN, OUT any] struct {
 	ctx       *Context
 	out       Output[OUT]
 	recordsIn *Counter
-	ended     bool
+	// unpublished counts records received through Collect (chained) not
+	// yet added to recordsIn.
+	unpublished int64
+	ended       bool
 }
 
 func (x *oneInputInstance[IN, OUT]) name() string      { return x.ctx.Name }
@@ -53,10 +56,20 @@ func (x *oneInputInstance[IN, OUT]) Collect(r Record[IN]) {
 	t := x.ctx.task
 	prev := t.current
 	t.current = x.ctx.Name
+	x.unpublished++
 	if err := x.op.ProcessRecord(r); err != nil {
 		t.fail(x.ctx.Name, err)
 	}
 	t.current = prev
+}
+
+// publish adds the records counted since the last call to the shared
+// counter (chained operators count without atomics per record).
+func (x *oneInputInstance[IN, OUT]) publish() {
+	if x.unpublished > 0 {
+		x.recordsIn.Add(x.unpublished)
+		x.unpublished = 0
+	}
 }
 
 func (x *oneInputInstance[IN, OUT]) EmitWatermark(ts int64) {

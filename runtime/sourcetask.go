@@ -84,9 +84,11 @@ func (x *sourceInstance[T]) Collect(split int, v T, ts int64) {
 	if split >= len(x.known) || !x.known[split] {
 		x.AddSplit(split)
 	}
-	x.splits.OnEvent(split, v, ts)
+	// The record goes out before any watermark it causes (a punctuated
+	// generator may emit one from OnEvent), or it would be late.
 	x.recordsOut.Inc()
 	x.out.Collect(Record[T]{Value: v, Timestamp: ts})
+	x.splits.OnEvent(split, v, ts)
 }
 
 // AddSplit implements SourceOutput.
@@ -104,6 +106,7 @@ func (x *sourceInstance[T]) AddSplit(split int) {
 func (x *sourceInstance[T]) FinishSplit(split int) {
 	x.AddSplit(split)
 	x.splits.Remove(split)
+	x.known[split] = false // the id may start a new split later
 }
 
 // SetSplitIdle implements SourceOutput.
@@ -123,7 +126,14 @@ func (x *sourceInstance[T]) EmitWatermark(split int, ts int64) {
 func (x *sourceInstance[T]) DeadLetter(d DeadLetter) {
 	d.Source = x.ctx.Name
 	x.deadCount.Inc()
-	x.dead.Collect(Record[DeadLetter]{Value: d, Timestamp: clock.NowMillis(x.ctx.Clock)})
+	// A dead letter has no event time of its own. It is stamped with
+	// processing time, but never behind the source's watermark, so that an
+	// event-time consumer of the dead-letter stream does not see it late.
+	ts := clock.NowMillis(x.ctx.Clock)
+	if wm := x.splits.Current(); wm != watermark.Max && wm >= ts {
+		ts = wm + 1
+	}
+	x.dead.Collect(Record[DeadLetter]{Value: d, Timestamp: ts})
 }
 
 // combined receives the combined watermark of a source subtask's splits.

@@ -27,6 +27,9 @@ type Backend[K comparable] struct {
 	// pending holds restored entries of states not registered yet, by name
 	// (see RestoreKeyGroup).
 	pending map[string]*pendingState
+	// snapBytesPerEntry is the size per entry of the last snapshot, to size
+	// the next one (0 before the first).
+	snapBytesPerEntry int
 }
 
 // NewBackend returns an empty backend for the key groups of r, with no

@@ -36,14 +36,14 @@ type Codec[T any] interface {
 // DefaultCodec returns the codec a state, key or namespace of type T gets
 // when none is given. It examines the kind of T once, here, and picks
 //
-//	string                         raw bytes (UTF-8 or not, as stored)
-//	[]byte (any slice of a byte kind)  raw bytes; empty decodes as nil
-//	int, int8, int16, int32, int64 zig-zag varint (int is always 64-bit on the wire)
-//	uint, uint8 ... uint64, uintptr uvarint
-//	bool                           one byte, 0 or 1
-//	float64, float32               IEEE 754 bits, 8 or 4 bytes little-endian
-//	zero-size types (struct{})     no bytes
-//	anything else                  JSONCodec[T]()
+//	string                           the bytes of the string
+//	[]byte (slice of a byte kind)    the bytes; empty decodes as nil
+//	int, int8, int16, int32, int64   zig-zag varint (int is 64-bit on the wire)
+//	uint, uint8 ... uint64, uintptr  uvarint
+//	bool                             one byte, 0 or 1
+//	float64, float32                 IEEE 754 bits, 8 or 4 bytes little-endian
+//	zero-size types (struct{})       no bytes
+//	anything else                    JSONCodec[T]()
 //
 // Named types whose underlying type is one of those kinds get the built-in
 // codec of that kind: for type UserID string, DefaultCodec[UserID] is the

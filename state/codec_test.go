@@ -141,11 +141,9 @@ func TestDefaultCodecChoice(t *testing.T) {
 	check("time.Time (JSON)", roundTrip(t, time.Unix(0, 0).UTC(), func(a, b time.Time) bool { return a.Equal(b) }),
 		`"1970-01-01T00:00:00Z"`)
 
-	var nilBytes []byte
 	if got, _ := DefaultCodec[[]byte]().Decode(nil); got != nil {
 		t.Errorf("empty []byte decodes as %v, want nil", got)
 	}
-	_ = nilBytes
 }
 
 func TestDefaultCodecStrictDecode(t *testing.T) {

@@ -31,16 +31,68 @@
 //     state's own storage: valid until the next modification of that list,
 //     never to be modified or retained by the caller. Update copies its
 //     argument.
+//  8. Snapshots. SnapshotKeyGroup(kg) writes every entry of key group kg, of
+//     every state, in the format below, and does not modify the backend: a
+//     blob restored later holds exactly the entries of snapshot time. Codecs
+//     (Codec, DefaultCodec, the *WithCodec constructors, SetKeyCodec) run
+//     only then, never on the per-record path.
+//  9. Restore. RestoreKeyGroup(kg, blob) accepts a blob of key group kg from
+//     any backend at any parallelism, before or after the states register:
+//     entries of a state not registered yet stay encoded until it registers
+//     (then decoded with its codecs) and are carried unchanged into
+//     snapshots taken meanwhile. A restore either succeeds or changes
+//     nothing, and returns an error, never panics, on a malformed blob.
 //
 // # What it does not do
 //
 //   - It is not safe for concurrent use: one subtask goroutine owns it.
 //   - It does not compute key groups: the caller passes the key group of the
 //     key (keygroup.KeyGroupOf) and the backend trusts it.
-//   - It does not serialize or checkpoint; a snapshot writer iterates one key
-//     group at a time with ForEach / Table.ForEachAny, and restore is
-//     SetCurrentKey followed by ordinary writes.
+//   - It does not decide when to checkpoint or where blobs go: the runtime
+//     calls SnapshotKeyGroup for each key group of its range at a barrier
+//     and stores the blobs with an index, and calls RestoreKeyGroup for each
+//     key group of the new range. Blobs carry no checksum; the checkpoint
+//     storage guards their integrity.
 //   - Iteration order within a key group is unspecified.
 //   - It has no TTL, no copy-on-write snapshots and no size accounting;
 //     snapshots are taken synchronously on the subtask goroutine.
+//   - It does not record the Go types of states in snapshots, only their
+//     kind: restoring with other types works when their codecs read the old
+//     bytes, and otherwise fails when the state registers.
+//
+// # Snapshot format
+//
+// A key-group snapshot ("blob") is also the savepoint format: it does not
+// depend on the backend (a Pebble backend writes the same bytes) and is
+// versioned. docs/state-format.md describes it with examples. Notation:
+// uvarint is encoding/binary's unsigned varint; field is a uvarint length
+// followed by that many bytes written by a Codec.
+//
+//	blob    = version:uvarint keyGroup:uvarint numStates:uvarint state*
+//	state   = name:field kind:uvarint section:field
+//	section = numEntries:uvarint entry*
+//
+// version is SnapshotVersion (1); readers reject other versions with an
+// error wrapping ErrSnapshotVersion. keyGroup is the key group the blob
+// belongs to (a restore into another key group fails). States appear in
+// strictly increasing byte order of name, and only states with entries in
+// the key group appear. kind is the Kind constant (1 value, 2 list, 3 map,
+// 4 namespaced value, 5 namespaced list); these numbers are frozen. The
+// entries of a section, in no particular order, are by kind:
+//
+//	value            key:field value:field
+//	list             key:field n:uvarint item:field*n             (n >= 1)
+//	map              key:field n:uvarint (userKey:field value:field)*n  (n >= 1)
+//	namespaced value key:field namespace:field value:field
+//	namespaced list  key:field namespace:field n:uvarint item:field*n  (n >= 1)
+//
+// key bytes are written by the backend's key codec (SetKeyCodec), the others
+// by the state's codecs. A key group with no entries has the empty blob:
+// SnapshotKeyGroup returns nil, and RestoreKeyGroup accepts nil or empty as
+// no entries. Malformed blobs (truncated, overlong, counts and lengths that
+// do not add up, unsorted names, unknown kinds, empty lists or maps,
+// trailing bytes) give errors wrapping ErrCorruptSnapshot.
+//
+// Package timer writes the timers of a key group in a sibling format (see
+// timer.SnapshotVersion) with the same framing and codecs.
 package state

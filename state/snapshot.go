@@ -75,7 +75,31 @@ func (b *Backend[K]) SetKeyCodec(c Codec[K]) {
 // It returns an error if kg is outside the backend's range or a codec fails;
 // the error names the state.
 func (b *Backend[K]) SnapshotKeyGroup(kg int) ([]byte, error) {
-	return b.AppendSnapshotKeyGroup(nil, kg)
+	if !b.rng.Contains(kg) {
+		return b.AppendSnapshotKeyGroup(nil, kg) // the error
+	}
+	// Size the blob from the bytes per entry of the previous snapshots, so
+	// that a large key group is not copied over and over as append grows it.
+	entries := 0
+	for _, t := range b.tables {
+		entries += t.NumKeysInKeyGroup(kg)
+	}
+	var dst []byte
+	if entries > 0 {
+		per := b.snapBytesPerEntry
+		if per == 0 {
+			per = 16
+		}
+		dst = make([]byte, 0, 64+entries*per+entries*per/8)
+	}
+	dst, err := b.AppendSnapshotKeyGroup(dst, kg)
+	if err == nil && entries > 0 {
+		b.snapBytesPerEntry = max(1, len(dst)/entries)
+	}
+	if len(dst) == 0 {
+		dst = nil
+	}
+	return dst, err
 }
 
 // AppendSnapshotKeyGroup is SnapshotKeyGroup appending to dst, for callers
@@ -170,7 +194,8 @@ func (b *Backend[K]) RestoreKeyGroup(kg int, blob []byte) error {
 	if gotKG != uint64(kg) {
 		return wrap(fmt.Errorf("the blob is a snapshot of key group %d", gotKG))
 	}
-	// Each state takes at least 3 bytes: name length, kind, section length.
+	// count bounds the number of states by the bytes left (a state takes
+	// at least three: name length, kind, section length).
 	nStates, err := r.count("state count")
 	if err != nil {
 		return wrap(err)

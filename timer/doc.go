@@ -28,7 +28,13 @@
 //     range, so the timers of one key group can be visited (for a snapshot)
 //     without scanning the heap. A timer whose KeyGroup is outside the range
 //     is a routing bug and panics.
-//  7. Cost. Add, Remove and Poll are O(log n); Peek, Contains and Len are
+//  7. Snapshots. SnapshotKeyGroup(kg) writes the event-time and
+//     processing-time timers of key group kg without changing the service;
+//     RestoreKeyGroup(kg, blob) adds them back in any service whose range
+//     holds kg (any parallelism), all or nothing, and returns an error, never
+//     panics, on a malformed blob. Keys and namespaces are encoded by codecs
+//     (NewServiceWithCodecs; state.DefaultCodec by default).
+//  8. Cost. Add, Remove and Poll are O(log n); Peek, Contains and Len are
 //     O(1). Removed heap nodes are recycled, so a steady state of adds and
 //     polls does not allocate beyond Go map growth.
 //
@@ -40,9 +46,12 @@
 //     AdvanceProcessingTime when its wake-up fires, and asks
 //     NextProcessingTime after each pass and after a restore (overdue restored
 //     timers then fire at once).
-//   - It does not forward watermarks, set the current key for callbacks, or
-//     serialize timers; callers do, using the Timer passed to fire and the
-//     ForEach*Timer iterators.
+//   - It does not forward watermarks or set the current key for callbacks;
+//     callers do, using the Timer passed to fire.
+//   - It does not decide when to snapshot or where blobs go: the runtime
+//     calls SnapshotKeyGroup / RestoreKeyGroup per key group (format under
+//     SnapshotVersion and in docs/state-format.md). The current watermark is
+//     not snapshotted; sources regenerate watermarks after a restore.
 //   - Deleting the earliest processing-time timer does not reschedule the
 //     wake-up; the wake-up then fires nothing.
 //   - Callbacks must not call AdvanceWatermark / AdvanceProcessingTime

@@ -25,7 +25,9 @@ type CheckpointResult struct {
 	RestoreMoreMs float64 `json:"restoreOtherParallelismMs"`
 }
 
-type fill struct{ v *state.ValueState[int64, []byte] }
+type fill struct {
+	v *state.ValueState[int64, []byte]
+}
 
 func (f *fill) Open(ctx *weir.KeyedContext[int64, struct{}]) error {
 	var err error

@@ -1,0 +1,339 @@
+package window
+
+import (
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/weirproject/weir"
+	"github.com/weirproject/weir/keygroup"
+	"github.com/weirproject/weir/runtime"
+	"github.com/weirproject/weir/state"
+	"github.com/weirproject/weir/timer"
+)
+
+// Names of the counters the window operator keeps per subtask.
+const (
+	// CounterLateDropped counts records that no window took because they
+	// were late (I4), whether or not they went to a LateOutput.
+	CounterLateDropped = "lateRecordsDropped"
+	// CounterLateOutput counts the late records sent to the LateOutput.
+	CounterLateOutput = "lateRecords"
+)
+
+// ErrNoTimestamp is returned (failing the job) when an event-time window
+// receives a record without a timestamp (runtime.NoTimestamp).
+var ErrNoTimestamp = errors.New("window: record without a timestamp in an event-time window; assign timestamps at the source (watermark.Strategy.WithTimestamp) or use a processing-time assigner")
+
+// build adds the window operator for contents made by newContents.
+func build[K comparable, T, OUT any](ks weir.KeyedStream[K, T], fn, name string, a Assigner, opts []Option,
+	newContents func() contents[K, T, OUT]) weir.Stream[OUT] {
+	o, tag := resolve[T](fn, name, a, opts)
+	key, hash := ks.Key(), ks.Hasher()
+	return weir.TransformKeyed(ks, name, func() runtime.OneInputOperator[T, OUT] {
+		return &operator[K, T, OUT]{
+			key: key, hash: hash, assigner: a,
+			eventTime: a.IsEventTime(), merging: a.IsMerging(),
+			lateness: o.lateness, lateTag: tag,
+			contents: newContents(),
+		}
+	})
+}
+
+// operator is the window operator of one subtask: Flink's WindowOperator
+// with the default triggers (EventTimeTrigger, ProcessingTimeTrigger).
+//
+// Per record (the key made current first):
+//
+//	for each window w the assigner gives (after merging, for sessions):
+//	    if cleanup(w) <= watermark: skip w                        (I3)
+//	    add the record to w's contents
+//	    if event time and w.MaxTimestamp() <= watermark: fire w   (re-fire, I3)
+//	    else, on w's first record: timer at w.MaxTimestamp()      (I2)
+//	    on w's first record: timer at cleanup(w), if different    (I5)
+//	if no window took it and ts + lateness <= watermark: late     (I4)
+//
+// Per timer (key and window from the timer):
+//
+//	if it is w's trigger time: fire w
+//	if it is w's cleanup time: clear w's contents (and merging entry)
+//
+// Timers live in one timer.Service with the window as namespace, so a
+// trigger timer and a cleanup timer at the same time are one timer (the
+// common case: lateness 0, or any processing-time window). Registering
+// timers only on a window's first record is sound because a window's
+// contents exist exactly from its first record until its cleanup timer has
+// fired, and its trigger timer, if one was needed, is pending all along
+// until the watermark reaches MaxTimestamp (after which records fire the
+// window directly). That keeps the timer queue out of the per-record path.
+// A restore breaks the premise (the watermark starts over, below windows
+// that fired already), so then every record registers until the watermark
+// has passed every restored timer (registerBelow).
+type operator[K comparable, T, OUT any] struct {
+	runtime.Base[OUT]
+	key       func(T) K
+	hash      keygroup.Hasher[K]
+	assigner  Assigner
+	eventTime bool
+	merging   bool
+	lateness  int64
+	lateTag   *runtime.OutputTag[T]
+	contents  contents[K, T, OUT]
+
+	maxP        int
+	backend     *state.Backend[K]
+	timers      *timer.Service[K, Window]
+	sessions    *state.ValueState[K, []mapping] // merging assigners only
+	late        runtime.Output[T]
+	lateDropped *runtime.Counter
+	lateOut     *runtime.Counter
+	scratch     []Window // assigned windows, reused per record
+	merged      []Window // merging scratch: windows merged away
+	mergedState []Window // merging scratch: their state windows
+	emitTs      int64
+	emit        func(OUT)
+	fireTimer   func(timer.Timer[K, Window]) // o.onTimer, bound once
+	nextWake    int64                        // earliest processing-time wake-up asked of the runtime and not yet run
+	// registerBelow: while the watermark is below it, timers are
+	// registered on every record, not only on a window's first. A restore
+	// sets it to the latest restored event-time timer: the watermark
+	// restarts from the minimum, so a restored window that has fired
+	// already has no trigger timer, and a record joining it must register
+	// one (as Flink's trigger does on every record). Once the watermark
+	// passes it, every restored window is gone and the first-record rule
+	// holds again.
+	registerBelow int64
+	err           error // first error of a timer callback; fails the job
+}
+
+// Open sets up state, timers, counters and outputs.
+func (o *operator[K, T, OUT]) Open(ctx *runtime.Context, out runtime.Output[OUT]) error {
+	o.Base.Open(ctx, out)
+	o.maxP = ctx.MaxParallelism
+	o.backend = state.NewBackend[K](ctx.KeyGroups)
+	o.timers = timer.NewServiceWithCodecs[K, Window](ctx.KeyGroups, nil, WindowCodec{})
+	o.contents.open(o.backend)
+	if o.merging {
+		o.sessions = state.MustValueWithCodec[K, []mapping](o.backend, sessionSetName, sessionSetCodec{})
+	}
+	if o.lateTag != nil {
+		o.late = runtime.SideOutput(ctx, o.lateTag)
+	}
+	o.lateDropped = ctx.Counter(CounterLateDropped)
+	o.lateOut = ctx.Counter(CounterLateOutput)
+	o.emit = func(v OUT) { o.Out.Collect(runtime.Record[OUT]{Value: v, Timestamp: o.emitTs}) }
+	o.fireTimer = o.onTimer
+	o.nextWake = math.MaxInt64
+	o.registerBelow = math.MinInt64
+	o.timers.OnProcessingHeadChange(o.schedule)
+	// Restore after the head-change callback is in place, so restored
+	// processing-time timers get their wake-up (overdue ones fire at once).
+	return o.restore(ctx.Restored())
+}
+
+// cleanupTime is when the state of w goes (I3, I5): MaxTimestamp plus the
+// allowed lateness in event time (saturating), MaxTimestamp in processing
+// time.
+func (o *operator[K, T, OUT]) cleanupTime(w Window) int64 {
+	if !o.eventTime {
+		return w.MaxTimestamp()
+	}
+	return addSat(w.MaxTimestamp(), o.lateness)
+}
+
+// ProcessRecord assigns r to its windows.
+func (o *operator[K, T, OUT]) ProcessRecord(r runtime.Record[T]) error {
+	k := o.key(r.Value)
+	o.backend.SetCurrentKey(k, keygroup.Assign(o.hash(k), o.maxP))
+	t := r.Timestamp
+	if o.eventTime {
+		if t == runtime.NoTimestamp {
+			return ErrNoTimestamp
+		}
+	} else {
+		t = o.Ctx.Clock.Now().UnixMilli()
+	}
+	o.scratch = o.assigner.AssignWindows(t, o.scratch[:0])
+	wm := o.timers.CurrentWatermark()
+	var taken bool
+	var err error
+	if o.merging {
+		taken, err = o.addMerging(k, r.Value, wm)
+	} else {
+		taken, err = o.addTo(k, r.Value, wm)
+	}
+	if err != nil || taken || !o.eventTime {
+		return err
+	}
+	// No window took the record (I4). It is late if its timestamp plus the
+	// allowed lateness is at or behind the watermark; a record that fell
+	// into no window without being late (a gap between sliding windows) is
+	// dropped silently, as in Flink.
+	if addSat(t, o.lateness) <= wm {
+		o.lateDropped.Inc()
+		if o.late != nil {
+			o.lateOut.Inc()
+			o.late.Collect(r)
+		}
+	}
+	return nil
+}
+
+// addTo adds v to the non-merging windows in o.scratch and reports whether
+// any took it.
+func (o *operator[K, T, OUT]) addTo(k K, v T, wm int64) (taken bool, err error) {
+	for _, w := range o.scratch {
+		if o.eventTime && o.cleanupTime(w) <= wm {
+			continue // I3: the window is gone
+		}
+		taken = true
+		fresh := o.contents.add(w, v)
+		if err := o.afterAdd(k, w, w, fresh, wm); err != nil {
+			return taken, err
+		}
+	}
+	return taken, nil
+}
+
+// afterAdd is the default trigger's onElement and the cleanup-timer
+// registration for window w (contents in sw) after a record was added.
+func (o *operator[K, T, OUT]) afterAdd(k K, w, sw Window, register bool, wm int64) error {
+	kg := o.backend.CurrentKeyGroup()
+	maxTs := w.MaxTimestamp()
+	if o.eventTime {
+		if maxTs <= wm {
+			// Allowed-late record: the window has fired already (or would
+			// have, had it had contents); fire it again now (I3).
+			if err := o.fire(k, w, sw); err != nil {
+				return err
+			}
+		} else if register || wm < o.registerBelow {
+			o.timers.RegisterEventTimeTimer(k, kg, w, maxTs)
+		}
+		if c := o.cleanupTime(w); (register || wm < o.registerBelow) && c != maxTs {
+			o.timers.RegisterEventTimeTimer(k, kg, w, c)
+		}
+		return nil
+	}
+	if register {
+		// Processing time: trigger and cleanup are the same timer.
+		o.timers.RegisterProcessingTimeTimer(k, kg, w, maxTs)
+	}
+	return nil
+}
+
+// fire emits the result of window w (contents in sw) for key k.
+func (o *operator[K, T, OUT]) fire(k K, w, sw Window) error {
+	o.emitTs = w.MaxTimestamp()
+	return o.contents.fire(k, w, sw, o.emit)
+}
+
+// onTimer handles a trigger or cleanup timer of window t.Namespace.
+func (o *operator[K, T, OUT]) onTimer(t timer.Timer[K, Window]) {
+	if o.err != nil {
+		return
+	}
+	o.backend.SetCurrentKey(t.Key, t.KeyGroup)
+	w, sw := t.Namespace, t.Namespace
+	var set []mapping
+	idx := -1
+	if o.merging {
+		set, _ = o.sessions.Value()
+		if idx = find(set, w); idx < 0 {
+			return // merged away (its timers were deleted; defensive)
+		}
+		sw = set[idx].state
+	}
+	// Default triggers: event time fires at MaxTimestamp exactly (a
+	// cleanup timer later than that does not fire); processing time fires
+	// on its only timer.
+	if !o.eventTime || t.Timestamp == w.MaxTimestamp() {
+		if err := o.fire(t.Key, w, sw); err != nil {
+			o.err = err
+			return
+		}
+	}
+	if t.Timestamp == o.cleanupTime(w) {
+		o.contents.clear(sw)
+		if o.merging {
+			o.storeSet(removeAt(set, idx))
+		}
+	}
+}
+
+// ProcessWatermark fires the event-time timers the watermark reaches, in
+// timestamp order, then forwards it.
+func (o *operator[K, T, OUT]) ProcessWatermark(ts int64) error {
+	o.timers.AdvanceWatermark(ts, o.fireTimer)
+	if o.err != nil {
+		return o.err
+	}
+	o.Out.EmitWatermark(ts)
+	if h := testHookWatermark; h != nil {
+		h(o.Ctx.Name, o.Ctx.Subtask, ts, o.stats())
+	}
+	return nil
+}
+
+// stats counts what the subtask holds (for tests of I5).
+type stats struct {
+	contents, sessionKeys, eventTimers, procTimers int
+}
+
+func (o *operator[K, T, OUT]) stats() stats {
+	s := stats{eventTimers: o.timers.NumEventTimeTimers(), procTimers: o.timers.NumProcessingTimeTimers()}
+	if t, ok := o.backend.Table(contentsName); ok {
+		s.contents = t.NumKeys()
+	}
+	if o.sessions != nil {
+		s.sessionKeys = o.sessions.NumKeys()
+	}
+	return s
+}
+
+// testHookWatermark, set only by tests before a job starts, is called on
+// the subtask goroutine after each watermark the operator forwards.
+var testHookWatermark func(op string, subtask int, wm int64, s stats)
+
+// schedule asks the runtime for a processing-time wake-up at ts unless an
+// earlier one is pending. It is the timer service's head-change callback.
+func (o *operator[K, T, OUT]) schedule(ts int64) {
+	if ts >= o.nextWake {
+		return
+	}
+	o.nextWake = ts
+	o.Ctx.RegisterProcessingTimer(ts, o.wake)
+}
+
+// wake fires the due processing-time timers and schedules the next
+// wake-up. Wake-ups scheduled earlier for later times may still run; they
+// find nothing due, which is harmless.
+func (o *operator[K, T, OUT]) wake(now int64) {
+	o.nextWake = math.MaxInt64
+	o.timers.AdvanceProcessingTime(now, o.fireTimer)
+	if o.err != nil {
+		o.Ctx.Fail(o.err)
+		return
+	}
+	if next, ok := o.timers.NextProcessingTime(); ok {
+		o.schedule(next)
+	}
+}
+
+// EndInput fires the processing-time windows still open (I8): their input
+// has ended, so no record can join them any more. Event-time windows have
+// fired already, at the final watermark.
+func (o *operator[K, T, OUT]) EndInput() error {
+	if o.err != nil {
+		return o.err
+	}
+	if !o.eventTime {
+		o.timers.AdvanceProcessingTime(math.MaxInt64, o.fireTimer)
+	}
+	return o.err
+}
+
+// String describes the operator for errors and plans.
+func (o *operator[K, T, OUT]) String() string {
+	return fmt.Sprintf("window operator (%v, lateness %dms)", o.assigner, o.lateness)
+}
