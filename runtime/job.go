@@ -478,7 +478,9 @@ func (t *task) run(ctx context.Context) (err error) {
 		}
 	}
 	opened = len(t.chain)
-	if t.job.cfg.BufferTimeout > 0 && len(t.writers) > 0 {
+	// The periodic flush also publishes chained operators' record counts,
+	// so every task has it.
+	if t.job.cfg.BufferTimeout > 0 {
 		t.scheduleFlush()
 	}
 	if err := t.head.run(t); err != nil {
