@@ -16,8 +16,8 @@ import (
 	"github.com/weirproject/weir/checkpoint"
 	"github.com/weirproject/weir/metrics"
 	"github.com/weirproject/weir/runtime"
-	"github.com/weirproject/weir/state"
 	"github.com/weirproject/weir/watermark"
+	"github.com/weirproject/weir/window"
 )
 
 // Order is one generated order event.
@@ -134,7 +134,9 @@ func (o Options) withDefaults() Options {
 // Run builds and runs the demo job, writing a narrative to w.
 func Run(ctx context.Context, w io.Writer, o Options) (Summary, error) {
 	o = o.withDefaults()
-	cfg := weir.Config{Parallelism: o.Parallelism, MaxParallelism: 128}
+	// A short watermark interval lets event time advance while the demo runs
+	// (at full speed the whole input takes well under a second).
+	cfg := weir.Config{Parallelism: o.Parallelism, MaxParallelism: 128, AutoWatermarkInterval: 10 * time.Millisecond}
 	if o.CheckpointDir != "" {
 		cfg.Checkpoint = runtime.CheckpointConfig{Interval: time.Second, Dir: o.CheckpointDir}
 	}
@@ -177,11 +179,18 @@ func Run(ctx context.Context, w io.Writer, o Options) (Summary, error) {
 		return weir.Record[Order]{Value: Generate(o, j*splits+int64(split))}
 	}, strategy).UID("orders")
 	late := weir.NewOutputTag[Order]("late-orders")
-	size := o.Window.Milliseconds()
-	totals := weir.Process(weir.KeyBy(orders, func(v Order) string { return v.Customer }), "window-totals",
-		func() weir.KeyedProcessFunction[string, Order, Total] { return &windowTotals{size: size, late: late} }).UID("window-totals")
+	sum := window.AggregateFuncs[Order, [2]int64, [2]int64]{
+		AddFn:    func(v Order, acc [2]int64) [2]int64 { return [2]int64{acc[0] + 1, acc[1] + v.Amount} },
+		ResultFn: func(acc [2]int64) [2]int64 { return acc },
+		MergeFn:  func(a, b [2]int64) [2]int64 { return [2]int64{a[0] + b[0], a[1] + b[1]} },
+	}
+	windowed := window.AggregateKeyed(weir.KeyBy(orders, func(v Order) string { return v.Customer }), "window-totals",
+		window.Tumbling(o.Window), sum, window.LateOutput(late)).UID("window-totals")
+	totals := weir.Map(windowed, "to-total", func(r window.Result[string, [2]int64]) Total {
+		return Total{Customer: r.Key, WindowStart: r.Window.Start, Orders: r.Value[0], Amount: r.Value[1]}
+	})
 	out := weir.Collect(totals)
-	lateOut := weir.Collect(weir.SideOutput(totals, late))
+	lateOut := weir.Collect(weir.SideOutput(windowed, late))
 	dead := weir.Collect(weir.DeadLetters(orders))
 
 	fmt.Fprintf(w, "weir demo: %d orders from %d customers, event time out of order by up to %v, %v windows per customer, parallelism %d\n",
@@ -240,42 +249,4 @@ func Run(ctx context.Context, w io.Writer, o Options) (Summary, error) {
 		fmt.Fprintf(w, "checkpoints completed: %d\n", n)
 	}
 	return s, nil
-}
-
-// windowTotals sums each customer's orders per tumbling window with keyed
-// map state and one event-time timer per window end.
-type windowTotals struct {
-	size int64
-	late *weir.OutputTag[Order]
-	sums *state.MapState[string, int64, [2]int64]
-}
-
-func (f *windowTotals) Open(ctx *weir.KeyedContext[string, Total]) error {
-	var err error
-	f.sums, err = state.Map[string, int64, [2]int64](ctx.State(), "sums")
-	return err
-}
-
-func (f *windowTotals) ProcessElement(v Order, ctx *weir.KeyedContext[string, Total]) error {
-	start := v.Time - ((v.Time%f.size)+f.size)%f.size
-	end := start + f.size
-	if end-1 <= ctx.CurrentWatermark() {
-		weir.SideOutputTo(ctx, f.late, v)
-		return nil
-	}
-	s, _ := f.sums.Get(start)
-	f.sums.Put(start, [2]int64{s[0] + 1, s[1] + v.Amount})
-	ctx.RegisterEventTimeTimer(end - 1)
-	return nil
-}
-
-func (f *windowTotals) OnTimer(ts int64, ctx *weir.KeyedContext[string, Total]) error {
-	start := ts + 1 - f.size
-	s, ok := f.sums.Get(start)
-	if !ok {
-		return nil
-	}
-	f.sums.Remove(start)
-	ctx.Collect(Total{Customer: ctx.Key(), WindowStart: start, Orders: s[0], Amount: s[1]})
-	return nil
 }
