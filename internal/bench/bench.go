@@ -212,6 +212,7 @@ var Scenarios = []Scenario{
 	{"chain", func(n int64, _ int) (Result, error) { return Chain(n) }},
 	{"keyed-count", func(n int64, k int) (Result, error) { return KeyedCount(n, k, 1) }},
 	{"key-by-2", func(n int64, k int) (Result, error) { return KeyedCount(n, k, 2) }},
+	{"window-sum", func(n int64, k int) (Result, error) { return WindowSum(n, k) }},
 	{"checkpoint-1s", func(n int64, k int) (Result, error) { return CheckpointThroughput(4*n, k, time.Second) }},
 }
 

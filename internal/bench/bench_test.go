@@ -6,6 +6,9 @@ func TestScenariosAgreeWithLoops(t *testing.T) {
 	if _, err := Chain(100_000); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := WindowSum(100_000, 1000); err != nil {
+		t.Fatal(err)
+	}
 	for _, p := range []int{1, 2} {
 		if _, err := KeyedCount(100_000, 1000, p); err != nil {
 			t.Fatal(err)
@@ -49,4 +52,13 @@ func TestCheckpointScenarioRuns(t *testing.T) {
 	if r.SizeBytes < r.StateBytes/2 || r.RestoreMoreMs <= 0 {
 		t.Fatalf("%+v", r)
 	}
+}
+
+func BenchmarkWindowSum10kKeys(b *testing.B) {
+	r, err := WindowSum(int64(b.N)+1000, 10_000)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(r.EnginePerSec, "records/s")
+	b.ReportMetric(r.Ratio, "x-loop")
 }
