@@ -520,16 +520,24 @@ func (t *task) scheduleFlush() {
 	t.timers.register(clock.NowMillis(t.job.cfg.Clock)+d, tick)
 }
 
-// serve runs mailbox letters and due timers without blocking; it reports
-// whether the job is being cancelled.
+// serve runs the queued mailbox letters and the due timers without
+// blocking; it reports whether the job is being cancelled. Both are served
+// on every call (a select would pick one at random and leave the other for
+// after the next, possibly long, poll).
 func (t *task) serve() bool {
+	select {
+	case <-t.done:
+		return false
+	default:
+	}
 	select {
 	case <-t.mailbox.wake:
 		t.mailbox.runAll()
+	default:
+	}
+	select {
 	case <-t.timers.C():
 		t.timers.fire()
-	case <-t.done:
-		return false
 	default:
 	}
 	return true

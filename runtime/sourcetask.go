@@ -52,6 +52,16 @@ type sourceInstance[T any] struct {
 	watermarkAt *Gauge
 	known       []bool
 	closed      bool
+	unpublished int64 // records read, not yet added to recordsOut
+}
+
+// publish adds the records read since the last call to the shared counter
+// (no atomic operation per record).
+func (x *sourceInstance[T]) publish() {
+	if x.unpublished > 0 {
+		x.recordsOut.Add(x.unpublished)
+		x.unpublished = 0
+	}
 }
 
 func (x *sourceInstance[T]) name() string      { return x.ctx.Name }
@@ -86,7 +96,7 @@ func (x *sourceInstance[T]) Collect(split int, v T, ts int64) {
 	}
 	// The record goes out before any watermark it causes (a punctuated
 	// generator may emit one from OnEvent), or it would be late.
-	x.recordsOut.Inc()
+	x.unpublished++
 	x.out.Collect(Record[T]{Value: v, Timestamp: ts})
 	x.splits.OnEvent(split, v, ts)
 }
