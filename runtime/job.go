@@ -318,6 +318,12 @@ func (b *builder) build() ([]*task, error) {
 			for i, j := 0, len(t.chain)-1; i < j; i, j = i+1, j-1 {
 				t.chain[i], t.chain[j] = t.chain[j], t.chain[i]
 			}
+			t.current = -1
+			for i, inst := range t.chain {
+				if p, ok := inst.(interface{ setPos(int) }); ok {
+					p.setPos(i)
+				}
+			}
 			var gates []any
 			for _, perInput := range b.gates[n] {
 				gates = append(gates, perInput[s])
@@ -413,8 +419,9 @@ type task struct {
 	mailbox     Mailbox
 	timers      procTimers
 	align       aligner
-	// current names the operator being called, for panic reports.
-	current string
+	// current is the chain index of the operator being called (-1: none),
+	// for panic reports.
+	current int
 	done    <-chan struct{}
 	err     error
 	// onBackpressure, if set, is told when an output blocks the task
@@ -453,8 +460,8 @@ func (t *task) run(ctx context.Context) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			name := t.node.name
-			if t.current != "" {
-				name = t.current
+			if t.current >= 0 && t.current < len(t.chain) {
+				name = t.chain[t.current].name()
 			}
 			err = fmt.Errorf("operator %q (subtask %d of %d) panicked: %v\n%s", name, t.subtask, t.parallelism, r, debug.Stack())
 		}

@@ -36,7 +36,10 @@ type oneInputInstance[IN, OUT any] struct {
 	// yet added to recordsIn.
 	unpublished int64
 	ended       bool
+	pos         int // index in the task's chain, for panic reports
 }
+
+func (x *oneInputInstance[IN, OUT]) setPos(i int) { x.pos = i }
 
 func (x *oneInputInstance[IN, OUT]) name() string      { return x.ctx.Name }
 func (x *oneInputInstance[IN, OUT]) context() *Context { return x.ctx }
@@ -55,7 +58,7 @@ func (x *oneInputInstance[IN, OUT]) endInput() error {
 func (x *oneInputInstance[IN, OUT]) Collect(r Record[IN]) {
 	t := x.ctx.task
 	prev := t.current
-	t.current = x.ctx.Name
+	t.current = x.pos
 	x.unpublished++
 	if err := x.op.ProcessRecord(r); err != nil {
 		t.fail(x.ctx.Name, err)
@@ -214,12 +217,12 @@ func (s *inputState[T]) handle(b batch[T]) {
 func (x *oneInputInstance[IN, OUT]) collectAll(recs []Record[IN]) {
 	op, t := x.op, x.ctx.task
 	for i := range recs {
-		t.current = x.ctx.Name
+		t.current = x.pos
 		if err := op.ProcessRecord(recs[i]); err != nil {
 			t.fail(x.ctx.Name, err)
 			return
 		}
 	}
-	t.current = ""
+	t.current = -1
 	x.recordsIn.Add(int64(len(recs)))
 }
