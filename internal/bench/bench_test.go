@@ -1,6 +1,9 @@
 package bench
 
-import "testing"
+import (
+	"testing"
+	"time"
+)
 
 func TestScenariosAgreeWithLoops(t *testing.T) {
 	if _, err := Chain(100_000); err != nil {
@@ -61,4 +64,14 @@ func BenchmarkWindowSum10kKeys(b *testing.B) {
 	}
 	b.ReportMetric(r.EnginePerSec, "records/s")
 	b.ReportMetric(r.Ratio, "x-loop")
+}
+
+func BenchmarkCheckpointCost(b *testing.B) {
+	r, err := CheckpointThroughput(max(int64(b.N), 6_000_000), 10_000, time.Second)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(r.EnginePerSec, "records/s-with")
+	b.ReportMetric(r.LoopPerSec, "records/s-without")
+	b.ReportMetric(r.Ratio, "x-cost")
 }
