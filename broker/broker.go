@@ -1,0 +1,257 @@
+// Package broker runs weir's embedded Kafka-protocol broker: franz-go's
+// kfake, listening on loopback TCP, in memory or persistent in a data
+// directory. Tests, the demo and `weir broker` use it; clients (weir's Kafka
+// connector, kcat, any Kafka client) talk to it over the Kafka protocol and
+// cannot tell it from a real cluster except by its limits.
+//
+// # Guarantees
+//
+//	B1. Start returns only once every broker listens: Addr can be dialled at
+//	    once.
+//	B2. With Options.DataDir set, topics, records, committed offsets and
+//	    transactions survive Close and a restart on the same directory (and,
+//	    up to the last unsynced writes unless SyncWrites, a kill -9). Without
+//	    it everything lives in memory and is gone after Close.
+//	B3. Close is idempotent and safe to call concurrently with clients:
+//	    their requests then fail with connection errors.
+//	B4. Topics in Options.Topics exist before Start returns (on a restart
+//	    from a data directory, topics already there are kept as they are).
+//
+// # Limits (kfake's)
+//
+// No replication, no quotas, one request-handling goroutine per cluster,
+// LogAppendTime is not applied, topic auto-creation is off unless
+// AutoCreateTopics. Compaction runs on Cluster().Compact() or when a topic
+// sets log.cleaner.backoff.ms. Close consumer-group clients before the
+// broker, or each of their closes waits for a time-out (about 5 s).
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+)
+
+// Options configure Start. The zero value runs one in-memory broker on a
+// random loopback port.
+type Options struct {
+	// Addr is host:port for the first broker to listen on. Empty means
+	// 127.0.0.1 with a random port; port 0 means a random port. Other
+	// brokers (Brokers > 1) listen on random ports of the same host.
+	Addr string
+	// DataDir, when set, persists the cluster there (created if needed)
+	// and reloads it on Start. Empty means in memory.
+	DataDir string
+	// SyncWrites fsyncs every produced batch (slower; survives power
+	// loss). Without it writes reach the OS page cache, as with Kafka's
+	// default flush policy.
+	SyncWrites bool
+	// Brokers is the number of brokers. 0 means 1. Partitions get
+	// leaders spread over the brokers.
+	Brokers int
+	// Topics are created at start if missing: name -> partitions (0 or
+	// less: DefaultPartitions).
+	Topics map[string]int32
+	// DefaultPartitions is the partition count of auto-created topics and
+	// of Topics entries without one. 0 means 1.
+	DefaultPartitions int
+	// AutoCreateTopics lets producers and metadata requests create topics.
+	AutoCreateTopics bool
+	// Configs are broker-level configs (log.retention.ms,
+	// message.max.bytes, transaction.max.timeout.ms, ...).
+	Configs map[string]string
+	// Logger receives the broker's logs at LogLevel. nil means no logs.
+	Logger *slog.Logger
+	// LogLevel filters what reaches Logger. The zero value is
+	// slog.LevelInfo.
+	LogLevel slog.Level
+	// ClusterID names the cluster in metadata. Empty means "weir".
+	ClusterID string
+}
+
+// Broker is a running embedded cluster.
+type Broker struct {
+	c     *kfake.Cluster
+	addrs []string
+	once  sync.Once
+}
+
+// Start starts the cluster described by opts (B1, B4).
+func Start(opts Options) (*Broker, error) {
+	n := opts.Brokers
+	if n <= 0 {
+		n = 1
+	}
+	host, port := "127.0.0.1", 0
+	if opts.Addr != "" {
+		h, p, err := net.SplitHostPort(opts.Addr)
+		if err != nil {
+			return nil, fmt.Errorf("broker: address %q: want host:port, such as 127.0.0.1:9092: %w", opts.Addr, err)
+		}
+		if h != "" {
+			host = h
+		}
+		if p != "" {
+			if port, err = strconv.Atoi(p); err != nil || port < 0 || port > 65535 {
+				return nil, fmt.Errorf("broker: address %q: port %q is not a number in 0..65535", opts.Addr, p)
+			}
+		}
+	}
+	ports := make([]int, n)
+	ports[0] = port
+	parts := opts.DefaultPartitions
+	if parts <= 0 {
+		parts = 1
+	}
+	id := opts.ClusterID
+	if id == "" {
+		id = "weir"
+	}
+	kopts := []kfake.Opt{
+		kfake.Ports(ports...),
+		kfake.ClusterID(id),
+		kfake.DefaultNumPartitions(parts),
+		kfake.ListenFn(func(network, address string) (net.Listener, error) {
+			// kfake always asks for 127.0.0.1:port; listen on the host
+			// the user chose instead.
+			_, p, err := net.SplitHostPort(address)
+			if err != nil {
+				return nil, err
+			}
+			return net.Listen(network, net.JoinHostPort(host, p))
+		}),
+	}
+	if opts.DataDir != "" {
+		if err := os.MkdirAll(opts.DataDir, 0o755); err != nil {
+			return nil, fmt.Errorf("broker: data directory: %w", err)
+		}
+		kopts = append(kopts, kfake.DataDir(opts.DataDir))
+	}
+	if opts.SyncWrites {
+		kopts = append(kopts, kfake.SyncWrites())
+	}
+	if opts.AutoCreateTopics {
+		kopts = append(kopts, kfake.AllowAutoTopicCreation())
+	}
+	if len(opts.Configs) > 0 {
+		kopts = append(kopts, kfake.BrokerConfigs(opts.Configs))
+	}
+	if opts.Logger != nil {
+		kopts = append(kopts, kfake.WithLogger(slogLogger{l: opts.Logger, min: opts.LogLevel}))
+	}
+	c, err := kfake.NewCluster(kopts...)
+	if err != nil {
+		if isAddrInUse(err) {
+			return nil, fmt.Errorf("broker: cannot listen on %s: the port is taken (another broker running?); choose another with --addr or stop the other process: %w", net.JoinHostPort(host, strconv.Itoa(port)), err)
+		}
+		if opts.DataDir != "" {
+			return nil, fmt.Errorf("broker: start with data directory %s (if it holds another cluster's data or is damaged, use an empty directory): %w", opts.DataDir, err)
+		}
+		return nil, fmt.Errorf("broker: start: %w", err)
+	}
+	b := &Broker{c: c, addrs: c.ListenAddrs()}
+	// Create the requested topics that do not exist yet (a restart from a
+	// data directory keeps existing ones as they are).
+	names := make([]string, 0, len(opts.Topics))
+	for t := range opts.Topics {
+		names = append(names, t)
+	}
+	sort.Strings(names)
+	for _, t := range names {
+		if c.TopicInfo(t) != nil {
+			continue
+		}
+		p := opts.Topics[t]
+		if p <= 0 {
+			p = int32(parts)
+		}
+		if err := c.CreateTopic(t, p, nil); err != nil {
+			b.Close()
+			return nil, fmt.Errorf("broker: create topic %q: %w", t, err)
+		}
+	}
+	return b, nil
+}
+
+func isAddrInUse(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && strings.Contains(op.Err.Error(), "address already in use")
+}
+
+// Addr returns the bootstrap address: every broker's host:port, separated
+// by commas (the form Kafka clients accept as bootstrap servers).
+func (b *Broker) Addr() string { return strings.Join(b.addrs, ",") }
+
+// Addrs returns every broker's host:port.
+func (b *Broker) Addrs() []string { return append([]string(nil), b.addrs...) }
+
+// Cluster returns the underlying kfake cluster, for tests that compact
+// topics, apply retention, move leaders or inject faults. Code that should
+// also run against a real cluster must not use it.
+func (b *Broker) Cluster() *kfake.Cluster { return b.c }
+
+// CreateTopic creates a topic with the given partitions and topic configs
+// (cleanup.policy, retention.ms, ...). It fails if the topic exists.
+func (b *Broker) CreateTopic(name string, partitions int32, configs map[string]string) error {
+	if err := b.c.CreateTopic(name, partitions, configs); err != nil {
+		return fmt.Errorf("broker: create topic %q: %w", name, err)
+	}
+	return nil
+}
+
+// Close stops the cluster (B3). With a data directory everything is
+// flushed first.
+func (b *Broker) Close() error {
+	b.once.Do(b.c.Close)
+	return nil
+}
+
+// Run starts a broker with opts and serves until ctx is done, then closes
+// it. ready, if not nil, is called with the broker once it listens.
+func Run(ctx context.Context, opts Options, ready func(*Broker)) error {
+	b, err := Start(opts)
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	if ready != nil {
+		ready(b)
+	}
+	<-ctx.Done()
+	return nil
+}
+
+// slogLogger adapts slog to kfake's Logger.
+type slogLogger struct {
+	l   *slog.Logger
+	min slog.Level
+}
+
+func (s slogLogger) Logf(level kfake.LogLevel, msg string, args ...any) {
+	var lv slog.Level
+	switch level {
+	case kfake.LogLevelError:
+		lv = slog.LevelError
+	case kfake.LogLevelWarn:
+		lv = slog.LevelWarn
+	case kfake.LogLevelInfo:
+		lv = slog.LevelInfo
+	case kfake.LogLevelDebug:
+		lv = slog.LevelDebug
+	default:
+		return
+	}
+	if lv < s.min {
+		return
+	}
+	s.l.Log(context.Background(), lv, fmt.Sprintf(msg, args...), "component", "broker")
+}
