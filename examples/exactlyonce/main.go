@@ -26,7 +26,9 @@ import (
 
 var errCrash = errors.New("simulated crash")
 
-type counter struct{ n *state.ValueState[int64, int64] }
+type counter struct {
+	n *state.ValueState[int64, int64]
+}
 
 func (c *counter) Open(ctx *weir.KeyedContext[int64, string]) error {
 	var err error
