@@ -96,7 +96,10 @@ type coordinator struct {
 	requests chan *cpRequest
 	finished chan *task
 	declines chan int64
-	nextID   int64
+	// sourcesDone receives source tasks whose input has ended and that
+	// wait for the final checkpoint.
+	sourcesDone chan *task
+	nextID      int64
 	// mu guards whether the coordinator still accepts requests.
 	mu struct {
 		sync.Mutex
@@ -107,12 +110,16 @@ type coordinator struct {
 	lastSize  *Gauge
 	lastMs    *Gauge
 	lastSync  *Gauge
+	// lastCompleted is the id of the newest completed checkpoint (owned by
+	// the coordinator goroutine).
+	lastCompleted int64
 }
 
 func newCoordinator(b *builder, firstID int64) *coordinator {
 	c := &coordinator{b: b, cfg: b.cfg.Checkpoint, nextID: firstID,
 		acks: make(chan ack, 64), requests: make(chan *cpRequest),
-		finished: make(chan *task, 64), declines: make(chan int64, 64)}
+		finished: make(chan *task, 64), declines: make(chan int64, 64),
+		sourcesDone: make(chan *task, 64)}
 	if c.cfg.Timeout <= 0 {
 		c.cfg.Timeout = 10 * time.Minute
 	}
@@ -188,6 +195,18 @@ func (c *coordinator) run(ctx context.Context) {
 	var lastEnd time.Time
 	var timeout <-chan time.Time
 	anyFinished := false
+	// The final checkpoint: once every source's input has ended, one
+	// more checkpoint covers everything, and only when it completes do the
+	// sources end their output (so two-phase-commit sinks commit nothing
+	// that a restart would replay).
+	done := map[*task]bool{}
+	var finalID int64
+	finalTries := 0
+	releaseSources := func() {
+		for t := range done {
+			t.mailbox.Post(func() { t.finalCheckpointDone = true })
+		}
+	}
 	fail := func(err error) {
 		if p == nil {
 			return
@@ -253,6 +272,8 @@ func (c *coordinator) run(ctx context.Context) {
 			if p != nil && p.waiting[t] {
 				fail(fmt.Errorf("%w: task %q finished before acknowledging checkpoint %d", ErrCheckpointAborted, t.node.name, p.id))
 			}
+		case t := <-c.sourcesDone:
+			done[t] = true
 		case id := <-c.declines:
 			if p != nil && p.id == id {
 				fail(fmt.Errorf("%w: checkpoint %d was overtaken", ErrCheckpointAborted, id))
@@ -287,6 +308,25 @@ func (c *coordinator) run(ctx context.Context) {
 			req := queued[0]
 			queued = queued[1:]
 			start(req)
+		}
+		if len(done) == len(c.sources) && len(done) > 0 && finalID >= 0 {
+			switch {
+			case finalID > 0 && c.lastCompleted >= finalID:
+				releaseSources()
+				finalID = -1
+			case p == nil && finalTries < 3:
+				finalTries++
+				start(nil)
+				if p != nil {
+					finalID = p.id
+				}
+			case p == nil:
+				// The final checkpoint keeps failing: end anyway (sinks then
+				// commit at end of input).
+				c.b.cfg.Logger.Warn("final checkpoint failed; ending without it", "tries", finalTries)
+				releaseSources()
+				finalID = -1
+			}
 		}
 	}
 }
@@ -330,6 +370,7 @@ func (c *coordinator) persist(p *pendingCP) {
 		}
 	}
 	c.completed.Inc()
+	c.lastCompleted = p.id
 	c.lastSize.Set(snap.Size())
 	c.lastMs.Set(time.Since(p.started).Milliseconds())
 	c.lastSync.Set(p.maxSync.Microseconds())
@@ -413,4 +454,33 @@ func (t *task) abortCheckpoint(id int64) {
 			}
 		}
 	}
+}
+
+// finalCheckpoints reports whether the job takes a final checkpoint at the
+// end of bounded input: when it checkpoints periodically.
+func (c *coordinator) finalCheckpoints() bool {
+	return c != nil && c.cfg.Interval > 0 && c.cfg.Dir != ""
+}
+
+// awaitFinalCheckpoint is called by a source task whose input has ended.
+// With periodic checkpoints it waits, serving its mailbox (checkpoint
+// triggers included), until the coordinator reports the final checkpoint
+// done; the task then ends its output.
+func (t *task) awaitFinalCheckpoint() error {
+	c := t.job.coord
+	if !c.finalCheckpoints() {
+		return nil
+	}
+	select {
+	case c.sourcesDone <- t:
+	case <-t.done:
+		return errCancelled
+	}
+	for !t.finalCheckpointDone {
+		t.flushAll()
+		if err := t.yield(); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -419,6 +419,9 @@ type task struct {
 	mailbox     Mailbox
 	timers      procTimers
 	align       aligner
+	// finalCheckpointDone is set (by a mailbox letter) when the final
+	// checkpoint of a bounded job has completed.
+	finalCheckpointDone bool
 	// current is the chain index of the operator being called (-1: none),
 	// for panic reports.
 	current int

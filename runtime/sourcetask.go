@@ -206,7 +206,10 @@ func (x *sourceInstance[T]) run(t *task) error {
 				x.out.EmitIdle(false)
 			}
 			combined[T]{x}.EmitWatermark(watermark.Max)
-			return t.err
+			if t.err != nil {
+				return t.err
+			}
+			return t.awaitFinalCheckpoint()
 		default:
 			return errors.New("runtime: reader returned an unknown PollStatus")
 		}
