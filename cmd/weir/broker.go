@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/weirproject/weir/broker"
+	"github.com/weirproject/weir/ordering/experiment"
 )
 
 // brokerCmd is `weir broker`: the embedded Kafka-protocol broker as a
@@ -86,3 +88,80 @@ everything is in memory.
 	f.StringVar(&logLevel, "log-level", "none", "broker log level: none, debug, info, warn, error")
 	return c
 }
+
+// experimentCmd is `weir experiment`, the reproducible experiments of the
+// seeds; `weir experiment ordering` is seed 003's.
+func experimentCmd() *cobra.Command {
+	c := &cobra.Command{
+		Use:   "experiment",
+		Short: "Run the experiments of the design seeds",
+	}
+	c.AddCommand(orderingExperimentCmd())
+	return c
+}
+
+func orderingExperimentCmd() *cobra.Command {
+	cfg := experiment.Defaults
+	var policies []string
+	var asJSON, verbose bool
+	c := &cobra.Command{
+		Use:   "ordering",
+		Short: "Seed 003: sort many Kafka topics by event time under three idleness policies",
+		Long: `Produce days of history into an embedded broker (13 topics x 3 partitions by default,
+uneven rates per partition), read it with one job whose partition readers start at
+staggered times, sort every item's events by event time, then go on with live traffic.
+The same data runs under three idleness policies: two-tier time-outs, one time-out,
+and catch-up by Kafka end offsets. For each it reports records out of order and the
+release latency of live records (one JSON object per policy with --json).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg.Policies = policies
+			if verbose {
+				cfg.Logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			out := cmd.OutOrStdout()
+			if !asJSON {
+				fmt.Fprintf(out, "%-12s %9s %11s %9s %12s %9s %9s %9s %14s\n", "policy", "records", "outOfOrder", "fraction",
+					"violations", "p50 ms", "p99 ms", "mean ms", "history ev/s")
+			}
+			_, err := experiment.Run(ctx, cfg, writerFunc(func(b []byte) (int, error) {
+				if asJSON {
+					return out.Write(b)
+				}
+				var r experiment.Result
+				if err := json.Unmarshal(b, &r); err != nil {
+					return 0, err
+				}
+				fmt.Fprintf(out, "%-12s %9d %11d %9.4f %12d %9.1f %9.1f %9.1f %14.0f\n", r.Policy, r.Records, r.OutOfOrder,
+					r.OutOfOrderFraction, r.OrderViolations, r.ReleaseLatencyMs.P50, r.ReleaseLatencyMs.P99,
+					r.ReleaseLatencyMs.Mean, r.HistoryEventsPerSec)
+				return len(b), nil
+			}))
+			return err
+		},
+	}
+	f := c.Flags()
+	f.BoolVar(&asJSON, "json", false, "print one JSON object per policy")
+	f.BoolVarP(&verbose, "verbose", "v", false, "log progress to stderr")
+	f.IntVar(&cfg.Topics, "topics", cfg.Topics, "topics")
+	f.IntVar(&cfg.Partitions, "partitions", cfg.Partitions, "partitions per topic")
+	f.IntVar(&cfg.Items, "items", cfg.Items, "distinct items (sort keys)")
+	f.IntVar(&cfg.HistoryRecords, "history-records", cfg.HistoryRecords, "history records over all partitions")
+	f.DurationVar(&cfg.HistorySpan, "history-span", cfg.HistorySpan, "event-time span of the history")
+	f.DurationVar(&cfg.Stagger, "stagger", cfg.Stagger, "largest start delay of a partition reader")
+	f.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "idleness time-out of the time-out policies")
+	f.DurationVar(&cfg.Lag, "lag", cfg.Lag, "the clock stream's lag behind processing time")
+	f.DurationVar(&cfg.Tick, "tick", cfg.Tick, "the clock stream's tick")
+	f.DurationVar(&cfg.Live, "live", cfg.Live, "how long live records are produced")
+	f.IntVar(&cfg.LiveRate, "live-rate", cfg.LiveRate, "live records per second")
+	f.IntVar(&cfg.SortParallelism, "parallelism", cfg.SortParallelism, "parallelism of the sort")
+	f.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the generated history and start delays")
+	f.StringSliceVar(&policies, "policy", nil, "policies to run (default: two-tier, timeout, end-offsets)")
+	return c
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(b []byte) (int, error) { return f(b) }

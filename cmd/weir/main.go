@@ -18,7 +18,7 @@ func main() {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(keysCmd(), demoCmd(), benchCmd(), savepointCmd(), brokerCmd())
+	root.AddCommand(keysCmd(), demoCmd(), benchCmd(), savepointCmd(), brokerCmd(), experimentCmd())
 	if err := root.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "weir:", err)
 		os.Exit(1)

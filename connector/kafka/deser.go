@@ -1,0 +1,71 @@
+package kafka
+
+import (
+	"encoding/json"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Deserializer turns a Kafka record into a value. An error makes the record
+// a dead letter (with its topic, partition, offset and the error as reason);
+// it does not fail the job. Deserialize is called on the source subtask's
+// goroutine, one record at a time. The record's Key, Value and header
+// values are not copied by the source and are not reused afterwards, so a
+// deserializer may keep them.
+type Deserializer[T any] interface {
+	Deserialize(r *kgo.Record) (T, error)
+}
+
+// DeserializerFunc adapts a function to Deserializer.
+type DeserializerFunc[T any] func(r *kgo.Record) (T, error)
+
+// Deserialize calls f.
+func (f DeserializerFunc[T]) Deserialize(r *kgo.Record) (T, error) { return f(r) }
+
+// Bytes deserializes the record value as it is (not copied).
+func Bytes() Deserializer[[]byte] {
+	return DeserializerFunc[[]byte](func(r *kgo.Record) ([]byte, error) { return r.Value, nil })
+}
+
+// String deserializes the record value as a string.
+func String() Deserializer[string] {
+	return DeserializerFunc[string](func(r *kgo.Record) (string, error) { return string(r.Value), nil })
+}
+
+// JSON decodes the record value as JSON into a T with encoding/json.
+// Values that are not valid JSON for T become dead letters.
+func JSON[T any]() Deserializer[T] {
+	return DeserializerFunc[T](func(r *kgo.Record) (T, error) {
+		var v T
+		err := json.Unmarshal(r.Value, &v)
+		return v, err
+	})
+}
+
+// Message is a Kafka record with its coordinates, as delivered by
+// WithMetadata: the value decoded, the rest as Kafka has it.
+type Message[T any] struct {
+	Topic     string
+	Partition int32
+	Offset    int64
+	// Timestamp is the record's Kafka timestamp in Unix milliseconds.
+	Timestamp int64
+	Key       []byte
+	Headers   []kgo.RecordHeader
+	Value     T
+}
+
+// WithMetadata wraps d so that each value comes with its topic, partition,
+// offset, timestamp, key and headers. Operators that need a replayable
+// order across partitions (ties broken by partition and offset, as package
+// ordering does) read them from here.
+func WithMetadata[T any](d Deserializer[T]) Deserializer[Message[T]] {
+	return DeserializerFunc[Message[T]](func(r *kgo.Record) (Message[T], error) {
+		v, err := d.Deserialize(r)
+		if err != nil {
+			return Message[T]{}, err
+		}
+		return Message[T]{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset,
+			Timestamp: r.Timestamp.UnixMilli(), Key: r.Key, Headers: r.Headers, Value: v}, nil
+	})
+}

@@ -1,0 +1,433 @@
+package kafka
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/weirproject/weir/checkpoint"
+	"github.com/weirproject/weir/runtime"
+)
+
+// split is one assigned partition as the reader (on the subtask goroutine)
+// sees it.
+type split struct {
+	id        int
+	topic     string
+	topicID   [16]byte
+	partition int32
+	// initial is the restored offset (>= 0), offsetUnresolved (use
+	// Options.Start) or offsetEarliest.
+	initial int64
+	// pos is the next offset to emit (-1 until the start is resolved);
+	// end the end-offset snapshot (-1 until taken).
+	pos, end int64
+	caughtUp bool
+	// idled: the split was marked idle because its topic caught up;
+	// idle: that marking is still in force (LiveRejoin clears it at the
+	// split's first live record).
+	idled, idle bool
+	track       *partTrack
+}
+
+// fetchMsg is what the reader's goroutines hand to Poll, in order per
+// partition.
+type fetchMsg struct {
+	// init carries the resolved start offsets and end-offset snapshots.
+	init []splitInit
+	// split, records and next: a fetched batch of one partition; next is
+	// the consumer position after it (past control records and gaps).
+	split   int
+	records []*kgo.Record
+	next    int64
+	// reset: the position jumped to next because the broker did not have
+	// the offset asked for.
+	reset bool
+	from  int64
+	// discovered announces a partition found after the start (K13),
+	// before any batch of it.
+	discovered *discovered
+}
+
+type discovered struct {
+	split     int
+	topic     string
+	topicID   [16]byte
+	partition int32
+}
+
+type splitInit struct {
+	split      int
+	start, end int64
+}
+
+// reader reads the splits of one source subtask. Poll, Ready, the
+// snapshot methods and the checkpoint listener run on the subtask
+// goroutine; the fetch goroutines talk to it through msgs and ready.
+type reader[T any] struct {
+	src   *Source[T]
+	opts  Options
+	deser Deserializer[T]
+	ctx   runtime.SourceContext
+	log   *slog.Logger
+	run   *run
+
+	splits  []*split
+	started bool
+	msgs    chan fetchMsg
+	ready   chan struct{}
+	cur     fetchMsg
+	hasCur  bool
+	curIdx  int
+
+	idleDirty atomic.Bool
+
+	cl     *kgo.Client
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	errMu sync.Mutex
+	err   error
+
+	pending  []pendingCommit
+	commitCh chan kadm.Offsets
+}
+
+type pendingCommit struct {
+	id      int64
+	offsets kadm.Offsets
+}
+
+func newReader[T any](s *Source[T], ctx runtime.SourceContext, r *run) *reader[T] {
+	log := ctx.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	return &reader[T]{src: s, opts: s.opts, deser: s.deser, ctx: ctx, log: log, run: r,
+		msgs: make(chan fetchMsg, s.opts.BufferedFetches), ready: make(chan struct{}, 1)}
+}
+
+// topicCaughtUp implements waker; any goroutine may call it.
+func (r *reader[T]) topicCaughtUp() {
+	r.idleDirty.Store(true)
+	r.wake()
+}
+
+func (r *reader[T]) wake() {
+	select {
+	case r.ready <- struct{}{}:
+	default:
+	}
+}
+
+func (r *reader[T]) fail(err error) {
+	r.errMu.Lock()
+	if r.err == nil {
+		r.err = err
+	}
+	r.errMu.Unlock()
+	r.wake()
+}
+
+func (r *reader[T]) failure() error {
+	r.errMu.Lock()
+	defer r.errMu.Unlock()
+	return r.err
+}
+
+// start announces the splits and starts the fetch goroutines: on the first
+// Poll, so that a job that fails while being built leaves nothing running.
+func (r *reader[T]) start(out runtime.SourceOutput[T]) error {
+	r.started = true
+	for _, s := range r.splits {
+		out.AddSplit(s.id)
+	}
+	if len(r.splits) == 0 && r.opts.DiscoveryInterval <= 0 {
+		return nil // nothing to read, ever
+	}
+	cl, err := r.src.newClient()
+	if err != nil {
+		return err
+	}
+	r.cl = cl
+	ctx, cancel := context.WithCancel(context.Background())
+	r.cancel = cancel
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		if err := r.fetchMain(ctx); err != nil && ctx.Err() == nil {
+			r.fail(err)
+		}
+	}()
+	if r.opts.Group != "" {
+		r.commitCh = make(chan kadm.Offsets, 1)
+		r.wg.Add(1)
+		go func() {
+			defer r.wg.Done()
+			r.commitLoop(ctx)
+		}()
+	}
+	return nil
+}
+
+// Poll implements runtime.Reader: it emits what the fetchers have handed
+// over, at most RecordsPerPoll records, and never blocks.
+func (r *reader[T]) Poll(out runtime.SourceOutput[T]) (runtime.PollStatus, error) {
+	if !r.started {
+		if err := r.start(out); err != nil {
+			return runtime.Wait, err
+		}
+	}
+	if err := r.failure(); err != nil {
+		return runtime.Wait, err
+	}
+	if r.idleDirty.Swap(false) {
+		r.applyTopicIdle(out)
+	}
+	n := 0
+	for n < r.opts.RecordsPerPoll {
+		if !r.hasCur {
+			select {
+			case m := <-r.msgs:
+				r.cur, r.hasCur, r.curIdx = m, true, 0
+			default:
+			}
+			if !r.hasCur {
+				break
+			}
+		}
+		m := &r.cur
+		if m.init != nil {
+			r.applyInit(m.init)
+			r.hasCur, r.cur = false, fetchMsg{}
+			continue
+		}
+		if m.discovered != nil {
+			r.addDiscovered(m.discovered, out)
+			r.hasCur, r.cur = false, fetchMsg{}
+			continue
+		}
+		s := r.splits[m.split]
+		for r.curIdx < len(m.records) && n < r.opts.RecordsPerPoll {
+			rec := m.records[r.curIdx]
+			r.curIdx++
+			n++
+			r.emit(s, rec, out)
+		}
+		if r.curIdx < len(m.records) {
+			break
+		}
+		if m.reset {
+			s.track.resets.Add(1)
+			r.log.Warn("kafka partition position reset: the broker no longer has (or never had) the offset asked for",
+				"topic", s.topic, "partition", s.partition, "from", m.from, "to", m.next)
+			s.pos = m.next
+		} else if m.next > s.pos {
+			s.pos = m.next
+		}
+		s.track.position.Store(s.pos)
+		r.checkCaughtUp(s)
+		r.hasCur, r.cur = false, fetchMsg{}
+	}
+	if r.idleDirty.Swap(false) {
+		r.applyTopicIdle(out)
+	}
+	if r.hasCur || len(r.msgs) > 0 {
+		return runtime.More, nil
+	}
+	return runtime.Wait, nil
+}
+
+func (r *reader[T]) emit(s *split, rec *kgo.Record, out runtime.SourceOutput[T]) {
+	s.pos = rec.Offset + 1
+	v, err := r.deser.Deserialize(rec)
+	if err != nil {
+		out.DeadLetter(runtime.DeadLetter{Split: int(rec.Partition), Position: rec.Offset, Raw: rec.Value,
+			Reason: fmt.Sprintf("kafka topic %s partition %d offset %d does not deserialize: %v", rec.Topic, rec.Partition, rec.Offset, err)})
+		return
+	}
+	if s.idle && r.opts.Live == LiveRejoin {
+		// The first live record of a caught-up split: its own
+		// watermarks drive it from now on.
+		s.idle = false
+		out.SetSplitIdle(s.id, false)
+	}
+	out.Collect(s.id, v, rec.Timestamp.UnixMilli())
+}
+
+func (r *reader[T]) applyInit(inits []splitInit) {
+	for _, in := range inits {
+		s := r.splits[in.split]
+		s.pos, s.end = in.start, in.end
+		s.track.start.Store(in.start)
+		s.track.end.Store(in.end)
+		s.track.position.Store(in.start)
+		r.checkCaughtUp(s)
+	}
+}
+
+// addDiscovered adds a partition found after the start: live from birth
+// (K13). It takes no part in its topic's catch-up, and under
+// CatchUpEndOffsets it starts idle, as caught-up splits are.
+func (r *reader[T]) addDiscovered(d *discovered, out runtime.SourceOutput[T]) {
+	s := &split{id: d.split, topic: d.topic, topicID: d.topicID, partition: d.partition, initial: 0, pos: 0, end: -1, caughtUp: true}
+	if s.id != len(r.splits) {
+		r.fail(fmt.Errorf("kafka: internal error: discovered split %d, expected %d", s.id, len(r.splits)))
+		return
+	}
+	s.track = r.run.tracker.registerBorn(d.topic, d.partition, r.ctx.Subtask)
+	r.splits = append(r.splits, s)
+	out.AddSplit(s.id)
+	r.log.Info("kafka partition discovered after the start: read from its beginning, live from birth",
+		"topic", d.topic, "partition", d.partition)
+	if r.opts.CatchUp == CatchUpEndOffsets {
+		s.idled, s.idle = true, true
+		out.SetSplitIdle(s.id, true)
+	}
+}
+
+// checkCaughtUp applies the end-offset rule (K5): the consumer position,
+// not the last record's offset, against the snapshot. It is tracked (and
+// reported by Status) under every policy; only CatchUpEndOffsets acts on it.
+func (r *reader[T]) checkCaughtUp(s *split) {
+	if s.caughtUp || s.end < 0 || s.pos < s.end {
+		return
+	}
+	s.caughtUp = true
+	r.run.tracker.markCaughtUp(s.track, r.log)
+}
+
+// applyTopicIdle marks idle, once, the splits of topics that have caught
+// up (K6).
+func (r *reader[T]) applyTopicIdle(out runtime.SourceOutput[T]) {
+	if r.opts.CatchUp != CatchUpEndOffsets {
+		return
+	}
+	for _, s := range r.splits {
+		if !s.idled && s.track.topic.caughtUp.Load() {
+			s.idled, s.idle = true, true
+			out.SetSplitIdle(s.id, true)
+		}
+	}
+}
+
+// Ready implements runtime.Reader.
+func (r *reader[T]) Ready() <-chan struct{} { return r.ready }
+
+// Close implements runtime.Reader: it stops the fetchers and the client.
+func (r *reader[T]) Close() error {
+	if r.cancel != nil {
+		r.cancel()
+	}
+	r.wg.Wait()
+	if r.cl != nil {
+		r.cl.Close()
+		r.cl = nil
+	}
+	return nil
+}
+
+// states returns every split's position.
+func (r *reader[T]) states() ([][]byte, kadm.Offsets, error) {
+	items := make([][]byte, 0, len(r.splits))
+	var offs kadm.Offsets
+	for _, s := range r.splits {
+		off := s.pos
+		if off < 0 {
+			off = s.initial
+		}
+		b, err := json.Marshal(splitState{Topic: s.topic, Partition: s.partition, Offset: off})
+		if err != nil {
+			return nil, nil, err
+		}
+		items = append(items, b)
+		if off >= 0 && r.opts.Group != "" {
+			offs.AddOffset(s.topic, s.partition, off, -1)
+		}
+	}
+	return items, offs, nil
+}
+
+// SnapshotState implements runtime.Snapshotter: every split's position in
+// a union list, so that a restore at any parallelism finds all of them.
+func (r *reader[T]) SnapshotState(w *runtime.SnapshotWriter) error {
+	items, offs, err := r.states()
+	if err != nil {
+		return err
+	}
+	w.List(unionList, checkpoint.Union, items)
+	if r.opts.Group != "" {
+		r.pending = append(r.pending, pendingCommit{id: w.CheckpointID(), offsets: offs})
+	}
+	return nil
+}
+
+// SnapshotSplits implements runtime.SplitSnapshotter.
+func (r *reader[T]) SnapshotSplits(int64) ([][]byte, error) {
+	items, _, err := r.states()
+	return items, err
+}
+
+// NotifyCheckpointComplete implements runtime.CheckpointListener: the
+// offsets of checkpoint id are committed to Options.Group, from another
+// goroutine (K10).
+func (r *reader[T]) NotifyCheckpointComplete(id int64) error {
+	var latest *pendingCommit
+	n := 0
+	for i := range r.pending {
+		if r.pending[i].id > id {
+			break
+		}
+		latest = &r.pending[i]
+		n = i + 1
+	}
+	if latest == nil || r.commitCh == nil {
+		r.pending = r.pending[n:]
+		return nil
+	}
+	offs := latest.offsets
+	r.pending = r.pending[n:]
+	// Latest wins: replace a commit still waiting.
+	select {
+	case <-r.commitCh:
+	default:
+	}
+	r.commitCh <- offs
+	return nil
+}
+
+// NotifyCheckpointAborted implements runtime.CheckpointListener.
+func (r *reader[T]) NotifyCheckpointAborted(id int64) {
+	for i, p := range r.pending {
+		if p.id == id {
+			r.pending = append(r.pending[:i], r.pending[i+1:]...)
+			return
+		}
+	}
+}
+
+func (r *reader[T]) commitLoop(ctx context.Context) {
+	adm := kadm.NewClient(r.cl)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case offs := <-r.commitCh:
+			cctx, cancel := context.WithTimeout(ctx, r.opts.RequestTimeout)
+			err := adm.CommitAllOffsets(cctx, r.opts.Group, offs)
+			cancel()
+			if err != nil && ctx.Err() == nil {
+				// Commits are for monitoring only; the job restores from
+				// its checkpoints.
+				r.log.Warn("kafka offset commit failed (monitoring only: positions are in the checkpoint)",
+					"group", r.opts.Group, "err", err)
+			}
+		}
+	}
+}

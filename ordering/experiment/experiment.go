@@ -1,0 +1,563 @@
+// Package experiment reproduces the experiment of seed 003: many Kafka
+// topics with days of history at uneven rates, read from the start by one
+// job that sorts every item's events by event time and then goes on with
+// live traffic, under three idleness policies side by side. `weir
+// experiment ordering` runs it; a test runs it small.
+//
+// For each policy the same history (same seed, a fresh embedded broker) is
+// produced, then one job reads every topic (one Kafka source per topic, one
+// source subtask per partition), unions them with a clock stream
+// (ordering.Clock), keys by item and sorts (ordering.Sort). The readers of
+// each partition start after a different delay (the staggered start of
+// connections that the seed describes). Once the history is released, live
+// records stamped with the wall clock are produced for a while.
+//
+// Policies:
+//
+//	end-offsets  catch-up by end offsets (kafka.CatchUpEndOffsets with
+//	             kafka.LiveStayIdle): a topic leaves the minimum when every
+//	             partition has read up to its end offset at start.
+//	timeout      one tier: a partition (split) without records for Timeout
+//	             goes idle (watermark.Strategy.WithIdleness).
+//	two-tier     the partition tier of "timeout", plus a stream tier: a
+//	             topic's stream without records for Timeout/2 is marked
+//	             idle downstream.
+//
+// Measures per policy: records (history + live), outOfOrder (records
+// released with a timestamp below one already released for the same item),
+// orderViolations (the sort's counter: records that arrived behind the
+// watermark), releaseLatencyMs of live records (release wall time minus the
+// record's timestamp, which is its production time), and
+// historyEventsPerSec (history records over the time from job start to the
+// release of the last history record).
+package experiment
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/weirproject/weir"
+	"github.com/weirproject/weir/broker"
+	"github.com/weirproject/weir/connector/kafka"
+	"github.com/weirproject/weir/ordering"
+	"github.com/weirproject/weir/runtime"
+	"github.com/weirproject/weir/watermark"
+)
+
+// Config scales the experiment. Zero fields take the defaults of Defaults.
+type Config struct {
+	Topics, Partitions int
+	// Items is the number of distinct keys (items) events are about.
+	Items int
+	// HistoryRecords is the total of history records over all partitions;
+	// partitions get uneven shares (weights drawn log-uniformly over two
+	// decades).
+	HistoryRecords int
+	// HistorySpan is the event-time span of the history, ending at the
+	// start of the run.
+	HistorySpan time.Duration
+	// Stagger is the largest delay before a partition's reader starts.
+	Stagger time.Duration
+	// Timeout is the idleness time-out of the time-out policies.
+	Timeout time.Duration
+	// Lag and Tick are the clock stream's.
+	Lag, Tick time.Duration
+	// Live is how long live records are produced, LiveRate how many per
+	// second (over all partitions).
+	Live     time.Duration
+	LiveRate int
+	// SortParallelism is the parallelism of the sort.
+	SortParallelism int
+	// Seed makes the history (and the start delays) reproducible.
+	Seed uint64
+	// Policies to run, in order; empty means all three.
+	Policies []string
+	// Logger receives progress; nil means none.
+	Logger *slog.Logger
+}
+
+// Defaults are the seed's shape (13 topics x 3 partitions, a week of
+// history), scaled to run in about a minute.
+var Defaults = Config{Topics: 13, Partitions: 3, Items: 2000, HistoryRecords: 200_000,
+	HistorySpan: 7 * 24 * time.Hour, Stagger: 1500 * time.Millisecond, Timeout: 400 * time.Millisecond,
+	Lag: 50 * time.Millisecond, Tick: 10 * time.Millisecond, Live: 5 * time.Second, LiveRate: 2000,
+	SortParallelism: 2, Seed: 3}
+
+// Policies are the policy names, in the order they run by default.
+var Policies = []string{"two-tier", "timeout", "end-offsets"}
+
+func (c Config) withDefaults() Config {
+	d := Defaults
+	pick := func(v *int, dv int) {
+		if *v <= 0 {
+			*v = dv
+		}
+	}
+	pickD := func(v *time.Duration, dv time.Duration) {
+		if *v <= 0 {
+			*v = dv
+		}
+	}
+	pick(&c.Topics, d.Topics)
+	pick(&c.Partitions, d.Partitions)
+	pick(&c.Items, d.Items)
+	pick(&c.HistoryRecords, d.HistoryRecords)
+	pick(&c.LiveRate, d.LiveRate)
+	pick(&c.SortParallelism, d.SortParallelism)
+	pickD(&c.HistorySpan, d.HistorySpan)
+	pickD(&c.Timeout, d.Timeout)
+	pickD(&c.Lag, d.Lag)
+	pickD(&c.Tick, d.Tick)
+	if c.Stagger < 0 {
+		c.Stagger = 0
+	}
+	if c.Live < 0 {
+		c.Live = 0
+	}
+	if c.Seed == 0 {
+		c.Seed = d.Seed
+	}
+	if len(c.Policies) == 0 {
+		c.Policies = Policies
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return c
+}
+
+// Latency is a latency distribution in milliseconds.
+type Latency struct {
+	P50  float64 `json:"p50"`
+	P99  float64 `json:"p99"`
+	Mean float64 `json:"mean"`
+}
+
+// Result is one policy's outcome.
+type Result struct {
+	Policy             string  `json:"policy"`
+	Records            int64   `json:"records"`
+	HistoryRecords     int64   `json:"historyRecords"`
+	LiveRecords        int64   `json:"liveRecords"`
+	OutOfOrder         int64   `json:"outOfOrder"`
+	OutOfOrderFraction float64 `json:"outOfOrderFraction"`
+	// HistoryOutOfOrder and LiveOutOfOrder split OutOfOrder by phase. A
+	// live record that reaches the job more than the clock's lag after its
+	// timestamp cannot be ordered (seed 003, section 06), so live ones can
+	// occur under any policy on a loaded machine; history ones must not
+	// under end offsets.
+	HistoryOutOfOrder int64 `json:"historyOutOfOrder"`
+	LiveOutOfOrder    int64 `json:"liveOutOfOrder"`
+	// OrderViolations counts records that reached the sort behind its
+	// watermark (ordering's "orderViolations").
+	OrderViolations     int64   `json:"orderViolations"`
+	ReleaseLatencyMs    Latency `json:"releaseLatencyMs"`
+	HistoryEventsPerSec float64 `json:"historyEventsPerSec"`
+}
+
+// Event is one record of the experiment, as JSON in Kafka.
+type Event struct {
+	Item string `json:"item"`
+	// TS is the event time (ms); also the Kafka record timestamp.
+	TS   int64 `json:"ts"`
+	Live bool  `json:"live,omitempty"`
+	// Filled from the Kafka record for the tiebreak.
+	Topic     int   `json:"-"`
+	Partition int32 `json:"-"`
+	Offset    int64 `json:"-"`
+}
+
+// Run runs the configured policies one after the other and writes one JSON
+// object per policy to out (if not nil) as each finishes.
+func Run(ctx context.Context, cfg Config, out io.Writer) ([]Result, error) {
+	cfg = cfg.withDefaults()
+	for _, p := range cfg.Policies {
+		if !slices.Contains(Policies, p) {
+			return nil, fmt.Errorf("experiment: unknown policy %q; choose from %v", p, Policies)
+		}
+	}
+	t0 := time.Now()
+	hist := history(cfg, t0)
+	var results []Result
+	for _, p := range cfg.Policies {
+		r, err := runPolicy(ctx, cfg, p, hist)
+		if err != nil {
+			return results, fmt.Errorf("experiment: policy %s: %w", p, err)
+		}
+		results = append(results, r)
+		if out != nil {
+			if err := json.NewEncoder(out).Encode(r); err != nil {
+				return results, err
+			}
+		}
+	}
+	return results, nil
+}
+
+func topicName(i int) string { return fmt.Sprintf("stream-%02d", i) }
+
+// history generates every partition's history: uneven counts, timestamps
+// ascending within a partition over [t0-span, t0).
+func history(cfg Config, t0 time.Time) [][][]Event {
+	rng := rand.New(rand.NewPCG(cfg.Seed, 1))
+	weights := make([]float64, cfg.Topics*cfg.Partitions)
+	sum := 0.0
+	for i := range weights {
+		weights[i] = math.Pow(10, rng.Float64()*2) // 1..100
+		sum += weights[i]
+	}
+	end := t0.UnixMilli()
+	start := end - cfg.HistorySpan.Milliseconds()
+	out := make([][][]Event, cfg.Topics)
+	for t := range cfg.Topics {
+		out[t] = make([][]Event, cfg.Partitions)
+		for p := range cfg.Partitions {
+			n := int(float64(cfg.HistoryRecords) * weights[t*cfg.Partitions+p] / sum)
+			ts := make([]int64, n)
+			for i := range ts {
+				ts[i] = start + rng.Int64N(end-start)
+			}
+			slices.Sort(ts)
+			evs := make([]Event, n)
+			for i := range evs {
+				evs[i] = Event{Item: fmt.Sprintf("item-%d", rng.IntN(cfg.Items)), TS: ts[i]}
+			}
+			out[t][p] = evs
+		}
+	}
+	return out
+}
+
+// delays returns each (topic, partition) reader's start delay.
+func delays(cfg Config) [][]time.Duration {
+	rng := rand.New(rand.NewPCG(cfg.Seed, 2))
+	out := make([][]time.Duration, cfg.Topics)
+	for t := range out {
+		out[t] = make([]time.Duration, cfg.Partitions)
+		for p := range out[t] {
+			if cfg.Stagger > 0 {
+				out[t][p] = time.Duration(rng.Int64N(int64(cfg.Stagger)))
+			}
+		}
+	}
+	return out
+}
+
+func produceAll(ctx context.Context, cl *kgo.Client, evs [][][]Event) error {
+	var recs []*kgo.Record
+	flush := func() error {
+		if len(recs) == 0 {
+			return nil
+		}
+		err := cl.ProduceSync(ctx, recs...).FirstErr()
+		recs = recs[:0]
+		return err
+	}
+	for t := range evs {
+		for p := range evs[t] {
+			for _, e := range evs[t][p] {
+				b, _ := json.Marshal(e)
+				recs = append(recs, &kgo.Record{Topic: topicName(t), Partition: int32(p), Key: []byte(e.Item),
+					Value: b, Timestamp: time.UnixMilli(e.TS)})
+				if len(recs) == 10_000 {
+					if err := flush(); err != nil {
+						return err
+					}
+				}
+			}
+		}
+	}
+	return flush()
+}
+
+// measure is the sink: it checks the order per item and times live
+// releases.
+type measure struct {
+	mu         sync.Mutex
+	last       map[string]int64
+	outOfOrder [2]int64 // history, live
+	history    atomic.Int64
+	live       atomic.Int64
+	latencies  []float64
+	histDone   chan struct{}
+	histWant   int64
+	doneOnce   sync.Once
+}
+
+type measureOp struct {
+	runtime.Base[struct{}]
+	m *measure
+}
+
+func (o *measureOp) ProcessRecord(r runtime.Record[Event]) error {
+	m := o.m
+	now := time.Now().UnixMilli()
+	e := r.Value
+	m.mu.Lock()
+	if last, ok := m.last[e.Item]; ok && e.TS < last {
+		if e.Live {
+			m.outOfOrder[1]++
+		} else {
+			m.outOfOrder[0]++
+		}
+	} else {
+		m.last[e.Item] = e.TS
+	}
+	if e.Live {
+		m.latencies = append(m.latencies, float64(now-e.TS))
+	}
+	m.mu.Unlock()
+	if e.Live {
+		m.live.Add(1)
+	} else if m.history.Add(1) == m.histWant {
+		m.doneOnce.Do(func() { close(m.histDone) })
+	}
+	return nil
+}
+
+func (o *measureOp) EndInput() error { return nil }
+
+// streamIdle is the stream tier of the two-tier policy: it marks its output
+// idle when no record has passed for the time-out, and active again at the
+// next record. Its output is idle while it or its input says so.
+type streamIdle struct {
+	runtime.Base[Event]
+	timeout  int64
+	last     int64 // processing time of the last record
+	timedOut bool  // this tier's verdict
+	inIdle   bool  // the input's status
+	outIdle  bool  // what was last forwarded
+	armed    bool
+}
+
+func (o *streamIdle) Open(ctx *runtime.Context, out runtime.Output[Event]) error {
+	o.Base.Open(ctx, out)
+	o.last = time.Now().UnixMilli()
+	o.arm(o.last + o.timeout)
+	return nil
+}
+
+func (o *streamIdle) status() {
+	if idle := o.timedOut || o.inIdle; idle != o.outIdle {
+		o.outIdle = idle
+		o.Out.EmitIdle(idle)
+	}
+}
+
+func (o *streamIdle) arm(at int64) {
+	o.armed = true
+	o.Ctx.RegisterProcessingTimer(at, func(now int64) {
+		o.armed = false
+		if o.timedOut {
+			return
+		}
+		if now-o.last >= o.timeout {
+			o.timedOut = true
+			o.status()
+			return
+		}
+		o.arm(o.last + o.timeout)
+	})
+}
+
+func (o *streamIdle) ProcessRecord(r runtime.Record[Event]) error {
+	o.last = time.Now().UnixMilli()
+	o.timedOut = false
+	o.status()
+	if !o.armed {
+		o.arm(o.last + o.timeout)
+	}
+	o.Out.Collect(r)
+	return nil
+}
+
+func (o *streamIdle) ProcessWatermark(ts int64) error {
+	o.inIdle = false
+	if !o.timedOut {
+		o.status()
+		o.Out.EmitWatermark(ts)
+	}
+	return nil
+}
+
+func (o *streamIdle) ProcessIdle(idle bool) error {
+	o.inIdle = idle
+	o.status()
+	return nil
+}
+
+func (o *streamIdle) EndInput() error { return nil }
+
+func runPolicy(ctx context.Context, cfg Config, policy string, hist [][][]Event) (Result, error) {
+	log := cfg.Logger.With("policy", policy)
+	topics := map[string]int32{}
+	for t := range cfg.Topics {
+		topics[topicName(t)] = int32(cfg.Partitions)
+	}
+	b, err := broker.Start(broker.Options{Topics: topics})
+	if err != nil {
+		return Result{}, err
+	}
+	defer b.Close()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.ProducerLinger(time.Millisecond))
+	if err != nil {
+		return Result{}, err
+	}
+	defer cl.Close()
+	if err := produceAll(ctx, cl, hist); err != nil {
+		return Result{}, err
+	}
+	var histN int64
+	for t := range hist {
+		for p := range hist[t] {
+			histN += int64(len(hist[t][p]))
+		}
+	}
+	log.Info("history produced", "records", histN)
+
+	env := weir.NewEnvironment(weir.Config{Parallelism: cfg.SortParallelism, AutoWatermarkInterval: 20 * time.Millisecond,
+		Logger: cfg.Logger})
+	dl := delays(cfg)
+	var streams []weir.Stream[Event]
+	for t := range cfg.Topics {
+		opts := kafka.Options{Brokers: b.Addrs(), Topics: []string{topicName(t)}, Live: kafka.LiveStayIdle,
+			BeforeStart: func(ctx context.Context, subtask int) error {
+				select {
+				case <-time.After(dl[t][subtask%cfg.Partitions]):
+				case <-ctx.Done():
+				}
+				return nil
+			}}
+		strategy := watermark.ForMonotonous[kafka.Message[Event]]()
+		if policy != "end-offsets" {
+			opts.CatchUp = kafka.CatchUpOff
+			strategy = strategy.WithIdleness(cfg.Timeout)
+		}
+		src := kafka.NewSource(opts, kafka.WithMetadata(kafka.JSON[Event]()))
+		s := weir.FromSource(env, topicName(t), src, strategy).Parallelism(cfg.Partitions)
+		ev := weir.Map(s, topicName(t)+"-meta", func(m kafka.Message[Event]) Event {
+			e := m.Value
+			e.Topic, e.Partition, e.Offset = t, m.Partition, m.Offset
+			return e
+		}).Parallelism(cfg.Partitions)
+		if policy == "two-tier" {
+			timeout := cfg.Timeout.Milliseconds() / 2
+			ev = weir.Transform(ev, topicName(t)+"-stream-idle", func() runtime.OneInputOperator[Event, Event] {
+				return &streamIdle{timeout: max(timeout, 1)}
+			}).Parallelism(cfg.Partitions)
+		}
+		streams = append(streams, ev)
+	}
+	streams = append(streams, ordering.Clock[Event](env, "clock", cfg.Lag, cfg.Tick))
+	in := weir.Union(streams[0], streams[1:]...)
+	sorted := ordering.Sort(weir.KeyBy(in, func(e Event) string { return e.Item }), "sort", ordering.SortOptions[Event]{
+		Tiebreak: func(e Event) (int64, int64) { return int64(e.Topic)<<32 | int64(e.Partition), e.Offset }})
+	m := &measure{last: map[string]int64{}, histDone: make(chan struct{}), histWant: histN}
+	weir.Transform(weir.Rebalance(sorted), "measure", func() runtime.OneInputOperator[Event, struct{}] {
+		return &measureOp{m: m}
+	}).Parallelism(1)
+
+	start := time.Now()
+	job, err := env.Start(ctx)
+	if err != nil {
+		return Result{}, err
+	}
+	defer func() {
+		job.Cancel()
+		job.Wait()
+	}()
+	if histN == 0 {
+		m.doneOnce.Do(func() { close(m.histDone) })
+	}
+	select {
+	case <-m.histDone:
+	case <-job.Done():
+		return Result{}, fmt.Errorf("job ended early: %w", job.Wait())
+	case <-ctx.Done():
+		return Result{}, ctx.Err()
+	}
+	histElapsed := time.Since(start)
+	log.Info("history released", "records", histN, "elapsed", histElapsed)
+
+	// Live: records stamped with the wall clock, spread over partitions.
+	var liveN int64
+	if cfg.Live > 0 && cfg.LiveRate > 0 {
+		rng := rand.New(rand.NewPCG(cfg.Seed, 3))
+		interval := time.Second / 100 // produce in 100 bursts per second
+		per := max(cfg.LiveRate/100, 1)
+		tick := time.NewTicker(interval)
+		deadline := time.Now().Add(cfg.Live)
+		for time.Now().Before(deadline) {
+			select {
+			case <-tick.C:
+			case <-ctx.Done():
+				tick.Stop()
+				return Result{}, ctx.Err()
+			}
+			recs := make([]*kgo.Record, 0, per)
+			now := time.Now().UnixMilli()
+			for range per {
+				e := Event{Item: fmt.Sprintf("item-%d", rng.IntN(cfg.Items)), TS: now, Live: true}
+				bs, _ := json.Marshal(e)
+				t, p := rng.IntN(cfg.Topics), rng.IntN(cfg.Partitions)
+				recs = append(recs, &kgo.Record{Topic: topicName(t), Partition: int32(p), Key: []byte(e.Item),
+					Value: bs, Timestamp: time.UnixMilli(now)})
+			}
+			for _, r := range recs {
+				cl.Produce(ctx, r, nil)
+			}
+			liveN += int64(len(recs))
+		}
+		tick.Stop()
+		if err := cl.Flush(ctx); err != nil {
+			return Result{}, err
+		}
+		deadline = time.Now().Add(30 * time.Second)
+		for m.live.Load() < liveN {
+			if time.Now().After(deadline) {
+				return Result{}, fmt.Errorf("only %d of %d live records released after 30 s", m.live.Load(), liveN)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	total := histN + liveN
+	ooo := m.outOfOrder[0] + m.outOfOrder[1]
+	r := Result{Policy: policy, Records: total, HistoryRecords: histN, LiveRecords: liveN, OutOfOrder: ooo,
+		HistoryOutOfOrder: m.outOfOrder[0], LiveOutOfOrder: m.outOfOrder[1],
+		OrderViolations:     env.Metrics().Sum("sort", "orderViolations"),
+		HistoryEventsPerSec: float64(histN) / histElapsed.Seconds(), ReleaseLatencyMs: latency(m.latencies)}
+	if total > 0 {
+		r.OutOfOrderFraction = float64(ooo) / float64(total)
+	}
+	log.Info("done", "outOfOrder", r.OutOfOrder, "violations", r.OrderViolations)
+	return r, nil
+}
+
+func latency(xs []float64) Latency {
+	if len(xs) == 0 {
+		return Latency{}
+	}
+	s := slices.Clone(xs)
+	sort.Float64s(s)
+	sum := 0.0
+	for _, x := range s {
+		sum += x
+	}
+	q := func(p float64) float64 { return s[min(len(s)-1, int(p*float64(len(s))))] }
+	return Latency{P50: q(0.5), P99: q(0.99), Mean: sum / float64(len(s))}
+}
