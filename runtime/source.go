@@ -34,6 +34,10 @@ type SourceContext struct {
 	// Restored holds the split states of a restored job (the SplitsList
 	// list), or is nil on a fresh start.
 	Restored *Restored
+	// Counter and Gauge return the named metrics of this source subtask
+	// (for per-split progress such as a partition's end offset).
+	Counter func(name string) *Counter
+	Gauge   func(name string) *Gauge
 }
 
 // PollStatus says what a reader wants after a Poll.
