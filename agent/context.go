@@ -1,0 +1,142 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"strings"
+
+	"github.com/weirproject/weir/agent/model"
+	"github.com/weirproject/weir/agent/tool"
+)
+
+// host is what a RunnerContext needs from its operator.
+type host interface {
+	agentDef() *compiled
+	encodeKey(key any) ([]byte, error)
+	log() *slog.Logger
+}
+
+// RunnerContext is what an action gets besides its event: the key and
+// input it works on, the means to send events, memory, models, tools and
+// configuration. It belongs to one action run and is used from that run's
+// goroutine only (a goroutine the action starts must not use it after the
+// action returns).
+type RunnerContext struct {
+	ctx     context.Context
+	host    host
+	key     any
+	seq     int64
+	ev      *Event
+	action  *Action
+	short   Memory
+	sensory Memory
+	sent    []Event
+	runID   *RunID
+	durable *durableRun
+}
+
+// Context returns the run's context: cancelled when the operator closes
+// (the job ends, fails or is cancelled) and when Options.ActionTimeout
+// passes. Pass it to everything the action waits for.
+func (c *RunnerContext) Context() context.Context { return c.ctx }
+
+// Key returns the key whose input the action works on (a K).
+func (c *RunnerContext) Key() any { return c.key }
+
+// Seq returns the input's sequence number within its key (0 for the
+// key's first input).
+func (c *RunnerContext) Seq() int64 { return c.seq }
+
+// ActionName returns the name of the running action.
+func (c *RunnerContext) ActionName() string { return c.action.Name }
+
+// Send sends ev when the action finishes successfully: it then triggers
+// the actions listening to its type (after the actions already queued for
+// this input), or, for an output event, leaves the operator. Events are
+// delivered in the order sent. Sending an input event, or one without a
+// type, is an error.
+func (c *RunnerContext) Send(ev Event) error {
+	switch ev.Type {
+	case "":
+		return fmt.Errorf("agent: action %q sent an event without a type", c.action.Name)
+	case TypeInput:
+		return fmt.Errorf("agent: action %q sent an input event; only the operator creates those (use another type)", c.action.Name)
+	}
+	c.sent = append(c.sent, ev)
+	return nil
+}
+
+// Output sends an output event carrying v: when the action finishes, v
+// leaves the operator as an output record with the input's timestamp. v is
+// an OUT, or a value that converts to one through JSON.
+func (c *RunnerContext) Output(v any) {
+	c.sent = append(c.sent, OutputEvent(v))
+}
+
+// ShortTerm returns the key's short-term memory: kept across the key's
+// inputs and checkpointed.
+func (c *RunnerContext) ShortTerm() *Memory { return &c.short }
+
+// Sensory returns the input's sensory memory: shared by the actions of
+// this input only, dropped when the input has finished.
+func (c *RunnerContext) Sensory() *Memory { return &c.sensory }
+
+// Config returns the agent's configuration.
+func (c *RunnerContext) Config() Config { return c.host.agentDef().config }
+
+// Logger returns a logger naming the operator, key, input and action.
+func (c *RunnerContext) Logger() *slog.Logger {
+	return c.host.log().With("key", c.key, "seq", c.seq, "action", c.action.Name)
+}
+
+// Model returns the model named name in Agent.Models.
+func (c *RunnerContext) Model(name string) (model.ChatModel, error) {
+	a := c.host.agentDef()
+	m, ok := a.models[name]
+	if !ok {
+		return nil, fmt.Errorf("agent: no model named %q; the agent's models are [%s] (add it to Agent.Models)", name, strings.Join(a.modelNames(), ", "))
+	}
+	return m, nil
+}
+
+// Chat calls the model named name with req under the run's context. A
+// model's errors (after the model's own retries) come back to the action.
+func (c *RunnerContext) Chat(name string, req model.Request) (*model.Response, error) {
+	m, err := c.Model(name)
+	if err != nil {
+		return nil, err
+	}
+	return m.Chat(c.ctx, req)
+}
+
+// Tools returns the agent's tools.
+func (c *RunnerContext) Tools() *tool.Set { return c.host.agentDef().tools }
+
+// CallTool calls the tool named name with JSON arguments under the run's
+// context. An unknown tool is an IsError result listing the tools there
+// are.
+func (c *RunnerContext) CallTool(name string, args json.RawMessage) (tool.Result, error) {
+	return c.host.agentDef().tools.Call(c.ctx, name, args)
+}
+
+// RunID returns the identity of this action run (see RunID). It fails only
+// when the event's attributes are not JSON-serialisable or the key cannot
+// be encoded.
+func (c *RunnerContext) RunID() (RunID, error) {
+	if c.runID != nil {
+		return *c.runID, nil
+	}
+	kb, err := c.host.encodeKey(c.key)
+	if err != nil {
+		return RunID{}, err
+	}
+	d, err := EventDigest(*c.ev)
+	if err != nil {
+		return RunID{}, err
+	}
+	id := RunID{Key: kb, Seq: c.seq, EventID: c.ev.ID, EventType: c.ev.Type, EventDigest: d, Action: c.action.Name}
+	c.runID = &id
+	return id, nil
+}

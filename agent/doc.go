@@ -1,0 +1,113 @@
+// Package agent runs AI agents on keyed streams, with Flink's event-time
+// semantics kept intact (seed 000; Apache Flink Agents' ActionExecution
+// operator, without its known defects).
+//
+// An Agent is a set of Actions. Each action listens to event types and
+// gets, with each event, a RunnerContext through which it sends events,
+// reads and writes memory, and calls models and tools. Every input record
+// becomes an input event; the actions it triggers may send events that
+// trigger further actions, an execution tree; output events leave the
+// operator as records.
+//
+//	a := &agent.Agent{
+//		Models: map[string]model.ChatModel{"llm": model.OpenAI(model.OpenAIConfig{Model: "gpt-4o-mini"})},
+//		Actions: []agent.Action{agent.NewAction("answer", func(c *agent.RunnerContext, ev agent.Event) error {
+//			q, err := agent.Input[Question](ev)
+//			if err != nil {
+//				return err
+//			}
+//			resp, err := c.Chat("llm", model.Request{Messages: []model.Message{model.User(q.Text)}})
+//			if err != nil {
+//				return err
+//			}
+//			c.Output(Answer{ID: q.ID, Text: resp.Message.Content})
+//			return nil
+//		}, agent.TypeInput)},
+//	}
+//	answers := agent.Apply[string, Question, Answer](weir.KeyBy(questions, Question.User), "answer", a, agent.Options{})
+//
+// ReAct builds a ready-made agent that runs a model and tools in turn.
+//
+// # Guarantees
+//
+//  1. One input per key at a time. A key's inputs start in arrival order,
+//     each after the previous one's execution tree has finished; later
+//     inputs wait in keyed state. Each input gets the key's next sequence
+//     number (0 for the first), kept in keyed state.
+//  2. One action per input at a time. The actions of one input run one
+//     after the other, breadth first: the actions triggered by an event
+//     queue behind those already queued, in the order the events were sent
+//     and, per event, in the order the agent declares its actions.
+//  3. Keys run concurrently. Every action runs on its own goroutine, never
+//     on the subtask goroutine, so a slow model call of one key delays
+//     neither other keys nor the subtask's records, timers and checkpoint
+//     barriers. Its result reaches the subtask through the mailbox
+//     (runtime.Mailbox.Post) and is applied there: operator state has no
+//     locks. At most Options.MaxConcurrentKeys keys run at once per
+//     subtask; beyond Options.MaxBufferedInputs waiting inputs the operator
+//     stops taking input (back-pressure through Context.Yield).
+//  4. Buffered effects. An action's memory writes and sent events take
+//     effect when it returns successfully, in one step on the subtask
+//     goroutine; a failed action leaves no trace. Output events leave at
+//     that moment, stamped with the timestamp of their input.
+//  5. Watermarks are held, never late. A watermark (or idle-status change)
+//     leaves only after every input that arrived before it has finished its
+//     whole execution tree, and never before an earlier one (package segq:
+//     one reference per unfinished input in the newest segment, watermarks
+//     cut segments, released oldest first when the oldest segment is empty;
+//     checked whenever an input finishes). So no output is behind a
+//     watermark already forwarded, and inputs after a watermark never hold
+//     it back.
+//  6. Barriers are not held. A checkpoint snapshots, per key group, each
+//     key's sequence number, short-term memory, waiting inputs, and the
+//     unfinished input with its remaining (event, action) tasks, and
+//     completes without waiting for running actions. After a restore the
+//     unfinished tasks run again (an action that was running re-runs from
+//     its start), the waiting inputs follow, and the segmented queue is
+//     rebuilt with every restored input in its first segment.
+//  7. Stable identities. Every action run has a RunID: (key, sequence
+//     number, triggering event: position, type and content digest,
+//     action), encoded with length prefixes and hashed with SHA-256;
+//     nothing in it depends on pointers, map order or the process, so a run
+//     re-executed after a restore has the same identity.
+//  8. Every finishing path moves on. An input that triggers no action, or
+//     whose actions fail under ContinueOnError, finishes like any other:
+//     its watermark reference is removed and the key's next input starts.
+//  9. Visible stalls. Gauges heldWatermarks, oldestHeldWatermarkAgeMs,
+//     inFlightInputs and runningKeys, counters actionsRun, actionErrors and
+//     eventsUnhandled; Status names the keys holding the oldest watermark,
+//     and a warning is logged when it has waited longer than
+//     Options.StallWarning.
+//  10. Exactly-once side effects, with a store (Options.Store; package wal
+//     is the embedded write-ahead log, MemoryStore the in-memory one). A
+//     finished action's state (memory writes, sent events, call results)
+//     is recorded, durably, before its outputs leave; Durable records each
+//     call's result (or error, or null) as soon as it returns. After a
+//     restore a recorded completed action is not run again: its writes and
+//     events are applied from the store; an unfinished one runs again and
+//     its recorded calls return their recorded results. A call that
+//     differs from the one recorded at its position, or a run the store
+//     does not know while it knows later ones of the key (another input
+//     under that sequence number), discards the key's recorded future (and
+//     only that key's) and goes on live. States of inputs finished before
+//     a checkpoint are pruned when it completes, which also drops the
+//     ghosts of inputs that will never be replayed. Each durable call gets
+//     an idempotency key, the same on every attempt, to pass to services
+//     that honour one.
+//
+// # Limits
+//
+// A hung action holds every later watermark of its subtask (by design: the
+// alternative is late data); bound actions with Options.ActionTimeout and
+// watch oldestHeldWatermarkAgeMs. Watermarks held when a checkpoint was
+// taken are not re-emitted after a restore (as in Flink, the sources'
+// later watermarks cover them). When the operator waits for room
+// (back-pressure), a checkpoint barrier arriving through the network
+// waits with it. Input values, event attributes and memory values must be
+// JSON-serialisable. Keys are kept (with their sequence numbers and
+// memory) for the life of the job. Between a call taking effect and its
+// result being recorded there is a window (a crash there repeats the
+// call): close it with services that honour the idempotency key. Outputs
+// of actions replayed after a restore are emitted again; use a
+// two-phase-commit sink for exactly-once output.
+package agent

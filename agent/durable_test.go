@@ -1,0 +1,350 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/weirproject/weir"
+	"github.com/weirproject/weir/runtime"
+	"github.com/weirproject/weir/watermark"
+)
+
+// gates are named channels an action can wait on, with arrival signals.
+type gates struct {
+	mu      sync.Mutex
+	open    map[string]chan struct{}
+	arrived map[string]chan struct{}
+}
+
+func newGates(names ...string) *gates {
+	g := &gates{open: map[string]chan struct{}{}, arrived: map[string]chan struct{}{}}
+	for _, n := range names {
+		g.open[n] = make(chan struct{})
+		g.arrived[n] = make(chan struct{})
+	}
+	return g
+}
+
+// wait signals arrival at gate name and waits until it opens (or ctx ends).
+func (g *gates) wait(ctx context.Context, name string) error {
+	g.mu.Lock()
+	o, a := g.open[name], g.arrived[name]
+	g.mu.Unlock()
+	if a != nil {
+		select {
+		case <-a:
+		default:
+			close(a)
+		}
+	}
+	if o == nil {
+		return nil
+	}
+	select {
+	case <-o:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (g *gates) release(name string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	select {
+	case <-g.open[name]:
+	default:
+		close(g.open[name])
+	}
+}
+
+func (g *gates) waitArrived(t *testing.T, ctx context.Context, name string) {
+	t.Helper()
+	g.mu.Lock()
+	a := g.arrived[name]
+	g.mu.Unlock()
+	select {
+	case <-a:
+	case <-ctx.Done():
+		t.Fatalf("nothing arrived at gate %q", name)
+	}
+}
+
+// storeJob runs agent a on the script with store and checkpoints in dir.
+func storeJob(a *Agent, store StoreFactory, dir, restore string, steps ...step[msg]) (*weir.Environment, *recorder[string]) {
+	env := weir.NewEnvironment(weir.Config{Parallelism: 1, MaxParallelism: 128,
+		Checkpoint: runtime.CheckpointConfig{Dir: dir, RestoreFrom: restore}})
+	src := weir.FromSource[msg](env, "src", scripted(steps...), watermark.NoWatermarks[msg]()).UID("src")
+	out := Apply[string, msg, string](weir.KeyBy(src, keyOfMsg), "agent", a, Options{Store: store}).UID("agent")
+	return env, record(out)
+}
+
+// crashAfter starts a job, runs until, checkpoints (before or after
+// running until, by when), then cancels it, and returns the checkpoint.
+func checkpointAndCrash(t *testing.T, ctx context.Context, env *weir.Environment, before, after func()) string {
+	t.Helper()
+	job, err := env.Start(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before()
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	_, dir, err := job.TriggerCheckpoint(cctx)
+	cancel()
+	if err != nil {
+		t.Fatalf("checkpoint: %v", err)
+	}
+	after()
+	job.Cancel()
+	if err := job.Wait(); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled job: %v", err)
+	}
+	return dir
+}
+
+// TestDurableCallsReplayed: a restore re-runs an unfinished action; its
+// durable calls recorded before the crash return their recorded results
+// without calling out again, and the idempotency key is stable.
+func TestDurableCallsReplayed(t *testing.T) {
+	ctx := testCtx(t)
+	store := NewMemoryStore()
+	var charges, emails atomic.Int64
+	var keysMu sync.Mutex
+	var idemKeys []string
+	var g *gates
+	a := &Agent{Actions: []Action{NewAction("pay", func(c *RunnerContext, ev Event) error {
+		in, _ := Input[msg](ev)
+		receipt, err := Durable(c, "charge", map[string]any{"amount": in.N}, func(_ context.Context, key string) (string, error) {
+			keysMu.Lock()
+			idemKeys = append(idemKeys, key)
+			keysMu.Unlock()
+			return fmt.Sprint("receipt-", charges.Add(1)), nil
+		})
+		if err != nil {
+			return err
+		}
+		nothing, err := Durable(c, "lookup", nil, func(context.Context, string) (*string, error) { return nil, nil })
+		if err != nil || nothing != nil {
+			return fmt.Errorf("null result: %v %v", nothing, err)
+		}
+		_, ferr := Durable(c, "flaky", nil, func(context.Context, string) (int, error) { return 0, errors.New("service unavailable") })
+		sent, err := Durable(c, "email", receipt, func(ctx context.Context, key string) (string, error) {
+			emails.Add(1)
+			if err := g.wait(ctx, "email"); err != nil {
+				return "", err
+			}
+			return "mail-" + key[:8], nil
+		})
+		if err != nil {
+			return err
+		}
+		c.Output(fmt.Sprintf("%s %s flaky=%v", receipt, sent[:4], ferr))
+		return nil
+	}, TypeInput)}}
+
+	g = newGates("email")
+	dir := filepath.Join(t.TempDir(), "cp")
+	env, _ := storeJob(a, store.Factory(), dir, "", rec(msg{Key: "A", N: 42}, 1), pause[msg](make(chan struct{})))
+	cp := checkpointAndCrash(t, ctx, env, func() { g.waitArrived(t, ctx, "email") }, func() {})
+	if charges.Load() != 1 || emails.Load() != 1 {
+		t.Fatalf("before the crash: %d charges, %d emails", charges.Load(), emails.Load())
+	}
+
+	g = newGates() // the email goes through this time
+	done := make(chan struct{})
+	close(done)
+	env2, rc := storeJob(a, store.Factory(), filepath.Join(t.TempDir(), "cp2"), cp, rec(msg{Key: "A", N: 42}, 1), pause[msg](done))
+	if err := env2.Execute(ctx); err != nil {
+		t.Fatal(err)
+	}
+	evs, _ := rc.snapshot()
+	got := values(evs)
+	if len(got) != 1 || got[0] != "receipt-1 mail flaky=service unavailable" {
+		t.Fatalf("outputs %q", got)
+	}
+	if charges.Load() != 1 || emails.Load() != 2 {
+		t.Fatalf("after the restore: %d charges (want 1: replayed), %d emails (want 2)", charges.Load(), emails.Load())
+	}
+	if n := env2.Metrics().Sum("agent", "callsReplayed"); n != 3 {
+		t.Fatalf("callsReplayed = %d, want 3 (charge, lookup, flaky)", n)
+	}
+	if len(idemKeys) != 1 || len(idemKeys[0]) != 32 {
+		t.Fatalf("idempotency keys %q", idemKeys)
+	}
+}
+
+// TestCompletedActionSkipped: an action that completed after the
+// checkpoint is not run again after the restore: its memory writes and
+// events are replayed from the store.
+func TestCompletedActionSkipped(t *testing.T) {
+	ctx := testCtx(t)
+	store := NewMemoryStore()
+	var firstRuns atomic.Int64
+	var g *gates
+	a := &Agent{Actions: []Action{
+		NewAction("first", func(c *RunnerContext, ev Event) error {
+			if err := g.wait(c.Context(), "first"); err != nil {
+				return err
+			}
+			firstRuns.Add(1)
+			if err := c.ShortTerm().Set("x", 7); err != nil {
+				return err
+			}
+			c.Output("first")
+			return c.Send(NewEvent("next", "payload", nil))
+		}, TypeInput),
+		NewAction("second", func(c *RunnerContext, ev Event) error {
+			if err := g.wait(c.Context(), "second"); err != nil {
+				return err
+			}
+			x, _, _ := Recall[int](c.ShortTerm(), "x")
+			p, _ := ValueAs[string](ev)
+			c.Output(fmt.Sprintf("second x=%d %s from %s", x, p, ev.Action))
+			return nil
+		}, "next"),
+	}}
+	g = newGates("first", "second")
+	env, _ := storeJob(a, store.Factory(), filepath.Join(t.TempDir(), "cp"), "", rec(msg{Key: "A"}, 1), pause[msg](make(chan struct{})))
+	cp := checkpointAndCrash(t, ctx, env,
+		func() { g.waitArrived(t, ctx, "first") }, // checkpoint while "first" runs
+		func() { g.release("first"); g.waitArrived(t, ctx, "second") })
+	if firstRuns.Load() != 1 {
+		t.Fatalf("first ran %d times", firstRuns.Load())
+	}
+	g = newGates()
+	done := make(chan struct{})
+	close(done)
+	env2, rc := storeJob(a, store.Factory(), filepath.Join(t.TempDir(), "cp2"), cp, rec(msg{Key: "A"}, 1), pause[msg](done))
+	if err := env2.Execute(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if firstRuns.Load() != 1 {
+		t.Fatalf("first ran again after the restore (%d runs)", firstRuns.Load())
+	}
+	evs, _ := rc.snapshot()
+	if got := values(evs); !slices.Equal(got, []string{"first", "second x=7 payload from first"}) {
+		t.Fatalf("outputs %q", got)
+	}
+	if n := env2.Metrics().Sum("agent", "actionsReplayed"); n != 1 {
+		t.Fatalf("actionsReplayed = %d", n)
+	}
+}
+
+// TestDivergence: a re-run asking for another call than the recorded one
+// discards the recorded future and goes on live; an input that differs
+// from the one recorded under its sequence number does too.
+func TestDivergence(t *testing.T) {
+	ctx := testCtx(t)
+	store := NewMemoryStore()
+	var useB atomic.Bool
+	var calls sync.Map
+	var g *gates
+	a := &Agent{Actions: []Action{NewAction("act", func(c *RunnerContext, ev Event) error {
+		name := "a"
+		if useB.Load() {
+			name = "b"
+		}
+		v, err := Durable(c, name, nil, func(context.Context, string) (string, error) {
+			n, _ := calls.LoadOrStore(name, new(atomic.Int64))
+			n.(*atomic.Int64).Add(1)
+			return name + "-live", nil
+		})
+		if err != nil {
+			return err
+		}
+		if err := g.wait(c.Context(), "hang"); err != nil {
+			return err
+		}
+		c.Output(v)
+		return nil
+	}, TypeInput)}}
+	g = newGates("hang")
+	env, _ := storeJob(a, store.Factory(), filepath.Join(t.TempDir(), "cp"), "", rec(msg{Key: "A"}, 1), pause[msg](make(chan struct{})))
+	cp := checkpointAndCrash(t, ctx, env, func() { g.waitArrived(t, ctx, "hang") }, func() {})
+
+	useB.Store(true)
+	g = newGates()
+	done := make(chan struct{})
+	close(done)
+	env2, rc := storeJob(a, store.Factory(), filepath.Join(t.TempDir(), "cp2"), cp, rec(msg{Key: "A"}, 1), pause[msg](done))
+	if err := env2.Execute(ctx); err != nil {
+		t.Fatal(err)
+	}
+	evs, _ := rc.snapshot()
+	if got := values(evs); !slices.Equal(got, []string{"b-live"}) {
+		t.Fatalf("outputs %q", got)
+	}
+	if n := env2.Metrics().Sum("agent", "divergences"); n != 1 {
+		t.Fatalf("divergences = %d", n)
+	}
+
+	// A different input under a recorded sequence number (an at-most-once
+	// restart): the ghost of the old input is discarded.
+	ghost := NewMemoryStore()
+	kb := []byte("G")
+	ghost.Put(&ActionState{ID: RunID{Key: kb, Seq: 0, EventType: TypeInput, Action: "act"}, Pos: Position{Seq: 0}, Completed: true,
+		Sent: []Event{OutputEvent("ghost output")}})
+	ghost.Put(&ActionState{ID: RunID{Key: kb, Seq: 3, EventType: TypeInput, Action: "act"}, Pos: Position{Seq: 3}})
+	useB.Store(false)
+	rc3, m3, err := func() (*recorder[string], *runtime.Metrics, error) {
+		env := weir.NewEnvironment(weir.Config{Parallelism: 1})
+		src := weir.FromSource[msg](env, "src", scripted(rec(msg{Key: "G", Text: "new"}, 1)), watermark.NoWatermarks[msg]())
+		rc := record(Apply[string, msg, string](weir.KeyBy(src, keyOfMsg), "agent", a, Options{Store: ghost.Factory()}))
+		return rc, env.Metrics(), env.Execute(ctx)
+	}()
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs, _ = rc3.snapshot()
+	if got := values(evs); !slices.Equal(got, []string{"a-live"}) || m3.Sum("agent", "divergences") != 1 {
+		t.Fatalf("outputs %q, divergences %d", got, m3.Sum("agent", "divergences"))
+	}
+	if _, ok := ghost.Latest(kb); !ok {
+		t.Fatal("the live run was not recorded")
+	}
+	if p, _ := ghost.Latest(kb); p.Seq != 0 {
+		t.Fatalf("the ghost at seq 3 survived: latest %+v", p)
+	}
+}
+
+// TestPruneAfterCheckpoint: states of finished inputs leave the store once
+// a checkpoint covering them completes.
+func TestPruneAfterCheckpoint(t *testing.T) {
+	ctx := testCtx(t)
+	store := NewMemoryStore()
+	a := countingAgent(newGatedModel())
+	a.Actions[0] = NewAction("chat", func(c *RunnerContext, ev Event) error {
+		_, err := Durable(c, "call", nil, func(context.Context, string) (int, error) { return 1, nil })
+		c.Output("ok")
+		return err
+	}, TypeInput)
+	end := make(chan struct{})
+	env, rc := storeJob(a, store.Factory(), filepath.Join(t.TempDir(), "cp"), "",
+		rec(msg{Key: "A"}, 1), rec(msg{Key: "B"}, 2), rec(msg{Key: "A"}, 3), pause[msg](end))
+	job, err := env.Start(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { close(end); job.Wait() }()
+	rc.waitFor(t, ctx, "3 outputs", func(evs []recEvent[string]) bool { return len(values(evs)) == 3 })
+	if store.Len() != 3 {
+		t.Fatalf("%d states recorded, want 3", store.Len())
+	}
+	if _, _, err := job.TriggerCheckpoint(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for store.Len() != 0 {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("%d states left after the checkpoint", store.Len())
+		case <-time.After(time.Millisecond):
+		}
+	}
+}

@@ -1,0 +1,268 @@
+package model
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/packages/param"
+	"github.com/openai/openai-go/v3/shared"
+)
+
+// DefaultOpenAIBaseURL is the base URL when neither the config nor
+// OPENAI_BASE_URL sets one.
+const DefaultOpenAIBaseURL = "https://api.openai.com/v1"
+
+// OpenAIConfig configures a client of an OpenAI-compatible chat-completions
+// endpoint (OpenAI, Azure-style gateways, vLLM, LM Studio, Ollama, ...).
+type OpenAIConfig struct {
+	// BaseURL of the API, e.g. "https://api.openai.com/v1". "" means
+	// $OPENAI_BASE_URL, else DefaultOpenAIBaseURL.
+	BaseURL string
+	// APIKey is sent as a bearer token. "" means $OPENAI_API_KEY (none if
+	// unset). It is never logged nor shown by String or errors.
+	APIKey string
+	// Model is the default model name; Request.Model overrides it.
+	Model string
+	// HTTPClient makes the requests; nil means the SDK's default.
+	HTTPClient *http.Client
+	// Timeout bounds each attempt; 0 means 2 minutes.
+	Timeout time.Duration
+	// Retry is how failed calls are retried (429, 408, 409, 5xx and network
+	// errors); see RetryPolicy for the defaults.
+	Retry RetryPolicy
+	// Headers are added to every request.
+	Headers map[string]string
+}
+
+// OpenAIClient is a ChatModel speaking the chat-completions API through the
+// official SDK (github.com/openai/openai-go/v3), non-streaming, with tool
+// calling and structured output. Retries are the client's own (the SDK's
+// are disabled), so every model in weir retries the same way.
+type OpenAIClient struct {
+	client  openai.Client
+	model   string
+	baseURL string
+	retry   RetryPolicy
+}
+
+// OpenAI returns a client for cfg (see OpenAIConfig for defaults).
+func OpenAI(cfg OpenAIConfig) *OpenAIClient {
+	base := cfg.BaseURL
+	if base == "" {
+		base = os.Getenv("OPENAI_BASE_URL")
+	}
+	if base == "" {
+		base = DefaultOpenAIBaseURL
+	}
+	key := cfg.APIKey
+	if key == "" {
+		key = os.Getenv("OPENAI_API_KEY")
+	}
+	timeout := cfg.Timeout
+	if timeout <= 0 {
+		timeout = 2 * time.Minute
+	}
+	opts := []option.RequestOption{
+		option.WithBaseURL(base),
+		option.WithAPIKey(key),
+		option.WithMaxRetries(0),
+		option.WithRequestTimeout(timeout),
+	}
+	if cfg.HTTPClient != nil {
+		opts = append(opts, option.WithHTTPClient(cfg.HTTPClient))
+	}
+	for k, v := range cfg.Headers {
+		opts = append(opts, option.WithHeader(k, v))
+	}
+	return &OpenAIClient{client: openai.NewClient(opts...), model: cfg.Model, baseURL: strings.TrimRight(base, "/"), retry: cfg.Retry}
+}
+
+// DefaultOllamaBaseURL is Ollama's OpenAI-compatible endpoint on this
+// machine.
+const DefaultOllamaBaseURL = "http://localhost:11434/v1"
+
+// Ollama returns a client of Ollama's OpenAI-compatible endpoint: cfg with
+// BaseURL defaulting to $OLLAMA_HOST (host:port or URL) + "/v1", else
+// DefaultOllamaBaseURL, and APIKey to "ollama" (Ollama ignores it).
+func Ollama(cfg OpenAIConfig) *OpenAIClient {
+	if cfg.BaseURL == "" {
+		cfg.BaseURL = DefaultOllamaBaseURL
+		if h := os.Getenv("OLLAMA_HOST"); h != "" {
+			if !strings.Contains(h, "://") {
+				h = "http://" + h
+			}
+			cfg.BaseURL = strings.TrimRight(h, "/") + "/v1"
+		}
+	}
+	if cfg.APIKey == "" {
+		cfg.APIKey = "ollama"
+	}
+	return OpenAI(cfg)
+}
+
+// String names the endpoint and model (never the key).
+func (c *OpenAIClient) String() string {
+	return fmt.Sprintf("openai-compatible model %q at %s", c.model, c.baseURL)
+}
+
+// Chat implements ChatModel.
+func (c *OpenAIClient) Chat(ctx context.Context, req Request) (*Response, error) {
+	params, err := c.params(req)
+	if err != nil {
+		return nil, err
+	}
+	return c.retry.Do(ctx, func(ctx context.Context) (*Response, error) {
+		cc, err := c.client.Chat.Completions.New(ctx, params)
+		if err != nil {
+			return nil, c.convertError(ctx, params.Model, err)
+		}
+		return c.response(cc)
+	})
+}
+
+func (c *OpenAIClient) params(req Request) (openai.ChatCompletionNewParams, error) {
+	var p openai.ChatCompletionNewParams
+	name := req.Model
+	if name == "" {
+		name = c.model
+	}
+	if name == "" {
+		return p, &PermanentError{fmt.Errorf("model: no model name for %s; set OpenAIConfig.Model or Request.Model", c.baseURL)}
+	}
+	p.Model = shared.ChatModel(name)
+	for i, m := range req.Messages {
+		switch m.Role {
+		case RoleSystem:
+			p.Messages = append(p.Messages, openai.SystemMessage(m.Content))
+		case RoleUser:
+			p.Messages = append(p.Messages, openai.UserMessage(m.Content))
+		case RoleTool:
+			p.Messages = append(p.Messages, openai.ToolMessage(m.Content, m.ToolCallID))
+		case RoleAssistant:
+			a := openai.ChatCompletionAssistantMessageParam{}
+			if m.Content != "" {
+				a.Content.OfString = param.NewOpt(m.Content)
+			}
+			for _, tc := range m.ToolCalls {
+				args := string(tc.Arguments)
+				if args == "" {
+					args = "{}"
+				}
+				a.ToolCalls = append(a.ToolCalls, openai.ChatCompletionMessageToolCallUnionParam{
+					OfFunction: &openai.ChatCompletionMessageFunctionToolCallParam{ID: tc.ID,
+						Function: openai.ChatCompletionMessageFunctionToolCallFunctionParam{Name: tc.Name, Arguments: args}}})
+			}
+			p.Messages = append(p.Messages, openai.ChatCompletionMessageParamUnion{OfAssistant: &a})
+		default:
+			return p, &PermanentError{fmt.Errorf("model: message %d has unknown role %q (use system, user, assistant or tool)", i, m.Role)}
+		}
+	}
+	for _, t := range req.Tools {
+		fd := shared.FunctionDefinitionParam{Name: t.Name}
+		if t.Description != "" {
+			fd.Description = param.NewOpt(t.Description)
+		}
+		if len(t.Parameters) > 0 {
+			var ps map[string]any
+			if err := json.Unmarshal(t.Parameters, &ps); err != nil {
+				return p, &PermanentError{fmt.Errorf("model: parameters of tool %q are not a JSON object: %w", t.Name, err)}
+			}
+			fd.Parameters = ps
+		}
+		p.Tools = append(p.Tools, openai.ChatCompletionFunctionTool(fd))
+	}
+	switch req.ToolChoice {
+	case "":
+	case "auto", "none", "required":
+		p.ToolChoice.OfAuto = param.NewOpt(req.ToolChoice)
+	default:
+		p.ToolChoice.OfFunctionToolChoice = &openai.ChatCompletionNamedToolChoiceParam{
+			Function: openai.ChatCompletionNamedToolChoiceFunctionParam{Name: req.ToolChoice}}
+	}
+	if rf := req.ResponseFormat; rf != nil {
+		var schema any
+		if err := json.Unmarshal(rf.Schema, &schema); err != nil {
+			return p, &PermanentError{fmt.Errorf("model: response format %q: schema is not JSON: %w", rf.Name, err)}
+		}
+		js := shared.ResponseFormatJSONSchemaJSONSchemaParam{Name: rf.Name, Schema: schema}
+		if rf.Strict {
+			js.Strict = param.NewOpt(true)
+		}
+		p.ResponseFormat.OfJSONSchema = &shared.ResponseFormatJSONSchemaParam{JSONSchema: js}
+	}
+	if req.Temperature != nil {
+		p.Temperature = param.NewOpt(*req.Temperature)
+	}
+	if req.MaxTokens > 0 {
+		p.MaxTokens = param.NewOpt(int64(req.MaxTokens))
+	}
+	if req.Seed != nil {
+		p.Seed = param.NewOpt(*req.Seed)
+	}
+	return p, nil
+}
+
+func (c *OpenAIClient) response(cc *openai.ChatCompletion) (*Response, error) {
+	if len(cc.Choices) == 0 {
+		return nil, &PermanentError{fmt.Errorf("model: %s answered without choices", c.baseURL)}
+	}
+	ch := cc.Choices[0]
+	r := &Response{FinishReason: ch.FinishReason, Model: cc.Model,
+		Usage:   Usage{PromptTokens: int(cc.Usage.PromptTokens), CompletionTokens: int(cc.Usage.CompletionTokens)},
+		Message: Message{Role: RoleAssistant, Content: ch.Message.Content}}
+	if r.Message.Content == "" && ch.Message.Refusal != "" {
+		r.Message.Content = ch.Message.Refusal
+	}
+	for _, tc := range ch.Message.ToolCalls {
+		if tc.Type != "" && tc.Type != "function" {
+			continue
+		}
+		args := json.RawMessage(tc.Function.Arguments)
+		if !json.Valid(args) {
+			// Keep the event serialisable: a model that wrote broken JSON
+			// gets its text back as a string, which tool validation rejects
+			// with a message the model can act on.
+			args, _ = json.Marshal(tc.Function.Arguments)
+		}
+		r.Message.ToolCalls = append(r.Message.ToolCalls, ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: args})
+	}
+	return r, nil
+}
+
+func (c *OpenAIClient) convertError(ctx context.Context, modelName shared.ChatModel, err error) error {
+	var oe *openai.Error
+	if errors.As(err, &oe) {
+		e := &APIError{StatusCode: oe.StatusCode, Type: oe.Type, Code: oe.Code, Message: oe.Message,
+			Model: string(modelName), Endpoint: c.baseURL}
+		if oe.Response != nil {
+			e.RetryAfter = retryAfter(oe.Response.Header.Get("Retry-After"))
+		}
+		return e
+	}
+	if ctx.Err() != nil {
+		return fmt.Errorf("model: call to %s: %w", c.baseURL, ctx.Err())
+	}
+	return fmt.Errorf("model: request to %s failed: %w", c.baseURL, err)
+}
+
+func retryAfter(h string) time.Duration {
+	if h == "" {
+		return 0
+	}
+	if s, err := strconv.ParseFloat(h, 64); err == nil && s >= 0 {
+		return time.Duration(s * float64(time.Second))
+	}
+	if t, err := http.ParseTime(h); err == nil {
+		return max(0, time.Until(t))
+	}
+	return 0
+}

@@ -1,0 +1,862 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"reflect"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/weirproject/weir"
+	"github.com/weirproject/weir/agent/segq"
+	"github.com/weirproject/weir/clock"
+	"github.com/weirproject/weir/keygroup"
+	"github.com/weirproject/weir/runtime"
+	"github.com/weirproject/weir/state"
+)
+
+// Options configure Apply. The zero value is usable: every field documents
+// its default.
+type Options struct {
+	// MaxConcurrentKeys bounds the keys whose input is in progress at once
+	// in one subtask (the in-flight limit). 0 means 256.
+	MaxConcurrentKeys int
+	// MaxBufferedInputs bounds the inputs a subtask has accepted but not
+	// started (waiting for their key or for a slot). Beyond it
+	// ProcessRecord waits for inputs to finish, serving the mailbox
+	// (back-pressure); a checkpoint barrier then waits too. 0 means
+	// 4 × MaxConcurrentKeys.
+	MaxBufferedInputs int
+	// ActionTimeout bounds every action run (its context's deadline).
+	// 0 means no bound.
+	ActionTimeout time.Duration
+	// ContinueOnError makes a failed action (an error or a panic) not fail
+	// the job: the failure is logged and counted (counter actionErrors),
+	// the action's events and memory writes are dropped, and the input goes
+	// on with its remaining actions.
+	ContinueOnError bool
+	// Blocking runs actions synchronously on the subtask goroutine, one at
+	// a time: the naive design, kept for comparisons (benchmarks). A slow
+	// action then stalls the subtask, its timers and checkpoints.
+	Blocking bool
+	// StallWarning is how long the oldest held watermark may wait before a
+	// warning names the keys holding it; 0 means one minute, negative
+	// disables the warning.
+	StallWarning time.Duration
+	// Store, when set, opens the action-state store of each subtask (for
+	// example wal.Factory): completed actions are recorded before their
+	// outputs leave and skipped after a restore, and Durable calls are
+	// recorded and replayed (seed 002). nil means no store.
+	Store StoreFactory
+}
+
+func (o Options) withDefaults() Options {
+	if o.MaxConcurrentKeys <= 0 {
+		o.MaxConcurrentKeys = 256
+	}
+	if o.MaxBufferedInputs <= 0 {
+		o.MaxBufferedInputs = 4 * o.MaxConcurrentKeys
+	}
+	if o.StallWarning == 0 {
+		o.StallWarning = time.Minute
+	}
+	return o
+}
+
+// Apply runs agent a on the keyed stream ks and returns the stream of its
+// outputs. It panics if the agent is invalid (no actions, duplicate
+// names, an action listening to output events): that is a bug in the code
+// building the job. See the package documentation for the guarantees.
+func Apply[K comparable, IN, OUT any](ks weir.KeyedStream[K, IN], name string, a *Agent, opts Options) weir.Stream[OUT] {
+	def, err := compile(a)
+	if err != nil {
+		panic(fmt.Sprintf("agent.Apply(%q): %v", name, err))
+	}
+	opts = opts.withDefaults()
+	key, hash := ks.Key(), ks.Hasher()
+	return weir.TransformKeyed(ks, name, func() runtime.OneInputOperator[IN, OUT] {
+		return newOperator[K, IN, OUT](def, key, hash, opts)
+	})
+}
+
+// mark is a watermark or an idle-status change held by the segmented
+// queue.
+type mark struct {
+	kind int8 // markWatermark, markIdle, markActive
+	ts   int64
+}
+
+const (
+	markWatermark int8 = iota
+	markIdle
+	markActive
+)
+
+// completion is one finished action run, handed from its goroutine to the
+// subtask goroutine.
+//
+// Completions are recycled by the subtask goroutine once applied (an
+// action must not use its RunnerContext after it returns), so a run
+// allocates nothing of the operator's own in the steady state.
+type completion[K comparable, IN any] struct {
+	ks    *keyState[K, IN]
+	rc    *RunnerContext
+	err   error
+	next  *completion[K, IN]
+	rcMem RunnerContext // rc points here
+	sent  [2]Event      // initial storage of rc.sent
+}
+
+// operator is one subtask of an agent operator.
+type operator[K comparable, IN, OUT any] struct {
+	runtime.Base[OUT]
+	def   *compiled
+	opts  Options
+	keyOf func(IN) K
+	hash  keygroup.Hasher[K]
+	kc    state.Codec[K]
+	maxP  int
+
+	backend *state.Backend[K]
+	keys    *state.ValueState[K, *keyState[K, IN]]
+	q       segq.Queue[K, mark]
+	ready   []*keyState[K, IN] // ready[rhead:]: keys waiting for a slot, FIFO
+	rhead   int
+
+	running    int // keys with an input in progress
+	waiting    int // inputs accepted, not started
+	unfinished int // inputs accepted, not finished (running + waiting)
+
+	runCtx    context.Context
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
+	mb        *runtime.Mailbox
+	completed atomic.Pointer[completion[K, IN]]
+	jobs      chan *completion[K, IN] // to the workers
+	busy      atomic.Int64            // actions queued or running
+	workers   int                     // workers started
+	freeC     []*completion[K, IN]    // recycled completions
+	freeR     []*runState             // recycled run states
+	letter    func()
+	scope     *letterScope
+	closed    bool
+	err       error
+	outEvent  bool // OUT is Event: output events leave whole
+	logger    *slog.Logger
+	reg       *registration
+
+	store    ActionStateStore
+	finished map[string]int64 // key -> last finished seq since the last snapshot (store only)
+	prunes   []pendingPrune
+
+	tickArmed bool
+	warnedAt  int64 // watermark value last warned about
+
+	gHeld, gAge, gInFlight, gRunning *runtime.Gauge
+	cActions, cErrors, cDropped      *runtime.Counter
+	cReplayed, cCallsReplayed        *runtime.Counter
+	cDiverged                        *runtime.Counter
+}
+
+// pendingPrune is what a checkpoint covers: the inputs finished before its
+// snapshot, prunable from the store once it completes.
+type pendingPrune struct {
+	id   int64
+	upTo map[string]int64
+}
+
+func newOperator[K comparable, IN, OUT any](def *compiled, keyOf func(IN) K, hash keygroup.Hasher[K], opts Options) *operator[K, IN, OUT] {
+	return &operator[K, IN, OUT]{def: def, opts: opts, keyOf: keyOf, hash: hash,
+		outEvent: reflect.TypeFor[OUT]() == reflect.TypeFor[Event]()}
+}
+
+func (o *operator[K, IN, OUT]) agentDef() *compiled { return o.def }
+func (o *operator[K, IN, OUT]) log() *slog.Logger   { return o.logger }
+func (o *operator[K, IN, OUT]) encodeKey(key any) ([]byte, error) {
+	k, ok := key.(K)
+	if !ok {
+		return nil, fmt.Errorf("agent: key %v is a %T, not the operator's key type", key, key)
+	}
+	b, err := o.kc.Append(nil, k)
+	if err != nil {
+		return nil, fmt.Errorf("agent: cannot encode key %v: %w", key, err)
+	}
+	return b, nil
+}
+
+// Open sets up state and metrics, restores checkpointed work and resumes
+// it.
+func (o *operator[K, IN, OUT]) Open(ctx *runtime.Context, out runtime.Output[OUT]) error {
+	o.Base.Open(ctx, out)
+	o.maxP = ctx.MaxParallelism
+	o.logger = ctx.Logger
+	o.mb = ctx.Mailbox()
+	o.scope = acquireScope(o.mb)
+	o.runCtx, o.cancel = context.WithCancel(context.Background())
+	o.jobs = make(chan *completion[K, IN], o.opts.MaxConcurrentKeys)
+	o.kc = state.DefaultCodec[K]()
+	o.backend = state.NewBackend[K](ctx.KeyGroups)
+	o.backend.SetKeyCodec(o.kc)
+	var err error
+	o.keys, err = state.ValueWithCodec[K, *keyState[K, IN]](o.backend, "agent", keyStateCodec[K, IN]{def: o.def, in: state.JSONCodec[IN]()})
+	if err != nil {
+		return err
+	}
+	clk := ctx.Clock
+	o.q.Now = func() int64 { return clock.NowMillis(clk) }
+	o.gHeld = ctx.Gauge("heldWatermarks")
+	o.gAge = ctx.Gauge("oldestHeldWatermarkAgeMs")
+	o.gInFlight = ctx.Gauge("inFlightInputs")
+	o.gRunning = ctx.Gauge("runningKeys")
+	o.cActions = ctx.Counter("actionsRun")
+	o.cErrors = ctx.Counter("actionErrors")
+	o.cDropped = ctx.Counter("eventsUnhandled")
+	o.cReplayed = ctx.Counter("actionsReplayed")
+	o.cCallsReplayed = ctx.Counter("callsReplayed")
+	o.cDiverged = ctx.Counter("divergences")
+	if o.opts.Store != nil {
+		st, err := o.opts.Store(ctx)
+		if err != nil {
+			return fmt.Errorf("agent: opening the action-state store: %w", err)
+		}
+		o.store = st
+		o.finished = map[string]int64{}
+	}
+	o.letter = func() {
+		if o.closed {
+			return
+		}
+		o.scope.depth++
+		o.drain()
+		o.scope.depth--
+	}
+	o.reg = register(ctx.Name, ctx.Subtask, o.mb, o.status)
+	if err := o.restore(ctx); err != nil {
+		return err
+	}
+	o.fillSlots()
+	o.gauges()
+	return o.err
+}
+
+// ProcessRecord queues the record as its key's next input and starts it if
+// the key is idle and a slot is free. While MaxBufferedInputs inputs wait
+// it first waits for some to start (back-pressure).
+func (o *operator[K, IN, OUT]) ProcessRecord(r runtime.Record[IN]) error {
+	// Wait for room before accepting the record, so that a checkpoint
+	// taken by a letter that runs while we wait (a source chained to this
+	// operator checkpoints through its mailbox) sees neither the record
+	// nor the source's move past it.
+	for o.waiting >= o.opts.MaxBufferedInputs && o.err == nil && o.scope.depth == 0 {
+		if err := o.Ctx.Yield(); err != nil {
+			return err
+		}
+	}
+	if o.err != nil {
+		return o.err
+	}
+	k := o.keyOf(r.Value)
+	o.backend.SetCurrentKey(k, keygroup.Assign(o.hash(k), o.maxP))
+	ks, ok := o.keys.Value()
+	if !ok {
+		ks = &keyState[K, IN]{key: k, boxed: k, kg: o.backend.CurrentKeyGroup()}
+		o.keys.Update(ks)
+	}
+	ks.pending = append(ks.pending, pendingInput[IN]{value: r.Value, ts: r.Timestamp})
+	o.waiting++
+	o.unfinished++
+	o.q.AddKey(k)
+	if ks.run == nil && !ks.queued {
+		o.enqueue(ks)
+	}
+	o.fillSlots()
+	o.release()
+	o.gauges()
+	return o.err
+}
+
+// ProcessWatermark queues the watermark behind every unfinished input and
+// releases what may leave.
+func (o *operator[K, IN, OUT]) ProcessWatermark(ts int64) error {
+	o.q.AddWatermark(mark{kind: markWatermark, ts: ts})
+	o.release()
+	return o.err
+}
+
+// ProcessIdle queues the status change like a watermark, so that it never
+// overtakes outputs of earlier inputs.
+func (o *operator[K, IN, OUT]) ProcessIdle(idle bool) error {
+	m := mark{kind: markActive}
+	if idle {
+		m.kind = markIdle
+	}
+	o.q.AddWatermark(m)
+	o.release()
+	return o.err
+}
+
+// EndInput waits until every input has finished and every held mark has
+// left.
+func (o *operator[K, IN, OUT]) EndInput() error {
+	for (o.unfinished > 0 || o.q.Held() > 0) && o.err == nil {
+		if err := o.Ctx.Yield(); err != nil {
+			return err
+		}
+	}
+	return o.err
+}
+
+// Close cancels running actions and waits for their goroutines.
+func (o *operator[K, IN, OUT]) Close() error {
+	o.closed = true
+	if o.cancel != nil {
+		o.cancel()
+	}
+	if o.jobs != nil {
+		close(o.jobs)
+	}
+	o.wg.Wait()
+	if o.store != nil {
+		if err := o.store.Close(); err != nil {
+			o.logger.Warn("agent: closing the action-state store", "err", err)
+		}
+		o.store = nil
+	}
+	if o.scope != nil {
+		releaseScope(o.mb, o.scope)
+		o.scope = nil
+	}
+	if o.reg != nil {
+		o.reg.unregister()
+		o.reg = nil
+	}
+	return nil
+}
+
+// SnapshotState implements runtime.Snapshotter: per key group, the keyed
+// state (sequence numbers, memory, pending inputs, unfinished inputs with
+// their remaining tasks). Running actions are not waited for: their tasks
+// are stored and run again after a restore.
+func (o *operator[K, IN, OUT]) SnapshotState(w *runtime.SnapshotWriter) error {
+	if o.store != nil && len(o.finished) > 0 {
+		o.prunes = append(o.prunes, pendingPrune{id: w.CheckpointID(), upTo: o.finished})
+		o.finished = map[string]int64{}
+	}
+	rng := o.Ctx.KeyGroups
+	for kg := rng.Start; kg <= rng.End; kg++ {
+		if o.keys.NumKeysInKeyGroup(kg) == 0 {
+			continue
+		}
+		blob, err := o.backend.AppendSnapshotKeyGroup([]byte{snapshotFormat}, kg)
+		if err != nil {
+			return err
+		}
+		if err := w.KeyGroup(kg, blob); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// NotifyCheckpointComplete implements runtime.CheckpointListener: the
+// store's states of inputs finished before checkpoint id (and before
+// earlier checkpoints that were aborted) are pruned, in the background.
+func (o *operator[K, IN, OUT]) NotifyCheckpointComplete(id int64) error {
+	if o.store == nil {
+		return nil
+	}
+	upTo := map[string]int64{}
+	n := 0
+	for _, p := range o.prunes {
+		if p.id > id {
+			o.prunes[n] = p
+			n++
+			continue
+		}
+		for k, s := range p.upTo {
+			if cur, ok := upTo[k]; !ok || s > cur {
+				upTo[k] = s
+			}
+		}
+	}
+	clear(o.prunes[n:])
+	o.prunes = o.prunes[:n]
+	if len(upTo) == 0 {
+		return nil
+	}
+	list := make([]KeySeq, 0, len(upTo))
+	for k, s := range upTo {
+		list = append(list, KeySeq{Key: []byte(k), Seq: s})
+	}
+	st := o.store
+	o.wg.Add(1)
+	go func() {
+		defer o.wg.Done()
+		if err := st.Prune(list); err != nil {
+			o.logger.Warn("agent: pruning the action-state store failed; it will grow until the next prune", "err", err)
+		}
+	}()
+	return nil
+}
+
+// NotifyCheckpointAborted implements runtime.CheckpointListener: what the
+// aborted checkpoint covered is pruned with the next one that completes.
+func (o *operator[K, IN, OUT]) NotifyCheckpointAborted(int64) {}
+
+// snapshotFormat is the first byte of every key-group blob.
+const snapshotFormat = 1
+
+func (o *operator[K, IN, OUT]) restore(ctx *runtime.Context) error {
+	r := ctx.Restored()
+	if r == nil {
+		return nil
+	}
+	err := r.ForEachKeyGroup(func(kg int, data []byte) error {
+		if len(data) == 0 || data[0] != snapshotFormat {
+			return fmt.Errorf("agent: key-group blob in unknown format %v; was it written by a newer weir?", data[:min(1, len(data))])
+		}
+		return o.backend.RestoreKeyGroup(kg, data[1:])
+	})
+	if err != nil {
+		return err
+	}
+	// The segmented queue is rebuilt, not restored: every key with work
+	// goes into the first segment, one reference per unfinished input.
+	rng := ctx.KeyGroups
+	for kg := rng.Start; kg <= rng.End; kg++ {
+		o.keys.ForEach(kg, func(k K, ks *keyState[K, IN]) {
+			ks.key, ks.boxed, ks.kg = k, k, kg
+			n := len(ks.pending) - ks.head
+			o.waiting += n
+			if ks.run != nil {
+				n++
+			}
+			for range n {
+				o.q.AddKey(k)
+			}
+			o.unfinished += n
+			if n > 0 {
+				o.enqueue(ks)
+			}
+		})
+	}
+	if o.unfinished > 0 {
+		o.logger.Info("agent: resuming restored work", "inputs", o.unfinished, "keys", len(o.ready)-o.rhead, "checkpoint", r.CheckpointID)
+	}
+	return nil
+}
+
+func (o *operator[K, IN, OUT]) enqueue(ks *keyState[K, IN]) {
+	ks.queued = true
+	o.ready = append(o.ready, ks)
+}
+
+// fillSlots starts (or resumes) inputs of ready keys while slots are free.
+func (o *operator[K, IN, OUT]) fillSlots() {
+	for o.running < o.opts.MaxConcurrentKeys && o.rhead < len(o.ready) && o.err == nil {
+		ks := o.ready[o.rhead]
+		o.ready[o.rhead] = nil
+		o.rhead++
+		if o.rhead == len(o.ready) {
+			o.ready, o.rhead = o.ready[:0], 0
+		} else if o.rhead > 1024 && o.rhead*2 > len(o.ready) {
+			n := copy(o.ready, o.ready[o.rhead:])
+			clear(o.ready[n:])
+			o.ready, o.rhead = o.ready[:n], 0
+		}
+		ks.queued = false
+		o.running++
+		if ks.run == nil {
+			o.begin(ks)
+		}
+		o.step(ks)
+	}
+}
+
+// begin starts the key's oldest pending input: it takes the key's next
+// sequence number and queues the input event's actions.
+func (o *operator[K, IN, OUT]) begin(ks *keyState[K, IN]) {
+	p := ks.popPending()
+	o.waiting--
+	seq := ks.nextSeq
+	ks.nextSeq++
+	var r *runState
+	if n := len(o.freeR); n > 0 {
+		r = o.freeR[n-1]
+		o.freeR[n-1] = nil
+		o.freeR = o.freeR[:n-1]
+	} else {
+		r = new(runState)
+	}
+	r.seq, r.ts, r.nextID = seq, p.ts, 1
+	r.input = Event{Type: TypeInput, Value: p.value, Parent: -1}
+	r.tasks = r.first[:0]
+	o.addTasks(r, &r.input)
+	ks.run = r
+}
+
+func (o *operator[K, IN, OUT]) addTasks(r *runState, ev *Event) {
+	acts := o.def.byType[ev.Type]
+	if len(acts) == 0 {
+		o.cDropped.Inc()
+		return
+	}
+	for _, a := range acts {
+		r.tasks = append(r.tasks, task{ev: ev, action: a})
+	}
+}
+
+// step runs the key's next task, or finishes its input when none is left.
+// In blocking mode it runs every task of the input in turn.
+func (o *operator[K, IN, OUT]) step(ks *keyState[K, IN]) {
+	for o.err == nil {
+		r := ks.run
+		if r.thead == len(r.tasks) {
+			o.finish(ks)
+			return
+		}
+		c := o.prepare(ks)
+		if !o.opts.Blocking {
+			o.dispatch(c)
+			return
+		}
+		o.execute(c)
+		o.apply(c)
+		o.recycle(c)
+	}
+}
+
+// finish ends the key's input: its watermark reference goes, its slot is
+// freed, and the key queues again if more inputs wait.
+func (o *operator[K, IN, OUT]) finish(ks *keyState[K, IN]) {
+	if o.store != nil {
+		if kb, err := o.kc.Append(nil, ks.key); err == nil {
+			o.finished[string(kb)] = ks.run.seq
+		}
+	}
+	if r := ks.run; len(o.freeR) < 4*o.opts.MaxConcurrentKeys {
+		*r = runState{}
+		o.freeR = append(o.freeR, r)
+	}
+	ks.run = nil
+	o.running--
+	o.unfinished--
+	if !o.q.RemoveKey(ks.key) {
+		o.fail(fmt.Errorf("agent: internal error: no watermark reference for key %v at the end of its input", ks.key))
+		return
+	}
+	if ks.hasPending() {
+		o.enqueue(ks)
+	}
+}
+
+func (o *operator[K, IN, OUT]) prepare(ks *keyState[K, IN]) *completion[K, IN] {
+	r := ks.run
+	t := r.tasks[r.thead]
+	var c *completion[K, IN]
+	if n := len(o.freeC); n > 0 {
+		c = o.freeC[n-1]
+		o.freeC[n-1] = nil
+		o.freeC = o.freeC[:n-1]
+	} else {
+		c = new(completion[K, IN])
+	}
+	c.ks = ks
+	c.rc = &c.rcMem
+	*c.rc = RunnerContext{host: o, key: ks.boxed, seq: r.seq, ev: t.ev, action: o.def.actions[t.action],
+		short:   Memory{name: "short-term", base: ks.memory},
+		sensory: Memory{name: "sensory", base: r.sensory},
+		sent:    c.sent[:0]}
+	if o.store != nil {
+		c.rc.durable = &durableRun{store: o.store, kg: ks.kg, pos: Position{Seq: r.seq, EventID: t.ev.ID, Action: t.action},
+			onReplay: o.cCallsReplayed.Inc, onDiverge: o.cDiverged.Inc}
+	}
+	return c
+}
+
+// recycle returns an applied completion to the free list.
+func (o *operator[K, IN, OUT]) recycle(c *completion[K, IN]) {
+	*c = completion[K, IN]{}
+	if len(o.freeC) < 4*o.opts.MaxConcurrentKeys {
+		o.freeC = append(o.freeC, c)
+	}
+}
+
+// dispatch queues c for the worker goroutines, starting a worker when
+// every worker is busy. Workers live until Close, so a worker's stack has
+// grown to what actions need (a goroutine per action would grow a fresh
+// stack every time), and a worker that finds more queued work takes it
+// without parking. There is at most one queued or running action per
+// running key, so the queue (MaxConcurrentKeys long) never blocks, and
+// there are never more workers than actions that ran at once.
+func (o *operator[K, IN, OUT]) dispatch(c *completion[K, IN]) {
+	if o.busy.Add(1) > int64(o.workers) {
+		o.workers++
+		o.wg.Add(1)
+		go o.worker()
+	}
+	o.jobs <- c
+}
+
+func (o *operator[K, IN, OUT]) worker() {
+	defer o.wg.Done()
+	for c := range o.jobs {
+		o.execute(c)
+		o.busy.Add(-1)
+		o.push(c)
+	}
+}
+
+// execute runs the action of c (on its own goroutine, or on the subtask
+// goroutine in blocking mode), turning a panic into an error.
+func (o *operator[K, IN, OUT]) execute(c *completion[K, IN]) {
+	ctx := o.runCtx
+	if o.opts.ActionTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, o.opts.ActionTimeout)
+		defer cancel()
+	}
+	c.rc.ctx = ctx
+	if d := c.rc.durable; d != nil {
+		done, err := o.recall(c.rc, d)
+		if err != nil || done {
+			c.err = err
+			return
+		}
+	}
+	func() {
+		defer func() {
+			if p := recover(); p != nil {
+				c.err = fmt.Errorf("panic: %v\n%s", p, debug.Stack())
+			}
+		}()
+		c.err = c.rc.action.Run(c.rc, *c.rc.ev)
+	}()
+	if d := c.rc.durable; d != nil && c.err == nil {
+		st := &ActionState{ID: d.id, Pos: d.pos, KeyGroup: d.kg, Completed: true, Calls: d.calls,
+			Short: writesOf(c.rc.short.writes), Sensory: writesOf(c.rc.sensory.writes), Sent: c.rc.sent}
+		if err := d.store.Put(st); err != nil {
+			c.err = fmt.Errorf("recording the completed action in the action-state store (its outputs are held back): %w", err)
+		}
+	}
+}
+
+// recall looks the run up in the store (on the action goroutine): a
+// completed run is replayed (done is true: its memory writes and events
+// are taken from the store and the action is not called), an unfinished
+// one hands its recorded calls to Durable, and a run the store does not
+// know while it knows later ones of the key is a divergence.
+func (o *operator[K, IN, OUT]) recall(rc *RunnerContext, d *durableRun) (done bool, err error) {
+	id, err := rc.RunID()
+	if err != nil {
+		return false, err
+	}
+	d.id = id
+	st, err := d.store.Get(id)
+	if err != nil {
+		return false, fmt.Errorf("reading the action-state store: %w", err)
+	}
+	if st == nil {
+		if latest, ok := d.store.Latest(id.Key); ok && !latest.Less(d.pos) {
+			rc.Logger().Warn("agent: the recorded run of this key diverges from this one; discarding its recorded future",
+				"recorded", latest, "now", d.pos)
+			o.cDiverged.Inc()
+			if err := d.store.DiscardFrom(id.Key, d.pos); err != nil {
+				return false, fmt.Errorf("action-state store: %w", err)
+			}
+		}
+		return false, nil
+	}
+	if !st.Completed {
+		d.recorded = st.Calls
+		return false, nil
+	}
+	o.cReplayed.Inc()
+	rc.short.writes = st.Short.buffer()
+	rc.sensory.writes = st.Sensory.buffer()
+	rc.sent = append(rc.sent[:0], st.Sent...)
+	return true, nil
+}
+
+// push hands c to the subtask goroutine: completions pile up on a
+// lock-free stack, and the first one on an empty stack posts the letter
+// that drains it.
+func (o *operator[K, IN, OUT]) push(c *completion[K, IN]) {
+	for {
+		top := o.completed.Load()
+		c.next = top
+		if o.completed.CompareAndSwap(top, c) {
+			if top == nil {
+				o.mb.Post(o.letter)
+			}
+			return
+		}
+	}
+}
+
+// drain applies every completion on the stack, in completion order, then
+// starts waiting inputs and releases watermarks.
+func (o *operator[K, IN, OUT]) drain() {
+	top := o.completed.Swap(nil)
+	var list *completion[K, IN]
+	for top != nil {
+		next := top.next
+		top.next = list
+		list, top = top, next
+	}
+	for c := list; c != nil; {
+		if o.err != nil {
+			return
+		}
+		next, ks := c.next, c.ks
+		o.apply(c)
+		o.recycle(c)
+		o.step(ks)
+		c = next
+	}
+	o.fillSlots()
+	o.release()
+	o.gauges()
+}
+
+// apply commits a finished action run on the subtask goroutine: memory
+// writes, then its events in the order sent (outputs leave at once with
+// the input's timestamp, others queue the actions listening to them).
+func (o *operator[K, IN, OUT]) apply(c *completion[K, IN]) {
+	ks, rc := c.ks, c.rc
+	r := ks.run
+	if c.err != nil {
+		o.cErrors.Inc()
+		err := fmt.Errorf("agent: action %q failed for key %v (input %d, event %d %q): %w",
+			rc.action.Name, ks.key, r.seq, rc.ev.ID, rc.ev.Type, c.err)
+		if !o.opts.ContinueOnError {
+			o.fail(fmt.Errorf("%w; fix the action, or set agent.Options.ContinueOnError to skip failed actions", err))
+			return
+		}
+		o.logger.Warn("agent: action failed; skipping it", "err", err)
+	} else {
+		ks.memory = applyWrites(ks.memory, rc.short.writes)
+		r.sensory = applyWrites(r.sensory, rc.sensory.writes)
+		for i := range rc.sent {
+			ev := &rc.sent[i]
+			ev.ID, ev.Parent, ev.Action = r.nextID, rc.ev.ID, rc.action.Name
+			r.nextID++
+			if ev.Type == TypeOutput {
+				if err := o.emit(ev, r.ts); err != nil {
+					o.fail(fmt.Errorf("agent: action %q of key %v: %w", rc.action.Name, ks.key, err))
+					return
+				}
+				continue
+			}
+			// The completion is recycled: the event moves to the heap.
+			e := new(Event)
+			*e = *ev
+			o.addTasks(r, e)
+		}
+	}
+	o.cActions.Inc()
+	r.popTask()
+}
+
+func (o *operator[K, IN, OUT]) emit(ev *Event, ts int64) error {
+	var v OUT
+	if o.outEvent {
+		v = any(*ev).(OUT)
+	} else {
+		var err error
+		v, err = convert[OUT](ev.Value, "the output", "", "")
+		if err != nil {
+			return err
+		}
+	}
+	o.Out.Collect(runtime.Record[OUT]{Value: v, Timestamp: ts})
+	return nil
+}
+
+// release forwards every held mark whose inputs have all finished, oldest
+// first.
+func (o *operator[K, IN, OUT]) release() {
+	for {
+		m, ok := o.q.PopReady()
+		if !ok {
+			break
+		}
+		switch m.kind {
+		case markWatermark:
+			o.Out.EmitWatermark(m.ts)
+		case markIdle:
+			o.Out.EmitIdle(true)
+		case markActive:
+			o.Out.EmitIdle(false)
+		}
+	}
+	if o.q.Held() > 0 && !o.tickArmed && !o.closed {
+		o.tickArmed = true
+		o.Ctx.RegisterProcessingTimer(clock.NowMillis(o.Ctx.Clock)+tickMillis, o.tick)
+	}
+}
+
+const tickMillis = 1000
+
+// tick refreshes the age gauge while marks are held and warns, once per
+// held watermark, when the oldest has waited longer than StallWarning.
+func (o *operator[K, IN, OUT]) tick(now int64) {
+	o.tickArmed = false
+	if o.closed {
+		return
+	}
+	o.gauges()
+	if o.q.Held() == 0 {
+		return
+	}
+	if o.opts.StallWarning > 0 {
+		m, _, _ := o.q.Oldest()
+		if age := o.q.OldestAge(); age >= o.opts.StallWarning.Milliseconds() && (m.ts != o.warnedAt || m.kind != markWatermark) {
+			o.warnedAt = m.ts
+			s := o.status()
+			o.logger.Warn("agent: a watermark is held back by unfinished inputs",
+				"watermark", s.OldestHeldWatermark, "ageMs", s.OldestHeldAgeMs, "heldWatermarks", s.HeldWatermarks,
+				"keys", s.OldestHeldBy, "keyCount", s.OldestHeldByCount)
+		}
+	}
+	o.tickArmed = true
+	o.Ctx.RegisterProcessingTimer(now+tickMillis, o.tick)
+}
+
+func (o *operator[K, IN, OUT]) gauges() {
+	o.gHeld.Set(int64(o.q.Held()))
+	o.gAge.Set(o.q.OldestAge())
+	o.gInFlight.Set(int64(o.unfinished))
+	o.gRunning.Set(int64(o.running))
+}
+
+func (o *operator[K, IN, OUT]) fail(err error) {
+	if o.err != nil {
+		return
+	}
+	o.err = err
+	o.Ctx.Fail(err)
+	o.cancel()
+}
+
+// status describes the subtask (on the subtask goroutine).
+func (o *operator[K, IN, OUT]) status() SubtaskStatus {
+	s := SubtaskStatus{Operator: o.Ctx.Name, Subtask: o.Ctx.Subtask, HeldWatermarks: o.q.Held(),
+		RunningKeys: o.running, WaitingInputs: o.waiting, InFlightInputs: o.unfinished}
+	if m, _, ok := o.q.Oldest(); ok {
+		s.OldestHeldWatermark = m.ts
+		s.OldestHeldIsStatus = m.kind != markWatermark
+		s.OldestHeldAgeMs = o.q.OldestAge()
+		s.OldestHeldByCount = o.q.OldestKeyCount()
+		for k, n := range o.q.OldestKeys(statusKeys) {
+			s.OldestHeldBy = append(s.OldestHeldBy, HeldKey{Key: fmt.Sprint(k), Inputs: n})
+		}
+		sortHeld(s.OldestHeldBy)
+	}
+	return s
+}
+
+const statusKeys = 20

@@ -1,0 +1,92 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/weirproject/weir"
+	"github.com/weirproject/weir/clock"
+	"github.com/weirproject/weir/watermark"
+)
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestStallIsVisible: a watermark held by a hung call shows in the gauges
+// and, past StallWarning, in a warning naming the key holding it.
+func TestStallIsVisible(t *testing.T) {
+	ctx := testCtx(t)
+	clk := clock.NewManual(time.Unix(1_000_000, 0))
+	var logs syncBuffer
+	m := newGatedModel()
+	open := m.gate("A1")
+	end := make(chan struct{})
+	env := weir.NewEnvironment(weir.Config{Parallelism: 1, Clock: clk, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	src := weir.FromSource[msg](env, "src", scripted(
+		rec(msg{Key: "slow-user", Text: "A1"}, 1), rec(msg{Key: "B", Text: "B1"}, 2), wmark[msg](5), pause[msg](end)), watermark.NoWatermarks[msg]())
+	rc := record(Apply[string, msg, string](weir.KeyBy(src, keyOfMsg), "stall", chatAgent(m), Options{StallWarning: time.Minute}))
+	job, err := env.Start(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { open(); close(end); job.Wait() }()
+	waitStatus(t, ctx, "stall", "held", func(s SubtaskStatus) bool { return s.HeldWatermarks == 1 && s.InFlightInputs == 1 })
+	gauge := func(name string) int64 { return env.Metrics().Sum("stall", name) }
+	if gauge("heldWatermarks") != 1 || gauge("inFlightInputs") != 1 {
+		t.Fatalf("gauges held %d in flight %d", gauge("heldWatermarks"), gauge("inFlightInputs"))
+	}
+	clk.Advance(2 * time.Minute)
+	for !strings.Contains(logs.String(), "held back") {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("no stall warning; logs:\n%s", logs.String())
+		case <-time.After(time.Millisecond):
+		}
+	}
+	line := logs.String()
+	if !strings.Contains(line, "slow-user") || !strings.Contains(line, "watermark=5") || !strings.Contains(line, "ageMs=120000") {
+		t.Fatalf("warning does not name the key, watermark and age: %s", line)
+	}
+	if got := gauge("oldestHeldWatermarkAgeMs"); got != 120000 {
+		t.Fatalf("age gauge %d, want 120000", got)
+	}
+	open()
+	rc.waitFor(t, ctx, "WM 5", hasWatermark(5))
+	waitStatus(t, ctx, "stall", "released", func(s SubtaskStatus) bool { return s.HeldWatermarks == 0 })
+	if gauge("heldWatermarks") != 0 || gauge("oldestHeldWatermarkAgeMs") != 0 {
+		t.Fatalf("gauges after release: held %d age %d", gauge("heldWatermarks"), gauge("oldestHeldWatermarkAgeMs"))
+	}
+}
+
+// TestActionTimeout: an action that outlives ActionTimeout gets a
+// cancelled context; its error fails the job.
+func TestActionTimeout(t *testing.T) {
+	a := &Agent{Actions: []Action{NewAction("hang", func(c *RunnerContext, _ Event) error {
+		<-c.Context().Done()
+		return c.Context().Err()
+	}, TypeInput)}}
+	_, _, err := runAgent[string](t, a, Options{ActionTimeout: 20 * time.Millisecond}, rec(msg{Key: "k"}, 1))
+	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), `"hang"`) {
+		t.Fatalf("err = %v", err)
+	}
+}

@@ -1,0 +1,256 @@
+package agent
+
+import (
+	"encoding/json"
+	"maps"
+	"slices"
+	"sync"
+
+	"github.com/weirproject/weir/runtime"
+)
+
+// ActionStateStore records what action runs did, so that a restore skips
+// completed actions and replays recorded calls instead of repeating their
+// side effects (seed 002). The operator calls it from action goroutines,
+// concurrently; implementations must be safe for that. Put returns only
+// once the state is durable: the operator releases an action's outputs
+// only after its completed state is recorded.
+//
+// An implementation serves one operator subtask: it sees the key groups of
+// that subtask (ActionState.KeyGroup) and must return, after a restore,
+// every state recorded for them (also by other subtasks before a change of
+// parallelism).
+type ActionStateStore interface {
+	// Get returns the state recorded for run id, or nil.
+	Get(id RunID) (*ActionState, error)
+	// Put records st, replacing the state of the same run.
+	Put(st *ActionState) error
+	// Latest returns the position of the last state recorded for key (the
+	// encoded key), or ok false when none is.
+	Latest(key []byte) (pos Position, ok bool)
+	// DiscardFrom removes the states of key at positions from pos on
+	// (divergence: the recorded future of the key is no longer valid).
+	DiscardFrom(key []byte, pos Position) error
+	// Prune removes the states of the given keys up to and including the
+	// inputs with the given sequence numbers (they are covered by a
+	// completed checkpoint and will not be replayed).
+	Prune(upTo []KeySeq) error
+	// Close releases the store.
+	Close() error
+}
+
+// StoreFactory opens the store of one operator subtask.
+type StoreFactory func(ctx *runtime.Context) (ActionStateStore, error)
+
+// Position orders the runs of one key: by input sequence number, then by
+// triggering event, then by the action's place among the event's actions.
+type Position struct {
+	Seq     int64 `json:"seq"`
+	EventID int64 `json:"event"`
+	Action  int   `json:"action"`
+}
+
+// Less reports whether p comes before q.
+func (p Position) Less(q Position) bool {
+	if p.Seq != q.Seq {
+		return p.Seq < q.Seq
+	}
+	if p.EventID != q.EventID {
+		return p.EventID < q.EventID
+	}
+	return p.Action < q.Action
+}
+
+// KeySeq names the inputs of a key up to a sequence number.
+type KeySeq struct {
+	Key []byte `json:"key"`
+	Seq int64  `json:"seq"`
+}
+
+// ActionState is what the store keeps of one action run.
+type ActionState struct {
+	// ID identifies the run; Pos orders it among the key's runs; KeyGroup
+	// is the key's key group.
+	ID       RunID    `json:"id"`
+	Pos      Position `json:"pos"`
+	KeyGroup int      `json:"kg"`
+	// Completed says the action finished successfully: a restore skips it
+	// and applies Short, Sensory and Sent instead.
+	Completed bool `json:"completed,omitempty"`
+	// Short and Sensory are the action's memory writes; Sent the events it
+	// sent (outputs included), in order.
+	Short   MemoryWrites `json:"short,omitzero"`
+	Sensory MemoryWrites `json:"sensory,omitzero"`
+	Sent    []Event      `json:"sent,omitempty"`
+	// Calls are the results of the run's durable calls, in call order.
+	Calls []CallResult `json:"calls,omitempty"`
+}
+
+// MemoryWrites are buffered memory writes: values set, names deleted.
+type MemoryWrites struct {
+	Set     map[string]json.RawMessage `json:"set,omitempty"`
+	Deleted []string                   `json:"deleted,omitempty"`
+}
+
+func writesOf(w map[string]json.RawMessage) MemoryWrites {
+	var mw MemoryWrites
+	for _, k := range slices.Sorted(maps.Keys(w)) {
+		if v := w[k]; v == nil {
+			mw.Deleted = append(mw.Deleted, k)
+		} else {
+			if mw.Set == nil {
+				mw.Set = map[string]json.RawMessage{}
+			}
+			mw.Set[k] = v
+		}
+	}
+	return mw
+}
+
+func (mw MemoryWrites) buffer() map[string]json.RawMessage {
+	if len(mw.Set) == 0 && len(mw.Deleted) == 0 {
+		return nil
+	}
+	w := make(map[string]json.RawMessage, len(mw.Set)+len(mw.Deleted))
+	for k, v := range mw.Set {
+		w[k] = v
+	}
+	for _, k := range mw.Deleted {
+		w[k] = nil
+	}
+	return w
+}
+
+// CallResult is the recorded outcome of one durable call.
+type CallResult struct {
+	// Name and ArgsDigest identify the call at its position: a re-run
+	// asking for another call there has diverged.
+	Name       string `json:"name"`
+	ArgsDigest string `json:"args"`
+	// Result is the JSON of the call's result (null included), or Error
+	// the text of its error.
+	Result json.RawMessage `json:"result,omitempty"`
+	Error  string          `json:"error,omitempty"`
+	Failed bool            `json:"failed,omitempty"`
+}
+
+// MemoryStore is an ActionStateStore in memory: no durability, for tests
+// and for jobs that want replay within one process only. One MemoryStore
+// may serve every subtask of an operator (Factory).
+type MemoryStore struct {
+	mu   sync.Mutex
+	keys map[string]map[string]*ActionState // key -> run id -> state
+	// Puts counts Put calls.
+	Puts int
+}
+
+// NewMemoryStore returns an empty store.
+func NewMemoryStore() *MemoryStore {
+	return &MemoryStore{keys: map[string]map[string]*ActionState{}}
+}
+
+// Factory returns a factory handing s to every subtask.
+func (s *MemoryStore) Factory() StoreFactory {
+	return func(*runtime.Context) (ActionStateStore, error) { return nopCloser{s}, nil }
+}
+
+type nopCloser struct{ *MemoryStore }
+
+func (nopCloser) Close() error { return nil }
+
+func clone(st *ActionState) *ActionState {
+	b, err := json.Marshal(st)
+	if err != nil {
+		panic(err)
+	}
+	var c ActionState
+	if err := json.Unmarshal(b, &c); err != nil {
+		panic(err)
+	}
+	return &c
+}
+
+// Get implements ActionStateStore.
+func (s *MemoryStore) Get(id RunID) (*ActionState, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.keys[string(id.Key)][id.String()]
+	if st == nil {
+		return nil, nil
+	}
+	return clone(st), nil
+}
+
+// Put implements ActionStateStore (states are kept as JSON round trips, as
+// a durable store would return them).
+func (s *MemoryStore) Put(st *ActionState) error {
+	if _, err := json.Marshal(st); err != nil {
+		return err
+	}
+	c := clone(st)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.Puts++
+	m := s.keys[string(st.ID.Key)]
+	if m == nil {
+		m = map[string]*ActionState{}
+		s.keys[string(st.ID.Key)] = m
+	}
+	m[st.ID.String()] = c
+	return nil
+}
+
+// Latest implements ActionStateStore.
+func (s *MemoryStore) Latest(key []byte) (Position, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var best Position
+	ok := false
+	for _, st := range s.keys[string(key)] {
+		if !ok || best.Less(st.Pos) {
+			best, ok = st.Pos, true
+		}
+	}
+	return best, ok
+}
+
+// DiscardFrom implements ActionStateStore.
+func (s *MemoryStore) DiscardFrom(key []byte, pos Position) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for id, st := range s.keys[string(key)] {
+		if !st.Pos.Less(pos) {
+			delete(s.keys[string(key)], id)
+		}
+	}
+	return nil
+}
+
+// Prune implements ActionStateStore.
+func (s *MemoryStore) Prune(upTo []KeySeq) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, ks := range upTo {
+		m := s.keys[string(ks.Key)]
+		for id, st := range m {
+			if st.Pos.Seq <= ks.Seq {
+				delete(m, id)
+			}
+		}
+		if len(m) == 0 {
+			delete(s.keys, string(ks.Key))
+		}
+	}
+	return nil
+}
+
+// Len returns the number of states kept.
+func (s *MemoryStore) Len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, m := range s.keys {
+		n += len(m)
+	}
+	return n
+}

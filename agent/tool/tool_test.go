@@ -1,0 +1,219 @@
+package tool
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/weirproject/weir/agent/model"
+)
+
+type addArgs struct {
+	A int `json:"a" jsonschema:"the first addend"`
+	B int `json:"b" jsonschema:"the second addend"`
+}
+
+type addResult struct {
+	Sum int `json:"sum"`
+}
+
+func add(_ context.Context, a addArgs) (addResult, error) { return addResult{Sum: a.A + a.B}, nil }
+
+// testServer is the MCP server of the tests: "add", "fail" (a tool error)
+// and "wait" (blocks until cancelled, or until release is closed: over
+// streamable HTTP the server does not learn of the client's cancellation
+// in every case, and closing the session waits for running handlers).
+func testServer(release <-chan struct{}) *mcp.Server {
+	s := mcp.NewServer(&mcp.Implementation{Name: "weir-test", Version: "1"}, nil)
+	mcp.AddTool(s, &mcp.Tool{Name: "add", Description: "Adds two integers"}, func(ctx context.Context, _ *mcp.CallToolRequest, in addArgs) (*mcp.CallToolResult, addResult, error) {
+		r, err := add(ctx, in)
+		return nil, r, err
+	})
+	mcp.AddTool(s, &mcp.Tool{Name: "fail", Description: "Always fails"}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "disk full"}}}, nil, nil
+	})
+	mcp.AddTool(s, &mcp.Tool{Name: "wait", Description: "Waits until cancelled"}, func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+		select {
+		case <-ctx.Done():
+			return nil, nil, ctx.Err()
+		case <-release:
+			return nil, nil, errors.New("released")
+		}
+	})
+	return s
+}
+
+const serverEnv = "WEIR_TOOL_TEST_MCP_SERVER"
+
+// TestMain turns the test binary into the MCP server of TestMCPStdio when
+// serverEnv is set: no external program is needed.
+func TestMain(m *testing.M) {
+	if os.Getenv(serverEnv) == "1" {
+		if err := testServer(nil).Run(context.Background(), &mcp.StdioTransport{}); err != nil {
+			fmt.Fprintln(os.Stderr, "mcp test server:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+func TestFuncTool(t *testing.T) {
+	tl, err := Func("add", "Adds two integers", add)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var schema map[string]any
+	if err := json.Unmarshal(tl.Spec().Parameters, &schema); err != nil {
+		t.Fatal(err)
+	}
+	props := schema["properties"].(map[string]any)
+	if schema["type"] != "object" || props["a"].(map[string]any)["type"] != "integer" || props["a"].(map[string]any)["description"] != "the first addend" {
+		t.Fatalf("schema %s", tl.Spec().Parameters)
+	}
+	ctx := context.Background()
+	r, err := tl.Call(ctx, json.RawMessage(`{"a":2,"b":40}`))
+	if err != nil || r.IsError || r.Content != `{"sum":42}` || string(r.Structured) != `{"sum":42}` {
+		t.Fatalf("%+v %v", r, err)
+	}
+	for _, bad := range []string{`{"a":"two","b":1}`, `{"a":1}`, `[1,2]`, `not json`} {
+		r, err := tl.Call(ctx, json.RawMessage(bad))
+		if err != nil || !r.IsError || !strings.Contains(r.Content, "invalid arguments for add") {
+			t.Fatalf("args %s: %+v %v", bad, r, err)
+		}
+	}
+	boom, _ := Func("boom", "", func(context.Context, struct{}) (string, error) { return "", errors.New("out of cheese") })
+	if r, err := boom.Call(ctx, nil); err != nil || !r.IsError || r.Content != "out of cheese" {
+		t.Fatalf("%+v %v", r, err)
+	}
+	echo := MustFunc("echo", "", func(_ context.Context, a struct {
+		S string `json:"s"`
+	}) (string, error) {
+		return a.S, nil
+	})
+	if r, _ := echo.Call(ctx, json.RawMessage(`{"s":"hi"}`)); r.Content != "hi" || r.Structured != nil {
+		t.Fatalf("string result %+v", r)
+	}
+	if _, err := Func("n", "", func(context.Context, int) (int, error) { return 0, nil }); err == nil || !strings.Contains(err.Error(), "wrap it in a struct") {
+		t.Fatalf("non-object arguments: %v", err)
+	}
+}
+
+func TestSet(t *testing.T) {
+	a, _ := Func("add", "", add)
+	s, err := NewSet(a, Raw{ToolSpec: specNamed("raw"), Fn: func(context.Context, json.RawMessage) (Result, error) { return Result{Content: "r"}, nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := s.Names(); len(got) != 2 || got[0] != "add" || got[1] != "raw" {
+		t.Fatalf("names %v", got)
+	}
+	if r, _ := s.Call(context.Background(), "nope", nil); !r.IsError || !strings.Contains(r.Content, "add, raw") {
+		t.Fatalf("unknown tool: %+v", r)
+	}
+	if err := s.Add(a); err == nil {
+		t.Fatal("duplicate name accepted")
+	}
+}
+
+func checkMCPTools(t *testing.T, c *MCPClient) {
+	t.Helper()
+	ctx := context.Background()
+	s, err := NewSet(c.Tools()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(s.Names(), ","); got != "add,fail,wait" {
+		t.Fatalf("tools %s", got)
+	}
+	addTool, _ := s.Get("add")
+	if !strings.Contains(string(addTool.Spec().Parameters), `"a"`) || addTool.Spec().Description != "Adds two integers" {
+		t.Fatalf("spec %+v", addTool.Spec())
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 20)
+	for i := range 20 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r, err := s.Call(ctx, "add", json.RawMessage(fmt.Sprintf(`{"a":%d,"b":1}`, i)))
+			if err != nil {
+				errs <- err
+				return
+			}
+			var out addResult
+			if err := json.Unmarshal(r.Structured, &out); err != nil || out.Sum != i+1 || r.IsError {
+				errs <- fmt.Errorf("add(%d,1) = %+v (%v)", i, r, err)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if r, err := s.Call(ctx, "fail", nil); err != nil || !r.IsError || r.Content != "disk full" {
+		t.Fatalf("fail: %+v %v", r, err)
+	}
+	if r, err := s.Call(ctx, "add", json.RawMessage(`{"a":"x"}`)); err == nil && !r.IsError {
+		t.Fatalf("invalid arguments accepted: %+v", r)
+	}
+	cctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	if _, err := s.Call(cctx, "wait", nil); err == nil {
+		t.Fatal("a cancelled call returned no error")
+	}
+}
+
+// TestMCPStdio runs the test binary itself as an MCP server over stdio.
+func TestMCPStdio(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), serverEnv+"=1")
+	c, err := MCPStdio(ctx, cmd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkMCPTools(t, c)
+	if err := c.Close(); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	if cmd.ProcessState == nil || !cmd.ProcessState.Exited() {
+		t.Fatalf("the server process has not exited after Close")
+	}
+}
+
+// TestMCPStreamableHTTP connects over the streamable HTTP transport to a
+// server on loopback.
+func TestMCPStreamableHTTP(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	release := make(chan struct{})
+	server := testServer(release)
+	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil))
+	defer srv.Close()
+	c, err := MCPHTTP(ctx, srv.URL, srv.Client())
+	if err != nil {
+		close(release)
+		t.Fatal(err)
+	}
+	checkMCPTools(t, c)
+	close(release)
+	if err := c.Close(); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+}
+
+func specNamed(n string) model.ToolSpec { return model.ToolSpec{Name: n} }

@@ -1,0 +1,145 @@
+package wal_test
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/weirproject/weir"
+	"github.com/weirproject/weir/agent"
+	"github.com/weirproject/weir/agent/wal"
+	"github.com/weirproject/weir/runtime"
+	"github.com/weirproject/weir/watermark"
+)
+
+// pausingSource emits its records, then waits until release is closed.
+type pausingSource struct {
+	recs    []string
+	release <-chan struct{}
+}
+
+func (s pausingSource) CreateReader(ctx runtime.SourceContext) (runtime.Reader[string], error) {
+	r := &pausingReader{s: s}
+	if ctx.Restored != nil {
+		items, err := ctx.Restored.List(runtime.SplitsList)
+		if err != nil {
+			return nil, err
+		}
+		for _, it := range items {
+			n, _ := binary.Varint(it)
+			r.next = int(n)
+		}
+	}
+	return r, nil
+}
+
+type pausingReader struct {
+	s    pausingSource
+	next int
+}
+
+func (r *pausingReader) Poll(out runtime.SourceOutput[string]) (runtime.PollStatus, error) {
+	for r.next < len(r.s.recs) {
+		out.Collect(0, r.s.recs[r.next], int64(r.next))
+		r.next++
+	}
+	select {
+	case <-r.s.release:
+		return runtime.Done, nil
+	default:
+		return runtime.Wait, nil
+	}
+}
+func (r *pausingReader) Ready() <-chan struct{} { return r.s.release }
+func (r *pausingReader) Close() error           { return nil }
+func (r *pausingReader) SnapshotSplits(int64) ([][]byte, error) {
+	return [][]byte{binary.AppendVarint(nil, int64(r.next))}, nil
+}
+
+type collector struct {
+	mu  sync.Mutex
+	out []string
+}
+
+// TestWALSurvivesRestart: with the embedded WAL as the store, a restored
+// job replays the durable call an action made before the crash (the log is
+// reopened from disk), and completes.
+func TestWALSurvivesRestart(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	walDir := filepath.Join(t.TempDir(), "wal")
+	var charges atomic.Int64
+	hang := make(chan struct{})
+	arrived := make(chan struct{}, 1)
+	a := &agent.Agent{Actions: []agent.Action{agent.NewAction("pay", func(c *agent.RunnerContext, ev agent.Event) error {
+		in, _ := agent.Input[string](ev)
+		r, err := agent.Durable(c, "charge", in, func(context.Context, string) (string, error) {
+			return fmt.Sprint("receipt-", charges.Add(1)), nil
+		})
+		if err != nil {
+			return err
+		}
+		select {
+		case arrived <- struct{}{}:
+		default:
+		}
+		select {
+		case <-hang:
+		case <-c.Context().Done():
+			return c.Context().Err()
+		}
+		c.Output(in + " " + r)
+		return nil
+	}, agent.TypeInput)}}
+	build := func(restore string, release <-chan struct{}) (*weir.Environment, *collector) {
+		env := weir.NewEnvironment(weir.Config{Parallelism: 1, MaxParallelism: 128,
+			Checkpoint: runtime.CheckpointConfig{Dir: filepath.Join(t.TempDir(), "cp"), RestoreFrom: restore}})
+		src := weir.FromSource[string](env, "src", pausingSource{recs: []string{"order-1"}, release: release}, watermark.NoWatermarks[string]()).UID("src")
+		out := agent.Apply[string, string, string](weir.KeyBy(src, func(s string) string { return s }), "agent", a,
+			agent.Options{Store: wal.Factory(walDir, wal.Options{})}).UID("agent")
+		c := &collector{}
+		weir.ToSink(out, "sink", func(*runtime.Context) (weir.SinkWriter[string], error) {
+			return weir.SinkFunc[string](func(r weir.Record[string]) error {
+				c.mu.Lock()
+				c.out = append(c.out, r.Value)
+				c.mu.Unlock()
+				return nil
+			}), nil
+		})
+		return env, c
+	}
+	env, _ := build("", make(chan struct{}))
+	job, err := env.Start(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-arrived
+	_, cp, err := job.TriggerCheckpoint(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	job.Cancel()
+	if err := job.Wait(); !errors.Is(err, context.Canceled) {
+		t.Fatal(err)
+	}
+
+	close(hang)
+	done := make(chan struct{})
+	close(done)
+	env2, c := build(cp, done)
+	if err := env2.Execute(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if charges.Load() != 1 || len(c.out) != 1 || c.out[0] != "order-1 receipt-1" {
+		t.Fatalf("%d charges, outputs %q", charges.Load(), c.out)
+	}
+	if n := env2.Metrics().Sum("agent", "callsReplayed"); n != 1 {
+		t.Fatalf("callsReplayed = %d", n)
+	}
+}

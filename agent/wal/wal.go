@@ -1,0 +1,571 @@
+// Package wal is the embedded write-ahead log behind the agent operator's
+// action-state store (agent.ActionStateStore), the default store of seed
+// 002: no external system, durable on local disk, with group commit.
+//
+// Each operator subtask writes one log file, named by the key groups it
+// owns (kg-<first>-<last>.wal) in a directory per operator (Factory). A
+// record is
+//
+//	uint32 length | uint32 CRC-32C of type+payload | byte type | payload (JSON)
+//
+// of type put (an agent.ActionState), discard (a key and position) or prune
+// (keys and sequence numbers). The store keeps the live states in memory;
+// the log is only read when a store opens.
+//
+// # Guarantees
+//
+//  1. Durability. Put, DiscardFrom and Prune return after their record has
+//     been written and fsynced (unless Options.NoSync): a state Put
+//     returned for survives a crash of the process or the machine.
+//  2. Group commit. Concurrent writers share fsyncs: while one batch is
+//     being synced the next accumulates, so N actions finishing together
+//     cost one write and one fsync, not N, without weakening guarantee 1.
+//  3. Recovery. Open replays the logs; a record cut short or corrupted by
+//     a crash (bad length or checksum) ends its log: the records before it
+//     are kept, it and anything after are ignored.
+//  4. Key groups. Open reads every log of the directory whose key-group
+//     range overlaps the subtask's and keeps the records of its own key
+//     groups, so states survive a change of parallelism. It then rewrites
+//     its live states into a fresh log of its own range and deletes the
+//     logs whose ranges lie inside it.
+//  5. Bounded size. When the log has grown past Options.MaxLogBytes and
+//     twice its live content, the live states are rewritten into a new log
+//     (written, fsynced, renamed over the old one).
+//  6. Errors. A failed write or fsync makes every later write fail with an
+//     error naming the file; nothing is silently lost.
+//
+// # Limits
+//
+// After a scale-up, the old logs that span several new subtasks stay on
+// disk (each subtask has copied its part) until a restore at a parallelism
+// whose ranges contain them; delete them by hand once a checkpoint at the
+// new parallelism has completed.
+package wal
+
+import (
+	"bufio"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/weirproject/weir/agent"
+	"github.com/weirproject/weir/keygroup"
+	"github.com/weirproject/weir/runtime"
+)
+
+// Options configure a store. The zero value is the safe default.
+type Options struct {
+	// NoSync skips fsync: records survive a crash of the process but not
+	// of the machine. For tests and benchmarks.
+	NoSync bool
+	// MaxLogBytes is the size beyond which the log is compacted (when it
+	// is also more than twice its live content); 0 means 64 MiB.
+	MaxLogBytes int64
+}
+
+// Factory returns an agent.StoreFactory keeping the logs of each operator
+// in dir/<operator uid>.
+func Factory(dir string, opts Options) agent.StoreFactory {
+	return func(ctx *runtime.Context) (agent.ActionStateStore, error) {
+		return Open(filepath.Join(dir, sanitize(ctx.UID)), ctx.KeyGroups, opts)
+	}
+}
+
+func sanitize(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r == '/' || r == '\\' || r == 0 {
+			return '_'
+		}
+		return r
+	}, s)
+}
+
+const (
+	recPut     byte = 1
+	recDiscard byte = 2
+	recPrune   byte = 3
+	headerLen       = 9
+)
+
+var crcTable = crc32.MakeTable(crc32.Castagnoli)
+
+// Store is the write-ahead log of one operator subtask.
+type Store struct {
+	dir  string
+	path string
+	rng  keygroup.Range
+	opts Options
+
+	mu     sync.Mutex
+	keys   map[string]*keyStates // encoded key -> its states
+	batch  *batch                // accumulating
+	err    error                 // sticky write error
+	closed bool
+	live   int64 // bytes of live records
+	wake   chan struct{}
+	stop   chan struct{}
+	done   chan struct{}
+
+	// The log, written by the writer goroutine only (and by Open before
+	// it starts); size is guarded by mu.
+	f    *os.File
+	size int64
+
+	syncs, writes int64 // guarded by mu; for tests and metrics
+
+	beforeSync func() // test hook, called by the writer before each batch
+}
+
+type keyStates struct {
+	runs map[string]*entry // RunID.String() -> state
+}
+
+type entry struct {
+	st   *agent.ActionState
+	size int64
+}
+
+type batch struct {
+	buf  []byte
+	done chan struct{}
+	err  error
+}
+
+// Open opens (creating if needed) the log of key groups rng in dir and
+// loads the states of those key groups from every log in dir.
+func Open(dir string, rng keygroup.Range, opts Options) (*Store, error) {
+	if opts.MaxLogBytes <= 0 {
+		opts.MaxLogBytes = 64 << 20
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("wal: %w", err)
+	}
+	s := &Store{dir: dir, rng: rng, opts: opts, keys: map[string]*keyStates{},
+		path: filepath.Join(dir, fmt.Sprintf("kg-%05d-%05d.wal", rng.Start, rng.End)),
+		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	logs, err := s.logs()
+	if err != nil {
+		return nil, err
+	}
+	var absorbed []string
+	for _, l := range logs {
+		if l.rng.End < rng.Start || l.rng.Start > rng.End {
+			continue
+		}
+		if err := s.load(l.path); err != nil {
+			return nil, err
+		}
+		if l.rng.Start >= rng.Start && l.rng.End <= rng.End && l.path != s.path {
+			absorbed = append(absorbed, l.path)
+		}
+	}
+	if err := s.rewrite(); err != nil {
+		return nil, err
+	}
+	for _, p := range absorbed {
+		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("wal: removing absorbed log: %w", err)
+		}
+	}
+	if err := syncDir(dir, opts); err != nil {
+		return nil, err
+	}
+	s.batch = &batch{done: make(chan struct{})}
+	go s.writer()
+	return s, nil
+}
+
+type logFile struct {
+	path string
+	rng  keygroup.Range
+}
+
+func (s *Store) logs() ([]logFile, error) {
+	ents, err := os.ReadDir(s.dir)
+	if err != nil {
+		return nil, fmt.Errorf("wal: %w", err)
+	}
+	var out []logFile
+	for _, e := range ents {
+		var a, b int
+		if n, _ := fmt.Sscanf(e.Name(), "kg-%05d-%05d.wal", &a, &b); n == 2 && strings.HasSuffix(e.Name(), ".wal") {
+			out = append(out, logFile{path: filepath.Join(s.dir, e.Name()), rng: keygroup.Range{Start: a, End: b}})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].path < out[j].path })
+	return out, nil
+}
+
+// load replays one log into memory, keeping the records of s's key
+// groups; it stops at the first torn or corrupt record.
+func (s *Store) load(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("wal: %w", err)
+	}
+	defer f.Close()
+	r := bufio.NewReaderSize(f, 1<<16)
+	var hdr [headerLen]byte
+	for {
+		if _, err := io.ReadFull(r, hdr[:]); err != nil {
+			return nil // end, or a torn header
+		}
+		n := binary.LittleEndian.Uint32(hdr[0:4])
+		sum := binary.LittleEndian.Uint32(hdr[4:8])
+		if n > 1<<30 {
+			return nil
+		}
+		payload := make([]byte, n)
+		if _, err := io.ReadFull(r, payload); err != nil {
+			return nil
+		}
+		c := crc32.Update(crc32.Checksum(hdr[8:9], crcTable), crcTable, payload)
+		if c != sum {
+			return nil
+		}
+		if err := s.replay(hdr[8], payload); err != nil {
+			return fmt.Errorf("wal: %s: %w", path, err)
+		}
+	}
+}
+
+type discardRec struct {
+	Key []byte         `json:"key"`
+	Pos agent.Position `json:"pos"`
+}
+
+func (s *Store) replay(typ byte, payload []byte) error {
+	switch typ {
+	case recPut:
+		var st agent.ActionState
+		if err := json.Unmarshal(payload, &st); err != nil {
+			return err
+		}
+		if s.rng.Contains(st.KeyGroup) {
+			s.applyPut(&st, int64(len(payload)+headerLen))
+		}
+	case recDiscard:
+		var d discardRec
+		if err := json.Unmarshal(payload, &d); err != nil {
+			return err
+		}
+		s.applyDiscard(d.Key, d.Pos)
+	case recPrune:
+		var p []agent.KeySeq
+		if err := json.Unmarshal(payload, &p); err != nil {
+			return err
+		}
+		s.applyPrune(p)
+	default:
+		return fmt.Errorf("unknown record type %d", typ)
+	}
+	return nil
+}
+
+func (s *Store) applyPut(st *agent.ActionState, size int64) {
+	ks := s.keys[string(st.ID.Key)]
+	if ks == nil {
+		ks = &keyStates{runs: map[string]*entry{}}
+		s.keys[string(st.ID.Key)] = ks
+	}
+	id := st.ID.String()
+	if old := ks.runs[id]; old != nil {
+		s.live -= old.size
+	}
+	ks.runs[id] = &entry{st: st, size: size}
+	s.live += size
+}
+
+func (s *Store) applyDiscard(key []byte, pos agent.Position) {
+	ks := s.keys[string(key)]
+	if ks == nil {
+		return
+	}
+	for id, e := range ks.runs {
+		if !e.st.Pos.Less(pos) {
+			s.live -= e.size
+			delete(ks.runs, id)
+		}
+	}
+	if len(ks.runs) == 0 {
+		delete(s.keys, string(key))
+	}
+}
+
+func (s *Store) applyPrune(upTo []agent.KeySeq) {
+	for _, p := range upTo {
+		ks := s.keys[string(p.Key)]
+		if ks == nil {
+			continue
+		}
+		for id, e := range ks.runs {
+			if e.st.Pos.Seq <= p.Seq {
+				s.live -= e.size
+				delete(ks.runs, id)
+			}
+		}
+		if len(ks.runs) == 0 {
+			delete(s.keys, string(p.Key))
+		}
+	}
+}
+
+func appendRecord(dst []byte, typ byte, payload []byte) []byte {
+	var hdr [headerLen]byte
+	binary.LittleEndian.PutUint32(hdr[0:4], uint32(len(payload)))
+	hdr[8] = typ
+	binary.LittleEndian.PutUint32(hdr[4:8], crc32.Update(crc32.Checksum(hdr[8:9], crcTable), crcTable, payload))
+	dst = append(dst, hdr[:]...)
+	return append(dst, payload...)
+}
+
+// liveRecords encodes every live state (callers hold mu or own s).
+func (s *Store) liveRecords() ([]byte, error) {
+	var buf []byte
+	keys := make([]string, 0, len(s.keys))
+	for k := range s.keys {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		ks := s.keys[k]
+		ids := make([]string, 0, len(ks.runs))
+		for id := range ks.runs {
+			ids = append(ids, id)
+		}
+		sort.Strings(ids)
+		for _, id := range ids {
+			b, err := json.Marshal(ks.runs[id].st)
+			if err != nil {
+				return nil, err
+			}
+			buf = appendRecord(buf, recPut, b)
+		}
+	}
+	return buf, nil
+}
+
+// rewrite replaces the log with the live states: written to a temporary
+// file, fsynced, renamed over the log.
+func (s *Store) rewrite() error {
+	buf, err := s.liveRecords()
+	if err != nil {
+		return fmt.Errorf("wal: %w", err)
+	}
+	tmp := s.path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
+	if err != nil {
+		return fmt.Errorf("wal: %w", err)
+	}
+	if _, err := f.Write(buf); err != nil {
+		f.Close()
+		return fmt.Errorf("wal: writing %s: %w", tmp, err)
+	}
+	if !s.opts.NoSync {
+		if err := f.Sync(); err != nil {
+			f.Close()
+			return fmt.Errorf("wal: syncing %s: %w", tmp, err)
+		}
+	}
+	if err := os.Rename(tmp, s.path); err != nil {
+		f.Close()
+		return fmt.Errorf("wal: %w", err)
+	}
+	if err := syncDir(s.dir, s.opts); err != nil {
+		f.Close()
+		return err
+	}
+	if s.f != nil {
+		s.f.Close()
+	}
+	s.f, s.size = f, int64(len(buf))
+	return nil
+}
+
+func syncDir(dir string, opts Options) error {
+	if opts.NoSync {
+		return nil
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("wal: %w", err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("wal: syncing directory %s: %w", dir, err)
+	}
+	return nil
+}
+
+// write queues a record (applying it to memory with apply, under the
+// lock) and waits until it is durable.
+func (s *Store) write(typ byte, v any, apply func(size int64)) error {
+	payload, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("wal: %w", err)
+	}
+	s.mu.Lock()
+	if s.err != nil {
+		err := s.err
+		s.mu.Unlock()
+		return err
+	}
+	if s.closed {
+		s.mu.Unlock()
+		return errors.New("wal: the store is closed")
+	}
+	b := s.batch
+	b.buf = appendRecord(b.buf, typ, payload)
+	s.writes++
+	apply(int64(len(payload) + headerLen))
+	s.mu.Unlock()
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+	<-b.done
+	return b.err
+}
+
+// writer writes and syncs batches, one at a time; records queued while a
+// batch is being synced form the next batch (group commit).
+func (s *Store) writer() {
+	defer close(s.done)
+	for {
+		select {
+		case <-s.wake:
+		case <-s.stop:
+			s.flush()
+			return
+		}
+		s.flush()
+	}
+}
+
+func (s *Store) flush() {
+	s.mu.Lock()
+	b := s.batch
+	if len(b.buf) == 0 {
+		s.mu.Unlock()
+		return
+	}
+	s.batch = &batch{done: make(chan struct{})}
+	s.mu.Unlock()
+	if s.beforeSync != nil {
+		s.beforeSync()
+	}
+	_, err := s.f.Write(b.buf)
+	if err == nil && !s.opts.NoSync {
+		err = s.f.Sync()
+	}
+	if err != nil {
+		err = fmt.Errorf("wal: writing %s: %w (the action-state store cannot record; check the disk)", s.path, err)
+	}
+	s.mu.Lock()
+	s.size += int64(len(b.buf))
+	s.syncs++
+	if err != nil && s.err == nil {
+		s.err = err
+	}
+	compact := err == nil && s.size > s.opts.MaxLogBytes && s.size > 2*s.live
+	if compact {
+		err = s.rewrite()
+		if err != nil && s.err == nil {
+			s.err = err
+		}
+	}
+	s.mu.Unlock()
+	b.err = err
+	close(b.done)
+}
+
+// Get implements agent.ActionStateStore.
+func (s *Store) Get(id agent.RunID) (*agent.ActionState, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ks := s.keys[string(id.Key)]
+	if ks == nil {
+		return nil, nil
+	}
+	e := ks.runs[id.String()]
+	if e == nil {
+		return nil, nil
+	}
+	return e.st, nil
+}
+
+// Put implements agent.ActionStateStore. The state must not be modified
+// after the call.
+func (s *Store) Put(st *agent.ActionState) error {
+	return s.write(recPut, st, func(size int64) { s.applyPut(st, size) })
+}
+
+// Latest implements agent.ActionStateStore.
+func (s *Store) Latest(key []byte) (agent.Position, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ks := s.keys[string(key)]
+	if ks == nil {
+		return agent.Position{}, false
+	}
+	var best agent.Position
+	ok := false
+	for _, e := range ks.runs {
+		if !ok || best.Less(e.st.Pos) {
+			best, ok = e.st.Pos, true
+		}
+	}
+	return best, ok
+}
+
+// DiscardFrom implements agent.ActionStateStore.
+func (s *Store) DiscardFrom(key []byte, pos agent.Position) error {
+	return s.write(recDiscard, discardRec{Key: key, Pos: pos}, func(int64) { s.applyDiscard(key, pos) })
+}
+
+// Prune implements agent.ActionStateStore.
+func (s *Store) Prune(upTo []agent.KeySeq) error {
+	if len(upTo) == 0 {
+		return nil
+	}
+	return s.write(recPrune, upTo, func(int64) { s.applyPrune(upTo) })
+}
+
+// Close flushes what is queued and closes the log.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	s.mu.Unlock()
+	close(s.stop)
+	<-s.done
+	s.mu.Lock()
+	err := s.err
+	s.mu.Unlock()
+	if cerr := s.f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// Stats reports the records written, the fsyncs (batches) it took, the
+// live states and the log's size.
+func (s *Store) Stats() (writes, syncs int64, states int, logBytes int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, ks := range s.keys {
+		states += len(ks.runs)
+	}
+	return s.writes, s.syncs, states, s.size
+}
