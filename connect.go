@@ -103,7 +103,7 @@ func (o *keyedCoProcessOp[K, A, B, OUT]) Open(ctx *runtime.Context, out runtime.
 		backend: state.NewBackend[K](ctx.KeyGroups),
 		timers:  timer.NewService[K, struct{}](ctx.KeyGroups)}
 	o.fire, o.pfire = timerCallbacks(&o.kctx, &o.err, o.fn.OnTimer)
-	if err := (keyedState[K, struct{}]{o.kctx.backend, o.kctx.timers}).restore(ctx); err != nil {
+	if err := RestoreKeyed(ctx, o.kctx.backend, o.kctx.timers, nil); err != nil {
 		return err
 	}
 	return o.fn.Open(&o.kctx)
@@ -181,5 +181,5 @@ func timerCallbacks[K comparable, OUT any](kc *KeyedContext[K, OUT], errp *error
 // SnapshotState implements runtime.Snapshotter: keyed state and timers per
 // key group.
 func (o *keyedCoProcessOp[K, A, B, OUT]) SnapshotState(w *runtime.SnapshotWriter) error {
-	return keyedState[K, struct{}]{o.kctx.backend, o.kctx.timers}.snapshot(w, o.Ctx)
+	return SnapshotKeyed(w, o.Ctx, o.kctx.backend, o.kctx.timers)
 }

@@ -9,31 +9,30 @@ import (
 	"github.com/weirproject/weir/timer"
 )
 
-// keyedState is the keyed state and timers of one keyed operator subtask,
-// snapshotted per key group. Its blob for a key group is
+// SnapshotKeyed writes the keyed state and timers of a keyed operator
+// subtask, per key group of ctx.KeyGroups, in the layout every keyed
+// operator of weir shares (so any of them restores at another
+// parallelism): the blob of a key group is
 //
 //	uvarint(len(stateBlob)) stateBlob timerBlob
 //
-// where the two blobs are in the formats of packages state and timer.
-type keyedState[K comparable, N comparable] struct {
-	backend *state.Backend[K]
-	timers  *timer.Service[K, N]
-}
-
-func (k keyedState[K, N]) snapshot(w *runtime.SnapshotWriter, ctx *runtime.Context) error {
+// with stateBlob in the format of state.Backend.SnapshotKeyGroup and
+// timerBlob in that of timer.Service.SnapshotKeyGroup. Key groups without
+// state or timers are not written. Operators call it from SnapshotState.
+func SnapshotKeyed[K comparable, N comparable](w *runtime.SnapshotWriter, ctx *runtime.Context, b *state.Backend[K], t *timer.Service[K, N]) error {
 	for kg := ctx.KeyGroups.Start; kg <= ctx.KeyGroups.End; kg++ {
-		sb, err := k.backend.SnapshotKeyGroup(kg)
+		sb, err := b.SnapshotKeyGroup(kg)
 		if err != nil {
-			return err
+			return fmt.Errorf("snapshot of key group %d: %w", kg, err)
 		}
-		tb, err := k.timers.SnapshotKeyGroup(kg)
+		tb, err := t.SnapshotKeyGroup(kg)
 		if err != nil {
-			return err
+			return fmt.Errorf("snapshot of key group %d: %w", kg, err)
 		}
 		if len(sb) == 0 && len(tb) == 0 {
 			continue
 		}
-		blob := binary.AppendUvarint(make([]byte, 0, len(sb)+len(tb)+4), uint64(len(sb)))
+		blob := binary.AppendUvarint(make([]byte, 0, len(sb)+len(tb)+binary.MaxVarintLen64), uint64(len(sb)))
 		blob = append(append(blob, sb...), tb...)
 		if err := w.KeyGroup(kg, blob); err != nil {
 			return err
@@ -42,20 +41,25 @@ func (k keyedState[K, N]) snapshot(w *runtime.SnapshotWriter, ctx *runtime.Conte
 	return nil
 }
 
-func (k keyedState[K, N]) restore(ctx *runtime.Context) error {
+// RestoreKeyed loads what SnapshotKeyed wrote for the key groups this
+// subtask owns now (nothing on a fresh start); restored is called after
+// each key group, if not nil (the window operator inspects restored
+// timers). Operators call it from Open.
+func RestoreKeyed[K comparable, N comparable](ctx *runtime.Context, b *state.Backend[K], t *timer.Service[K, N], restored func(kg int)) error {
 	return ctx.Restored().ForEachKeyGroup(func(kg int, blob []byte) error {
 		n, m := binary.Uvarint(blob)
 		if m <= 0 || uint64(len(blob)-m) < n {
-			return fmt.Errorf("weir: corrupt keyed-state blob of key group %d", kg)
+			return fmt.Errorf("corrupt keyed-state blob of key group %d", kg)
 		}
 		sb, tb := blob[m:m+int(n)], blob[m+int(n):]
-		if len(sb) > 0 {
-			if err := k.backend.RestoreKeyGroup(kg, sb); err != nil {
-				return err
-			}
+		if err := b.RestoreKeyGroup(kg, sb); err != nil {
+			return err
 		}
-		if len(tb) > 0 {
-			return k.timers.RestoreKeyGroup(kg, tb)
+		if err := t.RestoreKeyGroup(kg, tb); err != nil {
+			return err
+		}
+		if restored != nil {
+			restored(kg)
 		}
 		return nil
 	})

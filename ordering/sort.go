@@ -1,7 +1,6 @@
 package ordering
 
 import (
-	"encoding/binary"
 	"fmt"
 	"slices"
 
@@ -159,47 +158,14 @@ func (o *sortOp[K, T]) ProcessWatermark(ts int64) error {
 func (o *sortOp[K, T]) EndInput() error { return nil }
 
 // SnapshotState implements runtime.Snapshotter: held records and timers,
-// per key group, as weir's keyed operators write them:
-// uvarint(len(stateBlob)) stateBlob timerBlob.
+// per key group, in the layout all of weir's keyed operators share
+// (weir.SnapshotKeyed).
 func (o *sortOp[K, T]) SnapshotState(w *runtime.SnapshotWriter) error {
-	for kg := o.Ctx.KeyGroups.Start; kg <= o.Ctx.KeyGroups.End; kg++ {
-		sb, err := o.backend.SnapshotKeyGroup(kg)
-		if err != nil {
-			return err
-		}
-		tb, err := o.timers.SnapshotKeyGroup(kg)
-		if err != nil {
-			return err
-		}
-		if len(sb) == 0 && len(tb) == 0 {
-			continue
-		}
-		blob := binary.AppendUvarint(make([]byte, 0, len(sb)+len(tb)+4), uint64(len(sb)))
-		blob = append(append(blob, sb...), tb...)
-		if err := w.KeyGroup(kg, blob); err != nil {
-			return err
-		}
-	}
-	return nil
+	return weir.SnapshotKeyed(w, o.Ctx, o.backend, o.timers)
 }
 
 func (o *sortOp[K, T]) restore(ctx *runtime.Context) error {
-	err := ctx.Restored().ForEachKeyGroup(func(kg int, blob []byte) error {
-		n, m := binary.Uvarint(blob)
-		if m <= 0 || uint64(len(blob)-m) < n {
-			return fmt.Errorf("ordering: corrupt snapshot of key group %d", kg)
-		}
-		sb, tb := blob[m:m+int(n)], blob[m+int(n):]
-		if len(sb) > 0 {
-			if err := o.backend.RestoreKeyGroup(kg, sb); err != nil {
-				return err
-			}
-		}
-		if len(tb) > 0 {
-			return o.timers.RestoreKeyGroup(kg, tb)
-		}
-		return nil
-	})
+	err := weir.RestoreKeyed(ctx, o.backend, o.timers, nil)
 	if err != nil {
 		return err
 	}

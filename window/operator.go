@@ -128,7 +128,7 @@ func (o *operator[K, T, OUT]) Open(ctx *runtime.Context, out runtime.Output[OUT]
 	o.timers.OnProcessingHeadChange(o.schedule)
 	// Restore after the head-change callback is in place, so restored
 	// processing-time timers get their wake-up (overdue ones fire at once).
-	return o.restore(ctx.Restored())
+	return o.restore(ctx)
 }
 
 // cleanupTime is when the state of w goes (I3, I5): MaxTimestamp plus the

@@ -1,9 +1,9 @@
 package window
 
 import (
-	"encoding/binary"
 	"fmt"
 
+	"github.com/weirproject/weir"
 	"github.com/weirproject/weir/runtime"
 	"github.com/weirproject/weir/timer"
 )
@@ -23,47 +23,18 @@ import (
 
 // SnapshotState implements runtime.Snapshotter.
 func (o *operator[K, T, OUT]) SnapshotState(w *runtime.SnapshotWriter) error {
-	rng := o.Ctx.KeyGroups
-	for kg := rng.Start; kg <= rng.End; kg++ {
-		sb, err := o.backend.SnapshotKeyGroup(kg)
-		if err != nil {
-			return fmt.Errorf("window: snapshot of key group %d: %w", kg, err)
-		}
-		tb, err := o.timers.SnapshotKeyGroup(kg)
-		if err != nil {
-			return fmt.Errorf("window: snapshot of key group %d: %w", kg, err)
-		}
-		if len(sb) == 0 && len(tb) == 0 {
-			continue
-		}
-		blob := binary.AppendUvarint(make([]byte, 0, len(sb)+len(tb)+binary.MaxVarintLen64), uint64(len(sb)))
-		blob = append(append(blob, sb...), tb...)
-		if err := w.KeyGroup(kg, blob); err != nil {
-			return err
-		}
+	if err := weir.SnapshotKeyed(w, o.Ctx, o.backend, o.timers); err != nil {
+		return fmt.Errorf("window: %w", err)
 	}
 	return nil
 }
 
-// restore loads the key groups of r (nil: a fresh start) and sets
-// registerBelow to the latest restored event-time timer.
-func (o *operator[K, T, OUT]) restore(r *runtime.Restored) error {
-	err := r.ForEachKeyGroup(func(kg int, blob []byte) error {
-		n, m := binary.Uvarint(blob)
-		if m <= 0 || uint64(len(blob)-m) < n {
-			return fmt.Errorf("window: corrupt snapshot of key group %d", kg)
-		}
-		sb, tb := blob[m:m+int(n)], blob[m+int(n):]
-		if err := o.backend.RestoreKeyGroup(kg, sb); err != nil {
-			return err
-		}
-		if err := o.timers.RestoreKeyGroup(kg, tb); err != nil {
-			return err
-		}
+// restore loads the key groups this subtask owns (nothing on a fresh start)
+// and sets registerBelow to the latest restored event-time timer.
+func (o *operator[K, T, OUT]) restore(ctx *runtime.Context) error {
+	return weir.RestoreKeyed(ctx, o.backend, o.timers, func(kg int) {
 		o.timers.ForEachEventTimeTimer(kg, func(t timer.Timer[K, Window]) {
 			o.registerBelow = max(o.registerBelow, t.Timestamp)
 		})
-		return nil
 	})
-	return err
 }
