@@ -1,7 +1,6 @@
 package ordering
 
 import (
-	"fmt"
 	"slices"
 
 	"github.com/weirproject/weir"
