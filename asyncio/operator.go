@@ -63,7 +63,6 @@ type operator[IN, OUT any] struct {
 	wake      chan struct{}                  // capacity 1
 
 	// Subtask goroutine only.
-	scope              *letterScope
 	head, tail         *entry[IN, OUT]
 	waitHead, waitTail *entry[IN, OUT]
 	records            int // record entries queued (the inFlight gauge)
@@ -90,7 +89,6 @@ func newOperator[IN, OUT any](f Func[IN, OUT], opts Options, ordered bool) *oper
 func (o *operator[IN, OUT]) Open(ctx *runtime.Context, out runtime.Output[OUT]) error {
 	o.Base.Open(ctx, out)
 	o.mb = ctx.Mailbox()
-	o.scope = acquireScope(o.mb)
 	o.runCtx, o.cancel = context.WithCancel(context.Background())
 	o.wake = make(chan struct{}, 1)
 	o.inFlight = ctx.Gauge("inFlight")
@@ -100,9 +98,7 @@ func (o *operator[IN, OUT]) Open(ctx *runtime.Context, out runtime.Output[OUT]) 
 		if o.closed {
 			return
 		}
-		o.scope.depth++
 		o.processCompletions()
-		o.scope.depth--
 	}
 	return o.restore(ctx)
 }
@@ -211,10 +207,6 @@ func (o *operator[IN, OUT]) Close() error {
 		o.cancel()
 	}
 	o.wg.Wait()
-	if o.scope != nil {
-		releaseScope(o.mb, o.scope)
-		o.scope = nil
-	}
 	return nil
 }
 
@@ -241,7 +233,7 @@ func (o *operator[IN, OUT]) block() error {
 	if o.err != nil {
 		return o.err
 	}
-	if o.scope.depth == 0 {
+	if !o.mb.Running() {
 		if err := o.Ctx.Yield(); err != nil {
 			return err
 		}
@@ -546,41 +538,4 @@ func (o *operator[IN, OUT]) alloc() *entry[IN, OUT] {
 		return e
 	}
 	return new(entry[IN, OUT])
-}
-
-// letterScope tells the asyncio operators of one subtask (one mailbox)
-// whether one of them is running a mailbox letter, in which case none may
-// call Context.Yield (see "Re-entrancy"). It is used by the subtask
-// goroutine only; the registry lock is taken in Open and Close only.
-type letterScope struct {
-	depth int
-	refs  int
-}
-
-var scopes struct {
-	sync.Mutex
-	m map[*runtime.Mailbox]*letterScope
-}
-
-func acquireScope(mb *runtime.Mailbox) *letterScope {
-	scopes.Lock()
-	defer scopes.Unlock()
-	if scopes.m == nil {
-		scopes.m = map[*runtime.Mailbox]*letterScope{}
-	}
-	s := scopes.m[mb]
-	if s == nil {
-		s = &letterScope{}
-		scopes.m[mb] = s
-	}
-	s.refs++
-	return s
-}
-
-func releaseScope(mb *runtime.Mailbox, s *letterScope) {
-	scopes.Lock()
-	defer scopes.Unlock()
-	if s.refs--; s.refs == 0 {
-		delete(scopes.m, mb)
-	}
 }

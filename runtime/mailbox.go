@@ -14,9 +14,17 @@ type Mailbox struct {
 		sync.Mutex
 		letters []func()
 	}
-	wake  chan struct{} // capacity 1: "there are letters"
-	spare []func()      // recycled backing array, owned by the subtask goroutine
+	wake    chan struct{} // capacity 1: "there are letters"
+	spare   []func()      // recycled backing array, owned by the subtask goroutine
+	running int           // letters running now (nested runs count), subtask goroutine only
 }
+
+// Running reports whether a mailbox letter is running right now. Call it
+// from the subtask goroutine only. An operator called from inside a letter
+// (an upstream operator emitting from its completion) must not wait for
+// its own letters through Context.Yield, which could call back into the
+// operator upstream mid-call; it waits for its completions directly.
+func (m *Mailbox) Running() bool { return m.running > 0 }
 
 func (m *Mailbox) init() { m.wake = make(chan struct{}, 1) }
 
@@ -42,10 +50,12 @@ func (m *Mailbox) runAll() int {
 	m.mu.letters = m.spare[:0]
 	m.spare = nil
 	m.mu.Unlock()
+	m.running++
 	for i, f := range letters {
 		f()
 		letters[i] = nil
 	}
+	m.running--
 	if m.spare == nil {
 		m.spare = letters[:0]
 	}
