@@ -335,7 +335,7 @@ func (o *operator[IN, OUT]) attempts(e *entry[IN, OUT]) (out []OUT, err error, o
 			return out, err, true
 		}
 		if backoff > 0 {
-			t := time.NewTimer(backoff)
+			t := time.NewTimer(backoff) // lint:allow-time back-off between retries of a call on its own goroutine
 			select {
 			case <-t.C:
 			case <-o.runCtx.Done():

@@ -378,4 +378,4 @@ func Retain(base string, keep int) error {
 }
 
 // Now is the time source of snapshot timestamps (replaceable in tests).
-var Now = func() int64 { return time.Now().UnixMilli() }
+var Now = func() int64 { return time.Now().UnixMilli() } // lint:allow-time the default, replaceable

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/weirproject/weir/checkpoint"
+	"github.com/weirproject/weir/clock"
 )
 
 // CheckpointMode is the guarantee checkpoints give.
@@ -79,7 +80,7 @@ type pendingCP struct {
 	started time.Time
 	waiting map[*task]bool
 	states  map[*Node][]*checkpoint.SubtaskState
-	timer   *time.Timer
+	timer   clock.Timer
 	maxSync time.Duration
 }
 
@@ -184,11 +185,14 @@ func (c *coordinator) trigger(ctx context.Context, kind checkpoint.Kind, dir str
 }
 
 func (c *coordinator) run(ctx context.Context) {
+	// All time comes from the job's clock, so tests can drive it.
+	clk := c.b.cfg.Clock
 	var tick <-chan time.Time
+	var ticker clock.Timer
 	if c.cfg.Interval > 0 {
-		tk := time.NewTicker(c.cfg.Interval)
-		defer tk.Stop()
-		tick = tk.C
+		ticker = clk.NewTimer(c.cfg.Interval)
+		defer ticker.Stop()
+		tick = ticker.C()
 	}
 	var p *pendingCP
 	var queued []*cpRequest
@@ -223,7 +227,7 @@ func (c *coordinator) run(ctx context.Context) {
 			p.req.done <- cpResult{id: id, err: err}
 		}
 		p, timeout = nil, nil
-		lastEnd = time.Now()
+		lastEnd = clk.Now()
 	}
 	start := func(req *cpRequest) {
 		if anyFinished {
@@ -234,12 +238,12 @@ func (c *coordinator) run(ctx context.Context) {
 		}
 		id := c.nextID
 		c.nextID++
-		p = &pendingCP{id: id, req: req, started: time.Now(), waiting: map[*task]bool{}, states: map[*Node][]*checkpoint.SubtaskState{}}
+		p = &pendingCP{id: id, req: req, started: clk.Now(), waiting: map[*task]bool{}, states: map[*Node][]*checkpoint.SubtaskState{}}
 		for _, t := range c.tasks {
 			p.waiting[t] = true
 		}
-		p.timer = time.NewTimer(c.cfg.Timeout)
-		timeout = p.timer.C
+		p.timer = clk.NewTimer(c.cfg.Timeout)
+		timeout = p.timer.C()
 		for _, t := range c.sources {
 			t.mailbox.Post(func() { t.checkpoint(id) })
 		}
@@ -258,7 +262,8 @@ func (c *coordinator) run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-tick:
-			if p == nil && time.Since(lastEnd) >= c.cfg.MinPause {
+			ticker.Reset(c.cfg.Interval)
+			if p == nil && clk.Now().Sub(lastEnd) >= c.cfg.MinPause {
 				start(nil)
 			}
 		case req := <-c.requests:
@@ -301,7 +306,7 @@ func (c *coordinator) run(ctx context.Context) {
 			if len(p.waiting) == 0 {
 				c.persist(p)
 				p, timeout = nil, nil
-				lastEnd = time.Now()
+				lastEnd = clk.Now()
 			}
 		}
 		if p == nil && len(queued) > 0 {
@@ -372,7 +377,7 @@ func (c *coordinator) persist(p *pendingCP) {
 	c.completed.Inc()
 	c.lastCompleted = p.id
 	c.lastSize.Set(snap.Size())
-	c.lastMs.Set(time.Since(p.started).Milliseconds())
+	c.lastMs.Set(c.b.cfg.Clock.Now().Sub(p.started).Milliseconds())
 	c.lastSync.Set(p.maxSync.Microseconds())
 	id := p.id
 	for _, t := range c.tasks {
@@ -404,7 +409,7 @@ func (t *task) checkpoint(id int64) {
 		t.job.coord.ack(ack{t: t, id: id, err: t.err})
 		return
 	}
-	began := time.Now()
+	began := time.Now() // lint:allow-time a measurement of the pause, not a decision
 	states := map[*Node]*checkpoint.SubtaskState{}
 	var err error
 	for _, inst := range t.chain {
@@ -426,7 +431,7 @@ func (t *task) checkpoint(id int64) {
 		}
 		states[ctx.node] = w.st
 	}
-	sync := time.Since(began)
+	sync := time.Since(began) // lint:allow-time
 	for _, w := range t.writers {
 		w.barrier(id)
 	}
