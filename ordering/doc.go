@@ -12,11 +12,12 @@
 //
 // Sort:
 //
-//	S1. Each record is held in keyed state under its own timestamp, with an
-//	    event-time timer for that timestamp; nothing is emitted on arrival.
-//	    When a watermark W arrives, every held record with timestamp <= W is
-//	    released, with its timestamp, before W is forwarded: per key in
-//	    ascending timestamp order.
+//	S1. Each record is held until the watermark passes its timestamp;
+//	    nothing is emitted on arrival. When a watermark W arrives, every
+//	    held record with timestamp <= W is released, with its timestamp,
+//	    before W is forwarded: per key in ascending timestamp order (the
+//	    operator keeps one heap ordered by timestamp, tiebreak and arrival,
+//	    so it does no per-key state or timer work per record).
 //	S2. Records of one key with equal timestamps are released in Tiebreak
 //	    order (then arrival order); with (partition, offset) as tiebreak the
 //	    output of a replay is the same.
@@ -26,9 +27,11 @@
 //	    "orderViolations" counter, and also sent to SortOptions.Violations
 //	    if set. No stream processor can sort an event it has not seen; the
 //	    watermark's lag decides how late a record may be.
-//	S4. Held records and their timers are in checkpoints and savepoints, per
-//	    key group (so a restore at another parallelism re-slices them); a
-//	    restored operator releases them as the watermark passes them again.
+//	S4. Held records are in checkpoints and savepoints, per key group, as
+//	    keyed list state per (key, timestamp) with an event-time timer each
+//	    (so a restore at another parallelism re-slices them, and snapshots
+//	    of earlier versions restore); a restored operator releases them as
+//	    the watermark passes them again, keeping their order.
 //	S5. Metrics: "orderViolations", "recordsReleased" (counters) and
 //	    "recordsHeld" (gauge, updated at each watermark).
 //

@@ -1,6 +1,9 @@
 package ordering
 
 import (
+	"encoding/binary"
+	"fmt"
+	"math"
 	"slices"
 
 	"github.com/weirproject/weir"
@@ -38,10 +41,38 @@ func Sort[K comparable, T any](ks weir.KeyedStream[K, T], name string, opts Sort
 	})
 }
 
-// heldState is the name of the keyed state holding records: a list per
-// (key, timestamp).
+// heldState is the name of the keyed state holding records in snapshots:
+// a list per (key, timestamp), with an event-time timer per (key,
+// timestamp), as the operator kept them before it held records in memory
+// (so snapshots of either version restore into the other).
 const heldState = "ordering.held"
 
+// heldRec is one held record with its release order: timestamp, then the
+// tiebreak, then arrival.
+type heldRec[T any] struct {
+	ts, t1, t2 int64
+	seq        uint64
+	v          T
+}
+
+func (a *heldRec[T]) less(b *heldRec[T]) bool {
+	switch {
+	case a.ts != b.ts:
+		return a.ts < b.ts
+	case a.t1 != b.t1:
+		return a.t1 < b.t1
+	case a.t2 != b.t2:
+		return a.t2 < b.t2
+	}
+	return a.seq < b.seq
+}
+
+// sortOp holds records in one min-heap ordered by (timestamp, tiebreak,
+// arrival) and releases the prefix up to each watermark. Releasing all
+// keys' records in timestamp order releases each key's in timestamp order
+// (S1, S2), which is what the timer queue of the keyed-state design gave,
+// without a state entry and a timer per (key, timestamp). Snapshots still
+// write the keyed-state and timer format, per key group (S4).
 type sortOp[K comparable, T any] struct {
 	runtime.Base[T]
 	key  func(T) K
@@ -49,16 +80,14 @@ type sortOp[K comparable, T any] struct {
 	opts SortOptions[T]
 	maxP int
 
-	backend *state.Backend[K]
-	timers  *timer.Service[K, struct{}]
-	held    *state.NamespacedListState[K, int64, T]
-	side    runtime.Output[T]
-	fire    func(timer.Timer[K, struct{}])
-	scratch []T
+	heap  []heldRec[T]
+	seq   uint64
+	wm    int64
+	side  runtime.Output[T]
+	codec state.Codec[T]
 
 	violations, released *runtime.Counter
 	holding              *runtime.Gauge
-	nHeld                int64
 }
 
 func (o *sortOp[K, T]) Open(ctx *runtime.Context, out runtime.Output[T]) error {
@@ -66,16 +95,10 @@ func (o *sortOp[K, T]) Open(ctx *runtime.Context, out runtime.Output[T]) error {
 		return err
 	}
 	o.maxP = ctx.MaxParallelism
-	o.backend = state.NewBackend[K](ctx.KeyGroups)
-	o.timers = timer.NewService[K, struct{}](ctx.KeyGroups)
-	codec := o.opts.Codec
-	if codec == nil {
-		codec = state.DefaultCodec[T]()
-	}
-	var err error
-	o.held, err = state.NamespacedListWithCodecs[K, int64, T](o.backend, heldState, state.DefaultCodec[int64](), codec)
-	if err != nil {
-		return err
+	o.wm = math.MinInt64
+	o.codec = o.opts.Codec
+	if o.codec == nil {
+		o.codec = state.DefaultCodec[T]()
 	}
 	if o.opts.Violations != nil {
 		o.side = runtime.SideOutput(ctx, o.opts.Violations)
@@ -83,17 +106,11 @@ func (o *sortOp[K, T]) Open(ctx *runtime.Context, out runtime.Output[T]) error {
 	o.violations = ctx.Counter("orderViolations")
 	o.released = ctx.Counter("recordsReleased")
 	o.holding = ctx.Gauge("recordsHeld")
-	o.fire = o.release
-	if err := o.restore(ctx); err != nil {
-		return err
-	}
-	return nil
+	return o.restore(ctx)
 }
 
 func (o *sortOp[K, T]) ProcessRecord(r runtime.Record[T]) error {
-	k := o.key(r.Value)
-	kg := keygroup.Assign(o.hash(k), o.maxP)
-	if r.Timestamp <= o.timers.CurrentWatermark() {
+	if r.Timestamp <= o.wm {
 		// Behind the watermark: everything up to it was already
 		// released, so this record cannot be put in order any more (S3).
 		o.violations.Inc()
@@ -103,73 +120,177 @@ func (o *sortOp[K, T]) ProcessRecord(r runtime.Record[T]) error {
 		}
 		return nil
 	}
-	o.backend.SetCurrentKey(k, kg)
-	o.held.Add(r.Timestamp, r.Value)
-	o.timers.RegisterEventTimeTimer(k, kg, struct{}{}, r.Timestamp)
-	o.nHeld++
+	o.push(r.Timestamp, r.Value)
 	return nil
 }
 
-// release emits the records of one (key, timestamp), ordered by the
-// tiebreak (S2).
-func (o *sortOp[K, T]) release(t timer.Timer[K, struct{}]) {
-	o.backend.SetCurrentKey(t.Key, t.KeyGroup)
-	vs := o.held.Get(t.Timestamp)
-	o.scratch = append(o.scratch[:0], vs...)
-	o.held.Clear(t.Timestamp)
-	if tb := o.opts.Tiebreak; tb != nil && len(o.scratch) > 1 {
-		slices.SortStableFunc(o.scratch, func(a, b T) int {
-			a1, a2 := tb(a)
-			b1, b2 := tb(b)
-			switch {
-			case a1 != b1:
-				return cmpInt(a1, b1)
-			default:
-				return cmpInt(a2, b2)
-			}
-		})
+func (o *sortOp[K, T]) push(ts int64, v T) {
+	h := heldRec[T]{ts: ts, seq: o.seq, v: v}
+	o.seq++
+	if tb := o.opts.Tiebreak; tb != nil {
+		h.t1, h.t2 = tb(v)
 	}
-	for _, v := range o.scratch {
-		o.Out.Collect(runtime.Record[T]{Value: v, Timestamp: t.Timestamp})
+	o.heap = append(o.heap, h)
+	// Sift up.
+	hp := o.heap
+	i := len(hp) - 1
+	for i > 0 {
+		p := (i - 1) / 2
+		if !hp[i].less(&hp[p]) {
+			break
+		}
+		hp[i], hp[p] = hp[p], hp[i]
+		i = p
 	}
-	o.released.Add(int64(len(o.scratch)))
-	o.nHeld -= int64(len(o.scratch))
-	clear(o.scratch)
 }
 
-func cmpInt(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
+// pop removes the smallest held record.
+func (o *sortOp[K, T]) pop() heldRec[T] {
+	hp := o.heap
+	top := hp[0]
+	n := len(hp) - 1
+	hp[0] = hp[n]
+	var zero heldRec[T]
+	hp[n] = zero
+	hp = hp[:n]
+	i := 0
+	for {
+		l := 2*i + 1
+		if l >= n {
+			break
+		}
+		m := l
+		if r := l + 1; r < n && hp[r].less(&hp[l]) {
+			m = r
+		}
+		if !hp[m].less(&hp[i]) {
+			break
+		}
+		hp[i], hp[m] = hp[m], hp[i]
+		i = m
 	}
-	return 0
+	o.heap = hp
+	return top
 }
 
 func (o *sortOp[K, T]) ProcessWatermark(ts int64) error {
-	o.timers.AdvanceWatermark(ts, o.fire)
-	o.holding.Set(o.nHeld)
+	if ts > o.wm {
+		o.wm = ts
+		n := int64(0)
+		for len(o.heap) > 0 && o.heap[0].ts <= ts {
+			h := o.pop()
+			o.Out.Collect(runtime.Record[T]{Value: h.v, Timestamp: h.ts})
+			n++
+		}
+		if n > 0 {
+			o.released.Add(n)
+		}
+		if len(o.heap) == 0 && cap(o.heap) > 1<<16 {
+			o.heap = nil // give a catch-up's memory back
+		}
+	}
+	o.holding.Set(int64(len(o.heap)))
 	o.Out.EmitWatermark(ts)
 	return nil
 }
 
 func (o *sortOp[K, T]) EndInput() error { return nil }
 
+// keyedState builds the keyed-state and timer form of the held records
+// (for snapshots), in release order so that arrival order within a (key,
+// timestamp) survives a restore.
+func (o *sortOp[K, T]) keyedState() (*state.Backend[K], *timer.Service[K, struct{}], error) {
+	backend := state.NewBackend[K](o.Ctx.KeyGroups)
+	timers := timer.NewService[K, struct{}](o.Ctx.KeyGroups)
+	held, err := state.NamespacedListWithCodecs[K, int64, T](backend, heldState, state.DefaultCodec[int64](), o.codec)
+	if err != nil {
+		return nil, nil, err
+	}
+	recs := slices.Clone(o.heap)
+	slices.SortFunc(recs, func(a, b heldRec[T]) int {
+		if a.less(&b) {
+			return -1
+		}
+		if b.less(&a) {
+			return 1
+		}
+		return 0
+	})
+	for i := range recs {
+		k := o.key(recs[i].v)
+		kg := keygroup.Assign(o.hash(k), o.maxP)
+		backend.SetCurrentKey(k, kg)
+		held.Add(recs[i].ts, recs[i].v)
+		timers.RegisterEventTimeTimer(k, kg, struct{}{}, recs[i].ts)
+	}
+	return backend, timers, nil
+}
+
 // SnapshotState implements runtime.Snapshotter: held records and timers,
-// per key group, in the layout all of weir's keyed operators share
-// (weir.SnapshotKeyed).
+// per key group, as weir's keyed operators write them:
+// uvarint(len(stateBlob)) stateBlob timerBlob.
 func (o *sortOp[K, T]) SnapshotState(w *runtime.SnapshotWriter) error {
-	return weir.SnapshotKeyed(w, o.Ctx, o.backend, o.timers)
+	if len(o.heap) == 0 {
+		return nil
+	}
+	backend, timers, err := o.keyedState()
+	if err != nil {
+		return err
+	}
+	for kg := o.Ctx.KeyGroups.Start; kg <= o.Ctx.KeyGroups.End; kg++ {
+		sb, err := backend.SnapshotKeyGroup(kg)
+		if err != nil {
+			return err
+		}
+		tb, err := timers.SnapshotKeyGroup(kg)
+		if err != nil {
+			return err
+		}
+		if len(sb) == 0 && len(tb) == 0 {
+			continue
+		}
+		blob := binary.AppendUvarint(make([]byte, 0, len(sb)+len(tb)+4), uint64(len(sb)))
+		blob = append(append(blob, sb...), tb...)
+		if err := w.KeyGroup(kg, blob); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (o *sortOp[K, T]) restore(ctx *runtime.Context) error {
-	err := weir.RestoreKeyed(ctx, o.backend, o.timers, nil)
+	backend := state.NewBackend[K](ctx.KeyGroups)
+	timers := timer.NewService[K, struct{}](ctx.KeyGroups)
+	held, err := state.NamespacedListWithCodecs[K, int64, T](backend, heldState, state.DefaultCodec[int64](), o.codec)
+	if err != nil {
+		return err
+	}
+	err = ctx.Restored().ForEachKeyGroup(func(kg int, blob []byte) error {
+		n, m := binary.Uvarint(blob)
+		if m <= 0 || uint64(len(blob)-m) < n {
+			return fmt.Errorf("ordering: corrupt snapshot of key group %d", kg)
+		}
+		sb, tb := blob[m:m+int(n)], blob[m+int(n):]
+		if len(sb) > 0 {
+			if err := backend.RestoreKeyGroup(kg, sb); err != nil {
+				return err
+			}
+		}
+		if len(tb) > 0 {
+			return timers.RestoreKeyGroup(kg, tb)
+		}
+		return nil
+	})
 	if err != nil {
 		return err
 	}
 	for kg := ctx.KeyGroups.Start; kg <= ctx.KeyGroups.End; kg++ {
-		o.held.ForEach(kg, func(_ K, _ int64, vs []T) { o.nHeld += int64(len(vs)) })
+		held.ForEach(kg, func(_ K, ts int64, vs []T) {
+			for _, v := range vs {
+				o.push(ts, v)
+			}
+		})
 	}
+	o.holding.Set(int64(len(o.heap)))
 	return nil
 }

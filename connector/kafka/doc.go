@@ -103,6 +103,14 @@
 //	    from their beginning, and are live from birth: they take no part in
 //	    their topic's catch-up, and under CatchUpEndOffsets they start idle
 //	    and follow Options.Live like caught-up splits.
+//	K14. Stop. With Options.Stop, once the channel is closed each reader
+//	    (before emitting anything more) lists the end offsets of its
+//	    partitions' topics once (last stable offsets under read_committed).
+//	    It emits every record before those offsets that it had not emitted
+//	    yet, none at or after them, and ends (runtime.Done) when every
+//	    split's position has reached its offset; partitions discovered
+//	    after the listing are not read. A reader without partitions ends
+//	    at once.
 //
 // The sink side:
 //

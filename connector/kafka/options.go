@@ -170,6 +170,13 @@ type Options struct {
 	// experiments use it to simulate a slow connection set-up (a topic
 	// that starts late); an error fails the job.
 	BeforeStart func(ctx context.Context, subtask int) error
+	// Stop, if set, makes the source end on demand (K14): once it is
+	// closed, each reader lists the end offsets of its partitions (the
+	// last stable offsets under read_committed), emits the records before
+	// them and no others, and then ends, so its subtask emits the final
+	// watermark and downstream windows and timers fire. Nil: the source
+	// never ends.
+	Stop <-chan struct{}
 }
 
 func (o Options) withDefaults() Options {

@@ -97,6 +97,13 @@ type reader[T any] struct {
 
 	pending  []pendingCommit
 	commitCh chan kadm.Offsets
+
+	// Options.Stop (K14): stopAsked once Poll has seen Stop closed;
+	// stopEnds, per split id, the end offsets listed after that (nil until
+	// they arrive on stopCh).
+	stopAsked bool
+	stopEnds  map[int]int64
+	stopCh    chan map[topicPartition]int64
 }
 
 type pendingCommit struct {
@@ -148,6 +155,20 @@ func (r *reader[T]) start(out runtime.SourceOutput[T]) error {
 	for _, s := range r.splits {
 		out.AddSplit(s.id)
 	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r.cancel = cancel
+	if stop := r.opts.Stop; stop != nil {
+		r.stopCh = make(chan map[topicPartition]int64, 1)
+		r.wg.Add(1)
+		go func() { // wake Poll when Stop closes
+			defer r.wg.Done()
+			select {
+			case <-stop:
+				r.wake()
+			case <-ctx.Done():
+			}
+		}()
+	}
 	if len(r.splits) == 0 && r.opts.DiscoveryInterval <= 0 {
 		return nil // nothing to read, ever
 	}
@@ -156,8 +177,6 @@ func (r *reader[T]) start(out runtime.SourceOutput[T]) error {
 		return err
 	}
 	r.cl = cl
-	ctx, cancel := context.WithCancel(context.Background())
-	r.cancel = cancel
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
@@ -190,6 +209,15 @@ func (r *reader[T]) Poll(out runtime.SourceOutput[T]) (runtime.PollStatus, error
 	if r.idleDirty.Swap(false) {
 		r.applyTopicIdle(out)
 	}
+	if r.opts.Stop != nil {
+		if st, done := r.pollStop(); done {
+			return runtime.Done, nil
+		} else if st {
+			// Stop is closed and its end offsets are not known yet:
+			// emit nothing that might lie beyond them.
+			return runtime.Wait, nil
+		}
+	}
 	n := 0
 	for n < r.opts.RecordsPerPoll {
 		if !r.hasCur {
@@ -214,6 +242,12 @@ func (r *reader[T]) Poll(out runtime.SourceOutput[T]) (runtime.PollStatus, error
 			continue
 		}
 		s := r.splits[m.split]
+		if r.stopEnds != nil {
+			if r.stopSplit(s, m) {
+				r.hasCur, r.cur = false, fetchMsg{}
+				continue
+			}
+		}
 		for r.curIdx < len(m.records) && n < r.opts.RecordsPerPoll {
 			rec := m.records[r.curIdx]
 			r.curIdx++
@@ -237,6 +271,11 @@ func (r *reader[T]) Poll(out runtime.SourceOutput[T]) (runtime.PollStatus, error
 	}
 	if r.idleDirty.Swap(false) {
 		r.applyTopicIdle(out)
+	}
+	if r.stopEnds != nil {
+		if _, done := r.pollStop(); done {
+			return runtime.Done, nil
+		}
 	}
 	if r.hasCur || len(r.msgs) > 0 {
 		return runtime.More, nil
@@ -315,6 +354,116 @@ func (r *reader[T]) applyTopicIdle(out runtime.SourceOutput[T]) {
 			out.SetSplitIdle(s.id, true)
 		}
 	}
+}
+
+// pollStop handles Options.Stop (K14) on the subtask goroutine: wait
+// reports that Stop is closed and its end offsets are not known yet; done
+// that every split has reached them.
+func (r *reader[T]) pollStop() (wait, done bool) {
+	if !r.stopAsked {
+		select {
+		case <-r.opts.Stop:
+		default:
+			return false, false
+		}
+		r.stopAsked = true
+		r.requestStopEnds()
+	}
+	if r.stopEnds == nil {
+		select {
+		case ends := <-r.stopCh:
+			r.stopEnds = make(map[int]int64, len(r.splits))
+			for _, s := range r.splits {
+				r.stopEnds[s.id] = ends[topicPartition{s.topic, s.partition}]
+			}
+			r.log.Info("kafka source stopping: reading up to the end offsets listed after Stop", "partitions", len(r.splits))
+		default:
+			return true, false
+		}
+	}
+	for _, s := range r.splits {
+		end, ok := r.stopEnds[s.id]
+		if !ok { // discovered after the listing: not read any more
+			continue
+		}
+		if s.pos < 0 || s.pos < end {
+			return false, false
+		}
+	}
+	return false, true
+}
+
+// stopSplit cuts the batch m of split s at its stop offset: records at or
+// past it are dropped (never emitted). It reports whether nothing of m is
+// left to emit.
+func (r *reader[T]) stopSplit(s *split, m *fetchMsg) bool {
+	end, ok := r.stopEnds[s.id]
+	if !ok {
+		return true
+	}
+	for i := r.curIdx; i < len(m.records); i++ {
+		if m.records[i].Offset >= end {
+			m.records = m.records[:i]
+			if m.next > end {
+				m.next = end
+			}
+			m.reset = false
+			break
+		}
+	}
+	if m.next > end {
+		m.next = end
+	}
+	return false
+}
+
+// requestStopEnds lists, from another goroutine, the end offsets of the
+// splits' topics and hands them to Poll through stopCh.
+func (r *reader[T]) requestStopEnds() {
+	if len(r.splits) == 0 || r.cl == nil {
+		r.stopCh <- map[topicPartition]int64{}
+		return
+	}
+	var topics []string
+	seen := map[string]bool{}
+	for _, s := range r.splits {
+		if !seen[s.topic] {
+			seen[s.topic] = true
+			topics = append(topics, s.topic)
+		}
+	}
+	cl := r.cl
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		adm := kadm.NewClient(cl)
+		ctx, cancel := context.WithTimeout(context.Background(), r.opts.RequestTimeout)
+		defer cancel()
+		for attempt := 1; ; attempt++ {
+			var l kadm.ListedOffsets
+			var err error
+			if r.opts.ReadCommitted {
+				l, err = adm.ListCommittedOffsets(ctx, topics...)
+			} else {
+				l, err = adm.ListEndOffsets(ctx, topics...)
+			}
+			if err == nil {
+				err = l.Error()
+			}
+			if err == nil {
+				ends := map[topicPartition]int64{}
+				l.Each(func(o kadm.ListedOffset) { ends[topicPartition{o.Topic, o.Partition}] = o.Offset })
+				r.stopCh <- ends
+				r.wake()
+				return
+			}
+			cl.ForceMetadataRefresh()
+			if !sleepCtx(ctx, retryDelay(attempt)) {
+				r.fail(fmt.Errorf("kafka: list end offsets of %v for Options.Stop: %w", topics, err))
+				return
+			}
+		}
+	}()
 }
 
 // Ready implements runtime.Reader.
