@@ -93,7 +93,9 @@
 //     a checkpoint are pruned when it completes, which also drops the
 //     ghosts of inputs that will never be replayed. Each durable call gets
 //     an idempotency key, the same on every attempt, to pass to services
-//     that honour one.
+//     that honour one; DurableReconciled records a pending call first, so
+//     that a restore asks the service (by that key) whether a call whose
+//     result was lost took effect, instead of making it again.
 //
 // # Limits
 //
@@ -109,5 +111,7 @@
 // result being recorded there is a window (a crash there repeats the
 // call): close it with services that honour the idempotency key. Outputs
 // of actions replayed after a restore are emitted again; use a
-// two-phase-commit sink for exactly-once output.
+// two-phase-commit sink for exactly-once output. Pruning follows the
+// checkpoints that complete: restoring from an older retained checkpoint
+// re-runs actions whose states were pruned since.
 package agent

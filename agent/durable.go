@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 )
 
 // durableRun is the store side of one action run: the state recorded so
@@ -52,6 +53,29 @@ var ErrNotSerialisable = errors.New("agent: durable call result is not JSON-seri
 // effect" and "the result was recorded". Without a store (Options.Store
 // nil) Durable just calls fn.
 func Durable[T any](c *RunnerContext, name string, args any, fn func(ctx context.Context, idempotencyKey string) (T, error)) (T, error) {
+	return durable(c, name, args, fn, nil)
+}
+
+// DurableReconciled is Durable for calls whose effect can be looked up
+// afterwards: before calling fn it records the call as pending. A restore
+// that finds the call pending (fn was called but its result was not
+// recorded: the process died in between) calls reconcile with the same
+// idempotency key instead of repeating fn. reconcile reports whether the
+// call took effect and, if so, its result, which is then recorded and
+// returned; if it did not, fn is called. This closes the window Durable
+// leaves for services that cannot dedupe on the idempotency key but can be
+// asked. The pending record costs one more store write per call.
+func DurableReconciled[T any](c *RunnerContext, name string, args any,
+	fn func(ctx context.Context, idempotencyKey string) (T, error),
+	reconcile func(ctx context.Context, idempotencyKey string) (result T, found bool, err error)) (T, error) {
+	if reconcile == nil {
+		return durable(c, name, args, fn, nil)
+	}
+	return durable(c, name, args, fn, reconcile)
+}
+
+func durable[T any](c *RunnerContext, name string, args any, fn func(context.Context, string) (T, error),
+	reconcile func(context.Context, string) (T, bool, error)) (T, error) {
 	var zero T
 	a, err := canonicalJSON(args)
 	if err != nil {
@@ -72,53 +96,99 @@ func Durable[T any](c *RunnerContext, name string, args any, fn func(ctx context
 	if d == nil {
 		return fn(c.ctx, key)
 	}
+	record := func(cr CallResult) error {
+		if pos < len(d.calls) {
+			d.calls[pos] = cr
+		} else {
+			d.calls = append(d.calls, cr)
+		}
+		if err := d.store.Put(&ActionState{ID: id, Pos: d.pos, KeyGroup: d.kg, Calls: slices.Clone(d.calls)}); err != nil {
+			return fmt.Errorf("agent: recording durable call %q in the action-state store: %w", name, err)
+		}
+		return nil
+	}
+	result := func(v T, err error) (CallResult, error) {
+		cr := CallResult{Name: name, ArgsDigest: digest}
+		if err != nil {
+			cr.Failed, cr.Error = true, err.Error()
+			return cr, nil
+		}
+		b, merr := json.Marshal(v)
+		if merr != nil {
+			return cr, fmt.Errorf("%w: call %q: %v", ErrNotSerialisable, name, merr)
+		}
+		cr.Result = b
+		return cr, nil
+	}
 	if !d.diverged && pos < len(d.recorded) {
 		r := d.recorded[pos]
 		if r.Name == name && r.ArgsDigest == digest {
-			d.calls = append(d.calls, r)
-			if d.onReplay != nil {
-				d.onReplay()
-			}
-			if r.Failed {
-				return zero, &RecordedError{Msg: r.Error}
-			}
-			var v T
-			if len(r.Result) > 0 {
-				if err := json.Unmarshal(r.Result, &v); err != nil {
-					return zero, fmt.Errorf("agent: durable call %q: recorded result does not decode into %v: %w", name, reflect.TypeFor[T](), err)
+			if r.Pending && reconcile != nil {
+				v, found, err := reconcile(c.ctx, key)
+				if err != nil {
+					return zero, fmt.Errorf("agent: reconciling durable call %q: %w", name, err)
 				}
+				if found {
+					cr, err := result(v, nil)
+					if err != nil {
+						return v, err
+					}
+					if err := record(cr); err != nil {
+						return v, err
+					}
+					return v, nil
+				}
+				// It did not take effect: call it below, in place.
+				d.calls = append(d.calls, r)
+				goto live
 			}
-			return v, nil
-		}
-		c.Logger().Warn("agent: durable call diverged from the recorded run; discarding the recorded future of the key",
-			"position", pos, "recorded", r.Name, "asked", name)
-		d.diverged = true
-		if d.onDiverge != nil {
-			d.onDiverge()
-		}
-		next := d.pos
-		next.Action++
-		if err := d.store.DiscardFrom(id.Key, next); err != nil {
-			return zero, fmt.Errorf("agent: action-state store: %w", err)
+			if !r.Pending {
+				d.calls = append(d.calls, r)
+				if d.onReplay != nil {
+					d.onReplay()
+				}
+				if r.Failed {
+					return zero, &RecordedError{Msg: r.Error}
+				}
+				var v T
+				if len(r.Result) > 0 {
+					if err := json.Unmarshal(r.Result, &v); err != nil {
+						return zero, fmt.Errorf("agent: durable call %q: recorded result does not decode into %v: %w", name, reflect.TypeFor[T](), err)
+					}
+				}
+				return v, nil
+			}
+			// Pending without a reconciler: call again.
+		} else {
+			c.Logger().Warn("agent: durable call diverged from the recorded run; discarding the recorded future of the key",
+				"position", pos, "recorded", r.Name, "asked", name)
+			d.diverged = true
+			if d.onDiverge != nil {
+				d.onDiverge()
+			}
+			next := d.pos
+			next.Action++
+			if err := d.store.DiscardFrom(id.Key, next); err != nil {
+				return zero, fmt.Errorf("agent: action-state store: %w", err)
+			}
 		}
 	}
+	if reconcile != nil {
+		if err := record(CallResult{Name: name, ArgsDigest: digest, Pending: true}); err != nil {
+			return zero, err
+		}
+	}
+live:
 	v, err := fn(c.ctx, key)
 	if err != nil && c.ctx.Err() != nil {
-		return v, err // the operator is closing: record nothing
+		return v, err // the operator is closing: record nothing more
 	}
-	cr := CallResult{Name: name, ArgsDigest: digest}
-	if err != nil {
-		cr.Failed, cr.Error = true, err.Error()
-	} else {
-		b, merr := json.Marshal(v)
-		if merr != nil {
-			return v, fmt.Errorf("%w: call %q: %v", ErrNotSerialisable, name, merr)
-		}
-		cr.Result = b
+	cr, rerr := result(v, err)
+	if rerr != nil {
+		return v, rerr
 	}
-	d.calls = append(d.calls, cr)
-	if perr := d.store.Put(&ActionState{ID: id, Pos: d.pos, KeyGroup: d.kg, Calls: d.calls}); perr != nil {
-		return v, fmt.Errorf("agent: recording durable call %q in the action-state store: %w", name, perr)
+	if perr := record(cr); perr != nil {
+		return v, perr
 	}
 	return v, err
 }

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -347,4 +348,154 @@ func TestPruneAfterCheckpoint(t *testing.T) {
 		case <-time.After(time.Millisecond):
 		}
 	}
+}
+
+// TestDurableReconciled: a call that took effect but whose result was not
+// recorded (the process died in between) is reconciled after the restore,
+// by its idempotency key, instead of being repeated; a call that had not
+// taken effect is made.
+func TestDurableReconciled(t *testing.T) {
+	for _, tookEffect := range []bool{true, false} {
+		t.Run(fmt.Sprintf("tookEffect=%v", tookEffect), func(t *testing.T) {
+			ctx := testCtx(t)
+			store := NewMemoryStore()
+			var mu sync.Mutex
+			service := map[string]string{} // idempotency key -> receipt
+			var sends, reconciles atomic.Int64
+			var g *gates
+			a := &Agent{Actions: []Action{NewAction("send", func(c *RunnerContext, ev Event) error {
+				v, err := DurableReconciled(c, "send", "hello",
+					func(ctx context.Context, key string) (string, error) {
+						if !tookEffect {
+							if err := g.wait(ctx, "before"); err != nil {
+								return "", err
+							}
+						}
+						sends.Add(1)
+						mu.Lock()
+						service[key] = "receipt-" + key[:6]
+						mu.Unlock()
+						if err := g.wait(ctx, "after"); err != nil { // the crash comes here
+							return "", err
+						}
+						return service[key], nil
+					},
+					func(_ context.Context, key string) (string, bool, error) {
+						reconciles.Add(1)
+						mu.Lock()
+						defer mu.Unlock()
+						r, ok := service[key]
+						return r, ok, nil
+					})
+				if err != nil {
+					return err
+				}
+				c.Output(v)
+				return nil
+			}, TypeInput)}}
+			g = newGates("before", "after")
+			hangAt := "after"
+			if !tookEffect {
+				hangAt = "before"
+			}
+			env, _ := storeJob(a, store.Factory(), filepath.Join(t.TempDir(), "cp"), "", rec(msg{Key: "A"}, 1), pause[msg](make(chan struct{})))
+			cp := checkpointAndCrash(t, ctx, env, func() { g.waitArrived(t, ctx, hangAt) }, func() {})
+			g = newGates()
+			done := make(chan struct{})
+			close(done)
+			env2, rc := storeJob(a, store.Factory(), filepath.Join(t.TempDir(), "cp2"), cp, rec(msg{Key: "A"}, 1), pause[msg](done))
+			if err := env2.Execute(ctx); err != nil {
+				t.Fatal(err)
+			}
+			evs, _ := rc.snapshot()
+			got := values(evs)
+			if len(got) != 1 || len(service) != 1 || got[0] != func() string {
+				for _, v := range service {
+					return v
+				}
+				return ""
+			}() {
+				t.Fatalf("outputs %q, service %v", got, service)
+			}
+			if sends.Load() != 1 || reconciles.Load() != 1 {
+				t.Fatalf("%d sends (want 1), %d reconciles (want 1)", sends.Load(), reconciles.Load())
+			}
+		})
+	}
+}
+
+// retainingStore is a MemoryStore that also keeps the states handed to Put
+// as given, to check that the operator does not modify them afterwards
+// (a store such as the WAL keeps them).
+type retainingStore struct {
+	*MemoryStore
+	mu   sync.Mutex
+	kept []*ActionState
+	json []string
+}
+
+func (s *retainingStore) Put(st *ActionState) error {
+	b, err := json.Marshal(st)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.kept = append(s.kept, st)
+	s.json = append(s.json, string(b))
+	s.mu.Unlock()
+	return s.MemoryStore.Put(st)
+}
+
+func (s *retainingStore) Close() error { return nil }
+
+func (s *retainingStore) factory() StoreFactory {
+	return func(*runtime.Context) (ActionStateStore, error) { return s, nil }
+}
+
+func (s *retainingStore) verify(t *testing.T) {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, st := range s.kept {
+		b, _ := json.Marshal(st)
+		if string(b) != s.json[i] {
+			t.Fatalf("state %d changed after Put:\nput  %s\nnow  %s", i, s.json[i], b)
+		}
+	}
+}
+
+// TestStoredStatesAreNotModified: many actions with durable calls, events
+// and outputs; every state handed to the store stays as it was handed.
+func TestStoredStatesAreNotModified(t *testing.T) {
+	rs := &retainingStore{MemoryStore: NewMemoryStore()}
+	a := &Agent{Actions: []Action{
+		NewAction("one", func(c *RunnerContext, ev Event) error {
+			in, _ := Input[msg](ev)
+			for i := range 3 {
+				if _, err := Durable(c, fmt.Sprint("call", i), i, func(context.Context, string) (int, error) { return i, nil }); err != nil {
+					return err
+				}
+			}
+			c.Output("one " + in.Text)
+			return c.Send(NewEvent("two", in.Text, nil))
+		}, TypeInput),
+		NewAction("two", func(c *RunnerContext, ev Event) error {
+			v, _ := ValueAs[string](ev)
+			c.Output("two " + v)
+			return nil
+		}, "two"),
+	}}
+	var steps []step[msg]
+	for i := range 300 {
+		steps = append(steps, rec(msg{Key: fmt.Sprint("k", i%17), Text: fmt.Sprint(i)}, int64(i)))
+	}
+	rc, _, err := runAgent[string](t, a, Options{Store: rs.factory(), MaxConcurrentKeys: 4}, steps...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs, _ := rc.snapshot()
+	if n := len(values(evs)); n != 600 {
+		t.Fatalf("%d outputs", n)
+	}
+	rs.verify(t)
 }

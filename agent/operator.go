@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"reflect"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -67,7 +68,9 @@ func (o Options) withDefaults() Options {
 }
 
 // Apply runs agent a on the keyed stream ks and returns the stream of its
-// outputs. It panics if the agent is invalid (no actions, duplicate
+// outputs: the values of the output events, converted to OUT (directly, or
+// through JSON), or the output events themselves, lineage included, when
+// OUT is Event. It panics if the agent is invalid (no actions, duplicate
 // names, an action listening to output events): that is a bug in the code
 // building the job. See the package documentation for the guarantees.
 func Apply[K comparable, IN, OUT any](ks weir.KeyedStream[K, IN], name string, a *Agent, opts Options) weir.Stream[OUT] {
@@ -130,23 +133,24 @@ type operator[K comparable, IN, OUT any] struct {
 	waiting    int // inputs accepted, not started
 	unfinished int // inputs accepted, not finished (running + waiting)
 
-	runCtx    context.Context
-	cancel    context.CancelFunc
-	wg        sync.WaitGroup
-	mb        *runtime.Mailbox
-	completed atomic.Pointer[completion[K, IN]]
-	jobs      chan *completion[K, IN] // to the workers
-	busy      atomic.Int64            // actions queued or running
-	workers   int                     // workers started
-	freeC     []*completion[K, IN]    // recycled completions
-	freeR     []*runState             // recycled run states
-	letter    func()
-	scope     *letterScope
-	closed    bool
-	err       error
-	outEvent  bool // OUT is Event: output events leave whole
-	logger    *slog.Logger
-	reg       *registration
+	runCtx     context.Context
+	cancel     context.CancelFunc
+	wg         sync.WaitGroup
+	mb         *runtime.Mailbox
+	completed  atomic.Pointer[completion[K, IN]]
+	jobs       chan *completion[K, IN] // to the workers
+	jobsClosed bool
+	busy       atomic.Int64         // actions queued or running
+	workers    int                  // workers started
+	freeC      []*completion[K, IN] // recycled completions
+	freeR      []*runState          // recycled run states
+	letter     func()
+	scope      *letterScope
+	closed     bool
+	err        error
+	outEvent   bool // OUT is Event: output events leave whole
+	logger     *slog.Logger
+	reg        *registration
 
 	store    ActionStateStore
 	finished map[string]int64 // key -> last finished seq since the last snapshot (store only)
@@ -309,14 +313,16 @@ func (o *operator[K, IN, OUT]) EndInput() error {
 	return o.err
 }
 
-// Close cancels running actions and waits for their goroutines.
+// Close cancels running actions and waits for their goroutines (and the
+// store's pruning); it may be called more than once.
 func (o *operator[K, IN, OUT]) Close() error {
 	o.closed = true
 	if o.cancel != nil {
 		o.cancel()
 	}
-	if o.jobs != nil {
+	if o.jobs != nil && !o.jobsClosed {
 		close(o.jobs)
+		o.jobsClosed = true // Close may be called again
 	}
 	o.wg.Wait()
 	if o.store != nil {
@@ -596,14 +602,14 @@ func (o *operator[K, IN, OUT]) dispatch(c *completion[K, IN]) {
 	if o.busy.Add(1) > int64(o.workers) {
 		o.workers++
 		o.wg.Add(1)
-		go o.worker()
+		go o.worker(o.jobs)
 	}
 	o.jobs <- c
 }
 
-func (o *operator[K, IN, OUT]) worker() {
+func (o *operator[K, IN, OUT]) worker(jobs <-chan *completion[K, IN]) {
 	defer o.wg.Done()
-	for c := range o.jobs {
+	for c := range jobs {
 		o.execute(c)
 		o.busy.Add(-1)
 		o.push(c)
@@ -636,8 +642,10 @@ func (o *operator[K, IN, OUT]) execute(c *completion[K, IN]) {
 		c.err = c.rc.action.Run(c.rc, *c.rc.ev)
 	}()
 	if d := c.rc.durable; d != nil && c.err == nil {
-		st := &ActionState{ID: d.id, Pos: d.pos, KeyGroup: d.kg, Completed: true, Calls: d.calls,
-			Short: writesOf(c.rc.short.writes), Sensory: writesOf(c.rc.sensory.writes), Sent: c.rc.sent}
+		// The store may keep st: it gets its own copies of the slices (the
+		// completion, and with it rc.sent's storage, is recycled).
+		st := &ActionState{ID: d.id, Pos: d.pos, KeyGroup: d.kg, Completed: true, Calls: slices.Clone(d.calls),
+			Short: writesOf(c.rc.short.writes), Sensory: writesOf(c.rc.sensory.writes), Sent: slices.Clone(c.rc.sent)}
 		if err := d.store.Put(st); err != nil {
 			c.err = fmt.Errorf("recording the completed action in the action-state store (its outputs are held back): %w", err)
 		}

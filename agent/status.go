@@ -96,15 +96,13 @@ func Status(ctx context.Context, operator string) []SubtaskStatus {
 		r.mb.Post(func() { ch <- r.status() })
 	}
 	var out []SubtaskStatus
+wait:
 	for range regs {
 		select {
 		case s := <-ch:
 			out = append(out, s)
 		case <-ctx.Done():
-			regs = nil
-		}
-		if regs == nil {
-			break
+			break wait
 		}
 	}
 	sort.Slice(out, func(i, j int) bool {

@@ -21,9 +21,11 @@ import (
 // every state recorded for them (also by other subtasks before a change of
 // parallelism).
 type ActionStateStore interface {
-	// Get returns the state recorded for run id, or nil.
+	// Get returns the state recorded for run id, or nil. The caller does
+	// not modify it.
 	Get(id RunID) (*ActionState, error)
-	// Put records st, replacing the state of the same run.
+	// Put records st, replacing the state of the same run. The store may
+	// keep st: the caller does not modify it afterwards.
 	Put(st *ActionState) error
 	// Latest returns the position of the last state recorded for key (the
 	// encoded key), or ok false when none is.
@@ -132,6 +134,9 @@ type CallResult struct {
 	Result json.RawMessage `json:"result,omitempty"`
 	Error  string          `json:"error,omitempty"`
 	Failed bool            `json:"failed,omitempty"`
+	// Pending says the call was started and its result not recorded yet
+	// (DurableReconciled).
+	Pending bool `json:"pending,omitempty"`
 }
 
 // MemoryStore is an ActionStateStore in memory: no durability, for tests
