@@ -27,6 +27,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/weirproject/weir"
+	"github.com/weirproject/weir/agent"
+	"github.com/weirproject/weir/agent/model"
 	"github.com/weirproject/weir/broker"
 	"github.com/weirproject/weir/checkpoint"
 	"github.com/weirproject/weir/connector/kafka"
@@ -172,13 +174,17 @@ type Summary struct {
 	// the same item (checked independently of the sort).
 	OutOfOrder int64 `json:"outOfOrder"`
 	// Totals are window totals; Windowed and Amount what they add up to.
-	Totals      int64         `json:"totals"`
-	Windowed    int64         `json:"windowed"`
-	Amount      int64         `json:"amount"`
-	Late        int64         `json:"late"`
-	LateAmount  int64         `json:"lateAmount"`
-	DeadLetters int64         `json:"deadLetters"`
-	Elapsed     time.Duration `json:"elapsedNs"`
+	// AgentInputs are the live orders sent to the inventory agent;
+	// AgentDecisions its outputs (one per input).
+	AgentInputs    int64         `json:"agentInputs"`
+	AgentDecisions int64         `json:"agentDecisions"`
+	Totals         int64         `json:"totals"`
+	Windowed       int64         `json:"windowed"`
+	Amount         int64         `json:"amount"`
+	Late           int64         `json:"late"`
+	LateAmount     int64         `json:"lateAmount"`
+	DeadLetters    int64         `json:"deadLetters"`
+	Elapsed        time.Duration `json:"elapsedNs"`
 	// Stopped is set when the run stopped before the end (interrupted or
 	// after a savepoint); Savepoint names the savepoint taken.
 	Stopped   bool   `json:"stopped,omitempty"`
@@ -409,6 +415,17 @@ func Run(ctx context.Context, w io.Writer, o Options) (Summary, error) {
 	})
 	out := weir.Collect(totals)
 	lateOut := weir.Collect(weir.SideOutput(windowed, late))
+
+	// The inventory agent: every live order, in event-time order per item,
+	// goes to an agent that keeps the item's recent demand in its memory and
+	// asks a model (the offline one: no endpoint is reachable here) whether
+	// to reorder. Model calls run off the subtask goroutine; the agent holds
+	// back watermarks until every order before them has been decided.
+	liveOrders := weir.Filter(checked, "live-orders", func(e Event) bool { return e.Live && e.Kind == "order" })
+	decisions := agent.Apply[string, Event, string](weir.KeyBy(liveOrders, func(e Event) string { return e.Item }),
+		"inventory-agent", inventoryAgent(o.Seed), agent.Options{}).UID("inventory-agent")
+	agentIn := weir.Collect(liveOrders)
+	agentOut := weir.Collect(decisions)
 	violOut := weir.Collect(weir.SideOutput(sorted, violations))
 	dead := weir.Collect(weir.DeadLetters(msgs))
 
@@ -506,6 +523,9 @@ func Run(ctx context.Context, w io.Writer, o Options) (Summary, error) {
 		}
 	}
 	s.DeadLetters = int64(len(dead.Values()))
+	s.AgentInputs = int64(len(agentIn.Values()))
+	decided := agentOut.Values()
+	s.AgentDecisions = int64(len(decided))
 	s.Sorted = chk.sorted.Load()
 	chk.mu.Lock()
 	s.OutOfOrder = chk.outOfOrder
@@ -525,6 +545,14 @@ func Run(ctx context.Context, w io.Writer, o Options) (Summary, error) {
 	fmt.Fprintf(w, "  sorted by item       %d records; order violations %d (history %d, live %d), out of order after the sort %d\n",
 		s.Sorted, s.OrderViolations, s.HistoryViolations, s.OrderViolations-s.HistoryViolations, s.OutOfOrder)
 	fmt.Fprintf(w, "  window totals        %d, over %d records, amount %d\n", s.Totals, s.Windowed, s.Amount)
+	fmt.Fprintf(w, "  inventory agent      %d live orders decided (of %d), model calls off the mailbox thread\n", s.AgentDecisions, s.AgentInputs)
+	shown := 0
+	for _, d := range decided {
+		if strings.Contains(d, "reorder (") && shown < 3 {
+			fmt.Fprintf(w, "    %s\n", d)
+			shown++
+		}
+	}
 	fmt.Fprintf(w, "  late (side output)   %d records, amount %d\n", s.Late, s.LateAmount)
 	fmt.Fprintf(w, "  dead letters         %d (undecodable records)\n", s.DeadLetters)
 	fmt.Fprintf(w, "  throughput           %.0f records/s over %v\n", float64(s.Sorted+s.DeadLetters)/s.Elapsed.Seconds(), s.Elapsed.Round(time.Millisecond))
@@ -719,3 +747,41 @@ func produceLive(ctx context.Context, cl *kgo.Client, o Options, s *Summary, sav
 }
 
 func jsonEvent(e Event) ([]byte, error) { return json.Marshal(e) }
+
+// inventoryAgent keeps each item's ordered quantity in short-term memory
+// and asks the model whether to reorder when it passes a threshold.
+func inventoryAgent(seed uint64) *agent.Agent {
+	const reorderAt = 20
+	return &agent.Agent{
+		Models: map[string]model.ChatModel{"planner": &model.Offline{Seed: int64(seed),
+			Latency: model.Latency{Dist: "exponential", Mean: 2 * time.Millisecond}}},
+		Actions: []agent.Action{agent.NewAction("review-order", func(c *agent.RunnerContext, ev agent.Event) error {
+			e, err := agent.Input[Event](ev)
+			if err != nil {
+				return err
+			}
+			demand, _, err := agent.Recall[int64](c.ShortTerm(), "demand")
+			if err != nil {
+				return err
+			}
+			demand += e.Qty
+			if demand < reorderAt {
+				if err := c.ShortTerm().Set("demand", demand); err != nil {
+					return err
+				}
+				c.Output(fmt.Sprintf("%s: demand %d, no reorder yet", e.Item, demand))
+				return nil
+			}
+			resp, err := c.Chat("planner", model.Request{Messages: []model.Message{model.User(
+				fmt.Sprintf("Item %s sold %d units since the last reorder; draft a purchase order.", e.Item, demand))}})
+			if err != nil {
+				return err
+			}
+			if err := c.ShortTerm().Set("demand", int64(0)); err != nil {
+				return err
+			}
+			c.Output(fmt.Sprintf("%s: demand %d, reorder (%.40s)", e.Item, demand, resp.Message.Content))
+			return nil
+		}, agent.TypeInput)},
+	}
+}

@@ -48,6 +48,9 @@ func TestDemoAccounts(t *testing.T) {
 	if s.Late < s.HeldBack || s.OrderViolations < s.HeldBack {
 		t.Fatalf("late %d, violations %d: the %d held-back records must be both", s.Late, s.OrderViolations, s.HeldBack)
 	}
+	if s.AgentInputs == 0 || s.AgentDecisions != s.AgentInputs {
+		t.Fatalf("inventory agent decided %d of %d live orders, want one decision each", s.AgentDecisions, s.AgentInputs)
+	}
 	if s.Totals == 0 || s.CaughtUp <= 0 {
 		t.Fatalf("totals %d, caught up %v", s.Totals, s.CaughtUp)
 	}
