@@ -19,7 +19,8 @@ type Backend[K comparable] struct {
 	slot   int // kg - rng.Start; valid when hasKey
 	hasKey bool
 	// epoch changes with every SetCurrentKey; states use it to know that a
-	// cached entry still belongs to the current key.
+	// cached entry still belongs to the current key. It is never 0, so a
+	// state's cache epoch of 0 means no cached entry.
 	epoch  uint64
 	tables map[string]table
 	// kc encodes keys in snapshots (SetKeyCodec).
@@ -35,23 +36,37 @@ type Backend[K comparable] struct {
 // NewBackend returns an empty backend for the key groups of r, with no
 // current key, and DefaultCodec[K]() as its key codec (see SetKeyCodec).
 func NewBackend[K comparable](r keygroup.Range) *Backend[K] {
-	return &Backend[K]{rng: r, tables: make(map[string]table), kc: DefaultCodec[K]()}
+	return &Backend[K]{rng: r, epoch: 1, tables: make(map[string]table), kc: DefaultCodec[K]()}
 }
 
 // SetCurrentKey makes key, which belongs to key group keyGroup, the key that
 // every state of this backend reads and writes. It panics if keyGroup is
 // outside the backend's range: that is a routing bug. The backend cannot
 // check that keyGroup is the key group of key; the caller computes it.
+//
+// It is on the per-record path and small enough to be inlined.
 func (b *Backend[K]) SetCurrentKey(key K, keyGroup int) {
 	if !b.rng.Contains(keyGroup) {
-		panic(fmt.Sprintf("state: key group %d of key %v is outside this backend's key-group range %v (routing bug)",
-			keyGroup, key, b.rng))
+		panic(routingError{keyGroup, key, b.rng})
 	}
 	b.key = key
 	b.kg = keyGroup
 	b.slot = keyGroup - b.rng.Start
 	b.hasKey = true
 	b.epoch++
+}
+
+// routingError is the panic of SetCurrentKey. It is formatted only when
+// printed, so that SetCurrentKey stays small enough to be inlined.
+type routingError struct {
+	kg  int
+	key any
+	rng keygroup.Range
+}
+
+func (e routingError) Error() string {
+	return fmt.Sprintf("state: key group %d of key %v is outside this backend's key-group range %v (routing bug)",
+		e.kg, e.key, e.rng)
 }
 
 // CurrentKey returns the current key (the zero K before SetCurrentKey).

@@ -21,12 +21,25 @@
 //     backend's range; accessing state before any SetCurrentKey panics.
 //  4. No garbage entries. Clearing a key's value or list, updating a list to
 //     empty, or removing the last entry of a key's map removes the key from
-//     its key group's map, so NumKeys counts only live entries.
+//     its key group's map, so NumKeys counts only live entries. Namespaced
+//     state also counts, iterates and snapshots only live (key, namespace)
+//     pairs, but when a key's last namespace is cleared it keeps the key's
+//     emptied slot for the key's next namespace (a key's windows open and
+//     close all the time). A sweep bounds these empty slots: one still empty
+//     at two consecutive sweeps of its key group is deleted, and a key group
+//     is swept after max(64, n) clears, n its live pairs at the previous
+//     sweep, so it holds at most 2*max(64, n over its last two sweeps) of
+//     them.
 //  5. Registration. Registering a name twice with the same kind and types
 //     returns the same state object; with another kind or types it returns an
 //     error naming both (the Must* helpers panic with it instead).
 //  6. Cost. Reading or updating an existing entry is a slice index plus one
-//     map operation (two for map state) and does not allocate.
+//     map operation (two for map state) and does not allocate. For
+//     namespaced state the map is keyed by the key alone, and a key's
+//     namespaces are scanned (a few, newest first) or, for keys with many,
+//     indexed. Value state and namespaced state remember the current key's
+//     entry, so a read followed by a write of the same key (Value then
+//     Update, Get then Add) costs one map operation.
 //  7. List ownership. Slices returned by Get and passed to ForEach are the
 //     state's own storage: valid until the next modification of that list,
 //     never to be modified or retained by the caller. Update copies its

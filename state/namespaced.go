@@ -1,18 +1,12 @@
 package state
 
-// nsKey is the map key of namespaced state: the key and the namespace.
-type nsKey[K comparable, N comparable] struct {
-	key K
-	ns  N
-}
-
 // NamespacedValueState is a single value per (key, namespace), for example
 // per key and window.
 type NamespacedValueState[K comparable, N comparable, V any] struct {
 	desc[K]
-	groups groups[map[nsKey[K, N]]V, nsKey[K, N], V]
-	nc     Codec[N]
-	vc     Codec[V]
+	t  nsTable[K, N, V]
+	nc Codec[N]
+	vc Codec[V]
 }
 
 // NamespacedValue registers (or looks up) the namespaced value state called
@@ -30,8 +24,7 @@ func NamespacedValue[K comparable, N comparable, V any](b *Backend[K], name stri
 func NamespacedValueWithCodecs[K comparable, N comparable, V any](b *Backend[K], name string, nc Codec[N], vc Codec[V]) (*NamespacedValueState[K, N, V], error) {
 	typ := "(" + typeName[N]() + ") " + typeName[V]()
 	return register(b, name, KindNamespacedValue, typ, func(d desc[K]) *NamespacedValueState[K, N, V] {
-		return &NamespacedValueState[K, N, V]{desc: d, groups: make(groups[map[nsKey[K, N]]V, nsKey[K, N], V], b.rng.Len()),
-			nc: codecOr(nc), vc: codecOr(vc)}
+		return &NamespacedValueState[K, N, V]{desc: d, t: newNsTable[K, N, V](b), nc: codecOr(nc), vc: codecOr(vc)}
 	})
 }
 
@@ -48,24 +41,21 @@ func MustNamespacedValueWithCodecs[K comparable, N comparable, V any](b *Backend
 
 // Value returns the value of the current key in namespace ns.
 func (s *NamespacedValueState[K, N, V]) Value(ns N) (V, bool) {
-	v, ok := s.groups[s.b.slotIndex()][nsKey[K, N]{s.b.key, ns}]
-	return v, ok
+	if sl := s.t.get(ns); sl != nil {
+		return sl.v, true
+	}
+	var zero V
+	return zero, false
 }
 
 // Update sets the value of the current key in namespace ns.
 func (s *NamespacedValueState[K, N, V]) Update(ns N, v V) {
-	i := s.b.slotIndex()
-	m := s.groups[i]
-	if m == nil {
-		m = make(map[nsKey[K, N]]V)
-		s.groups[i] = m
-	}
-	m[nsKey[K, N]{s.b.key, ns}] = v
+	s.t.put(ns, v)
 }
 
 // Clear removes the value of the current key in namespace ns.
 func (s *NamespacedValueState[K, N, V]) Clear(ns N) {
-	delete(s.groups[s.b.slotIndex()], nsKey[K, N]{s.b.key, ns})
+	s.t.take(ns)
 }
 
 // MergeNamespaces folds the current key's values in target and then in each
@@ -74,21 +64,18 @@ func (s *NamespacedValueState[K, N, V]) Clear(ns N) {
 // windows). If none is present, nothing changes. A source equal to target is
 // skipped.
 func (s *NamespacedValueState[K, N, V]) MergeNamespaces(target N, sources []N, merge func(acc, next V) V) {
-	m := s.groups[s.b.slotIndex()]
-	if m == nil {
+	if s.t.entries() == nil {
 		return
 	}
-	acc, have := m[nsKey[K, N]{s.b.key, target}]
+	acc, have := s.Value(target)
 	for _, src := range sources {
 		if src == target {
 			continue
 		}
-		k := nsKey[K, N]{s.b.key, src}
-		v, ok := m[k]
+		v, ok := s.t.take(src)
 		if !ok {
 			continue
 		}
-		delete(m, k)
 		if have {
 			acc = merge(acc, v)
 		} else {
@@ -96,38 +83,34 @@ func (s *NamespacedValueState[K, N, V]) MergeNamespaces(target N, sources []N, m
 		}
 	}
 	if have {
-		m[nsKey[K, N]{s.b.key, target}] = acc
+		s.t.put(target, acc)
 	}
 }
 
 // NumKeys reports the number of (key, namespace) pairs with a value.
-func (s *NamespacedValueState[K, N, V]) NumKeys() int { return s.groups.numKeys() }
+func (s *NamespacedValueState[K, N, V]) NumKeys() int { return s.t.numKeys() }
 
 // NumKeysInKeyGroup reports the number of (key, namespace) pairs of key group
 // kg with a value.
 func (s *NamespacedValueState[K, N, V]) NumKeysInKeyGroup(kg int) int {
-	return len(s.groups[s.b.checkKeyGroup(kg)])
+	return s.t.group(kg).n
 }
 
 // ForEachKey calls f for every (key, namespace) of key group kg with a value,
 // in unspecified order. f must not modify this state.
 func (s *NamespacedValueState[K, N, V]) ForEachKey(kg int, f func(K, N)) {
-	for k := range s.groups[s.b.checkKeyGroup(kg)] {
-		f(k.key, k.ns)
-	}
+	s.t.forEach(kg, func(k K, ns N, _ V) { f(k, ns) })
 }
 
 // ForEach calls f for every (key, namespace, value) of key group kg, in
 // unspecified order. f must not modify this state.
 func (s *NamespacedValueState[K, N, V]) ForEach(kg int, f func(K, N, V)) {
-	for k, v := range s.groups[s.b.checkKeyGroup(kg)] {
-		f(k.key, k.ns, v)
-	}
+	s.t.forEach(kg, f)
 }
 
 // ClearKeyGroup drops every value of key group kg.
 func (s *NamespacedValueState[K, N, V]) ClearKeyGroup(kg int) {
-	s.groups[s.b.checkKeyGroup(kg)] = nil
+	s.t.clearKeyGroup(kg)
 }
 
 // ForEachAny implements Table.
@@ -139,9 +122,9 @@ func (s *NamespacedValueState[K, N, V]) ForEachAny(kg int, f func(key, namespace
 // the records of one key's window.
 type NamespacedListState[K comparable, N comparable, V any] struct {
 	desc[K]
-	groups groups[map[nsKey[K, N]][]V, nsKey[K, N], []V]
-	nc     Codec[N]
-	vc     Codec[V]
+	t  nsTable[K, N, []V]
+	nc Codec[N]
+	vc Codec[V]
 }
 
 // NamespacedList registers (or looks up) the namespaced list state called
@@ -159,8 +142,7 @@ func NamespacedList[K comparable, N comparable, V any](b *Backend[K], name strin
 func NamespacedListWithCodecs[K comparable, N comparable, V any](b *Backend[K], name string, nc Codec[N], vc Codec[V]) (*NamespacedListState[K, N, V], error) {
 	typ := "(" + typeName[N]() + ") []" + typeName[V]()
 	return register(b, name, KindNamespacedList, typ, func(d desc[K]) *NamespacedListState[K, N, V] {
-		return &NamespacedListState[K, N, V]{desc: d, groups: make(groups[map[nsKey[K, N]][]V, nsKey[K, N], []V], b.rng.Len()),
-			nc: codecOr(nc), vc: codecOr(vc)}
+		return &NamespacedListState[K, N, V]{desc: d, t: newNsTable[K, N, []V](b), nc: codecOr(nc), vc: codecOr(vc)}
 	})
 }
 
@@ -179,14 +161,16 @@ func MustNamespacedListWithCodecs[K comparable, N comparable, V any](b *Backend[
 // is owned by the state: it is valid until the next modification of this
 // (key, namespace)'s list and must not be modified or retained.
 func (s *NamespacedListState[K, N, V]) Get(ns N) []V {
-	return s.groups[s.b.slotIndex()][nsKey[K, N]{s.b.key, ns}]
+	if sl := s.t.get(ns); sl != nil {
+		return sl.v
+	}
+	return nil
 }
 
 // Add appends v to the current key's list in namespace ns.
 func (s *NamespacedListState[K, N, V]) Add(ns N, v V) {
-	m := s.group()
-	k := nsKey[K, N]{s.b.key, ns}
-	m[k] = append(m[k], v)
+	sl := s.t.slot(ns)
+	sl.v = append(sl.v, v)
 }
 
 // Update replaces the current key's list in namespace ns with a copy of vs;
@@ -196,80 +180,61 @@ func (s *NamespacedListState[K, N, V]) Update(ns N, vs []V) {
 		s.Clear(ns)
 		return
 	}
-	m := s.group()
-	k := nsKey[K, N]{s.b.key, ns}
-	m[k] = replace(m[k], vs)
+	sl := s.t.slot(ns)
+	sl.v = replace(sl.v, vs)
 }
 
 // Clear removes the current key's list in namespace ns.
 func (s *NamespacedListState[K, N, V]) Clear(ns N) {
-	delete(s.groups[s.b.slotIndex()], nsKey[K, N]{s.b.key, ns})
+	s.t.take(ns)
 }
 
 // MergeNamespaces appends the current key's lists in sources (in order) to
 // its list in target and clears the sources (merging session windows). A
 // source equal to target is skipped.
 func (s *NamespacedListState[K, N, V]) MergeNamespaces(target N, sources []N) {
-	m := s.groups[s.b.slotIndex()]
-	if m == nil {
+	if s.t.entries() == nil {
 		return
 	}
-	tk := nsKey[K, N]{s.b.key, target}
-	acc := m[tk]
+	acc := s.Get(target)
 	for _, src := range sources {
 		if src == target {
 			continue
 		}
-		k := nsKey[K, N]{s.b.key, src}
-		if v, ok := m[k]; ok {
+		if v, ok := s.t.take(src); ok {
 			acc = append(acc, v...)
-			delete(m, k)
 		}
 	}
 	if len(acc) > 0 {
-		m[tk] = acc
+		s.t.put(target, acc)
 	}
-}
-
-func (s *NamespacedListState[K, N, V]) group() map[nsKey[K, N]][]V {
-	i := s.b.slotIndex()
-	m := s.groups[i]
-	if m == nil {
-		m = make(map[nsKey[K, N]][]V)
-		s.groups[i] = m
-	}
-	return m
 }
 
 // NumKeys reports the number of (key, namespace) pairs with a non-empty list.
-func (s *NamespacedListState[K, N, V]) NumKeys() int { return s.groups.numKeys() }
+func (s *NamespacedListState[K, N, V]) NumKeys() int { return s.t.numKeys() }
 
 // NumKeysInKeyGroup reports the number of (key, namespace) pairs of key group
 // kg with a list.
 func (s *NamespacedListState[K, N, V]) NumKeysInKeyGroup(kg int) int {
-	return len(s.groups[s.b.checkKeyGroup(kg)])
+	return s.t.group(kg).n
 }
 
 // ForEachKey calls f for every (key, namespace) of key group kg with a list,
 // in unspecified order. f must not modify this state.
 func (s *NamespacedListState[K, N, V]) ForEachKey(kg int, f func(K, N)) {
-	for k := range s.groups[s.b.checkKeyGroup(kg)] {
-		f(k.key, k.ns)
-	}
+	s.t.forEach(kg, func(k K, ns N, _ []V) { f(k, ns) })
 }
 
 // ForEach calls f for every (key, namespace, list) of key group kg, in
 // unspecified order. The lists are the state's own (see Get). f must not
 // modify this state.
 func (s *NamespacedListState[K, N, V]) ForEach(kg int, f func(K, N, []V)) {
-	for k, v := range s.groups[s.b.checkKeyGroup(kg)] {
-		f(k.key, k.ns, v)
-	}
+	s.t.forEach(kg, f)
 }
 
 // ClearKeyGroup drops every list of key group kg.
 func (s *NamespacedListState[K, N, V]) ClearKeyGroup(kg int) {
-	s.groups[s.b.checkKeyGroup(kg)] = nil
+	s.t.clearKeyGroup(kg)
 }
 
 // ForEachAny implements Table.

@@ -30,8 +30,9 @@ type table interface {
 	// appendEntries appends the entry count and the entries of key group kg
 	// (the body of a state section; kg is in range).
 	appendEntries(dst []byte, kg int) ([]byte, error)
-	// decodeEntries decodes n entries from r into a new group map (the
-	// state's own map type, boxed) without touching the state.
+	// decodeEntries decodes n entries from r into a new group (the state's
+	// own group type, boxed: a map, or a *nsGroup for namespaced state)
+	// without touching the state.
 	decodeEntries(r *reader, n int) (any, error)
 	// install adds the entries of a map made by decodeEntries to key group
 	// kg, replacing entries with the same key (and namespace).

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+
+	"github.com/weirproject/weir/keygroup"
 )
 
 // snapEntries is the number of (string key, int64 value) entries the
@@ -132,4 +134,69 @@ func BenchmarkRestoreKeyGroup(b *testing.B) {
 			}
 		}
 	}
+}
+
+// BenchmarkSnapshotNamespaced snapshots and restores all 128 key groups of
+// a namespaced value state of 100k int64 keys with two windows each (the
+// window operator's state between two firings).
+func BenchmarkSnapshotNamespaced(b *testing.B) {
+	var winCodec benchWinCodec
+	be := NewBackend[int64](full().Range())
+	st := MustNamespacedValueWithCodecs[int64, benchWin, int64](be, "acc", winCodec, nil)
+	for k := range int64(100_000) {
+		be.SetCurrentKey(k, keygroup.Assign(keygroup.HashInt64(k), maxP))
+		st.Update(benchWin{0, 1000}, k)
+		st.Update(benchWin{1000, 2000}, k)
+	}
+	blobs := make([][]byte, maxP)
+	size := 0
+	for kg := range maxP {
+		blobs[kg], _ = be.SnapshotKeyGroup(kg)
+		size += len(blobs[kg])
+	}
+	b.Run("snapshot", func(b *testing.B) {
+		b.SetBytes(int64(size))
+		b.ReportAllocs()
+		var buf []byte
+		for b.Loop() {
+			for kg := range maxP {
+				var err error
+				if buf, err = be.AppendSnapshotKeyGroup(buf[:0], kg); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	})
+	b.Run("restore", func(b *testing.B) {
+		b.SetBytes(int64(size))
+		b.ReportAllocs()
+		for b.Loop() {
+			c := NewBackend[int64](full().Range())
+			MustNamespacedValueWithCodecs[int64, benchWin, int64](c, "acc", winCodec, nil)
+			for kg, blob := range blobs {
+				if err := c.RestoreKeyGroup(kg, blob); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	})
+}
+
+// benchWinCodec encodes a benchWin as two varints.
+type benchWinCodec struct{}
+
+func (benchWinCodec) Append(dst []byte, w benchWin) ([]byte, error) {
+	return binary.AppendVarint(binary.AppendVarint(dst, w.start), w.end), nil
+}
+
+func (benchWinCodec) Decode(src []byte) (benchWin, error) {
+	s, n := binary.Varint(src)
+	if n <= 0 {
+		return benchWin{}, fmt.Errorf("bad window")
+	}
+	e, m := binary.Varint(src[n:])
+	if m <= 0 {
+		return benchWin{}, fmt.Errorf("bad window")
+	}
+	return benchWin{s, e}, nil
 }

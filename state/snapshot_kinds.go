@@ -16,9 +16,9 @@ import (
 //	namespaced value   key namespace value
 //	namespaced list    key namespace n item*n
 //
-// decodeEntries builds a new group map and leaves the state alone, so a
-// restore that fails half-way changes nothing; install then hands the map to
-// the state (or merges it into an existing one).
+// decodeEntries builds a new group map (a *nsGroup for namespaced state) and
+// leaves the state alone, so a restore that fails half-way changes nothing;
+// install then hands it to the state (or merges it into an existing one).
 
 func keyErr(err error) error   { return fmt.Errorf("encoding key: %w", err) }
 func nsErr(err error) error    { return fmt.Errorf("encoding namespace: %w", err) }
@@ -103,7 +103,7 @@ func (s *ValueState[K, V]) decodeEntries(r *reader, n int) (any, error) {
 
 func (s *ValueState[K, V]) install(kg int, staged any) {
 	installGroup(s.groups, kg-s.b.rng.Start, staged.(map[K]*V))
-	s.cache = nil // the current key's entry may have been replaced
+	s.cache, s.cacheEpoch = nil, 0 // the current key's entry may have been replaced
 }
 
 func (s *ListState[K, V]) appendEntries(dst []byte, kg int) ([]byte, error) {
@@ -193,92 +193,102 @@ func (s *MapState[K, UK, UV]) install(kg int, staged any) {
 }
 
 // appendNsKey appends the key and namespace fields of a namespaced entry.
-func appendNsKey[K comparable, N comparable](dst []byte, kc Codec[K], nc Codec[N], k nsKey[K, N]) ([]byte, error) {
-	dst, err := appendField(dst, kc, k.key)
+func appendNsKey[K comparable, N comparable](dst []byte, kc Codec[K], nc Codec[N], k K, ns N) ([]byte, error) {
+	dst, err := appendField(dst, kc, k)
 	if err != nil {
 		return dst, keyErr(err)
 	}
-	if dst, err = appendField(dst, nc, k.ns); err != nil {
+	if dst, err = appendField(dst, nc, ns); err != nil {
 		return dst, nsErr(err)
 	}
 	return dst, nil
 }
 
 // decodeNsKey reads the key and namespace fields of a namespaced entry.
-func decodeNsKey[K comparable, N comparable](r *reader, kc Codec[K], nc Codec[N]) (nsKey[K, N], error) {
-	var k nsKey[K, N]
-	var err error
-	if k.key, err = decodeField(r, kc, "key"); err != nil {
-		return k, err
+func decodeNsKey[K comparable, N comparable](r *reader, kc Codec[K], nc Codec[N]) (k K, ns N, err error) {
+	if k, err = decodeField(r, kc, "key"); err != nil {
+		return k, ns, err
 	}
-	k.ns, err = decodeField(r, nc, "namespace")
-	return k, err
+	ns, err = decodeField(r, nc, "namespace")
+	return k, ns, err
 }
 
 func (s *NamespacedValueState[K, N, V]) appendEntries(dst []byte, kg int) ([]byte, error) {
-	m := s.groups[kg-s.b.rng.Start]
-	dst = binary.AppendUvarint(dst, uint64(len(m)))
+	g := &s.t.groups[kg-s.b.rng.Start]
+	dst = binary.AppendUvarint(dst, uint64(g.n))
 	kc := s.b.kc
-	var err error
-	for k, v := range m {
-		if dst, err = appendNsKey(dst, kc, s.nc, k); err != nil {
-			return dst, err
+	err := g.eachBatched(func(k K, e *nsEntries[N, V], count int) error {
+		var err error
+		for p := range count {
+			sl := e.at(p)
+			if dst, err = appendNsKey(dst, kc, s.nc, k, sl.ns); err != nil {
+				return err
+			}
+			if dst, err = appendField(dst, s.vc, sl.v); err != nil {
+				return valueErr(err)
+			}
 		}
-		if dst, err = appendField(dst, s.vc, v); err != nil {
-			return dst, valueErr(err)
-		}
-	}
-	return dst, nil
+		return nil
+	})
+	return dst, err
 }
 
 func (s *NamespacedValueState[K, N, V]) decodeEntries(r *reader, n int) (any, error) {
-	m := make(map[nsKey[K, N]]V, entryHint(r, n, 3))
+	g := &nsGroup[K, N, V]{m: make(map[K]*nsEntries[N, V], entryHint(r, n, 3))}
 	for range n {
-		k, err := decodeNsKey(r, s.b.kc, s.nc)
+		k, ns, err := decodeNsKey(r, s.b.kc, s.nc)
 		if err != nil {
 			return nil, err
 		}
-		if m[k], err = decodeField(r, s.vc, "value"); err != nil {
+		v, err := decodeField(r, s.vc, "value")
+		if err != nil {
 			return nil, err
 		}
+		g.set(k, ns, v)
 	}
-	return m, nil
+	return g, nil
 }
 
 func (s *NamespacedValueState[K, N, V]) install(kg int, staged any) {
-	installGroup(s.groups, kg-s.b.rng.Start, staged.(map[nsKey[K, N]]V))
+	s.t.install(kg, staged.(*nsGroup[K, N, V]))
 }
 
 func (s *NamespacedListState[K, N, V]) appendEntries(dst []byte, kg int) ([]byte, error) {
-	m := s.groups[kg-s.b.rng.Start]
-	dst = binary.AppendUvarint(dst, uint64(len(m)))
+	g := &s.t.groups[kg-s.b.rng.Start]
+	dst = binary.AppendUvarint(dst, uint64(g.n))
 	kc := s.b.kc
-	var err error
-	for k, vs := range m {
-		if dst, err = appendNsKey(dst, kc, s.nc, k); err != nil {
-			return dst, err
+	err := g.eachBatched(func(k K, e *nsEntries[N, []V], count int) error {
+		var err error
+		for p := range count {
+			sl := e.at(p)
+			if dst, err = appendNsKey(dst, kc, s.nc, k, sl.ns); err != nil {
+				return err
+			}
+			if dst, err = appendItems(dst, s.vc, sl.v); err != nil {
+				return err
+			}
 		}
-		if dst, err = appendItems(dst, s.vc, vs); err != nil {
-			return dst, err
-		}
-	}
-	return dst, nil
+		return nil
+	})
+	return dst, err
 }
 
 func (s *NamespacedListState[K, N, V]) decodeEntries(r *reader, n int) (any, error) {
-	m := make(map[nsKey[K, N]][]V, entryHint(r, n, 4))
+	g := &nsGroup[K, N, []V]{m: make(map[K]*nsEntries[N, []V], entryHint(r, n, 4))}
 	for range n {
-		k, err := decodeNsKey(r, s.b.kc, s.nc)
+		k, ns, err := decodeNsKey(r, s.b.kc, s.nc)
 		if err != nil {
 			return nil, err
 		}
-		if m[k], err = decodeItems(r, s.vc); err != nil {
+		vs, err := decodeItems(r, s.vc)
+		if err != nil {
 			return nil, err
 		}
+		g.set(k, ns, vs)
 	}
-	return m, nil
+	return g, nil
 }
 
 func (s *NamespacedListState[K, N, V]) install(kg int, staged any) {
-	installGroup(s.groups, kg-s.b.rng.Start, staged.(map[nsKey[K, N]][]V))
+	s.t.install(kg, staged.(*nsGroup[K, N, []V]))
 }

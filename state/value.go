@@ -10,7 +10,7 @@ type ValueState[K comparable, V any] struct {
 	desc[K]
 	groups     groups[map[K]*V, K, *V]
 	cache      *V     // entry of the current key, valid while cacheEpoch == b.epoch
-	cacheEpoch uint64 // backend epoch when cache was set
+	cacheEpoch uint64 // backend epoch when cache was set; 0: none
 	vc         Codec[V]
 }
 
@@ -43,7 +43,7 @@ func MustValueWithCodec[K comparable, V any](b *Backend[K], name string, vc Code
 
 // Value returns the current key's value and whether it is set.
 func (s *ValueState[K, V]) Value() (V, bool) {
-	if s.cache != nil && s.cacheEpoch == s.b.epoch {
+	if s.cacheEpoch == s.b.epoch {
 		return *s.cache, true
 	}
 	p := s.groups[s.b.slotIndex()][s.b.key]
@@ -57,10 +57,16 @@ func (s *ValueState[K, V]) Value() (V, bool) {
 
 // Update sets the current key's value.
 func (s *ValueState[K, V]) Update(v V) {
-	if s.cache != nil && s.cacheEpoch == s.b.epoch {
+	if s.cacheEpoch == s.b.epoch {
 		*s.cache = v
 		return
 	}
+	s.update(v)
+}
+
+// update is Update without the cached entry, kept apart so that Update
+// inlines.
+func (s *ValueState[K, V]) update(v V) {
 	i := s.b.slotIndex()
 	m := s.groups[i]
 	if m == nil {
@@ -79,7 +85,7 @@ func (s *ValueState[K, V]) Update(v V) {
 // Clear removes the current key's value.
 func (s *ValueState[K, V]) Clear() {
 	delete(s.groups[s.b.slotIndex()], s.b.key)
-	s.cache = nil
+	s.cache, s.cacheEpoch = nil, 0
 }
 
 // NumKeys reports the number of keys with a value, over all key groups.
@@ -109,7 +115,7 @@ func (s *ValueState[K, V]) ForEach(kg int, f func(K, V)) {
 // ClearKeyGroup drops every value of key group kg.
 func (s *ValueState[K, V]) ClearKeyGroup(kg int) {
 	s.groups[s.b.checkKeyGroup(kg)] = nil
-	s.cache = nil
+	s.cache, s.cacheEpoch = nil, 0
 }
 
 // ForEachAny implements Table.
