@@ -180,15 +180,15 @@ func (b *Backend[K]) RestoreKeyGroup(kg int, blob []byte) error {
 		return nil
 	}
 	wrap := func(err error) error { return fmt.Errorf("state: restoring key group %d: %w", kg, err) }
-	r := &reader{buf: blob}
-	ver, err := r.uvarint("format version")
+	r := newReader(blob)
+	ver, err := r.Uvarint("format version")
 	if err != nil {
 		return wrap(err)
 	}
 	if ver != SnapshotVersion {
 		return wrap(fmt.Errorf("%w %d (this build reads version %d)", ErrSnapshotVersion, ver, SnapshotVersion))
 	}
-	gotKG, err := r.uvarint("key group")
+	gotKG, err := r.Uvarint("key group")
 	if err != nil {
 		return wrap(err)
 	}
@@ -197,7 +197,7 @@ func (b *Backend[K]) RestoreKeyGroup(kg int, blob []byte) error {
 	}
 	// count bounds the number of states by the bytes left (a state takes
 	// at least three: name length, kind, section length).
-	nStates, err := r.count("state count")
+	nStates, err := r.Count("state count")
 	if err != nil {
 		return wrap(err)
 	}
@@ -214,29 +214,29 @@ func (b *Backend[K]) RestoreKeyGroup(kg int, blob []byte) error {
 	var raws []raw
 	prev := ""
 	for i := range nStates {
-		nameBytes, err := r.field("state name")
+		nameBytes, err := r.Field("state name")
 		if err != nil {
 			return wrap(err)
 		}
 		name := string(nameBytes)
 		if i > 0 && name <= prev {
-			return wrap(r.corrupt("state %q does not follow %q (names must be sorted and unique)", name, prev))
+			return wrap(r.Corrupt("state %q does not follow %q (names must be sorted and unique)", name, prev))
 		}
 		prev = name
-		k, err := r.uvarint("state kind")
+		k, err := r.Uvarint("state kind")
 		if err != nil {
 			return wrap(err)
 		}
 		kind := Kind(k)
 		if k < uint64(KindValue) || k > uint64(KindNamespacedList) {
-			return wrap(r.corrupt("state %q has unknown kind %d", name, k))
+			return wrap(r.Corrupt("state %q has unknown kind %d", name, k))
 		}
-		section, err := r.field("state section")
+		section, err := r.Field("state section")
 		if err != nil {
 			return wrap(err)
 		}
-		sr := &reader{buf: section}
-		n, err := sr.count("entry count")
+		sr := newReader(section)
+		n, err := sr.Count("entry count")
 		if err != nil {
 			return wrap(fmt.Errorf("state %q: %w", name, err))
 		}
@@ -246,8 +246,8 @@ func (b *Backend[K]) RestoreKeyGroup(kg int, blob []byte) error {
 					name, t.Kind(), t.Type(), kind))
 			}
 			staged, err := t.decodeEntries(sr, n)
-			if err == nil && !sr.done() {
-				err = sr.corrupt("%d bytes after the last entry", sr.remaining())
+			if err == nil && !sr.Done() {
+				err = sr.Corrupt("%d bytes after the last entry", sr.Remaining())
 			}
 			if err != nil {
 				return wrap(fmt.Errorf("state %q: %w", name, err))
@@ -259,14 +259,14 @@ func (b *Backend[K]) RestoreKeyGroup(kg int, blob []byte) error {
 			return wrap(fmt.Errorf("state %q is %s state in this snapshot but %s state in a key group restored before",
 				name, kind, p.kind))
 		}
-		start := sr.off
+		start := sr.Off
 		if err := skipEntries(sr, kind, n); err != nil {
 			return wrap(fmt.Errorf("state %q: %w", name, err))
 		}
 		raws = append(raws, raw{name, kind, pendingGroup{n: n, entries: section[start:]}})
 	}
-	if !r.done() {
-		return wrap(r.corrupt("%d bytes after the last state", r.remaining()))
+	if !r.Done() {
+		return wrap(r.Corrupt("%d bytes after the last state", r.Remaining()))
 	}
 
 	for _, d := range decs {
@@ -305,10 +305,10 @@ func loadPending[K comparable](b *Backend[K], name string, kind Kind, typ string
 			name, p.kind, kind, typ)
 	}
 	for kg, g := range p.groups {
-		r := &reader{buf: g.entries}
+		r := newReader(g.entries)
 		staged, err := s.decodeEntries(r, g.n)
-		if err == nil && !r.done() {
-			err = r.corrupt("%d bytes after the last entry", r.remaining())
+		if err == nil && !r.Done() {
+			err = r.Corrupt("%d bytes after the last entry", r.Remaining())
 		}
 		if err != nil {
 			return fmt.Errorf("state: registering %q: decoding its restored entries of key group %d: %w", name, kg, err)
@@ -329,28 +329,28 @@ func skipEntries(r *reader, kind Kind, n int) error {
 		keyFields = 2
 	}
 	for range n {
-		if err := r.skipFields(keyFields, "key"); err != nil {
+		if err := r.SkipFields(keyFields, "key"); err != nil {
 			return err
 		}
 		switch kind {
 		case KindValue, KindNamespacedValue:
-			if err := r.skipFields(1, "value"); err != nil {
+			if err := r.SkipFields(1, "value"); err != nil {
 				return err
 			}
 		case KindList, KindNamespacedList:
-			m, err := r.itemCount("list length", 1)
+			m, err := itemCount(r, "list length", 1)
 			if err != nil {
 				return err
 			}
-			if err := r.skipFields(m, "list item"); err != nil {
+			if err := r.SkipFields(m, "list item"); err != nil {
 				return err
 			}
 		case KindMap:
-			m, err := r.itemCount("map size", 2)
+			m, err := itemCount(r, "map size", 2)
 			if err != nil {
 				return err
 			}
-			if err := r.skipFields(2*m, "map entry"); err != nil {
+			if err := r.SkipFields(2*m, "map entry"); err != nil {
 				return err
 			}
 		}
@@ -361,16 +361,16 @@ func skipEntries(r *reader, kind Kind, n int) error {
 // itemCount reads the item count of a list or map entry: at least one (the
 // states hold no empty lists or maps) and at most what the remaining bytes
 // can hold, at fieldsPerItem fields of one byte or more per item.
-func (r *reader) itemCount(what string, fieldsPerItem int) (int, error) {
-	x, err := r.uvarint(what)
+func itemCount(r *reader, what string, fieldsPerItem int) (int, error) {
+	x, err := r.Uvarint(what)
 	if err != nil {
 		return 0, err
 	}
 	if x == 0 {
-		return 0, r.corrupt("%s is zero", what)
+		return 0, r.Corrupt("%s is zero", what)
 	}
-	if x > uint64(r.remaining()/fieldsPerItem) {
-		return 0, r.corrupt("%s %d exceeds what the %d remaining bytes can hold", what, x, r.remaining())
+	if x > uint64(r.Remaining()/fieldsPerItem) {
+		return 0, r.Corrupt("%s %d exceeds what the %d remaining bytes can hold", what, x, r.Remaining())
 	}
 	return int(x), nil
 }
@@ -379,19 +379,5 @@ func (r *reader) itemCount(what string, fieldsPerItem int) (int, error) {
 // at least minFields fields of one byte or more. It protects the map
 // preallocation in decodeEntries from absurd counts.
 func entryHint(r *reader, n, minFields int) int {
-	return min(n, r.remaining()/minFields)
-}
-
-// decodeField reads one field and decodes it with c.
-func decodeField[T any](r *reader, c Codec[T], what string) (T, error) {
-	b, err := r.field(what)
-	if err != nil {
-		var zero T
-		return zero, err
-	}
-	v, err := c.Decode(b)
-	if err != nil {
-		return v, fmt.Errorf("decoding %s at byte %d: %w", what, r.off-len(b), err)
-	}
-	return v, nil
+	return min(n, r.Remaining()/minFields)
 }

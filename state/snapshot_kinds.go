@@ -38,7 +38,7 @@ func appendItems[V any](dst []byte, c Codec[V], vs []V) ([]byte, error) {
 
 // decodeItems reads a list written by appendItems.
 func decodeItems[V any](r *reader, c Codec[V]) ([]V, error) {
-	m, err := r.itemCount("list length", 1)
+	m, err := itemCount(r, "list length", 1)
 	if err != nil {
 		return nil, err
 	}
@@ -169,7 +169,7 @@ func (s *MapState[K, UK, UV]) decodeEntries(r *reader, n int) (any, error) {
 		if err != nil {
 			return nil, err
 		}
-		cnt, err := r.itemCount("map size", 2)
+		cnt, err := itemCount(r, "map size", 2)
 		if err != nil {
 			return nil, err
 		}

@@ -481,12 +481,12 @@ func (pairCodec) Append(dst []byte, k pairKey) ([]byte, error) {
 }
 
 func (pairCodec) Decode(src []byte) (pairKey, error) {
-	r := &reader{buf: src}
-	a, err := r.field("a")
+	r := newReader(src)
+	a, err := r.Field("a")
 	if err != nil {
 		return pairKey{}, err
 	}
-	return pairKey{string(a), string(src[r.off:])}, nil
+	return pairKey{string(a), string(src[r.Off:])}, nil
 }
 
 func TestCustomCodecs(t *testing.T) {

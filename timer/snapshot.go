@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 
+	"github.com/weirproject/weir/internal/wire"
 	"github.com/weirproject/weir/keygroup"
 	"github.com/weirproject/weir/state"
 )
@@ -82,11 +83,11 @@ func (s *Service[K, N]) AppendSnapshotKeyGroup(dst []byte, kg int) ([]byte, erro
 				return
 			}
 			dst = binary.AppendVarint(dst, t.Timestamp)
-			if dst, err = appendField(dst, s.kc, t.Key); err != nil {
+			if dst, err = wire.AppendField(dst, s.kc, t.Key); err != nil {
 				err = fmt.Errorf("encoding key: %w", err)
 				return
 			}
-			if dst, err = appendField(dst, s.nc, t.Namespace); err != nil {
+			if dst, err = wire.AppendField(dst, s.nc, t.Namespace); err != nil {
 				err = fmt.Errorf("encoding namespace: %w", err)
 			}
 		})
@@ -115,15 +116,15 @@ func (s *Service[K, N]) RestoreKeyGroup(kg int, blob []byte) error {
 		return nil
 	}
 	wrap := func(err error) error { return fmt.Errorf("timer: restoring key group %d: %w", kg, err) }
-	r := &reader{buf: blob}
-	ver, err := r.uvarint("format version")
+	r := wire.NewReader(blob, state.ErrCorruptSnapshot)
+	ver, err := r.Uvarint("format version")
 	if err != nil {
 		return wrap(err)
 	}
 	if ver != SnapshotVersion {
 		return wrap(fmt.Errorf("%w %d (this build reads timer snapshot version %d)", state.ErrSnapshotVersion, ver, SnapshotVersion))
 	}
-	gotKG, err := r.uvarint("key group")
+	gotKG, err := r.Uvarint("key group")
 	if err != nil {
 		return wrap(err)
 	}
@@ -134,31 +135,31 @@ func (s *Service[K, N]) RestoreKeyGroup(kg int, blob []byte) error {
 	for i, what := range []string{"event-time", "processing-time"} {
 		// A timer takes at least 3 bytes: timestamp, key length, namespace
 		// length.
-		n, err := r.uvarint(what + " timer count")
+		n, err := r.Uvarint(what + " timer count")
 		if err != nil {
 			return wrap(err)
 		}
-		if n > uint64(r.remaining()/3) {
-			return wrap(r.corrupt("%s timer count %d exceeds what the %d remaining bytes can hold", what, n, r.remaining()))
+		if n > uint64(r.Remaining()/3) {
+			return wrap(r.Corrupt("%s timer count %d exceeds what the %d remaining bytes can hold", what, n, r.Remaining()))
 		}
 		ts := make([]Timer[K, N], 0, min(n, 4096)) // a corrupt count claims little memory
 		for range n {
 			t := Timer[K, N]{KeyGroup: kg}
-			if t.Timestamp, err = r.varint("timestamp"); err != nil {
+			if t.Timestamp, err = r.Varint("timestamp"); err != nil {
 				return wrap(err)
 			}
-			if t.Key, err = decodeField(r, s.kc, "key"); err != nil {
+			if t.Key, err = wire.DecodeField(r, s.kc, "key"); err != nil {
 				return wrap(fmt.Errorf("%s timer: %w", what, err))
 			}
-			if t.Namespace, err = decodeField(r, s.nc, "namespace"); err != nil {
+			if t.Namespace, err = wire.DecodeField(r, s.nc, "namespace"); err != nil {
 				return wrap(fmt.Errorf("%s timer: %w", what, err))
 			}
 			ts = append(ts, t)
 		}
 		lists[i] = ts
 	}
-	if !r.done() {
-		return wrap(r.corrupt("%d bytes after the last timer", r.remaining()))
+	if !r.Done() {
+		return wrap(r.Corrupt("%d bytes after the last timer", r.Remaining()))
 	}
 	for _, t := range lists[0] {
 		s.RestoreEventTimeTimer(t)
@@ -167,80 +168,4 @@ func (s *Service[K, N]) RestoreKeyGroup(kg int, blob []byte) error {
 		s.RestoreProcessingTimeTimer(t)
 	}
 	return nil
-}
-
-// appendField appends v encoded by c, prefixed with the uvarint length of the
-// encoding: a one-byte hole is reserved and, for encodings of 128 bytes or
-// more, the encoding is shifted right to make room for a longer length.
-func appendField[T any](dst []byte, c state.Codec[T], v T) ([]byte, error) {
-	dst = append(dst, 0)
-	start := len(dst)
-	dst, err := c.Append(dst, v)
-	if err != nil {
-		return dst, err
-	}
-	n := len(dst) - start
-	if n < 0x80 {
-		dst[start-1] = byte(n)
-		return dst, nil
-	}
-	var tmp [binary.MaxVarintLen64]byte
-	w := binary.PutUvarint(tmp[:], uint64(n))
-	dst = append(dst, tmp[:w-1]...)
-	copy(dst[start+w-1:], dst[start:start+n])
-	copy(dst[start-1:], tmp[:w])
-	return dst, nil
-}
-
-// reader decodes the framing of a timer snapshot; its errors wrap
-// state.ErrCorruptSnapshot and it never panics.
-type reader struct {
-	buf []byte
-	off int
-}
-
-func (r *reader) corrupt(format string, args ...any) error {
-	return fmt.Errorf("%w: %s at byte %d", state.ErrCorruptSnapshot, fmt.Sprintf(format, args...), r.off)
-}
-
-func (r *reader) remaining() int { return len(r.buf) - r.off }
-
-func (r *reader) done() bool { return r.off == len(r.buf) }
-
-func (r *reader) uvarint(what string) (uint64, error) {
-	x, n := binary.Uvarint(r.buf[r.off:])
-	if n <= 0 {
-		return 0, r.corrupt("bad or truncated varint (%s)", what)
-	}
-	r.off += n
-	return x, nil
-}
-
-func (r *reader) varint(what string) (int64, error) {
-	x, n := binary.Varint(r.buf[r.off:])
-	if n <= 0 {
-		return 0, r.corrupt("bad or truncated varint (%s)", what)
-	}
-	r.off += n
-	return x, nil
-}
-
-// decodeField reads one length-prefixed field and decodes it with c.
-func decodeField[T any](r *reader, c state.Codec[T], what string) (T, error) {
-	var zero T
-	x, err := r.uvarint(what + " length")
-	if err != nil {
-		return zero, err
-	}
-	if x > uint64(r.remaining()) {
-		return zero, r.corrupt("%s of %d bytes overruns the %d remaining bytes", what, x, r.remaining())
-	}
-	end := r.off + int(x)
-	b := r.buf[r.off:end:end]
-	v, err := c.Decode(b)
-	if err != nil {
-		return zero, fmt.Errorf("decoding %s at byte %d: %w", what, r.off, err)
-	}
-	r.off = end
-	return v, nil
 }
