@@ -104,6 +104,9 @@ type Frozen[K comparable] struct {
 	pending map[string]*pendingState
 	pins    []*pin
 	closed  bool
+	// perEntry is the size per entry of the last key group serialized, to
+	// size the next one.
+	perEntry int
 }
 
 // Freeze returns a view of every state of the backend as it is now, for a
@@ -112,7 +115,7 @@ type Frozen[K comparable] struct {
 // closed), the first write of each state to that key group copies the
 // state's entries of that key group. Close the view when done with it.
 func (b *Backend[K]) Freeze() *Frozen[K] {
-	f := &Frozen[K]{b: b, tables: make(map[string]table, len(b.tables)), pins: make([]*pin, b.rng.Len())}
+	f := &Frozen[K]{b: b, perEntry: b.snapBytesPerEntry, tables: make(map[string]table, len(b.tables)), pins: make([]*pin, b.rng.Len())}
 	for i := range f.pins {
 		f.pins[i] = new(pin)
 	}
@@ -134,17 +137,41 @@ func (b *Backend[K]) Freeze() *Frozen[K] {
 // format of Backend.SnapshotKeyGroup, and releases the key group: later
 // writes to it no longer copy. Call it at most once per key group.
 func (f *Frozen[K]) SnapshotKeyGroup(kg int) ([]byte, error) {
-	if f.closed {
-		panic("state: Frozen.SnapshotKeyGroup after Close")
-	}
-	dst, err := appendKeyGroup(nil, kg, f.b.rng, f.tables, f.pending)
-	if f.b.rng.Contains(kg) {
-		f.pins[kg-f.b.rng.Start].released.Store(true)
-	}
+	dst, err := f.AppendSnapshotKeyGroup(nil, kg)
 	if len(dst) == 0 {
 		dst = nil
 	}
 	return dst, err
+}
+
+// AppendSnapshotKeyGroup is SnapshotKeyGroup appending to dst, for callers
+// that reuse a buffer; dst grows at most once.
+func (f *Frozen[K]) AppendSnapshotKeyGroup(dst []byte, kg int) ([]byte, error) {
+	if f.closed {
+		panic("state: Frozen.SnapshotKeyGroup after Close")
+	}
+	if f.b.rng.Contains(kg) {
+		defer f.pins[kg-f.b.rng.Start].released.Store(true)
+		entries := 0
+		for _, t := range f.tables {
+			entries += t.NumKeysInKeyGroup(kg)
+		}
+		per := f.perEntry
+		if per == 0 {
+			per = 16
+		}
+		if need := 64 + entries*per + entries*per/8; cap(dst)-len(dst) < need {
+			dst = append(make([]byte, 0, len(dst)+need), dst...)
+		}
+		start := len(dst)
+		var err error
+		dst, err = appendKeyGroup(dst, kg, f.b.rng, f.tables, f.pending)
+		if err == nil && entries > 0 {
+			f.perEntry = max(1, (len(dst)-start)/entries)
+		}
+		return dst, err
+	}
+	return appendKeyGroup(dst, kg, f.b.rng, f.tables, f.pending)
 }
 
 // Close releases every key group; the view must not be used after. Closing
