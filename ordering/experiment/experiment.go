@@ -540,7 +540,7 @@ func replay(ctx context.Context, cfg Config, policy string, addrs []string, hist
 		return 0, err
 	}
 	elapsed := time.Duration(j.sortedAt.Load() - j.firstRead.Load())
-	cfg.Logger.Info("replay", "policy", policy, "firstRead", time.Unix(0, j.firstRead.Load()), "elapsed", elapsed)
+	cfg.Logger.Info("replay", "policy", policy, "firstRead", time.Unix(0, j.firstRead.Load()), "sortedAt", time.Unix(0, j.sortedAt.Load()), "elapsed", elapsed)
 	return float64(histN) / elapsed.Seconds(), nil
 }
 
