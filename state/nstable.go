@@ -213,71 +213,139 @@ func (e *nsEntries[N, X]) remove(pos int) {
 	}
 }
 
-// nsGroup is the namespaced state of one key group: the entries of its keys
-// by key.
+// nsGroup is the namespaced state of one key group: the entries of its keys,
+// inline in an open-addressing hash table (linear probing, at most 3/4
+// full, deletion by backward shift). Compared with a Go map of pointers, a
+// lookup touches one slot, usually one cache line, and no separate entry.
+// Slots move when the table grows or a sweep deletes, so pointers to
+// entries are valid until the next insertion of a key or sweep.
 type nsGroup[K comparable, N comparable, X any] struct {
-	m       map[K]*nsEntries[N, X]
-	n       int // (key, namespace) pairs
-	removed int // namespaces removed since the last sweep
-	every   int // removals between sweeps: the live pairs at the last sweep
+	slots   []nsKeySlot[K, N, X] // nil or a power of two long
+	keys    int                  // used slots (keys with entries, live or empty)
+	n       int                  // (key, namespace) pairs
+	removed int                  // namespaces removed since the last sweep
+	every   int                  // removals between sweeps: the live pairs at the last sweep
+}
+
+// nsKeySlot is one slot of a key group's table.
+type nsKeySlot[K comparable, N comparable, X any] struct {
+	hash uint32 // low bits of keyHash(key); the home slot is hash & mask
+	used bool
+	key  K
+	e    nsEntries[N, X]
+}
+
+// nsMinSlots is the size of a key group's table when it gets its first key.
+const nsMinSlots = 8
+
+// newNsGroup returns an empty group sized for about keys keys.
+func newNsGroup[K comparable, N comparable, X any](keys int) *nsGroup[K, N, X] {
+	g := &nsGroup[K, N, X]{}
+	if keys > 0 {
+		g.resize(keys)
+	}
+	return g
+}
+
+// lookup returns the entries of key k, nil if it has none.
+func (g *nsGroup[K, N, X]) lookup(k K) *nsEntries[N, X] {
+	if g.keys == 0 {
+		return nil
+	}
+	h := keyHash(k)
+	mask := uint32(len(g.slots) - 1)
+	for i := h & mask; ; i = (i + 1) & mask {
+		s := &g.slots[i]
+		if !s.used {
+			return nil
+		}
+		if s.hash == h && s.key == k {
+			return &s.e
+		}
+	}
 }
 
 // lookupOrNew returns the entries of key k, creating them if needed.
-//
-// Entries are allocated one by one, so in the order keys arrive, not in
-// chunks per key group: keys that arrive one after the other (from all key
-// groups) then have their entries next to each other, which pays when they
-// come back in that order. (Chunks per key group made snapshots faster but
-// the window benchmarks slower; with keys in random order they were even.)
 func (g *nsGroup[K, N, X]) lookupOrNew(k K) *nsEntries[N, X] {
-	if e := g.m[k]; e != nil {
-		return e
+	h := keyHash(k)
+	if g.keys > 0 {
+		mask := uint32(len(g.slots) - 1)
+		for i := h & mask; ; i = (i + 1) & mask {
+			s := &g.slots[i]
+			if !s.used {
+				break
+			}
+			if s.hash == h && s.key == k {
+				return &s.e
+			}
+		}
 	}
-	if g.m == nil {
-		g.m = make(map[K]*nsEntries[N, X])
+	if 4*(g.keys+1) > 3*len(g.slots) {
+		g.resize(g.keys + 1)
 	}
-	e := new(nsEntries[N, X])
-	g.m[k] = e
-	return e
+	s := g.place(h)
+	s.hash, s.used, s.key = h, true, k
+	g.keys++
+	return &s.e
 }
 
-// nsBatch is the number of entries eachBatched loads before using them.
-const nsBatch = 32
+// place returns the first free slot from the home slot of hash h.
+func (g *nsGroup[K, N, X]) place(h uint32) *nsKeySlot[K, N, X] {
+	mask := uint32(len(g.slots) - 1)
+	for i := h & mask; ; i = (i + 1) & mask {
+		if s := &g.slots[i]; !s.used {
+			return s
+		}
+	}
+}
 
-// eachBatched calls f for every key of g with namespaces, its entries and
-// their count, like ranging over g.m (the order is unspecified), until f
-// returns an error. It is for walking a whole key group (snapshots): it
-// loads the entries of a batch of keys first, so that their cache misses
-// overlap instead of adding up, and only then calls f for them.
-func (g *nsGroup[K, N, X]) eachBatched(f func(K, *nsEntries[N, X], int) error) error {
-	var ks [nsBatch]K
-	var es [nsBatch]*nsEntries[N, X]
-	var cs [nsBatch]int
-	n := 0
-	flush := func() error {
-		for i, e := range es[:n] {
-			cs[i] = e.count() // independent loads
+// resize moves the used slots to a table sized for keys keys (at most half
+// full).
+func (g *nsGroup[K, N, X]) resize(keys int) {
+	size := nsMinSlots
+	for size < 2*keys {
+		size *= 2
+	}
+	old := g.slots
+	g.slots = make([]nsKeySlot[K, N, X], size)
+	for i := range old {
+		if s := &old[i]; s.used {
+			*g.place(s.hash) = *s
 		}
-		for i, e := range es[:n] {
-			if cs[i] == 0 {
-				continue
-			}
-			if err := f(ks[i], e, cs[i]); err != nil {
+	}
+}
+
+// deleteAt frees slot i, moving later slots of its probe run back so that
+// every key stays reachable from its home slot.
+func (g *nsGroup[K, N, X]) deleteAt(i uint32) {
+	mask := uint32(len(g.slots) - 1)
+	for j := (i + 1) & mask; g.slots[j].used; j = (j + 1) & mask {
+		// Slot j may fill the hole at i if its home is not in (i, j].
+		if home := g.slots[j].hash & mask; (j-home)&mask >= (j-i)&mask {
+			g.slots[i] = g.slots[j]
+			i = j
+		}
+	}
+	g.slots[i] = nsKeySlot[K, N, X]{}
+	g.keys--
+}
+
+// each calls f for every key of g with namespaces, its entries and their
+// count, in slot order (unspecified), until f returns an error. f must not
+// change g.
+func (g *nsGroup[K, N, X]) each(f func(K, *nsEntries[N, X], int) error) error {
+	for i := range g.slots {
+		s := &g.slots[i]
+		if !s.used {
+			continue
+		}
+		if c := s.e.count(); c > 0 {
+			if err := f(s.key, &s.e, c); err != nil {
 				return err
 			}
 		}
-		n = 0
-		return nil
 	}
-	for k, e := range g.m {
-		ks[n], es[n] = k, e
-		if n++; n == nsBatch {
-			if err := flush(); err != nil {
-				return err
-			}
-		}
-	}
-	return flush()
+	return nil
 }
 
 // set stores v under (k, ns), replacing any value there.
@@ -304,18 +372,35 @@ func (g *nsGroup[K, N, X]) removed1() bool {
 }
 
 // sweep deletes the entries that were empty at the previous sweep and still
-// are, and marks the empty ones.
+// are, and marks the empty ones; then it shrinks the table if it is mostly
+// free.
 func (g *nsGroup[K, N, X]) sweep() {
 	g.removed, g.every = 0, g.n
-	for k, e := range g.m {
-		if e.has {
-			continue
+	if g.keys == 0 {
+		return
+	}
+	// Start after a free slot (there is one: the table is at most 3/4
+	// full) and go round once: a deletion only moves slots of the probe
+	// run being walked back into it, so no slot is visited twice.
+	mask := uint32(len(g.slots) - 1)
+	start := uint32(0)
+	for g.slots[start].used {
+		start++
+	}
+	i := (start + 1) & mask
+	for k := 0; k < len(g.slots); {
+		if s := &g.slots[i]; s.used && !s.e.has {
+			if s.e.stale {
+				g.deleteAt(i)
+				continue // slot i may hold a slot moved back now
+			}
+			s.e.stale = true
 		}
-		if e.stale {
-			delete(g.m, k)
-		} else {
-			e.stale = true
-		}
+		i = (i + 1) & mask
+		k++
+	}
+	if len(g.slots) > nsMinSlots && 8*g.keys < len(g.slots) {
+		g.resize(g.keys)
 	}
 }
 
@@ -336,7 +421,7 @@ func (t *nsTable[K, N, X]) entries() *nsEntries[N, X] {
 	if t.cacheEpoch == t.b.epoch {
 		return t.cache
 	}
-	e := t.groups[t.b.slotIndex()].m[t.b.key]
+	e := t.groups[t.b.slotIndex()].lookup(t.b.key)
 	if e != nil {
 		t.cache, t.cacheEpoch = e, t.b.epoch
 	}
@@ -420,7 +505,7 @@ func (t *nsTable[K, N, X]) group(kg int) *nsGroup[K, N, X] {
 }
 
 func (t *nsTable[K, N, X]) forEach(kg int, f func(K, N, X)) {
-	t.group(kg).eachBatched(func(k K, e *nsEntries[N, X], count int) error {
+	t.group(kg).each(func(k K, e *nsEntries[N, X], count int) error {
 		for p := range count {
 			sl := e.at(p)
 			f(k, sl.ns, sl.v)
@@ -443,12 +528,13 @@ func (t *nsTable[K, N, X]) install(kg int, staged *nsGroup[K, N, X]) {
 	case g.n == 0:
 		*g = *staged
 	default:
-		for k, e := range staged.m {
-			for p := range e.count() {
+		staged.each(func(k K, e *nsEntries[N, X], count int) error {
+			for p := range count {
 				sl := e.at(p)
 				g.set(k, sl.ns, sl.v)
 			}
-		}
+			return nil
+		})
 	}
 	t.cache, t.cacheEpoch = nil, 0 // the current key's entries may have been replaced
 }
