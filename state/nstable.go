@@ -3,24 +3,25 @@ package state
 // The storage of namespaced state, shared by NamespacedValueState (X = V)
 // and NamespacedListState (X = []V).
 //
-// Each key group holds a map from key to the key's namespaces (nsEntries):
-// one inline slot for the newest namespace (most keys have one window at a
+// Each key group holds an open-addressing hash table (nsGroup) from key to
+// the key's namespaces (nsEntries), stored inline in the table's slots: one
+// inline slot for the newest namespace (most keys have one window at a
 // time) and, behind a pointer, a slice for the others (sliding windows,
 // sessions, and tumbling windows waiting for the watermark to fire them).
-// Reading (key, ns) is one map access with the key alone, which for int64
-// and string keys takes the runtime's fast paths, plus a scan of the key's
-// few slots, newest first; keys with many namespaces (an ordering buffer
+// Reading (key, ns) is one table lookup with the key alone (keyhash.go),
+// which usually touches one cache line, plus a scan of the key's few
+// namespaces, newest first; keys with many namespaces (an ordering buffer
 // keyed by timestamp, long sliding windows) get an index map on top.
 //
 // The state remembers the entries of the current key found by the last
 // access (valid while the backend's epoch is unchanged), so the usual
 // read-modify-write of a record (Value then Update, Get then Add) costs one
-// map access.
+// table lookup.
 //
-// When the last namespace of a key is removed its entries stay in the map,
+// When the last namespace of a key is removed its entries stay in the table,
 // empty, for the key's next namespace (the next window of the key), so a key
 // that opens and closes windows all the time does not allocate or churn the
-// map. Empty entries are invisible: counts, iteration and snapshots see
+// table. Empty entries are invisible: counts, iteration and snapshots see
 // (key, namespace) pairs only. A sweep bounds them: it deletes the entries
 // that were empty at the previous sweep and still are, and marks the others
 // that are empty. A key group is swept after max(sweepMin, n) removals,
