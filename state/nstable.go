@@ -1,5 +1,7 @@
 package state
 
+import "github.com/weirproject/weir/internal/keyhash"
+
 // The storage of namespaced state, shared by NamespacedValueState (X = V)
 // and NamespacedListState (X = []V).
 //
@@ -8,7 +10,7 @@ package state
 // inline slot for the newest namespace (most keys have one window at a
 // time) and, behind a pointer, a slice for the others (sliding windows,
 // sessions, and tumbling windows waiting for the watermark to fire them).
-// Reading (key, ns) is one table lookup with the key alone (keyhash.go),
+// Reading (key, ns) is one table lookup with the key alone (internal/keyhash),
 // which usually touches one cache line, plus a scan of the key's few
 // namespaces, newest first; keys with many namespaces (an ordering buffer
 // keyed by timestamp, long sliding windows) get an index map on top.
@@ -230,7 +232,7 @@ type nsGroup[K comparable, N comparable, X any] struct {
 
 // nsKeySlot is one slot of a key group's table.
 type nsKeySlot[K comparable, N comparable, X any] struct {
-	hash uint32 // low bits of keyHash(key); the home slot is hash & mask
+	hash uint32 // low bits of keyhash.Of(key); the home slot is hash & mask
 	used bool
 	key  K
 	e    nsEntries[N, X]
@@ -253,7 +255,7 @@ func (g *nsGroup[K, N, X]) lookup(k K) *nsEntries[N, X] {
 	if g.keys == 0 {
 		return nil
 	}
-	h := keyHash(k)
+	h := keyhash.Of(k)
 	mask := uint32(len(g.slots) - 1)
 	for i := h & mask; ; i = (i + 1) & mask {
 		s := &g.slots[i]
@@ -268,7 +270,7 @@ func (g *nsGroup[K, N, X]) lookup(k K) *nsEntries[N, X] {
 
 // lookupOrNew returns the entries of key k, creating them if needed.
 func (g *nsGroup[K, N, X]) lookupOrNew(k K) *nsEntries[N, X] {
-	h := keyHash(k)
+	h := keyhash.Of(k)
 	if g.keys > 0 {
 		mask := uint32(len(g.slots) - 1)
 		for i := h & mask; ; i = (i + 1) & mask {

@@ -2,6 +2,7 @@ package state
 
 import (
 	"fmt"
+	"github.com/weirproject/weir/internal/keyhash"
 	"maps"
 	"slices"
 	"testing"
@@ -819,8 +820,8 @@ func checkNsGroup[N comparable, X any](t fataler, g *nsGroup[string, N, X]) {
 		}
 		used++
 		pairs += s.e.count()
-		if s.hash != keyHash(s.key) {
-			t.Fatalf("slot %d: hash %x, key %q hashes to %x", i, s.hash, s.key, keyHash(s.key))
+		if s.hash != keyhash.Of(s.key) {
+			t.Fatalf("slot %d: hash %x, key %q hashes to %x", i, s.hash, s.key, keyhash.Of(s.key))
 		}
 		if g.lookup(s.key) != &s.e {
 			t.Fatalf("slot %d: key %q not found from its home slot", i, s.key)

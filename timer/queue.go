@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/weirproject/weir/internal/keyhash"
 	"github.com/weirproject/weir/keygroup"
 )
 
@@ -23,10 +24,12 @@ import (
 //   - a slot of timers[head:] is dead (removed) iff its KeyGroup is -1;
 //     timers[:head] have fired and are never read; dead counts the dead
 //     slots of timers[head:];
-//   - idx, when not nil, maps the identity (key, namespace) of every live
-//     slot of timers[head:] to its position; it may also hold entries of
-//     fired slots (positions below head), which count as absent; a bucket
-//     without idx has at most scanMax slots in timers[head:] and is scanned;
+//   - when indexed, idx (an open-addressing table by key hash) holds the
+//     position of every live slot of timers[head:], reachable by linear
+//     probing from its home slot; it may also hold positions of fired slots
+//     (below head), which count as absent; idxUsed counts its used slots,
+//     at most half of them; a bucket not indexed has at most scanMax slots
+//     in timers[head:] and is scanned;
 //   - n is the sum of live over the buckets, and perKG[i] the live timers of
 //     key group rng.Start+i;
 //   - kgRefs, when not nil, lists every live timer grouped by key group (see
@@ -52,39 +55,98 @@ const scanMax = 8
 // maxFreeBuckets is how many emptied buckets a queue keeps for reuse.
 const maxFreeBuckets = 8
 
-// slotKey is the identity of a timer inside its timestamp's bucket.
-type slotKey[K comparable, N comparable] struct {
-	key K
-	ns  N
+// idxSlot is one slot of a bucket's identity index, an open-addressing
+// table (linear probing, at most half full) keyed by the timer's key: the
+// key's hash and the timer's position in timers plus one (0: a free slot).
+// Timers with the same key but other namespaces share a hash; the timer
+// itself is compared.
+type idxSlot struct {
+	tag uint32
+	pos int32
 }
 
 // bucket is the timers of one timestamp, in registration order.
 type bucket[K comparable, N comparable] struct {
-	ts     int64
-	timers []Timer[K, N]
-	head   int // timers[:head] have fired
-	live   int // live timers in timers[head:]
-	dead   int // dead slots in timers[head:]
-	hpos   int // slot in the queue's heap
-	idx    map[slotKey[K, N]]int32
-	spare  map[slotKey[K, N]]int32 // an emptied idx kept for reuse
+	ts      int64
+	timers  []Timer[K, N]
+	head    int // timers[:head] have fired
+	live    int // live timers in timers[head:]
+	dead    int // dead slots in timers[head:]
+	hpos    int // slot in the queue's heap
+	indexed bool
+	idx     []idxSlot // when indexed; kept (cleared) for reuse otherwise
+	idxUsed int       // used slots of idx
 }
 
-// find returns the position of the live timer (key, ns), or -1.
-func (b *bucket[K, N]) find(key K, ns N) int {
-	if b.idx != nil {
-		if p, ok := b.idx[slotKey[K, N]{key, ns}]; ok && int(p) >= b.head {
-			return int(p)
+// hashFor returns the hash of key if the bucket is indexed (else 0, unused).
+func (b *bucket[K, N]) hashFor(key K) uint32 {
+	if !b.indexed {
+		return 0
+	}
+	return keyhash.Of(key)
+}
+
+// find returns the position of the live timer (key, ns), or -1; h is
+// hashFor(key).
+func (b *bucket[K, N]) find(h uint32, key K, ns N) int {
+	if !b.indexed {
+		for i := b.head; i < len(b.timers); i++ {
+			t := &b.timers[i]
+			if t.KeyGroup != deadKeyGroup && t.Key == key && t.Namespace == ns {
+				return i
+			}
 		}
 		return -1
 	}
-	for i := b.head; i < len(b.timers); i++ {
-		t := &b.timers[i]
-		if t.KeyGroup != deadKeyGroup && t.Key == key && t.Namespace == ns {
-			return i
+	_, p := b.lookup(h, key, ns)
+	return p
+}
+
+// lookup returns the index slot and position of the live timer (key, ns)
+// in an indexed bucket, or -1, -1. Slots of fired timers (positions below
+// head) count as absent.
+func (b *bucket[K, N]) lookup(h uint32, key K, ns N) (slot, pos int) {
+	mask := uint32(len(b.idx) - 1)
+	for i := h & mask; ; i = (i + 1) & mask {
+		s := b.idx[i]
+		if s.pos == 0 {
+			return -1, -1
+		}
+		if p := int(s.pos - 1); s.tag == h && p >= b.head {
+			if t := &b.timers[p]; t.Key == key && t.Namespace == ns {
+				return int(i), p
+			}
 		}
 	}
-	return -1
+}
+
+// insert adds position p, of a timer whose key hashes to h, to the index.
+func (b *bucket[K, N]) insert(h uint32, p int) {
+	if 2*(b.idxUsed+1) > len(b.idx) {
+		b.indexAll() // grows it, and drops the slots of fired timers
+		return
+	}
+	mask := uint32(len(b.idx) - 1)
+	i := h & mask
+	for b.idx[i].pos != 0 {
+		i = (i + 1) & mask
+	}
+	b.idx[i] = idxSlot{h, int32(p + 1)}
+	b.idxUsed++
+}
+
+// unindex frees index slot i, moving later slots of its probe run back so
+// that every position stays reachable from its home slot.
+func (b *bucket[K, N]) unindex(i uint32) {
+	mask := uint32(len(b.idx) - 1)
+	for j := (i + 1) & mask; b.idx[j].pos != 0; j = (j + 1) & mask {
+		if home := b.idx[j].tag & mask; (j-home)&mask >= (j-i)&mask {
+			b.idx[i] = b.idx[j]
+			i = j
+		}
+	}
+	b.idx[i] = idxSlot{}
+	b.idxUsed--
 }
 
 // skipDead moves head past dead slots.
@@ -95,16 +157,41 @@ func (b *bucket[K, N]) skipDead() {
 	}
 }
 
-// indexAll builds idx from the live slots of timers[head:].
+// indexAll (re)builds the index from the live slots of timers[head:], sized
+// for the bucket's timers with room to grow.
 func (b *bucket[K, N]) indexAll() {
-	if b.idx = b.spare; b.idx == nil {
-		b.idx = make(map[slotKey[K, N]]int32, 2*(len(b.timers)-b.head))
+	size := 4 * scanMax
+	for size < 4*(len(b.timers)-b.head) {
+		size *= 2
 	}
-	b.spare = nil
+	if cap(b.idx) >= size {
+		b.idx = b.idx[:size]
+		clear(b.idx)
+	} else {
+		b.idx = make([]idxSlot, size)
+	}
+	b.indexed, b.idxUsed = true, 0
+	mask := uint32(size - 1)
 	for p := b.head; p < len(b.timers); p++ {
-		if t := &b.timers[p]; t.KeyGroup != deadKeyGroup {
-			b.idx[slotKey[K, N]{t.Key, t.Namespace}] = int32(p)
+		t := &b.timers[p]
+		if t.KeyGroup == deadKeyGroup {
+			continue
 		}
+		h := keyhash.Of(t.Key)
+		i := h & mask
+		for b.idx[i].pos != 0 {
+			i = (i + 1) & mask
+		}
+		b.idx[i] = idxSlot{h, int32(p + 1)}
+		b.idxUsed++
+	}
+}
+
+// unindexAll drops the index, keeping its storage.
+func (b *bucket[K, N]) unindexAll() {
+	if b.indexed {
+		clear(b.idx)
+		b.indexed, b.idxUsed = false, 0
 	}
 }
 
@@ -126,12 +213,10 @@ func (b *bucket[K, N]) compact() {
 	clear(b.timers[j:])
 	b.timers = b.timers[:j]
 	b.head, b.dead = 0, 0
-	if b.idx != nil {
-		clear(b.idx)
-		b.spare, b.idx = b.idx, nil
-		if len(b.timers) > scanMax {
-			b.indexAll()
-		}
+	if len(b.timers) > scanMax {
+		b.indexAll()
+	} else {
+		b.unindexAll()
 	}
 }
 
@@ -212,7 +297,7 @@ func (q *Queue[K, N]) Add(t Timer[K, N]) bool {
 	b := q.bucketOf(t.Timestamp)
 	if b == nil {
 		b = q.newBucket(t.Timestamp)
-	} else if b.find(t.Key, t.Namespace) >= 0 {
+	} else if b.find(b.hashFor(t.Key), t.Key, t.Namespace) >= 0 {
 		q.last = b
 		return false
 	} else {
@@ -221,8 +306,8 @@ func (q *Queue[K, N]) Add(t Timer[K, N]) bool {
 	q.last = b
 	p := len(b.timers)
 	b.timers = append(b.timers, t)
-	if b.idx != nil {
-		b.idx[slotKey[K, N]{t.Key, t.Namespace}] = int32(p)
+	if b.indexed {
+		b.insert(keyhash.Of(t.Key), p)
 	} else if p+1-b.head > scanMax {
 		b.indexAll()
 	}
@@ -242,14 +327,19 @@ func (q *Queue[K, N]) Remove(t Timer[K, N]) bool {
 	if b == nil {
 		return false
 	}
-	p := b.find(t.Key, t.Namespace)
+	var p int
+	if b.indexed {
+		var slot int
+		if slot, p = b.lookup(keyhash.Of(t.Key), t.Key, t.Namespace); p >= 0 {
+			b.unindex(uint32(slot))
+		}
+	} else {
+		p = b.find(0, t.Key, t.Namespace)
+	}
 	if p < 0 {
 		return false
 	}
 	i := b.timers[p].KeyGroup - q.rng.Start // the queued timer's
-	if b.idx != nil {
-		delete(b.idx, slotKey[K, N]{t.Key, t.Namespace})
-	}
 	b.timers[p] = Timer[K, N]{Timestamp: t.Timestamp, KeyGroup: deadKeyGroup}
 	b.live--
 	b.dead++
@@ -269,7 +359,7 @@ func (q *Queue[K, N]) Remove(t Timer[K, N]) bool {
 func (q *Queue[K, N]) Contains(t Timer[K, N]) bool {
 	q.slot(t.KeyGroup)
 	b := q.bucketOf(t.Timestamp)
-	return b != nil && b.find(t.Key, t.Namespace) >= 0
+	return b != nil && b.find(b.hashFor(t.Key), t.Key, t.Namespace) >= 0
 }
 
 // Peek returns the earliest timer without removing it.
@@ -404,10 +494,7 @@ func (q *Queue[K, N]) dropBucket(b *bucket[K, N]) {
 	clear(b.timers) // release what fired and removed timers referenced
 	b.timers = b.timers[:0]
 	b.head, b.live, b.dead = 0, 0, 0
-	if b.idx != nil {
-		clear(b.idx)
-		b.spare, b.idx = b.idx, nil
-	}
+	b.unindexAll()
 	if len(q.free) < maxFreeBuckets {
 		q.free = append(q.free, b)
 	}

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/weirproject/weir/internal/keyhash"
 	"github.com/weirproject/weir/keygroup"
 	"pgregory.net/rapid"
 )
@@ -197,7 +198,7 @@ func checkQueue(rt *rapid.T, q *Queue[string, int]) {
 		if b.live == 0 || b.head >= len(b.timers) || b.timers[b.head].KeyGroup == deadKeyGroup {
 			rt.Fatalf("bucket %d: live %d, head %d of %d not live", b.ts, b.live, b.head, len(b.timers))
 		}
-		if b.idx == nil && len(b.timers)-b.head > scanMax {
+		if !b.indexed && len(b.timers)-b.head > scanMax {
 			rt.Fatalf("bucket %d: %d slots and no index", b.ts, len(b.timers)-b.head)
 		}
 		live, dead := 0, 0
@@ -212,18 +213,27 @@ func checkQueue(rt *rapid.T, q *Queue[string, int]) {
 			if t.Timestamp != b.ts {
 				rt.Fatalf("bucket %d holds %v", b.ts, t)
 			}
-			if b.find(t.Key, t.Namespace) != p {
-				rt.Fatalf("bucket %d: find(%v) = %d, want %d", b.ts, t, b.find(t.Key, t.Namespace), p)
+			if got := b.find(b.hashFor(t.Key), t.Key, t.Namespace); got != p {
+				rt.Fatalf("bucket %d: find(%v) = %d, want %d", b.ts, t, got, p)
 			}
 		}
 		if live != b.live || dead != b.dead {
 			rt.Fatalf("bucket %d: live %d dead %d, counted %d %d", b.ts, b.live, b.dead, live, dead)
 		}
-		if b.idx != nil {
-			for k, p := range b.idx {
-				if int(p) >= b.head && (int(p) >= len(b.timers) || b.timers[p].Key != k.key || b.timers[p].Namespace != k.ns) {
-					rt.Fatalf("bucket %d: index %v -> %d is wrong", b.ts, k, p)
+		if b.indexed {
+			used := 0
+			for i, sl := range b.idx {
+				if sl.pos == 0 {
+					continue
 				}
+				used++
+				p := int(sl.pos - 1)
+				if p >= len(b.timers) || p >= b.head && (b.timers[p].KeyGroup == deadKeyGroup || keyhash.Of(b.timers[p].Key) != sl.tag) {
+					rt.Fatalf("bucket %d: index slot %d -> %d is wrong", b.ts, i, p)
+				}
+			}
+			if size := len(b.idx); used != b.idxUsed || size&(size-1) != 0 || 2*used > size {
+				rt.Fatalf("bucket %d: index of %d slots, %d used, idxUsed %d", b.ts, size, used, b.idxUsed)
 			}
 		}
 		n += live
@@ -311,5 +321,24 @@ func BenchmarkAdvanceWatermark(b *testing.B) {
 	b.ResetTimer()
 	for wm := int64(0); b.Loop(); wm++ {
 		s.AdvanceWatermark(wm, fire)
+	}
+}
+
+// BenchmarkSharedTimestamp is the window pattern: 10k keys each register a
+// timer at the same timestamp (their window's end), then the watermark fires
+// them all; per op, one registration and one firing.
+func BenchmarkSharedTimestamp(b *testing.B) {
+	const n = 10_000
+	s := NewService[int64, int64](keygroup.Range{Start: 0, End: 127})
+	fire := func(Timer[int64, int64]) {}
+	b.ReportAllocs()
+	ts := int64(0)
+	for i := 0; b.Loop(); i++ {
+		k := int64(i % n)
+		s.RegisterEventTimeTimer(k, int(k%128), ts, ts+999)
+		if k == n-1 {
+			s.AdvanceWatermark(ts+999, fire)
+			ts += 1000
+		}
 	}
 }
