@@ -413,6 +413,34 @@ type nsTable[K comparable, N comparable, X any] struct {
 	groups     []nsGroup[K, N, X]
 	cache      *nsEntries[N, X] // the current key's, valid while cacheEpoch == b.epoch
 	cacheEpoch uint64           // 0: no cached entry
+	// The position of namespace memoNs among the current key's entries
+	// (-1: absent) as the last get found it, valid while memoEpoch ==
+	// b.epoch; every change of a key's namespaces through this table, and
+	// everything that resets the cache, resets it. It saves the scan of the
+	// write that follows a read of the same namespace (Value then Update or
+	// Clear, Get then Add): for a new window, or the oldest of a key's
+	// windows firing, that scan is the longest.
+	memoNs    N
+	memoPos   int
+	memoEpoch uint64 // 0: no memo
+}
+
+// memo returns the remembered position of ns for the current key, if any.
+func (t *nsTable[K, N, X]) memo(ns N) (int, bool) {
+	if t.memoEpoch == t.b.epoch && t.memoNs == ns {
+		return t.memoPos, true
+	}
+	return 0, false
+}
+
+// remember records the position of ns for the current key.
+func (t *nsTable[K, N, X]) remember(ns N, pos int) {
+	t.memoNs, t.memoPos, t.memoEpoch = ns, pos, t.b.epoch
+}
+
+// forget drops the memo and the cached entries.
+func (t *nsTable[K, N, X]) forget() {
+	t.cache, t.cacheEpoch, t.memoEpoch = nil, 0, 0
 }
 
 func newNsTable[K comparable, N comparable, X any](b *Backend[K]) nsTable[K, N, X] {
@@ -446,31 +474,54 @@ func (t *nsTable[K, N, X]) entriesForWrite() *nsEntries[N, X] {
 func (t *nsTable[K, N, X]) get(ns N) *nsSlot[N, X] {
 	e := t.entries()
 	if e == nil {
+		t.remember(ns, -1)
 		return nil
 	}
-	return e.find(ns)
+	if e.has && e.first.ns == ns {
+		return &e.first // the common case, cheaper than the memo
+	}
+	p := e.pos(ns)
+	t.remember(ns, p)
+	if p < 0 {
+		return nil
+	}
+	return e.at(p)
+}
+
+// posForWrite returns the position of ns among e (the current key's
+// entries), using the memo of a preceding get.
+func (t *nsTable[K, N, X]) posForWrite(e *nsEntries[N, X], ns N) int {
+	if e.has && e.first.ns == ns {
+		return 0
+	}
+	if p, ok := t.memo(ns); ok {
+		return p
+	}
+	return e.pos(ns)
 }
 
 // slot returns the current key's slot of ns, adding it with the zero value
 // if absent.
 func (t *nsTable[K, N, X]) slot(ns N) *nsSlot[N, X] {
 	e := t.entriesForWrite()
-	if sl := e.find(ns); sl != nil {
-		return sl
+	if p := t.posForWrite(e, ns); p >= 0 {
+		return e.at(p)
 	}
 	var zero X
 	t.groups[t.b.slot].n++
+	t.remember(ns, 0) // add puts ns first
 	return e.add(ns, zero)
 }
 
 // put stores v under the current key and ns.
 func (t *nsTable[K, N, X]) put(ns N, v X) {
 	e := t.entriesForWrite()
-	if sl := e.find(ns); sl != nil {
-		sl.v = v
+	if p := t.posForWrite(e, ns); p >= 0 {
+		e.at(p).v = v
 		return
 	}
 	t.groups[t.b.slot].n++
+	t.remember(ns, 0) // add puts ns first
 	e.add(ns, v)
 }
 
@@ -481,16 +532,17 @@ func (t *nsTable[K, N, X]) take(ns N) (X, bool) {
 	if e == nil {
 		return v, false
 	}
-	pos := e.pos(ns)
+	pos := t.posForWrite(e, ns)
 	if pos < 0 {
 		return v, false
 	}
 	v = e.at(pos).v
 	e.remove(pos)
+	t.memoEpoch = 0 // positions after pos moved
 	if t.groups[t.b.slot].removed1() {
 		// Defensive: the sweep only marks the current key's entries (they
-		// were live a moment ago), but it deletes entries.
-		t.cache, t.cacheEpoch = nil, 0
+		// were live a moment ago), but it moves and deletes entries.
+		t.forget()
 	}
 	return v, true
 }
@@ -519,7 +571,7 @@ func (t *nsTable[K, N, X]) forEach(kg int, f func(K, N, X)) {
 
 func (t *nsTable[K, N, X]) clearKeyGroup(kg int) {
 	*t.group(kg) = nsGroup[K, N, X]{}
-	t.cache, t.cacheEpoch = nil, 0
+	t.forget()
 }
 
 // install adds the entries of staged (made by decoding a snapshot) to key
@@ -539,5 +591,5 @@ func (t *nsTable[K, N, X]) install(kg int, staged *nsGroup[K, N, X]) {
 			return nil
 		})
 	}
-	t.cache, t.cacheEpoch = nil, 0 // the current key's entries may have been replaced
+	t.forget() // the current key's entries may have been replaced
 }
