@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"sync/atomic"
 
 	"github.com/weirproject/weir/keygroup"
 )
@@ -31,6 +32,9 @@ type Backend[K comparable] struct {
 	// snapBytesPerEntry is the size per entry of the last snapshot, to size
 	// the next one (0 before the first).
 	snapBytesPerEntry int
+	// frozenLive counts the Frozen views not closed yet (see cow.go); they
+	// close on other goroutines.
+	frozenLive atomic.Int32
 }
 
 // NewBackend returns an empty backend for the key groups of r, with no

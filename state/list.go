@@ -5,6 +5,7 @@ type ListState[K comparable, V any] struct {
 	desc[K]
 	groups groups[map[K][]V, K, []V]
 	vc     Codec[V]
+	cow    cowPins
 }
 
 // List registers (or looks up) the list state called name. Registering the
@@ -70,11 +71,19 @@ func (s *ListState[K, V]) Update(vs []V) {
 
 // Clear removes the current key's list.
 func (s *ListState[K, V]) Clear() {
-	delete(s.groups[s.b.slotIndex()], s.b.key)
+	i := s.b.slotIndex()
+	if s.cow.on {
+		s.unshare(i)
+	}
+	delete(s.groups[i], s.b.key)
 }
 
+// group returns the current key's key-group map for writing, made if needed.
 func (s *ListState[K, V]) group() map[K][]V {
 	i := s.b.slotIndex()
+	if s.cow.on {
+		s.unshare(i)
+	}
 	m := s.groups[i]
 	if m == nil {
 		m = make(map[K][]V)
@@ -120,7 +129,11 @@ func (s *ListState[K, V]) ForEach(kg int, f func(K, []V)) {
 }
 
 // ClearKeyGroup drops every list of key group kg.
-func (s *ListState[K, V]) ClearKeyGroup(kg int) { s.groups[s.b.checkKeyGroup(kg)] = nil }
+func (s *ListState[K, V]) ClearKeyGroup(kg int) {
+	i := s.b.checkKeyGroup(kg)
+	s.groups[i] = nil
+	s.cow.drop(i)
+}
 
 // ForEachAny implements Table.
 func (s *ListState[K, V]) ForEachAny(kg int, f func(key, namespace, value any)) {

@@ -6,6 +6,7 @@ type MapState[K comparable, UK comparable, UV any] struct {
 	groups groups[map[K]map[UK]UV, K, map[UK]UV]
 	ukc    Codec[UK]
 	uvc    Codec[UV]
+	cow    cowPins
 }
 
 // Map registers (or looks up) the map state called name. Registering the same
@@ -56,6 +57,9 @@ func (s *MapState[K, UK, UV]) Contains(uk UK) bool {
 // Put sets uk to uv in the current key's map.
 func (s *MapState[K, UK, UV]) Put(uk UK, uv UV) {
 	i := s.b.slotIndex()
+	if s.cow.on {
+		s.unshare(i)
+	}
 	g := s.groups[i]
 	if g == nil {
 		g = make(map[K]map[UK]UV)
@@ -72,7 +76,11 @@ func (s *MapState[K, UK, UV]) Put(uk UK, uv UV) {
 // Remove deletes uk from the current key's map; removing the last entry
 // removes the key.
 func (s *MapState[K, UK, UV]) Remove(uk UK) {
-	g := s.groups[s.b.slotIndex()]
+	i := s.b.slotIndex()
+	if s.cow.on {
+		s.unshare(i)
+	}
+	g := s.groups[i]
 	m := g[s.b.key]
 	if m == nil {
 		return
@@ -100,7 +108,11 @@ func (s *MapState[K, UK, UV]) Range(f func(UK, UV) bool) {
 
 // Clear removes the current key's map.
 func (s *MapState[K, UK, UV]) Clear() {
-	delete(s.groups[s.b.slotIndex()], s.b.key)
+	i := s.b.slotIndex()
+	if s.cow.on {
+		s.unshare(i)
+	}
+	delete(s.groups[i], s.b.key)
 }
 
 // NumKeys reports the number of keys with a non-empty map.
@@ -130,7 +142,11 @@ func (s *MapState[K, UK, UV]) ForEach(kg int, f func(K, UK, UV)) {
 }
 
 // ClearKeyGroup drops every map of key group kg.
-func (s *MapState[K, UK, UV]) ClearKeyGroup(kg int) { s.groups[s.b.checkKeyGroup(kg)] = nil }
+func (s *MapState[K, UK, UV]) ClearKeyGroup(kg int) {
+	i := s.b.checkKeyGroup(kg)
+	s.groups[i] = nil
+	s.cow.drop(i)
+}
 
 // ForEachAny implements Table; value is the key's map[UK]UV.
 func (s *MapState[K, UK, UV]) ForEachAny(kg int, f func(key, namespace, value any)) {
