@@ -57,7 +57,11 @@ func Assign(hash int32, maxParallelism int) int {
 	if maxParallelism < 1 || maxParallelism > UpperBound {
 		panic(maxParallelismRangeError(maxParallelism))
 	}
-	return int(Murmur(hash)) % maxParallelism
+	m := uint32(Murmur(hash)) // non-negative
+	if p := uint32(maxParallelism); p&(p-1) == 0 {
+		return int(m & (p - 1)) // the default max parallelism is a power of two: no division
+	}
+	return int(m % uint32(maxParallelism))
 }
 
 // OperatorIndex returns the index of the subtask, in [0, parallelism), that

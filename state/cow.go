@@ -302,31 +302,30 @@ func cloneMaps[K comparable, UK comparable, UV any](m map[K]map[UK]UV) map[K]map
 // clone deep-copies a namespaced key group; cloneX copies one value.
 func (g *nsGroup[K, N, X]) clone(cloneX func(X) X) nsGroup[K, N, X] {
 	out := *g
-	if g.m == nil {
+	if g.slots == nil {
 		return out
 	}
-	out.m = make(map[K]*nsEntries[N, X], len(g.m))
-	es := make([]nsEntries[N, X], len(g.m))
-	i := 0
-	for k, e := range g.m {
-		c := &es[i]
-		i++
-		*c = *e
-		c.first.v = cloneX(e.first.v)
-		if e.x != nil {
+	out.slots = slices.Clone(g.slots)
+	for i := range out.slots {
+		s := &out.slots[i]
+		if !s.used {
+			continue
+		}
+		e := &s.e
+		e.first.v = cloneX(e.first.v)
+		if old := e.x; old != nil {
 			x := new(nsMore[N, X])
-			if len(e.x.more) <= nsInline {
-				x.more = append(x.inline[:0], e.x.more...)
+			if len(old.more) <= nsInline {
+				x.more = append(x.inline[:0], old.more...)
 			} else {
-				x.more = slices.Clone(e.x.more)
+				x.more = slices.Clone(old.more)
 			}
 			for j := range x.more {
 				x.more[j].v = cloneX(x.more[j].v)
 			}
-			x.idx = maps.Clone(e.x.idx)
-			c.x = x
+			x.idx = maps.Clone(old.idx)
+			e.x = x
 		}
-		out.m[k] = c
 	}
 	return out
 }
@@ -384,7 +383,7 @@ func (s *MapState[K, UK, UV]) unshare(slot int) {
 // freeze pins t's key groups and returns a copy of t reading the groups of
 // now.
 func (t *nsTable[K, N, X]) freeze(ps []*pin) nsTable[K, N, X] {
-	t.cow.pinAll(ps, func(i int) bool { return t.groups[i].m != nil })
+	t.cow.pinAll(ps, func(i int) bool { return t.groups[i].slots != nil })
 	fz := *t
 	fz.groups = slices.Clone(t.groups)
 	fz.cow = cowPins{}
@@ -394,7 +393,7 @@ func (t *nsTable[K, N, X]) freeze(ps []*pin) nsTable[K, N, X] {
 func (t *nsTable[K, N, X]) unshare(slot int) {
 	if t.cow.take(slot, &t.b.frozenLive) {
 		t.groups[slot] = t.groups[slot].clone(t.cloneX)
-		t.cache, t.cacheEpoch = nil, 0
+		t.forget()
 	}
 }
 

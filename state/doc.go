@@ -13,7 +13,8 @@
 //     namespaced state, only the given namespace's entry). Distinct keys,
 //     namespaces and state names never share entries.
 //  2. Key groups. Each state keeps a slice indexed by keyGroup - Range().Start
-//     of lazily created Go maps, so a key's entry lives in the slot of the key
+//     of lazily created Go maps (open-addressing tables with inline entries
+//     for namespaced state), so a key's entry lives in the slot of the key
 //     group given to SetCurrentKey, and one key group can be iterated
 //     (ForEach, ForEachKey, Table.ForEachAny) or dropped (ClearKeyGroup)
 //     without touching the others.
@@ -35,7 +36,7 @@
 //     error naming both (the Must* helpers panic with it instead).
 //  6. Cost. Reading or updating an existing entry is a slice index plus one
 //     map operation (two for map state) and does not allocate. For
-//     namespaced state the map is keyed by the key alone, and a key's
+//     namespaced state the table is keyed by the key alone, and a key's
 //     namespaces are scanned (a few, newest first) or, for keys with many,
 //     indexed. Value state and namespaced state remember the current key's
 //     entry, so a read followed by a write of the same key (Value then

@@ -1,26 +1,29 @@
 package state
 
+import "github.com/weirproject/weir/internal/keyhash"
+
 // The storage of namespaced state, shared by NamespacedValueState (X = V)
 // and NamespacedListState (X = []V).
 //
-// Each key group holds a map from key to the key's namespaces (nsEntries):
-// one inline slot for the newest namespace (most keys have one window at a
+// Each key group holds an open-addressing hash table (nsGroup) from key to
+// the key's namespaces (nsEntries), stored inline in the table's slots: one
+// inline slot for the newest namespace (most keys have one window at a
 // time) and, behind a pointer, a slice for the others (sliding windows,
 // sessions, and tumbling windows waiting for the watermark to fire them).
-// Reading (key, ns) is one map access with the key alone, which for int64
-// and string keys takes the runtime's fast paths, plus a scan of the key's
-// few slots, newest first; keys with many namespaces (an ordering buffer
+// Reading (key, ns) is one table lookup with the key alone (internal/keyhash),
+// which usually touches one cache line, plus a scan of the key's few
+// namespaces, newest first; keys with many namespaces (an ordering buffer
 // keyed by timestamp, long sliding windows) get an index map on top.
 //
 // The state remembers the entries of the current key found by the last
 // access (valid while the backend's epoch is unchanged), so the usual
 // read-modify-write of a record (Value then Update, Get then Add) costs one
-// map access.
+// table lookup.
 //
-// When the last namespace of a key is removed its entries stay in the map,
+// When the last namespace of a key is removed its entries stay in the table,
 // empty, for the key's next namespace (the next window of the key), so a key
 // that opens and closes windows all the time does not allocate or churn the
-// map. Empty entries are invisible: counts, iteration and snapshots see
+// table. Empty entries are invisible: counts, iteration and snapshots see
 // (key, namespace) pairs only. A sweep bounds them: it deletes the entries
 // that were empty at the previous sweep and still are, and marks the others
 // that are empty. A key group is swept after max(sweepMin, n) removals,
@@ -213,71 +216,139 @@ func (e *nsEntries[N, X]) remove(pos int) {
 	}
 }
 
-// nsGroup is the namespaced state of one key group: the entries of its keys
-// by key.
+// nsGroup is the namespaced state of one key group: the entries of its keys,
+// inline in an open-addressing hash table (linear probing, at most 3/4
+// full, deletion by backward shift). Compared with a Go map of pointers, a
+// lookup touches one slot, usually one cache line, and no separate entry.
+// Slots move when the table grows or a sweep deletes, so pointers to
+// entries are valid until the next insertion of a key or sweep.
 type nsGroup[K comparable, N comparable, X any] struct {
-	m       map[K]*nsEntries[N, X]
-	n       int // (key, namespace) pairs
-	removed int // namespaces removed since the last sweep
-	every   int // removals between sweeps: the live pairs at the last sweep
+	slots   []nsKeySlot[K, N, X] // nil or a power of two long
+	keys    int                  // used slots (keys with entries, live or empty)
+	n       int                  // (key, namespace) pairs
+	removed int                  // namespaces removed since the last sweep
+	every   int                  // removals between sweeps: the live pairs at the last sweep
+}
+
+// nsKeySlot is one slot of a key group's table.
+type nsKeySlot[K comparable, N comparable, X any] struct {
+	hash uint32 // low bits of keyhash.Of(key); the home slot is hash & mask
+	used bool
+	key  K
+	e    nsEntries[N, X]
+}
+
+// nsMinSlots is the size of a key group's table when it gets its first key.
+const nsMinSlots = 8
+
+// newNsGroup returns an empty group sized for about keys keys.
+func newNsGroup[K comparable, N comparable, X any](keys int) *nsGroup[K, N, X] {
+	g := &nsGroup[K, N, X]{}
+	if keys > 0 {
+		g.resize(keys)
+	}
+	return g
+}
+
+// lookup returns the entries of key k, nil if it has none.
+func (g *nsGroup[K, N, X]) lookup(k K) *nsEntries[N, X] {
+	if g.keys == 0 {
+		return nil
+	}
+	h := keyhash.Of(k)
+	mask := uint32(len(g.slots) - 1)
+	for i := h & mask; ; i = (i + 1) & mask {
+		s := &g.slots[i]
+		if !s.used {
+			return nil
+		}
+		if s.hash == h && s.key == k {
+			return &s.e
+		}
+	}
 }
 
 // lookupOrNew returns the entries of key k, creating them if needed.
-//
-// Entries are allocated one by one, so in the order keys arrive, not in
-// chunks per key group: keys that arrive one after the other (from all key
-// groups) then have their entries next to each other, which pays when they
-// come back in that order. (Chunks per key group made snapshots faster but
-// the window benchmarks slower; with keys in random order they were even.)
 func (g *nsGroup[K, N, X]) lookupOrNew(k K) *nsEntries[N, X] {
-	if e := g.m[k]; e != nil {
-		return e
+	h := keyhash.Of(k)
+	if g.keys > 0 {
+		mask := uint32(len(g.slots) - 1)
+		for i := h & mask; ; i = (i + 1) & mask {
+			s := &g.slots[i]
+			if !s.used {
+				break
+			}
+			if s.hash == h && s.key == k {
+				return &s.e
+			}
+		}
 	}
-	if g.m == nil {
-		g.m = make(map[K]*nsEntries[N, X])
+	if 4*(g.keys+1) > 3*len(g.slots) {
+		g.resize(g.keys + 1)
 	}
-	e := new(nsEntries[N, X])
-	g.m[k] = e
-	return e
+	s := g.place(h)
+	s.hash, s.used, s.key = h, true, k
+	g.keys++
+	return &s.e
 }
 
-// nsBatch is the number of entries eachBatched loads before using them.
-const nsBatch = 32
+// place returns the first free slot from the home slot of hash h.
+func (g *nsGroup[K, N, X]) place(h uint32) *nsKeySlot[K, N, X] {
+	mask := uint32(len(g.slots) - 1)
+	for i := h & mask; ; i = (i + 1) & mask {
+		if s := &g.slots[i]; !s.used {
+			return s
+		}
+	}
+}
 
-// eachBatched calls f for every key of g with namespaces, its entries and
-// their count, like ranging over g.m (the order is unspecified), until f
-// returns an error. It is for walking a whole key group (snapshots): it
-// loads the entries of a batch of keys first, so that their cache misses
-// overlap instead of adding up, and only then calls f for them.
-func (g *nsGroup[K, N, X]) eachBatched(f func(K, *nsEntries[N, X], int) error) error {
-	var ks [nsBatch]K
-	var es [nsBatch]*nsEntries[N, X]
-	var cs [nsBatch]int
-	n := 0
-	flush := func() error {
-		for i, e := range es[:n] {
-			cs[i] = e.count() // independent loads
+// resize moves the used slots to a table sized for keys keys (at most half
+// full).
+func (g *nsGroup[K, N, X]) resize(keys int) {
+	size := nsMinSlots
+	for size < 2*keys {
+		size *= 2
+	}
+	old := g.slots
+	g.slots = make([]nsKeySlot[K, N, X], size)
+	for i := range old {
+		if s := &old[i]; s.used {
+			*g.place(s.hash) = *s
 		}
-		for i, e := range es[:n] {
-			if cs[i] == 0 {
-				continue
-			}
-			if err := f(ks[i], e, cs[i]); err != nil {
+	}
+}
+
+// deleteAt frees slot i, moving later slots of its probe run back so that
+// every key stays reachable from its home slot.
+func (g *nsGroup[K, N, X]) deleteAt(i uint32) {
+	mask := uint32(len(g.slots) - 1)
+	for j := (i + 1) & mask; g.slots[j].used; j = (j + 1) & mask {
+		// Slot j may fill the hole at i if its home is not in (i, j].
+		if home := g.slots[j].hash & mask; (j-home)&mask >= (j-i)&mask {
+			g.slots[i] = g.slots[j]
+			i = j
+		}
+	}
+	g.slots[i] = nsKeySlot[K, N, X]{}
+	g.keys--
+}
+
+// each calls f for every key of g with namespaces, its entries and their
+// count, in slot order (unspecified), until f returns an error. f must not
+// change g.
+func (g *nsGroup[K, N, X]) each(f func(K, *nsEntries[N, X], int) error) error {
+	for i := range g.slots {
+		s := &g.slots[i]
+		if !s.used {
+			continue
+		}
+		if c := s.e.count(); c > 0 {
+			if err := f(s.key, &s.e, c); err != nil {
 				return err
 			}
 		}
-		n = 0
-		return nil
 	}
-	for k, e := range g.m {
-		ks[n], es[n] = k, e
-		if n++; n == nsBatch {
-			if err := flush(); err != nil {
-				return err
-			}
-		}
-	}
-	return flush()
+	return nil
 }
 
 // set stores v under (k, ns), replacing any value there.
@@ -304,18 +375,35 @@ func (g *nsGroup[K, N, X]) removed1() bool {
 }
 
 // sweep deletes the entries that were empty at the previous sweep and still
-// are, and marks the empty ones.
+// are, and marks the empty ones; then it shrinks the table if it is mostly
+// free.
 func (g *nsGroup[K, N, X]) sweep() {
 	g.removed, g.every = 0, g.n
-	for k, e := range g.m {
-		if e.has {
-			continue
+	if g.keys == 0 {
+		return
+	}
+	// Start after a free slot (there is one: the table is at most 3/4
+	// full) and go round once: a deletion only moves slots of the probe
+	// run being walked back into it, so no slot is visited twice.
+	mask := uint32(len(g.slots) - 1)
+	start := uint32(0)
+	for g.slots[start].used {
+		start++
+	}
+	i := (start + 1) & mask
+	for k := 0; k < len(g.slots); {
+		if s := &g.slots[i]; s.used && !s.e.has {
+			if s.e.stale {
+				g.deleteAt(i)
+				continue // slot i may hold a slot moved back now
+			}
+			s.e.stale = true
 		}
-		if e.stale {
-			delete(g.m, k)
-		} else {
-			e.stale = true
-		}
+		i = (i + 1) & mask
+		k++
+	}
+	if len(g.slots) > nsMinSlots && 8*g.keys < len(g.slots) {
+		g.resize(g.keys)
 	}
 }
 
@@ -327,6 +415,34 @@ type nsTable[K comparable, N comparable, X any] struct {
 	cacheEpoch uint64           // 0: no cached entry
 	cow        cowPins
 	cloneX     func(X) X // deep copy of a value, for copy-on-write
+	// The position of namespace memoNs among the current key's entries
+	// (-1: absent) as the last get found it, valid while memoEpoch ==
+	// b.epoch; every change of a key's namespaces through this table, and
+	// everything that resets the cache, resets it. It saves the scan of the
+	// write that follows a read of the same namespace (Value then Update or
+	// Clear, Get then Add): for a new window, or the oldest of a key's
+	// windows firing, that scan is the longest.
+	memoNs    N
+	memoPos   int
+	memoEpoch uint64 // 0: no memo
+}
+
+// memo returns the remembered position of ns for the current key, if any.
+func (t *nsTable[K, N, X]) memo(ns N) (int, bool) {
+	if t.memoEpoch == t.b.epoch && t.memoNs == ns {
+		return t.memoPos, true
+	}
+	return 0, false
+}
+
+// remember records the position of ns for the current key.
+func (t *nsTable[K, N, X]) remember(ns N, pos int) {
+	t.memoNs, t.memoPos, t.memoEpoch = ns, pos, t.b.epoch
+}
+
+// forget drops the memo and the cached entries.
+func (t *nsTable[K, N, X]) forget() {
+	t.cache, t.cacheEpoch, t.memoEpoch = nil, 0, 0
 }
 
 func newNsTable[K comparable, N comparable, X any](b *Backend[K], cloneX func(X) X) nsTable[K, N, X] {
@@ -339,8 +455,8 @@ func (t *nsTable[K, N, X]) entries() *nsEntries[N, X] {
 		return t.cache
 	}
 	i := t.b.slotIndex()
-	e := t.groups[i].m[t.b.key]
-	if e != nil && !(t.cow.on && t.cow.shared(i)) { // no cached pointer into a frozen map (C1)
+	e := t.groups[i].lookup(t.b.key)
+	if e != nil && !(t.cow.on && t.cow.shared(i)) { // no cached pointer into a frozen table (C1)
 		t.cache, t.cacheEpoch = e, t.b.epoch
 	}
 	return e
@@ -365,31 +481,54 @@ func (t *nsTable[K, N, X]) entriesForWrite() *nsEntries[N, X] {
 func (t *nsTable[K, N, X]) get(ns N) *nsSlot[N, X] {
 	e := t.entries()
 	if e == nil {
+		t.remember(ns, -1)
 		return nil
 	}
-	return e.find(ns)
+	if e.has && e.first.ns == ns {
+		return &e.first // the common case, cheaper than the memo
+	}
+	p := e.pos(ns)
+	t.remember(ns, p)
+	if p < 0 {
+		return nil
+	}
+	return e.at(p)
+}
+
+// posForWrite returns the position of ns among e (the current key's
+// entries), using the memo of a preceding get.
+func (t *nsTable[K, N, X]) posForWrite(e *nsEntries[N, X], ns N) int {
+	if e.has && e.first.ns == ns {
+		return 0
+	}
+	if p, ok := t.memo(ns); ok {
+		return p
+	}
+	return e.pos(ns)
 }
 
 // slot returns the current key's slot of ns, adding it with the zero value
 // if absent.
 func (t *nsTable[K, N, X]) slot(ns N) *nsSlot[N, X] {
 	e := t.entriesForWrite()
-	if sl := e.find(ns); sl != nil {
-		return sl
+	if p := t.posForWrite(e, ns); p >= 0 {
+		return e.at(p)
 	}
 	var zero X
 	t.groups[t.b.slot].n++
+	t.remember(ns, 0) // add puts ns first
 	return e.add(ns, zero)
 }
 
 // put stores v under the current key and ns.
 func (t *nsTable[K, N, X]) put(ns N, v X) {
 	e := t.entriesForWrite()
-	if sl := e.find(ns); sl != nil {
-		sl.v = v
+	if p := t.posForWrite(e, ns); p >= 0 {
+		e.at(p).v = v
 		return
 	}
 	t.groups[t.b.slot].n++
+	t.remember(ns, 0) // add puts ns first
 	e.add(ns, v)
 }
 
@@ -403,16 +542,17 @@ func (t *nsTable[K, N, X]) take(ns N) (X, bool) {
 	if e == nil {
 		return v, false
 	}
-	pos := e.pos(ns)
+	pos := t.posForWrite(e, ns)
 	if pos < 0 {
 		return v, false
 	}
 	v = e.at(pos).v
 	e.remove(pos)
+	t.memoEpoch = 0 // positions after pos moved
 	if t.groups[t.b.slot].removed1() {
 		// Defensive: the sweep only marks the current key's entries (they
-		// were live a moment ago), but it deletes entries.
-		t.cache, t.cacheEpoch = nil, 0
+		// were live a moment ago), but it moves and deletes entries.
+		t.forget()
 	}
 	return v, true
 }
@@ -430,7 +570,7 @@ func (t *nsTable[K, N, X]) group(kg int) *nsGroup[K, N, X] {
 }
 
 func (t *nsTable[K, N, X]) forEach(kg int, f func(K, N, X)) {
-	t.group(kg).eachBatched(func(k K, e *nsEntries[N, X], count int) error {
+	t.group(kg).each(func(k K, e *nsEntries[N, X], count int) error {
 		for p := range count {
 			sl := e.at(p)
 			f(k, sl.ns, sl.v)
@@ -442,7 +582,7 @@ func (t *nsTable[K, N, X]) forEach(kg int, f func(K, N, X)) {
 func (t *nsTable[K, N, X]) clearKeyGroup(kg int) {
 	*t.group(kg) = nsGroup[K, N, X]{}
 	t.cow.drop(kg - t.b.rng.Start)
-	t.cache, t.cacheEpoch = nil, 0
+	t.forget()
 }
 
 // install adds the entries of staged (made by decoding a snapshot) to key
@@ -457,12 +597,13 @@ func (t *nsTable[K, N, X]) install(kg int, staged *nsGroup[K, N, X]) {
 	case g.n == 0:
 		*g = *staged
 	default:
-		for k, e := range staged.m {
-			for p := range e.count() {
+		staged.each(func(k K, e *nsEntries[N, X], count int) error {
+			for p := range count {
 				sl := e.at(p)
 				g.set(k, sl.ns, sl.v)
 			}
-		}
+			return nil
+		})
 	}
-	t.cache, t.cacheEpoch = nil, 0 // the current key's entries may have been replaced
+	t.forget() // the current key's entries may have been replaced
 }

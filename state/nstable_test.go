@@ -2,6 +2,7 @@ package state
 
 import (
 	"fmt"
+	"github.com/weirproject/weir/internal/keyhash"
 	"maps"
 	"slices"
 	"testing"
@@ -267,7 +268,7 @@ func TestNamespacedEmptyEntries(t *testing.T) {
 	// A key that opens and closes windows reuses its entries.
 	set(b, keys[0])
 	st.Update(0, 1)
-	e := g.m[keys[0]]
+	e := g.lookup(keys[0])
 	allocs := testing.AllocsPerRun(100, func() {
 		set(b, keys[0])
 		v, _ := st.Value(1)
@@ -280,7 +281,7 @@ func TestNamespacedEmptyEntries(t *testing.T) {
 	if allocs != 0 {
 		t.Fatalf("%v allocations per window cycle", allocs)
 	}
-	if g.m[keys[0]] != e {
+	if g.lookup(keys[0]) != e {
 		t.Fatal("the key's entries were replaced")
 	}
 	st.Clear(0)
@@ -290,8 +291,8 @@ func TestNamespacedEmptyEntries(t *testing.T) {
 		set(b, k)
 		st.Update(i, i)
 		st.Clear(i)
-		if len(g.m) > 3*sweepMin {
-			t.Fatalf("after %d one-shot keys, %d entries in the key group", i+1, len(g.m))
+		if g.keys > 3*sweepMin {
+			t.Fatalf("after %d one-shot keys, %d entries in the key group", i+1, g.keys)
 		}
 	}
 	if st.NumKeys() != 0 || g.n != 0 {
@@ -308,7 +309,7 @@ func TestNamespacedEmptyEntries(t *testing.T) {
 		set(b, k)
 		st.Update(i, i)
 		st.Clear(i)
-		if empty := len(g.m) - len(live); empty > 2*max(sweepMin, len(live))+1 {
+		if empty := g.keys - len(live); empty > 2*max(sweepMin, len(live))+1 {
 			t.Fatalf("%d empty entries for %d live", empty, len(live))
 		}
 	}
@@ -318,16 +319,15 @@ func TestNamespacedEmptyEntries(t *testing.T) {
 	st.Clear(0)
 	set(b, live[1])
 	st.Clear(0)
-	e0 := g.m[live[0]]
 	g.sweep()
 	set(b, live[0])
 	st.Update(0, 1) // back
 	st.Clear(0)     // and empty again
 	g.sweep()
-	if g.m[live[0]] != e0 {
+	if g.lookup(live[0]) == nil {
 		t.Fatal("the entries of a key that came back were dropped")
 	}
-	if _, ok := g.m[live[1]]; ok {
+	if g.lookup(live[1]) != nil {
 		t.Fatal("entries empty at two sweeps kept")
 	}
 	if want := len(live) - 2; st.NumKeys() != want {
@@ -689,6 +689,10 @@ func TestNamespacedMatchesModel(t *testing.T) {
 				if val.NumKeys() != len(mVal) || lst.NumKeys() != len(mLst) {
 					rt.Fatalf("NumKeys %d %d, model %d %d", val.NumKeys(), lst.NumKeys(), len(mVal), len(mLst))
 				}
+				for i := range val.t.groups {
+					checkNsGroup(rt, &val.t.groups[i])
+					checkNsGroup(rt, &lst.t.groups[i])
+				}
 			},
 		})
 		if got := nsDump(rt, b, val.ForEach, val.NumKeysInKeyGroup); !maps.Equal(got, mVal) {
@@ -780,6 +784,10 @@ func TestNamespacedManyKeysInOneGroup(t *testing.T) {
 				lmodel[k] = slices.Clone(v)
 			}
 		}
+		if step%97 == 0 {
+			checkNsGroup(t, &st.t.groups[kg])
+			checkNsGroup(t, &lst.t.groups[kg])
+		}
 		if step%997 == 0 {
 			if got := nsDump(t, b, st.ForEach, st.NumKeysInKeyGroup); !maps.Equal(got, model) {
 				t.Fatalf("step %d: state has %d pairs, model %d", step, len(got), len(model))
@@ -788,5 +796,38 @@ func TestNamespacedManyKeysInOneGroup(t *testing.T) {
 				t.Fatalf("step %d: lists differ", step)
 			}
 		}
+	}
+}
+
+// checkNsGroup verifies the invariants of a key group's table: sizes, load,
+// counts, and every used slot reachable from its home slot by lookup.
+func checkNsGroup[N comparable, X any](t fataler, g *nsGroup[string, N, X]) {
+	t.Helper()
+	if g.slots == nil {
+		if g.keys != 0 || g.n != 0 {
+			t.Fatalf("no table but %d keys, %d pairs", g.keys, g.n)
+		}
+		return
+	}
+	if size := len(g.slots); size < nsMinSlots || size&(size-1) != 0 || 4*g.keys > 3*size {
+		t.Fatalf("table of %d slots for %d keys", size, g.keys)
+	}
+	used, pairs := 0, 0
+	for i := range g.slots {
+		s := &g.slots[i]
+		if !s.used {
+			continue
+		}
+		used++
+		pairs += s.e.count()
+		if s.hash != keyhash.Of(s.key) {
+			t.Fatalf("slot %d: hash %x, key %q hashes to %x", i, s.hash, s.key, keyhash.Of(s.key))
+		}
+		if g.lookup(s.key) != &s.e {
+			t.Fatalf("slot %d: key %q not found from its home slot", i, s.key)
+		}
+	}
+	if used != g.keys || pairs != g.n {
+		t.Fatalf("counted %d keys, %d pairs; group says %d, %d", used, pairs, g.keys, g.n)
 	}
 }

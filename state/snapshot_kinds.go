@@ -226,7 +226,7 @@ func (s *NamespacedValueState[K, N, V]) appendEntries(dst []byte, kg int) ([]byt
 	g := &s.t.groups[kg-s.b.rng.Start]
 	dst = binary.AppendUvarint(dst, uint64(g.n))
 	kc := s.b.kc
-	err := g.eachBatched(func(k K, e *nsEntries[N, V], count int) error {
+	err := g.each(func(k K, e *nsEntries[N, V], count int) error {
 		var err error
 		for p := range count {
 			sl := e.at(p)
@@ -243,7 +243,7 @@ func (s *NamespacedValueState[K, N, V]) appendEntries(dst []byte, kg int) ([]byt
 }
 
 func (s *NamespacedValueState[K, N, V]) decodeEntries(r *reader, n int) (any, error) {
-	g := &nsGroup[K, N, V]{m: make(map[K]*nsEntries[N, V], entryHint(r, n, 3))}
+	g := newNsGroup[K, N, V](entryHint(r, n, 3))
 	for range n {
 		k, ns, err := decodeNsKey(r, s.b.kc, s.nc)
 		if err != nil {
@@ -266,7 +266,7 @@ func (s *NamespacedListState[K, N, V]) appendEntries(dst []byte, kg int) ([]byte
 	g := &s.t.groups[kg-s.b.rng.Start]
 	dst = binary.AppendUvarint(dst, uint64(g.n))
 	kc := s.b.kc
-	err := g.eachBatched(func(k K, e *nsEntries[N, []V], count int) error {
+	err := g.each(func(k K, e *nsEntries[N, []V], count int) error {
 		var err error
 		for p := range count {
 			sl := e.at(p)
@@ -283,7 +283,7 @@ func (s *NamespacedListState[K, N, V]) appendEntries(dst []byte, kg int) ([]byte
 }
 
 func (s *NamespacedListState[K, N, V]) decodeEntries(r *reader, n int) (any, error) {
-	g := &nsGroup[K, N, []V]{m: make(map[K]*nsEntries[N, []V], entryHint(r, n, 4))}
+	g := newNsGroup[K, N, []V](entryHint(r, n, 4))
 	for range n {
 		k, ns, err := decodeNsKey(r, s.b.kc, s.nc)
 		if err != nil {

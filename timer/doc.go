@@ -1,16 +1,21 @@
 // Package timer holds the timers of a keyed operator subtask: a priority
 // queue set of timers (Queue) and the per-subtask timer service (Service)
 // with one event-time and one processing-time queue, following the semantics
-// of Flink's InternalTimerServiceImpl and HeapPriorityQueueSet.
+// of Flink's InternalTimerServiceImpl and HeapPriorityQueueSet. The queue is
+// organised by timestamp (a bucket of timers per distinct timestamp, and a
+// heap of the timestamps), because many timers usually share one: every
+// key's window ends at the same instant.
 //
 // # What it guarantees
 //
 //  1. Identity. A timer is identified by (Timestamp, Key, Namespace).
 //     Registering a timer that is already registered leaves exactly one timer;
 //     deleting a timer that is not registered is a no-op.
-//  2. Order. Timers fire in ascending timestamp order. The order among timers
-//     with equal timestamps is unspecified, but deterministic: the same
-//     sequence of operations on a fresh queue yields the same order.
+//  2. Order. Timers fire in ascending timestamp order. Timers with equal
+//     timestamps fire in the order they were registered (a timer registered
+//     again after it fired or was deleted counts as new; restored timers in
+//     the order they are restored), so the same sequence of operations on a
+//     fresh queue yields the same order.
 //  3. Watermark. AdvanceWatermark(wm) first sets the current watermark to wm,
 //     then fires every event-time timer with Timestamp <= wm. A timer
 //     registered by a callback during the pass fires in the same pass if its
@@ -24,19 +29,25 @@
 //     called only when a registration makes the earliest processing-time
 //     timestamp earlier (not for timers the running pass will fire), so the
 //     runtime keeps a single wake-up and reschedules it only then.
-//  6. Key groups. Each queue keeps its dedupe index per key group of its
-//     range, so the timers of one key group can be visited (for a snapshot)
-//     without scanning the heap. A timer whose KeyGroup is outside the range
-//     is a routing bug and panics.
+//  6. Key groups. Each queue counts its timers per key group of its range,
+//     and the first ForEachInKeyGroup after a change groups every timer by
+//     key group in one pass, so visiting all key groups (a snapshot) costs
+//     O(n) once, not O(n) per key group. A timer whose KeyGroup is outside
+//     the range is a routing bug and panics.
 //  7. Snapshots. SnapshotKeyGroup(kg) writes the event-time and
 //     processing-time timers of key group kg without changing the service;
 //     RestoreKeyGroup(kg, blob) adds them back in any service whose range
 //     holds kg (any parallelism), all or nothing, and returns an error, never
 //     panics, on a malformed blob. Keys and namespaces are encoded by codecs
 //     (NewServiceWithCodecs; state.DefaultCodec by default).
-//  8. Cost. Add, Remove and Poll are O(log n); Peek, Contains and Len are
-//     O(1). Removed heap nodes are recycled, so a steady state of adds and
-//     polls does not allocate beyond Go map growth.
+//  8. Cost. With b distinct timestamps queued: Add is O(1) amortized when
+//     a timer with its timestamp is queued (one map access on (key,
+//     namespace) once the timestamp has more than a few timers, a scan
+//     below that), O(log b) when it brings a new timestamp; Poll is O(1)
+//     amortized (no hashing), O(log b) when it empties its timestamp;
+//     Remove is like Add; Peek, Contains, Len and LenKeyGroup are O(1).
+//     Emptied buckets are recycled, so a steady state of adds and polls
+//     does not allocate beyond Go map and slice growth.
 //
 // # What it does not do
 //

@@ -2,9 +2,38 @@ package timer
 
 import (
 	"fmt"
+	"slices"
 
+	"github.com/weirproject/weir/internal/keyhash"
 	"github.com/weirproject/weir/keygroup"
 )
+
+// The queue is organised by timestamp: one bucket per distinct timestamp,
+// holding that timestamp's timers in registration order, and a binary
+// min-heap of the buckets. Many timers usually share a timestamp (every
+// key's window ends at the same instant), so an Add usually lands in an
+// existing bucket (the bucket of the previous Add is remembered) and is an
+// append, and a Poll is a step along a slice; the heap only moves when a
+// timestamp appears or empties.
+//
+// Invariants (checked by checkQueue in the tests):
+//
+//   - every bucket in heap has live > 0 timers, and timers[head] is live;
+//     b.hpos is b's slot in heap, and byTs maps exactly the timestamps of
+//     the buckets in heap to them;
+//   - a slot of timers[head:] is dead (removed) iff its KeyGroup is -1;
+//     timers[:head] have fired and are never read; dead counts the dead
+//     slots of timers[head:];
+//   - when indexed, idx (an open-addressing table by key hash) holds the
+//     position of every live slot of timers[head:], reachable by linear
+//     probing from its home slot; it may also hold positions of fired slots
+//     (below head), which count as absent; idxUsed counts its used slots,
+//     at most half of them; a bucket not indexed has at most scanMax slots
+//     in timers[head:] and is scanned;
+//   - n is the sum of live over the buckets, and perKG[i] the live timers of
+//     key group rng.Start+i;
+//   - kgRefs, when not nil, lists every live timer grouped by key group (see
+//     buildKeyGroupIndex); every change drops it.
 
 // Timer is one registered timer. Its identity is (Timestamp, Key, Namespace);
 // KeyGroup is carried so that a snapshot can write one key group's timers, and
@@ -16,90 +45,276 @@ type Timer[K comparable, N comparable] struct {
 	Namespace N
 }
 
-// ident is the identity of a timer inside one key group's dedupe index.
-type ident[K comparable, N comparable] struct {
-	ts  int64
-	key K
-	ns  N
+// deadKeyGroup marks a removed slot of a bucket.
+const deadKeyGroup = -1
+
+// scanMax is the most slots a bucket holds (from its head) without an
+// identity index: below it a scan is cheaper than a map access.
+const scanMax = 8
+
+// maxFreeBuckets is how many emptied buckets a queue keeps for reuse.
+const maxFreeBuckets = 8
+
+// idxSlot is one slot of a bucket's identity index, an open-addressing
+// table (linear probing, at most half full) keyed by the timer's key: the
+// key's hash and the timer's position in timers plus one (0: a free slot).
+// Timers with the same key but other namespaces share a hash; the timer
+// itself is compared.
+type idxSlot struct {
+	tag uint32
+	pos int32
 }
 
-// heapEntry is one slot of the binary heap. The timestamp is copied into the
-// slot so that sifting compares contiguous memory without chasing the node.
-type heapEntry struct {
-	ts   int64
-	node int32
+// bucket is the timers of one timestamp, in registration order.
+type bucket[K comparable, N comparable] struct {
+	ts      int64
+	timers  []Timer[K, N]
+	head    int // timers[:head] have fired
+	live    int // live timers in timers[head:]
+	dead    int // dead slots in timers[head:]
+	hpos    int // slot in the queue's heap
+	indexed bool
+	idx     []idxSlot // when indexed; kept (cleared) for reuse otherwise
+	idxUsed int       // used slots of idx
+}
+
+// hashFor returns the hash of key if the bucket is indexed (else 0, unused).
+func (b *bucket[K, N]) hashFor(key K) uint32 {
+	if !b.indexed {
+		return 0
+	}
+	return keyhash.Of(key)
+}
+
+// find returns the position of the live timer (key, ns), or -1; h is
+// hashFor(key).
+func (b *bucket[K, N]) find(h uint32, key K, ns N) int {
+	if !b.indexed {
+		for i := b.head; i < len(b.timers); i++ {
+			t := &b.timers[i]
+			if t.KeyGroup != deadKeyGroup && t.Key == key && t.Namespace == ns {
+				return i
+			}
+		}
+		return -1
+	}
+	_, p := b.lookup(h, key, ns)
+	return p
+}
+
+// lookup returns the index slot and position of the live timer (key, ns)
+// in an indexed bucket, or -1, -1. Slots of fired timers (positions below
+// head) count as absent.
+func (b *bucket[K, N]) lookup(h uint32, key K, ns N) (slot, pos int) {
+	mask := uint32(len(b.idx) - 1)
+	for i := h & mask; ; i = (i + 1) & mask {
+		s := b.idx[i]
+		if s.pos == 0 {
+			return -1, -1
+		}
+		if p := int(s.pos - 1); s.tag == h && p >= b.head {
+			if t := &b.timers[p]; t.Key == key && t.Namespace == ns {
+				return int(i), p
+			}
+		}
+	}
+}
+
+// insert adds position p, of a timer whose key hashes to h, to the index.
+func (b *bucket[K, N]) insert(h uint32, p int) {
+	if 2*(b.idxUsed+1) > len(b.idx) {
+		b.indexAll() // grows it, and drops the slots of fired timers
+		return
+	}
+	mask := uint32(len(b.idx) - 1)
+	i := h & mask
+	for b.idx[i].pos != 0 {
+		i = (i + 1) & mask
+	}
+	b.idx[i] = idxSlot{h, int32(p + 1)}
+	b.idxUsed++
+}
+
+// unindex frees index slot i, moving later slots of its probe run back so
+// that every position stays reachable from its home slot.
+func (b *bucket[K, N]) unindex(i uint32) {
+	mask := uint32(len(b.idx) - 1)
+	for j := (i + 1) & mask; b.idx[j].pos != 0; j = (j + 1) & mask {
+		if home := b.idx[j].tag & mask; (j-home)&mask >= (j-i)&mask {
+			b.idx[i] = b.idx[j]
+			i = j
+		}
+	}
+	b.idx[i] = idxSlot{}
+	b.idxUsed--
+}
+
+// skipDead moves head past dead slots.
+func (b *bucket[K, N]) skipDead() {
+	for b.head < len(b.timers) && b.timers[b.head].KeyGroup == deadKeyGroup {
+		b.head++
+		b.dead--
+	}
+}
+
+// indexAll (re)builds the index from the live slots of timers[head:], sized
+// for the bucket's timers with room to grow.
+func (b *bucket[K, N]) indexAll() {
+	size := 4 * scanMax
+	for size < 4*(len(b.timers)-b.head) {
+		size *= 2
+	}
+	if cap(b.idx) >= size {
+		b.idx = b.idx[:size]
+		clear(b.idx)
+	} else {
+		b.idx = make([]idxSlot, size)
+	}
+	b.indexed, b.idxUsed = true, 0
+	mask := uint32(size - 1)
+	for p := b.head; p < len(b.timers); p++ {
+		t := &b.timers[p]
+		if t.KeyGroup == deadKeyGroup {
+			continue
+		}
+		h := keyhash.Of(t.Key)
+		i := h & mask
+		for b.idx[i].pos != 0 {
+			i = (i + 1) & mask
+		}
+		b.idx[i] = idxSlot{h, int32(p + 1)}
+		b.idxUsed++
+	}
+}
+
+// unindexAll drops the index, keeping its storage.
+func (b *bucket[K, N]) unindexAll() {
+	if b.indexed {
+		clear(b.idx)
+		b.indexed, b.idxUsed = false, 0
+	}
+}
+
+// compact drops the fired and dead slots when they are the larger part of
+// timers (amortized O(1) per slot), so that a bucket that keeps taking and
+// losing timers does not grow without bound.
+func (b *bucket[K, N]) compact() {
+	waste := b.head + b.dead
+	if waste < 2*scanMax || waste < len(b.timers)/2 {
+		return
+	}
+	j := 0
+	for _, t := range b.timers[b.head:] {
+		if t.KeyGroup != deadKeyGroup {
+			b.timers[j] = t
+			j++
+		}
+	}
+	clear(b.timers[j:])
+	b.timers = b.timers[:j]
+	b.head, b.dead = 0, 0
+	if len(b.timers) > scanMax {
+		b.indexAll()
+	} else {
+		b.unindexAll()
+	}
+}
+
+// heapEntry is one slot of the heap of buckets. The timestamp is copied into
+// the slot so that sifting compares contiguous memory without chasing the
+// bucket.
+type heapEntry[K comparable, N comparable] struct {
+	ts int64
+	b  *bucket[K, N]
+}
+
+// kgRef locates a live timer for the key-group index.
+type kgRef[K comparable, N comparable] struct {
+	b *bucket[K, N]
+	p int
 }
 
 // Queue is a priority queue set of timers ordered by timestamp (earliest
-// first) with set semantics: a binary heap plus a dedupe index kept per key
-// group, so that a snapshot can visit one key group's timers without scanning
-// the heap.
+// first) with set semantics on (Timestamp, Key, Namespace).
 //
-// The order among timers with equal timestamps is unspecified, but it is a
-// deterministic function of the sequence of operations applied to the queue.
+// Timers with equal timestamps come out in the order they were added (a
+// timer added again after it was polled or removed counts as new), so the
+// order is a deterministic function of the sequence of operations.
 //
 // A Queue is not safe for concurrent use.
 type Queue[K comparable, N comparable] struct {
-	rng    keygroup.Range
-	heap   []heapEntry
-	timers []Timer[K, N]           // node storage, indexed by node id
-	pos    []int32                 // heap slot of each node, so Remove and sifting need no hashing
-	free   []int32                 // ids of unused nodes
-	groups []map[ident[K, N]]int32 // index kg - rng.Start; created lazily
+	rng   keygroup.Range
+	heap  []heapEntry[K, N] // min-heap by ts
+	byTs  map[int64]*bucket[K, N]
+	last  *bucket[K, N] // the bucket of the last Add, if still queued
+	free  []*bucket[K, N]
+	n     int
+	perKG []int32 // live timers per key group, index kg - rng.Start
+
+	// kgRefs is every live timer grouped by key group (kg - rng.Start),
+	// the group of index i at kgRefs[kgOff[i]:kgOff[i+1]], each group in
+	// firing order; built by the first ForEachInKeyGroup after a change.
+	kgRefs []kgRef[K, N]
+	kgOff  []int
 }
 
 // NewQueue returns an empty queue for the key groups of r (an empty r gives a
 // queue that accepts no timer).
 func NewQueue[K comparable, N comparable](r keygroup.Range) *Queue[K, N] {
 	return &Queue[K, N]{
-		rng:    r,
-		groups: make([]map[ident[K, N]]int32, r.Len()),
+		rng:   r,
+		byTs:  make(map[int64]*bucket[K, N]),
+		perKG: make([]int32, r.Len()),
 	}
 }
 
 // Range reports the key groups this queue accepts.
 func (q *Queue[K, N]) Range() keygroup.Range { return q.rng }
 
-// group returns the dedupe index of kg, creating it if create is set. It
-// panics if kg is outside the queue's range: that is a routing bug.
-func (q *Queue[K, N]) group(kg int, create bool) map[ident[K, N]]int32 {
+// slot returns kg - rng.Start. It panics if kg is outside the queue's range:
+// that is a routing bug.
+func (q *Queue[K, N]) slot(kg int) int {
 	if !q.rng.Contains(kg) {
 		panic(fmt.Sprintf("timer: key group %d is outside this queue's key-group range %v (routing bug)",
 			kg, q.rng))
 	}
-	i := kg - q.rng.Start
-	g := q.groups[i]
-	if g == nil && create {
-		g = make(map[ident[K, N]]int32)
-		q.groups[i] = g
+	return kg - q.rng.Start
+}
+
+// bucketOf returns the queued bucket of ts, or nil.
+func (q *Queue[K, N]) bucketOf(ts int64) *bucket[K, N] {
+	if b := q.last; b != nil && b.ts == ts {
+		return b
 	}
-	return g
+	return q.byTs[ts]
 }
 
 // Add inserts t and reports whether it was added; it returns false if a timer
 // with the same identity is already queued. It panics if t.KeyGroup is
 // outside the queue's range.
 func (q *Queue[K, N]) Add(t Timer[K, N]) bool {
-	g := q.group(t.KeyGroup, true)
-	id := ident[K, N]{ts: t.Timestamp, key: t.Key, ns: t.Namespace}
-	if _, ok := g[id]; ok {
+	i := q.slot(t.KeyGroup)
+	b := q.bucketOf(t.Timestamp)
+	if b == nil {
+		b = q.newBucket(t.Timestamp)
+	} else if b.find(b.hashFor(t.Key), t.Key, t.Namespace) >= 0 {
+		q.last = b
 		return false
-	}
-	var n int32
-	if k := len(q.free); k > 0 {
-		n = q.free[k-1]
-		q.free = q.free[:k-1]
 	} else {
-		n = int32(len(q.timers))
-		q.timers = append(q.timers, Timer[K, N]{})
-		q.pos = append(q.pos, 0)
+		b.compact()
 	}
-	pos := int32(len(q.heap))
-	q.timers[n] = t
-	q.pos[n] = pos
-	q.heap = append(q.heap, heapEntry{ts: t.Timestamp, node: n})
-	g[id] = n
-	q.up(int(pos))
+	q.last = b
+	p := len(b.timers)
+	b.timers = append(b.timers, t)
+	if b.indexed {
+		b.insert(keyhash.Of(t.Key), p)
+	} else if p+1-b.head > scanMax {
+		b.indexAll()
+	}
+	b.live++
+	q.n++
+	q.perKG[i]++
+	q.kgRefs = nil
 	return true
 }
 
@@ -107,29 +322,44 @@ func (q *Queue[K, N]) Add(t Timer[K, N]) bool {
 // timer is a no-op that returns false. It panics if t.KeyGroup is outside the
 // queue's range.
 func (q *Queue[K, N]) Remove(t Timer[K, N]) bool {
-	g := q.group(t.KeyGroup, false)
-	if g == nil {
+	q.slot(t.KeyGroup)
+	b := q.bucketOf(t.Timestamp)
+	if b == nil {
 		return false
 	}
-	id := ident[K, N]{ts: t.Timestamp, key: t.Key, ns: t.Namespace}
-	n, ok := g[id]
-	if !ok {
+	var p int
+	if b.indexed {
+		var slot int
+		if slot, p = b.lookup(keyhash.Of(t.Key), t.Key, t.Namespace); p >= 0 {
+			b.unindex(uint32(slot))
+		}
+	} else {
+		p = b.find(0, t.Key, t.Namespace)
+	}
+	if p < 0 {
 		return false
 	}
-	delete(g, id)
-	q.removeAt(int(q.pos[n]))
-	q.release(n)
+	i := b.timers[p].KeyGroup - q.rng.Start // the queued timer's
+	b.timers[p] = Timer[K, N]{Timestamp: t.Timestamp, KeyGroup: deadKeyGroup}
+	b.live--
+	b.dead++
+	q.n--
+	q.perKG[i]--
+	q.kgRefs = nil
+	if b.live == 0 {
+		q.dropBucket(b)
+		return true
+	}
+	b.skipDead()
+	b.compact()
 	return true
 }
 
 // Contains reports whether a timer with t's identity is queued.
 func (q *Queue[K, N]) Contains(t Timer[K, N]) bool {
-	g := q.group(t.KeyGroup, false)
-	if g == nil {
-		return false
-	}
-	_, ok := g[ident[K, N]{ts: t.Timestamp, key: t.Key, ns: t.Namespace}]
-	return ok
+	q.slot(t.KeyGroup)
+	b := q.bucketOf(t.Timestamp)
+	return b != nil && b.find(b.hashFor(t.Key), t.Key, t.Namespace) >= 0
 }
 
 // Peek returns the earliest timer without removing it.
@@ -138,7 +368,8 @@ func (q *Queue[K, N]) Peek() (Timer[K, N], bool) {
 		var zero Timer[K, N]
 		return zero, false
 	}
-	return q.timers[q.heap[0].node], true
+	b := q.heap[0].b
+	return b.timers[b.head], true
 }
 
 // PeekTimestamp returns the timestamp of the earliest timer.
@@ -155,44 +386,130 @@ func (q *Queue[K, N]) Poll() (Timer[K, N], bool) {
 		var zero Timer[K, N]
 		return zero, false
 	}
-	n := q.heap[0].node
-	t := q.timers[n]
-	delete(q.groups[t.KeyGroup-q.rng.Start], ident[K, N]{ts: t.Timestamp, key: t.Key, ns: t.Namespace})
-	q.removeAt(0)
-	q.release(n)
+	b := q.heap[0].b
+	t := b.timers[b.head]
+	b.head++
+	b.live--
+	q.n--
+	q.perKG[t.KeyGroup-q.rng.Start]--
+	q.kgRefs = nil
+	if b.live == 0 {
+		q.dropBucket(b)
+	} else {
+		b.skipDead()
+	}
 	return t, true
 }
 
 // Len reports the number of queued timers.
-func (q *Queue[K, N]) Len() int { return len(q.heap) }
+func (q *Queue[K, N]) Len() int { return q.n }
 
-// LenKeyGroup reports the number of queued timers of key group kg.
-func (q *Queue[K, N]) LenKeyGroup(kg int) int { return len(q.group(kg, false)) }
+// LenKeyGroup reports the number of queued timers of key group kg. It panics
+// if kg is outside the range.
+func (q *Queue[K, N]) LenKeyGroup(kg int) int { return int(q.perKG[q.slot(kg)]) }
 
-// ForEachInKeyGroup calls f for every queued timer of key group kg, in
-// unspecified order, without scanning timers of other key groups. f must not
-// add or remove timers of this queue. It panics if kg is outside the range.
+// ForEachInKeyGroup calls f for every queued timer of key group kg, in the
+// order they would be polled. f must not add or remove timers of this queue.
+// It panics if kg is outside the range.
+//
+// The first call after a change of the queue groups all its timers by key
+// group in one pass (O(n + b log b) for n timers with b distinct
+// timestamps), so visiting every key group (a snapshot) costs that once;
+// later calls visit only kg's timers.
 func (q *Queue[K, N]) ForEachInKeyGroup(kg int, f func(Timer[K, N])) {
-	for _, n := range q.group(kg, false) {
-		f(q.timers[n])
+	i := q.slot(kg)
+	if q.perKG[i] == 0 {
+		return
+	}
+	if q.kgRefs == nil {
+		q.buildKeyGroupIndex()
+	}
+	for _, r := range q.kgRefs[q.kgOff[i]:q.kgOff[i+1]] {
+		f(r.b.timers[r.p])
 	}
 }
 
-// release returns node n to the free list, dropping references it holds.
-func (q *Queue[K, N]) release(n int32) {
-	q.timers[n] = Timer[K, N]{}
-	q.free = append(q.free, n)
+// buildKeyGroupIndex fills kgRefs and kgOff (a counting sort by key group
+// of the timers in firing order).
+func (q *Queue[K, N]) buildKeyGroupIndex() {
+	q.kgOff = slices.Grow(q.kgOff[:0], len(q.perKG)+1)[:len(q.perKG)+1]
+	next := make([]int, len(q.perKG))
+	off := 0
+	for i, c := range q.perKG {
+		q.kgOff[i], next[i] = off, off
+		off += int(c)
+	}
+	q.kgOff[len(q.perKG)] = off
+	refs := make([]kgRef[K, N], q.n)
+	hs := slices.Clone(q.heap)
+	slices.SortFunc(hs, func(a, b heapEntry[K, N]) int { return compareInt64(a.ts, b.ts) })
+	for _, h := range hs {
+		b := h.b
+		for p := b.head; p < len(b.timers); p++ {
+			if kg := b.timers[p].KeyGroup; kg != deadKeyGroup {
+				i := kg - q.rng.Start
+				refs[next[i]] = kgRef[K, N]{b, p}
+				next[i]++
+			}
+		}
+	}
+	q.kgRefs = refs
+}
+
+func compareInt64(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// newBucket returns an empty bucket for ts, queued.
+func (q *Queue[K, N]) newBucket(ts int64) *bucket[K, N] {
+	var b *bucket[K, N]
+	if k := len(q.free); k > 0 {
+		b = q.free[k-1]
+		q.free[k-1] = nil
+		q.free = q.free[:k-1]
+	} else {
+		b = new(bucket[K, N])
+	}
+	b.ts = ts
+	b.hpos = len(q.heap)
+	q.heap = append(q.heap, heapEntry[K, N]{ts, b})
+	q.up(b.hpos)
+	q.byTs[ts] = b
+	return b
+}
+
+// dropBucket unqueues the empty bucket b and keeps it for reuse.
+func (q *Queue[K, N]) dropBucket(b *bucket[K, N]) {
+	q.removeAt(b.hpos)
+	delete(q.byTs, b.ts)
+	if q.last == b {
+		q.last = nil
+	}
+	clear(b.timers) // release what fired and removed timers referenced
+	b.timers = b.timers[:0]
+	b.head, b.live, b.dead = 0, 0, 0
+	b.unindexAll()
+	if len(q.free) < maxFreeBuckets {
+		q.free = append(q.free, b)
+	}
 }
 
 // removeAt removes the heap slot i, restoring the heap property.
 func (q *Queue[K, N]) removeAt(i int) {
-	last := len(q.heap) - 1
+	h := q.heap
+	last := len(h) - 1
 	if i != last {
-		q.heap[i] = q.heap[last]
-		q.pos[q.heap[i].node] = int32(i)
+		h[i] = h[last]
+		h[i].b.hpos = i
 	}
-	q.heap[last] = heapEntry{}
-	q.heap = q.heap[:last]
+	h[last] = heapEntry[K, N]{}
+	q.heap = h[:last]
 	if i < last {
 		if !q.up(i) {
 			q.down(i)
@@ -211,14 +528,14 @@ func (q *Queue[K, N]) up(i int) bool {
 			break
 		}
 		h[i] = h[p]
-		q.pos[h[i].node] = int32(i)
+		h[i].b.hpos = i
 		i = p
 	}
 	if i == start {
 		return false
 	}
 	h[i] = e
-	q.pos[e.node] = int32(i)
+	e.b.hpos = i
 	return true
 }
 
@@ -239,9 +556,9 @@ func (q *Queue[K, N]) down(i int) {
 			break
 		}
 		h[i] = h[c]
-		q.pos[h[i].node] = int32(i)
+		h[i].b.hpos = i
 		i = c
 	}
 	h[i] = e
-	q.pos[e.node] = int32(i)
+	e.b.hpos = i
 }

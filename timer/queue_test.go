@@ -5,6 +5,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/weirproject/weir/internal/keyhash"
 	"github.com/weirproject/weir/keygroup"
 	"pgregory.net/rapid"
 )
@@ -51,17 +52,36 @@ func (m *model) remove(t tmr) bool {
 func keyGroupOf(key string) int { return 2 + int(key[0]-'a')%4 }
 
 func TestQueueMatchesModel(t *testing.T) {
+	checkQueueModel(t, []string{"a", "b", "c", "d", "e", "f"}, -3, 12, 2, 0)
+}
+
+// TestQueueMatchesModelCrowded crowds many identities into few timestamps, so
+// that buckets outgrow the scan (index) and lose many timers (compaction).
+func TestQueueMatchesModelCrowded(t *testing.T) {
+	var keys []string
+	for c := 'a'; c <= 'h'; c++ {
+		for i := range 6 {
+			keys = append(keys, fmt.Sprintf("%c%d", c, i))
+		}
+	}
+	checkQueueModel(t, keys, 0, 2, 1, 3*scanMax)
+}
+
+// checkQueueModel runs random operations on a Queue and the model, with
+// timers of the given keys, timestamps in [tsMin, tsMax] and namespaces in
+// [0, nsMax], and bursts of up to burst adds.
+func checkQueueModel(t *testing.T, keys []string, tsMin, tsMax int64, nsMax, burst int) {
 	r := keygroup.Range{Start: 2, End: 5}
 	rapid.Check(t, func(rt *rapid.T) {
 		q := NewQueue[string, int](r)
 		m := &model{}
 		genTimer := rapid.Custom(func(rt *rapid.T) tmr {
-			key := rapid.SampledFrom([]string{"a", "b", "c", "d", "e", "f"}).Draw(rt, "key")
+			key := rapid.SampledFrom(keys).Draw(rt, "key")
 			return tmr{
-				Timestamp: rapid.Int64Range(-3, 12).Draw(rt, "ts"),
+				Timestamp: rapid.Int64Range(tsMin, tsMax).Draw(rt, "ts"),
 				Key:       key,
 				KeyGroup:  keyGroupOf(key),
-				Namespace: rapid.IntRange(0, 2).Draw(rt, "ns"),
+				Namespace: rapid.IntRange(0, nsMax).Draw(rt, "ns"),
 			}
 		})
 		// pick returns a queued timer most of the time, so removes hit.
@@ -71,7 +91,7 @@ func TestQueueMatchesModel(t *testing.T) {
 			}
 			return genTimer.Draw(rt, "timer")
 		}
-		rt.Repeat(map[string]func(*rapid.T){
+		actions := map[string]func(*rapid.T){
 			"add": func(rt *rapid.T) {
 				tm := pick(rt)
 				if got, want := q.Add(tm), m.add(tm); got != want {
@@ -92,10 +112,10 @@ func TestQueueMatchesModel(t *testing.T) {
 				if !ok {
 					return
 				}
-				// Ties are unordered: the polled timer must be a queued one
-				// with the minimum timestamp.
-				if got.Timestamp != m.ts[0].Timestamp {
-					rt.Fatalf("Poll = %v, want timestamp %d", got, m.ts[0].Timestamp)
+				// Ties come out in the order they were added (the model
+				// inserts after equal timestamps).
+				if got != m.ts[0] {
+					rt.Fatalf("Poll = %v, want %v", got, m.ts[0])
 				}
 				if !m.remove(got) {
 					rt.Fatalf("Poll returned %v, which is not queued", got)
@@ -123,8 +143,7 @@ func TestQueueMatchesModel(t *testing.T) {
 							want = append(want, fmt.Sprint(x))
 						}
 					}
-					slices.Sort(got)
-					slices.Sort(want)
+					// In firing order.
 					if !slices.Equal(got, want) {
 						rt.Fatalf("kg %d: %v, want %v", kg, got, want)
 					}
@@ -132,9 +151,20 @@ func TestQueueMatchesModel(t *testing.T) {
 						rt.Fatalf("LenKeyGroup(%d) = %d, want %d", kg, q.LenKeyGroup(kg), len(want))
 					}
 				}
-				checkHeap(rt, q)
+				checkQueue(rt, q)
 			},
-		})
+		}
+		if burst > 0 {
+			actions["addBurst"] = func(rt *rapid.T) {
+				for range rapid.IntRange(0, burst).Draw(rt, "burst") {
+					tm := genTimer.Draw(rt, "timer")
+					if got, want := q.Add(tm), m.add(tm); got != want {
+						rt.Fatalf("Add(%v) = %v, want %v", tm, got, want)
+					}
+				}
+			}
+		}
+		rt.Repeat(actions)
 		// Drain: ascending timestamps, and everything comes out.
 		prev := int64(-1 << 62)
 		for range len(m.ts) {
@@ -150,18 +180,69 @@ func TestQueueMatchesModel(t *testing.T) {
 	})
 }
 
-// checkHeap verifies the heap property and the node back-pointers.
-func checkHeap(rt *rapid.T, q *Queue[string, int]) {
-	for i, e := range q.heap {
-		if i > 0 && q.heap[(i-1)/2].ts > e.ts {
+// checkQueue verifies the invariants stated at the top of queue.go.
+func checkQueue(rt *rapid.T, q *Queue[string, int]) {
+	n := 0
+	perKG := make([]int32, len(q.perKG))
+	if len(q.byTs) != len(q.heap) {
+		rt.Fatalf("%d timestamps mapped, %d buckets queued", len(q.byTs), len(q.heap))
+	}
+	for i, h := range q.heap {
+		b := h.b
+		if h.ts != b.ts || i > 0 && q.heap[(i-1)/2].ts > b.ts {
 			rt.Fatalf("heap property violated at %d", i)
 		}
-		if int(q.pos[e.node]) != i || q.timers[e.node].Timestamp != e.ts {
-			rt.Fatalf("node %d: pos %d ts %d, slot %d ts %d", e.node, q.pos[e.node], q.timers[e.node].Timestamp, i, e.ts)
+		if b.hpos != i || q.byTs[b.ts] != b {
+			rt.Fatalf("bucket %d: hpos %d, mapped %v", b.ts, b.hpos, q.byTs[b.ts] == b)
 		}
+		if b.live == 0 || b.head >= len(b.timers) || b.timers[b.head].KeyGroup == deadKeyGroup {
+			rt.Fatalf("bucket %d: live %d, head %d of %d not live", b.ts, b.live, b.head, len(b.timers))
+		}
+		if !b.indexed && len(b.timers)-b.head > scanMax {
+			rt.Fatalf("bucket %d: %d slots and no index", b.ts, len(b.timers)-b.head)
+		}
+		live, dead := 0, 0
+		for p := b.head; p < len(b.timers); p++ {
+			t := b.timers[p]
+			if t.KeyGroup == deadKeyGroup {
+				dead++
+				continue
+			}
+			live++
+			perKG[t.KeyGroup-q.rng.Start]++
+			if t.Timestamp != b.ts {
+				rt.Fatalf("bucket %d holds %v", b.ts, t)
+			}
+			if got := b.find(b.hashFor(t.Key), t.Key, t.Namespace); got != p {
+				rt.Fatalf("bucket %d: find(%v) = %d, want %d", b.ts, t, got, p)
+			}
+		}
+		if live != b.live || dead != b.dead {
+			rt.Fatalf("bucket %d: live %d dead %d, counted %d %d", b.ts, b.live, b.dead, live, dead)
+		}
+		if b.indexed {
+			used := 0
+			for i, sl := range b.idx {
+				if sl.pos == 0 {
+					continue
+				}
+				used++
+				p := int(sl.pos - 1)
+				if p >= len(b.timers) || p >= b.head && (b.timers[p].KeyGroup == deadKeyGroup || keyhash.Of(b.timers[p].Key) != sl.tag) {
+					rt.Fatalf("bucket %d: index slot %d -> %d is wrong", b.ts, i, p)
+				}
+			}
+			if size := len(b.idx); used != b.idxUsed || size&(size-1) != 0 || 2*used > size {
+				rt.Fatalf("bucket %d: index of %d slots, %d used, idxUsed %d", b.ts, size, used, b.idxUsed)
+			}
+		}
+		n += live
 	}
-	if len(q.timers) != len(q.heap)+len(q.free) || len(q.pos) != len(q.timers) {
-		rt.Fatalf("node leak: %d nodes, %d queued, %d free", len(q.timers), len(q.heap), len(q.free))
+	if n != q.n || !slices.Equal(perKG, q.perKG) {
+		rt.Fatalf("counts: n %d (counted %d), per key group %v (counted %v)", q.n, n, q.perKG, perKG)
+	}
+	if q.last != nil && q.byTs[q.last.ts] != q.last {
+		rt.Fatalf("last bucket %d is not queued", q.last.ts)
 	}
 }
 
@@ -240,5 +321,24 @@ func BenchmarkAdvanceWatermark(b *testing.B) {
 	b.ResetTimer()
 	for wm := int64(0); b.Loop(); wm++ {
 		s.AdvanceWatermark(wm, fire)
+	}
+}
+
+// BenchmarkSharedTimestamp is the window pattern: 10k keys each register a
+// timer at the same timestamp (their window's end), then the watermark fires
+// them all; per op, one registration and one firing.
+func BenchmarkSharedTimestamp(b *testing.B) {
+	const n = 10_000
+	s := NewService[int64, int64](keygroup.Range{Start: 0, End: 127})
+	fire := func(Timer[int64, int64]) {}
+	b.ReportAllocs()
+	ts := int64(0)
+	for i := 0; b.Loop(); i++ {
+		k := int64(i % n)
+		s.RegisterEventTimeTimer(k, int(k%128), ts, ts+999)
+		if k == n-1 {
+			s.AdvanceWatermark(ts+999, fire)
+			ts += 1000
+		}
 	}
 }
