@@ -43,18 +43,29 @@ func (s *MapState[K, UK, UV]) cur() map[UK]UV {
 
 // Get returns the value of uk in the current key's map.
 func (s *MapState[K, UK, UV]) Get(uk UK) (UV, bool) {
+	if s.b.pb != nil {
+		return s.pGet(uk)
+	}
 	v, ok := s.cur()[uk]
 	return v, ok
 }
 
 // Contains reports whether the current key's map holds uk.
 func (s *MapState[K, UK, UV]) Contains(uk UK) bool {
+	if s.b.pb != nil {
+		_, ok := s.pGet(uk)
+		return ok
+	}
 	_, ok := s.cur()[uk]
 	return ok
 }
 
 // Put sets uk to uv in the current key's map.
 func (s *MapState[K, UK, UV]) Put(uk UK, uv UV) {
+	if s.b.pb != nil {
+		s.pPut(uk, uv)
+		return
+	}
 	i := s.b.slotIndex()
 	g := s.groups[i]
 	if g == nil {
@@ -72,6 +83,10 @@ func (s *MapState[K, UK, UV]) Put(uk UK, uv UV) {
 // Remove deletes uk from the current key's map; removing the last entry
 // removes the key.
 func (s *MapState[K, UK, UV]) Remove(uk UK) {
+	if s.b.pb != nil {
+		s.pRemove(uk)
+		return
+	}
 	g := s.groups[s.b.slotIndex()]
 	m := g[s.b.key]
 	if m == nil {
@@ -84,13 +99,22 @@ func (s *MapState[K, UK, UV]) Remove(uk UK) {
 }
 
 // Len reports the number of entries in the current key's map.
-func (s *MapState[K, UK, UV]) Len() int { return len(s.cur()) }
+func (s *MapState[K, UK, UV]) Len() int {
+	if s.b.pb != nil {
+		return s.pLen()
+	}
+	return len(s.cur())
+}
 
 // Range calls f for every entry of the current key's map, in unspecified
 // order, until f returns false. f may Remove the entry it is given; other
 // modifications during Range follow Go's rules for maps modified during
 // iteration.
 func (s *MapState[K, UK, UV]) Range(f func(UK, UV) bool) {
+	if s.b.pb != nil {
+		s.pRange(f)
+		return
+	}
 	for k, v := range s.cur() {
 		if !f(k, v) {
 			return
@@ -100,20 +124,36 @@ func (s *MapState[K, UK, UV]) Range(f func(UK, UV) bool) {
 
 // Clear removes the current key's map.
 func (s *MapState[K, UK, UV]) Clear() {
+	if s.b.pb != nil {
+		s.pClear()
+		return
+	}
 	delete(s.groups[s.b.slotIndex()], s.b.key)
 }
 
 // NumKeys reports the number of keys with a non-empty map.
-func (s *MapState[K, UK, UV]) NumKeys() int { return s.groups.numKeys() }
+func (s *MapState[K, UK, UV]) NumKeys() int {
+	if s.b.pb != nil {
+		return s.b.pNumKeys(s.pk, s.kind)
+	}
+	return s.groups.numKeys()
+}
 
 // NumKeysInKeyGroup reports the number of keys of key group kg with a map.
 func (s *MapState[K, UK, UV]) NumKeysInKeyGroup(kg int) int {
+	if s.b.pb != nil {
+		return s.b.pNumKeysInKeyGroup(kg, s.pk, s.kind)
+	}
 	return len(s.groups[s.b.checkKeyGroup(kg)])
 }
 
 // ForEachKey calls f for every key of key group kg with a non-empty map, in
 // unspecified order. f must not modify this state.
 func (s *MapState[K, UK, UV]) ForEachKey(kg int, f func(K)) {
+	if s.b.pb != nil {
+		pForEachKey(s.b, kg, s.pk, s.name, f)
+		return
+	}
 	for k := range s.groups[s.b.checkKeyGroup(kg)] {
 		f(k)
 	}
@@ -122,6 +162,10 @@ func (s *MapState[K, UK, UV]) ForEachKey(kg int, f func(K)) {
 // ForEach calls f for every (key, user key, value) of key group kg, in
 // unspecified order. f must not modify this state.
 func (s *MapState[K, UK, UV]) ForEach(kg int, f func(K, UK, UV)) {
+	if s.b.pb != nil {
+		s.pForEach(kg, f)
+		return
+	}
 	for k, m := range s.groups[s.b.checkKeyGroup(kg)] {
 		for uk, uv := range m {
 			f(k, uk, uv)
@@ -130,10 +174,20 @@ func (s *MapState[K, UK, UV]) ForEach(kg int, f func(K, UK, UV)) {
 }
 
 // ClearKeyGroup drops every map of key group kg.
-func (s *MapState[K, UK, UV]) ClearKeyGroup(kg int) { s.groups[s.b.checkKeyGroup(kg)] = nil }
+func (s *MapState[K, UK, UV]) ClearKeyGroup(kg int) {
+	if s.b.pb != nil {
+		s.b.pClearKeyGroup(kg, s.pk)
+		return
+	}
+	s.groups[s.b.checkKeyGroup(kg)] = nil
+}
 
 // ForEachAny implements Table; value is the key's map[UK]UV.
 func (s *MapState[K, UK, UV]) ForEachAny(kg int, f func(key, namespace, value any)) {
+	if s.b.pb != nil {
+		s.pForEachMap(kg, func(k K, m map[UK]UV) { f(k, nil, m) })
+		return
+	}
 	for k, m := range s.groups[s.b.checkKeyGroup(kg)] {
 		f(k, nil, m)
 	}

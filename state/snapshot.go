@@ -37,6 +37,9 @@ type table interface {
 	// install adds the entries of a map made by decodeEntries to key group
 	// kg, replacing entries with the same key (and namespace).
 	install(kg int, staged any)
+	// checkEntry decodes one Pebble entry (key suffix after the state
+	// prefix, and value; see pebble.go) with the state's codecs.
+	checkEntry(suffix, v []byte) error
 }
 
 // pendingState is the raw content of a state found in restored snapshots
@@ -76,6 +79,13 @@ func (b *Backend[K]) SetKeyCodec(c Codec[K]) {
 // It returns an error if kg is outside the backend's range or a codec fails;
 // the error names the state.
 func (b *Backend[K]) SnapshotKeyGroup(kg int) ([]byte, error) {
+	if b.pb != nil {
+		dst, err := b.snapshotPebble(nil, kg)
+		if len(dst) == 0 {
+			dst = nil
+		}
+		return dst, err
+	}
 	if !b.rng.Contains(kg) {
 		return b.AppendSnapshotKeyGroup(nil, kg) // the error
 	}
@@ -107,6 +117,9 @@ func (b *Backend[K]) SnapshotKeyGroup(kg int) ([]byte, error) {
 // that reuse a buffer. It appends nothing for a key group without entries,
 // and on error returns dst with its original length.
 func (b *Backend[K]) AppendSnapshotKeyGroup(dst []byte, kg int) ([]byte, error) {
+	if b.pb != nil {
+		return b.snapshotPebble(dst, kg)
+	}
 	if !b.rng.Contains(kg) {
 		return dst, fmt.Errorf("state: cannot snapshot key group %d: outside this backend's key-group range %v", kg, b.rng)
 	}
@@ -173,6 +186,9 @@ func (b *Backend[K]) AppendSnapshotKeyGroup(dst []byte, kg int) ([]byte, error) 
 // ErrCorruptSnapshot and for unknown format versions ErrSnapshotVersion;
 // RestoreKeyGroup never panics on bad input.
 func (b *Backend[K]) RestoreKeyGroup(kg int, blob []byte) error {
+	if b.pb != nil {
+		return b.restorePebble(kg, blob)
+	}
 	if !b.rng.Contains(kg) {
 		return fmt.Errorf("state: cannot restore key group %d: outside this backend's key-group range %v", kg, b.rng)
 	}
