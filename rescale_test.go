@@ -148,9 +148,10 @@ func (w *windowCount) OnTimer(ts int64, ctx *weir.KeyedContext[string, string]) 
 	return nil
 }
 
-func buildRescaleJob(par int, src *gatedSplits, out, restore string) *weir.Environment {
+func buildRescaleJob(par int, src *gatedSplits, out, restore, backend string) *weir.Environment {
 	env := weir.NewEnvironment(weir.Config{Parallelism: par, MaxParallelism: 128,
-		Checkpoint: runtime.CheckpointConfig{RestoreFrom: restore}})
+		Checkpoint:   runtime.CheckpointConfig{RestoreFrom: restore},
+		StateBackend: runtime.StateBackendConfig{Kind: backend}})
 	s := weir.FromSource[evt](env, "events", src, watermark.ForMonotonous[evt]()).UID("events")
 	counts := weir.Process(weir.KeyBy(s, func(e evt) string { return e.Key }), "count",
 		func() weir.KeyedProcessFunction[string, evt, string] { return &windowCount{} }).UID("count")
@@ -180,13 +181,24 @@ func lines(t *testing.T, dir string) []string {
 // savepoints, with keyed state and pending timers carried across, and
 // compares with a run that never stops.
 func TestRescaleThroughSavepoints(t *testing.T) {
+	rescaleThroughSavepoints(t, [3]string{state.BackendMemory, state.BackendMemory, state.BackendMemory})
+}
+
+// TestRescaleThroughSavepointsAcrossBackends is TestRescaleThroughSavepoints
+// with the Pebble backend, switching to the memory backend and back at the
+// savepoints: savepoints are backend-independent.
+func TestRescaleThroughSavepointsAcrossBackends(t *testing.T) {
+	rescaleThroughSavepoints(t, [3]string{state.BackendPebble, state.BackendMemory, state.BackendPebble})
+}
+
+func rescaleThroughSavepoints(t *testing.T, backends [3]string) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	const splits, per = 6, 300
 	refOut := filepath.Join(t.TempDir(), "ref")
 	ref := newGatedSplits(splits, per)
 	ref.setLimit(per)
-	if err := buildRescaleJob(1, ref, refOut, "").Execute(ctx); err != nil {
+	if err := buildRescaleJob(1, ref, refOut, "", "").Execute(ctx); err != nil {
 		t.Fatal(err)
 	}
 	want := lines(t, refOut)
@@ -198,7 +210,7 @@ func TestRescaleThroughSavepoints(t *testing.T) {
 	restore := ""
 	for phase, par := range []int{2, 4, 1} {
 		src := newGatedSplits(splits, per)
-		env := buildRescaleJob(par, src, out, restore)
+		env := buildRescaleJob(par, src, out, restore, backends[phase])
 		job, err := env.Start(ctx)
 		if err != nil {
 			t.Fatalf("phase %d: %v", phase, err)
