@@ -19,25 +19,41 @@ import (
 // with stateBlob in the format of state.Backend.SnapshotKeyGroup and
 // timerBlob in that of timer.Service.SnapshotKeyGroup. Key groups without
 // state or timers are not written. Operators call it from SnapshotState.
+//
+// The keyed state is snapshotted copy-on-write: the synchronous part only
+// freezes the backend (state.Backend.Freeze) and serializes the timers;
+// the state is serialized in the snapshot's asynchronous part
+// (runtime.SnapshotWriter.Async) while the subtask processes records.
 func SnapshotKeyed[K comparable, N comparable](w *runtime.SnapshotWriter, ctx *runtime.Context, b *state.Backend[K], t *timer.Service[K, N]) error {
-	for kg := ctx.KeyGroups.Start; kg <= ctx.KeyGroups.End; kg++ {
-		sb, err := b.SnapshotKeyGroup(kg)
-		if err != nil {
-			return fmt.Errorf("snapshot of key group %d: %w", kg, err)
-		}
+	rng := ctx.KeyGroups
+	timers := make([][]byte, rng.Len())
+	for kg := rng.Start; kg <= rng.End; kg++ {
 		tb, err := t.SnapshotKeyGroup(kg)
 		if err != nil {
 			return fmt.Errorf("snapshot of key group %d: %w", kg, err)
 		}
-		if len(sb) == 0 && len(tb) == 0 {
-			continue
-		}
-		blob := binary.AppendUvarint(make([]byte, 0, len(sb)+len(tb)+binary.MaxVarintLen64), uint64(len(sb)))
-		blob = append(append(blob, sb...), tb...)
-		if err := w.KeyGroup(kg, blob); err != nil {
-			return err
-		}
+		timers[kg-rng.Start] = tb
 	}
+	fz := b.Freeze()
+	w.Async(func() error {
+		defer fz.Close()
+		for kg := rng.Start; kg <= rng.End; kg++ {
+			sb, err := fz.SnapshotKeyGroup(kg)
+			if err != nil {
+				return fmt.Errorf("snapshot of key group %d: %w", kg, err)
+			}
+			tb := timers[kg-rng.Start]
+			if len(sb) == 0 && len(tb) == 0 {
+				continue
+			}
+			blob := binary.AppendUvarint(make([]byte, 0, len(sb)+len(tb)+binary.MaxVarintLen64), uint64(len(sb)))
+			blob = append(append(blob, sb...), tb...)
+			if err := w.KeyGroup(kg, blob); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 	return nil
 }
 

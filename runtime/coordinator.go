@@ -114,6 +114,19 @@ type coordinator struct {
 	// lastCompleted is the id of the newest completed checkpoint (owned by
 	// the coordinator goroutine).
 	lastCompleted int64
+	// savepoints holds the ids of savepoints in progress, for kindOf
+	// (read by task goroutines, once per checkpoint).
+	savepoints sync.Map
+}
+
+// kindOf tells whether id is a checkpoint or a savepoint.
+func (c *coordinator) kindOf(id int64) checkpoint.Kind {
+	if c != nil {
+		if _, ok := c.savepoints.Load(id); ok {
+			return checkpoint.KindSavepoint
+		}
+	}
+	return checkpoint.KindCheckpoint
 }
 
 func newCoordinator(b *builder, firstID int64) *coordinator {
@@ -226,6 +239,7 @@ func (c *coordinator) run(ctx context.Context) {
 		if p.req != nil {
 			p.req.done <- cpResult{id: id, err: err}
 		}
+		c.savepoints.Delete(p.id)
 		p, timeout = nil, nil
 		lastEnd = clk.Now()
 	}
@@ -238,6 +252,9 @@ func (c *coordinator) run(ctx context.Context) {
 		}
 		id := c.nextID
 		c.nextID++
+		if req != nil && req.kind == checkpoint.KindSavepoint {
+			c.savepoints.Store(id, true)
+		}
 		p = &pendingCP{id: id, req: req, started: clk.Now(), waiting: map[*task]bool{}, states: map[*Node][]*checkpoint.SubtaskState{}}
 		for _, t := range c.tasks {
 			p.waiting[t] = true
@@ -305,6 +322,7 @@ func (c *coordinator) run(ctx context.Context) {
 			}
 			if len(p.waiting) == 0 {
 				c.persist(p)
+				c.savepoints.Delete(p.id)
 				p, timeout = nil, nil
 				lastEnd = clk.Now()
 			}
@@ -402,7 +420,10 @@ func (c *coordinator) failPersist(p *pendingCP, err error) {
 
 // checkpoint snapshots the task's operators for checkpoint id, forwards the
 // barrier, and acknowledges. It runs on the task goroutine: from a
-// mailbox letter in source tasks, on alignment in the others.
+// mailbox letter in source tasks, on alignment in the others. The
+// asynchronous parts of the snapshot (SnapshotWriter.Async) run on a
+// goroutine of their own after the barrier is forwarded; the acknowledgement
+// follows them.
 func (t *task) checkpoint(id int64) {
 	if t.err != nil {
 		// A failed task's state is not consistent: never snapshot it.
@@ -411,10 +432,12 @@ func (t *task) checkpoint(id int64) {
 	}
 	began := time.Now() // lint:allow-time a measurement of the pause, not a decision
 	states := map[*Node]*checkpoint.SubtaskState{}
+	var writers []*SnapshotWriter
 	var err error
+	kind := t.job.coord.kindOf(id)
 	for _, inst := range t.chain {
 		ctx := inst.context()
-		w := newSnapshotWriter(id, ctx.KeyGroups)
+		w := newSnapshotWriter(id, kind, ctx.KeyGroups)
 		for _, p := range inst.parts() {
 			if s, ok := p.(Snapshotter); ok && err == nil {
 				if e := s.SnapshotState(w); e != nil {
@@ -430,12 +453,30 @@ func (t *task) checkpoint(id int64) {
 			}
 		}
 		states[ctx.node] = w.st
+		if len(w.async) > 0 {
+			writers = append(writers, w)
+		}
 	}
 	sync := time.Since(began) // lint:allow-time
 	for _, w := range t.writers {
 		w.barrier(id)
 	}
-	t.job.coord.ack(ack{t: t, id: id, states: states, err: err, sync: sync})
+	if len(writers) == 0 {
+		t.job.coord.ack(ack{t: t, id: id, states: states, err: err, sync: sync})
+		return
+	}
+	go func() {
+		for _, w := range writers {
+			for _, f := range w.async {
+				// Every f runs, even after a failure, to release what the
+				// synchronous part pinned.
+				if e := f(); e != nil && err == nil {
+					err = fmt.Errorf("operator snapshot (asynchronous part): %w", e)
+				}
+			}
+		}
+		t.job.coord.ack(ack{t: t, id: id, states: states, err: err, sync: sync})
+	}()
 }
 
 func (t *task) completeCheckpoint(id int64) {

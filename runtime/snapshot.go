@@ -40,19 +40,46 @@ const SplitsList = "splits"
 
 // SnapshotWriter collects what one operator subtask writes at a checkpoint.
 // Byte slices handed to it become the runtime's: do not modify them after.
+//
+// A snapshot has a synchronous part, SnapshotState itself, during which the
+// subtask processes nothing, and an optional asynchronous part registered
+// with Async, which runs on another goroutine after the barrier has been
+// forwarded and while the subtask processes records again. The checkpoint
+// is acknowledged to the coordinator only when both parts are done.
 type SnapshotWriter struct {
-	id  int64
-	rng keygroup.Range
-	st  *checkpoint.SubtaskState
+	id    int64
+	kind  checkpoint.Kind
+	rng   keygroup.Range
+	st    *checkpoint.SubtaskState
+	async []func() error
 }
 
-func newSnapshotWriter(id int64, rng keygroup.Range) *SnapshotWriter {
-	return &SnapshotWriter{id: id, rng: rng, st: &checkpoint.SubtaskState{
+func newSnapshotWriter(id int64, kind checkpoint.Kind, rng keygroup.Range) *SnapshotWriter {
+	return &SnapshotWriter{id: id, kind: kind, rng: rng, st: &checkpoint.SubtaskState{
 		KeyGroups: map[int]checkpoint.Blob{}, Lists: map[string]*checkpoint.ListState{}}}
 }
 
 // CheckpointID returns the id of the checkpoint being taken.
 func (w *SnapshotWriter) CheckpointID() int64 { return w.id }
+
+// Kind tells whether a checkpoint or a savepoint is being taken. Savepoints
+// must be self-contained and in the canonical, backend-independent format;
+// checkpoints may use a backend's native format.
+func (w *SnapshotWriter) Kind() checkpoint.Kind { return w.kind }
+
+// Async registers f as part of the snapshot's asynchronous phase. f runs
+// after SnapshotState has returned and the barrier has been forwarded, on a
+// goroutine other than the subtask's, concurrently with the subtask
+// processing records; f may call KeyGroup and List on w (nothing else
+// calls them then). The functions registered by the operators of one
+// subtask run one after the other, in registration order; an error from any
+// of them aborts the checkpoint. f must not touch state the subtask mutates
+// without its own protection: operators hand it a frozen view (for example
+// a copy-on-write snapshot of the state backend).
+//
+// Every registered f runs exactly once, even when the checkpoint is aborted
+// meanwhile, so that f can release what the synchronous part pinned.
+func (w *SnapshotWriter) Async(f func() error) { w.async = append(w.async, f) }
 
 // KeyGroup stores the keyed-state blob of key group kg (which must be in
 // the subtask's range). Empty blobs need not be written.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"sync/atomic"
 
 	"github.com/weirproject/weir/keygroup"
 )
@@ -33,6 +34,9 @@ type Backend[K comparable] struct {
 	snapBytesPerEntry int
 	// pb is the Pebble storage (pebble.go); nil for the memory backend.
 	pb *pebbleStore
+	// frozenLive counts the Frozen views not closed yet (see cow.go); they
+	// close on other goroutines.
+	frozenLive atomic.Int32
 }
 
 // NewBackend returns an empty backend for the key groups of r, with no

@@ -55,10 +55,21 @@
 //     (then decoded with its codecs) and are carried unchanged into
 //     snapshots taken meanwhile. A restore either succeeds or changes
 //     nothing, and returns an error, never panics, on a malformed blob.
+//  10. Copy-on-write snapshots. Freeze returns a Frozen view of every state
+//     as it is at that instant, in time proportional to states x key groups
+//     (no entry is copied), and the subtask goes on. Frozen.SnapshotKeyGroup
+//     may run on another goroutine while the subtask writes; it returns
+//     exactly the bytes SnapshotKeyGroup would have returned at Freeze time
+//     (up to map order). Until the view has serialized a key group, the
+//     first write of each state to that key group deep-copies that state's
+//     entries of the key group (so the pause a write can see is bounded by
+//     one key group of one state); afterwards writes go in place. See
+//     cow.go for the invariants.
 //
 // # What it does not do
 //
-//   - It is not safe for concurrent use: one subtask goroutine owns it.
+//   - It is not safe for concurrent use: one subtask goroutine owns it
+//     (a Frozen view is the one exception, see 10).
 //   - It does not compute key groups: the caller passes the key group of the
 //     key (keygroup.KeyGroupOf) and the backend trusts it.
 //   - It does not decide when to checkpoint or where blobs go: the runtime
@@ -67,8 +78,7 @@
 //     key group of the new range. Blobs carry no checksum; the checkpoint
 //     storage guards their integrity.
 //   - Iteration order within a key group is unspecified.
-//   - It has no TTL, no copy-on-write snapshots and no size accounting;
-//     snapshots are taken synchronously on the subtask goroutine.
+//   - It has no TTL and no size accounting.
 //   - It does not record the Go types of states in snapshots, only their
 //     kind: restoring with other types works when their codecs read the old
 //     bytes, and otherwise fails when the state registers.

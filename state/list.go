@@ -5,6 +5,7 @@ type ListState[K comparable, V any] struct {
 	desc[K]
 	groups groups[map[K][]V, K, []V]
 	vc     Codec[V]
+	cow    cowPins
 }
 
 // List registers (or looks up) the list state called name. Registering the
@@ -89,11 +90,19 @@ func (s *ListState[K, V]) Clear() {
 		s.pClear()
 		return
 	}
-	delete(s.groups[s.b.slotIndex()], s.b.key)
+	i := s.b.slotIndex()
+	if s.cow.on {
+		s.unshare(i)
+	}
+	delete(s.groups[i], s.b.key)
 }
 
+// group returns the current key's key-group map for writing, made if needed.
 func (s *ListState[K, V]) group() map[K][]V {
 	i := s.b.slotIndex()
+	if s.cow.on {
+		s.unshare(i)
+	}
 	m := s.groups[i]
 	if m == nil {
 		m = make(map[K][]V)
@@ -160,7 +169,9 @@ func (s *ListState[K, V]) ClearKeyGroup(kg int) {
 		s.b.pClearKeyGroup(kg, s.pk)
 		return
 	}
-	s.groups[s.b.checkKeyGroup(kg)] = nil
+	i := s.b.checkKeyGroup(kg)
+	s.groups[i] = nil
+	s.cow.drop(i)
 }
 
 // ForEachAny implements Table.

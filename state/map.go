@@ -6,6 +6,7 @@ type MapState[K comparable, UK comparable, UV any] struct {
 	groups groups[map[K]map[UK]UV, K, map[UK]UV]
 	ukc    Codec[UK]
 	uvc    Codec[UV]
+	cow    cowPins
 }
 
 // Map registers (or looks up) the map state called name. Registering the same
@@ -67,6 +68,9 @@ func (s *MapState[K, UK, UV]) Put(uk UK, uv UV) {
 		return
 	}
 	i := s.b.slotIndex()
+	if s.cow.on {
+		s.unshare(i)
+	}
 	g := s.groups[i]
 	if g == nil {
 		g = make(map[K]map[UK]UV)
@@ -87,7 +91,11 @@ func (s *MapState[K, UK, UV]) Remove(uk UK) {
 		s.pRemove(uk)
 		return
 	}
-	g := s.groups[s.b.slotIndex()]
+	i := s.b.slotIndex()
+	if s.cow.on {
+		s.unshare(i)
+	}
+	g := s.groups[i]
 	m := g[s.b.key]
 	if m == nil {
 		return
@@ -128,7 +136,11 @@ func (s *MapState[K, UK, UV]) Clear() {
 		s.pClear()
 		return
 	}
-	delete(s.groups[s.b.slotIndex()], s.b.key)
+	i := s.b.slotIndex()
+	if s.cow.on {
+		s.unshare(i)
+	}
+	delete(s.groups[i], s.b.key)
 }
 
 // NumKeys reports the number of keys with a non-empty map.
@@ -179,7 +191,9 @@ func (s *MapState[K, UK, UV]) ClearKeyGroup(kg int) {
 		s.b.pClearKeyGroup(kg, s.pk)
 		return
 	}
-	s.groups[s.b.checkKeyGroup(kg)] = nil
+	i := s.b.checkKeyGroup(kg)
+	s.groups[i] = nil
+	s.cow.drop(i)
 }
 
 // ForEachAny implements Table; value is the key's map[UK]UV.

@@ -1,5 +1,7 @@
 package state
 
+import "slices"
+
 // NamespacedValueState is a single value per (key, namespace), for example
 // per key and window.
 type NamespacedValueState[K comparable, N comparable, V any] struct {
@@ -24,7 +26,7 @@ func NamespacedValue[K comparable, N comparable, V any](b *Backend[K], name stri
 func NamespacedValueWithCodecs[K comparable, N comparable, V any](b *Backend[K], name string, nc Codec[N], vc Codec[V]) (*NamespacedValueState[K, N, V], error) {
 	typ := "(" + typeName[N]() + ") " + typeName[V]()
 	return register(b, name, KindNamespacedValue, typ, func(d desc[K]) *NamespacedValueState[K, N, V] {
-		return &NamespacedValueState[K, N, V]{desc: d, t: newNsTable[K, N, V](b), nc: codecOr(nc), vc: codecOr(vc)}
+		return &NamespacedValueState[K, N, V]{desc: d, t: newNsTable[K, N, V](b, identity[V]), nc: codecOr(nc), vc: codecOr(vc)}
 	})
 }
 
@@ -173,7 +175,7 @@ func NamespacedList[K comparable, N comparable, V any](b *Backend[K], name strin
 func NamespacedListWithCodecs[K comparable, N comparable, V any](b *Backend[K], name string, nc Codec[N], vc Codec[V]) (*NamespacedListState[K, N, V], error) {
 	typ := "(" + typeName[N]() + ") []" + typeName[V]()
 	return register(b, name, KindNamespacedList, typ, func(d desc[K]) *NamespacedListState[K, N, V] {
-		return &NamespacedListState[K, N, V]{desc: d, t: newNsTable[K, N, []V](b), nc: codecOr(nc), vc: codecOr(vc)}
+		return &NamespacedListState[K, N, V]{desc: d, t: newNsTable[K, N, []V](b, slices.Clone[[]V]), nc: codecOr(nc), vc: codecOr(vc)}
 	})
 }
 

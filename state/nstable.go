@@ -325,10 +325,12 @@ type nsTable[K comparable, N comparable, X any] struct {
 	groups     []nsGroup[K, N, X]
 	cache      *nsEntries[N, X] // the current key's, valid while cacheEpoch == b.epoch
 	cacheEpoch uint64           // 0: no cached entry
+	cow        cowPins
+	cloneX     func(X) X // deep copy of a value, for copy-on-write
 }
 
-func newNsTable[K comparable, N comparable, X any](b *Backend[K]) nsTable[K, N, X] {
-	return nsTable[K, N, X]{b: b, groups: make([]nsGroup[K, N, X], b.rng.Len())}
+func newNsTable[K comparable, N comparable, X any](b *Backend[K], cloneX func(X) X) nsTable[K, N, X] {
+	return nsTable[K, N, X]{b: b, groups: make([]nsGroup[K, N, X], b.rng.Len()), cloneX: cloneX}
 }
 
 // entries returns the current key's entries, nil if it has none.
@@ -336,8 +338,9 @@ func (t *nsTable[K, N, X]) entries() *nsEntries[N, X] {
 	if t.cacheEpoch == t.b.epoch {
 		return t.cache
 	}
-	e := t.groups[t.b.slotIndex()].m[t.b.key]
-	if e != nil {
+	i := t.b.slotIndex()
+	e := t.groups[i].m[t.b.key]
+	if e != nil && !(t.cow.on && t.cow.shared(i)) { // no cached pointer into a frozen map (C1)
 		t.cache, t.cacheEpoch = e, t.b.epoch
 	}
 	return e
@@ -349,7 +352,11 @@ func (t *nsTable[K, N, X]) entriesForWrite() *nsEntries[N, X] {
 	if t.cacheEpoch == t.b.epoch {
 		return t.cache
 	}
-	e := t.groups[t.b.slotIndex()].lookupOrNew(t.b.key)
+	i := t.b.slotIndex()
+	if t.cow.on {
+		t.unshare(i)
+	}
+	e := t.groups[i].lookupOrNew(t.b.key)
 	t.cache, t.cacheEpoch = e, t.b.epoch
 	return e
 }
@@ -389,6 +396,9 @@ func (t *nsTable[K, N, X]) put(ns N, v X) {
 // take removes the current key's namespace ns and returns its value.
 func (t *nsTable[K, N, X]) take(ns N) (X, bool) {
 	var v X
+	if t.cow.on && t.cacheEpoch != t.b.epoch {
+		t.unshare(t.b.slotIndex())
+	}
 	e := t.entries()
 	if e == nil {
 		return v, false
@@ -431,12 +441,16 @@ func (t *nsTable[K, N, X]) forEach(kg int, f func(K, N, X)) {
 
 func (t *nsTable[K, N, X]) clearKeyGroup(kg int) {
 	*t.group(kg) = nsGroup[K, N, X]{}
+	t.cow.drop(kg - t.b.rng.Start)
 	t.cache, t.cacheEpoch = nil, 0
 }
 
 // install adds the entries of staged (made by decoding a snapshot) to key
 // group kg, adopting them when the key group is empty.
 func (t *nsTable[K, N, X]) install(kg int, staged *nsGroup[K, N, X]) {
+	if t.cow.on {
+		t.unshare(t.b.checkKeyGroup(kg))
+	}
 	g := t.group(kg)
 	switch {
 	case staged.n == 0:

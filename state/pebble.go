@@ -138,6 +138,13 @@ func (b *Backend[K]) Close() error {
 	p := b.pb
 	b.pb = nil
 	err := p.db.Close()
+	if b.frozenLive.Load() > 0 {
+		// A snapshot's asynchronous part still reads a Pebble snapshot
+		// (the job is going down): Pebble reports it as leaked, and the
+		// asynchronous part fails, which is what a cancelled checkpoint
+		// does.
+		err = nil
+	}
 	if rerr := os.RemoveAll(p.dir); err == nil && rerr != nil {
 		err = fmt.Errorf("state: removing the Pebble working directory: %w", rerr)
 	}
@@ -260,7 +267,15 @@ func (p *pebbleStore) scan(pfx []byte, f func(rest, v []byte) bool) {
 	}
 }
 
-func scanDB(db *pebble.DB, pfx []byte, f func(rest, v []byte) bool) error {
+// pebbleView is what scans need of a database or a snapshot of one.
+type pebbleView interface {
+	NewIter(o *pebble.IterOptions) (*pebble.Iterator, error)
+	Close() error
+}
+
+var _ pebbleView = (*pebble.Snapshot)(nil)
+
+func scanDB(db pebbleView, pfx []byte, f func(rest, v []byte) bool) error {
 	lo := slices.Clone(pfx)
 	it, err := db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: prefixEnd(lo)})
 	if err != nil {
@@ -378,7 +393,7 @@ type section struct {
 }
 
 // sectionsOf reads the sections of key group kg from db, sorted by name.
-func sectionsOf(db *pebble.DB, kg int) ([]*section, error) {
+func sectionsOf(db pebbleView, kg int) ([]*section, error) {
 	var secs []*section
 	var cur *section
 	var mapKey, mapItems []byte // the map key being gathered and its items
@@ -651,4 +666,34 @@ func parseSection(sr *reader, kind Kind, put func(suffix, v []byte) error) error
 func uvarintLen(x int) int {
 	var b [binary.MaxVarintLen64]byte
 	return binary.PutUvarint(b[:], uint64(x))
+}
+
+// freezePebble is Freeze for the Pebble backend: a Pebble snapshot, a
+// consistent read view that costs no copy, so the snapshot's asynchronous
+// part rewrites key groups while the subtask writes.
+func (b *Backend[K]) freezePebble() *Frozen[K] {
+	b.frozenLive.Add(1)
+	b.epoch++
+	return &Frozen[K]{b: b, psnap: b.pb.db.NewSnapshot()}
+}
+
+func (f *Frozen[K]) snapshotPebble(kg int) ([]byte, error) {
+	if !f.b.rng.Contains(kg) {
+		return nil, fmt.Errorf("state: cannot snapshot key group %d: outside this backend's key-group range %v", kg, f.b.rng)
+	}
+	secs, err := sectionsOf(f.psnap, kg)
+	if err != nil {
+		return nil, fmt.Errorf("state: snapshot of key group %d: %w", kg, err)
+	}
+	dst := appendSections(nil, kg, secs)
+	if len(dst) == 0 {
+		dst = nil
+	}
+	return dst, nil
+}
+
+func (f *Frozen[K]) closePebble() {
+	f.psnap.Close()
+	f.psnap = nil
+	f.b.frozenLive.Add(-1)
 }

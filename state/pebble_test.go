@@ -98,6 +98,8 @@ func TestOnPebble(t *testing.T) {
 		{"ClearKeyGroupDropsPending", TestClearKeyGroupDropsPending},
 		{"RestoreKeepsCurrentKeyCoherent", TestRestoreKeepsCurrentKeyCoherent},
 		{"StateMatchesModel", TestStateMatchesModel},
+		{"FrozenSnapshotIsFreezeTime", TestFrozenSnapshotIsFreezeTime},
+		{"FrozenSnapshotConcurrent", TestFrozenSnapshotConcurrent},
 	} {
 		t.Run(tc.name, tc.f)
 	}

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+
+	"github.com/weirproject/weir/keygroup"
 )
 
 // SnapshotVersion is the version of the key-group snapshot format that
@@ -40,6 +42,10 @@ type table interface {
 	// checkEntry decodes one Pebble entry (key suffix after the state
 	// prefix, and value; see pebble.go) with the state's codecs.
 	checkEntry(suffix, v []byte) error
+	// freeze pins the state's key groups with ps (one pin per key-group
+	// slot) and returns a copy of the state that reads them as they are
+	// now (see cow.go).
+	freeze(ps []*pin) table
 }
 
 // pendingState is the raw content of a state found in restored snapshots
@@ -120,16 +126,22 @@ func (b *Backend[K]) AppendSnapshotKeyGroup(dst []byte, kg int) ([]byte, error) 
 	if b.pb != nil {
 		return b.snapshotPebble(dst, kg)
 	}
-	if !b.rng.Contains(kg) {
-		return dst, fmt.Errorf("state: cannot snapshot key group %d: outside this backend's key-group range %v", kg, b.rng)
+	return appendKeyGroup(dst, kg, b.rng, b.tables, b.pending)
+}
+
+// appendKeyGroup appends the snapshot of key group kg of the given states
+// and pending restored entries (a backend's, or a Frozen view's).
+func appendKeyGroup(dst []byte, kg int, rng keygroup.Range, tables map[string]table, pending map[string]*pendingState) ([]byte, error) {
+	if !rng.Contains(kg) {
+		return dst, fmt.Errorf("state: cannot snapshot key group %d: outside this backend's key-group range %v", kg, rng)
 	}
 	var names []string
-	for name, t := range b.tables {
+	for name, t := range tables {
 		if t.NumKeysInKeyGroup(kg) > 0 {
 			names = append(names, name)
 		}
 	}
-	for name, p := range b.pending {
+	for name, p := range pending {
 		if _, ok := p.groups[kg]; ok {
 			names = append(names, name)
 		}
@@ -145,7 +157,7 @@ func (b *Backend[K]) AppendSnapshotKeyGroup(dst []byte, kg int) ([]byte, error) 
 	dst = binary.AppendUvarint(dst, uint64(len(names)))
 	for _, name := range names {
 		dst = appendString(dst, name)
-		if t, ok := b.tables[name]; ok {
+		if t, ok := tables[name]; ok {
 			dst = binary.AppendUvarint(dst, uint64(t.Kind()))
 			dst = append(dst, 0) // section length, see closeField
 			start := len(dst)
@@ -156,7 +168,7 @@ func (b *Backend[K]) AppendSnapshotKeyGroup(dst []byte, kg int) ([]byte, error) 
 			dst = closeField(dst, start)
 			continue
 		}
-		p := b.pending[name]
+		p := pending[name]
 		g := p.groups[kg]
 		dst = binary.AppendUvarint(dst, uint64(p.kind))
 		dst = append(dst, 0)

@@ -102,6 +102,9 @@ func (s *ValueState[K, V]) decodeEntries(r *reader, n int) (any, error) {
 }
 
 func (s *ValueState[K, V]) install(kg int, staged any) {
+	if s.cow.on {
+		s.unshare(kg - s.b.rng.Start)
+	}
 	installGroup(s.groups, kg-s.b.rng.Start, staged.(map[K]*V))
 	s.cache, s.cacheEpoch = nil, 0 // the current key's entry may have been replaced
 }
@@ -137,6 +140,9 @@ func (s *ListState[K, V]) decodeEntries(r *reader, n int) (any, error) {
 }
 
 func (s *ListState[K, V]) install(kg int, staged any) {
+	if s.cow.on {
+		s.unshare(kg - s.b.rng.Start)
+	}
 	installGroup(s.groups, kg-s.b.rng.Start, staged.(map[K][]V))
 }
 
@@ -189,6 +195,9 @@ func (s *MapState[K, UK, UV]) decodeEntries(r *reader, n int) (any, error) {
 }
 
 func (s *MapState[K, UK, UV]) install(kg int, staged any) {
+	if s.cow.on {
+		s.unshare(kg - s.b.rng.Start)
+	}
 	installGroup(s.groups, kg-s.b.rng.Start, staged.(map[K]map[UK]UV))
 }
 

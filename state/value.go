@@ -12,6 +12,7 @@ type ValueState[K comparable, V any] struct {
 	cache      *V     // entry of the current key, valid while cacheEpoch == b.epoch
 	cacheEpoch uint64 // backend epoch when cache was set; 0: none
 	vc         Codec[V]
+	cow        cowPins
 }
 
 // Value registers (or looks up) the value state called name. Registering the
@@ -49,10 +50,14 @@ func (s *ValueState[K, V]) Value() (V, bool) {
 	if s.b.pb != nil {
 		return s.pValue()
 	}
-	p := s.groups[s.b.slotIndex()][s.b.key]
+	i := s.b.slotIndex()
+	p := s.groups[i][s.b.key]
 	if p == nil {
 		var zero V
 		return zero, false
+	}
+	if s.cow.on && s.cow.shared(i) {
+		return *p, true // no cached pointer into a frozen map (C1)
 	}
 	s.cache, s.cacheEpoch = p, s.b.epoch
 	return *p, true
@@ -75,6 +80,9 @@ func (s *ValueState[K, V]) update(v V) {
 		return
 	}
 	i := s.b.slotIndex()
+	if s.cow.on {
+		s.unshare(i)
+	}
 	m := s.groups[i]
 	if m == nil {
 		m = make(map[K]*V)
@@ -95,7 +103,11 @@ func (s *ValueState[K, V]) Clear() {
 		s.pClear()
 		return
 	}
-	delete(s.groups[s.b.slotIndex()], s.b.key)
+	i := s.b.slotIndex()
+	if s.cow.on {
+		s.unshare(i)
+	}
+	delete(s.groups[i], s.b.key)
 	s.cache, s.cacheEpoch = nil, 0
 }
 
@@ -145,7 +157,9 @@ func (s *ValueState[K, V]) ClearKeyGroup(kg int) {
 		s.b.pClearKeyGroup(kg, s.pk)
 		return
 	}
-	s.groups[s.b.checkKeyGroup(kg)] = nil
+	i := s.b.checkKeyGroup(kg)
+	s.groups[i] = nil
+	s.cow.drop(i)
 	s.cache, s.cacheEpoch = nil, 0
 }
 
