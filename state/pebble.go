@@ -173,6 +173,9 @@ type pebbleStore struct {
 	// unchecked names states with entries restored from canonical blobs
 	// that no registered state has decoded yet (invariant 4).
 	unchecked map[string]bool
+	// instance and uploader belong to native snapshots (pebble_native.go).
+	instance string
+	uploader any
 }
 
 var noSync = pebble.NoSync
