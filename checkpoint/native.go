@@ -77,15 +77,17 @@ func (n *NativeState) Size() int64 {
 }
 
 // Materialize writes the files of n into dir (created; it must not exist
-// yet), copying shared files and verifying their sizes and checksums. An
-// error names the file that is missing or corrupt.
+// yet): shared files are hard-linked when dir is on the same file system
+// (they are immutable, and a database deletes files, never rewrites them)
+// and copied otherwise, and their sizes and checksums are verified either
+// way. An error names the file that is missing or corrupt.
 func (n *NativeState) Materialize(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("checkpoint: create %s: %w", dir, err)
 	}
 	for _, f := range n.Shared {
 		src := filepath.Join(f.base, filepath.FromSlash(f.Path))
-		size, crc, err := copyFile(src, filepath.Join(dir, filepath.Base(f.Path)), false)
+		size, crc, err := linkOrCopy(src, filepath.Join(dir, filepath.Base(f.Path)))
 		if err != nil {
 			return fmt.Errorf("checkpoint: shared file %s of native state: %w", src, err)
 		}
@@ -104,6 +106,22 @@ func (n *NativeState) Materialize(dir string) error {
 		}
 	}
 	return nil
+}
+
+// linkOrCopy hard-links src to dst, or copies it if that fails, and returns
+// its size and CRC-32C.
+func linkOrCopy(src, dst string) (int64, uint32, error) {
+	if err := os.Link(src, dst); err != nil {
+		return copyFile(src, dst, false)
+	}
+	in, err := os.Open(dst)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer in.Close()
+	h := crc32.New(castagnoli)
+	size, err := io.Copy(h, in)
+	return size, h.Sum32(), err
 }
 
 // copyFile copies src to dst (through a temporary name, synced when sync

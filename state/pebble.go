@@ -66,7 +66,8 @@ type Options struct {
 	// backend). Open empties it first and Close removes it. Empty means a
 	// new directory under os.TempDir. Ignored by the memory backend.
 	Dir string
-	// MemTableSize is Pebble's memtable size in bytes (0: 32 MiB).
+	// MemTableSize is Pebble's memtable size in bytes (0: 8 MiB). It bounds
+	// the synchronous pause of a native checkpoint, which flushes it.
 	MemTableSize uint64
 }
 
@@ -104,7 +105,7 @@ func Open[K comparable](o Options, r keygroup.Range) (*Backend[K], error) {
 // openPebble opens (creating it if needed) the database in dir.
 func openPebble(dir string, memTable uint64, readOnly bool) (*pebble.DB, error) {
 	if memTable == 0 {
-		memTable = 32 << 20
+		memTable = 8 << 20
 	}
 	db, err := pebble.Open(dir, &pebble.Options{
 		DisableWAL:   true,
