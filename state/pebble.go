@@ -46,6 +46,7 @@ import (
 	"slices"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/weirproject/weir/keygroup"
 )
@@ -112,6 +113,7 @@ func openPebble(dir string, memTable uint64, readOnly bool) (*pebble.DB, error) 
 		MemTableSize: memTable,
 		ReadOnly:     readOnly,
 		Logger:       quietLogger{},
+		FS:           nosyncFS{vfs.Default},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("state: opening the Pebble database in %s: %w", dir, err)
