@@ -3,6 +3,7 @@ module github.com/weirproject/weir
 go 1.26.8
 
 require (
+	github.com/segmentio/encoding v0.5.4
 	github.com/spf13/cobra v1.10.2
 	pgregory.net/rapid v1.3.0
 )
@@ -41,7 +42,6 @@ require (
 	github.com/prometheus/procfs v0.22.0 // indirect
 	github.com/rogpeppe/go-internal v1.9.0 // indirect
 	github.com/segmentio/asm v1.1.3 // indirect
-	github.com/segmentio/encoding v0.5.4 // indirect
 	github.com/spf13/pflag v1.0.9 // indirect
 	github.com/tidwall/gjson v1.20.0 // indirect
 	github.com/tidwall/match v1.1.1 // indirect

@@ -40,9 +40,10 @@ func SnapshotKeyed[K comparable, N comparable](w *runtime.SnapshotWriter, ctx *r
 	fz := b.Freeze()
 	w.Async(func() error {
 		defer fz.Close()
+		var sb []byte // reused: each key group's blob is copied once, exactly sized
 		for kg := rng.Start; kg <= rng.End; kg++ {
-			sb, err := fz.SnapshotKeyGroup(kg)
-			if err != nil {
+			var err error
+			if sb, err = fz.AppendSnapshotKeyGroup(sb[:0], kg); err != nil {
 				return fmt.Errorf("snapshot of key group %d: %w", kg, err)
 			}
 			tb := timers[kg-rng.Start]

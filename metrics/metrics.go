@@ -3,7 +3,9 @@
 // client, so the engine does not depend on a metrics library.
 //
 // Every runtime metric becomes weir_<name> (snake case) with labels
-// operator and subtask; counters are Prometheus counters, gauges gauges.
+// operator and subtask, followed by the metric's own labels
+// (runtime.Metric.Labels, such as topic and partition); counters are
+// Prometheus counters, gauges gauges.
 package metrics
 
 import (
@@ -37,16 +39,24 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	descs := map[string]*prometheus.Desc{}
 	for _, m := range c.m.Snapshot() {
 		name := Name(m.Name)
-		d := descs[name]
+		names := []string{"operator", "subtask"}
+		values := []string{m.Operator, strconv.Itoa(m.Subtask)}
+		key := name
+		for _, l := range m.Labels {
+			names = append(names, l.Name)
+			values = append(values, l.Value)
+			key += "\x00" + l.Name
+		}
+		d := descs[key]
 		if d == nil {
-			d = prometheus.NewDesc(name, "weir metric "+m.Name, []string{"operator", "subtask"}, nil)
-			descs[name] = d
+			d = prometheus.NewDesc(name, "weir metric "+m.Name, names, nil)
+			descs[key] = d
 		}
 		t := prometheus.CounterValue
 		if m.Gauge {
 			t = prometheus.GaugeValue
 		}
-		ch <- prometheus.MustNewConstMetric(d, t, float64(m.Value), m.Operator, strconv.Itoa(m.Subtask))
+		ch <- prometheus.MustNewConstMetric(d, t, float64(m.Value), values...)
 	}
 }
 

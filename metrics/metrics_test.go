@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/weirproject/weir"
+	"github.com/weirproject/weir/runtime"
 	"github.com/weirproject/weir/watermark"
 )
 
@@ -41,3 +42,44 @@ func TestHandlerServesJobMetrics(t *testing.T) {
 		t.Fatal(Name("lastCheckpointMillis"))
 	}
 }
+
+// Labelled gauges (runtime.Context.LabeledGauge) keep their labels after
+// operator and subtask.
+func TestLabeledGauges(t *testing.T) {
+	env := weir.NewEnvironment(weir.Config{Parallelism: 1})
+	src := weir.FromSlice(env, "numbers", []int64{1, 2, 3}, watermark.ForMonotonous[int64]().
+		WithTimestamp(func(v int64, _ int64) (int64, bool) { return v, true }))
+	weir.Transform(src, "labels", func() runtime.OneInputOperator[int64, int64] { return &labelOp{} })
+	if err := env.Execute(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(Handler(env.Metrics()))
+	defer srv.Close()
+	resp, err := srv.Client().Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{
+		`weir_last_value{operator="labels",subtask="0",topic="odd"} 3`,
+		`weir_last_value{operator="labels",subtask="0",topic="even"} 2`,
+	} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("missing %q in:\n%s", want, body)
+		}
+	}
+}
+
+type labelOp struct{ runtime.Base[int64] }
+
+func (o *labelOp) ProcessRecord(r runtime.Record[int64]) error {
+	topic := "even"
+	if r.Value%2 == 1 {
+		topic = "odd"
+	}
+	o.Ctx.LabeledGauge("lastValue", runtime.Label{Name: "topic", Value: topic}).Set(r.Value)
+	return nil
+}
+
+func (o *labelOp) EndInput() error { return nil }

@@ -16,8 +16,11 @@
 //	    nothing is emitted on arrival. When a watermark W arrives, every
 //	    held record with timestamp <= W is released, with its timestamp,
 //	    before W is forwarded: per key in ascending timestamp order (the
-//	    operator keeps one heap ordered by timestamp, tiebreak and arrival,
-//	    so it does no per-key state or timer work per record).
+//	    operator keeps the records ordered by timestamp, tiebreak and
+//	    arrival: sorted runs per first tiebreak value, such as a Kafka
+//	    partition, merged at release, plus a heap for records that arrive
+//	    out of their run's order (held.go); it does no per-key state or
+//	    timer work per record).
 //	S2. Records of one key with equal timestamps are released in Tiebreak
 //	    order (then arrival order); with (partition, offset) as tiebreak the
 //	    output of a replay is the same.

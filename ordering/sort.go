@@ -67,7 +67,7 @@ func (a *heldRec[T]) less(b *heldRec[T]) bool {
 	return a.seq < b.seq
 }
 
-// sortOp holds records in one min-heap ordered by (timestamp, tiebreak,
+// sortOp holds records in a heldQueue ordered by (timestamp, tiebreak,
 // arrival) and releases the prefix up to each watermark. Releasing all
 // keys' records in timestamp order releases each key's in timestamp order
 // (S1, S2), which is what the timer queue of the keyed-state design gave,
@@ -80,7 +80,7 @@ type sortOp[K comparable, T any] struct {
 	opts SortOptions[T]
 	maxP int
 
-	heap  []heldRec[T]
+	held  heldQueue[T]
 	seq   uint64
 	wm    int64
 	side  runtime.Output[T]
@@ -130,68 +130,23 @@ func (o *sortOp[K, T]) push(ts int64, v T) {
 	if tb := o.opts.Tiebreak; tb != nil {
 		h.t1, h.t2 = tb(v)
 	}
-	o.heap = append(o.heap, h)
-	// Sift up.
-	hp := o.heap
-	i := len(hp) - 1
-	for i > 0 {
-		p := (i - 1) / 2
-		if !hp[i].less(&hp[p]) {
-			break
-		}
-		hp[i], hp[p] = hp[p], hp[i]
-		i = p
-	}
-}
-
-// pop removes the smallest held record.
-func (o *sortOp[K, T]) pop() heldRec[T] {
-	hp := o.heap
-	top := hp[0]
-	n := len(hp) - 1
-	hp[0] = hp[n]
-	var zero heldRec[T]
-	hp[n] = zero
-	hp = hp[:n]
-	i := 0
-	for {
-		l := 2*i + 1
-		if l >= n {
-			break
-		}
-		m := l
-		if r := l + 1; r < n && hp[r].less(&hp[l]) {
-			m = r
-		}
-		if !hp[m].less(&hp[i]) {
-			break
-		}
-		hp[i], hp[m] = hp[m], hp[i]
-		i = m
-	}
-	o.heap = hp
-	return top
+	o.held.push(h)
 }
 
 func (o *sortOp[K, T]) ProcessWatermark(ts int64) error {
 	if ts > o.wm {
 		o.wm = ts
-		n := int64(0)
-		for len(o.heap) > 0 && o.heap[0].ts <= ts {
-			h := o.pop()
-			o.Out.Collect(runtime.Record[T]{Value: h.v, Timestamp: h.ts})
-			n++
-		}
-		if n > 0 {
-			o.released.Add(n)
-		}
-		if len(o.heap) == 0 && cap(o.heap) > 1<<16 {
-			o.heap = nil // give a catch-up's memory back
+		if n := o.held.release(ts, o.emitHeld); n > 0 {
+			o.released.Add(int64(n))
 		}
 	}
-	o.holding.Set(int64(len(o.heap)))
+	o.holding.Set(int64(o.held.len()))
 	o.Out.EmitWatermark(ts)
 	return nil
+}
+
+func (o *sortOp[K, T]) emitHeld(h *heldRec[T]) {
+	o.Out.Collect(runtime.Record[T]{Value: h.v, Timestamp: h.ts})
 }
 
 func (o *sortOp[K, T]) EndInput() error { return nil }
@@ -206,7 +161,7 @@ func (o *sortOp[K, T]) keyedState() (*state.Backend[K], *timer.Service[K, struct
 	if err != nil {
 		return nil, nil, err
 	}
-	recs := slices.Clone(o.heap)
+	recs := o.held.all()
 	slices.SortFunc(recs, func(a, b heldRec[T]) int {
 		if a.less(&b) {
 			return -1
@@ -230,7 +185,7 @@ func (o *sortOp[K, T]) keyedState() (*state.Backend[K], *timer.Service[K, struct
 // per key group, as weir's keyed operators write them:
 // uvarint(len(stateBlob)) stateBlob timerBlob.
 func (o *sortOp[K, T]) SnapshotState(w *runtime.SnapshotWriter) error {
-	if len(o.heap) == 0 {
+	if o.held.len() == 0 {
 		return nil
 	}
 	backend, timers, err := o.keyedState()
@@ -291,6 +246,6 @@ func (o *sortOp[K, T]) restore(ctx *runtime.Context) error {
 			}
 		})
 	}
-	o.holding.Set(int64(len(o.heap)))
+	o.holding.Set(int64(o.held.len()))
 	return nil
 }

@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 )
@@ -27,6 +28,12 @@ func (g *Gauge) Set(n int64) { g.v.Store(n) }
 // Value returns the value.
 func (g *Gauge) Value() int64 { return g.v.Load() }
 
+// Label is one dimension of a metric beyond its operator and subtask, such
+// as the topic and partition of a Kafka source's per-partition gauges.
+type Label struct {
+	Name, Value string
+}
+
 // Metric is one named value of one operator subtask.
 type Metric struct {
 	Operator string
@@ -34,12 +41,33 @@ type Metric struct {
 	Name     string
 	Value    int64
 	Gauge    bool
+	// Labels are the metric's further dimensions, in the order they were
+	// given (nil for most metrics). Every metric of one Name carries the
+	// same label names.
+	Labels []Label
 }
 
 type metricKey struct {
 	op      string
 	subtask int
 	name    string
+	labels  string // encodeLabels of the labels, "" without
+}
+
+// encodeLabels joins labels into a map key; names and values are kept
+// apart by bytes that label text does not contain.
+func encodeLabels(ls []Label) string {
+	if len(ls) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	for _, l := range ls {
+		b.WriteString(l.Name)
+		b.WriteByte(0)
+		b.WriteString(l.Value)
+		b.WriteByte(1)
+	}
+	return b.String()
 }
 
 // Metrics holds the counters and gauges of a job. The Prometheus adapter
@@ -48,6 +76,7 @@ type Metrics struct {
 	mu       sync.Mutex
 	counters map[metricKey]*Counter
 	gauges   map[metricKey]*Gauge
+	labels   map[metricKey][]Label // of labelled gauges
 }
 
 func (m *Metrics) counter(op string, sub int, name string) *Counter {
@@ -56,7 +85,7 @@ func (m *Metrics) counter(op string, sub int, name string) *Counter {
 	if m.counters == nil {
 		m.counters = map[metricKey]*Counter{}
 	}
-	k := metricKey{op, sub, name}
+	k := metricKey{op: op, subtask: sub, name: name}
 	c := m.counters[k]
 	if c == nil {
 		c = &Counter{}
@@ -65,30 +94,36 @@ func (m *Metrics) counter(op string, sub int, name string) *Counter {
 	return c
 }
 
-func (m *Metrics) gauge(op string, sub int, name string) *Gauge {
+func (m *Metrics) gauge(op string, sub int, name string, labels ...Label) *Gauge {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.gauges == nil {
 		m.gauges = map[metricKey]*Gauge{}
+		m.labels = map[metricKey][]Label{}
 	}
-	k := metricKey{op, sub, name}
+	k := metricKey{op, sub, name, encodeLabels(labels)}
 	g := m.gauges[k]
 	if g == nil {
 		g = &Gauge{}
 		m.gauges[k] = g
+		if len(labels) > 0 {
+			m.labels[k] = append([]Label(nil), labels...)
+		}
 	}
 	return g
 }
 
-// Snapshot returns every metric, sorted by operator, subtask and name.
+// Snapshot returns every metric, sorted by operator, subtask, name and
+// labels.
 func (m *Metrics) Snapshot() []Metric {
 	m.mu.Lock()
 	out := make([]Metric, 0, len(m.counters)+len(m.gauges))
 	for k, c := range m.counters {
-		out = append(out, Metric{k.op, k.subtask, k.name, c.Value(), false})
+		out = append(out, Metric{Operator: k.op, Subtask: k.subtask, Name: k.name, Value: c.Value()})
 	}
 	for k, g := range m.gauges {
-		out = append(out, Metric{k.op, k.subtask, k.name, g.Value(), true})
+		out = append(out, Metric{Operator: k.op, Subtask: k.subtask, Name: k.name, Value: g.Value(), Gauge: true,
+			Labels: m.labels[k]})
 	}
 	m.mu.Unlock()
 	sort.Slice(out, func(i, j int) bool {
@@ -99,7 +134,10 @@ func (m *Metrics) Snapshot() []Metric {
 		if a.Subtask != b.Subtask {
 			return a.Subtask < b.Subtask
 		}
-		return a.Name < b.Name
+		if a.Name != b.Name {
+			return a.Name < b.Name
+		}
+		return encodeLabels(a.Labels) < encodeLabels(b.Labels)
 	})
 	return out
 }

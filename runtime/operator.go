@@ -130,6 +130,14 @@ func (c *Context) Gauge(name string) *Gauge {
 	return c.task.job.cfg.Metrics.gauge(c.Name, c.Subtask, name)
 }
 
+// LabeledGauge returns the gauge of this operator subtask with the given
+// name and further labels (for example topic and partition), creating it on
+// first use. Every gauge of one name must carry the same label names, in the
+// same order.
+func (c *Context) LabeledGauge(name string, labels ...Label) *Gauge {
+	return c.task.job.cfg.Metrics.gauge(c.Name, c.Subtask, name, labels...)
+}
+
 // SideOutput returns the Output of side output tag for the operator that
 // owns ctx. Records sent to a side output nobody consumes are discarded.
 // Watermarks and idleness reach side outputs through the main Output.

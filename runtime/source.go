@@ -38,6 +38,10 @@ type SourceContext struct {
 	// (for per-split progress such as a partition's end offset).
 	Counter func(name string) *Counter
 	Gauge   func(name string) *Gauge
+	// LabeledGauge returns a gauge of this source subtask with further
+	// labels (Context.LabeledGauge), for per-split metrics such as a Kafka
+	// partition's position. Nil in contexts built without a job.
+	LabeledGauge func(name string, labels ...Label) *Gauge
 }
 
 // PollStatus says what a reader wants after a Poll.

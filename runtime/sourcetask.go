@@ -16,7 +16,7 @@ type sourceImpl[T any] struct {
 func (m *sourceImpl[T]) instantiate(ctx *Context, out any, sides []control) (instance, error) {
 	r, err := m.src.CreateReader(SourceContext{Name: ctx.Name, Subtask: ctx.Subtask,
 		Parallelism: ctx.Parallelism, Clock: ctx.Clock, Logger: ctx.Logger, Restored: ctx.restored,
-		Counter: ctx.Counter, Gauge: ctx.Gauge})
+		Counter: ctx.Counter, Gauge: ctx.Gauge, LabeledGauge: ctx.LabeledGauge})
 	if err != nil {
 		return nil, err
 	}

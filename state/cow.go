@@ -11,17 +11,19 @@ import (
 // Freeze captures the backend as it is, in time proportional to the number
 // of states times the number of key groups (no entry is copied): every
 // state's per-key-group maps are pinned, and the Frozen view keeps
-// references to them. The subtask then goes on processing. The first write
-// of a state to a pinned key group that the Frozen view has not serialized
-// yet copies that key group's entries of that state (a deep copy: values,
-// lists and inner maps included) and writes to the copy; the Frozen view
-// keeps reading the original, which nobody writes any more. A key group the
-// Frozen view has already serialized (Frozen.SnapshotKeyGroup releases it)
-// is written in place, without a copy.
+// references to them. The subtask then goes on processing while the Frozen
+// view serializes key group after key group on another goroutine. When the
+// subtask is about to write a state in a key group the view has not
+// serialized yet, it serializes that key group itself, right then, and the
+// view takes those bytes instead of serializing the key group again: the
+// work is done once either way, and nothing is copied. Only when the view is
+// serializing that very key group at that moment does the subtask copy the
+// key group's entries of the state (a deep copy: values, lists and inner
+// maps included) and write to the copy, the view reading the original.
 //
 // Invariants:
 //
-//  C1. A map referenced by a Frozen view that has not released its key
+//  C1. A map referenced by a Frozen view that has not finished its key
 //      group is never written: every write path of every state kind calls
 //      unshare for the key group first, and the read paths that cache a
 //      pointer for later writes (value state, namespaced state) do not
@@ -33,13 +35,50 @@ import (
 //      immutable groups), and immutable fields of the backend (range, key
 //      codec). It is safe to use from one other goroutine while the
 //      backend's goroutine writes.
-//  C4. Pins are dropped lazily: a state checks whether any Frozen view is
+//  C4. Each key group of a view is serialized exactly once, by whichever
+//      goroutine claims its pin first (an atomic compare-and-swap); the
+//      other one waits for it (the view) or copies (the subtask, which
+//      never waits).
+//  C5. Pins are dropped lazily: a state checks whether any Frozen view is
 //      still live (an atomic counter) only on its write paths while it has
 //      pins, so with no snapshot in progress the cost on the per-record path
 //      is one predictable branch.
 
 // pin is the mark one Frozen view puts on one key group.
-type pin struct{ released atomic.Bool }
+type pin struct {
+	state atomic.Int32  // pinPending, pinView, pinSubtask or pinDone
+	done  chan struct{} // closed when the key group is serialized
+	// blob and err are the key group's snapshot when the subtask made it
+	// (valid once done is closed).
+	blob []byte
+	err  error
+	// serialize writes the key group's snapshot from the view.
+	serialize func() ([]byte, error)
+}
+
+// The states of a pin.
+const (
+	pinPending int32 = iota // nobody serialized the key group yet
+	pinView                 // the Frozen view is serializing it
+	pinSubtask              // the subtask is serializing it
+	pinDone                 // serialized (or the view was closed)
+)
+
+// finished reports whether the key group no longer needs protection.
+func (p *pin) finished() bool { return p.state.Load() == pinDone }
+
+// preempt is called by the subtask before it writes the key group: it
+// serializes the key group itself if nobody has (C4), and reports whether
+// the view is serializing it right now (the subtask must then copy).
+func (p *pin) preempt() (mustCopy bool) {
+	if p.state.CompareAndSwap(pinPending, pinSubtask) {
+		p.blob, p.err = p.serialize()
+		p.state.Store(pinDone)
+		close(p.done)
+		return false
+	}
+	return p.state.Load() == pinView
+}
 
 // cowPins is the copy-on-write bookkeeping of one state: the pins of the
 // Frozen views that still reference each key group's map.
@@ -55,7 +94,7 @@ func (c *cowPins) pinAll(ps []*pin, has func(slot int) bool) {
 	}
 	for i, p := range ps {
 		if has(i) {
-			c.pins[i] = append(c.pins[i], p)
+			c.pins[i] = append(slices.DeleteFunc(c.pins[i], (*pin).finished), p)
 			c.on = true
 		}
 	}
@@ -64,17 +103,18 @@ func (c *cowPins) pinAll(ps []*pin, has func(slot int) bool) {
 // shared reports whether a live Frozen view still reads slot's map.
 func (c *cowPins) shared(slot int) bool {
 	for _, p := range c.pins[slot] {
-		if !p.released.Load() {
+		if !p.finished() {
 			return true
 		}
 	}
 	return false
 }
 
-// take drops the pins of slot and reports whether the slot's map must be
-// copied before it is written (a live Frozen view still reads it). live is
-// the backend's count of live Frozen views: with none, every pin of the
-// state is dropped at once.
+// take drops the pins of slot before the subtask writes its map: the key
+// group is serialized for every view that has not done so (C4), and take
+// reports whether the map must be copied first (a view is reading it right
+// now). live is the backend's count of live Frozen views: with none, every
+// pin of the state is dropped at once.
 func (c *cowPins) take(slot int, live *atomic.Int32) bool {
 	if live.Load() == 0 {
 		for i := range c.pins {
@@ -83,7 +123,12 @@ func (c *cowPins) take(slot int, live *atomic.Int32) bool {
 		c.on = false
 		return false
 	}
-	must := c.shared(slot)
+	must := false
+	for _, p := range c.pins[slot] {
+		if p.preempt() {
+			must = true
+		}
+	}
 	c.pins[slot] = c.pins[slot][:0]
 	return must
 }
@@ -107,6 +152,9 @@ type Frozen[K comparable] struct {
 	// psnap is the Pebble backend's view (pebble.go): a Pebble snapshot
 	// instead of pins.
 	psnap pebbleView
+	// perEntry is the size per entry of the last key group serialized, to
+	// size the next one (written by both goroutines).
+	perEntry atomic.Int64
 }
 
 // Freeze returns a view of every state of the backend as it is now, for a
@@ -119,8 +167,16 @@ func (b *Backend[K]) Freeze() *Frozen[K] {
 		return b.freezePebble()
 	}
 	f := &Frozen[K]{b: b, tables: make(map[string]table, len(b.tables)), pins: make([]*pin, b.rng.Len())}
+	f.perEntry.Store(int64(b.snapBytesPerEntry))
 	for i := range f.pins {
-		f.pins[i] = new(pin)
+		kg := b.rng.Start + i
+		f.pins[i] = &pin{done: make(chan struct{}), serialize: func() ([]byte, error) {
+			dst, err := f.appendKeyGroup(nil, kg)
+			if len(dst) == 0 {
+				dst = nil
+			}
+			return dst, err
+		}}
 	}
 	for name, t := range b.tables {
 		f.tables[name] = t.freeze(f.pins)
@@ -140,18 +196,58 @@ func (b *Backend[K]) Freeze() *Frozen[K] {
 // format of Backend.SnapshotKeyGroup, and releases the key group: later
 // writes to it no longer copy. Call it at most once per key group.
 func (f *Frozen[K]) SnapshotKeyGroup(kg int) ([]byte, error) {
+	dst, err := f.AppendSnapshotKeyGroup(nil, kg)
+	if len(dst) == 0 {
+		dst = nil
+	}
+	return dst, err
+}
+
+// AppendSnapshotKeyGroup is SnapshotKeyGroup appending to dst, for callers
+// that reuse a buffer; dst grows at most once.
+func (f *Frozen[K]) AppendSnapshotKeyGroup(dst []byte, kg int) ([]byte, error) {
 	if f.closed {
 		panic("state: Frozen.SnapshotKeyGroup after Close")
 	}
 	if f.psnap != nil {
-		return f.snapshotPebble(kg)
+		b, err := f.snapshotPebble(kg)
+		return append(dst, b...), err
 	}
-	dst, err := appendKeyGroup(nil, kg, f.b.rng, f.tables, f.pending)
-	if f.b.rng.Contains(kg) {
-		f.pins[kg-f.b.rng.Start].released.Store(true)
+	if !f.b.rng.Contains(kg) {
+		return appendKeyGroup(dst, kg, f.b.rng, f.tables, f.pending)
 	}
-	if len(dst) == 0 {
-		dst = nil
+	p := f.pins[kg-f.b.rng.Start]
+	if p.state.CompareAndSwap(pinPending, pinView) {
+		dst, err := f.appendKeyGroup(dst, kg)
+		p.state.Store(pinDone)
+		close(p.done)
+		return dst, err
+	}
+	// The subtask serialized it (or is doing so) before writing to it.
+	<-p.done
+	blob, err := p.blob, p.err
+	p.blob = nil
+	return append(dst, blob...), err
+}
+
+// appendKeyGroup serializes key group kg (in range) from the view, sizing
+// dst from the previous key groups.
+func (f *Frozen[K]) appendKeyGroup(dst []byte, kg int) ([]byte, error) {
+	entries := 0
+	for _, t := range f.tables {
+		entries += t.NumKeysInKeyGroup(kg)
+	}
+	per := int(f.perEntry.Load())
+	if per == 0 {
+		per = 16
+	}
+	if need := 64 + entries*per + entries*per/8; cap(dst)-len(dst) < need {
+		dst = append(make([]byte, 0, len(dst)+need), dst...)
+	}
+	start := len(dst)
+	dst, err := appendKeyGroup(dst, kg, f.b.rng, f.tables, f.pending)
+	if err == nil && entries > 0 {
+		f.perEntry.Store(int64(max(1, (len(dst)-start)/entries)))
 	}
 	return dst, err
 }
@@ -168,9 +264,11 @@ func (f *Frozen[K]) Close() {
 		return
 	}
 	for _, p := range f.pins {
-		p.released.Store(true)
+		// A pin the subtask holds is finished by the subtask.
+		if p.state.CompareAndSwap(pinPending, pinDone) {
+			close(p.done)
+		}
 	}
-	f.tables, f.pending = nil, nil
 	f.b.frozenLive.Add(-1)
 }
 

@@ -180,40 +180,83 @@ func TestFrozenSnapshotConcurrent(t *testing.T) {
 	}
 }
 
-// A key group serialized before it is written is not copied: the write
-// goes to the same map.
-func TestFrozenReleasedKeyGroupIsNotCopied(t *testing.T) {
+// A key group is serialized once: by the view before the subtask writes
+// it, or by the subtask just before its first write (which then goes in
+// place); only a key group the view is serializing at that instant is
+// copied.
+func TestFrozenKeyGroupSerializedOnceNeverCopiedUnlessBusy(t *testing.T) {
 	b := full()
 	v := MustValue[string, int](b, "v")
 	set(b, "a")
 	v.Update(1)
 	kg := b.CurrentKeyGroup()
-	before := v.groups[kg]
+	ptr := func() string { return fmt.Sprintf("%p", v.groups[kg]) }
+	before := ptr()
+	restored := func(blob []byte) int {
+		r := full()
+		rv := MustValue[string, int](r, "v")
+		if err := r.RestoreKeyGroup(kg, blob); err != nil {
+			t.Fatal(err)
+		}
+		set(r, "a")
+		got, _ := rv.Value()
+		return got
+	}
+
+	// The view serializes first; the write after goes in place.
 	fz := b.Freeze()
-	if _, err := fz.SnapshotKeyGroup(kg); err != nil {
+	blob, err := fz.SnapshotKeyGroup(kg)
+	if err != nil {
 		t.Fatal(err)
 	}
 	set(b, "a")
 	v.Update(2)
-	if fmt.Sprintf("%p", v.groups[kg]) != fmt.Sprintf("%p", before) {
-		t.Fatal("a released key group was copied on write")
+	if ptr() != before {
+		t.Fatal("a key group the view had serialized was copied on write")
 	}
-	fz2 := b.Freeze()
-	set(b, "a")
-	v.Update(3)
-	if fmt.Sprintf("%p", v.groups[kg]) == fmt.Sprintf("%p", before) {
-		t.Fatal("a pinned key group was written in place")
-	}
-	blob, _ := fz2.SnapshotKeyGroup(kg)
-	r := full()
-	rv := MustValue[string, int](r, "v")
-	if err := r.RestoreKeyGroup(kg, blob); err != nil {
-		t.Fatal(err)
-	}
-	set(r, "a")
-	if got, _ := rv.Value(); got != 2 {
-		t.Fatalf("frozen value %d, want 2", got)
+	if got := restored(blob); got != 1 {
+		t.Fatalf("view 1 holds %d, want 1", got)
 	}
 	fz.Close()
-	fz2.Close()
+
+	// The subtask writes first: it serializes the key group for the view,
+	// then writes in place.
+	fz = b.Freeze()
+	set(b, "a")
+	v.Update(3)
+	if ptr() != before {
+		t.Fatal("the subtask copied a key group it could serialize itself")
+	}
+	if blob, err = fz.SnapshotKeyGroup(kg); err != nil {
+		t.Fatal(err)
+	}
+	if got := restored(blob); got != 2 {
+		t.Fatalf("view 2 holds %d, want 2", got)
+	}
+	fz.Close()
+
+	// The view is serializing the key group when the subtask writes: the
+	// subtask copies and the view reads the original.
+	fz = b.Freeze()
+	p := fz.pins[kg]
+	p.state.Store(pinView) // as AppendSnapshotKeyGroup's claim does
+	set(b, "a")
+	v.Update(4)
+	if ptr() == before {
+		t.Fatal("a key group the view was reading was written in place")
+	}
+	dst, err := fz.appendKeyGroup(nil, kg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.state.Store(pinDone)
+	close(p.done)
+	if got := restored(dst); got != 3 {
+		t.Fatalf("view 3 holds %d, want 3", got)
+	}
+	fz.Close()
+	set(b, "a")
+	if got, _ := v.Value(); got != 4 {
+		t.Fatalf("live value %d, want 4", got)
+	}
 }

@@ -64,14 +64,15 @@
 //     snapshots taken meanwhile. A restore either succeeds or changes
 //     nothing, and returns an error, never panics, on a malformed blob.
 //  10. Copy-on-write snapshots. Freeze returns a Frozen view of every state
-//     as it is at that instant, in time proportional to states x key groups
-//     (no entry is copied), and the subtask goes on. Frozen.SnapshotKeyGroup
-//     may run on another goroutine while the subtask writes; it returns
-//     exactly the bytes SnapshotKeyGroup would have returned at Freeze time
-//     (up to map order). Until the view has serialized a key group, the
-//     first write of each state to that key group deep-copies that state's
-//     entries of the key group (so the pause a write can see is bounded by
-//     one key group of one state); afterwards writes go in place. See
+//     as it is at that instant, in time proportional to states x key
+//     groups (no entry is copied), and the subtask goes on.
+//     Frozen.SnapshotKeyGroup may run on another goroutine while the
+//     subtask writes; it returns exactly the bytes SnapshotKeyGroup would
+//     have returned at Freeze time (up to map order). Each key group is
+//     serialized once: by the view, or by the subtask just before its
+//     first write to a key group the view has not reached (so a write can
+//     pause for one key group's serialization, never more); only a key
+//     group the view is reading at that instant is copied instead. See
 //     cow.go for the invariants.
 //
 // # What it does not do

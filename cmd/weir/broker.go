@@ -111,8 +111,11 @@ func orderingExperimentCmd() *cobra.Command {
 uneven rates per partition), read it with one job whose partition readers start at
 staggered times, sort every item's events by event time, then go on with live traffic.
 The same data runs under three idleness policies: two-tier time-outs, one time-out,
-and catch-up by Kafka end offsets. For each it reports records out of order and the
-release latency of live records (one JSON object per policy with --json).`,
+and catch-up by Kafka end offsets. For each it reports records out of order, the
+release latency of live records, and the replay rate of the history (measured in a
+pass without the start stagger, from the first record read to the sort's release of
+the last history record) beside franz-go's own consumer reading the same history
+(one JSON object per policy with --json).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg.Policies = policies
@@ -123,8 +126,8 @@ release latency of live records (one JSON object per policy with --json).`,
 			defer stop()
 			out := cmd.OutOrStdout()
 			if !asJSON {
-				fmt.Fprintf(out, "%-12s %9s %11s %9s %12s %9s %9s %9s %14s\n", "policy", "records", "outOfOrder", "fraction",
-					"violations", "p50 ms", "p99 ms", "mean ms", "history ev/s")
+				fmt.Fprintf(out, "%-12s %9s %11s %9s %12s %9s %9s %9s %14s %14s %7s\n", "policy", "records", "outOfOrder", "fraction",
+					"violations", "p50 ms", "p99 ms", "mean ms", "history ev/s", "raw ev/s", "ratio")
 			}
 			_, err := experiment.Run(ctx, cfg, writerFunc(func(b []byte) (int, error) {
 				if asJSON {
@@ -134,9 +137,9 @@ release latency of live records (one JSON object per policy with --json).`,
 				if err := json.Unmarshal(b, &r); err != nil {
 					return 0, err
 				}
-				fmt.Fprintf(out, "%-12s %9d %11d %9.4f %12d %9.1f %9.1f %9.1f %14.0f\n", r.Policy, r.Records, r.OutOfOrder,
+				fmt.Fprintf(out, "%-12s %9d %11d %9.4f %12d %9.1f %9.1f %9.1f %14.0f %14.0f %7.3f\n", r.Policy, r.Records, r.OutOfOrder,
 					r.OutOfOrderFraction, r.OrderViolations, r.ReleaseLatencyMs.P50, r.ReleaseLatencyMs.P99,
-					r.ReleaseLatencyMs.Mean, r.HistoryEventsPerSec)
+					r.ReleaseLatencyMs.Mean, r.HistoryEventsPerSec, r.RawEventsPerSec, r.HistoryVsRaw)
 				return len(b), nil
 			}))
 			return err

@@ -21,6 +21,9 @@ type tracker struct {
 	mu     sync.Mutex
 	now    func() time.Time
 	topics map[string]*topicTrack
+	// started is when the run's first reader started (its first Poll):
+	// the origin of MetricTopicCatchUpMillis.
+	started time.Time
 }
 
 type topicTrack struct {
@@ -31,6 +34,7 @@ type topicTrack struct {
 	done     int                  // parts caught up
 	caughtUp atomic.Bool
 	at       time.Time
+	gauges   topicGauges // zero unless a reader publishes them (metrics.go)
 }
 
 // partTrack is one partition's catch-up record. start and end are set once
@@ -46,6 +50,30 @@ type partTrack struct {
 	caughtUp   atomic.Bool
 	resets     atomic.Int64
 	born       bool
+	gauges     partGauges
+}
+
+// setPosition records the partition's consumer position.
+func (p *partTrack) setPosition(pos int64) {
+	p.position.Store(pos)
+	gaugeSet(p.gauges.position, pos)
+}
+
+// setStart records the resolved start offset and the end-offset snapshot.
+func (p *partTrack) setStart(start, end int64) {
+	p.start.Store(start)
+	p.end.Store(end)
+	gaugeSet(p.gauges.end, end)
+	p.setPosition(start)
+}
+
+// readerStarted records the first reader start of the run.
+func (t *tracker) readerStarted() {
+	t.mu.Lock()
+	if t.started.IsZero() {
+		t.started = t.now()
+	}
+	t.mu.Unlock()
 }
 
 // waker is told when a topic it owns partitions of has caught up.
@@ -108,6 +136,7 @@ func (t *tracker) markCaughtUp(p *partTrack, log *slog.Logger) {
 	if p.caughtUp.Swap(true) {
 		return
 	}
+	gaugeSet(p.gauges.caughtUp, 1)
 	log.Info("kafka partition caught up with its end offset",
 		"topic", p.topic.name, "partition", p.partition,
 		"start", p.start.Load(), "end", p.end.Load(), "position", p.position.Load())
@@ -123,6 +152,7 @@ func (t *tracker) markCaughtUp(p *partTrack, log *slog.Logger) {
 	if complete {
 		tt.caughtUp.Store(true)
 		tt.at = t.now()
+		t.setTopicGaugesLocked(tt)
 		seen := map[waker]bool{}
 		for _, q := range tt.parts {
 			if !seen[q.owner] {

@@ -1,8 +1,7 @@
 package kafka
 
 import (
-	"encoding/json"
-
+	"github.com/segmentio/encoding/json"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -32,8 +31,14 @@ func String() Deserializer[string] {
 	return DeserializerFunc[string](func(r *kgo.Record) (string, error) { return string(r.Value), nil })
 }
 
-// JSON decodes the record value as JSON into a T with encoding/json.
-// Values that are not valid JSON for T become dead letters.
+// JSON decodes the record value as JSON into a T. Values that are not valid
+// JSON for T become dead letters. It decodes with
+// github.com/segmentio/encoding/json, a drop-in replacement for
+// encoding/json (same struct tags, json.Unmarshaler and
+// encoding.TextUnmarshaler support, same results for valid input) that is
+// about 2-3x faster and allocates less on small records; decoding is most
+// of a JSON source's cost per record (BENCHMARKS.md). Its error messages
+// (the dead letters' reasons) may word things differently.
 func JSON[T any]() Deserializer[T] {
 	return DeserializerFunc[T](func(r *kgo.Record) (T, error) {
 		var v T

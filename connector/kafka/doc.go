@@ -63,7 +63,8 @@
 //	    marked idle (SourceOutput.SetSplitIdle) in every subtask, once.
 //	    No duration takes part in this decision. Each caught-up partition
 //	    and each caught-up topic is logged once; Source.Status reports
-//	    every partition's start, end, position and state.
+//	    every partition's start, end, position and state, and the job's
+//	    metrics carry them too (K15).
 //	K7. A position the broker no longer has (retention, DeleteRecords; or
 //	    one past the end) jumps to the log start (or the end), is logged,
 //	    counted in PartitionStatus.Resets, and the catch-up check of K5 is
@@ -111,6 +112,19 @@
 //	    split's position has reached its offset; partitions discovered
 //	    after the listing are not read. A reader without partitions ends
 //	    at once.
+//	K15. Metrics. Each partition's catch-up is in the job's metrics
+//	    (runtime.Metrics; Prometheus through package metrics), as gauges of
+//	    the source operator and the subtask reading the partition, labelled
+//	    topic and partition: MetricPartitionEndOffset (the snapshot, -1
+//	    until taken), MetricPartitionPosition (the consumer position,
+//	    updated per fetched batch, -1 until resolved) and
+//	    MetricPartitionCaughtUp (0/1). Each topic has one series of
+//	    MetricTopicCaughtUp (1 when every partition of it, in every
+//	    subtask, has caught up) and MetricTopicCatchUpMillis (job-clock
+//	    milliseconds from the run's first reader start to the topic's
+//	    catch-up, -1 until then), labelled topic, on the subtask that
+//	    reads the topic's lowest partition. Readers built outside a job
+//	    (no SourceContext.LabeledGauge) publish nothing.
 //
 // The sink side:
 //
@@ -150,7 +164,7 @@
 // between readers in one process. ExactlyOnceSink's ids of one parallelism
 // are disjoint from another's, so a rescale never fences a live producer;
 // lingering transactions of the old parallelism are aborted only if they
-// were open in the restored checkpoint (others time out). Metrics go
-// through Source.Status, not the runtime's counters (SourceContext has no
-// access to them).
+// were open in the restored checkpoint (others time out). Status and the
+// gauges of K15 describe the current run only: after a restart the gauges
+// start again from -1 and 0.
 package kafka

@@ -155,6 +155,8 @@ func (r *reader[T]) start(out runtime.SourceOutput[T]) error {
 	for _, s := range r.splits {
 		out.AddSplit(s.id)
 	}
+	r.run.tracker.readerStarted()
+	r.run.tracker.publishTopicGauges(r.ctx, r.splits)
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
 	if stop := r.opts.Stop; stop != nil {
@@ -265,7 +267,7 @@ func (r *reader[T]) Poll(out runtime.SourceOutput[T]) (runtime.PollStatus, error
 		} else if m.next > s.pos {
 			s.pos = m.next
 		}
-		s.track.position.Store(s.pos)
+		s.track.setPosition(s.pos)
 		r.checkCaughtUp(s)
 		r.hasCur, r.cur = false, fetchMsg{}
 	}
@@ -304,9 +306,7 @@ func (r *reader[T]) applyInit(inits []splitInit) {
 	for _, in := range inits {
 		s := r.splits[in.split]
 		s.pos, s.end = in.start, in.end
-		s.track.start.Store(in.start)
-		s.track.end.Store(in.end)
-		s.track.position.Store(in.start)
+		s.track.setStart(in.start, in.end)
 		r.checkCaughtUp(s)
 	}
 }
@@ -321,6 +321,9 @@ func (r *reader[T]) addDiscovered(d *discovered, out runtime.SourceOutput[T]) {
 		return
 	}
 	s.track = r.run.tracker.registerBorn(d.topic, d.partition, r.ctx.Subtask)
+	s.track.gauges = newPartGauges(r.ctx, d.topic, d.partition)
+	gaugeSet(s.track.gauges.position, 0)
+	gaugeSet(s.track.gauges.caughtUp, 1)
 	r.splits = append(r.splits, s)
 	out.AddSplit(s.id)
 	r.log.Info("kafka partition discovered after the start: read from its beginning, live from birth",

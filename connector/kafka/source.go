@@ -35,7 +35,7 @@ const (
 
 // Source reads Kafka topics into a weir stream; give it to weir.FromSource.
 // It implements runtime.Source. See the package documentation for the
-// guarantees (K1-K12).
+// guarantees (K1-K15).
 //
 // A Source keeps the catch-up state of the job run it serves (Status), so
 // use one Source per job; a job restarted in the same process (after a
@@ -143,6 +143,7 @@ func (s *Source[T]) CreateReader(ctx runtime.SourceContext) (runtime.Reader[T], 
 			}
 		}
 		sp.track = run.tracker.register(tp.topic, run.counts[tp.topic], tp.partition, ctx.Subtask, r)
+		sp.track.gauges = newPartGauges(ctx, tp.topic, tp.partition)
 		r.splits = append(r.splits, sp)
 	}
 	return r, nil

@@ -28,8 +28,23 @@
 // orderViolations (the sort's counter: records that arrived behind the
 // watermark), releaseLatencyMs of live records (release wall time minus the
 // record's timestamp, which is its production time), and
-// historyEventsPerSec (history records over the time from job start to the
-// release of the last history record).
+// historyEventsPerSec, the replay rate of the history, beside
+// rawEventsPerSec, franz-go's consumer reading the same history in the same
+// run.
+//
+// The replay rate is measured in a pass of its own: on the broker holding
+// the history, before the staggered pass, the same job (same policy, same
+// operators) runs once with every reader starting at once, and the rate is
+// the history records over the time from the first record read by any
+// reader (stamped by the first operator after the sources) to the release
+// of the last history record by the sort (stamped by an operator chained
+// to the sort's output).
+// Under end offsets that is the moment every partition has caught up and
+// its records have passed the sort. Job start-up and the deliberate start
+// stagger are not in it; the time-out policies' wait for their time-outs
+// is (they cannot release the tail of the history before it), which is why
+// their rates are lower. The staggered pass reports its own wall time as
+// historyStaggeredMs.
 package experiment
 
 import (
@@ -162,9 +177,26 @@ type Result struct {
 	LiveOutOfOrder    int64 `json:"liveOutOfOrder"`
 	// OrderViolations counts records that reached the sort behind its
 	// watermark (ordering's "orderViolations").
-	OrderViolations     int64   `json:"orderViolations"`
-	ReleaseLatencyMs    Latency `json:"releaseLatencyMs"`
+	OrderViolations  int64   `json:"orderViolations"`
+	ReleaseLatencyMs Latency `json:"releaseLatencyMs"`
+	// HistoryEventsPerSec is the replay rate of the pre-loaded history:
+	// history records over the time from the first record read by any
+	// reader to the release by the sort of the last history record (every
+	// partition has then caught up and its records have passed the sort).
+	// It is measured in a replay pass of the policy's job without the
+	// start stagger, before the staggered pass that measures the order;
+	// see the package documentation.
 	HistoryEventsPerSec float64 `json:"historyEventsPerSec"`
+	// RawEventsPerSec is franz-go's own consumer reading the same history
+	// from the same broker in the same run (one client, all partitions,
+	// records counted, not decoded); HistoryVsRaw is
+	// HistoryEventsPerSec / RawEventsPerSec.
+	RawEventsPerSec float64 `json:"rawEventsPerSec"`
+	HistoryVsRaw    float64 `json:"historyVsRaw"`
+	// HistoryStaggeredMs is the wall time of the staggered pass from the
+	// job's start to the release of its last history record: the stagger,
+	// the wait for catch-up (or time-outs) and the replay together.
+	HistoryStaggeredMs float64 `json:"historyStaggeredMs"`
 }
 
 // Event is one record of the experiment, as JSON in Kafka.
@@ -400,6 +432,152 @@ func (o *streamIdle) ProcessIdle(idle bool) error {
 
 func (o *streamIdle) EndInput() error { return nil }
 
+// job is one built job of a policy and what measures it.
+type job struct {
+	env *weir.Environment
+	m   *measure
+	// firstRead is the wall time (Unix ns) of the first record past any
+	// source, sortedAt of the release of the last history record by the
+	// sort; 0 until then.
+	firstRead, sortedAt atomic.Int64
+}
+
+// buildJob builds the policy's job on the broker at addrs: one Kafka source
+// per topic (readers delayed by dl, if not nil), the clock stream, the sort
+// and the measuring sink.
+func buildJob(cfg Config, policy string, addrs []string, dl [][]time.Duration, histN int64) *job {
+	j := &job{}
+	env := weir.NewEnvironment(weir.Config{Parallelism: cfg.SortParallelism, AutoWatermarkInterval: 20 * time.Millisecond,
+		Logger: cfg.Logger})
+	var streams []weir.Stream[Event]
+	for t := range cfg.Topics {
+		opts := kafka.Options{Brokers: addrs, Topics: []string{topicName(t)}, Live: kafka.LiveStayIdle}
+		if dl != nil {
+			opts.BeforeStart = func(ctx context.Context, subtask int) error {
+				select {
+				case <-time.After(dl[t][subtask%cfg.Partitions]):
+				case <-ctx.Done():
+				}
+				return nil
+			}
+		}
+		strategy := watermark.ForMonotonous[kafka.Message[Event]]()
+		if policy != "end-offsets" {
+			opts.CatchUp = kafka.CatchUpOff
+			strategy = strategy.WithIdleness(cfg.Timeout)
+		}
+		src := kafka.NewSource(opts, kafka.WithMetadata(kafka.JSON[Event]()))
+		s := weir.FromSource(env, topicName(t), src, strategy).Parallelism(cfg.Partitions)
+		first := &j.firstRead
+		ev := weir.Map(s, topicName(t)+"-meta", func(m kafka.Message[Event]) Event {
+			if first.Load() == 0 {
+				first.CompareAndSwap(0, time.Now().UnixNano())
+			}
+			e := m.Value
+			e.Topic, e.Partition, e.Offset = t, m.Partition, m.Offset
+			return e
+		}).Parallelism(cfg.Partitions)
+		if policy == "two-tier" {
+			timeout := cfg.Timeout.Milliseconds() / 2
+			ev = weir.Transform(ev, topicName(t)+"-stream-idle", func() runtime.OneInputOperator[Event, Event] {
+				return &streamIdle{timeout: max(timeout, 1)}
+			}).Parallelism(cfg.Partitions)
+		}
+		streams = append(streams, ev)
+	}
+	streams = append(streams, ordering.Clock[Event](env, "clock", cfg.Lag, cfg.Tick))
+	in := weir.Union(streams[0], streams[1:]...)
+	sorted := ordering.Sort(weir.KeyBy(in, func(e Event) string { return e.Item }), "sort", ordering.SortOptions[Event]{
+		Tiebreak: func(e Event) (int64, int64) { return int64(e.Topic)<<32 | int64(e.Partition), e.Offset }})
+	m := &measure{last: map[string]int64{}, histDone: make(chan struct{}), histWant: histN}
+	if histN == 0 {
+		m.doneOnce.Do(func() { close(m.histDone) })
+	}
+	// Stamp the release of the last history record by the sort (chained
+	// to it, so the stamp is not delayed by the hop to the sink).
+	released := &atomic.Int64{}
+	sorted = weir.Map(sorted, "released", func(e Event) Event {
+		if !e.Live && released.Add(1) == histN {
+			j.sortedAt.Store(time.Now().UnixNano())
+		}
+		return e
+	})
+	weir.Transform(weir.Rebalance(sorted), "measure", func() runtime.OneInputOperator[Event, struct{}] {
+		return &measureOp{m: m}
+	}).Parallelism(1)
+	j.env, j.m = env, m
+	return j
+}
+
+// awaitHistory waits until every history record has been released.
+func awaitHistory(ctx context.Context, jb *runtime.Job, m *measure) error {
+	select {
+	case <-m.histDone:
+		return nil
+	case <-jb.Done():
+		return fmt.Errorf("job ended early: %w", jb.Wait())
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// replay runs the policy's job without stagger until the history is
+// released and returns the replay rate (see Result.HistoryEventsPerSec).
+func replay(ctx context.Context, cfg Config, policy string, addrs []string, histN int64) (float64, error) {
+	if histN == 0 {
+		return 0, nil
+	}
+	j := buildJob(cfg, policy, addrs, nil, histN)
+	jb, err := j.env.Start(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer func() {
+		jb.Cancel()
+		jb.Wait()
+	}()
+	if err := awaitHistory(ctx, jb, j.m); err != nil {
+		return 0, err
+	}
+	elapsed := time.Duration(j.sortedAt.Load() - j.firstRead.Load())
+	cfg.Logger.Info("replay", "policy", policy, "firstRead", time.Unix(0, j.firstRead.Load()), "sortedAt", time.Unix(0, j.sortedAt.Load()), "elapsed", elapsed)
+	return float64(histN) / elapsed.Seconds(), nil
+}
+
+// rawConsume reads the history with franz-go's consumer alone (one client,
+// every topic from its start) and returns records per second from the
+// client's creation to the last record.
+func rawConsume(ctx context.Context, cfg Config, addrs []string, histN int64) (float64, error) {
+	if histN == 0 {
+		return 0, nil
+	}
+	var topics []string
+	for t := range cfg.Topics {
+		topics = append(topics, topicName(t))
+	}
+	// From the client's creation: franz-go starts fetching in the
+	// background then, and a first poll may return everything at once.
+	first := time.Now()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.ConsumeTopics(topics...),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		return 0, err
+	}
+	defer cl.Close()
+	var n int64
+	for n < histN {
+		fs := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			return 0, err
+		}
+		if errs := fs.Errors(); len(errs) > 0 {
+			return 0, fmt.Errorf("raw consume: %v", errs[0].Err)
+		}
+		n += int64(fs.NumRecords())
+	}
+	return float64(n) / time.Since(first).Seconds(), nil
+}
+
 func runPolicy(ctx context.Context, cfg Config, policy string, hist [][][]Event) (Result, error) {
 	log := cfg.Logger.With("policy", policy)
 	topics := map[string]int32{}
@@ -428,48 +606,18 @@ func runPolicy(ctx context.Context, cfg Config, policy string, hist [][][]Event)
 	}
 	log.Info("history produced", "records", histN)
 
-	env := weir.NewEnvironment(weir.Config{Parallelism: cfg.SortParallelism, AutoWatermarkInterval: 20 * time.Millisecond,
-		Logger: cfg.Logger})
-	dl := delays(cfg)
-	var streams []weir.Stream[Event]
-	for t := range cfg.Topics {
-		opts := kafka.Options{Brokers: b.Addrs(), Topics: []string{topicName(t)}, Live: kafka.LiveStayIdle,
-			BeforeStart: func(ctx context.Context, subtask int) error {
-				select {
-				case <-time.After(dl[t][subtask%cfg.Partitions]):
-				case <-ctx.Done():
-				}
-				return nil
-			}}
-		strategy := watermark.ForMonotonous[kafka.Message[Event]]()
-		if policy != "end-offsets" {
-			opts.CatchUp = kafka.CatchUpOff
-			strategy = strategy.WithIdleness(cfg.Timeout)
-		}
-		src := kafka.NewSource(opts, kafka.WithMetadata(kafka.JSON[Event]()))
-		s := weir.FromSource(env, topicName(t), src, strategy).Parallelism(cfg.Partitions)
-		ev := weir.Map(s, topicName(t)+"-meta", func(m kafka.Message[Event]) Event {
-			e := m.Value
-			e.Topic, e.Partition, e.Offset = t, m.Partition, m.Offset
-			return e
-		}).Parallelism(cfg.Partitions)
-		if policy == "two-tier" {
-			timeout := cfg.Timeout.Milliseconds() / 2
-			ev = weir.Transform(ev, topicName(t)+"-stream-idle", func() runtime.OneInputOperator[Event, Event] {
-				return &streamIdle{timeout: max(timeout, 1)}
-			}).Parallelism(cfg.Partitions)
-		}
-		streams = append(streams, ev)
+	raw, err := rawConsume(ctx, cfg, b.Addrs(), histN)
+	if err != nil {
+		return Result{}, err
 	}
-	streams = append(streams, ordering.Clock[Event](env, "clock", cfg.Lag, cfg.Tick))
-	in := weir.Union(streams[0], streams[1:]...)
-	sorted := ordering.Sort(weir.KeyBy(in, func(e Event) string { return e.Item }), "sort", ordering.SortOptions[Event]{
-		Tiebreak: func(e Event) (int64, int64) { return int64(e.Topic)<<32 | int64(e.Partition), e.Offset }})
-	m := &measure{last: map[string]int64{}, histDone: make(chan struct{}), histWant: histN}
-	weir.Transform(weir.Rebalance(sorted), "measure", func() runtime.OneInputOperator[Event, struct{}] {
-		return &measureOp{m: m}
-	}).Parallelism(1)
+	rate, err := replay(ctx, cfg, policy, b.Addrs(), histN)
+	if err != nil {
+		return Result{}, fmt.Errorf("replay pass: %w", err)
+	}
+	log.Info("history replayed", "eventsPerSec", rate, "rawEventsPerSec", raw)
 
+	j := buildJob(cfg, policy, b.Addrs(), delays(cfg), histN)
+	env, m := j.env, j.m
 	start := time.Now()
 	job, err := env.Start(ctx)
 	if err != nil {
@@ -479,15 +627,8 @@ func runPolicy(ctx context.Context, cfg Config, policy string, hist [][][]Event)
 		job.Cancel()
 		job.Wait()
 	}()
-	if histN == 0 {
-		m.doneOnce.Do(func() { close(m.histDone) })
-	}
-	select {
-	case <-m.histDone:
-	case <-job.Done():
-		return Result{}, fmt.Errorf("job ended early: %w", job.Wait())
-	case <-ctx.Done():
-		return Result{}, ctx.Err()
+	if err := awaitHistory(ctx, job, m); err != nil {
+		return Result{}, err
 	}
 	histElapsed := time.Since(start)
 	log.Info("history released", "records", histN, "elapsed", histElapsed)
@@ -540,7 +681,11 @@ func runPolicy(ctx context.Context, cfg Config, policy string, hist [][][]Event)
 	r := Result{Policy: policy, Records: total, HistoryRecords: histN, LiveRecords: liveN, OutOfOrder: ooo,
 		HistoryOutOfOrder: m.outOfOrder[0], LiveOutOfOrder: m.outOfOrder[1],
 		OrderViolations:     env.Metrics().Sum("sort", "orderViolations"),
-		HistoryEventsPerSec: float64(histN) / histElapsed.Seconds(), ReleaseLatencyMs: latency(m.latencies)}
+		HistoryEventsPerSec: rate, RawEventsPerSec: raw, ReleaseLatencyMs: latency(m.latencies),
+		HistoryStaggeredMs: float64(histElapsed.Microseconds()) / 1000}
+	if raw > 0 {
+		r.HistoryVsRaw = rate / raw
+	}
 	if total > 0 {
 		r.OutOfOrderFraction = float64(ooo) / float64(total)
 	}

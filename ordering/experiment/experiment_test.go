@@ -30,7 +30,8 @@ func TestExperimentSmall(t *testing.T) {
 		if err := dec.Decode(&got); err != nil {
 			t.Fatalf("output line for %s: %v", want.Policy, err)
 		}
-		for _, k := range []string{"policy", "records", "outOfOrder", "outOfOrderFraction", "releaseLatencyMs", "historyEventsPerSec"} {
+		for _, k := range []string{"policy", "records", "outOfOrder", "outOfOrderFraction", "releaseLatencyMs", "historyEventsPerSec",
+			"rawEventsPerSec", "historyVsRaw"} {
 			if _, ok := got[k]; !ok {
 				t.Fatalf("output %v lacks %q", got, k)
 			}
@@ -41,6 +42,9 @@ func TestExperimentSmall(t *testing.T) {
 		t.Logf("%+v", r)
 		if r.HistoryRecords == 0 || r.LiveRecords == 0 || r.Records != r.HistoryRecords+r.LiveRecords {
 			t.Fatalf("%s: counts %+v", r.Policy, r)
+		}
+		if r.HistoryEventsPerSec <= 0 || r.RawEventsPerSec <= 0 || r.HistoryVsRaw <= 0 {
+			t.Fatalf("%s: replay rates %+v", r.Policy, r)
 		}
 		switch r.Policy {
 		case "end-offsets":

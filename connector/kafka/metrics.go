@@ -1,0 +1,126 @@
+package kafka
+
+import (
+	"strconv"
+
+	"github.com/weirproject/weir/runtime"
+)
+
+// Catch-up metrics (K15). The names are runtime metric names; the
+// Prometheus adapter (package metrics) turns them into weir_snake_case with
+// the labels operator and subtask, followed by topic (and partition).
+//
+// Invariants:
+//   - partition gauges are created by the reader that owns the partition,
+//     when it is created, and only ever written by that reader's subtask
+//     goroutine (position, end) or by markCaughtUp (caught-up), which that
+//     goroutine calls;
+//   - topic gauges are created by exactly one reader per topic (the owner of
+//     the topic's lowest partition), at its first Poll, when every reader of
+//     the run has registered; they are written under tracker.mu, so the
+//     creation (which publishes the state so far) and markCaughtUp cannot
+//     interleave badly.
+const (
+	// MetricPartitionEndOffset is the end offset snapshotted at start
+	// (the last stable offset under read_committed); -1 until taken.
+	MetricPartitionEndOffset = "kafkaPartitionEndOffset"
+	// MetricPartitionPosition is the consumer position: the next offset
+	// the source will emit, all records before it emitted; -1 until the
+	// start offset is resolved. It is updated once per fetched batch.
+	MetricPartitionPosition = "kafkaPartitionPosition"
+	// MetricPartitionCaughtUp is 1 once the position has reached the end
+	// offset snapshot (or started at or past it), else 0. Partitions
+	// discovered after the start (K13) are 1 from birth.
+	MetricPartitionCaughtUp = "kafkaPartitionCaughtUp"
+	// MetricTopicCaughtUp is 1 once every partition of the topic, across
+	// all subtasks, has caught up, else 0.
+	MetricTopicCaughtUp = "kafkaTopicCaughtUp"
+	// MetricTopicCatchUpMillis is how long the topic took to catch up, in
+	// milliseconds of the job's clock from the first Poll of the run's
+	// first reader (the earliest reader start) to the catch-up of the
+	// topic's last partition; -1 until then.
+	MetricTopicCatchUpMillis = "kafkaTopicCatchUpMillis"
+)
+
+// gaugeSet sets g if it exists (readers built outside a job have no
+// metrics).
+func gaugeSet(g *runtime.Gauge, v int64) {
+	if g != nil {
+		g.Set(v)
+	}
+}
+
+func boolValue(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// partGauges are one partition's catch-up gauges.
+type partGauges struct {
+	end, position, caughtUp *runtime.Gauge
+}
+
+func newPartGauges(ctx runtime.SourceContext, topic string, partition int32) partGauges {
+	if ctx.LabeledGauge == nil {
+		return partGauges{}
+	}
+	ls := []runtime.Label{{Name: "topic", Value: topic}, {Name: "partition", Value: strconv.Itoa(int(partition))}}
+	g := partGauges{end: ctx.LabeledGauge(MetricPartitionEndOffset, ls...),
+		position: ctx.LabeledGauge(MetricPartitionPosition, ls...),
+		caughtUp: ctx.LabeledGauge(MetricPartitionCaughtUp, ls...)}
+	g.end.Set(-1)
+	g.position.Set(-1)
+	g.caughtUp.Set(0)
+	return g
+}
+
+// topicGauges are one topic's catch-up gauges.
+type topicGauges struct {
+	caughtUp, millis *runtime.Gauge
+}
+
+// publishTopicGauges creates, for every topic whose lowest partition this
+// reader owns, the topic's gauges and sets them from the state so far.
+func (t *tracker) publishTopicGauges(ctx runtime.SourceContext, splits []*split) {
+	if ctx.LabeledGauge == nil {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, s := range splits {
+		tt := s.track.topic
+		if s.track.born || tt.gauges.caughtUp != nil || tt.parts[s.partition] != s.track || s.partition != tt.lowest() {
+			continue
+		}
+		l := runtime.Label{Name: "topic", Value: tt.name}
+		tt.gauges = topicGauges{caughtUp: ctx.LabeledGauge(MetricTopicCaughtUp, l),
+			millis: ctx.LabeledGauge(MetricTopicCatchUpMillis, l)}
+		t.setTopicGaugesLocked(tt)
+	}
+}
+
+// setTopicGaugesLocked publishes tt's state; t.mu is held.
+func (t *tracker) setTopicGaugesLocked(tt *topicTrack) {
+	if tt.gauges.caughtUp == nil {
+		return
+	}
+	ms := int64(-1)
+	if tt.caughtUp.Load() {
+		ms = max(tt.at.Sub(t.started).Milliseconds(), 0)
+	}
+	tt.gauges.caughtUp.Set(boolValue(tt.caughtUp.Load()))
+	tt.gauges.millis.Set(ms)
+}
+
+// lowest returns the lowest partition number of the topic's plan.
+func (tt *topicTrack) lowest() int32 {
+	low := int32(-1)
+	for p := range tt.parts {
+		if low < 0 || p < low {
+			low = p
+		}
+	}
+	return low
+}
