@@ -44,6 +44,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"sync"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -140,14 +141,20 @@ func (b *Backend[K]) Close() error {
 	}
 	p := b.pb
 	b.pb = nil
-	err := p.db.Close()
-	if b.frozenLive.Load() > 0 {
-		// A snapshot's asynchronous part still reads a Pebble snapshot
-		// (the job is going down): Pebble reports it as leaked, and the
-		// asynchronous part fails, which is what a cancelled checkpoint
-		// does.
-		err = nil
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.views > 0 {
+		// A snapshot's asynchronous part still reads a Pebble snapshot:
+		// the last view to close closes the database.
+		p.closing = true
+		return nil
 	}
+	return p.closeLocked()
+}
+
+// closeLocked closes the database and removes its directory; p.mu is held.
+func (p *pebbleStore) closeLocked() error {
+	err := p.db.Close()
 	if rerr := os.RemoveAll(p.dir); err == nil && rerr != nil {
 		err = fmt.Errorf("state: removing the Pebble working directory: %w", rerr)
 	}
@@ -179,6 +186,12 @@ type pebbleStore struct {
 	// instance and uploader belong to native snapshots (pebble_native.go).
 	instance string
 	uploader any
+	// mu guards views and closing, shared with the goroutines of Frozen
+	// views: Close while a view is open defers closing the database to
+	// the view's Close.
+	mu      sync.Mutex
+	views   int
+	closing bool
 }
 
 var noSync = pebble.NoSync
@@ -678,9 +691,34 @@ func uvarintLen(x int) int {
 // consistent read view that costs no copy, so the snapshot's asynchronous
 // part rewrites key groups while the subtask writes.
 func (b *Backend[K]) freezePebble() *Frozen[K] {
+	p := b.pb
+	p.mu.Lock()
+	p.views++
+	p.mu.Unlock()
 	b.frozenLive.Add(1)
 	b.epoch++
-	return &Frozen[K]{b: b, psnap: b.pb.db.NewSnapshot()}
+	return &Frozen[K]{b: b, psnap: &frozenPebble{Snapshot: p.db.NewSnapshot(), p: p}}
+}
+
+// frozenPebble is a Pebble snapshot that keeps its database open until it
+// is closed, even if the backend is closed first.
+type frozenPebble struct {
+	*pebble.Snapshot
+	p *pebbleStore
+}
+
+func (v *frozenPebble) Close() error {
+	p := v.p
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	err := v.Snapshot.Close()
+	p.views--
+	if p.views == 0 && p.closing {
+		if cerr := p.closeLocked(); err == nil {
+			err = cerr
+		}
+	}
+	return err
 }
 
 func (f *Frozen[K]) snapshotPebble(kg int) ([]byte, error) {

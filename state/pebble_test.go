@@ -247,3 +247,28 @@ func TestPebbleMatchesMemory(t *testing.T) {
 		}
 	})
 }
+
+// TestPebbleCloseWithFrozenView: closing the backend while a Frozen view
+// (a savepoint's asynchronous part) still reads leaves the view working;
+// the view's Close closes the database and removes its directory.
+func TestPebbleCloseWithFrozenView(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "db")
+	b, err := Open[string](Options{Kind: BackendPebble, Dir: dir}, keygroup.Range{Start: 0, End: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.SetCurrentKey("k", 2)
+	MustValue[string, int](b, "v").Update(7)
+	f := b.Freeze()
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	blob, err := f.SnapshotKeyGroup(2)
+	if err != nil || len(blob) == 0 {
+		t.Fatalf("snapshot from a view of a closed backend: %x, %v", blob, err)
+	}
+	f.Close()
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Fatalf("working directory still there after the last view closed: %v", err)
+	}
+}
