@@ -33,6 +33,9 @@ func snapshotNative[K comparable](w *runtime.SnapshotWriter, ctx *runtime.Contex
 	up, _ := b.NativeUploader().(*checkpoint.Uploader)
 	if up == nil {
 		up = checkpoint.NewUploader(base, fmt.Sprintf("%s-%d-%s", fileSafe(ctx.UID), ctx.Subtask, b.InstanceID()))
+		if seed, ok := b.NativeUploader().([]checkpoint.SharedFile); ok {
+			up.Seed(seed) // the restored files are not uploaded again
+		}
 		b.SetNativeUploader(up)
 	}
 	stage, err := b.CheckpointNative(w.CheckpointID())
@@ -100,7 +103,12 @@ func restoreNative[K comparable](ctx *runtime.Context, b *state.Backend[K]) erro
 		}
 		parts = append(parts, state.NativePart{Dir: dir, Start: n.Start, End: n.End})
 	}
-	return b.RestoreNative(parts)
+	best, err := b.RestoreNative(parts)
+	if err != nil {
+		return err
+	}
+	b.SetNativeUploader(natives[best].Shared)
+	return nil
 }
 
 // fileSafe maps a uid to a file name (see runtime.Context.StateOptions).

@@ -121,11 +121,27 @@ func TestNativeCheckpointsAreIncremental(t *testing.T) {
 	if err := nat.Materialize(c.NativeRestoreDir(0)); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.RestoreNative([]state.NativePart{{Dir: c.NativeRestoreDir(0), Start: 0, End: 127}}); err != nil {
+	if _, err := c.RestoreNative([]state.NativePart{{Dir: c.NativeRestoreDir(0), Start: 0, End: 127}}); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := state.MustValue[string, string](c, "v").NumKeys(), v.NumKeys(); got != want {
 		t.Fatalf("restored %d keys, want %d", got, want)
+	}
+
+	// The restored database's files are the checkpoint's: a checkpoint
+	// right after the restore uploads none of them again.
+	up2 := checkpoint.NewUploader(base, "count-0-"+c.InstanceID())
+	up2.Seed(nat.Shared)
+	stage, err := c.CheckpointNative(4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := up2.Upload(stage, state.NativeFormat, rng.Start, rng.End, state.NativeShared); err != nil {
+		t.Fatal(err)
+	}
+	os.RemoveAll(stage)
+	if up2.Copied != 0 || up2.Reused != len(nat.Shared) {
+		t.Fatalf("first checkpoint after a restore: copied %d, reused %d of %d restored files", up2.Copied, up2.Reused, len(nat.Shared))
 	}
 
 	// A corrupt shared file (same size) fails the restore naming it; a

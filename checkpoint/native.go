@@ -173,6 +173,19 @@ func NewUploader(base, owner string) *Uploader {
 	return &Uploader{base: base, owner: owner, done: map[string]SharedFile{}}
 }
 
+// Seed makes the uploader reuse files of a restored native state: after a
+// restore, the database's files of these names are the very files of the
+// checkpoint (a database never reuses a file number), so the next
+// checkpoint references them instead of uploading them again. Files under
+// another checkpoint base are ignored.
+func (u *Uploader) Seed(files []SharedFile) {
+	for _, f := range files {
+		if filepath.Clean(f.base) == filepath.Clean(u.base) {
+			u.done[filepath.Base(f.Path)] = f
+		}
+	}
+}
+
 // Upload makes a NativeState of the files in dir (a backend's checkpoint):
 // files for which shared(name) is true are uploaded unless uploaded before
 // (and still there, N3); the others become private blobs.
@@ -203,7 +216,7 @@ func (u *Uploader) Upload(dir, format string, start, end int, shared func(name s
 		}
 		dst := filepath.Join(sdir, name)
 		if f, ok := u.done[name]; ok {
-			if fi, err := os.Stat(dst); err == nil && fi.Size() == f.Size {
+			if fi, err := os.Stat(filepath.Join(u.base, filepath.FromSlash(f.Path))); err == nil && fi.Size() == f.Size {
 				n.Shared = append(n.Shared, f)
 				u.Reused++
 				continue

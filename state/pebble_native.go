@@ -116,16 +116,23 @@ func (b *Backend[K]) NativeRestoreDir(i int) string {
 }
 
 // RestoreNative replaces the backend's database, which must be empty, with
-// the key groups of its range found in parts (invariant 3). The parts'
-// directories are consumed.
-func (b *Backend[K]) RestoreNative(parts []NativePart) error {
+// the key groups of its range found in parts (invariant 3), and returns the
+// index of the part taken as the base (its files are now the database's).
+// The parts' directories are consumed.
+func (b *Backend[K]) RestoreNative(parts []NativePart) (int, error) {
 	p := b.pb
 	if p == nil {
-		return fmt.Errorf("state: native restore needs the Pebble backend")
+		return -1, fmt.Errorf("state: native restore needs the Pebble backend")
 	}
 	if len(parts) == 0 {
-		return nil
+		return -1, nil
 	}
+	best, err := b.restoreNative(parts)
+	return best, err
+}
+
+func (b *Backend[K]) restoreNative(parts []NativePart) (int, error) {
+	p := b.pb
 	defer func() {
 		for _, part := range parts {
 			os.RemoveAll(part.Dir)
@@ -142,13 +149,13 @@ func (b *Backend[K]) RestoreNative(parts []NativePart) error {
 	}
 	base := parts[best]
 	if err := p.db.Close(); err != nil {
-		return fmt.Errorf("state: closing the Pebble database for a restore: %w", err)
+		return best, fmt.Errorf("state: closing the Pebble database for a restore: %w", err)
 	}
 	if err := os.RemoveAll(p.dir); err != nil {
-		return fmt.Errorf("state: native restore: %w", err)
+		return best, fmt.Errorf("state: native restore: %w", err)
 	}
 	if err := os.Rename(base.Dir, p.dir); err != nil {
-		return fmt.Errorf("state: native restore: %w", err)
+		return best, fmt.Errorf("state: native restore: %w", err)
 	}
 	db, err := openPebble(p.dir, p.memTable, false)
 	if err != nil {
@@ -157,18 +164,18 @@ func (b *Backend[K]) RestoreNative(parts []NativePart) error {
 		if db2, err2 := openPebble(p.dir, p.memTable, false); err2 == nil {
 			p.db = db2
 		}
-		return err
+		return best, err
 	}
 	p.db, p.instance, p.uploader, p.keyEpoch = db, "", nil, 0
 	// Range deletions for the key groups that left (the demand).
 	if base.Start < b.rng.Start {
 		if err := db.DeleteRange(kgPrefix(0), kgPrefix(b.rng.Start), noSync); err != nil {
-			return fmt.Errorf("state: native restore: %w", err)
+			return best, fmt.Errorf("state: native restore: %w", err)
 		}
 	}
 	if base.End > b.rng.End {
 		if err := db.DeleteRange(kgPrefix(b.rng.End+1), kgPrefix(0xffff), noSync); err != nil {
-			return fmt.Errorf("state: native restore: %w", err)
+			return best, fmt.Errorf("state: native restore: %w", err)
 		}
 	}
 	for i, part := range parts {
@@ -176,10 +183,10 @@ func (b *Backend[K]) RestoreNative(parts []NativePart) error {
 			continue
 		}
 		if err := copyKeyGroups(db, part.Dir, max(part.Start, b.rng.Start), min(part.End, b.rng.End)); err != nil {
-			return fmt.Errorf("state: native restore from %s: %w", part.Dir, err)
+			return best, fmt.Errorf("state: native restore from %s: %w", part.Dir, err)
 		}
 	}
-	return nil
+	return best, nil
 }
 
 // copyKeyGroups copies key groups [start, end] of the database in dir into
