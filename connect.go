@@ -99,8 +99,12 @@ type keyedCoProcessOp[K comparable, A, B, OUT any] struct {
 func (o *keyedCoProcessOp[K, A, B, OUT]) Open(ctx *runtime.Context, out runtime.Output[OUT]) error {
 	o.Base.Open(ctx, out)
 	o.maxP = ctx.MaxParallelism
+	backend, err := state.Open[K](ctx.StateOptions(), ctx.KeyGroups)
+	if err != nil {
+		return err
+	}
 	o.kctx = KeyedContext[K, OUT]{rt: ctx, out: out,
-		backend: state.NewBackend[K](ctx.KeyGroups),
+		backend: backend,
 		timers:  timer.NewService[K, struct{}](ctx.KeyGroups)}
 	o.fire, o.pfire = timerCallbacks(&o.kctx, &o.err, o.fn.OnTimer)
 	if err := RestoreKeyed(ctx, o.kctx.backend, o.kctx.timers, nil); err != nil {
@@ -176,6 +180,14 @@ func timerCallbacks[K comparable, OUT any](kc *KeyedContext[K, OUT], errp *error
 	}
 	kc.timers.OnProcessingHeadChange(schedule)
 	return fire, pfire
+}
+
+// Close releases the state backend (a Pebble backend's files).
+func (o *keyedCoProcessOp[K, A, B, OUT]) Close() error {
+	if o.kctx.backend == nil {
+		return nil
+	}
+	return o.kctx.backend.Close()
 }
 
 // SnapshotState implements runtime.Snapshotter: keyed state and timers per

@@ -213,8 +213,12 @@ type keyedProcessOp[K comparable, IN, OUT any] struct {
 func (o *keyedProcessOp[K, IN, OUT]) Open(ctx *runtime.Context, out runtime.Output[OUT]) error {
 	o.Base.Open(ctx, out)
 	o.maxP = ctx.MaxParallelism
+	backend, err := state.Open[K](ctx.StateOptions(), ctx.KeyGroups)
+	if err != nil {
+		return err
+	}
 	o.kctx = KeyedContext[K, OUT]{rt: ctx, out: out,
-		backend: state.NewBackend[K](ctx.KeyGroups),
+		backend: backend,
 		timers:  timer.NewService[K, struct{}](ctx.KeyGroups)}
 	o.fire, o.pfire = timerCallbacks(&o.kctx, &o.err, o.fn.OnTimer)
 	if err := RestoreKeyed(ctx, o.kctx.backend, o.kctx.timers, nil); err != nil {
@@ -240,6 +244,14 @@ func (o *keyedProcessOp[K, IN, OUT]) ProcessWatermark(ts int64) error {
 }
 
 func (o *keyedProcessOp[K, IN, OUT]) EndInput() error { return o.err }
+
+// Close releases the state backend (a Pebble backend's files).
+func (o *keyedProcessOp[K, IN, OUT]) Close() error {
+	if o.kctx.backend == nil {
+		return nil
+	}
+	return o.kctx.backend.Close()
+}
 
 // SnapshotState implements runtime.Snapshotter: keyed state and timers per
 // key group.

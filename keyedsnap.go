@@ -34,6 +34,9 @@ func SnapshotKeyed[K comparable, N comparable](w *runtime.SnapshotWriter, ctx *r
 		}
 		timers[kg-rng.Start] = tb
 	}
+	if base := w.NativeBase(); base != "" && b.Kind() == state.BackendPebble {
+		return snapshotNative(w, ctx, b, base, timers)
+	}
 	fz := b.Freeze()
 	w.Async(func() error {
 		defer fz.Close()
@@ -63,6 +66,9 @@ func SnapshotKeyed[K comparable, N comparable](w *runtime.SnapshotWriter, ctx *r
 // each key group, if not nil (the window operator inspects restored
 // timers). Operators call it from Open.
 func RestoreKeyed[K comparable, N comparable](ctx *runtime.Context, b *state.Backend[K], t *timer.Service[K, N], restored func(kg int)) error {
+	if err := restoreNative(ctx, b); err != nil {
+		return fmt.Errorf("restore of operator %q subtask %d: %w", ctx.UID, ctx.Subtask, err)
+	}
 	return ctx.Restored().ForEachKeyGroup(func(kg int, blob []byte) error {
 		n, m := binary.Uvarint(blob)
 		if m <= 0 || uint64(len(blob)-m) < n {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/weirproject/weir"
+	"github.com/weirproject/weir/checkpoint"
 	"github.com/weirproject/weir/connector/file"
 	"github.com/weirproject/weir/runtime"
 	"github.com/weirproject/weir/state"
@@ -148,9 +149,14 @@ func (w *windowCount) OnTimer(ts int64, ctx *weir.KeyedContext[string, string]) 
 	return nil
 }
 
-func buildRescaleJob(par int, src *gatedSplits, out, restore string) *weir.Environment {
+func buildRescaleJob(par int, src *gatedSplits, out, restore, backend string, chkDir ...string) *weir.Environment {
+	cc := runtime.CheckpointConfig{RestoreFrom: restore}
+	if len(chkDir) > 0 {
+		cc.Dir = chkDir[0]
+	}
 	env := weir.NewEnvironment(weir.Config{Parallelism: par, MaxParallelism: 128,
-		Checkpoint: runtime.CheckpointConfig{RestoreFrom: restore}})
+		Checkpoint:   cc,
+		StateBackend: runtime.StateBackendConfig{Kind: backend}})
 	s := weir.FromSource[evt](env, "events", src, watermark.ForMonotonous[evt]()).UID("events")
 	counts := weir.Process(weir.KeyBy(s, func(e evt) string { return e.Key }), "count",
 		func() weir.KeyedProcessFunction[string, evt, string] { return &windowCount{} }).UID("count")
@@ -180,13 +186,36 @@ func lines(t *testing.T, dir string) []string {
 // savepoints, with keyed state and pending timers carried across, and
 // compares with a run that never stops.
 func TestRescaleThroughSavepoints(t *testing.T) {
+	rescaleThroughSavepoints(t, [3]string{state.BackendMemory, state.BackendMemory, state.BackendMemory}, false)
+}
+
+// TestRescaleThroughNativeCheckpoints rescales 2 -> 4 -> 1 through
+// checkpoints of the Pebble backend (native, incremental: range deletes
+// for the key groups that leave, others copied in), then once more from a
+// native checkpoint into the memory backend.
+func TestRescaleThroughNativeCheckpoints(t *testing.T) {
+	rescaleThroughSavepoints(t, [3]string{state.BackendPebble, state.BackendPebble, state.BackendPebble}, true)
+	rescaleThroughSavepoints(t, [3]string{state.BackendPebble, state.BackendPebble, state.BackendMemory}, true)
+}
+
+// TestRescaleThroughSavepointsAcrossBackends is TestRescaleThroughSavepoints
+// with the Pebble backend, switching to the memory backend and back at the
+// savepoints: savepoints are backend-independent.
+func TestRescaleThroughSavepointsAcrossBackends(t *testing.T) {
+	rescaleThroughSavepoints(t, [3]string{state.BackendPebble, state.BackendMemory, state.BackendPebble}, false)
+}
+
+// rescaleThroughSavepoints runs the job at parallelism 2, 4 and 1 with the
+// given backends, stopping it twice at a savepoint (or, with checkpoints,
+// at a checkpoint) and restarting from it.
+func rescaleThroughSavepoints(t *testing.T, backends [3]string, checkpoints bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	const splits, per = 6, 300
 	refOut := filepath.Join(t.TempDir(), "ref")
 	ref := newGatedSplits(splits, per)
 	ref.setLimit(per)
-	if err := buildRescaleJob(1, ref, refOut, "").Execute(ctx); err != nil {
+	if err := buildRescaleJob(1, ref, refOut, "", "").Execute(ctx); err != nil {
 		t.Fatal(err)
 	}
 	want := lines(t, refOut)
@@ -196,9 +225,13 @@ func TestRescaleThroughSavepoints(t *testing.T) {
 
 	out := filepath.Join(t.TempDir(), "out")
 	restore := ""
+	var chk []string
+	if checkpoints {
+		chk = []string{filepath.Join(t.TempDir(), "chk")}
+	}
 	for phase, par := range []int{2, 4, 1} {
 		src := newGatedSplits(splits, per)
-		env := buildRescaleJob(par, src, out, restore)
+		env := buildRescaleJob(par, src, out, restore, backends[phase], chk...)
 		job, err := env.Start(ctx)
 		if err != nil {
 			t.Fatalf("phase %d: %v", phase, err)
@@ -220,9 +253,25 @@ func TestRescaleThroughSavepoints(t *testing.T) {
 			}
 			time.Sleep(2 * time.Millisecond)
 		}
-		restore = filepath.Join(t.TempDir(), fmt.Sprintf("savepoint-%d", phase))
-		if _, err := job.TriggerSavepoint(ctx, restore); err != nil {
-			t.Fatalf("phase %d: savepoint: %v", phase, err)
+		if checkpoints {
+			var err error
+			if _, restore, err = job.TriggerCheckpoint(ctx); err != nil {
+				t.Fatalf("phase %d: checkpoint: %v", phase, err)
+			}
+			if backends[phase] == state.BackendPebble {
+				s, err := checkpoint.Read(restore)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if s.Operator("count").Subtasks[0].Native == nil {
+					t.Fatalf("phase %d: the checkpoint of the Pebble backend is not native", phase)
+				}
+			}
+		} else {
+			restore = filepath.Join(t.TempDir(), fmt.Sprintf("savepoint-%d", phase))
+			if _, err := job.TriggerSavepoint(ctx, restore); err != nil {
+				t.Fatalf("phase %d: savepoint: %v", phase, err)
+			}
 		}
 		job.Cancel()
 		job.Wait()

@@ -24,4 +24,10 @@
 //	I3. The max parallelism (number of key groups) is recorded; restoring
 //	    with a different one is refused.
 //	I4. Operator state is matched to operators by uid.
+//
+// Version 2 adds native keyed state (NativeState, native.go): a Pebble
+// checkpoint whose immutable SSTs live in DIR/shared/<owner>/ and are
+// shared by the checkpoints that reference them (incremental
+// checkpoints); Retain collects the ones no retained checkpoint
+// references. Snapshots without native state are written as version 1.
 package checkpoint

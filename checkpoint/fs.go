@@ -42,6 +42,27 @@ type manifestSubtask struct {
 	File      string         `json:"file,omitempty"`
 	KeyGroups []manifestBlob `json:"keyGroups,omitempty"`
 	Lists     []manifestList `json:"lists,omitempty"`
+	// Native is the subtask's native keyed state (version 2).
+	Native *manifestNative `json:"native,omitempty"`
+}
+
+type manifestNative struct {
+	Format  string            `json:"format"`
+	Start   int               `json:"kgStart"`
+	End     int               `json:"kgEnd"`
+	Shared  []manifestShared  `json:"shared"`
+	Private []manifestPrivate `json:"private"`
+}
+
+type manifestShared struct {
+	Path string `json:"path"`
+	Size int64  `json:"size"`
+	CRC  uint32 `json:"crc"`
+}
+
+type manifestPrivate struct {
+	Name string       `json:"name"`
+	Blob manifestBlob `json:"blob"`
 }
 
 type manifestList struct {
@@ -67,12 +88,18 @@ func Write(dir string, s *Snapshot) (string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", fmt.Errorf("checkpoint: create %s: %w", dir, err)
 	}
-	m := manifest{Version: FormatVersion, Kind: s.Kind, ID: s.ID, TimestampMs: s.TimestampMs, MaxParallelism: s.MaxParallelism}
+	m := manifest{Version: 1, Kind: s.Kind, ID: s.ID, TimestampMs: s.TimestampMs, MaxParallelism: s.MaxParallelism}
 	for oi, o := range s.Operators {
 		mo := manifestOp{UID: o.UID, Name: o.Name, Parallelism: o.Parallelism, Subtasks: make([]manifestSubtask, len(o.Subtasks))}
 		for si, st := range o.Subtasks {
-			if st == nil || (len(st.KeyGroups) == 0 && len(st.Lists) == 0) {
+			if st == nil || (len(st.KeyGroups) == 0 && len(st.Lists) == 0 && st.Native == nil) {
 				continue
+			}
+			if st.Native != nil {
+				if s.Kind == KindSavepoint {
+					return "", fmt.Errorf("checkpoint: operator %q subtask %d has native state in a savepoint; savepoints must be canonical", o.UID, si)
+				}
+				m.Version = 2
 			}
 			name := fmt.Sprintf("op-%04d-sub-%04d.bin", oi, si)
 			ms, err := writeSubtask(filepath.Join(dir, name), st)
@@ -152,6 +179,21 @@ func writeSubtask(path string, st *SubtaskState) (manifestSubtask, error) {
 			ml.Items = append(ml.Items, mb)
 		}
 		ms.Lists = append(ms.Lists, ml)
+	}
+	if n := st.Native; n != nil {
+		mn := &manifestNative{Format: n.Format, Start: n.Start, End: n.End}
+		for _, f := range n.Shared {
+			mn.Shared = append(mn.Shared, manifestShared{Path: f.Path, Size: f.Size, CRC: f.CRC})
+		}
+		for _, pf := range n.Private {
+			mb, err := put(pf.Data)
+			if err != nil {
+				f.Close()
+				return ms, err
+			}
+			mn.Private = append(mn.Private, manifestPrivate{Name: pf.Name, Blob: mb})
+		}
+		ms.Native = mn
 	}
 	if err := w.Flush(); err != nil {
 		f.Close()
@@ -263,6 +305,13 @@ func Read(dir string) (*Snapshot, error) {
 				}
 				st.Lists[ml.Name] = l
 			}
+			if mn := ms.Native; mn != nil {
+				n, err := readNative(dir, path, mn, m.MaxParallelism, check)
+				if err != nil {
+					return nil, err
+				}
+				st.Native = n
+			}
 			o.Subtasks = append(o.Subtasks, st)
 		}
 		s.Operators = append(s.Operators, o)
@@ -345,7 +394,7 @@ func Latest(base string) (string, int64, error) {
 
 // Retain deletes all but the newest keep complete checkpoints under base,
 // and incomplete ones older than the newest complete one.
-func Retain(base string, keep int) error {
+func Retain(base string, keep int) (err error) {
 	ids, err := List(base)
 	if err != nil || len(ids) == 0 {
 		return err
@@ -359,6 +408,11 @@ func Retain(base string, keep int) error {
 	if len(ids) > keep {
 		cut = ids[len(ids)-keep-1]
 	}
+	defer func() {
+		if err == nil {
+			err = retainShared(base)
+		}
+	}()
 	entries, err := os.ReadDir(base)
 	if err != nil {
 		return fmt.Errorf("checkpoint: list %s: %w", base, err)
@@ -379,3 +433,61 @@ func Retain(base string, keep int) error {
 
 // Now is the time source of snapshot timestamps (replaceable in tests).
 var Now = func() int64 { return time.Now().UnixMilli() } // lint:allow-time the default, replaceable
+
+// readNative loads the native state of a subtask from its manifest entry,
+// checking that every shared file exists with the recorded size (their
+// checksums are verified when they are materialized).
+func readNative(dir, path string, mn *manifestNative, maxP int, check func(manifestBlob) (Blob, error)) (*NativeState, error) {
+	if mn.Start < 0 || mn.End < mn.Start || mn.End >= maxP {
+		return nil, fmt.Errorf("checkpoint: %s is corrupt: native state of key groups %d-%d outside [0,%d)", path, mn.Start, mn.End, maxP)
+	}
+	base := filepath.Dir(filepath.Clean(dir))
+	n := &NativeState{Format: mn.Format, Start: mn.Start, End: mn.End}
+	for _, f := range mn.Shared {
+		if !checkSharedPath(f.Path) {
+			return nil, fmt.Errorf("checkpoint: %s is corrupt: bad shared file path %q", path, f.Path)
+		}
+		full := filepath.Join(base, filepath.FromSlash(f.Path))
+		fi, err := os.Stat(full)
+		if err != nil {
+			return nil, fmt.Errorf("checkpoint: snapshot %s is incomplete: shared file %s: %w", dir, full, err)
+		}
+		if fi.Size() != f.Size {
+			return nil, fmt.Errorf("checkpoint: shared file %s is corrupt: %d bytes, the manifest of %s says %d", full, fi.Size(), dir, f.Size)
+		}
+		n.Shared = append(n.Shared, SharedFile{Path: f.Path, Size: f.Size, CRC: f.CRC, base: base})
+	}
+	for _, p := range mn.Private {
+		if p.Name == "" || strings.ContainsAny(p.Name, `/\`) || p.Name == ".." {
+			return nil, fmt.Errorf("checkpoint: %s is corrupt: bad private file name %q", path, p.Name)
+		}
+		b, err := check(p.Blob)
+		if err != nil {
+			return nil, err
+		}
+		n.Private = append(n.Private, PrivateFile{Name: p.Name, Data: b})
+	}
+	return n, nil
+}
+
+// retainShared collects the shared files that the complete checkpoints
+// left under base no longer reference (N3).
+func retainShared(base string) error {
+	if _, err := os.Stat(filepath.Join(base, SharedDirName)); err != nil {
+		return nil
+	}
+	ids, err := List(base)
+	if err != nil {
+		return err
+	}
+	var keep []*Snapshot
+	for _, id := range ids {
+		s, err := Read(Dir(base, id))
+		if err != nil {
+			// Do not collect what an unreadable checkpoint may reference.
+			return fmt.Errorf("checkpoint: not collecting shared files: %w", err)
+		}
+		keep = append(keep, s)
+	}
+	return collectShared(base, keep)
+}

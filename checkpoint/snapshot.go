@@ -5,9 +5,11 @@ import (
 	"sort"
 )
 
-// FormatVersion is the version of the snapshot format this package writes.
-// Readers accept versions up to it.
-const FormatVersion = 1
+// FormatVersion is the newest version of the snapshot format: 2 adds
+// native keyed state (SubtaskState.Native). Write writes version 1 when a
+// snapshot has no native state, so savepoints stay readable by older
+// builds; Read accepts versions 1 to FormatVersion.
+const FormatVersion = 2
 
 // Kind tells checkpoints and savepoints apart.
 type Kind string
@@ -54,6 +56,10 @@ type SubtaskState struct {
 	KeyGroups map[int]Blob
 	// Lists are named lists of operator state.
 	Lists map[string]*ListState
+	// Native is the keyed state in a backend's native format (incremental
+	// checkpoints of the Pebble backend), or nil. Key-group blobs may then
+	// hold the timers only.
+	Native *NativeState
 }
 
 // ListState is one named list of operator state.
@@ -114,8 +120,23 @@ func (o *OperatorState) Size() int64 {
 				n += b.Len()
 			}
 		}
+		if st.Native != nil {
+			n += st.Native.Size()
+		}
 	}
 	return n
+}
+
+// NativeFor returns the native states of the old subtasks whose key groups
+// overlap [start, end], in subtask order.
+func (o *OperatorState) NativeFor(start, end int) []*NativeState {
+	var out []*NativeState
+	for _, st := range o.Subtasks {
+		if st != nil && st.Native != nil && st.Native.Start <= end && st.Native.End >= start {
+			out = append(out, st.Native)
+		}
+	}
+	return out
 }
 
 // KeyGroupBlobs returns the keyed-state blobs of the key groups in

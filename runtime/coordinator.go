@@ -438,6 +438,7 @@ func (t *task) checkpoint(id int64) {
 	for _, inst := range t.chain {
 		ctx := inst.context()
 		w := newSnapshotWriter(id, kind, ctx.KeyGroups)
+		w.base = t.job.coord.cfg.Dir
 		for _, p := range inst.parts() {
 			if s, ok := p.(Snapshotter); ok && err == nil {
 				if e := s.SnapshotState(w); e != nil {

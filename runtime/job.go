@@ -48,6 +48,8 @@ type Config struct {
 	Metrics *Metrics
 	// Checkpoint configures checkpoints, savepoints and restore.
 	Checkpoint CheckpointConfig
+	// StateBackend selects the keyed-state backend (memory by default).
+	StateBackend StateBackendConfig
 }
 
 func (c Config) withDefaults() Config {
@@ -226,6 +228,9 @@ func newBuilder(g *Graph, cfg Config, done <-chan struct{}) (*builder, error) {
 	if b.maxParallelism == 0 {
 		b.maxParallelism = keygroup.DefaultMaxParallelism(maxPar)
 	}
+	if err := cfg.StateBackend.validate(); err != nil {
+		return nil, err
+	}
 	if err := b.loadRestore(); err != nil {
 		return nil, err
 	}
@@ -383,6 +388,7 @@ func (b *builder) instantiate(t *task, n *Node, s int) (instance, error) {
 		task:           t,
 		node:           n,
 		sides:          map[int]any{},
+		stateBackend:   b.cfg.StateBackend,
 	}
 	if b.restore != nil {
 		ctx.restored = &Restored{CheckpointID: b.restore.ID, op: b.restore.Operator(b.uid(n)),

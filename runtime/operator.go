@@ -98,6 +98,8 @@ type Context struct {
 	node     *Node
 	sides    map[int]any // side-output tag id -> Output[T]
 	restored *Restored
+	// stateBackend is the job's choice of keyed-state backend.
+	stateBackend StateBackendConfig
 }
 
 // Mailbox returns the subtask's mailbox, through which other goroutines

@@ -52,6 +52,7 @@ type SnapshotWriter struct {
 	rng   keygroup.Range
 	st    *checkpoint.SubtaskState
 	async []func() error
+	base  string // checkpoint base directory (CheckpointConfig.Dir)
 }
 
 func newSnapshotWriter(id int64, kind checkpoint.Kind, rng keygroup.Range) *SnapshotWriter {
@@ -80,6 +81,27 @@ func (w *SnapshotWriter) Kind() checkpoint.Kind { return w.kind }
 // Every registered f runs exactly once, even when the checkpoint is aborted
 // meanwhile, so that f can release what the synchronous part pinned.
 func (w *SnapshotWriter) Async(f func() error) { w.async = append(w.async, f) }
+
+// NativeBase returns the checkpoint base directory under which native
+// keyed state may keep shared files (checkpoint.Uploader), or "" when the
+// snapshot must be canonical: a savepoint, or checkpoints without a
+// directory.
+func (w *SnapshotWriter) NativeBase() string {
+	if w.kind != checkpoint.KindCheckpoint {
+		return ""
+	}
+	return w.base
+}
+
+// Native stores the subtask's keyed state in a backend's native format
+// (see checkpoint.NativeState); only when NativeBase is not "".
+func (w *SnapshotWriter) Native(n *checkpoint.NativeState) error {
+	if w.NativeBase() == "" {
+		return fmt.Errorf("runtime: native keyed state in a %s; it must be canonical", w.kind)
+	}
+	w.st.Native = n
+	return nil
+}
 
 // KeyGroup stores the keyed-state blob of key group kg (which must be in
 // the subtask's range). Empty blobs need not be written.
@@ -133,6 +155,16 @@ func (r *Restored) ForEachKeyGroup(f func(kg int, data []byte) error) error {
 		}
 	}
 	return nil
+}
+
+// Native returns the native keyed states of the old subtasks whose key
+// groups overlap this subtask's range, in old-subtask order (nil when the
+// restored snapshot holds canonical blobs).
+func (r *Restored) Native() []*checkpoint.NativeState {
+	if r == nil || r.op == nil {
+		return nil
+	}
+	return r.op.NativeFor(r.rng.Start, r.rng.End)
 }
 
 // List returns the items of the named list this subtask receives.

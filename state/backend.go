@@ -32,6 +32,8 @@ type Backend[K comparable] struct {
 	// snapBytesPerEntry is the size per entry of the last snapshot, to size
 	// the next one (0 before the first).
 	snapBytesPerEntry int
+	// pb is the Pebble storage (pebble.go); nil for the memory backend.
+	pb *pebbleStore
 	// frozenLive counts the Frozen views not closed yet (see cow.go); they
 	// close on other goroutines.
 	frozenLive atomic.Int32
@@ -109,6 +111,10 @@ func (b *Backend[K]) Table(name string) (Table, bool) {
 // entries of kg waiting for states not registered yet. It panics if kg is
 // outside the range.
 func (b *Backend[K]) ClearKeyGroup(kg int) {
+	if b.pb != nil {
+		b.clearKeyGroupPebble(kg)
+		return
+	}
 	b.checkKeyGroup(kg)
 	for _, t := range b.tables {
 		t.ClearKeyGroup(kg)
@@ -200,6 +206,7 @@ type desc[K comparable] struct {
 	name string
 	kind Kind
 	typ  string
+	pk   []byte // key prefix of the state's entries (Pebble backend)
 }
 
 func (d *desc[K]) Name() string { return d.name }
@@ -222,8 +229,12 @@ func register[K comparable, S table](b *Backend[K], name string, kind Kind, typ 
 		return zero, fmt.Errorf("state: %q is already registered as %s state %s; cannot register it as %s state %s",
 			name, existing.Kind(), existing.Type(), kind, typ)
 	}
-	s := create(desc[K]{b: b, name: name, kind: kind, typ: typ})
-	if err := loadPending(b, name, kind, typ, s); err != nil {
+	s := create(desc[K]{b: b, name: name, kind: kind, typ: typ, pk: statePrefix(name, kind)})
+	load := loadPending[K]
+	if b.pb != nil {
+		load = (*Backend[K]).checkRegisterPebble
+	}
+	if err := load(b, name, kind, typ, s); err != nil {
 		return zero, err
 	}
 	b.tables[name] = s

@@ -149,6 +149,9 @@ type Frozen[K comparable] struct {
 	pending map[string]*pendingState
 	pins    []*pin
 	closed  bool
+	// psnap is the Pebble backend's view (pebble.go): a Pebble snapshot
+	// instead of pins.
+	psnap pebbleView
 	// perEntry is the size per entry of the last key group serialized, to
 	// size the next one (written by both goroutines).
 	perEntry atomic.Int64
@@ -160,6 +163,9 @@ type Frozen[K comparable] struct {
 // closed), the first write of each state to that key group copies the
 // state's entries of that key group. Close the view when done with it.
 func (b *Backend[K]) Freeze() *Frozen[K] {
+	if b.pb != nil {
+		return b.freezePebble()
+	}
 	f := &Frozen[K]{b: b, tables: make(map[string]table, len(b.tables)), pins: make([]*pin, b.rng.Len())}
 	f.perEntry.Store(int64(b.snapBytesPerEntry))
 	for i := range f.pins {
@@ -202,6 +208,10 @@ func (f *Frozen[K]) SnapshotKeyGroup(kg int) ([]byte, error) {
 func (f *Frozen[K]) AppendSnapshotKeyGroup(dst []byte, kg int) ([]byte, error) {
 	if f.closed {
 		panic("state: Frozen.SnapshotKeyGroup after Close")
+	}
+	if f.psnap != nil {
+		b, err := f.snapshotPebble(kg)
+		return append(dst, b...), err
 	}
 	if !f.b.rng.Contains(kg) {
 		return appendKeyGroup(dst, kg, f.b.rng, f.tables, f.pending)
@@ -249,6 +259,10 @@ func (f *Frozen[K]) Close() {
 		return
 	}
 	f.closed = true
+	if f.psnap != nil {
+		f.closePebble()
+		return
+	}
 	for _, p := range f.pins {
 		// A pin the subtask holds is finished by the subtask.
 		if p.state.CompareAndSwap(pinPending, pinDone) {

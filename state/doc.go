@@ -3,6 +3,14 @@
 // current key and a namespace (for windows), all partitioned by key group as
 // in Flink's HeapKeyedStateBackend.
 //
+// The same API also runs on Pebble (Open with Options{Kind: BackendPebble};
+// pebble.go states its invariants and key layout): the guarantees below
+// hold for both backends, except that 2 and 6 describe the memory layout,
+// and with Pebble codecs run on every access (8), values are copies (a
+// pointer held in state is not the stored value), and registration does
+// not decode natively restored entries. Native snapshots for incremental
+// checkpoints are in pebble_native.go.
+//
 // A Backend belongs to one operator subtask. The runtime calls SetCurrentKey
 // before handing a record or a timer to user code; every state registered on
 // the backend then reads and writes that key's entries.

@@ -40,11 +40,18 @@ func MustListWithCodec[K comparable, V any](b *Backend[K], name string, vc Codec
 // AddAll, Update, Clear) and must not be modified or retained by the caller
 // (copy it with slices.Clone to keep it).
 func (s *ListState[K, V]) Get() []V {
+	if s.b.pb != nil {
+		return s.pGet()
+	}
 	return s.groups[s.b.slotIndex()][s.b.key]
 }
 
 // Add appends v to the current key's list.
 func (s *ListState[K, V]) Add(v V) {
+	if s.b.pb != nil {
+		s.pAddAll([]V{v})
+		return
+	}
 	m := s.group()
 	m[s.b.key] = append(m[s.b.key], v)
 }
@@ -52,6 +59,10 @@ func (s *ListState[K, V]) Add(v V) {
 // AddAll appends vs to the current key's list.
 func (s *ListState[K, V]) AddAll(vs []V) {
 	if len(vs) == 0 {
+		return
+	}
+	if s.b.pb != nil {
+		s.pAddAll(vs)
 		return
 	}
 	m := s.group()
@@ -65,12 +76,20 @@ func (s *ListState[K, V]) Update(vs []V) {
 		s.Clear()
 		return
 	}
+	if s.b.pb != nil {
+		s.pUpdate(vs)
+		return
+	}
 	m := s.group()
 	m[s.b.key] = replace(m[s.b.key], vs)
 }
 
 // Clear removes the current key's list.
 func (s *ListState[K, V]) Clear() {
+	if s.b.pb != nil {
+		s.pClear()
+		return
+	}
 	i := s.b.slotIndex()
 	if s.cow.on {
 		s.unshare(i)
@@ -104,16 +123,28 @@ func replace[V any](cur, vs []V) []V {
 }
 
 // NumKeys reports the number of keys with a non-empty list.
-func (s *ListState[K, V]) NumKeys() int { return s.groups.numKeys() }
+func (s *ListState[K, V]) NumKeys() int {
+	if s.b.pb != nil {
+		return s.b.pNumKeys(s.pk, s.kind)
+	}
+	return s.groups.numKeys()
+}
 
 // NumKeysInKeyGroup reports the number of keys of key group kg with a list.
 func (s *ListState[K, V]) NumKeysInKeyGroup(kg int) int {
+	if s.b.pb != nil {
+		return s.b.pNumKeysInKeyGroup(kg, s.pk, s.kind)
+	}
 	return len(s.groups[s.b.checkKeyGroup(kg)])
 }
 
 // ForEachKey calls f for every key of key group kg with a list, in
 // unspecified order. f must not modify this state.
 func (s *ListState[K, V]) ForEachKey(kg int, f func(K)) {
+	if s.b.pb != nil {
+		pForEachKey(s.b, kg, s.pk, s.name, f)
+		return
+	}
 	for k := range s.groups[s.b.checkKeyGroup(kg)] {
 		f(k)
 	}
@@ -123,6 +154,10 @@ func (s *ListState[K, V]) ForEachKey(kg int, f func(K)) {
 // order. The lists are the state's own (see Get). f must not modify this
 // state.
 func (s *ListState[K, V]) ForEach(kg int, f func(K, []V)) {
+	if s.b.pb != nil {
+		s.pForEach(kg, f)
+		return
+	}
 	for k, v := range s.groups[s.b.checkKeyGroup(kg)] {
 		f(k, v)
 	}
@@ -130,6 +165,10 @@ func (s *ListState[K, V]) ForEach(kg int, f func(K, []V)) {
 
 // ClearKeyGroup drops every list of key group kg.
 func (s *ListState[K, V]) ClearKeyGroup(kg int) {
+	if s.b.pb != nil {
+		s.b.pClearKeyGroup(kg, s.pk)
+		return
+	}
 	i := s.b.checkKeyGroup(kg)
 	s.groups[i] = nil
 	s.cow.drop(i)

@@ -44,18 +44,29 @@ func (s *MapState[K, UK, UV]) cur() map[UK]UV {
 
 // Get returns the value of uk in the current key's map.
 func (s *MapState[K, UK, UV]) Get(uk UK) (UV, bool) {
+	if s.b.pb != nil {
+		return s.pGet(uk)
+	}
 	v, ok := s.cur()[uk]
 	return v, ok
 }
 
 // Contains reports whether the current key's map holds uk.
 func (s *MapState[K, UK, UV]) Contains(uk UK) bool {
+	if s.b.pb != nil {
+		_, ok := s.pGet(uk)
+		return ok
+	}
 	_, ok := s.cur()[uk]
 	return ok
 }
 
 // Put sets uk to uv in the current key's map.
 func (s *MapState[K, UK, UV]) Put(uk UK, uv UV) {
+	if s.b.pb != nil {
+		s.pPut(uk, uv)
+		return
+	}
 	i := s.b.slotIndex()
 	if s.cow.on {
 		s.unshare(i)
@@ -76,6 +87,10 @@ func (s *MapState[K, UK, UV]) Put(uk UK, uv UV) {
 // Remove deletes uk from the current key's map; removing the last entry
 // removes the key.
 func (s *MapState[K, UK, UV]) Remove(uk UK) {
+	if s.b.pb != nil {
+		s.pRemove(uk)
+		return
+	}
 	i := s.b.slotIndex()
 	if s.cow.on {
 		s.unshare(i)
@@ -92,13 +107,22 @@ func (s *MapState[K, UK, UV]) Remove(uk UK) {
 }
 
 // Len reports the number of entries in the current key's map.
-func (s *MapState[K, UK, UV]) Len() int { return len(s.cur()) }
+func (s *MapState[K, UK, UV]) Len() int {
+	if s.b.pb != nil {
+		return s.pLen()
+	}
+	return len(s.cur())
+}
 
 // Range calls f for every entry of the current key's map, in unspecified
 // order, until f returns false. f may Remove the entry it is given; other
 // modifications during Range follow Go's rules for maps modified during
 // iteration.
 func (s *MapState[K, UK, UV]) Range(f func(UK, UV) bool) {
+	if s.b.pb != nil {
+		s.pRange(f)
+		return
+	}
 	for k, v := range s.cur() {
 		if !f(k, v) {
 			return
@@ -108,6 +132,10 @@ func (s *MapState[K, UK, UV]) Range(f func(UK, UV) bool) {
 
 // Clear removes the current key's map.
 func (s *MapState[K, UK, UV]) Clear() {
+	if s.b.pb != nil {
+		s.pClear()
+		return
+	}
 	i := s.b.slotIndex()
 	if s.cow.on {
 		s.unshare(i)
@@ -116,16 +144,28 @@ func (s *MapState[K, UK, UV]) Clear() {
 }
 
 // NumKeys reports the number of keys with a non-empty map.
-func (s *MapState[K, UK, UV]) NumKeys() int { return s.groups.numKeys() }
+func (s *MapState[K, UK, UV]) NumKeys() int {
+	if s.b.pb != nil {
+		return s.b.pNumKeys(s.pk, s.kind)
+	}
+	return s.groups.numKeys()
+}
 
 // NumKeysInKeyGroup reports the number of keys of key group kg with a map.
 func (s *MapState[K, UK, UV]) NumKeysInKeyGroup(kg int) int {
+	if s.b.pb != nil {
+		return s.b.pNumKeysInKeyGroup(kg, s.pk, s.kind)
+	}
 	return len(s.groups[s.b.checkKeyGroup(kg)])
 }
 
 // ForEachKey calls f for every key of key group kg with a non-empty map, in
 // unspecified order. f must not modify this state.
 func (s *MapState[K, UK, UV]) ForEachKey(kg int, f func(K)) {
+	if s.b.pb != nil {
+		pForEachKey(s.b, kg, s.pk, s.name, f)
+		return
+	}
 	for k := range s.groups[s.b.checkKeyGroup(kg)] {
 		f(k)
 	}
@@ -134,6 +174,10 @@ func (s *MapState[K, UK, UV]) ForEachKey(kg int, f func(K)) {
 // ForEach calls f for every (key, user key, value) of key group kg, in
 // unspecified order. f must not modify this state.
 func (s *MapState[K, UK, UV]) ForEach(kg int, f func(K, UK, UV)) {
+	if s.b.pb != nil {
+		s.pForEach(kg, f)
+		return
+	}
 	for k, m := range s.groups[s.b.checkKeyGroup(kg)] {
 		for uk, uv := range m {
 			f(k, uk, uv)
@@ -143,6 +187,10 @@ func (s *MapState[K, UK, UV]) ForEach(kg int, f func(K, UK, UV)) {
 
 // ClearKeyGroup drops every map of key group kg.
 func (s *MapState[K, UK, UV]) ClearKeyGroup(kg int) {
+	if s.b.pb != nil {
+		s.b.pClearKeyGroup(kg, s.pk)
+		return
+	}
 	i := s.b.checkKeyGroup(kg)
 	s.groups[i] = nil
 	s.cow.drop(i)
@@ -150,6 +198,10 @@ func (s *MapState[K, UK, UV]) ClearKeyGroup(kg int) {
 
 // ForEachAny implements Table; value is the key's map[UK]UV.
 func (s *MapState[K, UK, UV]) ForEachAny(kg int, f func(key, namespace, value any)) {
+	if s.b.pb != nil {
+		s.pForEachMap(kg, func(k K, m map[UK]UV) { f(k, nil, m) })
+		return
+	}
 	for k, m := range s.groups[s.b.checkKeyGroup(kg)] {
 		f(k, nil, m)
 	}

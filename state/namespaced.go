@@ -43,6 +43,9 @@ func MustNamespacedValueWithCodecs[K comparable, N comparable, V any](b *Backend
 
 // Value returns the value of the current key in namespace ns.
 func (s *NamespacedValueState[K, N, V]) Value(ns N) (V, bool) {
+	if s.b.pb != nil {
+		return s.pValue(ns)
+	}
 	if sl := s.t.get(ns); sl != nil {
 		return sl.v, true
 	}
@@ -52,11 +55,19 @@ func (s *NamespacedValueState[K, N, V]) Value(ns N) (V, bool) {
 
 // Update sets the value of the current key in namespace ns.
 func (s *NamespacedValueState[K, N, V]) Update(ns N, v V) {
+	if s.b.pb != nil {
+		s.pUpdate(ns, v)
+		return
+	}
 	s.t.put(ns, v)
 }
 
 // Clear removes the value of the current key in namespace ns.
 func (s *NamespacedValueState[K, N, V]) Clear(ns N) {
+	if s.b.pb != nil {
+		s.pClear(ns)
+		return
+	}
 	s.t.take(ns)
 }
 
@@ -66,6 +77,10 @@ func (s *NamespacedValueState[K, N, V]) Clear(ns N) {
 // windows). If none is present, nothing changes. A source equal to target is
 // skipped.
 func (s *NamespacedValueState[K, N, V]) MergeNamespaces(target N, sources []N, merge func(acc, next V) V) {
+	if s.b.pb != nil {
+		s.pMerge(target, sources, merge)
+		return
+	}
 	if s.t.entries() == nil {
 		return
 	}
@@ -90,28 +105,44 @@ func (s *NamespacedValueState[K, N, V]) MergeNamespaces(target N, sources []N, m
 }
 
 // NumKeys reports the number of (key, namespace) pairs with a value.
-func (s *NamespacedValueState[K, N, V]) NumKeys() int { return s.t.numKeys() }
+func (s *NamespacedValueState[K, N, V]) NumKeys() int {
+	if s.b.pb != nil {
+		return s.b.pNumKeys(s.pk, s.kind)
+	}
+	return s.t.numKeys()
+}
 
 // NumKeysInKeyGroup reports the number of (key, namespace) pairs of key group
 // kg with a value.
 func (s *NamespacedValueState[K, N, V]) NumKeysInKeyGroup(kg int) int {
+	if s.b.pb != nil {
+		return s.b.pNumKeysInKeyGroup(kg, s.pk, s.kind)
+	}
 	return s.t.group(kg).n
 }
 
 // ForEachKey calls f for every (key, namespace) of key group kg with a value,
 // in unspecified order. f must not modify this state.
 func (s *NamespacedValueState[K, N, V]) ForEachKey(kg int, f func(K, N)) {
-	s.t.forEach(kg, func(k K, ns N, _ V) { f(k, ns) })
+	s.ForEach(kg, func(k K, ns N, _ V) { f(k, ns) })
 }
 
 // ForEach calls f for every (key, namespace, value) of key group kg, in
 // unspecified order. f must not modify this state.
 func (s *NamespacedValueState[K, N, V]) ForEach(kg int, f func(K, N, V)) {
+	if s.b.pb != nil {
+		s.pForEach(kg, f)
+		return
+	}
 	s.t.forEach(kg, f)
 }
 
 // ClearKeyGroup drops every value of key group kg.
 func (s *NamespacedValueState[K, N, V]) ClearKeyGroup(kg int) {
+	if s.b.pb != nil {
+		s.b.pClearKeyGroup(kg, s.pk)
+		return
+	}
 	s.t.clearKeyGroup(kg)
 }
 
@@ -163,6 +194,9 @@ func MustNamespacedListWithCodecs[K comparable, N comparable, V any](b *Backend[
 // is owned by the state: it is valid until the next modification of this
 // (key, namespace)'s list and must not be modified or retained.
 func (s *NamespacedListState[K, N, V]) Get(ns N) []V {
+	if s.b.pb != nil {
+		return s.pGet(ns)
+	}
 	if sl := s.t.get(ns); sl != nil {
 		return sl.v
 	}
@@ -171,6 +205,10 @@ func (s *NamespacedListState[K, N, V]) Get(ns N) []V {
 
 // Add appends v to the current key's list in namespace ns.
 func (s *NamespacedListState[K, N, V]) Add(ns N, v V) {
+	if s.b.pb != nil {
+		s.pAddAll(ns, []V{v})
+		return
+	}
 	sl := s.t.slot(ns)
 	sl.v = append(sl.v, v)
 }
@@ -182,12 +220,20 @@ func (s *NamespacedListState[K, N, V]) Update(ns N, vs []V) {
 		s.Clear(ns)
 		return
 	}
+	if s.b.pb != nil {
+		s.pUpdate(ns, vs)
+		return
+	}
 	sl := s.t.slot(ns)
 	sl.v = replace(sl.v, vs)
 }
 
 // Clear removes the current key's list in namespace ns.
 func (s *NamespacedListState[K, N, V]) Clear(ns N) {
+	if s.b.pb != nil {
+		s.pClear(ns)
+		return
+	}
 	s.t.take(ns)
 }
 
@@ -195,6 +241,10 @@ func (s *NamespacedListState[K, N, V]) Clear(ns N) {
 // its list in target and clears the sources (merging session windows). A
 // source equal to target is skipped.
 func (s *NamespacedListState[K, N, V]) MergeNamespaces(target N, sources []N) {
+	if s.b.pb != nil {
+		s.pMerge(target, sources)
+		return
+	}
 	if s.t.entries() == nil {
 		return
 	}
@@ -213,29 +263,45 @@ func (s *NamespacedListState[K, N, V]) MergeNamespaces(target N, sources []N) {
 }
 
 // NumKeys reports the number of (key, namespace) pairs with a non-empty list.
-func (s *NamespacedListState[K, N, V]) NumKeys() int { return s.t.numKeys() }
+func (s *NamespacedListState[K, N, V]) NumKeys() int {
+	if s.b.pb != nil {
+		return s.b.pNumKeys(s.pk, s.kind)
+	}
+	return s.t.numKeys()
+}
 
 // NumKeysInKeyGroup reports the number of (key, namespace) pairs of key group
 // kg with a list.
 func (s *NamespacedListState[K, N, V]) NumKeysInKeyGroup(kg int) int {
+	if s.b.pb != nil {
+		return s.b.pNumKeysInKeyGroup(kg, s.pk, s.kind)
+	}
 	return s.t.group(kg).n
 }
 
 // ForEachKey calls f for every (key, namespace) of key group kg with a list,
 // in unspecified order. f must not modify this state.
 func (s *NamespacedListState[K, N, V]) ForEachKey(kg int, f func(K, N)) {
-	s.t.forEach(kg, func(k K, ns N, _ []V) { f(k, ns) })
+	s.ForEach(kg, func(k K, ns N, _ []V) { f(k, ns) })
 }
 
 // ForEach calls f for every (key, namespace, list) of key group kg, in
 // unspecified order. The lists are the state's own (see Get). f must not
 // modify this state.
 func (s *NamespacedListState[K, N, V]) ForEach(kg int, f func(K, N, []V)) {
+	if s.b.pb != nil {
+		s.pForEach(kg, f)
+		return
+	}
 	s.t.forEach(kg, f)
 }
 
 // ClearKeyGroup drops every list of key group kg.
 func (s *NamespacedListState[K, N, V]) ClearKeyGroup(kg int) {
+	if s.b.pb != nil {
+		s.b.pClearKeyGroup(kg, s.pk)
+		return
+	}
 	s.t.clearKeyGroup(kg)
 }
 

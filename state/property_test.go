@@ -15,7 +15,7 @@ import (
 func TestStateMatchesModel(t *testing.T) {
 	r := keygroup.Range{Start: 8, End: 23}
 	rapid.Check(t, func(rt *rapid.T) {
-		b := NewBackend[string](r)
+		b := newB[string](r)
 		val := MustValue[string, int](b, "val")
 		lst := MustList[string, int](b, "lst")
 		mp := MustMap[string, int, int](b, "mp")

@@ -39,6 +39,9 @@ type table interface {
 	// install adds the entries of a map made by decodeEntries to key group
 	// kg, replacing entries with the same key (and namespace).
 	install(kg int, staged any)
+	// checkEntry decodes one Pebble entry (key suffix after the state
+	// prefix, and value; see pebble.go) with the state's codecs.
+	checkEntry(suffix, v []byte) error
 	// freeze pins the state's key groups with ps (one pin per key-group
 	// slot) and returns a copy of the state that reads them as they are
 	// now (see cow.go).
@@ -82,6 +85,13 @@ func (b *Backend[K]) SetKeyCodec(c Codec[K]) {
 // It returns an error if kg is outside the backend's range or a codec fails;
 // the error names the state.
 func (b *Backend[K]) SnapshotKeyGroup(kg int) ([]byte, error) {
+	if b.pb != nil {
+		dst, err := b.snapshotPebble(nil, kg)
+		if len(dst) == 0 {
+			dst = nil
+		}
+		return dst, err
+	}
 	if !b.rng.Contains(kg) {
 		return b.AppendSnapshotKeyGroup(nil, kg) // the error
 	}
@@ -113,6 +123,9 @@ func (b *Backend[K]) SnapshotKeyGroup(kg int) ([]byte, error) {
 // that reuse a buffer. It appends nothing for a key group without entries,
 // and on error returns dst with its original length.
 func (b *Backend[K]) AppendSnapshotKeyGroup(dst []byte, kg int) ([]byte, error) {
+	if b.pb != nil {
+		return b.snapshotPebble(dst, kg)
+	}
 	return appendKeyGroup(dst, kg, b.rng, b.tables, b.pending)
 }
 
@@ -185,6 +198,9 @@ func appendKeyGroup(dst []byte, kg int, rng keygroup.Range, tables map[string]ta
 // ErrCorruptSnapshot and for unknown format versions ErrSnapshotVersion;
 // RestoreKeyGroup never panics on bad input.
 func (b *Backend[K]) RestoreKeyGroup(kg int, blob []byte) error {
+	if b.pb != nil {
+		return b.restorePebble(kg, blob)
+	}
 	if !b.rng.Contains(kg) {
 		return fmt.Errorf("state: cannot restore key group %d: outside this backend's key-group range %v", kg, b.rng)
 	}

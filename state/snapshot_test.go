@@ -169,7 +169,7 @@ func TestSnapshotRescaleRoundTrip(t *testing.T) {
 		p := rapid.IntRange(1, 4).Draw(rt, "parallelism")
 		for i := range p {
 			rng := keygroup.RangeFor(maxP, p, i)
-			dst := NewBackend[string](rng)
+			dst := newB[string](rng)
 			g := &fixture{}
 			before := rapid.SliceOfN(rapid.Bool(), len(registrars), len(registrars)).Draw(rt, "register before restore")
 			for j, r := range registrars {
@@ -185,7 +185,7 @@ func TestSnapshotRescaleRoundTrip(t *testing.T) {
 			if rapid.Bool().Draw(rt, "snapshot with pending entries") {
 				// Entries of unregistered states must be carried over.
 				again := snapshotAll(rt, dst)
-				dst2 := NewBackend[string](rng)
+				dst2 := newB[string](rng)
 				registerAll(dst2)
 				for kg, blob := range again {
 					if err := dst2.RestoreKeyGroup(kg, blob); err != nil {
@@ -278,7 +278,7 @@ func TestSnapshotEmptyKeyGroup(t *testing.T) {
 	if _, err := b.SnapshotKeyGroup(maxP); err == nil {
 		t.Fatal("snapshot of a key group outside the range: no error")
 	}
-	if err := NewBackend[string](keygroup.Range{Start: 0, End: 9}).RestoreKeyGroup(10, nil); err == nil {
+	if err := newB[string](keygroup.Range{Start: 0, End: 9}).RestoreKeyGroup(10, nil); err == nil {
 		t.Fatal("restore of a key group outside the range: no error")
 	}
 }
@@ -360,7 +360,7 @@ func TestRestoreCorrupt(t *testing.T) {
 		if !bytes.HasSuffix(good, []byte{1, 1, 2}) {
 			t.Fatalf("unexpected layout % x", good)
 		}
-		err := NewBackend[string](b.Range()).RestoreKeyGroup(kg, bad)
+		err := newB[string](b.Range()).RestoreKeyGroup(kg, bad)
 		if !errors.Is(err, ErrCorruptSnapshot) {
 			t.Fatalf("empty list: %v", err)
 		}
@@ -387,7 +387,7 @@ func TestRestoreKindMismatch(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), `"val"`) || !strings.Contains(err.Error(), "value state") {
 		t.Fatalf("kind mismatch: %v", err)
 	}
-	registerAll(NewBackend[string](b.Range())) // the other names are fine
+	registerAll(newB[string](b.Range())) // the other names are fine
 	if n := MustList[string, int64](b, "val").NumKeys(); n != 0 {
 		t.Fatalf("failed restore changed the state: %d keys", n)
 	}
@@ -404,7 +404,9 @@ func TestRestoreKindMismatch(t *testing.T) {
 		MustNamespacedValue[string, int, int](b, "lst")
 	})
 	// The right kind still gets the entries.
-	if got := fmt.Sprint(registerAll(b).lst.groups[kg]); got != "map[a:[x yy]]" {
+	got := map[string][]string{}
+	registerAll(b).lst.ForEach(kg, func(k string, v []string) { got[k] = v })
+	if got := fmt.Sprint(got); got != "map[a:[x yy]]" {
 		t.Fatalf("list after failed registrations: %s", got)
 	}
 }
@@ -490,7 +492,7 @@ func (pairCodec) Decode(src []byte) (pairKey, error) {
 }
 
 func TestCustomCodecs(t *testing.T) {
-	b := NewBackend[pairKey](keygroup.Range{Start: 0, End: 0})
+	b := newB[pairKey](keygroup.Range{Start: 0, End: 0})
 	st := MustMapWithCodecs[pairKey, string, string](b, "m", upperCodec{}, nil)
 	nl := MustNamespacedListWithCodecs[pairKey, string, string](b, "nl", nil, upperCodec{})
 	b.SetCurrentKey(pairKey{"x", "y"}, 0)
@@ -511,7 +513,7 @@ func TestCustomCodecs(t *testing.T) {
 		}
 	}
 
-	c := NewBackend[pairKey](b.Range())
+	c := newB[pairKey](b.Range())
 	c.SetKeyCodec(pairCodec{})
 	if err := c.RestoreKeyGroup(0, blob); err != nil {
 		t.Fatal(err)

@@ -14,7 +14,7 @@ const maxP = 128
 func kgOf(key string) int { return keygroup.Assign(keygroup.HashString(key), maxP) }
 
 // full returns a backend owning every key group.
-func full() *Backend[string] { return NewBackend[string](keygroup.Range{Start: 0, End: maxP - 1}) }
+func full() *Backend[string] { return newB[string](keygroup.Range{Start: 0, End: maxP - 1}) }
 
 func set(b *Backend[string], key string) { b.SetCurrentKey(key, kgOf(key)) }
 
@@ -159,7 +159,7 @@ func TestMergeNamespaces(t *testing.T) {
 
 func TestKeyGroupSlots(t *testing.T) {
 	r := keygroup.RangeFor(maxP, 4, 1) // [32, 63]
-	b := NewBackend[string](r)
+	b := newB[string](r)
 	if b.Range() != r {
 		t.Fatalf("range %v", b.Range())
 	}
@@ -228,7 +228,7 @@ func firstKey(m map[int][]string) int {
 }
 
 func TestRoutingPanics(t *testing.T) {
-	b := NewBackend[string](keygroup.Range{Start: 10, End: 19})
+	b := newB[string](keygroup.Range{Start: 10, End: 19})
 	v := MustValue[string, int](b, "v")
 	expectPanic(t, "state read with no key", "no current key", func() { v.Value() })
 	expectPanic(t, "key group below range", "outside", func() { b.SetCurrentKey("k", 9) })

@@ -47,6 +47,9 @@ func (s *ValueState[K, V]) Value() (V, bool) {
 	if s.cacheEpoch == s.b.epoch {
 		return *s.cache, true
 	}
+	if s.b.pb != nil {
+		return s.pValue()
+	}
 	i := s.b.slotIndex()
 	p := s.groups[i][s.b.key]
 	if p == nil {
@@ -72,6 +75,10 @@ func (s *ValueState[K, V]) Update(v V) {
 // update is Update without the cached entry, kept apart so that Update
 // inlines.
 func (s *ValueState[K, V]) update(v V) {
+	if s.b.pb != nil {
+		s.pUpdate(v)
+		return
+	}
 	i := s.b.slotIndex()
 	if s.cow.on {
 		s.unshare(i)
@@ -92,6 +99,10 @@ func (s *ValueState[K, V]) update(v V) {
 
 // Clear removes the current key's value.
 func (s *ValueState[K, V]) Clear() {
+	if s.b.pb != nil {
+		s.pClear()
+		return
+	}
 	i := s.b.slotIndex()
 	if s.cow.on {
 		s.unshare(i)
@@ -101,16 +112,28 @@ func (s *ValueState[K, V]) Clear() {
 }
 
 // NumKeys reports the number of keys with a value, over all key groups.
-func (s *ValueState[K, V]) NumKeys() int { return s.groups.numKeys() }
+func (s *ValueState[K, V]) NumKeys() int {
+	if s.b.pb != nil {
+		return s.b.pNumKeys(s.pk, s.kind)
+	}
+	return s.groups.numKeys()
+}
 
 // NumKeysInKeyGroup reports the number of keys with a value in key group kg.
 func (s *ValueState[K, V]) NumKeysInKeyGroup(kg int) int {
+	if s.b.pb != nil {
+		return s.b.pNumKeysInKeyGroup(kg, s.pk, s.kind)
+	}
 	return len(s.groups[s.b.checkKeyGroup(kg)])
 }
 
 // ForEachKey calls f for every key of key group kg that has a value, in
 // unspecified order. f must not modify this state.
 func (s *ValueState[K, V]) ForEachKey(kg int, f func(K)) {
+	if s.b.pb != nil {
+		pForEachKey(s.b, kg, s.pk, s.name, f)
+		return
+	}
 	for k := range s.groups[s.b.checkKeyGroup(kg)] {
 		f(k)
 	}
@@ -119,6 +142,10 @@ func (s *ValueState[K, V]) ForEachKey(kg int, f func(K)) {
 // ForEach calls f for every (key, value) of key group kg, in unspecified
 // order. f must not modify this state.
 func (s *ValueState[K, V]) ForEach(kg int, f func(K, V)) {
+	if s.b.pb != nil {
+		s.pForEach(kg, f)
+		return
+	}
 	for k, v := range s.groups[s.b.checkKeyGroup(kg)] {
 		f(k, *v)
 	}
@@ -126,6 +153,10 @@ func (s *ValueState[K, V]) ForEach(kg int, f func(K, V)) {
 
 // ClearKeyGroup drops every value of key group kg.
 func (s *ValueState[K, V]) ClearKeyGroup(kg int) {
+	if s.b.pb != nil {
+		s.b.pClearKeyGroup(kg, s.pk)
+		return
+	}
 	i := s.b.checkKeyGroup(kg)
 	s.groups[i] = nil
 	s.cow.drop(i)

@@ -110,7 +110,11 @@ type operator[K comparable, T, OUT any] struct {
 func (o *operator[K, T, OUT]) Open(ctx *runtime.Context, out runtime.Output[OUT]) error {
 	o.Base.Open(ctx, out)
 	o.maxP = ctx.MaxParallelism
-	o.backend = state.NewBackend[K](ctx.KeyGroups)
+	backend, err := state.Open[K](ctx.StateOptions(), ctx.KeyGroups)
+	if err != nil {
+		return err
+	}
+	o.backend = backend
 	o.timers = timer.NewServiceWithCodecs[K, Window](ctx.KeyGroups, nil, WindowCodec{})
 	o.contents.open(o.backend)
 	if o.merging {
@@ -334,6 +338,14 @@ func (o *operator[K, T, OUT]) EndInput() error {
 }
 
 // String describes the operator for errors and plans.
+// Close releases the state backend (a Pebble backend's files).
+func (o *operator[K, T, OUT]) Close() error {
+	if o.backend == nil {
+		return nil
+	}
+	return o.backend.Close()
+}
+
 func (o *operator[K, T, OUT]) String() string {
 	return fmt.Sprintf("window operator (%v, lateness %dms)", o.assigner, o.lateness)
 }

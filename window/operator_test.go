@@ -12,6 +12,7 @@ import (
 	"github.com/weirproject/weir"
 	"github.com/weirproject/weir/clock"
 	"github.com/weirproject/weir/runtime"
+	"github.com/weirproject/weir/state"
 	"github.com/weirproject/weir/watermark"
 	"github.com/weirproject/weir/window"
 )
@@ -39,8 +40,13 @@ func TestTumblingSumMatchesModel(t *testing.T) {
 		s := e.TS - ((e.TS%size)+size)%size
 		want[kw{e.Key, s}] += e.N
 	}
-	for _, par := range []int{1, 2} {
-		env := weir.NewEnvironment(weir.Config{Parallelism: par})
+	for _, c := range []struct {
+		par     int
+		backend string
+	}{{1, state.BackendMemory}, {2, state.BackendMemory}, {2, state.BackendPebble}} {
+		par := c.par
+		env := weir.NewEnvironment(weir.Config{Parallelism: par,
+			StateBackend: runtime.StateBackendConfig{Kind: c.backend}})
 		// The bound exceeds the disorder: no record is late.
 		src := weir.FromSlice(env, "src", in, watermark.ForBoundedOutOfOrderness[ev](2*time.Second).
 			WithTimestamp(func(e ev, _ int64) (int64, bool) { return e.TS, true }))

@@ -44,18 +44,21 @@ func benchCmd() *cobra.Command {
 func benchCheckpointCmd() *cobra.Command {
 	var keys []int64
 	var par int
+	var backends []string
 	c := &cobra.Command{
 		Use:   "checkpoint",
 		Short: "Measure checkpoint duration, synchronous pause, size and restore time against keyed-state size (JSON lines)",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			enc := json.NewEncoder(cmd.OutOrStdout())
 			for _, k := range keys {
-				r, err := bench.Checkpoint(k, par)
-				if err != nil {
-					return err
-				}
-				if err := enc.Encode(r); err != nil {
-					return err
+				for _, b := range backends {
+					r, err := bench.Checkpoint(k, par, b)
+					if err != nil {
+						return err
+					}
+					if err := enc.Encode(r); err != nil {
+						return err
+					}
 				}
 			}
 			return nil
@@ -63,5 +66,6 @@ func benchCheckpointCmd() *cobra.Command {
 	}
 	c.Flags().Int64SliceVar(&keys, "keys", []int64{100_000, 1_000_000}, "state sizes as numbers of ~108-byte entries (100k = ~10 MB)")
 	c.Flags().IntVar(&par, "parallelism", 2, "parallelism of the measured job")
+	c.Flags().StringSliceVar(&backends, "backend", []string{"memory", "pebble"}, "state backends to measure, side by side (memory, pebble)")
 	return c
 }

@@ -47,6 +47,7 @@ func demoCmd() *cobra.Command {
 	c.Flags().StringVar(&o.KafkaData, "kafka-data", "", "persist the embedded broker in this directory (history is produced only once)")
 	c.Flags().StringVar(&o.CheckpointDir, "checkpoint-dir", "", "take a checkpoint every second into this directory")
 	c.Flags().BoolVar(&o.Resume, "resume", false, "resume from the newest checkpoint in --checkpoint-dir")
+	c.Flags().StringVar(&o.StateBackend, "state-backend", "", "keyed-state backend: memory (default) or pebble (incremental checkpoints)")
 	c.Flags().StringVar(&o.RestoreFrom, "restore", "", "start from this savepoint or checkpoint directory")
 	c.Flags().DurationVar(&o.SavepointAfter, "savepoint-after", 0, "take a savepoint after this long, then stop (with --savepoint-dir)")
 	c.Flags().StringVar(&o.MetricsAddr, "metrics-addr", "", "serve Prometheus metrics on this address while the demo runs")

@@ -33,6 +33,16 @@ type subtaskInfo struct {
 	Groups    int    `json:"keyGroupsWithState"`
 	Lists     int    `json:"listItems"`
 	Bytes     int64  `json:"bytes"`
+	// Native describes native keyed state (incremental Pebble checkpoints).
+	Native *nativeInfo `json:"native,omitempty"`
+}
+
+type nativeInfo struct {
+	Format       string `json:"format"`
+	KeyGroups    string `json:"keyGroups"`
+	SharedFiles  int    `json:"sharedFiles"`
+	PrivateFiles int    `json:"privateFiles"`
+	Bytes        int64  `json:"bytes"`
 }
 
 type operatorInfo struct {
@@ -78,6 +88,11 @@ func inspectSnapshot(w io.Writer, dir string, asJSON bool) error {
 						si.Bytes += b.Len()
 					}
 				}
+				if n := st.Native; n != nil {
+					si.Native = &nativeInfo{Format: n.Format, KeyGroups: fmt.Sprintf("[%d,%d]", n.Start, n.End),
+						SharedFiles: len(n.Shared), PrivateFiles: len(n.Private), Bytes: n.Size()}
+					si.Bytes += n.Size()
+				}
 			}
 			oi.Subtasks = append(oi.Subtasks, si)
 		}
@@ -96,6 +111,10 @@ func inspectSnapshot(w io.Writer, dir string, asJSON bool) error {
 				continue
 			}
 			fmt.Fprintf(w, "  subtask %d  key groups %-10s (%d with state)  list items %d  %d bytes\n", st.Subtask, st.KeyGroups, st.Groups, st.Lists, st.Bytes)
+			if n := st.Native; n != nil {
+				fmt.Fprintf(w, "    native %s  key groups %s  %d shared + %d private files  %d bytes\n",
+					n.Format, n.KeyGroups, n.SharedFiles, n.PrivateFiles, n.Bytes)
+			}
 		}
 	}
 	return nil

@@ -48,12 +48,14 @@ func BenchmarkKeyBy2Subtasks(b *testing.B) {
 }
 
 func TestCheckpointScenarioRuns(t *testing.T) {
-	r, err := Checkpoint(20_000, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r.SizeBytes < r.StateBytes/2 || r.RestoreMoreMs <= 0 {
-		t.Fatalf("%+v", r)
+	for _, backend := range []string{"memory", "pebble"} {
+		r, err := Checkpoint(20_000, 2, backend)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.SizeBytes < r.StateBytes/2 || r.RestoreMoreMs <= 0 || r.DeltaBytes <= 0 {
+			t.Fatalf("%+v", r)
+		}
 	}
 }
 

@@ -2,8 +2,11 @@ package bench
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/weirproject/weir"
@@ -23,6 +26,13 @@ type CheckpointResult struct {
 	SizeBytes     int64   `json:"sizeBytes"`
 	RestoreSameMs float64 `json:"restoreSameParallelismMs"`
 	RestoreMoreMs float64 `json:"restoreOtherParallelismMs"`
+	// The second checkpoint, taken after about 1% of the keys changed:
+	// its duration, pause, and the bytes it added to the checkpoint
+	// directory (all of them for the memory backend; the new SSTs and the
+	// small private files for Pebble's incremental checkpoints).
+	Checkpoint2Ms float64 `json:"checkpoint2Ms"`
+	SyncPause2Ms  float64 `json:"syncPause2Ms"`
+	DeltaBytes    int64   `json:"incrementalBytes"`
 }
 
 type fill struct {
@@ -36,17 +46,28 @@ func (f *fill) Open(ctx *weir.KeyedContext[int64, struct{}]) error {
 }
 
 func (f *fill) ProcessElement(k int64, ctx *weir.KeyedContext[int64, struct{}]) error {
-	f.v.Update(payload)
+	// Incompressible bytes that differ per key, so that Pebble's block
+	// compression does not flatter its sizes.
+	p := make([]byte, len(payload))
+	x := uint64(k)*0x9e3779b97f4a7c15 + 1
+	for i := 0; i+8 <= len(p); i += 8 {
+		x ^= x << 13
+		x ^= x >> 7
+		x ^= x << 17
+		binary.LittleEndian.PutUint64(p[i:], x)
+	}
+	f.v.Update(p)
 	return nil
 }
 
 func (f *fill) OnTimer(int64, *weir.KeyedContext[int64, struct{}]) error { return nil }
 
-var payload = make([]byte, 100)
+var payload = make([]byte, 104)
 
-func fillJob(keys int64, par int, dir, restore string) *weir.Environment {
+func fillJob(keys int64, par int, dir, restore, backend string) *weir.Environment {
 	env := weir.NewEnvironment(weir.Config{Parallelism: par, MaxParallelism: 128,
-		Checkpoint: runtime.CheckpointConfig{Dir: dir, RestoreFrom: restore}})
+		Checkpoint:   runtime.CheckpointConfig{Dir: dir, RestoreFrom: restore},
+		StateBackend: runtime.StateBackendConfig{Kind: backend, Dir: dir + "-state"}})
 	n := keys
 	if restore != "" {
 		n = 0
@@ -54,8 +75,13 @@ func fillJob(keys int64, par int, dir, restore string) *weir.Environment {
 	src := weir.GenerateSplits(env, "keys", par, -1, func(split int, i int64) weir.Record[int64] {
 		k := i*int64(par) + int64(split)
 		if k >= n {
+			// After the fill, a trickle of updates of existing keys (for
+			// the incremental checkpoint).
 			time.Sleep(time.Millisecond)
-			return weir.Record[int64]{Value: -1, Timestamp: k}
+			if n == 0 {
+				return weir.Record[int64]{Value: -1, Timestamp: k}
+			}
+			return weir.Record[int64]{Value: (k * 7919) % n, Timestamp: k}
 		}
 		return weir.Record[int64]{Value: k, Timestamp: k}
 	}, watermark.ForMonotonous[int64]()).UID("keys")
@@ -66,16 +92,21 @@ func fillJob(keys int64, par int, dir, restore string) *weir.Environment {
 }
 
 // Checkpoint fills keyed state with `keys` entries of about 100 bytes, takes
-// a checkpoint and measures it, then restores it at the same and at twice
-// the parallelism.
-func Checkpoint(keys int64, par int) (CheckpointResult, error) {
+// a checkpoint and measures it, lets about 1% of the keys change and takes
+// and measures a second one, then restores the first at the same and at
+// twice the parallelism. backend is "memory" or "pebble".
+func Checkpoint(keys int64, par int, backend string) (CheckpointResult, error) {
+	if backend == "" {
+		backend = state.BackendMemory
+	}
 	ctx := context.Background()
 	dir, err := os.MkdirTemp("", "weir-bench-chk")
 	if err != nil {
 		return CheckpointResult{}, err
 	}
 	defer os.RemoveAll(dir)
-	env := fillJob(keys, par, dir, "")
+	defer os.RemoveAll(dir + "-state")
+	env := fillJob(keys, par, dir, "", backend)
 	job, err := env.Start(ctx)
 	if err != nil {
 		return CheckpointResult{}, err
@@ -88,15 +119,29 @@ func Checkpoint(keys int64, par int) (CheckpointResult, error) {
 	if err != nil {
 		return CheckpointResult{}, err
 	}
-	r := CheckpointResult{Name: fmt.Sprintf("checkpoint %d keys", keys), Backend: "memory", Keys: keys,
+	r := CheckpointResult{Name: fmt.Sprintf("checkpoint %d keys", keys), Backend: backend, Keys: keys,
 		StateBytes:   keys * int64(len(payload)+8),
 		CheckpointMs: float64(time.Since(start).Microseconds()) / 1000,
 		SyncPauseMs:  float64(env.Metrics().Sum("job", "lastCheckpointSyncMicros")) / 1000,
 		SizeBytes:    env.Metrics().Sum("job", "lastCheckpointBytes")}
+	// About 1% of the keys change (the trickle runs at ~1 update per ms
+	// per subtask), then a second checkpoint.
+	before := env.Metrics().Sum("fill", "recordsIn")
+	for env.Metrics().Sum("fill", "recordsIn") < before+max(keys/100, 1) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	sizeBefore := dirBytes(dir)
+	start = time.Now()
+	if _, _, err := job.TriggerCheckpoint(ctx); err != nil {
+		return r, err
+	}
+	r.Checkpoint2Ms = float64(time.Since(start).Microseconds()) / 1000
+	r.SyncPause2Ms = float64(env.Metrics().Sum("job", "lastCheckpointSyncMicros")) / 1000
+	r.DeltaBytes = dirBytes(dir) - sizeBefore
 	job.Cancel()
 	job.Wait()
 	for i, p := range []int{par, 2 * par} {
-		env := fillJob(keys, p, dir+"-restore", path)
+		env := fillJob(keys, p, dir+"-restore", path, backend)
 		start := time.Now()
 		job, err := env.Start(ctx) // restore happens while starting (state is read in Open)
 		if err != nil {
@@ -115,8 +160,23 @@ func Checkpoint(keys int64, par int) (CheckpointResult, error) {
 		job.Cancel()
 		job.Wait()
 		os.RemoveAll(dir + "-restore")
+		os.RemoveAll(dir + "-restore-state")
 	}
 	return r, nil
+}
+
+// dirBytes is the total size of the files under dir.
+func dirBytes(dir string) int64 {
+	var n int64
+	filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			if fi, err := d.Info(); err == nil {
+				n += fi.Size()
+			}
+		}
+		return nil
+	})
+	return n
 }
 
 // CheckpointThroughput runs a keyed count of n records with a checkpoint

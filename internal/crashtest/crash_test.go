@@ -15,6 +15,7 @@ import (
 
 	"github.com/weirproject/weir/connector/file"
 	"github.com/weirproject/weir/runtime"
+	"github.com/weirproject/weir/state"
 )
 
 func committed(t *testing.T, dir string) map[int][]byte {
@@ -51,10 +52,23 @@ func trials(def int) int {
 }
 
 func TestCrashRecoveryExactlyOnce(t *testing.T) {
+	crashRecoveryExactlyOnce(t, state.BackendMemory, 25, 100)
+}
+
+// TestCrashRecoveryExactlyOncePebble is TestCrashRecoveryExactlyOnce with
+// the Pebble backend: restarts restore from its latest incremental (native)
+// checkpoint.
+func TestCrashRecoveryExactlyOncePebble(t *testing.T) {
+	// A native checkpoint syncs files (tens of milliseconds): the job is
+	// throttled more so that checkpoints complete before the failures.
+	crashRecoveryExactlyOnce(t, state.BackendPebble, 4, 20)
+}
+
+func crashRecoveryExactlyOnce(t *testing.T, backend string, defTrials int, throttle int64) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	for _, par := range []int{1, 2} {
-		base := Options{Records: 4000, Keys: 17, Parallelism: par, Interval: 5 * time.Millisecond, Throttle: 100}
+		base := Options{Records: 4000, Keys: 17, Parallelism: par, Interval: 5 * time.Millisecond, Throttle: throttle, StateBackend: backend}
 		ref := base
 		ref.Out, ref.Checkpoints = filepath.Join(t.TempDir(), "out"), filepath.Join(t.TempDir(), "chk")
 		if err := Run(ctx, ref); err != nil {
@@ -66,7 +80,7 @@ func TestCrashRecoveryExactlyOnce(t *testing.T) {
 			t.Fatalf("reference run wrote %d lines, want %d", len(wantLines), base.Records)
 		}
 		restores := Restores.Load()
-		n := trials(25)
+		n := trials(defTrials)
 		for trial := range n {
 			seed := uint64(trial*1000 + par)
 			rng := rand.New(rand.NewPCG(seed, 7))

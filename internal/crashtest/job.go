@@ -39,6 +39,8 @@ type Options struct {
 	// Throttle sleeps a millisecond every Throttle records (0: never), so
 	// checkpoints happen while the job runs.
 	Throttle int64
+	// StateBackend is the keyed-state backend ("" or "memory", "pebble").
+	StateBackend string
 }
 
 // ErrInjected is the failure the job injects.
@@ -54,7 +56,8 @@ type event struct {
 // injected failure struck.
 func Run(ctx context.Context, o Options) error {
 	cfg := weir.Config{Parallelism: o.Parallelism, MaxParallelism: 128,
-		Checkpoint: runtime.CheckpointConfig{Interval: o.Interval, Dir: o.Checkpoints, Mode: o.Mode, Retain: 2}}
+		Checkpoint:   runtime.CheckpointConfig{Interval: o.Interval, Dir: o.Checkpoints, Mode: o.Mode, Retain: 2},
+		StateBackend: runtime.StateBackendConfig{Kind: o.StateBackend}}
 	if dir, _, err := checkpoint.Latest(o.Checkpoints); err == nil {
 		cfg.Checkpoint.RestoreFrom = dir
 	}

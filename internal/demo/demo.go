@@ -111,6 +111,9 @@ type Options struct {
 	CheckpointDir string
 	// Resume restores from the newest checkpoint in CheckpointDir.
 	Resume bool
+	// StateBackend is the keyed-state backend: "memory" (default) or
+	// "pebble" (incremental checkpoints).
+	StateBackend string
 	// RestoreFrom is a savepoint (or checkpoint) directory to start from.
 	RestoreFrom string
 	// SavepointAfter, with SavepointDir, takes a savepoint after that long
@@ -351,6 +354,7 @@ func Run(ctx context.Context, w io.Writer, o Options) (Summary, error) {
 	if o.CheckpointDir != "" {
 		cfg.Checkpoint = runtime.CheckpointConfig{Interval: time.Second, Dir: o.CheckpointDir}
 	}
+	cfg.StateBackend = runtime.StateBackendConfig{Kind: o.StateBackend}
 	switch {
 	case o.RestoreFrom != "":
 		cfg.Checkpoint.RestoreFrom = o.RestoreFrom

@@ -1,0 +1,165 @@
+package weir_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/weirproject/weir/checkpoint"
+	"github.com/weirproject/weir/keygroup"
+	"github.com/weirproject/weir/state"
+)
+
+// TestNativeCheckpointsAreIncremental: a second native checkpoint after a
+// small change uploads only the new SST; Retain collects the shared files
+// no retained checkpoint references; a missing or corrupt shared file is an
+// error naming it.
+func TestNativeCheckpointsAreIncremental(t *testing.T) {
+	rng := keygroup.Range{Start: 0, End: 127}
+	b, err := state.Open[string](state.Options{Kind: state.BackendPebble, Dir: filepath.Join(t.TempDir(), "db")}, rng)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	v := state.MustValue[string, string](b, "v")
+	put := func(from, to int) {
+		for i := from; i < to; i++ {
+			k := fmt.Sprintf("key-%d", i)
+			b.SetCurrentKey(k, keygroup.Assign(keygroup.HashString(k), 128))
+			v.Update(strings.Repeat("x", 100))
+		}
+	}
+	base := filepath.Join(t.TempDir(), "chk")
+	up := checkpoint.NewUploader(base, "count-0-"+b.InstanceID())
+	take := func(id int64) *checkpoint.NativeState {
+		t.Helper()
+		stage, err := b.CheckpointNative(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer os.RemoveAll(stage)
+		n, err := up.Upload(stage, state.NativeFormat, rng.Start, rng.End, state.NativeShared)
+		if err != nil {
+			t.Fatal(err)
+		}
+		snap := &checkpoint.Snapshot{ID: id, Kind: checkpoint.KindCheckpoint, MaxParallelism: 128,
+			Operators: []*checkpoint.OperatorState{{UID: "count", Parallelism: 1,
+				Subtasks: []*checkpoint.SubtaskState{{Native: n}}}}}
+		if _, err := checkpoint.Write(checkpoint.Dir(base, id), snap); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+
+	put(0, 2000)
+	n1 := take(1)
+	if up.Copied == 0 || up.Reused != 0 {
+		t.Fatalf("first checkpoint: copied %d, reused %d", up.Copied, up.Reused)
+	}
+	put(2000, 2010)
+	n2 := take(2)
+	if up.Copied != 1 || up.Reused != len(n1.Shared) {
+		t.Fatalf("second checkpoint after a small change: copied %d files (%d bytes), reused %d of %d; want 1 new SST and every old one reused",
+			up.Copied, up.CopiedBytes, up.Reused, len(n1.Shared))
+	}
+	if len(n2.Shared) != len(n1.Shared)+1 {
+		t.Fatalf("second checkpoint references %d shared files, want %d", len(n2.Shared), len(n1.Shared)+1)
+	}
+
+	// Compact everything into new SSTs; after checkpoint 3 and Retain(1),
+	// the files only checkpoints 1 and 2 referenced are gone.
+	b.SetCurrentKey("key-0", keygroup.Assign(keygroup.HashString("key-0"), 128))
+	v.Clear()
+	b.ClearKeyGroup(keygroup.Assign(keygroup.HashString("key-1"), 128))
+	n3 := take(3)
+	// Files of an aborted checkpoint (uploaded, never referenced by a
+	// complete one) are collected too, with their directory.
+	stray := filepath.Join(base, checkpoint.SharedDirName, "count-0-aborted", "000999.sst")
+	if err := os.MkdirAll(filepath.Dir(stray), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(stray, []byte("sst"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := checkpoint.Retain(base, 1); err != nil {
+		t.Fatal(err)
+	}
+	kept := map[string]bool{}
+	for _, f := range n3.Shared {
+		kept[f.Path] = true
+		if _, err := os.Stat(filepath.Join(base, filepath.FromSlash(f.Path))); err != nil {
+			t.Fatalf("Retain removed %s, which checkpoint 3 references: %v", f.Path, err)
+		}
+	}
+	for _, f := range n2.Shared {
+		_, err := os.Stat(filepath.Join(base, filepath.FromSlash(f.Path)))
+		if !kept[f.Path] && err == nil {
+			t.Fatalf("Retain kept %s, which no retained checkpoint references", f.Path)
+		}
+	}
+
+	if _, err := os.Stat(filepath.Dir(stray)); !os.IsNotExist(err) {
+		t.Fatalf("Retain kept the shared files of an aborted checkpoint: %v", err)
+	}
+	if ids, _ := checkpoint.List(base); len(ids) != 1 || ids[0] != 3 {
+		t.Fatalf("checkpoints after Retain(1): %v", ids)
+	}
+
+	// A restore from checkpoint 3 sees its entries.
+	s, err := checkpoint.Read(checkpoint.Dir(base, 3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := state.Open[string](state.Options{Kind: state.BackendPebble, Dir: filepath.Join(t.TempDir(), "db2")}, rng)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	nat := s.Operators[0].Subtasks[0].Native
+	if err := nat.Materialize(c.NativeRestoreDir(0)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.RestoreNative([]state.NativePart{{Dir: c.NativeRestoreDir(0), Start: 0, End: 127}}); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := state.MustValue[string, string](c, "v").NumKeys(), v.NumKeys(); got != want {
+		t.Fatalf("restored %d keys, want %d", got, want)
+	}
+
+	// The restored database's files are the checkpoint's: a checkpoint
+	// right after the restore uploads none of them again.
+	up2 := checkpoint.NewUploader(base, "count-0-"+c.InstanceID())
+	up2.Seed(nat.Shared)
+	stage, err := c.CheckpointNative(4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := up2.Upload(stage, state.NativeFormat, rng.Start, rng.End, state.NativeShared); err != nil {
+		t.Fatal(err)
+	}
+	os.RemoveAll(stage)
+	if up2.Copied != 0 || up2.Reused != len(nat.Shared) {
+		t.Fatalf("first checkpoint after a restore: copied %d, reused %d of %d restored files", up2.Copied, up2.Reused, len(nat.Shared))
+	}
+
+	// A corrupt shared file (same size) fails the restore naming it; a
+	// missing one fails Read naming it.
+	victim := filepath.Join(base, filepath.FromSlash(nat.Shared[0].Path))
+	data, err := os.ReadFile(victim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data[len(data)/2] ^= 0xff
+	if err := os.WriteFile(victim, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := nat.Materialize(filepath.Join(t.TempDir(), "m")); err == nil || !strings.Contains(err.Error(), victim) || !strings.Contains(err.Error(), "corrupt") {
+		t.Fatalf("corrupt shared file: %v", err)
+	}
+	os.Remove(victim)
+	if _, err := checkpoint.Read(checkpoint.Dir(base, 3)); err == nil || !strings.Contains(err.Error(), victim) {
+		t.Fatalf("missing shared file: %v", err)
+	}
+}

@@ -1,0 +1,254 @@
+package state
+
+// Native snapshots of the Pebble backend, for incremental checkpoints.
+//
+// Invariants:
+//
+//  1. CheckpointNative is the synchronous part: a flush of the memtable
+//     (the database runs without a write-ahead log, so unflushed writes
+//     would be missing) and a Pebble checkpoint into a staging directory
+//     beside the working one, made of hard links to the immutable SSTs
+//     plus copies of the small MANIFEST and OPTIONS. Its cost is bounded by
+//     the memtable size, not by the state size.
+//  2. A native snapshot holds every key group of the backend's range and
+//     nothing else (a restore deletes the key groups it does not own).
+//  3. RestoreNative takes the old database whose key-group range overlaps
+//     the new range most as the base, deletes the key groups outside the
+//     new range with range deletions, and copies the overlapping key groups
+//     of the other old databases into it (opened read-only), as Flink's
+//     RocksDB backend does on rescale.
+//  4. Entries restored natively are not decoded at registration (they were
+//     written by the same states); a type change across a native
+//     checkpoint shows at the first access, as a panic naming the state.
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// NativeFormat names the format of the Pebble backend's native snapshots
+// (checkpoint.NativeState.Format).
+const NativeFormat = "pebble-v1"
+
+// NativeShared reports whether a file of a native snapshot is immutable
+// (an SST or a blob file), so that it can be shared between checkpoints.
+func NativeShared(name string) bool {
+	return strings.HasSuffix(name, ".sst") || strings.HasSuffix(name, ".blob")
+}
+
+// NativePart is one old database to restore from: the directory its files
+// were materialized into (on the same file system as the backend's working
+// directory; see NativeRestoreDir) and the key groups it holds.
+type NativePart struct {
+	Dir        string
+	Start, End int
+}
+
+// InstanceID returns a random id of the backend's current database
+// instance (it changes with RestoreNative), "" for the memory backend.
+// Native snapshots use it to name their shared files.
+func (b *Backend[K]) InstanceID() string {
+	if b.pb == nil {
+		return ""
+	}
+	if b.pb.instance == "" {
+		var r [6]byte
+		rand.Read(r[:])
+		b.pb.instance = hex.EncodeToString(r[:])
+	}
+	return b.pb.instance
+}
+
+// NativeUploader returns what SetNativeUploader stored: the caller's
+// bookkeeping of uploaded shared files, kept for the life of the database
+// instance.
+func (b *Backend[K]) NativeUploader() any {
+	if b.pb == nil {
+		return nil
+	}
+	return b.pb.uploader
+}
+
+// SetNativeUploader stores u with the database instance (see
+// NativeUploader).
+func (b *Backend[K]) SetNativeUploader(u any) {
+	if b.pb != nil {
+		b.pb.uploader = u
+	}
+}
+
+// CheckpointNative writes a native snapshot of the Pebble backend for
+// checkpoint id into a new staging directory, which it returns; the caller
+// uploads its files and removes it. It is the synchronous part of a native
+// checkpoint (invariant 1).
+func (b *Backend[K]) CheckpointNative(id int64) (string, error) {
+	if b.pb == nil {
+		return "", fmt.Errorf("state: native snapshots need the Pebble backend")
+	}
+	dir := fmt.Sprintf("%s.chk-%d", b.pb.dir, id)
+	if err := os.RemoveAll(dir); err != nil {
+		return "", fmt.Errorf("state: clearing the staging directory %s: %w", dir, err)
+	}
+	if err := b.pb.db.Flush(); err != nil {
+		return "", fmt.Errorf("state: flushing the Pebble memtable: %w", err)
+	}
+	if err := b.pb.db.Checkpoint(dir); err != nil {
+		os.RemoveAll(dir)
+		return "", fmt.Errorf("state: Pebble checkpoint into %s: %w", dir, err)
+	}
+	return dir, nil
+}
+
+// NativeRestoreDir returns the directory into which old database i is to be
+// materialized before RestoreNative (beside the working directory, so that
+// the base can be moved into place).
+func (b *Backend[K]) NativeRestoreDir(i int) string {
+	if b.pb == nil {
+		return ""
+	}
+	return fmt.Sprintf("%s.restore-%d", b.pb.dir, i)
+}
+
+// RestoreNative replaces the backend's database, which must be empty, with
+// the key groups of its range found in parts (invariant 3), and returns the
+// index of the part taken as the base (its files are now the database's).
+// The parts' directories are consumed.
+func (b *Backend[K]) RestoreNative(parts []NativePart) (int, error) {
+	p := b.pb
+	if p == nil {
+		return -1, fmt.Errorf("state: native restore needs the Pebble backend")
+	}
+	if len(parts) == 0 {
+		return -1, nil
+	}
+	best, err := b.restoreNative(parts)
+	return best, err
+}
+
+func (b *Backend[K]) restoreNative(parts []NativePart) (int, error) {
+	p := b.pb
+	defer func() {
+		for _, part := range parts {
+			os.RemoveAll(part.Dir)
+		}
+	}()
+	overlap := func(part NativePart) int {
+		return max(0, min(part.End, b.rng.End)-max(part.Start, b.rng.Start)+1)
+	}
+	best := 0
+	for i, part := range parts {
+		if overlap(part) > overlap(parts[best]) {
+			best = i
+		}
+	}
+	base := parts[best]
+	if err := p.db.Close(); err != nil {
+		return best, fmt.Errorf("state: closing the Pebble database for a restore: %w", err)
+	}
+	if err := os.RemoveAll(p.dir); err != nil {
+		return best, fmt.Errorf("state: native restore: %w", err)
+	}
+	if err := os.Rename(base.Dir, p.dir); err != nil {
+		return best, fmt.Errorf("state: native restore: %w", err)
+	}
+	db, err := openPebble(p.dir, p.memTable, false)
+	if err != nil {
+		// Leave a usable (empty) database behind.
+		os.RemoveAll(p.dir)
+		if db2, err2 := openPebble(p.dir, p.memTable, false); err2 == nil {
+			p.db = db2
+		}
+		return best, err
+	}
+	p.db, p.instance, p.uploader, p.keyEpoch = db, "", nil, 0
+	// Range deletions for the key groups that left (the demand).
+	if base.Start < b.rng.Start {
+		if err := db.DeleteRange(kgPrefix(0), kgPrefix(b.rng.Start), noSync); err != nil {
+			return best, fmt.Errorf("state: native restore: %w", err)
+		}
+	}
+	if base.End > b.rng.End {
+		if err := db.DeleteRange(kgPrefix(b.rng.End+1), kgPrefix(0xffff), noSync); err != nil {
+			return best, fmt.Errorf("state: native restore: %w", err)
+		}
+	}
+	for i, part := range parts {
+		if i == best || overlap(part) == 0 {
+			continue
+		}
+		if err := copyKeyGroups(db, part.Dir, max(part.Start, b.rng.Start), min(part.End, b.rng.End)); err != nil {
+			return best, fmt.Errorf("state: native restore from %s: %w", part.Dir, err)
+		}
+	}
+	return best, nil
+}
+
+// copyKeyGroups copies key groups [start, end] of the database in dir into
+// db, in batches.
+func copyKeyGroups(db *pebble.DB, dir string, start, end int) error {
+	src, err := openPebble(dir, 0, true)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	it, err := src.NewIter(&pebble.IterOptions{LowerBound: kgPrefix(start), UpperBound: kgPrefix(end + 1)})
+	if err != nil {
+		return err
+	}
+	batch := db.NewBatch()
+	for ok := it.First(); ok; ok = it.Next() {
+		v, err := it.ValueAndErr()
+		if err != nil {
+			it.Close()
+			batch.Close()
+			return err
+		}
+		batch.Set(it.Key(), v, nil)
+		if batch.Len() > 4<<20 {
+			err := batch.Commit(noSync)
+			batch.Close()
+			if err != nil {
+				it.Close()
+				return err
+			}
+			batch = db.NewBatch()
+		}
+	}
+	if err := it.Close(); err != nil {
+		batch.Close()
+		return err
+	}
+	err = batch.Commit(noSync)
+	batch.Close()
+	return err
+}
+
+// ForEachNativeKeyGroup calls f with the canonical snapshot of every key
+// group in [start, end] that has entries, read from the native snapshot
+// materialized in dir: how a memory backend restores from a Pebble
+// checkpoint.
+func ForEachNativeKeyGroup(dir string, start, end int, f func(kg int, blob []byte) error) error {
+	db, err := openPebble(dir, 0, true)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	for kg := start; kg <= end; kg++ {
+		secs, err := sectionsOf(db, kg)
+		if err != nil {
+			return fmt.Errorf("state: reading key group %d of %s: %w", kg, filepath.Base(dir), err)
+		}
+		if blob := appendSections(nil, kg, secs); len(blob) > 0 {
+			if err := f(kg, blob); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
