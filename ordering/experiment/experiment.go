@@ -335,8 +335,11 @@ type measureOp struct {
 
 func (o *measureOp) ProcessRecord(r runtime.Record[Event]) error {
 	m := o.m
-	now := time.Now().UnixMilli()
 	e := r.Value
+	var now int64
+	if e.Live {
+		now = time.Now().UnixMilli()
+	}
 	m.mu.Lock()
 	if last, ok := m.last[e.Item]; ok && e.TS < last {
 		if e.Live {
