@@ -99,23 +99,32 @@ func Broadcast[T any](s Stream[T]) Stream[T] {
 // Transform adds a custom operator consuming s. newOp is called once per
 // subtask. This is how packages such as asyncio add operators; keyed
 // operators use TransformKeyed.
+//
+// A forward edge between operators whose parallelisms differ when the job
+// is built fails Execute, unless the input's parallelism was set
+// explicitly before Transform, in which case the edge rebalances.
 func Transform[IN, OUT any](s Stream[IN], name string, newOp func() runtime.OneInputOperator[IN, OUT]) Stream[OUT] {
 	n := runtime.AddOneInput(&s.env.graph, name, newOp)
 	p := runtime.Forward[IN]()
 	if s.exchange != nil {
 		p = *s.exchange
-	} else if s.parallelismMismatch(n) {
-		p = runtime.Rebalance[IN]()
+	} else if s.explicitParallelism() {
+		// The input's parallelism was chosen; n's may be set after this
+		// call (Map(...).Parallelism(p)). Decide when the job is built:
+		// forward (chained) if they are equal then, rebalance if not.
+		// (Deciding here compared against n's unset parallelism and
+		// rebalanced always, which broke per-split order and chaining.)
+		p = runtime.ForwardOrRebalance[IN]()
 	}
 	connect(s, n, 0, p)
 	return newStream[OUT](s.env, n)
 }
 
-// parallelismMismatch reports whether a forward edge from s to n would join
-// different parallelisms (known only when both are set explicitly).
-func (s Stream[T]) parallelismMismatch(n *runtime.Node) bool {
+// explicitParallelism reports whether an operator producing s has its
+// parallelism set.
+func (s Stream[T]) explicitParallelism() bool {
 	for _, p := range s.parts {
-		if p.node.Parallelism() != n.Parallelism() {
+		if p.node.Parallelism() != 0 {
 			return true
 		}
 	}

@@ -6,7 +6,7 @@ package ordering
 // Invariants:
 //
 //	H1. Every record pushed and not yet released is in exactly one place:
-//	    a run (runs[i].recs[runs[i].head:]) or the spill heap.
+//	    a run (its chunks from chunks[0][head] on) or the spill heap.
 //	H2. Each run is sorted by less (a record is appended to a run only if
 //	    it is not less than the run's last record), so its head is its
 //	    smallest record.
@@ -36,19 +36,42 @@ type heldQueue[T any] struct {
 	spill []heldRec[T] // min-heap by less
 	n     int          // records held
 	merge []*heldRun[T]
+	// chunk is the capacity of a run's chunks (0: runChunk); free holds
+	// emptied chunks for reuse, at most maxFreeChunks.
+	chunk int
+	free  [][]heldRec[T]
 }
 
 // maxRuns bounds the runs of a heldQueue.
 const maxRuns = 1024
 
-// heldRun is a sorted run of records of one first tiebreak value; records
-// before head are released.
+// runChunk is the number of records per chunk of a run, maxFreeChunks how
+// many emptied chunks a queue keeps for reuse. A run grows and shrinks by
+// whole chunks: no record is ever copied to grow a run, and the memory of a
+// catch-up goes back chunk by chunk as it is released.
+const (
+	runChunk      = 1024
+	maxFreeChunks = 64
+)
+
+// heldRun is a sorted run of records of one first tiebreak value, in
+// chunks: chunks[0][head:], chunks[1], ... are held (every chunk but the
+// last is full; records before head were released).
 type heldRun[T any] struct {
-	recs []heldRec[T]
-	head int
+	chunks [][]heldRec[T]
+	head   int
 }
 
-func (r *heldRun[T]) top() *heldRec[T] { return &r.recs[r.head] }
+func (r *heldRun[T]) top() *heldRec[T] { return &r.chunks[0][r.head] }
+
+func (r *heldRun[T]) empty() bool {
+	return len(r.chunks) == 0 || (len(r.chunks) == 1 && r.head == len(r.chunks[0]))
+}
+
+func (r *heldRun[T]) last() *heldRec[T] {
+	c := r.chunks[len(r.chunks)-1]
+	return &c[len(c)-1]
+}
 
 // push holds h.
 func (q *heldQueue[T]) push(h heldRec[T]) {
@@ -62,17 +85,53 @@ func (q *heldQueue[T]) push(h heldRec[T]) {
 		q.runOf[h.t1] = run
 		q.runs = append(q.runs, run)
 	}
-	if run == nil || (run.head < len(run.recs) && h.less(&run.recs[len(run.recs)-1])) {
+	if run == nil || (!run.empty() && h.less(run.last())) {
 		q.pushSpill(h)
 		return
 	}
-	if run.head > 0 && run.head >= len(run.recs)/2 {
-		// Reclaim the released front before it outgrows the held part.
-		k := copy(run.recs, run.recs[run.head:])
-		clear(run.recs[k:])
-		run.recs, run.head = run.recs[:k], 0
+	if n := len(run.chunks); n == 0 || len(run.chunks[n-1]) == cap(run.chunks[n-1]) {
+		run.chunks = append(run.chunks, q.newChunk())
 	}
-	run.recs = append(run.recs, h)
+	n := len(run.chunks) - 1
+	run.chunks[n] = append(run.chunks[n], h)
+}
+
+func (q *heldQueue[T]) newChunk() []heldRec[T] {
+	if n := len(q.free); n > 0 {
+		c := q.free[n-1]
+		q.free[n-1] = nil
+		q.free = q.free[:n-1]
+		return c
+	}
+	size := q.chunk
+	if size <= 0 {
+		size = runChunk
+	}
+	return make([]heldRec[T], 0, size)
+}
+
+// pop removes r's top (already emitted), recycling an emptied chunk.
+func (q *heldQueue[T]) pop(r *heldRun[T]) {
+	c := r.chunks[0]
+	var zero heldRec[T]
+	c[r.head] = zero
+	r.head++
+	if r.head < len(c) {
+		return
+	}
+	if len(r.chunks) == 1 && len(c) < cap(c) {
+		// The run's only chunk, not full: appends continue in it.
+		return
+	}
+	r.chunks[0] = nil
+	r.chunks = r.chunks[1:]
+	r.head = 0
+	if len(q.free) < maxFreeChunks {
+		q.free = append(q.free, c[:0])
+	}
+	if len(r.chunks) == 0 {
+		r.chunks = nil
+	}
 }
 
 func (q *heldQueue[T]) pushSpill(h heldRec[T]) {
@@ -126,7 +185,7 @@ func (q *heldQueue[T]) release(wm int64, emit func(*heldRec[T])) int {
 	// The merge heap: runs whose head is due, by head.
 	m := q.merge[:0]
 	for _, r := range q.runs {
-		if r.head < len(r.recs) && r.top().ts <= wm {
+		if !r.empty() && r.top().ts <= wm {
 			m = append(m, r)
 		}
 	}
@@ -149,19 +208,11 @@ func (q *heldQueue[T]) release(wm int64, emit func(*heldRec[T])) int {
 			break
 		}
 		emit(r.top())
-		var zero heldRec[T]
-		r.recs[r.head] = zero
-		r.head++
+		q.pop(r)
 		released++
-		if r.head < len(r.recs) && r.top().ts <= wm {
+		if !r.empty() && r.top().ts <= wm {
 			siftDownRuns(m, 0)
 			continue
-		}
-		if r.head == len(r.recs) {
-			r.recs, r.head = r.recs[:0], 0
-			if cap(r.recs) > 1<<16 {
-				r.recs = nil // give a catch-up's memory back
-			}
 		}
 		last := len(m) - 1
 		m[0] = m[last]
@@ -202,7 +253,12 @@ func siftDownRuns[T any](m []*heldRun[T], i int) {
 func (q *heldQueue[T]) all() []heldRec[T] {
 	out := make([]heldRec[T], 0, q.n)
 	for _, r := range q.runs {
-		out = append(out, r.recs[r.head:]...)
+		for i, c := range r.chunks {
+			if i == 0 {
+				c = c[r.head:]
+			}
+			out = append(out, c...)
+		}
 	}
 	return append(out, q.spill...)
 }

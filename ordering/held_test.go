@@ -8,12 +8,14 @@ import (
 )
 
 // H1-H3: whatever the interleaving of pushes (sorted runs, out-of-order
-// records, more first tiebreak values than maxRuns) and releases, the
+// records, more first tiebreak values than maxRuns) and releases, and
+// whatever the chunk size of the runs, the
 // queue releases exactly the held records with ts <= wm, in the order of
 // one heap (less), and holds the rest.
 func TestHeldQueueReleasesInHeapOrder(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		var q heldQueue[int]
+		// Small chunks, so that runs span several and recycle them.
+		q := heldQueue[int]{chunk: rapid.IntRange(1, 5).Draw(t, "chunk")}
 		var ref []heldRec[int] // held, per the reference
 		seq := uint64(0)
 		wm := int64(-1)

@@ -132,6 +132,10 @@ const (
 	partRebalance
 	partBroadcast
 	partKey
+	// partAuto is forward where the two operators' parallelisms are equal
+	// and rebalance where they differ, decided when the job is built
+	// (builder.kindOf); no writer ever has this kind.
+	partAuto
 )
 
 func (p partitioning) String() string {
@@ -144,6 +148,8 @@ func (p partitioning) String() string {
 		return "broadcast"
 	case partKey:
 		return "key-by"
+	case partAuto:
+		return "forward-or-rebalance"
 	}
 	return "?"
 }

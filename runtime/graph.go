@@ -94,6 +94,12 @@ type Partitioner[T any] struct {
 // goroutine where possible.
 func Forward[T any]() Partitioner[T] { return Partitioner[T]{kind: partForward} }
 
+// ForwardOrRebalance is Forward when the producer and the consumer have the
+// same parallelism and Rebalance when they differ, decided when the job is
+// built (as Flink does), so that a parallelism set after the edge was added
+// still chains equal operators.
+func ForwardOrRebalance[T any]() Partitioner[T] { return Partitioner[T]{kind: partAuto} }
+
 // Rebalance spreads records round-robin over the consumer's subtasks.
 func Rebalance[T any]() Partitioner[T] { return Partitioner[T]{kind: partRebalance} }
 
@@ -162,7 +168,7 @@ func (e *typedEdge[T]) newGate(channels, credits, size int) any {
 
 func (e *typedEdge[T]) newWriter(t *task, chans []chanRef, counter *Counter) (any, flusher) {
 	b := t.job
-	w := &writer[T]{kind: e.p.kind, records: counter}
+	w := &writer[T]{kind: b.kindOf(e), records: counter}
 	for _, c := range chans {
 		g, ok := c.gate.(*gate[T])
 		if !ok {

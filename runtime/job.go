@@ -246,18 +246,31 @@ func newBuilder(g *Graph, cfg Config, done <-chan struct{}) (*builder, error) {
 	}
 	for _, n := range g.nodes {
 		for _, e := range n.outputs {
-			if e.kind() == partForward && b.par(e.src()) != b.par(e.dst()) {
+			if b.kindOf(e) == partForward && b.par(e.src()) != b.par(e.dst()) {
 				return nil, fmt.Errorf("runtime: forward edge %q -> %q joins parallelism %d to %d; use a rebalance or key-by, or equal parallelism",
 					e.src().name, e.dst().name, b.par(e.src()), b.par(e.dst()))
 			}
 			d := e.dst()
 			// Between two single subtasks every partitioning is forward.
-			forward := e.kind() == partForward || (b.par(e.src()) == 1 && b.par(d) == 1)
+			forward := b.kindOf(e) == partForward || (b.par(e.src()) == 1 && b.par(d) == 1)
 			b.chained[e] = !cfg.DisableChaining && forward && e.tagID() == 0 &&
 				len(d.inputs) == 1 && len(d.inputs[0]) == 1
 		}
 	}
 	return b, nil
+}
+
+// kindOf is e's partitioning in this job: ForwardOrRebalance edges are
+// resolved by the parallelisms the job runs at.
+func (b *builder) kindOf(e edge) partitioning {
+	k := e.kind()
+	if k != partAuto {
+		return k
+	}
+	if b.par(e.src()) == b.par(e.dst()) {
+		return partForward
+	}
+	return partRebalance
 }
 
 func (b *builder) par(n *Node) int {
@@ -284,7 +297,7 @@ func (b *builder) build() ([]*task, error) {
 					idx[u] = make([]int, par)
 					for d := range idx[u] {
 						idx[u][d] = -1
-						if e.kind() != partForward || u == d {
+						if b.kindOf(e) != partForward || u == d {
 							idx[u][d] = counts[d]
 							counts[d]++
 						}

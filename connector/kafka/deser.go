@@ -38,13 +38,45 @@ func String() Deserializer[string] {
 // encoding.TextUnmarshaler support, same results for valid input) that is
 // about 2-3x faster and allocates less on small records; decoding is most
 // of a JSON source's cost per record (BENCHMARKS.md). Its error messages
-// (the dead letters' reasons) may word things differently.
-func JSON[T any]() Deserializer[T] {
-	return DeserializerFunc[T](func(r *kgo.Record) (T, error) {
-		var v T
-		err := json.Unmarshal(r.Value, &v)
-		return v, err
-	})
+// (the dead letters' reasons) may word things differently. Each reader
+// decodes into a T of its own, reset before every record, so decoding
+// allocates no T per record; values returned never share memory.
+func JSON[T any]() Deserializer[T] { return jsonDeser[T]{} }
+
+type jsonDeser[T any] struct{}
+
+func (jsonDeser[T]) Deserialize(r *kgo.Record) (T, error) {
+	var v T
+	err := json.Unmarshal(r.Value, &v)
+	return v, err
+}
+
+func (jsonDeser[T]) forReader() Deserializer[T] { return &jsonReaderDeser[T]{} }
+
+// jsonReaderDeser is JSON for one reader: it decodes into a value it owns
+// (zeroed first), so that a record costs no allocation of a T.
+type jsonReaderDeser[T any] struct{ v T }
+
+func (d *jsonReaderDeser[T]) Deserialize(r *kgo.Record) (T, error) {
+	var zero T
+	d.v = zero
+	err := json.Unmarshal(r.Value, &d.v)
+	return d.v, err
+}
+
+// perReader is implemented by deserializers that keep state for one
+// reader (one source subtask, one goroutine): each reader calls
+// forReader once and uses what it returns.
+type perReader[T any] interface {
+	forReader() Deserializer[T]
+}
+
+// forReader returns d's per-reader form, or d.
+func forReader[T any](d Deserializer[T]) Deserializer[T] {
+	if p, ok := d.(perReader[T]); ok {
+		return p.forReader()
+	}
+	return d
 }
 
 // Message is a Kafka record with its coordinates, as delivered by
@@ -64,13 +96,17 @@ type Message[T any] struct {
 // offset, timestamp, key and headers. Operators that need a replayable
 // order across partitions (ties broken by partition and offset, as package
 // ordering does) read them from here.
-func WithMetadata[T any](d Deserializer[T]) Deserializer[Message[T]] {
-	return DeserializerFunc[Message[T]](func(r *kgo.Record) (Message[T], error) {
-		v, err := d.Deserialize(r)
-		if err != nil {
-			return Message[T]{}, err
-		}
-		return Message[T]{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset,
-			Timestamp: r.Timestamp.UnixMilli(), Key: r.Key, Headers: r.Headers, Value: v}, nil
-	})
+func WithMetadata[T any](d Deserializer[T]) Deserializer[Message[T]] { return metaDeser[T]{d: d} }
+
+type metaDeser[T any] struct{ d Deserializer[T] }
+
+func (m metaDeser[T]) Deserialize(r *kgo.Record) (Message[T], error) {
+	v, err := m.d.Deserialize(r)
+	if err != nil {
+		return Message[T]{}, err
+	}
+	return Message[T]{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset,
+		Timestamp: r.Timestamp.UnixMilli(), Key: r.Key, Headers: r.Headers, Value: v}, nil
 }
+
+func (m metaDeser[T]) forReader() Deserializer[Message[T]] { return metaDeser[T]{d: forReader(m.d)} }

@@ -94,37 +94,56 @@ func (r *reader[T]) resolveOnce(rctx context.Context, adm *kadm.Client) ([]split
 			}
 		}
 	}
-	// The end offsets first: a start at "latest" is then never behind
-	// its own snapshot.
-	var ends kadm.ListedOffsets
-	var err error
+	// The end-offset snapshot and the start offsets are listed at the
+	// same time (each listing is a metadata and a ListOffsets round trip;
+	// a reader's start-up is a chain of such trips, and the broker may be
+	// busy serving other readers). A start at "latest" is the snapshot
+	// itself, so it is never behind it; an earliest or timestamp offset
+	// listed a little after the snapshot may lie past it, which K5 treats
+	// as caught up at once, as it would a start listed after the snapshot.
 	what := "end offsets (high watermarks)"
 	if r.opts.ReadCommitted {
 		what = "last stable offsets"
-		ends, err = adm.ListCommittedOffsets(rctx, topics...)
-	} else {
-		ends, err = adm.ListEndOffsets(rctx, topics...)
 	}
-	if err != nil {
-		return nil, fmt.Errorf("kafka: list %s of %v: %w (are the brokers %v reachable?)", what, topics, err, r.opts.Brokers)
-	}
-	var starts, atTime kadm.ListedOffsets
+	var ends, starts, atTime kadm.ListedOffsets
+	var endErr, startErr, timeErr error
+	var wg sync.WaitGroup
 	if need[startEarliest] {
-		if starts, err = adm.ListStartOffsets(rctx, topics...); err != nil {
-			return nil, fmt.Errorf("kafka: list start offsets of %v: %w", topics, err)
-		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			starts, startErr = adm.ListStartOffsets(rctx, topics...)
+		}()
+	}
+	ms := r.opts.Start.millis
+	if r.opts.Start.kind == startCommitted {
+		ms = r.opts.Start.fallback.millis
 	}
 	if need[startTimestamp] {
-		ms := r.opts.Start.millis
-		if r.opts.Start.kind == startCommitted {
-			ms = r.opts.Start.fallback.millis
-		}
-		if atTime, err = adm.ListOffsetsAfterMilli(rctx, ms, topics...); err != nil {
-			return nil, fmt.Errorf("kafka: list offsets after %d ms of %v: %w", ms, topics, err)
-		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			atTime, timeErr = adm.ListOffsetsAfterMilli(rctx, ms, topics...)
+		}()
+	}
+	if r.opts.ReadCommitted {
+		ends, endErr = adm.ListCommittedOffsets(rctx, topics...)
+	} else {
+		ends, endErr = adm.ListEndOffsets(rctx, topics...)
+	}
+	wg.Wait()
+	if endErr != nil {
+		return nil, fmt.Errorf("kafka: list %s of %v: %w (are the brokers %v reachable?)", what, topics, endErr, r.opts.Brokers)
+	}
+	if startErr != nil {
+		return nil, fmt.Errorf("kafka: list start offsets of %v: %w", topics, startErr)
+	}
+	if timeErr != nil {
+		return nil, fmt.Errorf("kafka: list offsets after %d ms of %v: %w", ms, topics, timeErr)
 	}
 	var committed kadm.OffsetResponses
 	if need[startCommitted] {
+		var err error
 		committed, err = adm.FetchOffsetsForTopics(rctx, r.opts.Group, topics...)
 		if errors.Is(err, kerr.GroupIDNotFound) {
 			// A group that never committed: every partition falls back.

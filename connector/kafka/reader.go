@@ -116,7 +116,7 @@ func newReader[T any](s *Source[T], ctx runtime.SourceContext, r *run) *reader[T
 	if log == nil {
 		log = slog.Default()
 	}
-	return &reader[T]{src: s, opts: s.opts, deser: s.deser, ctx: ctx, log: log, run: r,
+	return &reader[T]{src: s, opts: s.opts, deser: forReader(s.deser), ctx: ctx, log: log, run: r,
 		msgs: make(chan fetchMsg, s.opts.BufferedFetches), ready: make(chan struct{}, 1)}
 }
 

@@ -335,8 +335,11 @@ type measureOp struct {
 
 func (o *measureOp) ProcessRecord(r runtime.Record[Event]) error {
 	m := o.m
-	now := time.Now().UnixMilli()
 	e := r.Value
+	var now int64
+	if e.Live {
+		now = time.Now().UnixMilli()
+	}
 	m.mu.Lock()
 	if last, ok := m.last[e.Item]; ok && e.TS < last {
 		if e.Live {
@@ -479,7 +482,10 @@ func buildJob(cfg Config, policy string, addrs []string, dl [][]time.Duration, h
 		}).Parallelism(cfg.Partitions)
 		if policy == "two-tier" {
 			timeout := cfg.Timeout.Milliseconds() / 2
-			ev = weir.Transform(ev, topicName(t)+"-stream-idle", func() runtime.OneInputOperator[Event, Event] {
+			// Rebalanced, so that each stream-tier subtask sees records of
+			// all the topic's partitions (the topic's stream), not one
+			// partition's (which would make it a second partition tier).
+			ev = weir.Transform(weir.Rebalance(ev), topicName(t)+"-stream-idle", func() runtime.OneInputOperator[Event, Event] {
 				return &streamIdle{timeout: max(timeout, 1)}
 			}).Parallelism(cfg.Partitions)
 		}

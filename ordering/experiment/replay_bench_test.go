@@ -4,6 +4,8 @@ import (
 	"context"
 	"log/slog"
 	"os"
+	"strconv"
+	"syscall"
 	"testing"
 	"time"
 
@@ -16,8 +18,22 @@ import (
 // stagger) beside franz-go's consumer reading it, for profiling:
 //
 //	go test -run XXX -bench Replay -benchtime 3x -cpuprofile cpu.out ./ordering/experiment/
+//
+// WEIR_REPLAY_RECORDS=1000000 replays a history of that many records
+// instead of the default. Besides the rates it reports the process CPU time
+// per history event of each pass (weir-cpu-us/event, raw-cpu-us/event):
+// everything the process does meanwhile, the embedded broker included, and
+// for weir the job's start and stop; on a shared machine the rate is
+// bounded by the cores the process gets divided by this cost.
 func BenchmarkReplay(b *testing.B) {
 	cfg := Defaults.withDefaults()
+	if s := os.Getenv("WEIR_REPLAY_RECORDS"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n <= 0 {
+			b.Fatalf("WEIR_REPLAY_RECORDS=%q: want a positive number of records", s)
+		}
+		cfg.HistoryRecords = n
+	}
 	if testing.Verbose() {
 		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}
@@ -47,8 +63,11 @@ func BenchmarkReplay(b *testing.B) {
 		}
 	}
 	var weirSum, rawSum float64
+	var weirCPU, rawCPU time.Duration
 	for b.Loop() {
+		c0 := cpuTime()
 		raw, err := rawConsume(ctx, cfg, br.Addrs(), histN)
+		c1 := cpuTime()
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -56,10 +75,22 @@ func BenchmarkReplay(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
+		weirCPU += cpuTime() - c1
+		rawCPU += c1 - c0
 		weirSum += rate
 		rawSum += raw
 	}
 	b.ReportMetric(weirSum/float64(b.N), "weir-events/s")
 	b.ReportMetric(rawSum/float64(b.N), "raw-events/s")
 	b.ReportMetric(weirSum/rawSum, "weir/raw")
+	perEvent := func(d time.Duration) float64 { return d.Seconds() * 1e6 / float64(histN) / float64(b.N) }
+	b.ReportMetric(perEvent(weirCPU), "weir-cpu-us/event")
+	b.ReportMetric(perEvent(rawCPU), "raw-cpu-us/event")
+}
+
+// cpuTime is the CPU time (user and system) the process has used.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
