@@ -154,14 +154,13 @@ func (o *sortOp[K, T]) EndInput() error { return nil }
 // keyedState builds the keyed-state and timer form of the held records
 // (for snapshots), in release order so that arrival order within a (key,
 // timestamp) survives a restore.
-func (o *sortOp[K, T]) keyedState() (*state.Backend[K], *timer.Service[K, struct{}], error) {
+func (o *sortOp[K, T]) keyedState(recs []heldRec[T]) (*state.Backend[K], *timer.Service[K, struct{}], error) {
 	backend := state.NewBackend[K](o.Ctx.KeyGroups)
 	timers := timer.NewService[K, struct{}](o.Ctx.KeyGroups)
 	held, err := state.NamespacedListWithCodecs[K, int64, T](backend, heldState, state.DefaultCodec[int64](), o.codec)
 	if err != nil {
 		return nil, nil, err
 	}
-	recs := o.held.all()
 	slices.SortFunc(recs, func(a, b heldRec[T]) int {
 		if a.less(&b) {
 			return -1
@@ -184,11 +183,23 @@ func (o *sortOp[K, T]) keyedState() (*state.Backend[K], *timer.Service[K, struct
 // SnapshotState implements runtime.Snapshotter: held records and timers,
 // per key group, as weir's keyed operators write them:
 // uvarint(len(stateBlob)) stateBlob timerBlob.
+//
+// The synchronous part only copies the held records (one memory copy);
+// the keyed state, timers and blobs are built from the copy in the
+// snapshot's asynchronous part, while records flow.
 func (o *sortOp[K, T]) SnapshotState(w *runtime.SnapshotWriter) error {
 	if o.held.len() == 0 {
 		return nil
 	}
-	backend, timers, err := o.keyedState()
+	recs := o.held.all()
+	w.Async(func() error { return o.writeSnapshot(w, recs) })
+	return nil
+}
+
+// writeSnapshot writes the key-group blobs of recs (the asynchronous part
+// of SnapshotState: it reads only recs and immutable fields of o).
+func (o *sortOp[K, T]) writeSnapshot(w *runtime.SnapshotWriter, recs []heldRec[T]) error {
+	backend, timers, err := o.keyedState(recs)
 	if err != nil {
 		return err
 	}
