@@ -7,8 +7,8 @@ package weir
 //
 //  1. Only checkpoints are native (SnapshotWriter.NativeBase is "" for
 //     savepoints), so savepoints stay canonical and backend-independent.
-//  2. The synchronous part is state.Backend.CheckpointNative (a memtable
-//     flush and hard links); the asynchronous part uploads the SSTs not
+//  2. The synchronous part is state.Backend.CheckpointNative (hard links
+//     and a copy of the write-ahead log, no flush); the asynchronous part uploads the SSTs not
 //     uploaded before into BASE/shared/<uid>-<subtask>-<instance>/ with a
 //     checkpoint.Uploader kept with the database instance, and stores the
 //     handle with SubtaskState.Native.
