@@ -89,8 +89,8 @@ func restoreNative[K comparable](ctx *runtime.Context, b *state.Backend[K]) erro
 	}
 	parts := make([]state.NativePart, 0, len(natives))
 	for i, n := range natives {
-		if n.Format != state.NativeFormat {
-			return fmt.Errorf("native keyed state in format %q; this weir reads %q", n.Format, state.NativeFormat)
+		if !state.NativeFormatReadable(n.Format) {
+			return fmt.Errorf("native keyed state in format %q; this weir reads %q and %q (use a newer weir, or restart from a savepoint)", n.Format, state.NativeFormat, "pebble-v1")
 		}
 		dir := b.NativeRestoreDir(i)
 		os.RemoveAll(dir)

@@ -64,12 +64,14 @@ func TestNativeCheckpointsAreIncremental(t *testing.T) {
 	}
 	put(2000, 2010)
 	n2 := take(2)
-	if up.Copied != 1 || up.Reused != len(n1.Shared) {
-		t.Fatalf("second checkpoint after a small change: copied %d files (%d bytes), reused %d of %d; want 1 new SST and every old one reused",
-			up.Copied, up.CopiedBytes, up.Reused, len(n1.Shared))
-	}
-	if len(n2.Shared) != len(n1.Shared)+1 {
-		t.Fatalf("second checkpoint references %d shared files, want %d", len(n2.Shared), len(n1.Shared)+1)
+	// A background compaction may merge the new SST with the old one
+	// before the checkpoint (it did in about 1 run in 7): then the merged
+	// SST is the one new file.
+	added := up.Reused == len(n1.Shared) && len(n2.Shared) == len(n1.Shared)+1
+	compacted := up.Reused == 0 && len(n2.Shared) == 1
+	if up.Copied != 1 || !added && !compacted {
+		t.Fatalf("second checkpoint after a small change: copied %d files (%d bytes), reused %d of %d, references %d; want 1 new SST and every old one reused (or 1 compacted SST)",
+			up.Copied, up.CopiedBytes, up.Reused, len(n1.Shared), len(n2.Shared))
 	}
 
 	// Compact everything into new SSTs; after checkpoint 3 and Retain(1),
@@ -213,7 +215,7 @@ func TestNativeCheckpointCapturesTheMemtable(t *testing.T) {
 			if strings.HasSuffix(e.Name(), ".sst") {
 				t.Fatalf("checkpoint of a memtable-only database holds %s: the memtable was flushed", e.Name())
 			}
-			if strings.HasSuffix(e.Name(), ".log") {
+			if strings.Contains(e.Name(), ".log") {
 				logs++
 			}
 		}
@@ -295,4 +297,78 @@ func TestNativeCheckpointCapturesTheMemtable(t *testing.T) {
 	restore("parallelism 2 -> 4", keygroup.Range{Start: 64, End: 95}, state.BackendPebble, 1)
 	restore("parallelism 2 -> 3, two sources", keygroup.Range{Start: 43, End: 85}, state.BackendPebble, 0, 1)
 	restore("memory backend", keygroup.Range{Start: 0, End: 127}, state.BackendMemory, 0, 1)
+}
+
+// TestNativeCheckpointSharesClosedLogs: write-ahead logs closed before a
+// native checkpoint are shared files, uploaded once; the open one is a
+// private file; a restore from the second checkpoint sees every write.
+func TestNativeCheckpointSharesClosedLogs(t *testing.T) {
+	rng := keygroup.Range{Start: 0, End: 127}
+	b, err := state.Open[string](state.Options{Kind: state.BackendPebble, Dir: filepath.Join(t.TempDir(), "db")}, rng)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	v := state.MustValue[string, string](b, "v")
+	put := func(from, to int) {
+		for i := from; i < to; i++ {
+			k := fmt.Sprintf("key-%d", i)
+			b.SetCurrentKey(k, keygroup.Assign(keygroup.HashString(k), 128))
+			v.Update(fmt.Sprintf("%0100d", i))
+		}
+	}
+	base := filepath.Join(t.TempDir(), "chk")
+	up := checkpoint.NewUploader(base, "v-0-"+b.InstanceID())
+	take := func(id int64) *checkpoint.NativeState {
+		t.Helper()
+		stage, err := b.CheckpointNative(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer os.RemoveAll(stage)
+		n, err := up.Upload(stage, state.NativeFormat, rng.Start, rng.End, state.NativeShared)
+		if err != nil {
+			t.Fatal(err)
+		}
+		open := 0
+		for _, p := range n.Private {
+			if strings.HasSuffix(p.Name, ".log.open") {
+				open++
+			}
+		}
+		if open != 1 {
+			t.Fatalf("checkpoint %d: %d open write-ahead logs among the private files, want 1", id, open)
+		}
+		return n
+	}
+	put(0, 20000) // ~2 MB: several memtable rotations (the first memtables are small), no flush
+	n1 := take(1)
+	logs := 0
+	for _, f := range n1.Shared {
+		if strings.HasSuffix(f.Path, ".log") {
+			logs++
+		}
+	}
+	if logs == 0 {
+		t.Fatalf("first checkpoint shares no closed write-ahead log: %+v", n1.Shared)
+	}
+	put(20000, 20100)
+	n2 := take(2)
+	if up.Reused < logs {
+		t.Fatalf("second checkpoint reused %d shared files, want at least the %d closed logs of the first", up.Reused, logs)
+	}
+	c, err := state.Open[string](state.Options{Kind: state.BackendPebble, Dir: filepath.Join(t.TempDir(), "db2")}, rng)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := n2.Materialize(c.NativeRestoreDir(0)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.RestoreNative([]state.NativePart{{Dir: c.NativeRestoreDir(0), Start: 0, End: 127}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := state.MustValue[string, string](c, "v").NumKeys(); got != 20100 {
+		t.Fatalf("restored %d keys, want 20100", got)
+	}
 }
