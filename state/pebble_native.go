@@ -219,14 +219,14 @@ func (b *Backend[K]) restoreNative(parts []NativePart) (int, error) {
 		}
 	}
 	base := parts[best]
+	if err := unmarkOpenLog(base.Dir); err != nil {
+		return best, err
+	}
 	if err := p.db.Close(); err != nil {
 		return best, fmt.Errorf("state: closing the Pebble database for a restore: %w", err)
 	}
 	if err := os.RemoveAll(p.dir); err != nil {
 		return best, fmt.Errorf("state: native restore: %w", err)
-	}
-	if err := unmarkOpenLog(base.Dir); err != nil {
-		return best, err
 	}
 	if err := os.Rename(base.Dir, p.dir); err != nil {
 		return best, fmt.Errorf("state: native restore: %w", err)
