@@ -7,8 +7,8 @@ package weir
 //
 //  1. Only checkpoints are native (SnapshotWriter.NativeBase is "" for
 //     savepoints), so savepoints stay canonical and backend-independent.
-//  2. The synchronous part is state.Backend.CheckpointNative (a memtable
-//     flush and hard links); the asynchronous part uploads the SSTs not
+//  2. The synchronous part is state.Backend.CheckpointNative (hard links
+//     and a copy of the write-ahead log, no flush); the asynchronous part uploads the SSTs not
 //     uploaded before into BASE/shared/<uid>-<subtask>-<instance>/ with a
 //     checkpoint.Uploader kept with the database instance, and stores the
 //     handle with SubtaskState.Native.
@@ -89,8 +89,8 @@ func restoreNative[K comparable](ctx *runtime.Context, b *state.Backend[K]) erro
 	}
 	parts := make([]state.NativePart, 0, len(natives))
 	for i, n := range natives {
-		if n.Format != state.NativeFormat {
-			return fmt.Errorf("native keyed state in format %q; this weir reads %q", n.Format, state.NativeFormat)
+		if !state.NativeFormatReadable(n.Format) {
+			return fmt.Errorf("native keyed state in format %q; this weir reads %q and %q (use a newer weir, or restart from a savepoint)", n.Format, state.NativeFormat, "pebble-v1")
 		}
 		dir := b.NativeRestoreDir(i)
 		os.RemoveAll(dir)

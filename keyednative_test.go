@@ -13,7 +13,8 @@ import (
 )
 
 // TestNativeCheckpointsAreIncremental: a second native checkpoint after a
-// small change uploads only the new SST; Retain collects the shared files
+// small change uploads only the new SST (each checkpoint is preceded by a
+// Flush here, so that the memtable's writes are in SSTs); Retain collects the shared files
 // no retained checkpoint references; a missing or corrupt shared file is an
 // error naming it.
 func TestNativeCheckpointsAreIncremental(t *testing.T) {
@@ -35,6 +36,9 @@ func TestNativeCheckpointsAreIncremental(t *testing.T) {
 	up := checkpoint.NewUploader(base, "count-0-"+b.InstanceID())
 	take := func(id int64) *checkpoint.NativeState {
 		t.Helper()
+		if err := b.Flush(); err != nil {
+			t.Fatal(err)
+		}
 		stage, err := b.CheckpointNative(id)
 		if err != nil {
 			t.Fatal(err)
@@ -60,12 +64,14 @@ func TestNativeCheckpointsAreIncremental(t *testing.T) {
 	}
 	put(2000, 2010)
 	n2 := take(2)
-	if up.Copied != 1 || up.Reused != len(n1.Shared) {
-		t.Fatalf("second checkpoint after a small change: copied %d files (%d bytes), reused %d of %d; want 1 new SST and every old one reused",
-			up.Copied, up.CopiedBytes, up.Reused, len(n1.Shared))
-	}
-	if len(n2.Shared) != len(n1.Shared)+1 {
-		t.Fatalf("second checkpoint references %d shared files, want %d", len(n2.Shared), len(n1.Shared)+1)
+	// A background compaction may merge the new SST with the old one
+	// before the checkpoint (it did in about 1 run in 7): then the merged
+	// SST is the one new file.
+	added := up.Reused == len(n1.Shared) && len(n2.Shared) == len(n1.Shared)+1
+	compacted := up.Reused == 0 && len(n2.Shared) == 1
+	if up.Copied != 1 || !added && !compacted {
+		t.Fatalf("second checkpoint after a small change: copied %d files (%d bytes), reused %d of %d, references %d; want 1 new SST and every old one reused (or 1 compacted SST)",
+			up.Copied, up.CopiedBytes, up.Reused, len(n1.Shared), len(n2.Shared))
 	}
 
 	// Compact everything into new SSTs; after checkpoint 3 and Retain(1),
@@ -181,5 +187,208 @@ func TestNativeCheckpointsAreIncremental(t *testing.T) {
 	os.Remove(victim)
 	if _, err := checkpoint.Read(checkpoint.Dir(base, 3)); err == nil || !strings.Contains(err.Error(), victim) {
 		t.Fatalf("missing shared file: %v", err)
+	}
+}
+
+// TestNativeCheckpointCapturesTheMemtable: a native checkpoint does not
+// flush the memtable; its copied write-ahead log carries the unflushed
+// writes, exactly those made before the checkpoint, and every restore path
+// sees them: same parallelism (the base database is opened writable),
+// another parallelism (range deletions on the base, key groups of the
+// other databases copied from read-only opens) and the memory backend
+// (read-only opens).
+func TestNativeCheckpointCapturesTheMemtable(t *testing.T) {
+	const maxPar = 128
+	ranges := []keygroup.Range{{Start: 0, End: 63}, {Start: 64, End: 127}}
+	kgOf := func(k string) int { return keygroup.Assign(keygroup.HashString(k), maxPar) }
+	base := filepath.Join(t.TempDir(), "chk")
+	want := map[string]string{}
+	var natives []*checkpoint.NativeState
+	for i, rng := range ranges {
+		b, err := state.Open[string](state.Options{Kind: state.BackendPebble, Dir: filepath.Join(t.TempDir(), "db")}, rng)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer b.Close()
+		v := state.MustValue[string, string](b, "v")
+		var mine []string
+		for k := 0; k < 3000; k++ {
+			key := fmt.Sprintf("key-%d", k)
+			if kg := kgOf(key); rng.Contains(kg) {
+				b.SetCurrentKey(key, kg)
+				v.Update("before-" + key)
+				want[key] = "before-" + key
+				mine = append(mine, key)
+			}
+		}
+		stage, err := b.CheckpointNative(1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer os.RemoveAll(stage)
+		entries, err := os.ReadDir(stage)
+		if err != nil {
+			t.Fatal(err)
+		}
+		logs := 0
+		for _, e := range entries {
+			if strings.HasSuffix(e.Name(), ".sst") {
+				t.Fatalf("checkpoint of a memtable-only database holds %s: the memtable was flushed", e.Name())
+			}
+			if strings.Contains(e.Name(), ".log") {
+				logs++
+			}
+		}
+		if logs == 0 {
+			t.Fatalf("checkpoint holds no write-ahead log: %v", entries)
+		}
+		// Writes after the checkpoint (after the barrier) are not in it.
+		for _, key := range mine {
+			b.SetCurrentKey(key, kgOf(key))
+			v.Update("after")
+		}
+		for k := 3000; k < 3500; k++ {
+			key := fmt.Sprintf("key-%d", k)
+			if kg := kgOf(key); rng.Contains(kg) {
+				b.SetCurrentKey(key, kg)
+				v.Update("after")
+			}
+		}
+		up := checkpoint.NewUploader(base, fmt.Sprintf("v-%d-%s", i, b.InstanceID()))
+		n, err := up.Upload(stage, state.NativeFormat, rng.Start, rng.End, state.NativeShared)
+		if err != nil {
+			t.Fatal(err)
+		}
+		natives = append(natives, n)
+	}
+
+	check := func(what string, b *state.Backend[string], rng keygroup.Range) {
+		t.Helper()
+		v := state.MustValue[string, string](b, "v")
+		n := 0
+		for key, w := range want {
+			if !rng.Contains(kgOf(key)) {
+				continue
+			}
+			n++
+			b.SetCurrentKey(key, kgOf(key))
+			if got, ok := v.Value(); !ok || got != w {
+				t.Fatalf("%s: %s = %q, %v; want %q", what, key, got, ok, w)
+			}
+		}
+		if got := v.NumKeys(); got != n {
+			t.Fatalf("%s: %d keys, want %d (writes after the checkpoint restored, or key groups of another range kept)", what, got, n)
+		}
+	}
+	restore := func(what string, rng keygroup.Range, kind string, from ...int) {
+		t.Helper()
+		b, err := state.Open[string](state.Options{Kind: kind, Dir: filepath.Join(t.TempDir(), "db")}, rng)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer b.Close()
+		if kind == state.BackendMemory {
+			for _, i := range from {
+				dir := filepath.Join(t.TempDir(), "m")
+				if err := natives[i].Materialize(dir); err != nil {
+					t.Fatal(err)
+				}
+				if err := state.ForEachNativeKeyGroup(dir, max(ranges[i].Start, rng.Start), min(ranges[i].End, rng.End), b.RestoreKeyGroup); err != nil {
+					t.Fatal(err)
+				}
+			}
+			check(what, b, rng)
+			return
+		}
+		var parts []state.NativePart
+		for j, i := range from {
+			if err := natives[i].Materialize(b.NativeRestoreDir(j)); err != nil {
+				t.Fatal(err)
+			}
+			parts = append(parts, state.NativePart{Dir: b.NativeRestoreDir(j), Start: ranges[i].Start, End: ranges[i].End})
+		}
+		if _, err := b.RestoreNative(parts); err != nil {
+			t.Fatal(err)
+		}
+		check(what, b, rng)
+	}
+	restore("same parallelism", ranges[1], state.BackendPebble, 1)
+	restore("parallelism 2 -> 1", keygroup.Range{Start: 0, End: 127}, state.BackendPebble, 0, 1)
+	restore("parallelism 2 -> 4", keygroup.Range{Start: 64, End: 95}, state.BackendPebble, 1)
+	restore("parallelism 2 -> 3, two sources", keygroup.Range{Start: 43, End: 85}, state.BackendPebble, 0, 1)
+	restore("memory backend", keygroup.Range{Start: 0, End: 127}, state.BackendMemory, 0, 1)
+}
+
+// TestNativeCheckpointSharesClosedLogs: write-ahead logs closed before a
+// native checkpoint are shared files, uploaded once; the open one is a
+// private file; a restore from the second checkpoint sees every write.
+func TestNativeCheckpointSharesClosedLogs(t *testing.T) {
+	rng := keygroup.Range{Start: 0, End: 127}
+	b, err := state.Open[string](state.Options{Kind: state.BackendPebble, Dir: filepath.Join(t.TempDir(), "db")}, rng)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	v := state.MustValue[string, string](b, "v")
+	put := func(from, to int) {
+		for i := from; i < to; i++ {
+			k := fmt.Sprintf("key-%d", i)
+			b.SetCurrentKey(k, keygroup.Assign(keygroup.HashString(k), 128))
+			v.Update(fmt.Sprintf("%0100d", i))
+		}
+	}
+	base := filepath.Join(t.TempDir(), "chk")
+	up := checkpoint.NewUploader(base, "v-0-"+b.InstanceID())
+	take := func(id int64) *checkpoint.NativeState {
+		t.Helper()
+		stage, err := b.CheckpointNative(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer os.RemoveAll(stage)
+		n, err := up.Upload(stage, state.NativeFormat, rng.Start, rng.End, state.NativeShared)
+		if err != nil {
+			t.Fatal(err)
+		}
+		open := 0
+		for _, p := range n.Private {
+			if strings.HasSuffix(p.Name, ".log.open") {
+				open++
+			}
+		}
+		if open != 1 {
+			t.Fatalf("checkpoint %d: %d open write-ahead logs among the private files, want 1", id, open)
+		}
+		return n
+	}
+	put(0, 20000) // ~2 MB: several memtable rotations (the first memtables are small), no flush
+	n1 := take(1)
+	logs := 0
+	for _, f := range n1.Shared {
+		if strings.HasSuffix(f.Path, ".log") {
+			logs++
+		}
+	}
+	if logs == 0 {
+		t.Fatalf("first checkpoint shares no closed write-ahead log: %+v", n1.Shared)
+	}
+	put(20000, 20100)
+	n2 := take(2)
+	if up.Reused < logs {
+		t.Fatalf("second checkpoint reused %d shared files, want at least the %d closed logs of the first", up.Reused, logs)
+	}
+	c, err := state.Open[string](state.Options{Kind: state.BackendPebble, Dir: filepath.Join(t.TempDir(), "db2")}, rng)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := n2.Materialize(c.NativeRestoreDir(0)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.RestoreNative([]state.NativePart{{Dir: c.NativeRestoreDir(0), Start: 0, End: 127}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := state.MustValue[string, string](c, "v").NumKeys(); got != 20100 {
+		t.Fatalf("restored %d keys, want 20100", got)
 	}
 }

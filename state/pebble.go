@@ -29,9 +29,11 @@ package state
 //     state of that name registers, a kind mismatch is an error, and
 //     entries restored from canonical blobs are decoded once with the
 //     state's codecs (so a type change fails at registration, not later).
-//  5. The working database is not a source of truth: it runs without a
-//     write-ahead log, and a restart restores from a checkpoint. Its
-//     directory is emptied on Open and removed on Close.
+//  5. The working database is not a source of truth: its write-ahead log
+//     is written without fsync (it exists so that a native checkpoint can
+//     capture the memtable without flushing it, pebble_native.go), and a
+//     restart restores from a checkpoint. Its directory is emptied on Open
+//     and removed on Close.
 //  6. Errors of Pebble or of a codec on the per-record path (a full disk,
 //     a key codec that fails) panic with a message naming the state: the
 //     state API has no error results, and the runtime turns a panic of an
@@ -68,8 +70,10 @@ type Options struct {
 	// backend). Open empties it first and Close removes it. Empty means a
 	// new directory under os.TempDir. Ignored by the memory backend.
 	Dir string
-	// MemTableSize is Pebble's memtable size in bytes (0: 8 MiB). It bounds
-	// the synchronous pause of a native checkpoint, which flushes it.
+	// MemTableSize is Pebble's memtable size in bytes (0: 8 MiB). A native
+	// checkpoint does not flush it (it copies the write-ahead log instead),
+	// so it bounds the write-ahead log a checkpoint carries as private
+	// files and replays on restore, not the synchronous pause.
 	MemTableSize uint64
 }
 
@@ -104,13 +108,15 @@ func Open[K comparable](o Options, r keygroup.Range) (*Backend[K], error) {
 	return b, nil
 }
 
-// openPebble opens (creating it if needed) the database in dir.
+// openPebble opens (creating it if needed) the database in dir. The
+// write-ahead log is on (invariant 5), so opening a native checkpoint
+// replays the writes its memtable held, also read-only (they are then
+// served from memory).
 func openPebble(dir string, memTable uint64, readOnly bool) (*pebble.DB, error) {
 	if memTable == 0 {
 		memTable = 8 << 20
 	}
 	db, err := pebble.Open(dir, &pebble.Options{
-		DisableWAL:   true,
 		MemTableSize: memTable,
 		ReadOnly:     readOnly,
 		Logger:       quietLogger{},

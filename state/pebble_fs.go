@@ -4,14 +4,20 @@ package state
 // operating system's, with every fsync a no-op.
 //
 // Invariant: the working database is never a source of truth (pebble.go,
-// invariant 5): it runs without a write-ahead log, is emptied when opened,
-// and a restart restores from a checkpoint, whose upload (package
-// checkpoint) syncs what it copies. So syncing the working files only
-// slows the memtable flush and the Pebble checkpoint of a native
+// invariant 5): it is emptied when opened, and a restart restores from a
+// checkpoint, whose upload (package checkpoint) syncs what it copies. So
+// syncing the working files (the write-ahead log included) only slows the
+// per-record path, the flushes and the Pebble checkpoint of a native
 // checkpoint's synchronous part, by tens of milliseconds per fsync on
-// ordinary disks.
+// ordinary disks. A "sync" still writes Pebble's buffers to the file
+// before it returns, which is what makes the write-ahead log copied by a
+// native checkpoint complete (pebble_native.go, invariant 1). Log files
+// are not recycled (ReuseForWrite), so a copied log holds no dead bytes.
 
 import (
+	"errors"
+	"os"
+
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
@@ -43,8 +49,15 @@ func (fs nosyncFS) OpenReadWrite(name string, c vfs.DiskWriteCategory, opts ...v
 
 func (fs nosyncFS) OpenDir(name string) (vfs.File, error) { return wrapFile(fs.FS.OpenDir(name)) }
 
+// ReuseForWrite does not reuse: it removes oldname and creates newname
+// (vfs.FS allows this). A recycled write-ahead log keeps the stale tail of
+// the log it was, and a native checkpoint copies whole log files: reusing
+// would add up to a memtable of dead bytes to every checkpoint.
 func (fs nosyncFS) ReuseForWrite(oldname, newname string, c vfs.DiskWriteCategory) (vfs.File, error) {
-	return wrapFile(fs.FS.ReuseForWrite(oldname, newname, c))
+	if err := fs.FS.Remove(oldname); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
+	return wrapFile(fs.FS.Create(newname, c))
 }
 
 func (fs nosyncFS) Unwrap() vfs.FS { return fs.FS }

@@ -4,12 +4,17 @@ package state
 //
 // Invariants:
 //
-//  1. CheckpointNative is the synchronous part: a flush of the memtable
-//     (the database runs without a write-ahead log, so unflushed writes
-//     would be missing) and a Pebble checkpoint into a staging directory
-//     beside the working one, made of hard links to the immutable SSTs
-//     plus copies of the small MANIFEST and OPTIONS. Its cost is bounded by
-//     the memtable size, not by the state size.
+//  1. CheckpointNative is the synchronous part: a Pebble checkpoint into
+//     a staging directory beside the working one, made of hard links to
+//     the immutable SSTs plus copies of the small MANIFEST and OPTIONS and
+//     of the write-ahead log files, which hold what the memtables hold.
+//     The memtable is not flushed (a flush waits for the flush and
+//     compaction backlog: hundreds of milliseconds after a bulk load).
+//     WithFlushedWAL writes the log writer's buffer to the file first, so
+//     the copied log holds every write made before the call; the caller
+//     (the operator's goroutine, at the barrier) makes no write during the
+//     call, so it holds none made after. Its cost is the copy of the
+//     write-ahead log (at most a few memtables), not the state size.
 //  2. A native snapshot holds every key group of the backend's range and
 //     nothing else (a restore deletes the key groups it does not own).
 //  3. RestoreNative takes the old database whose key-group range overlaps
@@ -20,6 +25,16 @@ package state
 //  4. Entries restored natively are not decoded at registration (they were
 //     written by the same states); a type change across a native
 //     checkpoint shows at the first access, as a panic naming the state.
+//  5. Opening a native snapshot replays its write-ahead log, read-only
+//     opens included (copyKeyGroups, ForEachNativeKeyGroup): Pebble keeps
+//     the replayed writes in memtables then.
+//  6. Write-ahead logs other than the newest are closed and never change
+//     (the working database does not recycle logs, pebble_fs.go, and never
+//     reuses a file number), so they are shared files, uploaded once; the
+//     newest is still appended to, so the snapshot names it
+//     NNNNNN.log.open, a private file, and the name is restored before
+//     Pebble opens the snapshot. So a checkpoint uploads the log written
+//     since the previous one, not every unflushed memtable again.
 
 import (
 	"crypto/rand"
@@ -27,19 +42,60 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/cockroachdb/pebble/v2"
 )
 
 // NativeFormat names the format of the Pebble backend's native snapshots
-// (checkpoint.NativeState.Format).
-const NativeFormat = "pebble-v1"
+// (checkpoint.NativeState.Format): a Pebble checkpoint whose open
+// write-ahead log is named with openLogSuffix (invariant 6). Format
+// "pebble-v1" (no write-ahead log: the memtable was flushed) reads as the
+// same.
+const NativeFormat = "pebble-v2"
+
+// NativeFormatReadable reports whether this build restores native
+// snapshots of format f.
+func NativeFormatReadable(f string) bool { return f == NativeFormat || f == "pebble-v1" }
+
+// openLogSuffix marks the write-ahead log that was open (still written
+// to) when a native snapshot was taken (invariant 6).
+const openLogSuffix = ".open"
 
 // NativeShared reports whether a file of a native snapshot is immutable
-// (an SST or a blob file), so that it can be shared between checkpoints.
+// (an SST, a blob file or a closed write-ahead log), so that it can be
+// shared between checkpoints.
 func NativeShared(name string) bool {
-	return strings.HasSuffix(name, ".sst") || strings.HasSuffix(name, ".blob")
+	return strings.HasSuffix(name, ".sst") || strings.HasSuffix(name, ".blob") || strings.HasSuffix(name, ".log")
+}
+
+// markOpenLog renames the newest write-ahead log of the staging directory
+// dir, the one the database still appends to, to NNNNNN.log.open, so that
+// it is a private file of the snapshot (invariant 6).
+func markOpenLog(dir string) error {
+	logs, err := filepath.Glob(filepath.Join(dir, "*.log"))
+	if err != nil || len(logs) == 0 {
+		return err
+	}
+	slices.Sort(logs) // fixed-width file numbers
+	last := logs[len(logs)-1]
+	return os.Rename(last, last+openLogSuffix)
+}
+
+// unmarkOpenLog undoes markOpenLog in a materialized native snapshot, before
+// Pebble opens it.
+func unmarkOpenLog(dir string) error {
+	open, err := filepath.Glob(filepath.Join(dir, "*.log"+openLogSuffix))
+	if err != nil {
+		return err
+	}
+	for _, f := range open {
+		if err := os.Rename(f, strings.TrimSuffix(f, openLogSuffix)); err != nil {
+			return fmt.Errorf("state: preparing the native snapshot in %s: %w", dir, err)
+		}
+	}
+	return nil
 }
 
 // NativePart is one old database to restore from: the directory its files
@@ -95,14 +151,29 @@ func (b *Backend[K]) CheckpointNative(id int64) (string, error) {
 	if err := os.RemoveAll(dir); err != nil {
 		return "", fmt.Errorf("state: clearing the staging directory %s: %w", dir, err)
 	}
-	if err := b.pb.db.Flush(); err != nil {
-		return "", fmt.Errorf("state: flushing the Pebble memtable: %w", err)
+	if err := b.pb.db.Checkpoint(dir, pebble.WithFlushedWAL()); err != nil {
+		os.RemoveAll(dir)
+		return "", fmt.Errorf("state: Pebble checkpoint into %s: %w", dir, err)
 	}
-	if err := b.pb.db.Checkpoint(dir); err != nil {
+	if err := markOpenLog(dir); err != nil {
 		os.RemoveAll(dir)
 		return "", fmt.Errorf("state: Pebble checkpoint into %s: %w", dir, err)
 	}
 	return dir, nil
+}
+
+// Flush writes the Pebble backend's memtables to SSTs and waits for it (a
+// no-op for the memory backend). Native checkpoints do not need it
+// (invariant 1); it makes the files of the next one deterministic, for
+// tests, or moves the flush work ahead of a barrier.
+func (b *Backend[K]) Flush() error {
+	if b.pb == nil {
+		return nil
+	}
+	if err := b.pb.db.Flush(); err != nil {
+		return fmt.Errorf("state: flushing the Pebble memtable: %w", err)
+	}
+	return nil
 }
 
 // NativeRestoreDir returns the directory into which old database i is to be
@@ -148,6 +219,9 @@ func (b *Backend[K]) restoreNative(parts []NativePart) (int, error) {
 		}
 	}
 	base := parts[best]
+	if err := unmarkOpenLog(base.Dir); err != nil {
+		return best, err
+	}
 	if err := p.db.Close(); err != nil {
 		return best, fmt.Errorf("state: closing the Pebble database for a restore: %w", err)
 	}
@@ -192,6 +266,9 @@ func (b *Backend[K]) restoreNative(parts []NativePart) (int, error) {
 // copyKeyGroups copies key groups [start, end] of the database in dir into
 // db, in batches.
 func copyKeyGroups(db *pebble.DB, dir string, start, end int) error {
+	if err := unmarkOpenLog(dir); err != nil {
+		return err
+	}
 	src, err := openPebble(dir, 0, true)
 	if err != nil {
 		return err
@@ -234,6 +311,9 @@ func copyKeyGroups(db *pebble.DB, dir string, start, end int) error {
 // materialized in dir: how a memory backend restores from a Pebble
 // checkpoint.
 func ForEachNativeKeyGroup(dir string, start, end int, f func(kg int, blob []byte) error) error {
+	if err := unmarkOpenLog(dir); err != nil {
+		return err
+	}
 	db, err := openPebble(dir, 0, true)
 	if err != nil {
 		return err
