@@ -182,6 +182,13 @@ func dirBytes(dir string) int64 {
 // CheckpointThroughput runs a keyed count of n records with a checkpoint
 // every interval and without, in the same run, and reports both.
 func CheckpointThroughput(n int64, keys int, interval time.Duration) (Result, error) {
+	return CheckpointThroughputOn("", n, keys, interval)
+}
+
+// CheckpointThroughputOn is CheckpointThroughput with the keyed state in
+// the given backend (state.BackendMemory or state.BackendPebble; "" is
+// memory).
+func CheckpointThroughputOn(backend string, n int64, keys int, interval time.Duration) (Result, error) {
 	run := func(iv time.Duration) (time.Duration, error) {
 		dir, err := os.MkdirTemp("", "weir-bench-tp")
 		if err != nil {
@@ -189,7 +196,9 @@ func CheckpointThroughput(n int64, keys int, interval time.Duration) (Result, er
 		}
 		defer os.RemoveAll(dir)
 		ks := Keys(keys)
-		env := weir.NewEnvironment(weir.Config{Parallelism: 2, Checkpoint: runtime.CheckpointConfig{Interval: iv, Dir: dir}})
+		env := weir.NewEnvironment(weir.Config{Parallelism: 2, Checkpoint: runtime.CheckpointConfig{Interval: iv, Dir: dir},
+			StateBackend: runtime.StateBackendConfig{Kind: backend, Dir: dir + "-state"}})
+		defer os.RemoveAll(dir + "-state")
 		src := weir.GenerateSplits(env, "events", 2, n/2, func(split int, i int64) weir.Record[Event] {
 			j := i*2 + int64(split)
 			return weir.Record[Event]{Value: eventAt(ks, j), Timestamp: j}
@@ -215,6 +224,10 @@ func CheckpointThroughput(n int64, keys int, interval time.Duration) (Result, er
 	if err != nil {
 		return Result{}, err
 	}
-	r := result(fmt.Sprintf("keyed count, checkpoint every %v vs none", interval), n, with, without, 0, 2)
+	name := fmt.Sprintf("keyed count, checkpoint every %v vs none", interval)
+	if backend != "" {
+		name += " (" + backend + " backend)"
+	}
+	r := result(name, n, with, without, 0, 2)
 	return r, nil
 }
