@@ -22,9 +22,11 @@ package weir_test
 //     on-time records of other streams late after an exchange: that is the
 //     rejoin rule, not a bug);
 //   - every source subtask ends its script at a shared gate, which the test
-//     releases only once every observer has received every record that can
-//     reach it before the end: the final watermark (Max) of a finished source
-//     would otherwise overtake records of a source that was idle.
+//     releases only once every observer, and the keyed operator, has
+//     received every record that can reach it before the end: the final
+//     watermark (Max) of a finished source would otherwise overtake records
+//     of a source that was idle (still in a key-by buffer behind a channel
+//     that went idle).
 //
 // Properties: every observer passes Check (watermarks strictly increase,
 // no late record) and the status rules, ends at watermark.Max, and every
@@ -34,6 +36,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -177,6 +180,11 @@ func pipelineProperty(t *rapid.T) {
 	m := weir.Map(u, "map", func(v pev) pev { return v })
 	obsM := weirtest.ObserveWith(m, weirtest.Options{Name: "obs-map"})
 	key := func(v pev) int { return v.Key }
+	// received counts the records the keyed operator has taken: the end
+	// gate opens only once it has all of them (a record still in a key-by
+	// buffer behind an idle channel would be overtaken by the final
+	// watermark of another channel).
+	var received atomic.Int64
 	proc := weir.Process(weir.KeyBy(m, key), "timers", func() weir.KeyedProcessFunction[int, pev, fired] {
 		var pending *state.MapState[int, int64, []int]
 		return weir.ProcessFuncs[int, pev, fired]{
@@ -185,6 +193,7 @@ func pipelineProperty(t *rapid.T) {
 				return nil
 			},
 			ElementFn: func(v pev, ctx *weir.KeyedContext[int, fired]) error {
+				received.Add(1)
 				if ctx.Timestamp() <= ctx.CurrentWatermark() {
 					return fmt.Errorf("record %d at %d is late: watermark %d", v.ID, ctx.Timestamp(), ctx.CurrentWatermark())
 				}
@@ -236,6 +245,12 @@ func pipelineProperty(t *rapid.T) {
 	}
 	if err := final.WaitUntil(ctx, func() bool { return countIDs(final.Values(), recsC) == len(recsC) }); err != nil {
 		fail(err)
+	}
+	for received.Load() < int64(len(recsA)+len(recsB)) {
+		if ctx.Err() != nil {
+			fail(fmt.Errorf("the keyed operator took %d of %d records", received.Load(), len(recsA)+len(recsB)))
+		}
+		time.Sleep(time.Millisecond)
 	}
 	end.Release()
 	if err := <-errc; err != nil {
