@@ -358,6 +358,17 @@ func (s *ValueState[K, V]) freeze(ps []*pin) table {
 	return &fz
 }
 
+// ownSlot returns the current key's key-group slot, made the state's own
+// for a write (C1): every write path of value, list and map state starts
+// with it.
+func (s *ValueState[K, V]) ownSlot() int {
+	i := s.b.slotIndex()
+	if s.cow.on {
+		s.unshare(i)
+	}
+	return i
+}
+
 // unshare makes slot's map the state's own before a write (C1).
 func (s *ValueState[K, V]) unshare(slot int) {
 	if s.cow.take(slot, &s.b.frozenLive) {
@@ -374,6 +385,14 @@ func (s *ListState[K, V]) freeze(ps []*pin) table {
 	return &fz
 }
 
+func (s *ListState[K, V]) ownSlot() int {
+	i := s.b.slotIndex()
+	if s.cow.on {
+		s.unshare(i)
+	}
+	return i
+}
+
 func (s *ListState[K, V]) unshare(slot int) {
 	if s.cow.take(slot, &s.b.frozenLive) {
 		s.groups[slot] = cloneLists(s.groups[slot])
@@ -386,6 +405,14 @@ func (s *MapState[K, UK, UV]) freeze(ps []*pin) table {
 	fz.groups = slices.Clone(s.groups)
 	fz.cow = cowPins{}
 	return &fz
+}
+
+func (s *MapState[K, UK, UV]) ownSlot() int {
+	i := s.b.slotIndex()
+	if s.cow.on {
+		s.unshare(i)
+	}
+	return i
 }
 
 func (s *MapState[K, UK, UV]) unshare(slot int) {

@@ -90,19 +90,13 @@ func (s *ListState[K, V]) Clear() {
 		s.pClear()
 		return
 	}
-	i := s.b.slotIndex()
-	if s.cow.on {
-		s.unshare(i)
-	}
+	i := s.ownSlot()
 	delete(s.groups[i], s.b.key)
 }
 
 // group returns the current key's key-group map for writing, made if needed.
 func (s *ListState[K, V]) group() map[K][]V {
-	i := s.b.slotIndex()
-	if s.cow.on {
-		s.unshare(i)
-	}
+	i := s.ownSlot()
 	m := s.groups[i]
 	if m == nil {
 		m = make(map[K][]V)

@@ -67,10 +67,7 @@ func (s *MapState[K, UK, UV]) Put(uk UK, uv UV) {
 		s.pPut(uk, uv)
 		return
 	}
-	i := s.b.slotIndex()
-	if s.cow.on {
-		s.unshare(i)
-	}
+	i := s.ownSlot()
 	g := s.groups[i]
 	if g == nil {
 		g = make(map[K]map[UK]UV)
@@ -91,10 +88,7 @@ func (s *MapState[K, UK, UV]) Remove(uk UK) {
 		s.pRemove(uk)
 		return
 	}
-	i := s.b.slotIndex()
-	if s.cow.on {
-		s.unshare(i)
-	}
+	i := s.ownSlot()
 	g := s.groups[i]
 	m := g[s.b.key]
 	if m == nil {
@@ -136,10 +130,7 @@ func (s *MapState[K, UK, UV]) Clear() {
 		s.pClear()
 		return
 	}
-	i := s.b.slotIndex()
-	if s.cow.on {
-		s.unshare(i)
-	}
+	i := s.ownSlot()
 	delete(s.groups[i], s.b.key)
 }
 

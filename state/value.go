@@ -79,10 +79,7 @@ func (s *ValueState[K, V]) update(v V) {
 		s.pUpdate(v)
 		return
 	}
-	i := s.b.slotIndex()
-	if s.cow.on {
-		s.unshare(i)
-	}
+	i := s.ownSlot()
 	m := s.groups[i]
 	if m == nil {
 		m = make(map[K]*V)
@@ -103,10 +100,7 @@ func (s *ValueState[K, V]) Clear() {
 		s.pClear()
 		return
 	}
-	i := s.b.slotIndex()
-	if s.cow.on {
-		s.unshare(i)
-	}
+	i := s.ownSlot()
 	delete(s.groups[i], s.b.key)
 	s.cache, s.cacheEpoch = nil, 0
 }
