@@ -19,19 +19,7 @@ import (
 // error naming it.
 func TestNativeCheckpointsAreIncremental(t *testing.T) {
 	rng := keygroup.Range{Start: 0, End: 127}
-	b, err := state.Open[string](state.Options{Kind: state.BackendPebble, Dir: filepath.Join(t.TempDir(), "db")}, rng)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	v := state.MustValue[string, string](b, "v")
-	put := func(from, to int) {
-		for i := from; i < to; i++ {
-			k := fmt.Sprintf("key-%d", i)
-			b.SetCurrentKey(k, keygroup.Assign(keygroup.HashString(k), 128))
-			v.Update(strings.Repeat("x", 100))
-		}
-	}
+	b, v, put := pebbleValues(t, rng, func(int) string { return strings.Repeat("x", 100) })
 	base := filepath.Join(t.TempDir(), "chk")
 	up := checkpoint.NewUploader(base, "count-0-"+b.InstanceID())
 	take := func(id int64) *checkpoint.NativeState {
@@ -324,19 +312,7 @@ func TestNativeCheckpointCapturesTheMemtable(t *testing.T) {
 // private file; a restore from the second checkpoint sees every write.
 func TestNativeCheckpointSharesClosedLogs(t *testing.T) {
 	rng := keygroup.Range{Start: 0, End: 127}
-	b, err := state.Open[string](state.Options{Kind: state.BackendPebble, Dir: filepath.Join(t.TempDir(), "db")}, rng)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	v := state.MustValue[string, string](b, "v")
-	put := func(from, to int) {
-		for i := from; i < to; i++ {
-			k := fmt.Sprintf("key-%d", i)
-			b.SetCurrentKey(k, keygroup.Assign(keygroup.HashString(k), 128))
-			v.Update(fmt.Sprintf("%0100d", i))
-		}
-	}
+	b, _, put := pebbleValues(t, rng, func(i int) string { return fmt.Sprintf("%0100d", i) })
 	base := filepath.Join(t.TempDir(), "chk")
 	up := checkpoint.NewUploader(base, "v-0-"+b.InstanceID())
 	take := func(id int64) *checkpoint.NativeState {
@@ -391,4 +367,25 @@ func TestNativeCheckpointSharesClosedLogs(t *testing.T) {
 	if got := state.MustValue[string, string](c, "v").NumKeys(); got != 20100 {
 		t.Fatalf("restored %d keys, want 20100", got)
 	}
+}
+
+// pebbleValues opens a Pebble backend over rng (closed with the test) with
+// a value state "v", and returns put, which writes value(i) under key-i for
+// i in [from, to).
+func pebbleValues(t *testing.T, rng keygroup.Range, value func(int) string) (*state.Backend[string], *state.ValueState[string, string], func(from, to int)) {
+	t.Helper()
+	b, err := state.Open[string](state.Options{Kind: state.BackendPebble, Dir: filepath.Join(t.TempDir(), "db")}, rng)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	v := state.MustValue[string, string](b, "v")
+	put := func(from, to int) {
+		for i := from; i < to; i++ {
+			k := fmt.Sprintf("key-%d", i)
+			b.SetCurrentKey(k, keygroup.Assign(keygroup.HashString(k), 128))
+			v.Update(value(i))
+		}
+	}
+	return b, v, put
 }

@@ -1,7 +1,6 @@
 package kafka
 
 import (
-	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -248,15 +247,7 @@ func TestTopicIdleOnlyWhenEveryPartitionCaughtUp(t *testing.T) {
 	}
 	gate := make(chan struct{})
 	src := NewSource(Options{Brokers: b.Addrs(), Topics: []string{"t", "empty"},
-		BeforeStart: func(ctx context.Context, subtask int) error {
-			if subtask == 1 {
-				select {
-				case <-gate:
-				case <-ctx.Done():
-				}
-			}
-			return nil
-		}}, String())
+		BeforeStart: holdUntil(gate, 1)}, String())
 	// Sorted: empty/0 empty/1 empty/2 t/0 t/1 -> subtask 0: empty/0,
 	// empty/2, t/1 (splits 0,1,2); subtask 1: empty/1, t/0 (splits 0,1).
 	rs := readers(t, src, 2, nil)
@@ -379,13 +370,7 @@ func TestLateStartingTopic(t *testing.T) {
 			}
 			fastOpts, slowOpts := opts, opts
 			fastOpts.Topics, slowOpts.Topics = []string{"fast"}, []string{"slow"}
-			slowOpts.BeforeStart = func(ctx context.Context, _ int) error {
-				select {
-				case <-gate:
-				case <-ctx.Done():
-				}
-				return nil
-			}
+			slowOpts.BeforeStart = holdUntil(gate, -1)
 			fast, slow := NewSource(fastOpts, String()), NewSource(slowOpts, String())
 			env := weir.NewEnvironment(weir.Config{Parallelism: 1, AutoWatermarkInterval: 10 * time.Millisecond, Logger: quiet})
 			in := weir.Union(weir.FromSource(env, "fast", fast, strategy), weir.FromSource(env, "slow", slow, strategy))

@@ -168,3 +168,18 @@ func sortStrings(s []string) { sort.Strings(s) }
 var testLogger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 
 func kadmClient(cl *kgo.Client) *kadm.Client { return kadm.NewClient(cl) }
+
+// holdUntil is an Options.BeforeStart that keeps subtask (every subtask if
+// it is -1) from starting until gate is closed: a partition that starts
+// late.
+func holdUntil(gate <-chan struct{}, subtask int) func(ctx context.Context, subtask int) error {
+	return func(ctx context.Context, sub int) error {
+		if subtask < 0 || sub == subtask {
+			select {
+			case <-gate:
+			case <-ctx.Done():
+			}
+		}
+		return nil
+	}
+}

@@ -1,7 +1,6 @@
 package kafka
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"net/http/httptest"
@@ -52,15 +51,7 @@ func TestCatchUpMetrics(t *testing.T) {
 
 	gate := make(chan struct{})
 	src := NewSource(Options{Brokers: b.Addrs(), Topics: []string{"slow", "tx"},
-		BeforeStart: func(ctx context.Context, subtask int) error {
-			if subtask == 1 {
-				select {
-				case <-gate:
-				case <-ctx.Done():
-				}
-			}
-			return nil
-		}}, String())
+		BeforeStart: holdUntil(gate, 1)}, String())
 	env := weir.NewEnvironment(weir.Config{Parallelism: 2, AutoWatermarkInterval: 10 * time.Millisecond, Logger: quiet})
 	collectTo(weir.FromSource(env, "src", src, watermark.ForMonotonous[string]()))
 	_, stop := startJob(t, env)

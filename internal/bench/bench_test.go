@@ -71,32 +71,27 @@ func BenchmarkWindowSum10kKeys(b *testing.B) {
 }
 
 func BenchmarkCheckpointCost(b *testing.B) {
-	r, err := CheckpointThroughput(max(int64(b.N), 6_000_000), 10_000, time.Second)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.ReportMetric(r.EnginePerSec, "records/s-with")
-	b.ReportMetric(r.LoopPerSec, "records/s-without")
-	b.ReportMetric(r.Ratio, "x-cost")
+	benchCheckpointCost(b, "", 6_000_000, 10_000)
 }
 
 // BenchmarkCheckpointCostLargeState is BenchmarkCheckpointCost with a
 // million keys, so that every checkpoint has megabytes of state to
 // serialize while the count keeps writing it (the copy-on-write path).
 func BenchmarkCheckpointCostLargeState(b *testing.B) {
-	r, err := CheckpointThroughput(max(int64(b.N), 12_000_000), 1_000_000, time.Second)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.ReportMetric(r.EnginePerSec, "records/s-with")
-	b.ReportMetric(r.LoopPerSec, "records/s-without")
-	b.ReportMetric(r.Ratio, "x-cost")
+	benchCheckpointCost(b, "", 12_000_000, 1_000_000)
 }
 
 // BenchmarkCheckpointCostPebble is BenchmarkCheckpointCost with the keyed
 // state in the Pebble backend (incremental native checkpoints).
 func BenchmarkCheckpointCostPebble(b *testing.B) {
-	r, err := CheckpointThroughputOn(state.BackendPebble, max(int64(b.N), 3_000_000), 10_000, time.Second)
+	benchCheckpointCost(b, state.BackendPebble, 3_000_000, 10_000)
+}
+
+// benchCheckpointCost runs CheckpointThroughputOn with at least minN
+// records over keys keys and a checkpoint every second, and reports both
+// rates and their ratio.
+func benchCheckpointCost(b *testing.B, backend string, minN int64, keys int) {
+	r, err := CheckpointThroughputOn(backend, max(int64(b.N), minN), keys, time.Second)
 	if err != nil {
 		b.Fatal(err)
 	}
