@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	segjson "github.com/segmentio/encoding/json"
+	gojson "github.com/goccy/go-json"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/weirproject/weir"
@@ -108,7 +108,7 @@ func benchFranz(b *testing.B, decode bool) {
 			cl.PollFetches(context.Background()).EachRecord(func(r *kgo.Record) {
 				if decode {
 					var o order
-					if err := segjson.Unmarshal(r.Value, &o); err != nil {
+					if err := gojson.Unmarshal(r.Value, &o); err != nil {
 						b.Fatal(err)
 					}
 				}

@@ -23,9 +23,13 @@ func TestJSONPerReaderValuesIndependent(t *testing.T) {
 		"WithMetadata": valueOf(forReader(WithMetadata(JSON[deserProbe]()))),
 	} {
 		t.Run(name, func(t *testing.T) {
-			a, err := d.Deserialize(&kgo.Record{Value: []byte(`{"name":"a","tags":["x","y"],"attr":{"k":1},"opt":7}`)})
+			raw := []byte(`{"name":"a","tags":["x","y"],"attr":{"k":1},"opt":7}`)
+			a, err := d.Deserialize(&kgo.Record{Value: raw})
 			if err != nil {
 				t.Fatal(err)
+			}
+			for i := range raw {
+				raw[i] = 'X' // a value must not share memory with its record
 			}
 			b, err := d.Deserialize(&kgo.Record{Value: []byte(`{"name":"b","tags":["z"]}`)})
 			if err != nil {
@@ -39,8 +43,10 @@ func TestJSONPerReaderValuesIndependent(t *testing.T) {
 			if want := (deserProbe{Name: "b", Tags: []string{"z"}}); !reflect.DeepEqual(b, want) {
 				t.Errorf("second value %+v, want %+v (nothing of the first)", b, want)
 			}
-			if _, err := d.Deserialize(&kgo.Record{Value: []byte(`{"name":`)}); err == nil {
-				t.Error("invalid JSON decoded without error")
+			for _, bad := range []string{`{"name":`, `{"name":5}`, `{"tags":"x"}`, `[1]`, ``} {
+				if _, err := d.Deserialize(&kgo.Record{Value: []byte(bad)}); err == nil {
+					t.Errorf("%q decoded without error", bad)
+				}
 			}
 		})
 	}
