@@ -10,7 +10,9 @@ import (
 // it does not fail the job. Deserialize is called on the source subtask's
 // goroutine, one record at a time. The record's Key, Value and header
 // values are not copied by the source and are not reused afterwards, so a
-// deserializer may keep them.
+// deserializer may keep them; the *kgo.Record itself is recycled once
+// Deserialize has returned (its struct is reused for a later record), so a
+// deserializer must not keep the pointer.
 type Deserializer[T any] interface {
 	Deserialize(r *kgo.Record) (T, error)
 }

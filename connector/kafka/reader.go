@@ -255,6 +255,7 @@ func (r *reader[T]) Poll(out runtime.SourceOutput[T]) (runtime.PollStatus, error
 			r.curIdx++
 			n++
 			r.emit(s, rec, out)
+			rec.Recycle() // its slab goes back to the pool (pool.go)
 		}
 		if r.curIdx < len(m.records) {
 			break
