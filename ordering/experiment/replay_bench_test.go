@@ -19,7 +19,7 @@ import (
 //
 //	go test -run XXX -bench Replay -benchtime 3x -cpuprofile cpu.out ./ordering/experiment/
 //
-// WEIR_REPLAY_RECORDS=1000000 replays a history of that many records
+// WEIR_REPLAY_RECORDS=200000 replays a history of that many records
 // instead of the default. Besides the rates it reports the process CPU time
 // per history event of each pass (weir-cpu-us/event, raw-cpu-us/event):
 // everything the process does meanwhile, the embedded broker included, and
