@@ -14,6 +14,9 @@ func TestScenariosAgreeWithLoops(t *testing.T) {
 	if _, err := WindowSum(100_000, 1000); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := WindowSumRandom(100_000, 1000); err != nil {
+		t.Fatal(err)
+	}
 	for _, p := range []int{1, 2} {
 		if _, err := KeyedCount(100_000, 1000, p); err != nil {
 			t.Fatal(err)
@@ -63,6 +66,17 @@ func TestCheckpointScenarioRuns(t *testing.T) {
 
 func BenchmarkWindowSum10kKeys(b *testing.B) {
 	r, err := WindowSum(int64(b.N)+1000, 10_000)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(r.EnginePerSec, "records/s")
+	b.ReportMetric(r.Ratio, "x-loop")
+}
+
+// BenchmarkWindowSum10kKeysRandom is BenchmarkWindowSum10kKeys with keys in
+// random order.
+func BenchmarkWindowSum10kKeysRandom(b *testing.B) {
+	r, err := WindowSumRandom(int64(b.N)+1000, 10_000)
 	if err != nil {
 		b.Fatal(err)
 	}
