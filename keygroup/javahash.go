@@ -23,9 +23,47 @@ const replacementChar = 0xFFFD
 // behaviour was checked against Java on 500,000 random byte strings; a
 // sample of them is in testdata/java_utf8_hashes.txt.
 func HashString(s string) int32 {
+	h, i := hashASCII8(s)
+	return hashUTF8(h, s, i)
+}
+
+// Powers of 31 modulo 2^32, for eight code units at a time.
+const (
+	p1 uint32 = 31
+	p2 uint32 = 31 * 31
+	p3 uint32 = 31 * 31 * 31
+	p4 uint32 = 31 * 31 * 31 * 31
+	p5 uint32 = 31 * 31 * 31 * 31 * 31
+	p6 uint32 = 31 * 31 * 31 * 31 * 31 * 31
+	p7 uint32 = 31 * 31 * 31 * 31 * 31 * 31 * 31 & 0xffffffff
+	p8 uint32 = 31 * 31 * 31 * 31 * 31 * 31 * 31 * 31 & 0xffffffff
+)
+
+// hashASCII8 hashes the longest prefix of s made of whole 8-byte blocks of
+// ASCII and returns the hash so far and the prefix length. Eight ASCII
+// bytes are eight UTF-16 units, and h*31^8 + u0*31^7 + ... + u7 is the
+// same as eight steps of h = 31*h + u, with independent multiplications.
+func hashASCII8(s string) (uint32, int) {
 	var h uint32
+	i := 0
+	for ; i+8 <= len(s); i += 8 {
+		b := s[i : i+8]
+		w := uint64(b[0]) | uint64(b[1])<<8 | uint64(b[2])<<16 | uint64(b[3])<<24 |
+			uint64(b[4])<<32 | uint64(b[5])<<40 | uint64(b[6])<<48 | uint64(b[7])<<56
+		if w&0x8080808080808080 != 0 {
+			break
+		}
+		h = h*p8 + uint32(b[0])*p7 + uint32(b[1])*p6 + uint32(b[2])*p5 + uint32(b[3])*p4 +
+			uint32(b[4])*p3 + uint32(b[5])*p2 + uint32(b[6])*p1 + uint32(b[7])
+	}
+	return h, i
+}
+
+// hashUTF8 continues the hash h over s[i:], one code unit at a time,
+// decoding UTF-8 as HashString describes.
+func hashUTF8(h uint32, s string, i int) int32 {
 	n := len(s)
-	for i := 0; i < n; {
+	for i < n {
 		b1 := s[i]
 		i++
 		if b1 < 0x80 {

@@ -342,3 +342,28 @@ func TestMurmurProperties(t *testing.T) {
 		}
 	})
 }
+
+// The eight-bytes-at-a-time ASCII prefix gives the hash of the byte-at-a-
+// time decoder, on strings of ASCII runs (of every length, so that blocks
+// end anywhere) mixed with arbitrary bytes, valid UTF-8 or not.
+func TestHashStringASCIIBlocksProperty(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		var b []byte
+		for range rapid.IntRange(0, 6).Draw(t, "pieces") {
+			if rapid.Bool().Draw(t, "ascii") {
+				b = append(b, rapid.SliceOfN(rapid.ByteRange(0, 0x7f), 0, 40).Draw(t, "run")...)
+			} else {
+				b = append(b, rapid.SliceOfN(rapid.Byte(), 1, 4).Draw(t, "bytes")...)
+			}
+		}
+		s := string(b)
+		if got, want := HashString(s), hashUTF8(0, s, 0); got != want {
+			t.Fatalf("HashString(%q) = %d, byte at a time %d", s, got, want)
+		}
+		if utf8.ValidString(s) {
+			if want := refJavaStringHash(s); HashString(s) != want {
+				t.Fatalf("HashString(%q) = %d, reference %d", s, HashString(s), want)
+			}
+		}
+	})
+}
