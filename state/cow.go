@@ -327,19 +327,16 @@ func (g *nsGroup[K, N, X]) clone(cloneX func(X) X) nsGroup[K, N, X] {
 		}
 		e := &s.e
 		e.first.v = cloneX(e.first.v)
-		if old := e.x; old != nil {
-			x := new(nsMore[N, X])
-			if len(old.more) <= nsInline {
-				x.more = append(x.inline[:0], old.more...)
-			} else {
-				x.more = slices.Clone(old.more)
+		if e.more != nil {
+			arr := make([]nsSlot[N, X], e.moreCap())
+			for j, sl := range e.moreSlots() {
+				arr[j] = nsSlot[N, X]{sl.ns, cloneX(sl.v)}
 			}
-			for j := range x.more {
-				x.more[j].v = cloneX(x.more[j].v)
-			}
-			x.idx = maps.Clone(old.idx)
-			e.x = x
+			e.setMore(arr)
 		}
+	}
+	if g.idx != nil {
+		out.idx = cloneMaps(g.idx)
 	}
 	return out
 }

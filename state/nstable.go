@@ -1,6 +1,11 @@
 package state
 
-import "github.com/weirproject/weir/internal/keyhash"
+import (
+	"math/bits"
+	"unsafe"
+
+	"github.com/weirproject/weir/internal/keyhash"
+)
 
 // The storage of namespaced state, shared by NamespacedValueState (X = V)
 // and NamespacedListState (X = []V).
@@ -8,12 +13,14 @@ import "github.com/weirproject/weir/internal/keyhash"
 // Each key group holds an open-addressing hash table (nsGroup) from key to
 // the key's namespaces (nsEntries), stored inline in the table's slots: one
 // inline slot for the newest namespace (most keys have one window at a
-// time) and, behind a pointer, a slice for the others (sliding windows,
-// sessions, and tumbling windows waiting for the watermark to fire them).
-// Reading (key, ns) is one table lookup with the key alone (internal/keyhash),
-// which usually touches one cache line, plus a scan of the key's few
-// namespaces, newest first; keys with many namespaces (an ordering buffer
-// keyed by timestamp, long sliding windows) get an index map on top.
+// time) and, behind a pointer, one array for the others (sliding windows,
+// sessions, and tumbling windows waiting for the watermark to fire them),
+// its length and capacity kept in the slot, so that reaching them costs one
+// pointer and no header. Reading (key, ns) is one table lookup with the key
+// alone (internal/keyhash), which usually touches one cache line, plus a
+// scan of the key's few namespaces, newest first; keys with many
+// namespaces (long sliding windows, long allowed lateness) get an index map
+// in their key group.
 //
 // The state remembers the entries of the current key found by the last
 // access (valid while the backend's epoch is unchanged), so the usual
@@ -56,164 +63,190 @@ type nsSlot[N comparable, X any] struct {
 
 // nsEntries is the namespaces of one key. It is kept small (48 bytes for a
 // window namespace and a two-word value) so that many keys fit in the
-// caches: what a key with one namespace does not use is behind x.
+// caches: the key's other namespaces are in one array of their own, behind
+// more, with its length and capacity in the entries (no header to reach
+// first). The array is allocated when the key first has two namespaces and
+// kept (grown by doubling, shrunk only when mostly unused), so that a key
+// whose windows overlap now and then (tumbling windows until the watermark
+// fires them, sliding windows, sessions) does not allocate in steady state.
 //
-// Positions: 0 is first, i > 0 is x.more[i-1]; positions 0..count()-1 are
-// in use. Without an index the slots are in the order the namespaces were
-// added, newest first: first, then more from its end to its start. Lookups
-// scan in that order, because the newest namespaces are the busy ones (the
-// current window of a key takes its records while older ones wait for the
-// watermark to fire them). With an index the order is arbitrary.
+// Positions: 0 is first, i > 0 is more[i-1]; positions 0..count()-1 are in
+// use. Without an index the slots are in the order the namespaces were
+// added: first is the newest, more[0] the oldest, more[n-1] the newest but
+// one. Lookups scan newest to oldest, because the newest namespaces are
+// the busy ones (the current window of a key takes its records while older
+// ones wait for the watermark to fire them). A key with many namespaces
+// has an index in its key group (nsGroup.idx) and its slots in any order.
 type nsEntries[N comparable, X any] struct {
 	first nsSlot[N, X]
-	has   bool // first is in use (when false, the key has no namespace)
-	stale bool // empty at the last sweep of its key group
-	x     *nsMore[N, X]
+	more  *nsSlot[N, X] // element 0 of an array of moreCap() slots, or nil
+	n     uint32        // slots of more in use
+	flags uint8         // nsHas, nsStale, nsIndexed, and log2(moreCap())+1 << nsCapShift
 }
 
-// nsInline is the number of namespaces after the first that nsMore holds
-// without another allocation.
-const nsInline = 3
+// nsEntries flags.
+const (
+	nsHas      = 1 << 0 // first is in use (when not, the key has no namespace)
+	nsStale    = 1 << 1 // empty at the last sweep of its key group
+	nsIndexed  = 1 << 2 // the key's positions are in its group's index
+	nsCapShift = 3      // flags >> nsCapShift is log2(capacity of more) + 1, 0 without more
+)
 
-// nsMore is the namespaces of a key after its first. Once a key has had two
-// namespaces it keeps its nsMore, so that a key whose windows overlap now
-// and then (tumbling windows until the watermark fires them, sliding
-// windows, sessions) does not allocate in steady state.
-type nsMore[N comparable, X any] struct {
-	more   []nsSlot[N, X] // inline[:0] until it outgrows it
-	idx    map[N]int32    // position by namespace, when the key has many
-	inline [nsInline]nsSlot[N, X]
+func (e *nsEntries[N, X]) has() bool     { return e.flags&nsHas != 0 }
+func (e *nsEntries[N, X]) stale() bool   { return e.flags&nsStale != 0 }
+func (e *nsEntries[N, X]) indexed() bool { return e.flags&nsIndexed != 0 }
+
+func (e *nsEntries[N, X]) setFlag(f uint8, on bool) {
+	if on {
+		e.flags |= f
+	} else {
+		e.flags &^= f
+	}
+}
+
+// moreCap is the capacity of the array behind more.
+func (e *nsEntries[N, X]) moreCap() int {
+	if c := e.flags >> nsCapShift; c > 0 {
+		return 1 << (c - 1)
+	}
+	return 0
+}
+
+// moreSlots returns the slots of more in use.
+func (e *nsEntries[N, X]) moreSlots() []nsSlot[N, X] {
+	if e.more == nil {
+		return nil
+	}
+	return unsafe.Slice(e.more, e.moreCap())[:e.n]
+}
+
+// setMore makes arr (a power of two long) the array behind more, keeping n.
+func (e *nsEntries[N, X]) setMore(arr []nsSlot[N, X]) {
+	if len(arr) == 0 {
+		e.more, e.flags = nil, e.flags&(1<<nsCapShift-1)
+		return
+	}
+	e.more = &arr[0]
+	e.flags = e.flags&(1<<nsCapShift-1) | uint8(bits.Len(uint(len(arr))))<<nsCapShift
 }
 
 func (e *nsEntries[N, X]) count() int {
-	if !e.has {
+	if !e.has() {
 		return 0
 	}
-	if e.x == nil {
-		return 1
-	}
-	return 1 + len(e.x.more)
+	return 1 + int(e.n)
 }
 
 func (e *nsEntries[N, X]) at(pos int) *nsSlot[N, X] {
 	if pos == 0 {
 		return &e.first
 	}
-	return &e.x.more[pos-1]
+	return &e.moreSlots()[pos-1]
 }
 
-// find returns the slot of ns, or nil. The pointer is valid until the next
-// change of e's namespaces.
-func (e *nsEntries[N, X]) find(ns N) *nsSlot[N, X] {
-	if e.has && e.first.ns == ns {
-		return &e.first
-	}
-	if e.x == nil {
-		return nil
-	}
-	if p := e.x.pos(ns); p > 0 {
-		return &e.x.more[p-1]
-	}
-	return nil
-}
-
-// pos returns the position of ns, or -1.
-func (e *nsEntries[N, X]) pos(ns N) int {
-	if !e.has {
+// pos returns the position of ns, or -1; ix is the key's index if it is
+// indexed.
+func (e *nsEntries[N, X]) pos(ns N, ix map[N]int32) int {
+	if !e.has() {
 		return -1
 	}
 	if e.first.ns == ns {
 		return 0
 	}
-	if e.x == nil {
+	if e.n == 0 {
 		return -1
 	}
-	return e.x.pos(ns)
-}
-
-// pos returns the position of ns (> 0) if it is in more, else -1.
-func (x *nsMore[N, X]) pos(ns N) int {
-	if x.idx != nil {
-		if p, ok := x.idx[ns]; ok && p > 0 {
+	if ix != nil {
+		if p, ok := ix[ns]; ok && p > 0 {
 			return int(p)
 		}
 		return -1
 	}
-	for i := len(x.more) - 1; i >= 0; i-- {
-		if x.more[i].ns == ns {
+	more := e.moreSlots()
+	for i := len(more) - 1; i >= 0; i-- {
+		if more[i].ns == ns {
 			return i + 1
 		}
 	}
 	return -1
 }
 
+// nsMinMore is the capacity of the array a key gets for its second
+// namespace.
+const nsMinMore = 2
+
 // add adds namespace ns, which e does not hold, in front, and returns its
-// slot.
-func (e *nsEntries[N, X]) add(ns N, v X) *nsSlot[N, X] {
-	if !e.has {
+// slot and whether the key needs an index now. ix is the key's index if it
+// is indexed; add keeps it up to date.
+func (e *nsEntries[N, X]) add(ns N, v X, ix map[N]int32) (*nsSlot[N, X], bool) {
+	if !e.has() {
 		e.first = nsSlot[N, X]{ns, v}
-		e.has, e.stale = true, false
-		return &e.first
+		e.flags = e.flags&^nsStale | nsHas
+		return &e.first, false
 	}
-	if e.x == nil {
-		e.x = new(nsMore[N, X])
-		e.x.more = e.x.inline[:0]
+	n := int(e.n)
+	if n == e.moreCap() {
+		grown := make([]nsSlot[N, X], max(nsMinMore, 2*n))
+		copy(grown, e.moreSlots())
+		e.setMore(grown)
 	}
-	x := e.x
-	x.more = append(x.more, e.first)
+	e.n++
+	more := e.moreSlots()
+	more[n] = e.first
 	e.first = nsSlot[N, X]{ns, v}
-	n := len(x.more) // position of the old first
-	if x.idx != nil {
-		x.idx[x.more[n-1].ns] = int32(n)
-		x.idx[ns] = 0
-	} else if n+1 > nsIndexAbove {
-		x.idx = make(map[N]int32, 2*(n+1))
-		for p := range n + 1 {
-			x.idx[e.at(p).ns] = int32(p)
-		}
+	if ix != nil {
+		ix[more[n].ns] = int32(n + 1)
+		ix[ns] = 0
+		return &e.first, false
 	}
-	return &e.first
+	return &e.first, n+2 > nsIndexAbove
 }
 
-// remove removes the namespace at position pos.
-func (e *nsEntries[N, X]) remove(pos int) {
-	if e.x == nil || len(e.x.more) == 0 {
-		e.first = nsSlot[N, X]{}
-		e.has = false
-		return
+// buildIndex returns an index of e's positions.
+func (e *nsEntries[N, X]) buildIndex() map[N]int32 {
+	ix := make(map[N]int32, 2*e.count())
+	for p := range e.count() {
+		ix[e.at(p).ns] = int32(p)
 	}
-	x := e.x
-	last := len(x.more) // position of the last slot
+	return ix
+}
+
+// remove removes the namespace at position pos, and reports whether the
+// key should drop its index (it has few namespaces left). ix is the key's
+// index if it is indexed; remove keeps it up to date.
+func (e *nsEntries[N, X]) remove(pos int, ix map[N]int32) (dropIndex bool) {
+	if e.n == 0 {
+		e.first = nsSlot[N, X]{}
+		e.flags &^= nsHas
+		return ix != nil
+	}
+	more := e.moreSlots()
+	last := len(more) // position of the last slot
 	switch {
-	case x.idx != nil:
+	case ix != nil:
 		// Any order: the last slot takes pos.
-		delete(x.idx, e.at(pos).ns)
+		delete(ix, e.at(pos).ns)
 		if pos != last {
-			*e.at(pos) = x.more[last-1]
-			x.idx[e.at(pos).ns] = int32(pos)
+			*e.at(pos) = more[last-1]
+			ix[e.at(pos).ns] = int32(pos)
 		}
 	case pos == 0:
-		// The next newest becomes first.
-		e.first = x.more[last-1]
+		// The newest but one becomes first.
+		e.first = more[last-1]
 	default:
 		// Keep the order.
-		copy(x.more[pos-1:], x.more[pos:])
+		copy(more[pos-1:], more[pos:])
 	}
-	x.more[last-1] = nsSlot[N, X]{} // release what it referenced
-	x.more = x.more[:last-1]
-	if x.idx != nil && last <= nsIndexBelow {
-		// Back to scanning: the order does not matter for correctness.
-		x.idx = nil
-	}
+	more[last-1] = nsSlot[N, X]{} // release what it referenced
+	e.n--
 	// Keep the storage for the key's next namespaces, unless the key had
 	// many once and has few now.
-	if c := cap(x.more); c > 2*nsIndexAbove && len(x.more) < c/4 {
-		if len(x.more) <= nsInline {
-			x.more = append(x.inline[:0], x.more...)
-		} else {
-			x.more = append([]nsSlot[N, X](nil), x.more...)
-		}
+	if c := e.moreCap(); c > 2*nsIndexAbove && int(e.n) < c/4 {
+		shrunk := make([]nsSlot[N, X], max(nsMinMore, 1<<bits.Len(uint(e.n))))
+		copy(shrunk, e.moreSlots())
+		e.setMore(shrunk)
 	}
+	return ix != nil && int(e.n)+1 <= nsIndexBelow
 }
 
 // nsGroup is the namespaced state of one key group: the entries of its keys,
@@ -228,6 +261,7 @@ type nsGroup[K comparable, N comparable, X any] struct {
 	n       int                  // (key, namespace) pairs
 	removed int                  // namespaces removed since the last sweep
 	every   int                  // removals between sweeps: the live pairs at the last sweep
+	idx     map[K]map[N]int32    // positions by namespace of the keys that have many (nsIndexed)
 }
 
 // nsKeySlot is one slot of a key group's table.
@@ -354,12 +388,45 @@ func (g *nsGroup[K, N, X]) each(f func(K, *nsEntries[N, X], int) error) error {
 // set stores v under (k, ns), replacing any value there.
 func (g *nsGroup[K, N, X]) set(k K, ns N, v X) {
 	e := g.lookupOrNew(k)
-	if sl := e.find(ns); sl != nil {
-		sl.v = v
+	if p := e.pos(ns, g.index(k, e)); p >= 0 {
+		e.at(p).v = v
 		return
 	}
-	e.add(ns, v)
+	g.addNs(k, e, ns, v)
 	g.n++
+}
+
+// index returns the index of key k, whose entries are e, or nil if it has
+// none.
+func (g *nsGroup[K, N, X]) index(k K, e *nsEntries[N, X]) map[N]int32 {
+	if !e.indexed() {
+		return nil
+	}
+	return g.idx[k]
+}
+
+// addNs adds namespace ns, which key k (entries e) does not hold, in front,
+// and returns its slot; it gives the key an index when it gets many.
+func (g *nsGroup[K, N, X]) addNs(k K, e *nsEntries[N, X], ns N, v X) *nsSlot[N, X] {
+	sl, needIndex := e.add(ns, v, g.index(k, e))
+	if needIndex {
+		if g.idx == nil {
+			g.idx = map[K]map[N]int32{}
+		}
+		g.idx[k] = e.buildIndex()
+		e.setFlag(nsIndexed, true)
+		sl = &e.first
+	}
+	return sl
+}
+
+// removeNs removes the namespace at position pos of key k (entries e); the
+// key loses its index when it has few namespaces left.
+func (g *nsGroup[K, N, X]) removeNs(k K, e *nsEntries[N, X], pos int) {
+	if e.remove(pos, g.index(k, e)) {
+		delete(g.idx, k)
+		e.setFlag(nsIndexed, false)
+	}
 }
 
 // removed1 records the removal of one namespace and sweeps when due. It
@@ -392,12 +459,12 @@ func (g *nsGroup[K, N, X]) sweep() {
 	}
 	i := (start + 1) & mask
 	for k := 0; k < len(g.slots); {
-		if s := &g.slots[i]; s.used && !s.e.has {
-			if s.e.stale {
+		if s := &g.slots[i]; s.used && !s.e.has() {
+			if s.e.stale() {
 				g.deleteAt(i)
 				continue // slot i may hold a slot moved back now
 			}
-			s.e.stale = true
+			s.e.setFlag(nsStale, true)
 		}
 		i = (i + 1) & mask
 		k++
@@ -484,10 +551,10 @@ func (t *nsTable[K, N, X]) get(ns N) *nsSlot[N, X] {
 		t.remember(ns, -1)
 		return nil
 	}
-	if e.has && e.first.ns == ns {
+	if e.has() && e.first.ns == ns {
 		return &e.first // the common case, cheaper than the memo
 	}
-	p := e.pos(ns)
+	p := e.pos(ns, t.groups[t.b.slot].index(t.b.key, e))
 	t.remember(ns, p)
 	if p < 0 {
 		return nil
@@ -498,13 +565,13 @@ func (t *nsTable[K, N, X]) get(ns N) *nsSlot[N, X] {
 // posForWrite returns the position of ns among e (the current key's
 // entries), using the memo of a preceding get.
 func (t *nsTable[K, N, X]) posForWrite(e *nsEntries[N, X], ns N) int {
-	if e.has && e.first.ns == ns {
+	if e.has() && e.first.ns == ns {
 		return 0
 	}
 	if p, ok := t.memo(ns); ok {
 		return p
 	}
-	return e.pos(ns)
+	return e.pos(ns, t.groups[t.b.slot].index(t.b.key, e))
 }
 
 // slot returns the current key's slot of ns, adding it with the zero value
@@ -515,9 +582,10 @@ func (t *nsTable[K, N, X]) slot(ns N) *nsSlot[N, X] {
 		return e.at(p)
 	}
 	var zero X
-	t.groups[t.b.slot].n++
+	g := &t.groups[t.b.slot]
+	g.n++
 	t.remember(ns, 0) // add puts ns first
-	return e.add(ns, zero)
+	return g.addNs(t.b.key, e, ns, zero)
 }
 
 // put stores v under the current key and ns.
@@ -527,9 +595,10 @@ func (t *nsTable[K, N, X]) put(ns N, v X) {
 		e.at(p).v = v
 		return
 	}
-	t.groups[t.b.slot].n++
+	g := &t.groups[t.b.slot]
+	g.n++
 	t.remember(ns, 0) // add puts ns first
-	e.add(ns, v)
+	g.addNs(t.b.key, e, ns, v)
 }
 
 // take removes the current key's namespace ns and returns its value.
@@ -547,7 +616,7 @@ func (t *nsTable[K, N, X]) take(ns N) (X, bool) {
 		return v, false
 	}
 	v = e.at(pos).v
-	e.remove(pos)
+	t.groups[t.b.slot].removeNs(t.b.key, e, pos)
 	t.memoEpoch = 0 // positions after pos moved
 	if t.groups[t.b.slot].removed1() {
 		// Defensive: the sweep only marks the current key's entries (they

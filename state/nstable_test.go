@@ -87,7 +87,7 @@ func TestNamespacedManyNamespaces(t *testing.T) {
 		}
 	}
 	check(func(int) bool { return true })
-	if e := st.t.entries(); e.x == nil || e.x.idx == nil {
+	if e := st.t.entries(); !e.indexed() || st.t.groups[b.slot].idx["k"] == nil {
 		t.Fatal("no index for 100 namespaces")
 	}
 	// Clear the middle, then the odd ones, in an order that moves slots.
@@ -110,7 +110,7 @@ func TestNamespacedManyNamespaces(t *testing.T) {
 	}
 	live := func(ns int) bool { return ns <= 6 && ns%2 == 0 }
 	check(live)
-	if e := st.t.entries(); e.x.idx != nil {
+	if e := st.t.entries(); e.indexed() || st.t.groups[b.slot].idx["k"] != nil {
 		t.Fatal("index kept for 4 namespaces")
 	}
 	// And up again.
