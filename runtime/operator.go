@@ -138,8 +138,10 @@ func (c *Context) RegisterProcessingTimer(ts int64, f func(now int64)) {
 // returns. So while an operator waits in Yield, no operator upstream of it
 // runs (nothing calls it again mid-call) and no checkpoint is taken (its
 // state is snapshotted at a call boundary). An operator may call Yield from
-// any of its methods, including from inside its own letters or when it is
-// called from inside an upstream operator's letter.
+// any of its methods, also when it is called from inside an upstream
+// operator's letter (its own queued letters are found there too). Called
+// from inside one of its own letters, Yield may run its other letters
+// nested in that one.
 //
 // It returns an error if the job is being cancelled or the subtask has
 // failed.
