@@ -45,7 +45,10 @@
 //     (runtime.Mailbox.Post) and is applied there: operator state has no
 //     locks. At most Options.MaxConcurrentKeys keys run at once per
 //     subtask; beyond Options.MaxBufferedInputs waiting inputs the operator
-//     stops taking input (back-pressure through Context.Yield).
+//     stops taking input (back-pressure through Context.Yield, which runs
+//     only this operator's letters and those of operators downstream of
+//     it: no checkpoint and no upstream operator runs while it waits, also
+//     when it is called from inside an upstream agent's letter).
 //  4. Buffered effects. An action's memory writes and sent events take
 //     effect when it returns successfully, in one step on the subtask
 //     goroutine; a failed action leaves no trace. Output events leave at

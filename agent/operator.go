@@ -145,7 +145,6 @@ type operator[K comparable, IN, OUT any] struct {
 	freeC      []*completion[K, IN] // recycled completions
 	freeR      []*runState          // recycled run states
 	letter     func()
-	scope      *letterScope
 	closed     bool
 	err        error
 	outEvent   bool // OUT is Event: output events leave whole
@@ -198,7 +197,6 @@ func (o *operator[K, IN, OUT]) Open(ctx *runtime.Context, out runtime.Output[OUT
 	o.maxP = ctx.MaxParallelism
 	o.logger = ctx.Logger
 	o.mb = ctx.Mailbox()
-	o.scope = acquireScope(o.mb)
 	o.runCtx, o.cancel = context.WithCancel(context.Background())
 	o.jobs = make(chan *completion[K, IN], o.opts.MaxConcurrentKeys)
 	o.kc = state.DefaultCodec[K]()
@@ -233,9 +231,7 @@ func (o *operator[K, IN, OUT]) Open(ctx *runtime.Context, out runtime.Output[OUT
 		if o.closed {
 			return
 		}
-		o.scope.depth++
 		o.drain()
-		o.scope.depth--
 	}
 	o.reg = register(ctx.Name, ctx.Subtask, o.mb, o.status)
 	if err := o.restore(ctx); err != nil {
@@ -250,11 +246,12 @@ func (o *operator[K, IN, OUT]) Open(ctx *runtime.Context, out runtime.Output[OUT
 // the key is idle and a slot is free. While MaxBufferedInputs inputs wait
 // it first waits for some to start (back-pressure).
 func (o *operator[K, IN, OUT]) ProcessRecord(r runtime.Record[IN]) error {
-	// Wait for room before accepting the record, so that a checkpoint
-	// taken by a letter that runs while we wait (a source chained to this
-	// operator checkpoints through its mailbox) sees neither the record
-	// nor the source's move past it.
-	for o.waiting >= o.opts.MaxBufferedInputs && o.err == nil && o.scope.depth == 0 {
+	// Wait for room before accepting the record. Yield runs only this
+	// operator's letters and those of operators downstream (never a
+	// checkpoint, never an upstream operator that could call this one
+	// again), also when this call runs inside an upstream agent's letter:
+	// the wait is safe wherever ProcessRecord is called from.
+	for o.waiting >= o.opts.MaxBufferedInputs && o.err == nil {
 		if err := o.Ctx.Yield(); err != nil {
 			return err
 		}
@@ -330,10 +327,6 @@ func (o *operator[K, IN, OUT]) Close() error {
 			o.logger.Warn("agent: closing the action-state store", "err", err)
 		}
 		o.store = nil
-	}
-	if o.scope != nil {
-		releaseScope(o.mb, o.scope)
-		o.scope = nil
 	}
 	if o.reg != nil {
 		o.reg.unregister()

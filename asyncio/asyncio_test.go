@@ -588,9 +588,10 @@ func TestBadArgumentsPanic(t *testing.T) {
 }
 
 // timerDriver emits 2v for every input v at once and 2v+1 followed by a
-// watermark from a processing-time timer, which may fire while the async
-// operator behind it waits for room (re-entrant input). It logs what it
-// sent, in order.
+// watermark from a processing-time timer. Its timers fall due while the
+// async operator behind it waits for room; they then wait for the task
+// loop (Context.Yield runs nothing upstream), where older runtimes fired
+// them inside the wait (re-entrant input). It logs what it sent, in order.
 type timerDriver struct {
 	runtime.Base[int]
 	sent    []elem

@@ -50,10 +50,11 @@
 //	I6. Capacity: at most Options.Capacity calls of Func run at once per
 //	    subtask, and at most Capacity inputs are queued (accepted, results
 //	    not yet emitted). When Capacity inputs are queued, ProcessRecord
-//	    holds the next record and waits with Context.Yield, which runs
-//	    mailbox letters and timers (and so delivers completions), until one
-//	    leaves: back-pressure, nothing is dropped. The one exception is
-//	    re-entrant input, see "Re-entrancy" below.
+//	    holds the next record and waits with Context.Yield, which runs this
+//	    operator's mailbox letters and timers (and so delivers completions)
+//	    and those of operators downstream of it, until one leaves:
+//	    back-pressure, nothing is dropped. Nothing upstream of the operator
+//	    and no checkpoint runs meanwhile (see "Re-entrancy" below).
 //	I7. A failed call is retried Options.Retries times, waiting
 //	    Options.Backoff before the first retry and twice as long before each
 //	    further one (at most 32 × Backoff). A call that still fails, times
@@ -88,22 +89,28 @@
 // # Re-entrancy
 //
 // A subtask runs a chain of operators on one goroutine, and one mailbox
-// serves them all. When an operator upstream in the chain emits from one of
-// its own mailbox letters (another asyncio operator does), this operator's
-// ProcessRecord runs inside that letter. Calling Context.Yield there would
-// run the mailbox re-entrantly, which the runtime does not support, and
-// would let the upstream operator emit into this one again mid-call (Flink
-// avoids both by letting an operator's yield run only letters of itself and
-// of operators downstream of it). So when this operator is full inside a
-// mailbox letter of an asyncio operator (tracked per mailbox), it waits for
-// its own completions only, taking them straight from its completion stack
-// without going through the mailbox: back-pressure still holds, but timers
-// and other letters of the subtask wait, and job cancellation is noticed
-// only once a call completes (set a Timeout). When its input (a record, a
-// watermark or a status change) arrives while it is itself emitting (a
-// re-entrant call through operators downstream), or while ProcessRecord
-// holds a record and waits for room, it queues that input without waiting,
-// behind the held record: the queue may then exceed Capacity by the
-// re-entrant records, while the number of running calls still never does
-// (the surplus waits for a free slot, in input order).
+// serves them all. The runtime's Context.Yield runs only the letters and
+// timers of the yielding operator and of operators downstream of it in the
+// chain (Flink's MailboxExecutor rule; runtime/mailbox.go M1..M5). So while
+// ProcessRecord waits for room:
+//
+//   - no operator upstream runs, so none can hand this operator another
+//     record, watermark or status change mid-call;
+//   - no checkpoint is taken (the source's trigger is a task letter, and
+//     barriers arrive between records), so a snapshot always sees the
+//     operator at a record boundary;
+//   - the wait works wherever ProcessRecord is called from, also from
+//     inside an upstream operator's letter (another asyncio operator
+//     emitting its results): that Yield still finds this operator's
+//     completion letter, because letters are taken out one at a time.
+//
+// Earlier runtimes ran every letter in Yield, and this operator waited for
+// its own completions privately inside upstream letters and queued
+// re-entrant input behind the record it held. The queueing (the held
+// record and the draining guard) is kept as a defence: it costs nothing
+// when no re-entrant call happens, and keeps I1..I6 if one ever does (the
+// queue may then exceed Capacity by the re-entrant records, while the
+// number of running calls never does). Because the record ProcessRecord
+// holds is not yet accepted when a snapshot is taken (no snapshot runs
+// during the wait), I10 stores it only for that defensive case.
 package asyncio

@@ -59,8 +59,6 @@ type operator[IN, OUT any] struct {
 	mb        *runtime.Mailbox
 	letter    func()                         // drains the completion stack
 	completed atomic.Pointer[entry[IN, OUT]] // completion stack (Treiber, popped all at once)
-	sleeping  atomic.Bool                    // the subtask waits on wake
-	wake      chan struct{}                  // capacity 1
 
 	// Subtask goroutine only.
 	head, tail         *entry[IN, OUT]
@@ -90,7 +88,6 @@ func (o *operator[IN, OUT]) Open(ctx *runtime.Context, out runtime.Output[OUT]) 
 	o.Base.Open(ctx, out)
 	o.mb = ctx.Mailbox()
 	o.runCtx, o.cancel = context.WithCancel(context.Background())
-	o.wake = make(chan struct{}, 1)
 	o.inFlight = ctx.Gauge("inFlight")
 	o.completedN = ctx.Counter("completed")
 	o.inFlight.Set(0)
@@ -227,34 +224,20 @@ func (o *operator[IN, OUT]) pending() []runtime.Record[IN] {
 	return out
 }
 
-// block waits for at least one completion (or other mailbox work) and
-// returns the operator's failure, if any.
+// block waits for at least one completion (or other work of this operator
+// or of operators downstream) and returns the operator's failure, if any.
+// Context.Yield runs nothing upstream of this operator and no checkpoint
+// (see "Re-entrancy" in the package documentation), and it finds this
+// operator's completion letter even when ProcessRecord runs inside an
+// upstream operator's letter.
 func (o *operator[IN, OUT]) block() error {
 	if o.err != nil {
 		return o.err
 	}
-	if !o.mb.Running() {
-		if err := o.Ctx.Yield(); err != nil {
-			return err
-		}
-	} else {
-		o.waitPrivately()
+	if err := o.Ctx.Yield(); err != nil {
+		return err
 	}
 	return o.err
-}
-
-// waitPrivately waits for a completion of this operator without running
-// the mailbox (see "Re-entrancy" in the package documentation) and
-// processes what has completed. The caller guarantees that a call is
-// running: records are queued, and either all of them have started or
-// Capacity calls run.
-func (o *operator[IN, OUT]) waitPrivately() {
-	o.sleeping.Store(true)
-	if o.completed.Load() == nil {
-		<-o.wake
-	}
-	o.sleeping.Store(false)
-	o.processCompletions()
 }
 
 // start runs e's call on a new goroutine.
@@ -304,12 +287,6 @@ func (o *operator[IN, OUT]) call(e *entry[IN, OUT]) {
 				o.mb.Post(o.letter)
 			}
 			break
-		}
-	}
-	if o.sleeping.Load() {
-		select {
-		case o.wake <- struct{}{}:
-		default:
 		}
 	}
 }

@@ -221,7 +221,7 @@ func (c *coordinator) run(ctx context.Context) {
 	finalTries := 0
 	releaseSources := func() {
 		for t := range done {
-			t.mailbox.Post(func() { t.finalCheckpointDone = true })
+			t.postTask(func() { t.finalCheckpointDone = true })
 		}
 	}
 	fail := func(err error) {
@@ -234,7 +234,7 @@ func (c *coordinator) run(ctx context.Context) {
 		}
 		id := p.id
 		for _, t := range c.tasks {
-			t.mailbox.Post(func() { t.abortCheckpoint(id) })
+			t.postTask(func() { t.abortCheckpoint(id) })
 		}
 		if p.req != nil {
 			p.req.done <- cpResult{id: id, err: err}
@@ -262,7 +262,7 @@ func (c *coordinator) run(ctx context.Context) {
 		p.timer = clk.NewTimer(c.cfg.Timeout)
 		timeout = p.timer.C()
 		for _, t := range c.sources {
-			t.mailbox.Post(func() { t.checkpoint(id) })
+			t.postTask(func() { t.checkpoint(id) })
 		}
 	}
 	defer func() {
@@ -399,7 +399,7 @@ func (c *coordinator) persist(p *pendingCP) {
 	c.lastSync.Set(p.maxSync.Microseconds())
 	id := p.id
 	for _, t := range c.tasks {
-		t.mailbox.Post(func() { t.completeCheckpoint(id) })
+		t.postTask(func() { t.completeCheckpoint(id) })
 	}
 	if p.req != nil {
 		p.req.done <- cpResult{id: id, path: path}
@@ -411,7 +411,7 @@ func (c *coordinator) failPersist(p *pendingCP, err error) {
 	c.b.cfg.Logger.Error("checkpoint failed", "id", p.id, "err", err)
 	id := p.id
 	for _, t := range c.tasks {
-		t.mailbox.Post(func() { t.abortCheckpoint(id) })
+		t.postTask(func() { t.abortCheckpoint(id) })
 	}
 	if p.req != nil {
 		p.req.done <- cpResult{id: id, err: err}

@@ -26,6 +26,14 @@
 //	I6. A job ends when every source has ended and every subtask has drained
 //	    its inputs, or when its context is cancelled, or at the first failure;
 //	    the returned error names the operator and subtask that failed.
+//	I7. Context.Yield of an operator runs only mailbox letters and
+//	    processing-time callbacks of that operator and of operators
+//	    downstream of it in the chain (Flink's MailboxExecutor rule): while
+//	    an operator waits in Yield no operator upstream of it runs (it is
+//	    never called again mid-call) and no checkpoint is taken (snapshots
+//	    see every operator between calls). The subtask loop runs everything
+//	    else afterwards; letters of one operator run in posting order.
+//	    (mailbox.go states the mailbox's own invariants, M1..M5.)
 //
 // # Not guaranteed
 //

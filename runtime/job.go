@@ -341,6 +341,7 @@ func (b *builder) build() ([]*task, error) {
 				if p, ok := inst.(interface{ setPos(int) }); ok {
 					p.setPos(i)
 				}
+				inst.context().pos = int32(i) // tags its letters and timers (M1)
 			}
 			var gates []any
 			for _, perInput := range b.gates[n] {
@@ -435,7 +436,7 @@ type task struct {
 	chain       []instance // head first, in topological order
 	gates       []any
 	writers     []flusher
-	mailbox     Mailbox
+	mailbox     mailbox
 	timers      procTimers
 	align       aligner
 	// finalCheckpointDone is set (by a mailbox letter) when the final
@@ -544,9 +545,11 @@ func (t *task) scheduleFlush() {
 	var tick func(now int64)
 	tick = func(now int64) {
 		t.flushAll()
-		t.timers.register(now+d, tick)
+		t.timers.register(now+d, posAny, tick)
 	}
-	t.timers.register(clock.NowMillis(t.job.cfg.Clock)+d, tick)
+	// The flush calls no operator, so any Yield may run it: output keeps
+	// flowing while an operator waits.
+	t.timers.register(clock.NowMillis(t.job.cfg.Clock)+d, posAny, tick)
 }
 
 // serve runs the queued mailbox letters and the due timers without
@@ -572,8 +575,9 @@ func (t *task) serve() bool {
 	return true
 }
 
-// yield blocks until a mailbox letter or a timer has run. It returns the
-// task's failure, if any, so an operator waiting for work stops waiting.
+// yield blocks until a mailbox letter or a timer has run: any letter or
+// timer, for the task's own waits (the final checkpoint). It returns the
+// task's failure, if any, so a wait stops.
 func (t *task) yield() error {
 	if t.err != nil {
 		return t.err
@@ -587,6 +591,36 @@ func (t *task) yield() error {
 		return context.Canceled
 	}
 	return t.err
+}
+
+// yieldAt is Context.Yield of the operator at chain position p: it blocks
+// until a letter or timer of position >= p has run, and runs no other
+// (M2): neither upstream operators nor task letters run inside an
+// operator's call. It returns the task's failure, if any, so an operator
+// waiting for work stops waiting.
+func (t *task) yieldAt(p int32) error {
+	defer t.timers.settle()
+	for {
+		if t.err != nil {
+			return t.err
+		}
+		if !t.mailbox.await(p) {
+			t.mailbox.runFrom(p)
+			return t.err
+		}
+		select {
+		case <-t.mailbox.yieldWake:
+			// The Post that woke us ended the wait; await finds its letter.
+		case <-t.timers.C():
+			t.mailbox.unawait()
+			if t.timers.fireFrom(p) > 0 {
+				return t.err
+			}
+		case <-t.done:
+			t.mailbox.unawait()
+			return context.Canceled
+		}
+	}
 }
 
 // errCancelled is what a loop returns when the job is cancelled under it.
@@ -614,3 +648,7 @@ type instance interface {
 type nodeImpl interface {
 	instantiate(ctx *Context, out any, sides []control) (instance, error)
 }
+
+// postTask queues f as a task letter (posTask): it runs from the task loop
+// only, never inside an operator's Yield (M2). Any goroutine may call it.
+func (t *task) postTask(f func()) { t.mailbox.post(f, posTask) }

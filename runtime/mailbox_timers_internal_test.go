@@ -39,7 +39,7 @@ func TestProcTimersOrder(t *testing.T) {
 	pt.init(clk)
 	var got []string
 	reg := func(name string, ms int64) {
-		pt.register(1_000_000+ms, func(now int64) { got = append(got, fmt.Sprintf("%s@%d", name, now-1_000_000)) })
+		pt.register(1_000_000+ms, posTask, func(now int64) { got = append(got, fmt.Sprintf("%s@%d", name, now-1_000_000)) })
 	}
 	reg("c", 30)
 	reg("a", 10)
@@ -81,8 +81,8 @@ func TestProcTimersEarlierRegistrationRearms(t *testing.T) {
 	var pt procTimers
 	pt.init(clk)
 	var got []string
-	pt.register(1_000_000+100, func(int64) { got = append(got, "late") })
-	pt.register(1_000_000+10, func(int64) { got = append(got, "early") })
+	pt.register(1_000_000+100, posTask, func(int64) { got = append(got, "late") })
+	pt.register(1_000_000+10, posTask, func(int64) { got = append(got, "early") })
 	clk.Set(at(10))
 	drive(&pt)
 	if want := []string{"early"}; !slices.Equal(got, want) {
@@ -98,10 +98,10 @@ func TestProcTimersCallbacksRegisteringDueCallbacks(t *testing.T) {
 	var pt procTimers
 	pt.init(clk)
 	var got []string
-	pt.register(1_000_000+10, func(now int64) {
+	pt.register(1_000_000+10, posTask, func(now int64) {
 		got = append(got, "first")
-		pt.register(now-5, func(int64) { got = append(got, "due-now") })
-		pt.register(now+10, func(int64) { got = append(got, "later") })
+		pt.register(now-5, posTask, func(int64) { got = append(got, "due-now") })
+		pt.register(now+10, posTask, func(int64) { got = append(got, "later") })
 	})
 	clk.Set(at(10))
 	drive(&pt)
@@ -132,10 +132,10 @@ func TestProcTimersRearmAfterPeriodicCallback(t *testing.T) {
 	var tick func(now int64)
 	tick = func(now int64) {
 		got = append(got, fmt.Sprintf("tick@%d", now-1_000_000))
-		pt.register(now+100, tick)
+		pt.register(now+100, posTask, tick)
 	}
-	pt.register(1_000_000+10, tick)
-	pt.register(1_000_000+50, func(now int64) { got = append(got, fmt.Sprintf("user@%d", now-1_000_000)) })
+	pt.register(1_000_000+10, posTask, tick)
+	pt.register(1_000_000+50, posTask, func(now int64) { got = append(got, fmt.Sprintf("user@%d", now-1_000_000)) })
 	clk.Set(at(10))
 	drive(&pt)
 	clk.Set(at(50))
@@ -163,9 +163,9 @@ func TestProcTimersManyPeriodic(t *testing.T) {
 		var f func(now int64)
 		f = func(now int64) {
 			runs[i] = append(runs[i], now-1_000_000)
-			pt.register(now+p, f)
+			pt.register(now+p, posTask, f)
 		}
-		pt.register(1_000_000+p, f)
+		pt.register(1_000_000+p, posTask, f)
 	}
 	for ms := int64(1); ms <= 300; ms++ {
 		clk.Set(at(ms))
@@ -199,8 +199,9 @@ func newTestTask(clk clock.Clock) (*task, func()) {
 // in the order it posted them. Run with -race: the letters write
 // unsynchronised state that only the consumer touches.
 func TestMailboxPostFromManyGoroutines(t *testing.T) {
-	var m Mailbox
+	var m mailbox
 	m.init()
+	mb := &Mailbox{m: &m}
 	const producers, per = 8, 2000
 	next := make([]int, producers) // consumer-owned
 	total := 0
@@ -210,7 +211,7 @@ func TestMailboxPostFromManyGoroutines(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := range per {
-				m.Post(func() {
+				mb.Post(func() {
 					if next[p] != i {
 						t.Errorf("producer %d: letter %d ran, want %d", p, i, next[p])
 					}
@@ -238,12 +239,13 @@ func TestMailboxPostFromManyGoroutines(t *testing.T) {
 // TestMailboxLetterPostedWhileRunning runs at the next runAll, and wake is
 // signalled for it.
 func TestMailboxLetterPostedWhileRunning(t *testing.T) {
-	var m Mailbox
+	var m mailbox
 	m.init()
+	mb := &Mailbox{m: &m}
 	var got []string
-	m.Post(func() {
+	mb.Post(func() {
 		got = append(got, "a")
-		m.Post(func() { got = append(got, "b") })
+		m.post(func() { got = append(got, "b") }, 0)
 	})
 	<-m.wake
 	if n := m.runAll(); n != 1 || !slices.Equal(got, []string{"a"}) {

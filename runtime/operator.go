@@ -95,6 +95,8 @@ type Context struct {
 	Logger *slog.Logger
 
 	task     *task
+	pos      int32   // index in the task's chain (head = 0): see mailbox.go M1
+	mb       Mailbox // handle tagging letters with pos
 	node     *Node
 	sides    map[int]any // side-output tag id -> Output[T]
 	restored *Restored
@@ -102,22 +104,48 @@ type Context struct {
 	stateBackend StateBackendConfig
 }
 
-// Mailbox returns the subtask's mailbox, through which other goroutines
-// hand work (such as completions of asynchronous calls) to the subtask.
-func (c *Context) Mailbox() *Mailbox { return &c.task.mailbox }
+// Mailbox returns this operator's handle on the subtask's mailbox, through
+// which other goroutines hand work (such as completions of asynchronous
+// calls) to the subtask. Its letters are tagged as this operator's: they
+// run from the subtask loop, or from the Yield of this operator or of an
+// operator upstream of it in the chain. Call it from Open or later; the
+// handle stays valid for the life of the operator.
+func (c *Context) Mailbox() *Mailbox {
+	if c.mb.m == nil {
+		c.mb = Mailbox{m: &c.task.mailbox, pos: c.pos}
+	}
+	return &c.mb
+}
 
 // RegisterProcessingTimer runs f on the subtask goroutine once processing
 // time reaches ts (Unix ms); f gets the time it actually ran at. A ts in the
-// past runs f at the next turn of the loop.
+// past runs f at the next turn of the loop. Like a letter posted through
+// Mailbox, f runs from the subtask loop, or from the Yield of this operator
+// or of an operator upstream of it.
 func (c *Context) RegisterProcessingTimer(ts int64, f func(now int64)) {
-	c.task.timers.register(ts, f)
+	c.task.timers.register(ts, c.pos, f)
 }
 
 // Yield blocks until at least one mailbox letter or due processing-time
-// timer has run. Operators call it to wait for asynchronous work to finish
-// (for example when their in-flight capacity is used up) while keeping the
-// subtask responsive. It returns an error if the job is being cancelled.
-func (c *Context) Yield() error { return c.task.yield() }
+// timer of this operator, or of an operator downstream of it in the chain,
+// has run. Operators call it to wait for asynchronous work to finish (for
+// example when their in-flight capacity is used up) while keeping the
+// subtask responsive.
+//
+// Yield runs nothing else: letters and timers of operators upstream in the
+// chain and the subtask's own letters (checkpoint triggers among them)
+// stay queued and run from the subtask loop after the current call
+// returns. So while an operator waits in Yield, no operator upstream of it
+// runs (nothing calls it again mid-call) and no checkpoint is taken (its
+// state is snapshotted at a call boundary). An operator may call Yield from
+// any of its methods, also when it is called from inside an upstream
+// operator's letter (its own queued letters are found there too). Called
+// from inside one of its own letters, Yield may run its other letters
+// nested in that one.
+//
+// It returns an error if the job is being cancelled or the subtask has
+// failed.
+func (c *Context) Yield() error { return c.task.yieldAt(c.pos) }
 
 // Counter returns the named counter of this operator subtask, creating it
 // on first use. Counters show in the job's metrics.

@@ -11,21 +11,34 @@ import (
 // ordered by (time, registration order) and one clock timer armed for the
 // earliest. It belongs to the subtask goroutine.
 //
-// Invariant: when the heap is not empty, armed is true and armedAt is at
-// most the head's time (the clock timer is re-armed only when a callback
-// earlier than armedAt is registered, or after the head ran).
+// Each callback carries the chain position of the operator that registered
+// it, like a mailbox letter (M1 in mailbox.go): the task loop fires every
+// due callback, the Yield of the operator at p only those of position >= p
+// (fireFrom); the others stay due in the heap.
+//
+// Invariant: when the heap is not empty and no due callback was deferred,
+// armed is true and armedAt is at most the head's time (the clock timer is
+// re-armed only when a callback earlier than armedAt is registered, or
+// after the head ran). While deferred is true (inside a Yield that left due
+// callbacks in the heap) the clock timer is armed for the earliest callback
+// that Yield may run, if any, so that it does not wake for nothing;
+// settle, called when the Yield returns, arms it for the head again so the
+// task loop fires the deferred ones.
 type procTimers struct {
-	clk     clock.Clock
-	h       ptHeap
-	seq     uint64
-	timer   clock.Timer
-	armed   bool
-	armedAt int64
+	clk      clock.Clock
+	h        ptHeap
+	seq      uint64
+	timer    clock.Timer
+	armed    bool
+	armedAt  int64
+	deferred bool
+	skipped  []ptEntry // scratch for fireFrom
 }
 
 type ptEntry struct {
 	ts  int64
 	seq uint64
+	pos int32 // chain position of the registering operator
 	f   func(now int64)
 }
 
@@ -54,9 +67,11 @@ func (t *procTimers) init(c clock.Clock) {
 	t.timer.Stop()
 }
 
-func (t *procTimers) register(ts int64, f func(now int64)) {
+// register schedules f at ts for the operator at position pos (posTask or
+// posAny for the task's own callbacks).
+func (t *procTimers) register(ts int64, pos int32, f func(now int64)) {
 	t.seq++
-	heap.Push(&t.h, ptEntry{ts, t.seq, f})
+	heap.Push(&t.h, ptEntry{ts, t.seq, pos, f})
 	if !t.armed || ts < t.armedAt {
 		t.arm(ts)
 	}
@@ -76,19 +91,70 @@ func (t *procTimers) C() <-chan time.Time { return t.timer.C() }
 
 // fire runs every due callback (including those registered by callbacks
 // that are already due) and re-arms for the next one.
-func (t *procTimers) fire() {
+func (t *procTimers) fire() { t.fireFrom(posTask) }
+
+// fireFrom runs the due callbacks of position >= p (including those
+// registered by callbacks that are already due), in (time, registration)
+// order, leaves the other due ones in the heap, re-arms, and reports how
+// many ran.
+func (t *procTimers) fireFrom(p int32) int {
 	t.armed = false
+	n := 0
+	skipped := t.skipped[:0]
 	for len(t.h) > 0 {
 		now := clock.NowMillis(t.clk)
 		if t.h[0].ts > now {
 			break
 		}
 		e := heap.Pop(&t.h).(ptEntry)
+		if e.pos < p {
+			skipped = append(skipped, e)
+			continue
+		}
 		e.f(now)
+		n++
 	}
+	for _, e := range skipped {
+		heap.Push(&t.h, e)
+	}
+	clear(skipped)
+	t.skipped = skipped[:0]
+	if len(skipped) > 0 {
+		// Due callbacks wait for the task loop: arm for the earliest
+		// callback this Yield may run, not for them (it would wake at
+		// once, again and again).
+		t.deferred = true
+		best := -1
+		for i, e := range t.h {
+			if e.pos >= p && (best < 0 || t.h.Less(i, best)) {
+				best = i
+			}
+		}
+		if best >= 0 {
+			t.arm(t.h[best].ts)
+		} else {
+			t.timer.Stop()
+			t.armed = false
+		}
+		return n
+	}
+	t.deferred = false
 	// A callback may have armed the timer for a callback it registered
 	// that is later than the head: re-arm for the head then too.
 	if len(t.h) > 0 && (!t.armed || t.h[0].ts < t.armedAt) {
+		t.arm(t.h[0].ts)
+	}
+	return n
+}
+
+// settle restores the invariant after a Yield that deferred due callbacks:
+// the clock timer is armed for the head, so the task loop fires them.
+func (t *procTimers) settle() {
+	if !t.deferred {
+		return
+	}
+	t.deferred = false
+	if len(t.h) > 0 {
 		t.arm(t.h[0].ts)
 	}
 }

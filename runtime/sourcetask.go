@@ -166,9 +166,9 @@ func (x *sourceInstance[T]) run(t *task) error {
 		var tick func(now int64)
 		tick = func(now int64) {
 			x.splits.OnPeriodicEmit()
-			t.timers.register(now+d, tick)
+			t.timers.register(now+d, x.ctx.pos, tick)
 		}
-		t.timers.register(clock.NowMillis(x.ctx.Clock)+d, tick)
+		t.timers.register(clock.NowMillis(x.ctx.Clock)+d, x.ctx.pos, tick)
 	}
 	for {
 		if t.err != nil {
