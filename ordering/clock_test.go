@@ -15,6 +15,7 @@ import (
 	"github.com/weirproject/weir/connector/kafka"
 	"github.com/weirproject/weir/runtime"
 	"github.com/weirproject/weir/watermark"
+	"github.com/weirproject/weir/weirtest"
 )
 
 func startBroker(t *testing.T, topics map[string]int32) (*broker.Broker, *kgo.Client) {
@@ -57,42 +58,6 @@ func fromKafka(s weir.Stream[kafka.Message[ev]]) weir.Stream[ev] {
 	})
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
-func startJob(t *testing.T, env *weir.Environment) func() {
-	_, stop := startJobHandle(t, env)
-	return stop
-}
-
-func startJobHandle(t *testing.T, env *weir.Environment) (*runtime.Job, func()) {
-	t.Helper()
-	job, err := env.Start(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	stopped := false
-	stop := func() {
-		if !stopped {
-			stopped = true
-			job.Cancel()
-			if err := job.Wait(); err != nil && err != context.Canceled {
-				t.Errorf("job: %v", err)
-			}
-		}
-	}
-	t.Cleanup(stop)
-	return job, stop
-}
-
 // history writes n events per partition, timestamps one second apart from
 // base, keys spread over 4 items.
 func history(t *testing.T, cl *kgo.Client, topic string, parts, n int, base int64) int {
@@ -131,7 +96,7 @@ func TestClockMovesEventTimeOnlyAfterCatchUp(t *testing.T) {
 	in := weir.Union(data, Clock[ev](env, "clock", time.Second, 100*time.Millisecond))
 	sorted := Sort(weir.KeyBy(in, func(e ev) string { return e.Key }), "sort", SortOptions[ev]{Tiebreak: tiebreak})
 	o := sinkTo(sorted)
-	stop := startJob(t, env)
+	_, stop := weirtest.Start(t, env)
 
 	// The clock ticks for 3 s of processing time; the data topic has not
 	// started: nothing may move.
@@ -147,8 +112,8 @@ func TestClockMovesEventTimeOnlyAfterCatchUp(t *testing.T) {
 	// The data topic starts, reads its history and catches up: event time
 	// jumps to the clock (t0 + 3 s - 1 s) and the history comes out sorted.
 	close(gate)
-	waitFor(t, "the history", func() bool { return len(o.records()) == n })
-	waitFor(t, "event time at the clock", func() bool {
+	weirtest.Eventually(t, "the history", func() bool { return len(o.records()) == n })
+	weirtest.Eventually(t, "event time at the clock", func() bool {
 		return contains(o.sequence(), fmt.Sprintf("wm %d", t0.Add(2*time.Second).UnixMilli()))
 	})
 	checkSorted(t, o.records())
@@ -164,10 +129,10 @@ func TestClockMovesEventTimeOnlyAfterCatchUp(t *testing.T) {
 		manual.Advance(100 * time.Millisecond)
 		time.Sleep(time.Millisecond)
 	}
-	waitFor(t, "the live record", func() bool { return len(o.records()) == n+1 })
+	weirtest.Eventually(t, "the live record", func() bool { return len(o.records()) == n+1 })
 	// A record older than the lag: a violation, emitted at once.
 	produce(t, cl, "inv", ev{Key: "item-2", TS: manual.Now().Add(-5 * time.Second).UnixMilli(), Partition: 0})
-	waitFor(t, "the late record", func() bool { return len(o.records()) == n+2 })
+	weirtest.Eventually(t, "the late record", func() bool { return len(o.records()) == n+2 })
 	stop()
 	if v := env.Metrics().Sum("sort", "orderViolations"); v != 1 {
 		t.Fatalf("orderViolations = %d, want 1 (the record older than the lag)", v)
@@ -195,10 +160,10 @@ func TestLiveRejoinWithoutClock(t *testing.T) {
 	env := weir.NewEnvironment(weir.Config{Parallelism: 1, AutoWatermarkInterval: 10 * time.Millisecond, Logger: quiet})
 	data := fromKafka(weir.FromSource(env, "inv", src, watermark.ForMonotonous[kafka.Message[ev]]()))
 	o := sinkTo(Sort(weir.KeyBy(data, func(e ev) string { return e.Key }), "sort", SortOptions[ev]{Tiebreak: tiebreak}))
-	stop := startJob(t, env)
+	_, stop := weirtest.Start(t, env)
 	// The history up to the watermarks of the last periodic emit before
 	// the catch-up is released; the rest waits for event time to move.
-	waitFor(t, "the catch-up", src.CaughtUp)
+	weirtest.Eventually(t, "the catch-up", src.CaughtUp)
 	// Live records on both partitions, later than the history.
 	live := base + 3_600_000
 	for i := range 5 {
@@ -206,7 +171,7 @@ func TestLiveRejoinWithoutClock(t *testing.T) {
 	}
 	// Each partition's watermark is its newest timestamp - 1: all but the
 	// newest live record of the slower partition are released.
-	waitFor(t, "live records released by the data's own watermarks", func() bool { return len(o.records()) >= n+3 })
+	weirtest.Eventually(t, "live records released by the data's own watermarks", func() bool { return len(o.records()) >= n+3 })
 	stop()
 	checkSorted(t, o.records())
 	if v := env.Metrics().Sum("sort", "orderViolations"); v != 0 {
@@ -236,8 +201,8 @@ func TestSortSavepointRestore(t *testing.T) {
 		return env, src, sinkTo(sorted.UID("sort"))
 	}
 	env, src, o := build(2, "", false)
-	job, stop := startJobHandle(t, env)
-	waitFor(t, "the catch-up", src.CaughtUp)
+	job, stop := weirtest.Start(t, env)
+	weirtest.Eventually(t, "the catch-up", src.CaughtUp)
 	// Everything the source emitted precedes the savepoint's barrier.
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -251,8 +216,8 @@ func TestSortSavepointRestore(t *testing.T) {
 	// Restored at parallelism 3 with a clock at processing time: the
 	// held history is released, sorted, exactly once.
 	env, _, o = build(3, sp, true)
-	stop = startJob(t, env)
-	waitFor(t, "the held records", func() bool { return len(o.records()) >= n })
+	_, stop = weirtest.Start(t, env)
+	weirtest.Eventually(t, "the held records", func() bool { return len(o.records()) >= n })
 	time.Sleep(50 * time.Millisecond)
 	stop()
 	got := o.records()

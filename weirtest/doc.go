@@ -67,4 +67,12 @@
 // producer subtasks, as any operator behind an exchange does). weir chains
 // an edge between two single subtasks whatever its partitioning, so there
 // the observer sees its producer's output as is.
+//
+// # Running jobs in tests
+//
+// Start starts a job and returns a stop function that cancels it and checks
+// it ended by that cancellation (it also runs at the test's cleanup);
+// Eventually waits for a condition a running job makes true, failing the
+// test only if it never does within a generous bound (it asserts no
+// duration).
 package weirtest

@@ -10,6 +10,7 @@ import (
 
 	"github.com/weirproject/weir"
 	"github.com/weirproject/weir/runtime"
+	"github.com/weirproject/weir/weirtest"
 	"github.com/weirproject/weir/window"
 )
 
@@ -62,7 +63,7 @@ func TestStateCleanup(t *testing.T) {
 				src := weir.FromSource(env, "feed", runtime.Source[ev](f), eagerBounded(0))
 				sinkTo(window.Process(weir.KeyBy(src, evKey), "win", c.a, func(string, window.Window, []ev, func(int)) error { return nil },
 					window.AllowedLateness(lateness)))
-				stop := startJob(t, env)
+				_, stop := weirtest.Start(t, env)
 				defer stop()
 				rng := rand.New(rand.NewPCG(3, 4))
 				for range 500 {
@@ -74,7 +75,7 @@ func TestStateCleanup(t *testing.T) {
 				// emits a record or the watermark it causes first.
 				f.push(rec("z", far, 1), rec("z", far+1, 1), rec("y", far+2, 1))
 				var st window.Stats
-				waitFor(t, "watermark", func() bool {
+				weirtest.Eventually(t, "watermark", func() bool {
 					var ok bool
 					st, ok = stats.get("win/0")
 					return ok

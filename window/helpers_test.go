@@ -2,10 +2,8 @@ package window_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
-	"testing"
 	"time"
 
 	"github.com/weirproject/weir"
@@ -152,19 +150,6 @@ func (l *logSink[T]) records() []runtime.Record[T] {
 	return out
 }
 
-// waitFor polls cond until it holds, failing the test after a generous
-// deadline. It never asserts wall-clock time, it only bounds the wait.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
 type logOp[T any] struct {
 	runtime.Base[struct{}]
 	l *logSink[T]
@@ -185,27 +170,6 @@ func (o *logOp[T]) ProcessWatermark(ts int64) error {
 }
 
 func (o *logOp[T]) EndInput() error { return nil }
-
-// startJob runs env in the background; stop cancels it and waits, failing
-// the test on any error other than the cancellation.
-func startJob(t *testing.T, env *weir.Environment) (stop func()) {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- env.Execute(ctx) }()
-	return func() {
-		t.Helper()
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil && !errors.Is(err, context.Canceled) {
-				t.Fatal(err)
-			}
-		case <-time.After(20 * time.Second):
-			t.Fatal("job did not stop after cancel")
-		}
-	}
-}
 
 func rec(key string, ts, n int64) runtime.Record[ev] {
 	return runtime.Record[ev]{Value: ev{Key: key, TS: ts, N: n}, Timestamp: ts}

@@ -14,6 +14,7 @@ import (
 	"github.com/weirproject/weir/runtime"
 	"github.com/weirproject/weir/state"
 	"github.com/weirproject/weir/watermark"
+	"github.com/weirproject/weir/weirtest"
 	"github.com/weirproject/weir/window"
 )
 
@@ -108,7 +109,7 @@ func TestMinusOneRule(t *testing.T) {
 	env := weir.NewEnvironment(weir.Config{Parallelism: 1, AutoWatermarkInterval: -1})
 	src := weir.FromSource(env, "feed", runtime.Source[ev](f), eagerBounded(5*time.Second))
 	out := sinkTo(window.ReduceKeyed(weir.KeyBy(src, evKey), "win", window.Tumbling(5*time.Minute), sumEv))
-	stop := startJob(t, env)
+	_, stop := weirtest.Start(t, env)
 	defer stop()
 
 	sawWM := func(wm int64) func() bool {
@@ -122,12 +123,12 @@ func TestMinusOneRule(t *testing.T) {
 		}
 	}
 	f.push(rec("k", at(0, 10, 0), 1), rec("k", at(4, 59, 999), 2), rec("k", at(5, 4, 999), 4))
-	waitFor(t, "watermark 12:04:59.998", sawWM(at(4, 59, 998)))
+	weirtest.Eventually(t, "watermark 12:04:59.998", sawWM(at(4, 59, 998)))
 	if recs := out.records(); len(recs) != 0 {
 		t.Fatalf("window fired before the watermark reached its max timestamp: %v", recs)
 	}
 	f.push(rec("k", at(5, 5, 0), 8))
-	waitFor(t, "watermark 12:04:59.999", sawWM(at(4, 59, 999)))
+	weirtest.Eventually(t, "watermark 12:04:59.999", sawWM(at(4, 59, 999)))
 	log := out.entries()
 	i := slices.IndexFunc(log, func(e entry[window.Result[string, ev]]) bool { return e.IsWM && e.Watermark == at(4, 59, 999) })
 	if i < 1 || log[i-1].IsWM {
@@ -297,7 +298,7 @@ func TestSessionFiresWhenWatermarkPasses(t *testing.T) {
 	src := weir.FromSource(env, "feed", runtime.Source[ev](f), eagerBounded(0))
 	ks := weir.KeyBy(src, evKey)
 	out := sinkTo(window.ReduceKeyed(ks, "sessions", window.Session(10*time.Millisecond), sumEv))
-	stop := startJob(t, env)
+	_, stop := weirtest.Start(t, env)
 	defer stop()
 	sawWM := func(wm int64) func() bool {
 		return func() bool {
@@ -307,14 +308,14 @@ func TestSessionFiresWhenWatermarkPasses(t *testing.T) {
 	// [100,110) then 105 extends it to [100,115); the other key moves the
 	// watermark to 111 (past the first window's end, not the merged one's).
 	f.push(rec("s", 100, 1), rec("s", 105, 2), rec("t", 112, 0))
-	waitFor(t, "watermark 111", sawWM(111))
+	weirtest.Eventually(t, "watermark 111", sawWM(111))
 	for _, r := range out.records() {
 		if r.Value.Key == "s" {
 			t.Fatalf("session fired early: %v", out.entries())
 		}
 	}
 	f.push(rec("t", 115, 0))
-	waitFor(t, "watermark 114", sawWM(114))
+	weirtest.Eventually(t, "watermark 114", sawWM(114))
 	var sRes []window.Result[string, ev]
 	for _, r := range out.records() {
 		if r.Value.Key == "s" {
@@ -425,19 +426,19 @@ func TestProcessingTimeTumbling(t *testing.T) {
 	env := weir.NewEnvironment(weir.Config{Parallelism: 1, Clock: clk, DisableChaining: true})
 	src := weir.FromSource(env, "feed", runtime.Source[ev](f), watermark.NoWatermarks[ev]())
 	out := sinkTo(window.ReduceKeyed(weir.KeyBy(src, evKey), "win", window.TumblingProcessing(time.Second), sumEv))
-	stop := startJob(t, env)
+	_, stop := weirtest.Start(t, env)
 	defer stop()
 	processed := func(n int64) func() bool {
 		return func() bool { return env.Metrics().Sum("win", "recordsIn") >= n }
 	}
 	// Event timestamps are irrelevant to processing-time windows.
 	f.push(rec("a", -7, 1), rec("b", 999_999, 2), rec("a", 5, 4))
-	waitFor(t, "3 records in", processed(3))
+	weirtest.Eventually(t, "3 records in", processed(3))
 	if n := len(out.records()); n != 0 {
 		t.Fatalf("fired before the clock moved: %v", out.entries())
 	}
 	clk.Advance(999 * time.Millisecond) // 100.999: MaxTimestamp of [100000, 101000)
-	waitFor(t, "2 results", func() bool { return len(out.records()) == 2 })
+	weirtest.Eventually(t, "2 results", func() bool { return len(out.records()) == 2 })
 	got := map[string]window.Result[string, ev]{}
 	for _, r := range out.records() {
 		got[r.Value.Key] = r.Value
@@ -452,9 +453,9 @@ func TestProcessingTimeTumbling(t *testing.T) {
 	// The next window: [101000, 102000) after the clock moved on.
 	clk.Advance(time.Millisecond)
 	f.push(rec("a", 0, 8))
-	waitFor(t, "4 records in", processed(4))
+	weirtest.Eventually(t, "4 records in", processed(4))
 	clk.Advance(5 * time.Second)
-	waitFor(t, "3 results", func() bool { return len(out.records()) == 3 })
+	weirtest.Eventually(t, "3 results", func() bool { return len(out.records()) == 3 })
 	last := out.records()[2]
 	if last.Value.Window != (window.Window{Start: 101_000, End: 102_000}) || last.Value.Value.N != 8 {
 		t.Fatalf("last result %+v", last)
@@ -472,21 +473,21 @@ func TestProcessingTimeSessions(t *testing.T) {
 	env := weir.NewEnvironment(weir.Config{Parallelism: 1, Clock: clk, DisableChaining: true})
 	src := weir.FromSource(env, "feed", runtime.Source[ev](f), watermark.NoWatermarks[ev]())
 	out := sinkTo(window.ReduceKeyed(weir.KeyBy(src, evKey), "win", window.SessionProcessing(time.Second), sumEv))
-	stop := startJob(t, env)
+	_, stop := weirtest.Start(t, env)
 	defer stop()
 	processed := func(n int64) func() bool {
 		return func() bool { return env.Metrics().Sum("win", "recordsIn") >= n }
 	}
 	f.push(rec("a", 0, 1))
-	waitFor(t, "1 record in", processed(1))
+	weirtest.Eventually(t, "1 record in", processed(1))
 	clk.Advance(600 * time.Millisecond) // 50.600: [50000, 51000) is still open
 	f.push(rec("a", 0, 2))
-	waitFor(t, "2 records in", processed(2))
+	weirtest.Eventually(t, "2 records in", processed(2))
 	// Past the first window's end (50.999): its timer was deleted when it
 	// merged, so nothing may fire; a wrong early result would come first.
 	clk.Advance(600 * time.Millisecond)
 	clk.Advance(400 * time.Millisecond) // 51.600 >= 51.599: the session fires
-	waitFor(t, "1 result", func() bool { return len(out.records()) >= 1 })
+	weirtest.Eventually(t, "1 result", func() bool { return len(out.records()) >= 1 })
 	r := out.records()[0]
 	if r.Value.Window != (window.Window{Start: 50_000, End: 51_600}) || r.Value.Value.N != 3 || r.Timestamp != 51_599 {
 		t.Fatalf("result %+v", r)

@@ -11,6 +11,7 @@ import (
 	"github.com/weirproject/weir"
 	"github.com/weirproject/weir/runtime"
 	"github.com/weirproject/weir/state"
+	"github.com/weirproject/weir/weirtest"
 	"github.com/weirproject/weir/window"
 )
 
@@ -79,7 +80,7 @@ func testCheckpointRestore(t *testing.T, restorePar int) {
 	}
 	f1.push(rec("a", 1000, 1), rec("a", 2000, 1), rec("b", 5000, 1), rec("s", 11_000, 1),
 		rec("a", 12_000, 1), rec("a", 9500, 1), rec("s", 13_000, 1))
-	waitFor(t, "watermark 12999", func() bool {
+	weirtest.Eventually(t, "watermark 12999", func() bool {
 		return slices.ContainsFunc(ses1.entries(), func(e entry[window.Result[string, int64]]) bool { return e.IsWM && e.Watermark == 12_999 })
 	})
 	_, path, err := job.TriggerCheckpoint(ctx)

@@ -15,6 +15,7 @@ import (
 	"github.com/weirproject/weir/clock"
 	"github.com/weirproject/weir/runtime"
 	"github.com/weirproject/weir/watermark"
+	"github.com/weirproject/weir/weirtest"
 )
 
 // recOut is a runtime.SourceOutput that records what a reader does, so
@@ -380,12 +381,12 @@ func TestLateStartingTopic(t *testing.T) {
 				return &lateCheck[string]{late: &late, seen: &seen, maxWm: &maxWm}
 			})
 			collectTo(checked)
-			_, stop := startJob(t, env)
-			waitFor(t, "the fast topic", func() bool { return seen.Load() == 100 })
+			_, stop := weirtest.Start(t, env)
+			weirtest.Eventually(t, "the fast topic", func() bool { return seen.Load() == 100 })
 			if policy == "time-out" {
-				waitFor(t, "event time past the slow topic's records", func() bool { return maxWm.Load() >= base+500 })
+				weirtest.Eventually(t, "event time past the slow topic's records", func() bool { return maxWm.Load() >= base+500 })
 			} else {
-				waitFor(t, "the fast topic's catch-up", fast.CaughtUp)
+				weirtest.Eventually(t, "the fast topic's catch-up", fast.CaughtUp)
 				// Give a wrong implementation time to move event time.
 				time.Sleep(300 * time.Millisecond)
 				if w := maxWm.Load(); w != watermark.Min {
@@ -393,7 +394,7 @@ func TestLateStartingTopic(t *testing.T) {
 				}
 			}
 			close(gate)
-			waitFor(t, "the slow topic", func() bool { return seen.Load() == 200 })
+			weirtest.Eventually(t, "the slow topic", func() bool { return seen.Load() == 200 })
 			stop()
 			switch {
 			case policy == "end-offsets" && late.Load() != 0:

@@ -119,41 +119,6 @@ func collectTo[T any](st weir.Stream[T]) *sink[T] {
 	return s
 }
 
-// waitFor polls cond until it holds or the test's deadline passes.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
-// startJob starts env's job and returns a stop function that cancels it
-// and waits, failing the test on an error other than cancellation.
-func startJob(t *testing.T, env *weir.Environment) (*runtime.Job, func()) {
-	t.Helper()
-	job, err := env.Start(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	stopped := false
-	stop := func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		job.Cancel()
-		if err := job.Wait(); err != nil && err != context.Canceled {
-			t.Errorf("job: %v", err)
-		}
-	}
-	t.Cleanup(stop)
-	return job, stop
-}
-
 func sortedStrings(recs []weir.Record[Message[string]]) []string {
 	var out []string
 	for _, r := range recs {

@@ -14,6 +14,7 @@ import (
 	"github.com/weirproject/weir/metrics"
 	"github.com/weirproject/weir/runtime"
 	"github.com/weirproject/weir/watermark"
+	"github.com/weirproject/weir/weirtest"
 )
 
 // gaugeOf finds a labelled gauge of operator op in a metrics snapshot.
@@ -54,7 +55,7 @@ func TestCatchUpMetrics(t *testing.T) {
 		BeforeStart: holdUntil(gate, 1)}, String())
 	env := weir.NewEnvironment(weir.Config{Parallelism: 2, AutoWatermarkInterval: 10 * time.Millisecond, Logger: quiet})
 	collectTo(weir.FromSource(env, "src", src, watermark.ForMonotonous[string]()))
-	_, stop := startJob(t, env)
+	_, stop := weirtest.Start(t, env)
 	m := env.Metrics()
 
 	type want struct {
@@ -82,10 +83,10 @@ func TestCatchUpMetrics(t *testing.T) {
 		return func() bool { v, _, ok := gaugeOf(m, "src", name, labels...); return ok && v == 1 }
 	}
 
-	waitFor(t, "subtask 0's partitions to catch up", func() bool {
+	weirtest.Eventually(t, "subtask 0's partitions to catch up", func() bool {
 		return caught(MetricPartitionCaughtUp, p("slow", "0")...)() && caught(MetricPartitionCaughtUp, p("tx", "1")...)()
 	})
-	waitFor(t, "the topic slow to catch up", caught(MetricTopicCaughtUp, tp("slow")...))
+	weirtest.Eventually(t, "the topic slow to catch up", caught(MetricTopicCaughtUp, tp("slow")...))
 	check("before tx/0 starts", []want{
 		{MetricPartitionEndOffset, p("slow", "0"), 3, 0},
 		{MetricPartitionPosition, p("slow", "0"), 3, 0},
@@ -105,7 +106,7 @@ func TestCatchUpMetrics(t *testing.T) {
 	}
 
 	close(gate)
-	waitFor(t, "the topic tx to catch up", caught(MetricTopicCaughtUp, tp("tx")...))
+	weirtest.Eventually(t, "the topic tx to catch up", caught(MetricTopicCaughtUp, tp("tx")...))
 	check("after", []want{
 		// Five records and the commit marker: the position passes the
 		// marker, which carries no record.

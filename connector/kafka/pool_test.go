@@ -9,6 +9,7 @@ import (
 
 	"github.com/weirproject/weir"
 	"github.com/weirproject/weir/watermark"
+	"github.com/weirproject/weir/weirtest"
 )
 
 // Record slabs are reused across batches (pool.go): what a job keeps of a
@@ -34,8 +35,8 @@ func TestPooledRecordsKeepTheirContents(t *testing.T) {
 	env := weir.NewEnvironment(weir.Config{Parallelism: 1, Logger: quiet})
 	src := NewSource(Options{Brokers: b.Addrs(), Topics: []string{"p"}, PartitionMaxBytes: 4 << 10}, WithMetadata(Bytes()))
 	out := collectTo(weir.FromSource(env, "kafka", src, watermark.ForMonotonous[Message[[]byte]]()))
-	_, stop := startJob(t, env)
-	waitFor(t, "all records", func() bool { return out.len() >= batches*perBatch })
+	_, stop := weirtest.Start(t, env)
+	weirtest.Eventually(t, "all records", func() bool { return out.len() >= batches*perBatch })
 	stop()
 	seen := map[int]bool{}
 	for _, r := range out.records() {

@@ -16,6 +16,7 @@ import (
 	"github.com/weirproject/weir/checkpoint"
 	"github.com/weirproject/weir/runtime"
 	"github.com/weirproject/weir/watermark"
+	"github.com/weirproject/weir/weirtest"
 )
 
 // readTopic reads every record of topic up to its end offsets (the last
@@ -97,8 +98,8 @@ func TestSinkFlushesOnCheckpoint(t *testing.T) {
 	Sink(weir.FromSource(env, "in", src, watermark.ForMonotonous[string]()), "out",
 		SinkOptions[string]{Brokers: b.Addrs(), Topic: "out", Serialize: SerializeString(nil),
 			ClientOptions: []kgo.Opt{kgo.ProducerLinger(50 * time.Second)}}) // only a flush sends
-	job, stop := startJob(t, env)
-	waitFor(t, "the catch-up", src.CaughtUp)
+	job, stop := weirtest.Start(t, env)
+	weirtest.Eventually(t, "the catch-up", src.CaughtUp)
 	if _, err := job.TriggerSavepoint(testCtx(t), t.TempDir()+"/sp"); err != nil {
 		t.Fatal(err)
 	}
@@ -120,16 +121,16 @@ func TestExactlyOnceCommitsOnCheckpoint(t *testing.T) {
 	src := NewSource(Options{Brokers: b.Addrs(), Topics: []string{"in"}}, String())
 	ExactlyOnceSink(weir.FromSource(env, "in", src, watermark.ForMonotonous[string]()), "out",
 		SinkOptions[string]{Brokers: b.Addrs(), Topic: "out", Serialize: SerializeString(nil), TransactionalIDPrefix: "eo-test"})
-	job, stop := startJob(t, env)
-	waitFor(t, "the catch-up", src.CaughtUp)
-	waitFor(t, "the records written (uncommitted)", func() bool { return len(readTopic(t, b.Addrs(), "out", false)) == 100 })
+	job, stop := weirtest.Start(t, env)
+	weirtest.Eventually(t, "the catch-up", src.CaughtUp)
+	weirtest.Eventually(t, "the records written (uncommitted)", func() bool { return len(readTopic(t, b.Addrs(), "out", false)) == 100 })
 	if got := readTopic(t, b.Addrs(), "out", true); len(got) != 0 {
 		t.Fatalf("read_committed sees %d records before any checkpoint", len(got))
 	}
 	if _, err := job.TriggerSavepoint(testCtx(t), t.TempDir()+"/sp"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the commit", func() bool { return len(readTopic(t, b.Addrs(), "out", true)) == 100 })
+	weirtest.Eventually(t, "the commit", func() bool { return len(readTopic(t, b.Addrs(), "out", true)) == 100 })
 	stop()
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/weirproject/weir/broker"
 	"github.com/weirproject/weir/runtime"
 	"github.com/weirproject/weir/watermark"
+	"github.com/weirproject/weir/weirtest"
 )
 
 // K1, K2, K3: every record of every partition arrives once, in partition
@@ -40,9 +41,9 @@ func TestReadsEveryPartitionOnce(t *testing.T) {
 	env := weir.NewEnvironment(weir.Config{Parallelism: 2, Logger: quiet})
 	src := NewSource(Options{Brokers: b.Addrs(), Topics: []string{"b", "a"}}, WithMetadata(String()))
 	out := collectTo(weir.FromSource(env, "kafka", src, watermark.ForMonotonous[Message[string]]()))
-	_, stop := startJob(t, env)
-	waitFor(t, "all records", func() bool { return out.len() >= len(want) })
-	waitFor(t, "catch-up", src.CaughtUp)
+	_, stop := weirtest.Start(t, env)
+	weirtest.Eventually(t, "all records", func() bool { return out.len() >= len(want) })
+	weirtest.Eventually(t, "catch-up", src.CaughtUp)
 	stop()
 	got := sortedStrings(out.records())
 	if fmt.Sprint(got) != fmt.Sprint(sortedCopy(want)) {
@@ -135,8 +136,8 @@ func TestDeadLetters(t *testing.T) {
 	s := weir.FromSource(env, "kafka", src, watermark.ForMonotonous[order]())
 	good := collectTo(s)
 	bad := collectTo(weir.DeadLetters(s))
-	_, stop := startJob(t, env)
-	waitFor(t, "records and dead letters", func() bool { return good.len() == 2 && bad.len() == 1 })
+	_, stop := weirtest.Start(t, env)
+	weirtest.Eventually(t, "records and dead letters", func() bool { return good.len() == 2 && bad.len() == 1 })
 	stop()
 	d := bad.records()[0].Value
 	if d.Source != "kafka" || d.Split != 1 || d.Position != 0 || string(d.Raw) != `{"id":` ||
@@ -208,13 +209,13 @@ func TestSavepointRestoreRescale(t *testing.T) {
 		return env, src, collectTo(weir.FromSource(env, "kafka", src, watermark.ForMonotonous[string]()).UID("kafka"))
 	}
 	env, src, out := build(2, "")
-	job, stop := startJob(t, env)
-	waitFor(t, "the history", func() bool { return out.len() == 60 && src.CaughtUp() })
+	job, stop := weirtest.Start(t, env)
+	weirtest.Eventually(t, "the history", func() bool { return out.len() == 60 && src.CaughtUp() })
 	if _, err := job.TriggerSavepoint(testCtx(t), sp); err != nil {
 		t.Fatal(err)
 	}
 	adm := kadm.NewClient(cl)
-	waitFor(t, "the group commit", func() bool {
+	weirtest.Eventually(t, "the group commit", func() bool {
 		o, err := adm.FetchOffsets(testCtx(t), "monitor")
 		if err != nil {
 			return false
@@ -239,8 +240,8 @@ func TestSavepointRestoreRescale(t *testing.T) {
 	produce(t, client(t, b), recs...) // a client that knows the new partition
 	for _, par := range []int{3, 1} {
 		env, src, out := build(par, sp)
-		_, stop := startJob(t, env)
-		waitFor(t, "the new records", func() bool { return out.len() >= 32 && src.CaughtUp() })
+		_, stop := weirtest.Start(t, env)
+		weirtest.Eventually(t, "the new records", func() bool { return out.len() >= 32 && src.CaughtUp() })
 		stop()
 		var got []string
 		for _, r := range out.records() {

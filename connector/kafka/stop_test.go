@@ -9,6 +9,7 @@ import (
 
 	"github.com/weirproject/weir"
 	"github.com/weirproject/weir/watermark"
+	"github.com/weirproject/weir/weirtest"
 )
 
 // K14: after Stop is closed the source emits every record produced before
@@ -25,8 +26,8 @@ func TestStopEndsAtListedEndOffsets(t *testing.T) {
 	// Parallelism 3 over 3 partitions; subtask 3 of 4 would have none.
 	src := NewSource(Options{Brokers: b.Addrs(), Topics: []string{"s", "u"}, Stop: stop}, WithMetadata(String()))
 	out := collectTo(weir.FromSource(env, "kafka", src, watermark.ForMonotonous[Message[string]]()).Parallelism(4))
-	job, _ := startJob(t, env)
-	waitFor(t, "history", func() bool { return out.len() >= 30 })
+	job, _ := weirtest.Start(t, env)
+	weirtest.Eventually(t, "history", func() bool { return out.len() >= 30 })
 	for i := range 20 {
 		produce(t, cl, rec("s", int32(i%2), int64(2000+i), fmt.Sprint("b", i)), rec("u", 0, int64(2000+i), fmt.Sprint("u", i)))
 	}
