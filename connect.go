@@ -3,9 +3,7 @@ package weir
 import (
 	"math"
 
-	"github.com/weirproject/weir/keygroup"
 	"github.com/weirproject/weir/runtime"
-	"github.com/weirproject/weir/state"
 	"github.com/weirproject/weir/timer"
 )
 
@@ -79,61 +77,29 @@ type KeyedCoProcessFunction[K comparable, A, B, OUT any] interface {
 func KeyedCoProcess[K comparable, A, B, OUT any](a KeyedStream[K, A], b KeyedStream[K, B], name string, newFn func() KeyedCoProcessFunction[K, A, B, OUT]) Stream[OUT] {
 	ka, kb, h := a.key, b.key, a.hash
 	return TransformTwo(a.Stream, b.Stream, name, func() runtime.TwoInputOperator[A, B, OUT] {
-		return &keyedCoProcessOp[K, A, B, OUT]{fn: newFn(), keyA: ka, keyB: kb, hash: h}
+		return &keyedCoProcessOp[K, A, B, OUT]{keyedCore: keyedCore[K, OUT]{hash: h}, fn: newFn(), keyA: ka, keyB: kb}
 	}, runtime.KeyGroups(a.KeyGroupOf), runtime.KeyGroups(b.KeyGroupOf))
 }
 
 type keyedCoProcessOp[K comparable, A, B, OUT any] struct {
-	runtime.Base[OUT]
-	fn    KeyedCoProcessFunction[K, A, B, OUT]
-	keyA  func(A) K
-	keyB  func(B) K
-	hash  keygroup.Hasher[K]
-	maxP  int
-	kctx  KeyedContext[K, OUT]
-	err   error
-	fire  func(timer.Timer[K, struct{}])
-	pfire func(timer.Timer[K, struct{}])
+	keyedCore[K, OUT]
+	fn   KeyedCoProcessFunction[K, A, B, OUT]
+	keyA func(A) K
+	keyB func(B) K
 }
 
 func (o *keyedCoProcessOp[K, A, B, OUT]) Open(ctx *runtime.Context, out runtime.Output[OUT]) error {
-	o.Base.Open(ctx, out)
-	o.maxP = ctx.MaxParallelism
-	backend, err := state.Open[K](ctx.StateOptions(), ctx.KeyGroups)
-	if err != nil {
-		return err
-	}
-	o.kctx = KeyedContext[K, OUT]{rt: ctx, out: out,
-		backend: backend,
-		timers:  timer.NewService[K, struct{}](ctx.KeyGroups)}
-	o.fire, o.pfire = timerCallbacks(&o.kctx, &o.err, o.fn.OnTimer)
-	if err := RestoreKeyed(ctx, o.kctx.backend, o.kctx.timers, nil); err != nil {
-		return err
-	}
-	return o.fn.Open(&o.kctx)
+	return o.open(ctx, out, o.fn.OnTimer, o.fn.Open)
 }
 
 func (o *keyedCoProcessOp[K, A, B, OUT]) ProcessRecord1(r Record[A]) error {
-	k := o.keyA(r.Value)
-	o.kctx.backend.SetCurrentKey(k, keygroup.Assign(o.hash(k), o.maxP))
-	o.kctx.ts = r.Timestamp
+	o.setKey(o.keyA(r.Value), r.Timestamp)
 	return o.fn.ProcessElement1(r.Value, &o.kctx)
 }
 
 func (o *keyedCoProcessOp[K, A, B, OUT]) ProcessRecord2(r Record[B]) error {
-	k := o.keyB(r.Value)
-	o.kctx.backend.SetCurrentKey(k, keygroup.Assign(o.hash(k), o.maxP))
-	o.kctx.ts = r.Timestamp
+	o.setKey(o.keyB(r.Value), r.Timestamp)
 	return o.fn.ProcessElement2(r.Value, &o.kctx)
-}
-
-func (o *keyedCoProcessOp[K, A, B, OUT]) ProcessWatermark(ts int64) error {
-	o.kctx.timers.AdvanceWatermark(ts, o.fire)
-	if o.err != nil {
-		return o.err
-	}
-	o.Out.EmitWatermark(ts)
-	return nil
 }
 
 func (o *keyedCoProcessOp[K, A, B, OUT]) EndInput(int) error { return o.err }
@@ -180,18 +146,4 @@ func timerCallbacks[K comparable, OUT any](kc *KeyedContext[K, OUT], errp *error
 	}
 	kc.timers.OnProcessingHeadChange(schedule)
 	return fire, pfire
-}
-
-// Close releases the state backend (a Pebble backend's files).
-func (o *keyedCoProcessOp[K, A, B, OUT]) Close() error {
-	if o.kctx.backend == nil {
-		return nil
-	}
-	return o.kctx.backend.Close()
-}
-
-// SnapshotState implements runtime.Snapshotter: keyed state and timers per
-// key group.
-func (o *keyedCoProcessOp[K, A, B, OUT]) SnapshotState(w *runtime.SnapshotWriter) error {
-	return SnapshotKeyed(w, o.Ctx, o.kctx.backend, o.kctx.timers)
 }

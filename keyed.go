@@ -194,14 +194,33 @@ func SideOutputTo[K comparable, OUT, U any](c *KeyedContext[K, OUT], tag *Output
 func Process[K comparable, IN, OUT any](ks KeyedStream[K, IN], name string, newFn func() KeyedProcessFunction[K, IN, OUT]) Stream[OUT] {
 	key, hash := ks.key, ks.hash
 	return TransformKeyed(ks, name, func() runtime.OneInputOperator[IN, OUT] {
-		return &keyedProcessOp[K, IN, OUT]{fn: newFn(), key: key, hash: hash}
+		return &keyedProcessOp[K, IN, OUT]{keyedCore: keyedCore[K, OUT]{hash: hash}, fn: newFn(), key: key}
 	})
 }
 
 type keyedProcessOp[K comparable, IN, OUT any] struct {
+	keyedCore[K, OUT]
+	fn  KeyedProcessFunction[K, IN, OUT]
+	key func(IN) K
+}
+
+func (o *keyedProcessOp[K, IN, OUT]) Open(ctx *runtime.Context, out runtime.Output[OUT]) error {
+	return o.open(ctx, out, o.fn.OnTimer, o.fn.Open)
+}
+
+func (o *keyedProcessOp[K, IN, OUT]) ProcessRecord(r Record[IN]) error {
+	o.setKey(o.key(r.Value), r.Timestamp)
+	return o.fn.ProcessElement(r.Value, &o.kctx)
+}
+
+func (o *keyedProcessOp[K, IN, OUT]) EndInput() error { return o.err }
+
+// keyedCore is what the keyed process operators (one and two inputs)
+// share: the keyed context with its state backend and timers, the key-group
+// assignment, and the first error of a timer callback. It implements
+// ProcessWatermark, Close and SnapshotState for them.
+type keyedCore[K comparable, OUT any] struct {
 	runtime.Base[OUT]
-	fn    KeyedProcessFunction[K, IN, OUT]
-	key   func(IN) K
 	hash  keygroup.Hasher[K]
 	maxP  int
 	kctx  KeyedContext[K, OUT]
@@ -210,51 +229,51 @@ type keyedProcessOp[K comparable, IN, OUT any] struct {
 	pfire func(timer.Timer[K, struct{}])
 }
 
-func (o *keyedProcessOp[K, IN, OUT]) Open(ctx *runtime.Context, out runtime.Output[OUT]) error {
-	o.Base.Open(ctx, out)
-	o.maxP = ctx.MaxParallelism
+// open opens the state backend and the timers, restores them (nothing on
+// a fresh start), and calls the user function's open.
+func (c *keyedCore[K, OUT]) open(ctx *runtime.Context, out runtime.Output[OUT], onTimer func(int64, *KeyedContext[K, OUT]) error, fnOpen func(*KeyedContext[K, OUT]) error) error {
+	c.Base.Open(ctx, out)
+	c.maxP = ctx.MaxParallelism
 	backend, err := state.Open[K](ctx.StateOptions(), ctx.KeyGroups)
 	if err != nil {
 		return err
 	}
-	o.kctx = KeyedContext[K, OUT]{rt: ctx, out: out,
+	c.kctx = KeyedContext[K, OUT]{rt: ctx, out: out,
 		backend: backend,
 		timers:  timer.NewService[K, struct{}](ctx.KeyGroups)}
-	o.fire, o.pfire = timerCallbacks(&o.kctx, &o.err, o.fn.OnTimer)
-	if err := RestoreKeyed(ctx, o.kctx.backend, o.kctx.timers, nil); err != nil {
+	c.fire, c.pfire = timerCallbacks(&c.kctx, &c.err, onTimer)
+	if err := RestoreKeyed(ctx, c.kctx.backend, c.kctx.timers, nil); err != nil {
 		return err
 	}
-	return o.fn.Open(&o.kctx)
+	return fnOpen(&c.kctx)
 }
 
-func (o *keyedProcessOp[K, IN, OUT]) ProcessRecord(r Record[IN]) error {
-	k := o.key(r.Value)
-	o.kctx.backend.SetCurrentKey(k, keygroup.Assign(o.hash(k), o.maxP))
-	o.kctx.ts = r.Timestamp
-	return o.fn.ProcessElement(r.Value, &o.kctx)
+// setKey makes k the current key, for a record of timestamp ts.
+func (c *keyedCore[K, OUT]) setKey(k K, ts int64) {
+	c.kctx.backend.SetCurrentKey(k, keygroup.Assign(c.hash(k), c.maxP))
+	c.kctx.ts = ts
 }
 
-func (o *keyedProcessOp[K, IN, OUT]) ProcessWatermark(ts int64) error {
-	o.kctx.timers.AdvanceWatermark(ts, o.fire)
-	if o.err != nil {
-		return o.err
+// ProcessWatermark fires the due event-time timers, then forwards ts.
+func (c *keyedCore[K, OUT]) ProcessWatermark(ts int64) error {
+	c.kctx.timers.AdvanceWatermark(ts, c.fire)
+	if c.err != nil {
+		return c.err
 	}
-	o.Out.EmitWatermark(ts)
+	c.Out.EmitWatermark(ts)
 	return nil
 }
 
-func (o *keyedProcessOp[K, IN, OUT]) EndInput() error { return o.err }
-
 // Close releases the state backend (a Pebble backend's files).
-func (o *keyedProcessOp[K, IN, OUT]) Close() error {
-	if o.kctx.backend == nil {
+func (c *keyedCore[K, OUT]) Close() error {
+	if c.kctx.backend == nil {
 		return nil
 	}
-	return o.kctx.backend.Close()
+	return c.kctx.backend.Close()
 }
 
 // SnapshotState implements runtime.Snapshotter: keyed state and timers per
 // key group.
-func (o *keyedProcessOp[K, IN, OUT]) SnapshotState(w *runtime.SnapshotWriter) error {
-	return SnapshotKeyed(w, o.Ctx, o.kctx.backend, o.kctx.timers)
+func (c *keyedCore[K, OUT]) SnapshotState(w *runtime.SnapshotWriter) error {
+	return SnapshotKeyed(w, c.Ctx, c.kctx.backend, c.kctx.timers)
 }
