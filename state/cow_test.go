@@ -28,7 +28,7 @@ var opGen = rapid.Custom(func(t *rapid.T) op {
 	s := rapid.Int64Range(-2, 2).Draw(t, "start")
 	return op{
 		key:  fmt.Sprintf("k%d", rapid.IntRange(0, 60).Draw(t, "k")),
-		kind: rapid.IntRange(0, 9).Draw(t, "op"),
+		kind: rapid.IntRange(0, 11).Draw(t, "op"),
 		i64:  rapid.Int64().Draw(t, "i64"),
 		str:  rapid.StringN(0, 8, 8).Draw(t, "str"),
 		strs: rapid.SliceOfN(rapid.StringN(0, 4, 4), 0, 3).Draw(t, "strs"),
@@ -66,6 +66,19 @@ func (o op) apply(b *Backend[string], f *fixture) {
 		f.nlst.Add(o.u8, o.bit)
 	case 9:
 		f.nlst.MergeNamespaces(o.u8, []uint8{o.u8 + 1, o.u8 + 2})
+	case 10:
+		// Many namespaces for one key: the key gets an index in its key
+		// group (nstable.go), which copy-on-write must copy too.
+		for j := range int64(nsIndexAbove + 8) {
+			f.nval.Update(win{100 + 10*j, 110 + 10*j}, o.data)
+		}
+	case 11:
+		// And back to few: the index is dropped, the array shrinks.
+		for j := range int64(nsIndexAbove + 8) {
+			if j%8 != 0 {
+				f.nval.Clear(win{100 + 10*j, 110 + 10*j})
+			}
+		}
 	}
 }
 
