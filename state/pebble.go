@@ -119,6 +119,7 @@ func openPebble(dir string, memTable uint64, readOnly bool) (*pebble.DB, error) 
 	db, err := pebble.Open(dir, &pebble.Options{
 		MemTableSize: memTable,
 		ReadOnly:     readOnly,
+		Merger:       listMerger, // list appends (pebble_merge.go)
 		Logger:       quietLogger{},
 		FS:           nosyncFS{vfs.Default},
 	})
@@ -266,6 +267,13 @@ func (p *pebbleStore) get(k []byte) ([]byte, bool) {
 func (p *pebbleStore) set(k, v []byte) {
 	if err := p.db.Set(k, v, noSync); err != nil {
 		pebblePanic("set", err)
+	}
+}
+
+// merge adds a merge operand to k (a list append: pebble_merge.go).
+func (p *pebbleStore) merge(k, v []byte) {
+	if err := p.db.Merge(k, v, noSync); err != nil {
+		pebblePanic("merge", err)
 	}
 }
 

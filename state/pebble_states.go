@@ -167,11 +167,9 @@ func (s *ListState[K, V]) pGet() []V {
 	return decList(s.vc, v, s.name)
 }
 
+// pAddAll appends vs as a merge operand (pebble_merge.go).
 func (s *ListState[K, V]) pAddAll(vs []V) {
-	p := s.b.pb
-	k := s.b.pkey(s.pk)
-	old, _ := p.get(k)
-	p.set(k, appendToList(nil, old, s.vc, vs, s.name))
+	s.b.pb.merge(s.b.pkey(s.pk), appendToList(nil, nil, s.vc, vs, s.name))
 }
 
 func (s *ListState[K, V]) pUpdate(vs []V) {
@@ -346,11 +344,9 @@ func (s *NamespacedListState[K, N, V]) pGet(ns N) []V {
 	return decList(s.vc, v, s.name)
 }
 
+// pAddAll appends vs as a merge operand (pebble_merge.go).
 func (s *NamespacedListState[K, N, V]) pAddAll(ns N, vs []V) {
-	p := s.b.pb
-	k := nskey(s.b, s.pk, s.nc, ns, s.name)
-	old, _ := p.get(k)
-	p.set(k, appendToList(nil, old, s.vc, vs, s.name))
+	s.b.pb.merge(nskey(s.b, s.pk, s.nc, ns, s.name), appendToList(nil, nil, s.vc, vs, s.name))
 }
 
 func (s *NamespacedListState[K, N, V]) pUpdate(ns N, vs []V) {
