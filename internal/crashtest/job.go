@@ -86,13 +86,21 @@ func Run(ctx context.Context, o Options) error {
 	return env.Execute(ctx)
 }
 
+// counter counts each key's records in value state, and also appends each
+// record's sequence number to list state (on Pebble a merge operand), which
+// must always hold exactly as many items as the count, the last one this
+// record's: a restore that lost or repeated an append fails the job.
 type counter struct {
-	n *state.ValueState[string, int64]
+	n    *state.ValueState[string, int64]
+	seqs *state.ListState[string, int64]
 }
 
 func (c *counter) Open(ctx *weir.KeyedContext[string, string]) error {
 	var err error
-	c.n, err = state.Value[string, int64](ctx.State(), "n")
+	if c.n, err = state.Value[string, int64](ctx.State(), "n"); err != nil {
+		return err
+	}
+	c.seqs, err = state.List[string, int64](ctx.State(), "seqs")
 	return err
 }
 
@@ -100,6 +108,10 @@ func (c *counter) ProcessElement(e event, ctx *weir.KeyedContext[string, string]
 	n, _ := c.n.Value()
 	n++
 	c.n.Update(n)
+	c.seqs.Add(e.Seq)
+	if l := c.seqs.Get(); int64(len(l)) != n || l[len(l)-1] != e.Seq {
+		return fmt.Errorf("crashtest: key %s: list state has %d items (last %v), the count is %d at record %d", e.Key, len(l), l[len(l)-1:], n, e.Seq)
+	}
 	ctx.Collect(fmt.Sprintf("%s %d %d", e.Key, n, e.Seq))
 	return nil
 }
