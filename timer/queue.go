@@ -24,12 +24,16 @@ import (
 //   - a slot of timers[head:] is dead (removed) iff its KeyGroup is -1;
 //     timers[:head] have fired and are never read; dead counts the dead
 //     slots of timers[head:];
+//   - timers[lazyFrom:] (lazyFrom <= len(timers)) were appended by AddNew
+//     and are not known to the index yet; settle, which every operation
+//     that looks a timer up calls first, brings them in (lazyFrom ==
+//     len(timers) after it);
 //   - when indexed, idx (an open-addressing table by key hash) holds the
-//     position of every live slot of timers[head:], reachable by linear
-//     probing from its home slot; it may also hold positions of fired slots
-//     (below head), which count as absent; idxUsed counts its used slots,
-//     at most half of them; a bucket not indexed has at most scanMax slots
-//     in timers[head:] and is scanned;
+//     position of every live slot of timers[head:lazyFrom], reachable by
+//     linear probing from its home slot; it may also hold positions of
+//     fired slots (below head), which count as absent; idxUsed counts its
+//     used slots, at most half of them; a bucket not indexed has at most
+//     scanMax slots in timers[head:lazyFrom] and is scanned;
 //   - n is the sum of live over the buckets, and perKG[i] the live timers of
 //     key group rng.Start+i;
 //   - kgRefs, when not nil, lists every live timer grouped by key group (see
@@ -76,6 +80,34 @@ type bucket[K comparable, N comparable] struct {
 	indexed bool
 	idx     []idxSlot // when indexed; kept (cleared) for reuse otherwise
 	idxUsed int       // used slots of idx
+	// lazyFrom: timers[lazyFrom:] came from AddNew and are not indexed yet.
+	lazyFrom int
+}
+
+// settle brings the timers AddNew appended into the index (or indexes the
+// bucket, if they made it too long to scan).
+func (b *bucket[K, N]) settle() {
+	n := len(b.timers)
+	if b.lazyFrom >= n {
+		b.lazyFrom = n
+		return
+	}
+	from := max(b.lazyFrom, b.head)
+	switch {
+	case !b.indexed:
+		if n-b.head > scanMax {
+			b.indexAll()
+		}
+	case 2*(b.idxUsed+n-from) > len(b.idx):
+		b.indexAll() // grows it
+	default:
+		for p := from; p < n; p++ {
+			if t := &b.timers[p]; t.KeyGroup != deadKeyGroup {
+				b.insert(keyhash.Of(t.Key), p) // room checked above: no regrowth
+			}
+		}
+	}
+	b.lazyFrom = n
 }
 
 // hashFor returns the hash of key if the bucket is indexed (else 0, unused).
@@ -170,7 +202,7 @@ func (b *bucket[K, N]) indexAll() {
 	} else {
 		b.idx = make([]idxSlot, size)
 	}
-	b.indexed, b.idxUsed = true, 0
+	b.indexed, b.idxUsed, b.lazyFrom = true, 0, len(b.timers)
 	mask := uint32(size - 1)
 	for p := b.head; p < len(b.timers); p++ {
 		t := &b.timers[p]
@@ -217,6 +249,7 @@ func (b *bucket[K, N]) compact() {
 		b.indexAll()
 	} else {
 		b.unindexAll()
+		b.lazyFrom = len(b.timers)
 	}
 }
 
@@ -297,25 +330,53 @@ func (q *Queue[K, N]) Add(t Timer[K, N]) bool {
 	b := q.bucketOf(t.Timestamp)
 	if b == nil {
 		b = q.newBucket(t.Timestamp)
-	} else if b.find(b.hashFor(t.Key), t.Key, t.Namespace) >= 0 {
-		q.last = b
-		return false
 	} else {
+		b.settle()
+		if b.find(b.hashFor(t.Key), t.Key, t.Namespace) >= 0 {
+			q.last = b
+			return false
+		}
 		b.compact()
 	}
 	q.last = b
 	p := len(b.timers)
 	b.timers = append(b.timers, t)
+	b.lazyFrom = len(b.timers)
 	if b.indexed {
 		b.insert(keyhash.Of(t.Key), p)
 	} else if p+1-b.head > scanMax {
 		b.indexAll()
 	}
+	q.added(b, i)
+	return true
+}
+
+// AddNew inserts t, which the caller knows is not queued (for example a
+// window's timer registered with the window's first record, before which
+// the window had no timers): it skips Add's look-up, so adding to an
+// existing timestamp is an append. The index catches up when the bucket is
+// next looked up. Adding a timer that is queued already breaks the set
+// semantics (it would fire twice). It panics if t.KeyGroup is outside the
+// queue's range.
+func (q *Queue[K, N]) AddNew(t Timer[K, N]) {
+	i := q.slot(t.KeyGroup)
+	b := q.bucketOf(t.Timestamp)
+	if b == nil {
+		b = q.newBucket(t.Timestamp)
+	} else {
+		b.compact()
+	}
+	q.last = b
+	b.timers = append(b.timers, t)
+	q.added(b, i)
+}
+
+// added counts a timer appended to b, of key-group slot i.
+func (q *Queue[K, N]) added(b *bucket[K, N], i int) {
 	b.live++
 	q.n++
 	q.perKG[i]++
 	q.kgRefs = nil
-	return true
 }
 
 // Remove deletes t and reports whether it was queued; removing a missing
@@ -327,6 +388,7 @@ func (q *Queue[K, N]) Remove(t Timer[K, N]) bool {
 	if b == nil {
 		return false
 	}
+	b.settle()
 	var p int
 	if b.indexed {
 		var slot int
@@ -359,7 +421,11 @@ func (q *Queue[K, N]) Remove(t Timer[K, N]) bool {
 func (q *Queue[K, N]) Contains(t Timer[K, N]) bool {
 	q.slot(t.KeyGroup)
 	b := q.bucketOf(t.Timestamp)
-	return b != nil && b.find(b.hashFor(t.Key), t.Key, t.Namespace) >= 0
+	if b == nil {
+		return false
+	}
+	b.settle()
+	return b.find(b.hashFor(t.Key), t.Key, t.Namespace) >= 0
 }
 
 // Peek returns the earliest timer without removing it.
@@ -493,7 +559,7 @@ func (q *Queue[K, N]) dropBucket(b *bucket[K, N]) {
 	}
 	clear(b.timers) // release what fired and removed timers referenced
 	b.timers = b.timers[:0]
-	b.head, b.live, b.dead = 0, 0, 0
+	b.head, b.live, b.dead, b.lazyFrom = 0, 0, 0, 0
 	b.unindexAll()
 	if len(q.free) < maxFreeBuckets {
 		q.free = append(q.free, b)

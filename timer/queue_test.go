@@ -98,6 +98,12 @@ func checkQueueModel(t *testing.T, keys []string, tsMin, tsMax int64, nsMax, bur
 					rt.Fatalf("Add(%v) = %v, want %v", tm, got, want)
 				}
 			},
+			"addNew": func(rt *rapid.T) {
+				// AddNew's precondition: the timer is not queued.
+				if tm := genTimer.Draw(rt, "timer"); m.add(tm) {
+					q.AddNew(tm)
+				}
+			},
 			"remove": func(rt *rapid.T) {
 				tm := pick(rt)
 				if got, want := q.Remove(tm), m.remove(tm); got != want {
@@ -122,6 +128,7 @@ func checkQueueModel(t *testing.T, keys []string, tsMin, tsMax int64, nsMax, bur
 				}
 			},
 			"": func(rt *rapid.T) { // invariants, checked after every step
+				checkQueue(rt, q) // first: Contains below settles the buckets
 				if q.Len() != len(m.ts) {
 					rt.Fatalf("Len = %d, model %d", q.Len(), len(m.ts))
 				}
@@ -163,6 +170,13 @@ func checkQueueModel(t *testing.T, keys []string, tsMin, tsMax int64, nsMax, bur
 					}
 				}
 			}
+			actions["addNewBurst"] = func(rt *rapid.T) {
+				for range rapid.IntRange(0, burst).Draw(rt, "burst") {
+					if tm := genTimer.Draw(rt, "timer"); m.add(tm) {
+						q.AddNew(tm)
+					}
+				}
+			}
 		}
 		rt.Repeat(actions)
 		// Drain: ascending timestamps, and everything comes out.
@@ -198,8 +212,11 @@ func checkQueue(rt *rapid.T, q *Queue[string, int]) {
 		if b.live == 0 || b.head >= len(b.timers) || b.timers[b.head].KeyGroup == deadKeyGroup {
 			rt.Fatalf("bucket %d: live %d, head %d of %d not live", b.ts, b.live, b.head, len(b.timers))
 		}
-		if !b.indexed && len(b.timers)-b.head > scanMax {
-			rt.Fatalf("bucket %d: %d slots and no index", b.ts, len(b.timers)-b.head)
+		if b.lazyFrom > len(b.timers) {
+			rt.Fatalf("bucket %d: lazyFrom %d beyond %d timers", b.ts, b.lazyFrom, len(b.timers))
+		}
+		if settled := min(b.lazyFrom, len(b.timers)); !b.indexed && settled-b.head > scanMax {
+			rt.Fatalf("bucket %d: %d settled slots and no index", b.ts, settled-b.head)
 		}
 		live, dead := 0, 0
 		for p := b.head; p < len(b.timers); p++ {
@@ -212,6 +229,9 @@ func checkQueue(rt *rapid.T, q *Queue[string, int]) {
 			perKG[t.KeyGroup-q.rng.Start]++
 			if t.Timestamp != b.ts {
 				rt.Fatalf("bucket %d holds %v", b.ts, t)
+			}
+			if p >= b.lazyFrom {
+				continue // not indexed yet (AddNew): settle brings it in
 			}
 			if got := b.find(b.hashFor(t.Key), t.Key, t.Namespace); got != p {
 				rt.Fatalf("bucket %d: find(%v) = %d, want %d", b.ts, t, got, p)

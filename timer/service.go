@@ -52,6 +52,15 @@ func (s *Service[K, N]) RegisterEventTimeTimer(key K, kg int, ns N, ts int64) {
 	s.event.Add(Timer[K, N]{Timestamp: ts, Key: key, KeyGroup: kg, Namespace: ns})
 }
 
+// RegisterNewEventTimeTimer registers an event-time timer the caller knows
+// is not registered (Queue.AddNew): cheaper than RegisterEventTimeTimer,
+// whose duplicate check touches the timestamp's index. The window operator
+// uses it for the timers of a window's first record. Registering a timer
+// that is registered already makes it fire twice.
+func (s *Service[K, N]) RegisterNewEventTimeTimer(key K, kg int, ns N, ts int64) {
+	s.event.AddNew(Timer[K, N]{Timestamp: ts, Key: key, KeyGroup: kg, Namespace: ns})
+}
+
 // DeleteEventTimeTimer deletes an event-time timer; deleting a missing timer
 // is a no-op.
 func (s *Service[K, N]) DeleteEventTimeTimer(key K, kg int, ns N, ts int64) {

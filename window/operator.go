@@ -212,10 +212,10 @@ func (o *operator[K, T, OUT]) afterAdd(k K, w, sw Window, register bool, wm int6
 				return err
 			}
 		} else if register || wm < o.registerBelow {
-			o.timers.RegisterEventTimeTimer(k, kg, w, maxTs)
+			o.registerEvent(k, kg, w, maxTs, register && wm >= o.registerBelow)
 		}
 		if c := o.cleanupTime(w); (register || wm < o.registerBelow) && c != maxTs {
-			o.timers.RegisterEventTimeTimer(k, kg, w, c)
+			o.registerEvent(k, kg, w, c, register && wm >= o.registerBelow)
 		}
 		return nil
 	}
@@ -224,6 +224,20 @@ func (o *operator[K, T, OUT]) afterAdd(k K, w, sw Window, register bool, wm int6
 		o.timers.RegisterProcessingTimeTimer(k, kg, w, maxTs)
 	}
 	return nil
+}
+
+// registerEvent registers the event-time timer (k, w, ts). fresh says the
+// window's contents were just created outside a restore's catch-up (see
+// registerBelow), so that the window cannot have timers yet (the premise at
+// the top of this file) and the timer service may skip its duplicate check.
+// Merging windows never pass fresh: a merge can make a window that had
+// timers under another name.
+func (o *operator[K, T, OUT]) registerEvent(k K, kg int, w Window, ts int64, fresh bool) {
+	if fresh && !o.merging {
+		o.timers.RegisterNewEventTimeTimer(k, kg, w, ts)
+		return
+	}
+	o.timers.RegisterEventTimeTimer(k, kg, w, ts)
 }
 
 // fire emits the result of window w (contents in sw) for key k.
