@@ -10,7 +10,10 @@
 //
 //  1. Identity. A timer is identified by (Timestamp, Key, Namespace).
 //     Registering a timer that is already registered leaves exactly one timer;
-//     deleting a timer that is not registered is a no-op.
+//     deleting a timer that is not registered is a no-op. The exception is
+//     RegisterNewEventTimeTimer (Queue.AddNew), for a caller that knows the
+//     timer is not registered: it skips the check, and a duplicate would
+//     fire twice.
 //  2. Order. Timers fire in ascending timestamp order. Timers with equal
 //     timestamps fire in the order they were registered (a timer registered
 //     again after it fired or was deleted counts as new; restored timers in
