@@ -266,3 +266,41 @@ func (g groups[M, MK, MV]) numKeys() int {
 	}
 	return n
 }
+
+// The key-group operations of the value, list and map states, one body for
+// both backends: in memory the state's per-key-group maps g (with its
+// copy-on-write pins), on Pebble the entries under the state's prefix.
+
+func numKeysOf[K comparable, M ~map[K]E, E any](d *desc[K], g groups[M, K, E]) int {
+	if d.b.pb != nil {
+		return d.b.pNumKeys(d.pk, d.kind)
+	}
+	return g.numKeys()
+}
+
+func numKeysInGroup[K comparable, M ~map[K]E, E any](d *desc[K], g groups[M, K, E], kg int) int {
+	if d.b.pb != nil {
+		return d.b.pNumKeysInKeyGroup(kg, d.pk, d.kind)
+	}
+	return len(g[d.b.checkKeyGroup(kg)])
+}
+
+func forEachKeyOf[K comparable, M ~map[K]E, E any](d *desc[K], g groups[M, K, E], kg int, f func(K)) {
+	if d.b.pb != nil {
+		pForEachKey(d.b, kg, d.pk, d.name, f)
+		return
+	}
+	for k := range g[d.b.checkKeyGroup(kg)] {
+		f(k)
+	}
+}
+
+func clearGroup[K comparable, M ~map[K]E, E any](d *desc[K], g groups[M, K, E], cow *cowPins, kg int) {
+	if d.b.pb != nil {
+		d.b.pClearKeyGroup(kg, d.pk)
+		return
+	}
+	i := d.b.checkKeyGroup(kg)
+	g[i] = nil
+	cow.drop(i)
+}

@@ -135,31 +135,17 @@ func (s *MapState[K, UK, UV]) Clear() {
 }
 
 // NumKeys reports the number of keys with a non-empty map.
-func (s *MapState[K, UK, UV]) NumKeys() int {
-	if s.b.pb != nil {
-		return s.b.pNumKeys(s.pk, s.kind)
-	}
-	return s.groups.numKeys()
-}
+func (s *MapState[K, UK, UV]) NumKeys() int { return numKeysOf(&s.desc, s.groups) }
 
 // NumKeysInKeyGroup reports the number of keys of key group kg with a map.
 func (s *MapState[K, UK, UV]) NumKeysInKeyGroup(kg int) int {
-	if s.b.pb != nil {
-		return s.b.pNumKeysInKeyGroup(kg, s.pk, s.kind)
-	}
-	return len(s.groups[s.b.checkKeyGroup(kg)])
+	return numKeysInGroup(&s.desc, s.groups, kg)
 }
 
 // ForEachKey calls f for every key of key group kg with a non-empty map, in
 // unspecified order. f must not modify this state.
 func (s *MapState[K, UK, UV]) ForEachKey(kg int, f func(K)) {
-	if s.b.pb != nil {
-		pForEachKey(s.b, kg, s.pk, s.name, f)
-		return
-	}
-	for k := range s.groups[s.b.checkKeyGroup(kg)] {
-		f(k)
-	}
+	forEachKeyOf(&s.desc, s.groups, kg, f)
 }
 
 // ForEach calls f for every (key, user key, value) of key group kg, in
@@ -178,13 +164,7 @@ func (s *MapState[K, UK, UV]) ForEach(kg int, f func(K, UK, UV)) {
 
 // ClearKeyGroup drops every map of key group kg.
 func (s *MapState[K, UK, UV]) ClearKeyGroup(kg int) {
-	if s.b.pb != nil {
-		s.b.pClearKeyGroup(kg, s.pk)
-		return
-	}
-	i := s.b.checkKeyGroup(kg)
-	s.groups[i] = nil
-	s.cow.drop(i)
+	clearGroup(&s.desc, s.groups, &s.cow, kg)
 }
 
 // ForEachAny implements Table; value is the key's map[UK]UV.

@@ -106,31 +106,17 @@ func (s *ValueState[K, V]) Clear() {
 }
 
 // NumKeys reports the number of keys with a value, over all key groups.
-func (s *ValueState[K, V]) NumKeys() int {
-	if s.b.pb != nil {
-		return s.b.pNumKeys(s.pk, s.kind)
-	}
-	return s.groups.numKeys()
-}
+func (s *ValueState[K, V]) NumKeys() int { return numKeysOf(&s.desc, s.groups) }
 
 // NumKeysInKeyGroup reports the number of keys with a value in key group kg.
 func (s *ValueState[K, V]) NumKeysInKeyGroup(kg int) int {
-	if s.b.pb != nil {
-		return s.b.pNumKeysInKeyGroup(kg, s.pk, s.kind)
-	}
-	return len(s.groups[s.b.checkKeyGroup(kg)])
+	return numKeysInGroup(&s.desc, s.groups, kg)
 }
 
 // ForEachKey calls f for every key of key group kg that has a value, in
 // unspecified order. f must not modify this state.
 func (s *ValueState[K, V]) ForEachKey(kg int, f func(K)) {
-	if s.b.pb != nil {
-		pForEachKey(s.b, kg, s.pk, s.name, f)
-		return
-	}
-	for k := range s.groups[s.b.checkKeyGroup(kg)] {
-		f(k)
-	}
+	forEachKeyOf(&s.desc, s.groups, kg, f)
 }
 
 // ForEach calls f for every (key, value) of key group kg, in unspecified
@@ -147,13 +133,7 @@ func (s *ValueState[K, V]) ForEach(kg int, f func(K, V)) {
 
 // ClearKeyGroup drops every value of key group kg.
 func (s *ValueState[K, V]) ClearKeyGroup(kg int) {
-	if s.b.pb != nil {
-		s.b.pClearKeyGroup(kg, s.pk)
-		return
-	}
-	i := s.b.checkKeyGroup(kg)
-	s.groups[i] = nil
-	s.cow.drop(i)
+	clearGroup(&s.desc, s.groups, &s.cow, kg)
 	s.cache, s.cacheEpoch = nil, 0
 }
 
