@@ -38,6 +38,22 @@ func encField[T any](dst []byte, c Codec[T], v T, name, what string) []byte {
 	return out
 }
 
+// getValue reads and decodes the value stored at k, if any.
+func getValue[T any](p *pebbleStore, k []byte, c Codec[T], name string) (T, bool) {
+	v, ok := p.get(k)
+	if !ok {
+		var zero T
+		return zero, false
+	}
+	return dec(c, v, name, "value"), true
+}
+
+// putValue encodes v (into the store's value buffer) and stores it at k.
+func putValue[T any](p *pebbleStore, k []byte, c Codec[T], v T, name string) {
+	p.vbuf = enc(p.vbuf[:0], c, v, name, "value")
+	p.set(k, p.vbuf)
+}
+
 func dec[T any](c Codec[T], b []byte, name, what string) T {
 	v, err := c.Decode(b)
 	if err != nil {
@@ -127,20 +143,10 @@ func listErr[V any](c Codec[V]) func([]byte) error {
 // ---- value state
 
 func (s *ValueState[K, V]) pValue() (V, bool) {
-	v, ok := s.b.pb.get(s.b.pkey(s.pk))
-	if !ok {
-		var zero V
-		return zero, false
-	}
-	return dec(s.vc, v, s.name, "value"), true
+	return getValue(s.b.pb, s.b.pkey(s.pk), s.vc, s.name)
 }
 
-func (s *ValueState[K, V]) pUpdate(v V) {
-	p := s.b.pb
-	k := s.b.pkey(s.pk)
-	p.vbuf = enc(p.vbuf[:0], s.vc, v, s.name, "value")
-	p.set(k, p.vbuf)
-}
+func (s *ValueState[K, V]) pUpdate(v V) { putValue(s.b.pb, s.b.pkey(s.pk), s.vc, v, s.name) }
 
 func (s *ValueState[K, V]) pClear() { s.b.pb.del(s.b.pkey(s.pk)) }
 
@@ -202,20 +208,10 @@ func (s *MapState[K, UK, UV]) ukey(uk UK) []byte {
 }
 
 func (s *MapState[K, UK, UV]) pGet(uk UK) (UV, bool) {
-	v, ok := s.b.pb.get(s.ukey(uk))
-	if !ok {
-		var zero UV
-		return zero, false
-	}
-	return dec(s.uvc, v, s.name, "value"), true
+	return getValue(s.b.pb, s.ukey(uk), s.uvc, s.name)
 }
 
-func (s *MapState[K, UK, UV]) pPut(uk UK, uv UV) {
-	p := s.b.pb
-	k := s.ukey(uk)
-	p.vbuf = enc(p.vbuf[:0], s.uvc, uv, s.name, "value")
-	p.set(k, p.vbuf)
-}
+func (s *MapState[K, UK, UV]) pPut(uk UK, uv UV) { putValue(s.b.pb, s.ukey(uk), s.uvc, uv, s.name) }
 
 func (s *MapState[K, UK, UV]) pRemove(uk UK) { s.b.pb.del(s.ukey(uk)) }
 
@@ -279,19 +275,11 @@ func nskey[K comparable, N comparable](b *Backend[K], pk []byte, nc Codec[N], ns
 }
 
 func (s *NamespacedValueState[K, N, V]) pValue(ns N) (V, bool) {
-	v, ok := s.b.pb.get(nskey(s.b, s.pk, s.nc, ns, s.name))
-	if !ok {
-		var zero V
-		return zero, false
-	}
-	return dec(s.vc, v, s.name, "value"), true
+	return getValue(s.b.pb, nskey(s.b, s.pk, s.nc, ns, s.name), s.vc, s.name)
 }
 
 func (s *NamespacedValueState[K, N, V]) pUpdate(ns N, v V) {
-	p := s.b.pb
-	k := nskey(s.b, s.pk, s.nc, ns, s.name)
-	p.vbuf = enc(p.vbuf[:0], s.vc, v, s.name, "value")
-	p.set(k, p.vbuf)
+	putValue(s.b.pb, nskey(s.b, s.pk, s.nc, ns, s.name), s.vc, v, s.name)
 }
 
 func (s *NamespacedValueState[K, N, V]) pClear(ns N) {
