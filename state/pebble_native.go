@@ -263,13 +263,19 @@ func (b *Backend[K]) restoreNative(parts []NativePart) (int, error) {
 	return best, nil
 }
 
+// openNativeReadOnly opens the native snapshot materialized in dir for
+// reading, its open write-ahead log renamed back so that Pebble replays it.
+func openNativeReadOnly(dir string) (*pebble.DB, error) {
+	if err := unmarkOpenLog(dir); err != nil {
+		return nil, err
+	}
+	return openPebble(dir, 0, true)
+}
+
 // copyKeyGroups copies key groups [start, end] of the database in dir into
 // db, in batches.
 func copyKeyGroups(db *pebble.DB, dir string, start, end int) error {
-	if err := unmarkOpenLog(dir); err != nil {
-		return err
-	}
-	src, err := openPebble(dir, 0, true)
+	src, err := openNativeReadOnly(dir)
 	if err != nil {
 		return err
 	}
@@ -311,10 +317,7 @@ func copyKeyGroups(db *pebble.DB, dir string, start, end int) error {
 // materialized in dir: how a memory backend restores from a Pebble
 // checkpoint.
 func ForEachNativeKeyGroup(dir string, start, end int, f func(kg int, blob []byte) error) error {
-	if err := unmarkOpenLog(dir); err != nil {
-		return err
-	}
-	db, err := openPebble(dir, 0, true)
+	db, err := openNativeReadOnly(dir)
 	if err != nil {
 		return err
 	}
