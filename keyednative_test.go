@@ -27,15 +27,7 @@ func TestNativeCheckpointsAreIncremental(t *testing.T) {
 		if err := b.Flush(); err != nil {
 			t.Fatal(err)
 		}
-		stage, err := b.CheckpointNative(id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer os.RemoveAll(stage)
-		n, err := up.Upload(stage, state.NativeFormat, rng.Start, rng.End, state.NativeShared)
-		if err != nil {
-			t.Fatal(err)
-		}
+		n := uploadNative(t, b, up, id, rng)
 		snap := &checkpoint.Snapshot{ID: id, Kind: checkpoint.KindCheckpoint, MaxParallelism: 128,
 			Operators: []*checkpoint.OperatorState{{UID: "count", Parallelism: 1,
 				Subtasks: []*checkpoint.SubtaskState{{Native: n}}}}}
@@ -317,15 +309,7 @@ func TestNativeCheckpointSharesClosedLogs(t *testing.T) {
 	up := checkpoint.NewUploader(base, "v-0-"+b.InstanceID())
 	take := func(id int64) *checkpoint.NativeState {
 		t.Helper()
-		stage, err := b.CheckpointNative(id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer os.RemoveAll(stage)
-		n, err := up.Upload(stage, state.NativeFormat, rng.Start, rng.End, state.NativeShared)
-		if err != nil {
-			t.Fatal(err)
-		}
+		n := uploadNative(t, b, up, id, rng)
 		open := 0
 		for _, p := range n.Private {
 			if strings.HasSuffix(p.Name, ".log.open") {
@@ -372,6 +356,21 @@ func TestNativeCheckpointSharesClosedLogs(t *testing.T) {
 // pebbleValues opens a Pebble backend over rng (closed with the test) with
 // a value state "v", and returns put, which writes value(i) under key-i for
 // i in [from, to).
+// uploadNative takes native checkpoint id of b and uploads it with up.
+func uploadNative(t *testing.T, b *state.Backend[string], up *checkpoint.Uploader, id int64, rng keygroup.Range) *checkpoint.NativeState {
+	t.Helper()
+	stage, err := b.CheckpointNative(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(stage)
+	n, err := up.Upload(stage, state.NativeFormat, rng.Start, rng.End, state.NativeShared)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
 func pebbleValues(t *testing.T, rng keygroup.Range, value func(int) string) (*state.Backend[string], *state.ValueState[string, string], func(from, to int)) {
 	t.Helper()
 	b, err := state.Open[string](state.Options{Kind: state.BackendPebble, Dir: filepath.Join(t.TempDir(), "db")}, rng)
