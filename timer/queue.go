@@ -88,8 +88,7 @@ type bucket[K comparable, N comparable] struct {
 // bucket, if they made it too long to scan).
 func (b *bucket[K, N]) settle() {
 	n := len(b.timers)
-	if b.lazyFrom >= n {
-		b.lazyFrom = n
+	if b.lazyFrom == n {
 		return
 	}
 	from := max(b.lazyFrom, b.head)

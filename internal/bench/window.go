@@ -80,12 +80,9 @@ func windowSum(n int64, keys int, keyOf func(int64) int64, name string) (Result,
 	return result(name, n, e, l, 0, 1), nil
 }
 
-// WindowSumLoop is WindowSum as a plain loop: a map of per-key maps of
-// window sums, and a queue of windows in firing order.
-func WindowSumLoop(n, keys int64) (time.Duration, int64) {
-	return windowSumLoop(n, func(i int64) int64 { return i % keys })
-}
-
+// windowSumLoop is the window sum as a plain loop, for n records with the
+// keys keyOf gives: a map of per-key maps of window sums, and a queue of
+// windows in firing order.
 func windowSumLoop(n int64, keyOf func(int64) int64) (time.Duration, int64) {
 	type pending struct{ start, key int64 }
 	start := time.Now()
