@@ -62,6 +62,23 @@ func (s *NamespacedValueState[K, N, V]) Update(ns N, v V) {
 	s.t.put(ns, v)
 }
 
+// Modify sets the value of the current key in namespace ns to f(old, ok),
+// where old is the value there and ok whether there was one, and reports
+// ok. It is Value followed by Update with one lookup instead of two (on the
+// in-memory backend the value is changed where it is stored): the
+// read-modify-write of a reducing or aggregating window per record. f must
+// not use this state.
+func (s *NamespacedValueState[K, N, V]) Modify(ns N, f func(old V, ok bool) V) bool {
+	if s.b.pb != nil {
+		old, ok := s.pValue(ns)
+		s.pUpdate(ns, f(old, ok))
+		return ok
+	}
+	sl, ok := s.t.slot(ns)
+	sl.v = f(sl.v, ok)
+	return ok
+}
+
 // Clear removes the value of the current key in namespace ns.
 func (s *NamespacedValueState[K, N, V]) Clear(ns N) {
 	if s.b.pb != nil {
@@ -209,7 +226,7 @@ func (s *NamespacedListState[K, N, V]) Add(ns N, v V) {
 		s.pAddAll(ns, []V{v})
 		return
 	}
-	sl := s.t.slot(ns)
+	sl, _ := s.t.slot(ns)
 	sl.v = append(sl.v, v)
 }
 
@@ -224,7 +241,7 @@ func (s *NamespacedListState[K, N, V]) Update(ns N, vs []V) {
 		s.pUpdate(ns, vs)
 		return
 	}
-	sl := s.t.slot(ns)
+	sl, _ := s.t.slot(ns)
 	sl.v = replace(sl.v, vs)
 }
 

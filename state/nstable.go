@@ -575,17 +575,17 @@ func (t *nsTable[K, N, X]) posForWrite(e *nsEntries[N, X], ns N) int {
 }
 
 // slot returns the current key's slot of ns, adding it with the zero value
-// if absent.
-func (t *nsTable[K, N, X]) slot(ns N) *nsSlot[N, X] {
+// if absent, and whether it was there.
+func (t *nsTable[K, N, X]) slot(ns N) (*nsSlot[N, X], bool) {
 	e := t.entriesForWrite()
 	if p := t.posForWrite(e, ns); p >= 0 {
-		return e.at(p)
+		return e.at(p), true
 	}
 	var zero X
 	g := &t.groups[t.b.slot]
 	g.n++
 	t.remember(ns, 0) // add puts ns first
-	return g.addNs(t.b.key, e, ns, zero)
+	return g.addNs(t.b.key, e, ns, zero), false
 }
 
 // put stores v under the current key and ns.

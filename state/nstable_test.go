@@ -557,6 +557,20 @@ func TestNamespacedMatchesModel(t *testing.T) {
 				val.Update(n, v+1)
 				mVal[nsk{key, n}]++
 			},
+			"modify": func(rt *rapid.T) {
+				n, v := ns(rt), genInt.Draw(rt, "v")
+				old, had := mVal[nsk{key, n}]
+				got := val.Modify(n, func(cur int, ok bool) int {
+					if ok != had || cur != old {
+						rt.Fatalf("Modify(%d) saw (%d, %v), want (%d, %v)", n, cur, ok, old, had)
+					}
+					return cur*10 + v
+				})
+				if got != had {
+					rt.Fatalf("Modify(%d) reported %v, want %v", n, got, had)
+				}
+				mVal[nsk{key, n}] = old*10 + v
+			},
 			"clear": func(rt *rapid.T) {
 				n := ns(rt)
 				val.Clear(n)

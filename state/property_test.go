@@ -107,6 +107,16 @@ func TestStateMatchesModel(t *testing.T) {
 				nval.Update(n, v)
 				mNVal[nk{key, n}] = v
 			},
+			"nsModify": func(rt *rapid.T) {
+				n, v := ns(rt), genInt.Draw(rt, "v")
+				old, had := mNVal[nk{key, n}]
+				var seen int
+				var seenOK bool
+				if got := nval.Modify(n, func(cur int, ok bool) int { seen, seenOK = cur, ok; return cur + v + 1 }); got != had || seenOK != had || seen != old {
+					rt.Fatalf("Modify(%d): reported %v, saw (%d, %v); want %v, (%d, %v)", n, got, seen, seenOK, had, old, had)
+				}
+				mNVal[nk{key, n}] = old + v + 1
+			},
 			"nsClear": func(rt *rapid.T) {
 				n := ns(rt)
 				nval.Clear(n)

@@ -51,14 +51,12 @@ func (c *incremental[K, T, ACC, OUT]) open(b *state.Backend[K]) {
 }
 
 func (c *incremental[K, T, ACC, OUT]) add(sw Window, v T) bool {
-	acc, ok := c.st.Value(sw)
-	if ok {
-		acc = c.addFn(acc, v)
-	} else {
-		acc = c.firstFn(v)
-	}
-	c.st.Update(sw, acc)
-	return !ok
+	return !c.st.Modify(sw, func(acc ACC, ok bool) ACC {
+		if ok {
+			return c.addFn(acc, v)
+		}
+		return c.firstFn(v)
+	})
 }
 
 func (c *incremental[K, T, ACC, OUT]) fire(key K, w, sw Window, emit func(OUT)) error {

@@ -275,6 +275,7 @@ var Scenarios = []Scenario{
 	{"key-by-2", func(n int64, k int) (Result, error) { return KeyedCount(n, k, 2) }},
 	{"window-sum", func(n int64, k int) (Result, error) { return WindowSum(n, k) }},
 	{"window-sum-random", func(n int64, k int) (Result, error) { return WindowSumRandom(n, k) }},
+	{"window-sum-periodic", func(n int64, k int) (Result, error) { return WindowSumPeriodic(n, k) }},
 	{"checkpoint-1s", func(n int64, k int) (Result, error) { return CheckpointThroughput(4*n, k, time.Second) }},
 }
 

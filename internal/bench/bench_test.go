@@ -84,6 +84,17 @@ func BenchmarkWindowSum10kKeysRandom(b *testing.B) {
 	b.ReportMetric(r.Ratio, "x-loop")
 }
 
+// BenchmarkWindowSum10kKeysPeriodic is BenchmarkWindowSum10kKeys with the
+// default 200 ms periodic watermark.
+func BenchmarkWindowSum10kKeysPeriodic(b *testing.B) {
+	r, err := WindowSumPeriodic(int64(b.N)+1000, 10_000)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(r.EnginePerSec, "records/s")
+	b.ReportMetric(r.Ratio, "x-loop")
+}
+
 func BenchmarkCheckpointCost(b *testing.B) {
 	benchCheckpointCost(b, "", 6_000_000, 10_000)
 }
