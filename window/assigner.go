@@ -31,6 +31,17 @@ type Assigner interface {
 	IsMerging() bool
 }
 
+// rangeAssigner is implemented by assigners whose windows are the same for
+// every timestamp of an interval (tumbling and sliding windows), so that the
+// window operator keeps the windows of one record for the next ones while
+// their timestamps stay in it, which ascending timestamps mostly do,
+// instead of assigning again per record.
+type rangeAssigner interface {
+	// assignRange is AssignWindows that also returns an interval [lo, hi)
+	// containing t over which AssignWindows appends the same windows.
+	assignRange(t int64, dst []Window) (_ []Window, lo, hi int64)
+}
+
 // millis converts d to whole milliseconds, panicking (at job-build time)
 // with a message naming the function and argument when d is not positive
 // (allowZero: negative) or not a whole number of milliseconds.
@@ -97,6 +108,13 @@ func (a tumbling) AssignWindows(t int64, dst []Window) []Window {
 	return append(dst, Window{Start: s, End: addSat(s, a.size)})
 }
 
+// assignRange implements rangeAssigner: the window itself.
+func (a tumbling) assignRange(t int64, dst []Window) ([]Window, int64, int64) {
+	s := startOf(t, a.offset, a.size)
+	w := Window{Start: s, End: addSat(s, a.size)}
+	return append(dst, w), s, w.End
+}
+
 // IsEventTime implements Assigner.
 func (a tumbling) IsEventTime() bool { return a.eventTime }
 
@@ -144,6 +162,20 @@ func (a sliding) AssignWindows(t int64, dst []Window) []Window {
 		dst = append(dst, Window{Start: s, End: addSat(s, a.size)})
 	}
 	return dst
+}
+
+// assignRange implements rangeAssigner. From t on, the windows stay the same
+// until the next window starts (at the next multiple of slide) or the
+// earliest one appended ends.
+func (a sliding) assignRange(t int64, dst []Window) ([]Window, int64, int64) {
+	s0 := startOf(t, a.offset, a.slide)
+	hi := addSat(s0, a.slide)
+	for s := s0; s > t-a.size; s -= a.slide {
+		w := Window{Start: s, End: addSat(s, a.size)}
+		dst = append(dst, w)
+		hi = min(hi, w.End)
+	}
+	return dst, t, hi
 }
 
 // IsEventTime implements Assigner.

@@ -30,9 +30,10 @@ func build[K comparable, T, OUT any](ks weir.KeyedStream[K, T], fn, name string,
 	newContents func() contents[K, T, OUT]) weir.Stream[OUT] {
 	o, tag := resolve[T](fn, name, a, opts)
 	key, hash := ks.Key(), ks.Hasher()
+	ranged, _ := a.(rangeAssigner)
 	return weir.TransformKeyed(ks, name, func() runtime.OneInputOperator[T, OUT] {
 		return &operator[K, T, OUT]{
-			key: key, hash: hash, assigner: a,
+			key: key, hash: hash, assigner: a, ranged: ranged,
 			eventTime: a.IsEventTime(), merging: a.IsMerging(),
 			lateness: o.lateness, lateTag: tag,
 			contents: newContents(),
@@ -88,12 +89,17 @@ type operator[K comparable, T, OUT any] struct {
 	lateDropped *runtime.Counter
 	lateOut     *runtime.Counter
 	scratch     []Window // assigned windows, reused per record
-	merged      []Window // merging scratch: windows merged away
-	mergedState []Window // merging scratch: their state windows
-	emitTs      int64
-	emit        func(OUT)
-	fireTimer   func(timer.Timer[K, Window]) // o.onTimer, bound once
-	nextWake    int64                        // earliest processing-time wake-up asked of the runtime and not yet run
+	// ranged is the assigner if it is a rangeAssigner: then scratch holds
+	// the windows of every timestamp in [rangeLo, rangeHi), and a record in
+	// that interval reuses them.
+	ranged           rangeAssigner
+	rangeLo, rangeHi int64
+	merged           []Window // merging scratch: windows merged away
+	mergedState      []Window // merging scratch: their state windows
+	emitTs           int64
+	emit             func(OUT)
+	fireTimer        func(timer.Timer[K, Window]) // o.onTimer, bound once
+	nextWake         int64                        // earliest processing-time wake-up asked of the runtime and not yet run
 	// registerBelow: while the watermark is below it, timers are
 	// registered on every record, not only on a window's first. A restore
 	// sets it to the latest restored event-time timer: the watermark
@@ -157,7 +163,13 @@ func (o *operator[K, T, OUT]) ProcessRecord(r runtime.Record[T]) error {
 	} else {
 		t = o.Ctx.Clock.Now().UnixMilli()
 	}
-	o.scratch = o.assigner.AssignWindows(t, o.scratch[:0])
+	if o.ranged != nil {
+		if t < o.rangeLo || t >= o.rangeHi {
+			o.scratch, o.rangeLo, o.rangeHi = o.ranged.assignRange(t, o.scratch[:0])
+		}
+	} else {
+		o.scratch = o.assigner.AssignWindows(t, o.scratch[:0])
+	}
 	wm := o.timers.CurrentWatermark()
 	var taken bool
 	var err error
