@@ -328,11 +328,11 @@ func (g *nsGroup[K, N, X]) clone(cloneX func(X) X) nsGroup[K, N, X] {
 		e := &s.e
 		e.first.v = cloneX(e.first.v)
 		if e.more != nil {
-			arr := make([]nsSlot[N, X], e.moreCap())
-			for j, sl := range e.moreSlots() {
-				arr[j] = nsSlot[N, X]{sl.ns, cloneX(sl.v)}
+			e.setMore(make([]nsSlot[N, X], e.moreCap()))
+			for j := range int(e.n) {
+				sl := e.moreAt(j)
+				sl.v = cloneX(sl.v)
 			}
-			e.setMore(arr)
 		}
 	}
 	if g.idx != nil {

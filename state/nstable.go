@@ -64,24 +64,30 @@ type nsSlot[N comparable, X any] struct {
 // nsEntries is the namespaces of one key. It is kept small (48 bytes for a
 // window namespace and a two-word value) so that many keys fit in the
 // caches: the key's other namespaces are in one array of their own, behind
-// more, with its length and capacity in the entries (no header to reach
-// first). The array is allocated when the key first has two namespaces and
-// kept (grown by doubling, shrunk only when mostly unused), so that a key
-// whose windows overlap now and then (tumbling windows until the watermark
-// fires them, sliding windows, sessions) does not allocate in steady state.
+// more, with its length, capacity and start in the entries (no header to
+// reach first). The array is allocated when the key first has two
+// namespaces and kept (grown by doubling, shrunk only when mostly unused),
+// so that a key whose windows overlap now and then (tumbling windows until
+// the watermark fires them, sliding windows, sessions) does not allocate in
+// steady state.
 //
-// Positions: 0 is first, i > 0 is more[i-1]; positions 0..count()-1 are in
-// use. Without an index the slots are in the order the namespaces were
-// added: first is the newest, more[0] the oldest, more[n-1] the newest but
-// one. Lookups scan newest to oldest, because the newest namespaces are
-// the busy ones (the current window of a key takes its records while older
-// ones wait for the watermark to fire them). A key with many namespaces
-// has an index in its key group (nsGroup.idx) and its slots in any order.
+// Positions: 0 is first, i > 0 is the (i-1)th slot of more in ring order,
+// which starts at more[head] and wraps around the array; positions
+// 0..count()-1 are in use. Without an index the slots are in the order the
+// namespaces were added: first is the newest, position 1 the oldest,
+// position n the newest but one. The ring lets the oldest go (the window a
+// watermark fires) without moving the others, and a lookup tries it before
+// scanning the rest newest to oldest, because apart from it the newest
+// namespaces are the busy ones (the current window of a key takes its
+// records while older ones wait for the watermark). A key with many
+// namespaces has an index in its key group (nsGroup.idx) and its slots in
+// any order.
 type nsEntries[N comparable, X any] struct {
 	first nsSlot[N, X]
 	more  *nsSlot[N, X] // element 0 of an array of moreCap() slots, or nil
 	n     uint32        // slots of more in use
 	flags uint8         // nsHas, nsStale, nsIndexed, and log2(moreCap())+1 << nsCapShift
+	head  uint16        // index in more of position 1; 0 when more is empty
 }
 
 // nsEntries flags.
@@ -91,6 +97,11 @@ const (
 	nsIndexed  = 1 << 2 // the key's positions are in its group's index
 	nsCapShift = 3      // flags >> nsCapShift is log2(capacity of more) + 1, 0 without more
 )
+
+// nsMaxRing bounds the capacity of more: head must index it. A key's
+// namespaces beyond nsIndexAbove are indexed, and the array shrinks as they
+// go, so it stays far below this.
+const nsMaxRing = 1 << 16
 
 func (e *nsEntries[N, X]) has() bool     { return e.flags&nsHas != 0 }
 func (e *nsEntries[N, X]) stale() bool   { return e.flags&nsStale != 0 }
@@ -112,19 +123,34 @@ func (e *nsEntries[N, X]) moreCap() int {
 	return 0
 }
 
-// moreSlots returns the slots of more in use.
-func (e *nsEntries[N, X]) moreSlots() []nsSlot[N, X] {
+// ring returns the array behind more, moreCap() long.
+func (e *nsEntries[N, X]) ring() []nsSlot[N, X] {
 	if e.more == nil {
 		return nil
 	}
-	return unsafe.Slice(e.more, e.moreCap())[:e.n]
+	return unsafe.Slice(e.more, e.moreCap())
 }
 
-// setMore makes arr (a power of two long) the array behind more, keeping n.
+// moreAt returns slot i of more in ring order (position i+1).
+func (e *nsEntries[N, X]) moreAt(i int) *nsSlot[N, X] {
+	r := e.ring()
+	return &r[(int(e.head)+i)&(len(r)-1)]
+}
+
+// setMore makes arr (a power of two long, at least n) the array behind
+// more, holding the slots of more in ring order from arr[0].
 func (e *nsEntries[N, X]) setMore(arr []nsSlot[N, X]) {
+	n := int(e.n)
+	for i := range n {
+		arr[i] = *e.moreAt(i)
+	}
+	e.head = 0
 	if len(arr) == 0 {
 		e.more, e.flags = nil, e.flags&(1<<nsCapShift-1)
 		return
+	}
+	if len(arr) > nsMaxRing {
+		panic("state: namespaced state: a key's namespace array outgrew its ring index")
 	}
 	e.more = &arr[0]
 	e.flags = e.flags&(1<<nsCapShift-1) | uint8(bits.Len(uint(len(arr))))<<nsCapShift
@@ -141,7 +167,7 @@ func (e *nsEntries[N, X]) at(pos int) *nsSlot[N, X] {
 	if pos == 0 {
 		return &e.first
 	}
-	return &e.moreSlots()[pos-1]
+	return e.moreAt(pos - 1)
 }
 
 // pos returns the position of ns, or -1; ix is the key's index if it is
@@ -162,9 +188,13 @@ func (e *nsEntries[N, X]) pos(ns N, ix map[N]int32) int {
 		}
 		return -1
 	}
-	more := e.moreSlots()
-	for i := len(more) - 1; i >= 0; i-- {
-		if more[i].ns == ns {
+	r := e.ring()
+	mask, h := len(r)-1, int(e.head)
+	if r[h].ns == ns {
+		return 1 // the oldest
+	}
+	for i := int(e.n) - 1; i > 0; i-- {
+		if r[(h+i)&mask].ns == ns {
 			return i + 1
 		}
 	}
@@ -186,16 +216,14 @@ func (e *nsEntries[N, X]) add(ns N, v X, ix map[N]int32) (*nsSlot[N, X], bool) {
 	}
 	n := int(e.n)
 	if n == e.moreCap() {
-		grown := make([]nsSlot[N, X], max(nsMinMore, 2*n))
-		copy(grown, e.moreSlots())
-		e.setMore(grown)
+		e.setMore(make([]nsSlot[N, X], max(nsMinMore, 2*n)))
 	}
+	moved := e.moreAt(n)
+	*moved = e.first
 	e.n++
-	more := e.moreSlots()
-	more[n] = e.first
 	e.first = nsSlot[N, X]{ns, v}
 	if ix != nil {
-		ix[more[n].ns] = int32(n + 1)
+		ix[moved.ns] = int32(n + 1)
 		ix[ns] = 0
 		return &e.first, false
 	}
@@ -220,31 +248,40 @@ func (e *nsEntries[N, X]) remove(pos int, ix map[N]int32) (dropIndex bool) {
 		e.flags &^= nsHas
 		return ix != nil
 	}
-	more := e.moreSlots()
-	last := len(more) // position of the last slot
+	last := int(e.n) // position of the last slot
 	switch {
 	case ix != nil:
 		// Any order: the last slot takes pos.
 		delete(ix, e.at(pos).ns)
 		if pos != last {
-			*e.at(pos) = more[last-1]
+			*e.at(pos) = *e.at(last)
 			ix[e.at(pos).ns] = int32(pos)
 		}
 	case pos == 0:
 		// The newest but one becomes first.
-		e.first = more[last-1]
+		e.first = *e.at(last)
+	case pos == 1:
+		// The oldest: the ring starts after it.
+		*e.at(1) = nsSlot[N, X]{}
+		e.head = uint16((int(e.head) + 1) & (e.moreCap() - 1))
+		last = 0 // nothing left to release
 	default:
 		// Keep the order.
-		copy(more[pos-1:], more[pos:])
+		for p := pos; p < last; p++ {
+			*e.at(p) = *e.at(p + 1)
+		}
 	}
-	more[last-1] = nsSlot[N, X]{} // release what it referenced
+	if last > 0 {
+		*e.at(last) = nsSlot[N, X]{} // release what it referenced
+	}
 	e.n--
+	if e.n == 0 {
+		e.head = 0
+	}
 	// Keep the storage for the key's next namespaces, unless the key had
 	// many once and has few now.
 	if c := e.moreCap(); c > 2*nsIndexAbove && int(e.n) < c/4 {
-		shrunk := make([]nsSlot[N, X], max(nsMinMore, 1<<bits.Len(uint(e.n))))
-		copy(shrunk, e.moreSlots())
-		e.setMore(shrunk)
+		e.setMore(make([]nsSlot[N, X], max(nsMinMore, 1<<bits.Len(uint(e.n)))))
 	}
 	return ix != nil && int(e.n)+1 <= nsIndexBelow
 }

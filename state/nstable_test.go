@@ -834,6 +834,9 @@ func checkNsGroup[N comparable, X any](t fataler, g *nsGroup[string, N, X]) {
 		}
 		used++
 		pairs += s.e.count()
+		if e := &s.e; int(e.n) > e.moreCap() || (e.n == 0 && e.head != 0) || (e.more != nil && int(e.head) >= e.moreCap()) {
+			t.Fatalf("slot %d: key %q: %d namespaces in more, capacity %d, ring head %d", i, s.key, e.n, e.moreCap(), e.head)
+		}
 		if s.hash != keyhash.Of(s.key) {
 			t.Fatalf("slot %d: hash %x, key %q hashes to %x", i, s.hash, s.key, keyhash.Of(s.key))
 		}
