@@ -41,6 +41,16 @@ func MustNamespacedValueWithCodecs[K comparable, N comparable, V any](b *Backend
 	return must(NamespacedValueWithCodecs(b, name, nc, vc))
 }
 
+// OrderNamespaces tells the state that namespaces are ordered by before (a
+// strict total order) and that a key usually gets them in ascending order,
+// as it gets time windows: a key's next window is then known to be new
+// without a look at its older ones. It changes no result, only the cost of
+// reaching a namespace, so it may be set at any time. The in-memory backend
+// uses it; Pebble has no need.
+func (s *NamespacedValueState[K, N, V]) OrderNamespaces(before func(a, b N) bool) {
+	s.t.before = before
+}
+
 // Value returns the value of the current key in namespace ns.
 func (s *NamespacedValueState[K, N, V]) Value(ns N) (V, bool) {
 	if s.b.pb != nil {
@@ -219,6 +229,9 @@ func (s *NamespacedListState[K, N, V]) Get(ns N) []V {
 	}
 	return nil
 }
+
+// OrderNamespaces is NamespacedValueState.OrderNamespaces for lists.
+func (s *NamespacedListState[K, N, V]) OrderNamespaces(before func(a, b N) bool) { s.t.before = before }
 
 // Add appends v to the current key's list in namespace ns.
 func (s *NamespacedListState[K, N, V]) Add(ns N, v V) {

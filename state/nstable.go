@@ -86,7 +86,7 @@ type nsEntries[N comparable, X any] struct {
 	first nsSlot[N, X]
 	more  *nsSlot[N, X] // element 0 of an array of moreCap() slots, or nil
 	n     uint32        // slots of more in use
-	flags uint8         // nsHas, nsStale, nsIndexed, and log2(moreCap())+1 << nsCapShift
+	flags uint16        // nsHas, nsStale, nsIndexed, nsFirstMax, and log2(moreCap())+1 << nsCapShift
 	head  uint16        // index in more of position 1; 0 when more is empty
 }
 
@@ -95,7 +95,8 @@ const (
 	nsHas      = 1 << 0 // first is in use (when not, the key has no namespace)
 	nsStale    = 1 << 1 // empty at the last sweep of its key group
 	nsIndexed  = 1 << 2 // the key's positions are in its group's index
-	nsCapShift = 3      // flags >> nsCapShift is log2(capacity of more) + 1, 0 without more
+	nsFirstMax = 1 << 3 // first is the greatest namespace of the key (nsTable.before)
+	nsCapShift = 4      // flags >> nsCapShift is log2(capacity of more) + 1, 0 without more
 )
 
 // nsMaxRing bounds the capacity of more: head must index it. A key's
@@ -107,7 +108,7 @@ func (e *nsEntries[N, X]) has() bool     { return e.flags&nsHas != 0 }
 func (e *nsEntries[N, X]) stale() bool   { return e.flags&nsStale != 0 }
 func (e *nsEntries[N, X]) indexed() bool { return e.flags&nsIndexed != 0 }
 
-func (e *nsEntries[N, X]) setFlag(f uint8, on bool) {
+func (e *nsEntries[N, X]) setFlag(f uint16, on bool) {
 	if on {
 		e.flags |= f
 	} else {
@@ -153,7 +154,7 @@ func (e *nsEntries[N, X]) setMore(arr []nsSlot[N, X]) {
 		panic("state: namespaced state: a key's namespace array outgrew its ring index")
 	}
 	e.more = &arr[0]
-	e.flags = e.flags&(1<<nsCapShift-1) | uint8(bits.Len(uint(len(arr))))<<nsCapShift
+	e.flags = e.flags&(1<<nsCapShift-1) | uint16(bits.Len(uint(len(arr))))<<nsCapShift
 }
 
 func (e *nsEntries[N, X]) count() int {
@@ -206,14 +207,16 @@ func (e *nsEntries[N, X]) pos(ns N, ix map[N]int32) int {
 const nsMinMore = 2
 
 // add adds namespace ns, which e does not hold, in front, and returns its
-// slot and whether the key needs an index now. ix is the key's index if it
-// is indexed; add keeps it up to date.
-func (e *nsEntries[N, X]) add(ns N, v X, ix map[N]int32) (*nsSlot[N, X], bool) {
+// slot and whether the key needs an index now. greatest says ns is greater
+// than every namespace e holds (nsFirstMax). ix is the key's index if it is
+// indexed; add keeps it up to date.
+func (e *nsEntries[N, X]) add(ns N, v X, greatest bool, ix map[N]int32) (*nsSlot[N, X], bool) {
 	if !e.has() {
 		e.first = nsSlot[N, X]{ns, v}
-		e.flags = e.flags&^nsStale | nsHas
+		e.flags = e.flags&^nsStale | nsHas | nsFirstMax
 		return &e.first, false
 	}
+	e.setFlag(nsFirstMax, greatest)
 	n := int(e.n)
 	if n == e.moreCap() {
 		e.setMore(make([]nsSlot[N, X], max(nsMinMore, 2*n)))
@@ -258,8 +261,11 @@ func (e *nsEntries[N, X]) remove(pos int, ix map[N]int32) (dropIndex bool) {
 			ix[e.at(pos).ns] = int32(pos)
 		}
 	case pos == 0:
-		// The newest but one becomes first.
+		// The newest but one becomes first. Whether it is the greatest is
+		// not known: it is if the key's namespaces came in order, unless
+		// an index (since dropped) reordered its slots.
 		e.first = *e.at(last)
+		e.flags &^= nsFirstMax
 	case pos == 1:
 		// The oldest: the ring starts after it.
 		*e.at(1) = nsSlot[N, X]{}
@@ -429,7 +435,7 @@ func (g *nsGroup[K, N, X]) set(k K, ns N, v X) {
 		e.at(p).v = v
 		return
 	}
-	g.addNs(k, e, ns, v)
+	g.addNs(k, e, ns, v, false)
 	g.n++
 }
 
@@ -444,8 +450,9 @@ func (g *nsGroup[K, N, X]) index(k K, e *nsEntries[N, X]) map[N]int32 {
 
 // addNs adds namespace ns, which key k (entries e) does not hold, in front,
 // and returns its slot; it gives the key an index when it gets many.
-func (g *nsGroup[K, N, X]) addNs(k K, e *nsEntries[N, X], ns N, v X) *nsSlot[N, X] {
-	sl, needIndex := e.add(ns, v, g.index(k, e))
+// greatest is as for nsEntries.add.
+func (g *nsGroup[K, N, X]) addNs(k K, e *nsEntries[N, X], ns N, v X, greatest bool) *nsSlot[N, X] {
+	sl, needIndex := e.add(ns, v, greatest, g.index(k, e))
 	if needIndex {
 		if g.idx == nil {
 			g.idx = map[K]map[N]int32{}
@@ -519,6 +526,12 @@ type nsTable[K comparable, N comparable, X any] struct {
 	cacheEpoch uint64           // 0: no cached entry
 	cow        cowPins
 	cloneX     func(X) X // deep copy of a value, for copy-on-write
+	// before orders namespaces, if the state was told an order
+	// (OrderNamespaces): then a key whose first namespace is its greatest
+	// (nsFirstMax) does not hold any namespace after it, which saves the
+	// scan of its namespaces when a new greatest one comes (the next
+	// window of a key, while older ones wait for the watermark).
+	before func(a, b N) bool
 	// The position of namespace memoNs among the current key's entries
 	// (-1: absent) as the last get found it, valid while memoEpoch ==
 	// b.epoch; every change of a key's namespaces through this table, and
@@ -529,6 +542,15 @@ type nsTable[K comparable, N comparable, X any] struct {
 	memoNs    N
 	memoPos   int
 	memoEpoch uint64 // 0: no memo
+}
+
+// greatest reports whether ns is known to be greater than every namespace
+// of e (e holds none, or its greatest is first and before it).
+func (t *nsTable[K, N, X]) greatest(e *nsEntries[N, X], ns N) bool {
+	if !e.has() {
+		return true
+	}
+	return t.before != nil && e.flags&nsFirstMax != 0 && t.before(e.first.ns, ns)
 }
 
 // memo returns the remembered position of ns for the current key, if any.
@@ -591,7 +613,10 @@ func (t *nsTable[K, N, X]) get(ns N) *nsSlot[N, X] {
 	if e.has() && e.first.ns == ns {
 		return &e.first // the common case, cheaper than the memo
 	}
-	p := e.pos(ns, t.groups[t.b.slot].index(t.b.key, e))
+	p := -1
+	if !t.greatest(e, ns) {
+		p = e.pos(ns, t.groups[t.b.slot].index(t.b.key, e))
+	}
 	t.remember(ns, p)
 	if p < 0 {
 		return nil
@@ -608,6 +633,9 @@ func (t *nsTable[K, N, X]) posForWrite(e *nsEntries[N, X], ns N) int {
 	if p, ok := t.memo(ns); ok {
 		return p
 	}
+	if t.greatest(e, ns) {
+		return -1
+	}
 	return e.pos(ns, t.groups[t.b.slot].index(t.b.key, e))
 }
 
@@ -622,7 +650,7 @@ func (t *nsTable[K, N, X]) slot(ns N) (*nsSlot[N, X], bool) {
 	g := &t.groups[t.b.slot]
 	g.n++
 	t.remember(ns, 0) // add puts ns first
-	return g.addNs(t.b.key, e, ns, zero), false
+	return g.addNs(t.b.key, e, ns, zero, t.greatest(e, ns)), false
 }
 
 // put stores v under the current key and ns.
@@ -635,7 +663,7 @@ func (t *nsTable[K, N, X]) put(ns N, v X) {
 	g := &t.groups[t.b.slot]
 	g.n++
 	t.remember(ns, 0) // add puts ns first
-	g.addNs(t.b.key, e, ns, v)
+	g.addNs(t.b.key, e, ns, v, t.greatest(e, ns))
 }
 
 // take removes the current key's namespace ns and returns its value.

@@ -48,6 +48,7 @@ type incremental[K comparable, T, ACC, OUT any] struct {
 
 func (c *incremental[K, T, ACC, OUT]) open(b *state.Backend[K]) {
 	c.st = state.MustNamespacedValueWithCodecs[K, Window, ACC](b, contentsName, WindowCodec{}, c.codec)
+	c.st.OrderNamespaces(opensBefore)
 }
 
 func (c *incremental[K, T, ACC, OUT]) add(sw Window, v T) bool {
@@ -83,6 +84,14 @@ type buffered[K comparable, T, OUT any] struct {
 
 func (c *buffered[K, T, OUT]) open(b *state.Backend[K]) {
 	c.st = state.MustNamespacedListWithCodecs[K, Window, T](b, contentsName, WindowCodec{}, c.codec)
+	c.st.OrderNamespaces(opensBefore)
+}
+
+// opensBefore orders windows by end, then start: the order in which a key
+// usually gets them (its next window ends later), which the state uses to
+// know a key's next window is new without looking at the ones it holds.
+func opensBefore(a, b Window) bool {
+	return a.End < b.End || (a.End == b.End && a.Start < b.Start)
 }
 
 func (c *buffered[K, T, OUT]) add(sw Window, v T) bool {
