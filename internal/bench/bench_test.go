@@ -17,6 +17,9 @@ func TestScenariosAgreeWithLoops(t *testing.T) {
 	if _, err := WindowSumRandom(100_000, 1000); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := WindowSumPeriodic(100_000, 1000); err != nil {
+		t.Fatal(err)
+	}
 	for _, p := range []int{1, 2} {
 		if _, err := KeyedCount(100_000, 1000, p); err != nil {
 			t.Fatal(err)
@@ -24,32 +27,30 @@ func TestScenariosAgreeWithLoops(t *testing.T) {
 	}
 }
 
-func BenchmarkChain(b *testing.B) {
-	r, err := Chain(int64(b.N) + 1000)
+// benchVsLoop runs a scenario over b.N records (plus a thousand, so that
+// even b.N = 1 makes windows) and reports the engine's rate and its ratio
+// to the loop.
+func benchVsLoop(b *testing.B, scenario func(n int64) (Result, error)) Result {
+	r, err := scenario(int64(b.N) + 1000)
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.ReportMetric(r.EnginePerSec, "records/s")
 	b.ReportMetric(r.Ratio, "x-loop")
+	return r
+}
+
+func BenchmarkChain(b *testing.B) {
+	r := benchVsLoop(b, Chain)
 	b.ReportMetric(r.OverheadNsPerRecordPerOp, "ns-overhead/rec/op")
 }
 
 func BenchmarkKeyedCount(b *testing.B) {
-	r, err := KeyedCount(int64(b.N)+1000, 10_000, 1)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.ReportMetric(r.EnginePerSec, "records/s")
-	b.ReportMetric(r.Ratio, "x-loop")
+	benchVsLoop(b, func(n int64) (Result, error) { return KeyedCount(n, 10_000, 1) })
 }
 
 func BenchmarkKeyBy2Subtasks(b *testing.B) {
-	r, err := KeyedCount(int64(b.N)+1000, 10_000, 2)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.ReportMetric(r.EnginePerSec, "records/s")
-	b.ReportMetric(r.Ratio, "x-loop")
+	benchVsLoop(b, func(n int64) (Result, error) { return KeyedCount(n, 10_000, 2) })
 }
 
 func TestCheckpointScenarioRuns(t *testing.T) {
@@ -65,34 +66,19 @@ func TestCheckpointScenarioRuns(t *testing.T) {
 }
 
 func BenchmarkWindowSum10kKeys(b *testing.B) {
-	r, err := WindowSum(int64(b.N)+1000, 10_000)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.ReportMetric(r.EnginePerSec, "records/s")
-	b.ReportMetric(r.Ratio, "x-loop")
+	benchVsLoop(b, func(n int64) (Result, error) { return WindowSum(n, 10_000) })
 }
 
 // BenchmarkWindowSum10kKeysRandom is BenchmarkWindowSum10kKeys with keys in
 // random order.
 func BenchmarkWindowSum10kKeysRandom(b *testing.B) {
-	r, err := WindowSumRandom(int64(b.N)+1000, 10_000)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.ReportMetric(r.EnginePerSec, "records/s")
-	b.ReportMetric(r.Ratio, "x-loop")
+	benchVsLoop(b, func(n int64) (Result, error) { return WindowSumRandom(n, 10_000) })
 }
 
 // BenchmarkWindowSum10kKeysPeriodic is BenchmarkWindowSum10kKeys with the
 // default 200 ms periodic watermark.
 func BenchmarkWindowSum10kKeysPeriodic(b *testing.B) {
-	r, err := WindowSumPeriodic(int64(b.N)+1000, 10_000)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.ReportMetric(r.EnginePerSec, "records/s")
-	b.ReportMetric(r.Ratio, "x-loop")
+	benchVsLoop(b, func(n int64) (Result, error) { return WindowSumPeriodic(n, 10_000) })
 }
 
 func BenchmarkCheckpointCost(b *testing.B) {
