@@ -204,6 +204,9 @@ func (o *operator[K, T, OUT]) addTo(k K, v T, wm int64) (taken bool, err error) 
 		}
 		taken = true
 		fresh := o.contents.add(w, v)
+		if !fresh && (!o.eventTime || (wm >= o.registerBelow && w.MaxTimestamp() > wm)) {
+			continue // the usual record: afterAdd has nothing to do
+		}
 		if err := o.afterAdd(k, w, w, fresh, wm); err != nil {
 			return taken, err
 		}
