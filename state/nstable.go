@@ -252,6 +252,13 @@ func (e *nsEntries[N, X]) remove(pos int, ix map[N]int32) (dropIndex bool) {
 		return ix != nil
 	}
 	last := int(e.n) // position of the last slot
+	if pos == 0 {
+		// Another namespace becomes first. Whether it is the greatest is
+		// not known: without an index it is if the key's namespaces came in
+		// order, unless an index (since dropped) reordered its slots; with
+		// one, the last slot takes its place.
+		e.flags &^= nsFirstMax
+	}
 	switch {
 	case ix != nil:
 		// Any order: the last slot takes pos.
@@ -261,11 +268,8 @@ func (e *nsEntries[N, X]) remove(pos int, ix map[N]int32) (dropIndex bool) {
 			ix[e.at(pos).ns] = int32(pos)
 		}
 	case pos == 0:
-		// The newest but one becomes first. Whether it is the greatest is
-		// not known: it is if the key's namespaces came in order, unless
-		// an index (since dropped) reordered its slots.
+		// The newest but one becomes first.
 		e.first = *e.at(last)
-		e.flags &^= nsFirstMax
 	case pos == 1:
 		// The oldest: the ring starts after it.
 		*e.at(1) = nsSlot[N, X]{}

@@ -855,3 +855,31 @@ func checkNsGroup[N comparable, X any](t fataler, g *nsGroup[string, N, X]) {
 		t.Fatalf("counted %d keys, %d pairs; group says %d, %d", used, pairs, g.keys, g.n)
 	}
 }
+
+// TestNamespacedOrderedFirstRemoved removes some of a key's namespaces and
+// then its greatest, its first, with an index (removals move the last slot
+// into the hole, so the one that takes first's place is not the greatest)
+// and without one, and checks that every other namespace is still found:
+// the state must stop assuming first is the greatest (nsFirstMax) once
+// first has gone.
+func TestNamespacedOrderedFirstRemoved(t *testing.T) {
+	for _, many := range []int{5, 2 * nsIndexAbove} {
+		b := NewBackend[string](keygroup.Range{Start: 0, End: 0})
+		st := MustNamespacedValue[string, int, int](b, "v")
+		st.OrderNamespaces(func(a, b int) bool { return a < b })
+		setIn(b, "k")
+		for ns := range many {
+			st.Update(ns, ns)
+		}
+		for ns := 1; ns < many/2; ns += 2 {
+			st.Clear(ns) // reordering an indexed key's slots: the last moves in
+		}
+		st.Clear(many - 1) // the greatest, first
+		for ns := range many - 1 {
+			v, ok := st.Value(ns)
+			if want := ns >= many/2 || ns%2 == 0; ok != want || (ok && v != ns) {
+				t.Fatalf("%d namespaces: Value(%d) = %d, %v; want %d, %v", many, ns, v, ok, ns, want)
+			}
+		}
+	}
+}
