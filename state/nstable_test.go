@@ -583,6 +583,20 @@ func TestNamespacedMatchesModel(t *testing.T) {
 				val.Clear(n)
 				delete(mVal, nsk{key, n})
 			},
+			"clearGreatest": func(rt *rapid.T) {
+				// The key's greatest namespace: its first when they came in
+				// order, the one OrderNamespaces's shortcut depends on.
+				g, found := -1, false
+				for k := range mVal {
+					if k.key == key && k.ns > g {
+						g, found = k.ns, true
+					}
+				}
+				if found {
+					val.Clear(g)
+					delete(mVal, nsk{key, g})
+				}
+			},
 			"clearMany": func(rt *rapid.T) {
 				step := rapid.IntRange(1, 3).Draw(rt, "step")
 				for n := rapid.IntRange(0, 2).Draw(rt, "from"); n <= maxNs; n += step {
