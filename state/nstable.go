@@ -15,12 +15,21 @@ import (
 // inline slot for the newest namespace (most keys have one window at a
 // time) and, behind a pointer, one array for the others (sliding windows,
 // sessions, and tumbling windows waiting for the watermark to fire them),
-// its length and capacity kept in the slot, so that reaching them costs one
-// pointer and no header. Reading (key, ns) is one table lookup with the key
-// alone (internal/keyhash), which usually touches one cache line, plus a
-// scan of the key's few namespaces, newest first; keys with many
-// namespaces (long sliding windows, long allowed lateness) get an index map
-// in their key group.
+// used as a ring, oldest first, its length, capacity and start kept in the
+// slot, so that reaching them costs one pointer and no header and the
+// oldest (the next to fire) leaves without moving the others. Reading
+// (key, ns) is one table lookup with the key alone (internal/keyhash),
+// which usually touches one cache line, plus a scan of the key's few
+// namespaces: the newest, the oldest, then the others newest first. Keys
+// with many namespaces (long sliding windows, long allowed lateness) get an
+// index map in their key group.
+//
+// Invariant (nsFirstMax): when a state has an order on namespaces
+// (OrderNamespaces) and a key's flag is set, its first namespace is the
+// greatest it holds, so a greater one is absent without a scan. The flag is
+// set when the key gets its only namespace or a namespace greater than a
+// flagged first, cleared by any other addition and whenever first is
+// removed.
 //
 // The state remembers the entries of the current key found by the last
 // access (valid while the backend's epoch is unchanged), so the usual
