@@ -96,7 +96,12 @@ type nsEntries[N comparable, X any] struct {
 	more  *nsSlot[N, X] // element 0 of an array of moreCap() slots, or nil
 	n     uint32        // slots of more in use
 	flags uint16        // nsHas, nsStale, nsIndexed, nsFirstMax, and log2(moreCap())+1 << nsCapShift
-	head  uint16        // index in more of position 1; 0 when more is empty
+	// head is the index in more of position 1 (0 when more is empty). It
+	// moves only when the oldest leaves a key without an index, whose
+	// array has at most 2*nsIndexAbove slots (it grows past that only
+	// with an index, and shrinks to it before the index goes), and every
+	// reallocation resets it, so 16 bits are plenty whatever the capacity.
+	head uint16
 }
 
 // nsEntries flags.
@@ -107,11 +112,6 @@ const (
 	nsFirstMax = 1 << 3 // first is the greatest namespace of the key (nsTable.before)
 	nsCapShift = 4      // flags >> nsCapShift is log2(capacity of more) + 1, 0 without more
 )
-
-// nsMaxRing bounds the capacity of more: head must index it. A key's
-// namespaces beyond nsIndexAbove are indexed, and the array shrinks as they
-// go, so it stays far below this.
-const nsMaxRing = 1 << 16
 
 func (e *nsEntries[N, X]) has() bool     { return e.flags&nsHas != 0 }
 func (e *nsEntries[N, X]) stale() bool   { return e.flags&nsStale != 0 }
@@ -147,21 +147,13 @@ func (e *nsEntries[N, X]) moreAt(i int) *nsSlot[N, X] {
 	return &r[(int(e.head)+i)&(len(r)-1)]
 }
 
-// setMore makes arr (a power of two long, at least n) the array behind
-// more, holding the slots of more in ring order from arr[0].
+// setMore makes arr (a power of two long, at least max(n, 1)) the array
+// behind more, holding the slots of more in ring order from arr[0].
 func (e *nsEntries[N, X]) setMore(arr []nsSlot[N, X]) {
-	n := int(e.n)
-	for i := range n {
+	for i := range int(e.n) {
 		arr[i] = *e.moreAt(i)
 	}
 	e.head = 0
-	if len(arr) == 0 {
-		e.more, e.flags = nil, e.flags&(1<<nsCapShift-1)
-		return
-	}
-	if len(arr) > nsMaxRing {
-		panic("state: namespaced state: a key's namespace array outgrew its ring index")
-	}
 	e.more = &arr[0]
 	e.flags = e.flags&(1<<nsCapShift-1) | uint16(bits.Len(uint(len(arr))))<<nsCapShift
 }
@@ -268,31 +260,29 @@ func (e *nsEntries[N, X]) remove(pos int, ix map[N]int32) (dropIndex bool) {
 		// one, the last slot takes its place.
 		e.flags &^= nsFirstMax
 	}
+	freed := e.at(last) // the slot that falls out of use
 	switch {
 	case ix != nil:
 		// Any order: the last slot takes pos.
 		delete(ix, e.at(pos).ns)
 		if pos != last {
-			*e.at(pos) = *e.at(last)
+			*e.at(pos) = *freed
 			ix[e.at(pos).ns] = int32(pos)
 		}
 	case pos == 0:
 		// The newest but one becomes first.
-		e.first = *e.at(last)
+		e.first = *freed
 	case pos == 1:
 		// The oldest: the ring starts after it.
-		*e.at(1) = nsSlot[N, X]{}
+		freed = e.at(1)
 		e.head = uint16((int(e.head) + 1) & (e.moreCap() - 1))
-		last = 0 // nothing left to release
 	default:
 		// Keep the order.
 		for p := pos; p < last; p++ {
 			*e.at(p) = *e.at(p + 1)
 		}
 	}
-	if last > 0 {
-		*e.at(last) = nsSlot[N, X]{} // release what it referenced
-	}
+	*freed = nsSlot[N, X]{} // release what it referenced
 	e.n--
 	if e.n == 0 {
 		e.head = 0

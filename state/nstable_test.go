@@ -897,3 +897,30 @@ func TestNamespacedOrderedFirstRemoved(t *testing.T) {
 		}
 	}
 }
+
+// TestNamespacedKeyWithMoreThan64KNamespaces gives one key more namespaces
+// than the ring's 16-bit start could index, which an indexed key may have
+// (only a key without an index moves the start), then removes and reads
+// some of them.
+func TestNamespacedKeyWithMoreThan64KNamespaces(t *testing.T) {
+	const many = 1<<16 + 100
+	b := NewBackend[string](keygroup.Range{Start: 0, End: 0})
+	st := MustNamespacedValue[string, int, int](b, "v")
+	setIn(b, "k")
+	for ns := range many {
+		st.Update(ns, -ns)
+	}
+	for ns := 0; ns < many; ns += 3 {
+		st.Clear(ns)
+	}
+	if n := st.NumKeys(); n != many-(many+2)/3 {
+		t.Fatalf("%d pairs, want %d", n, many-(many+2)/3)
+	}
+	for _, ns := range []int{0, 1, 2, 1 << 15, 1<<16 + 1, many - 1} {
+		v, ok := st.Value(ns)
+		if want := ns%3 != 0; ok != want || (ok && v != -ns) {
+			t.Fatalf("Value(%d) = %d, %v; want %d, %v", ns, v, ok, -ns, want)
+		}
+	}
+	checkNsGroup(t, &st.t.groups[0])
+}
