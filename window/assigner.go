@@ -104,8 +104,8 @@ func TumblingProcessing(size time.Duration) Assigner {
 
 // AssignWindows appends the single window containing t.
 func (a tumbling) AssignWindows(t int64, dst []Window) []Window {
-	s := startOf(t, a.offset, a.size)
-	return append(dst, Window{Start: s, End: addSat(s, a.size)})
+	dst, _, _ = a.assignRange(t, dst)
+	return dst
 }
 
 // assignRange implements rangeAssigner: the window itself.
@@ -158,9 +158,7 @@ func SlidingProcessing(size, slide time.Duration) Assigner {
 
 // AssignWindows appends the windows containing t, latest first.
 func (a sliding) AssignWindows(t int64, dst []Window) []Window {
-	for s := startOf(t, a.offset, a.slide); s > t-a.size; s -= a.slide {
-		dst = append(dst, Window{Start: s, End: addSat(s, a.size)})
-	}
+	dst, _, _ = a.assignRange(t, dst)
 	return dst
 }
 

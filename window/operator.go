@@ -204,14 +204,23 @@ func (o *operator[K, T, OUT]) addTo(k K, v T, wm int64) (taken bool, err error) 
 		}
 		taken = true
 		fresh := o.contents.add(w, v)
-		if !fresh && (!o.eventTime || (wm >= o.registerBelow && w.MaxTimestamp() > wm)) {
-			continue // the usual record: afterAdd has nothing to do
+		if o.afterAddIdle(w, fresh, wm) {
+			continue // the usual record
 		}
 		if err := o.afterAdd(k, w, w, fresh, wm); err != nil {
 			return taken, err
 		}
 	}
 	return taken, nil
+}
+
+// afterAddIdle reports whether afterAdd(k, w, sw, register, wm) has nothing
+// to do: a record that did not open w (register false), outside a restore's
+// catch-up, joining an event-time window that has not fired, or any
+// processing-time window. Checked before the call, it keeps the usual
+// record out of afterAdd.
+func (o *operator[K, T, OUT]) afterAddIdle(w Window, register bool, wm int64) bool {
+	return !register && (!o.eventTime || (wm >= o.registerBelow && w.MaxTimestamp() > wm))
 }
 
 // afterAdd is the default trigger's onElement and the cleanup-timer
