@@ -325,28 +325,14 @@ func (q *Queue[K, N]) bucketOf(ts int64) *bucket[K, N] {
 // with the same identity is already queued. It panics if t.KeyGroup is
 // outside the queue's range.
 func (q *Queue[K, N]) Add(t Timer[K, N]) bool {
-	i := q.slot(t.KeyGroup)
-	b := q.bucketOf(t.Timestamp)
-	if b == nil {
-		b = q.newBucket(t.Timestamp)
-	} else {
+	if b := q.bucketOf(t.Timestamp); b != nil {
 		b.settle()
 		if b.find(b.hashFor(t.Key), t.Key, t.Namespace) >= 0 {
 			q.last = b
 			return false
 		}
-		b.compact()
 	}
-	q.last = b
-	p := len(b.timers)
-	b.timers = append(b.timers, t)
-	b.lazyFrom = len(b.timers)
-	if b.indexed {
-		b.insert(keyhash.Of(t.Key), p)
-	} else if p+1-b.head > scanMax {
-		b.indexAll()
-	}
-	q.added(b, i)
+	q.AddNew(t) // indexed when the bucket is next looked up
 	return true
 }
 
