@@ -216,6 +216,14 @@ func (f *countFn) ProcessElement(_ Event, ctx *weir.KeyedContext[string, int64])
 
 func (f *countFn) OnTimer(int64, *weir.KeyedContext[string, int64]) error { return nil }
 
+// countPerKey adds the keyed count (countFn) over src and counts its
+// outputs into total when the job ends.
+func countPerKey(src weir.Stream[Event], total *int64) {
+	counts := weir.Process(weir.KeyBy(src, func(e Event) string { return e.Key }), "count",
+		func() weir.KeyedProcessFunction[string, Event, int64] { return &countFn{} })
+	count(counts, total, nil, nil)
+}
+
 // KeyedCount counts n events over nKeys keys with value state, at the given
 // parallelism (1: one goroutine; 2: the key-by crosses subtasks).
 func KeyedCount(n int64, nKeys, par int) (Result, error) {
@@ -225,10 +233,8 @@ func KeyedCount(n int64, nKeys, par int) (Result, error) {
 		src := weir.Generate(env, "events", n, func(i int64) weir.Record[Event] {
 			return weir.Record[Event]{Value: eventAt(keys, i), Timestamp: i}
 		}, monotone[Event]())
-		counts := weir.Process(weir.KeyBy(src, func(e Event) string { return e.Key }), "count",
-			func() weir.KeyedProcessFunction[string, Event, int64] { return &countFn{} })
 		var total int64
-		count(counts, &total, nil, nil)
+		countPerKey(src, &total)
 		t, err := run(env)
 		if err == nil && total != n {
 			return 0, fmt.Errorf("keyed count: %d outputs, want %d", total, n)

@@ -203,10 +203,8 @@ func CheckpointThroughputOn(backend string, n int64, keys int, interval time.Dur
 			j := i*2 + int64(split)
 			return weir.Record[Event]{Value: eventAt(ks, j), Timestamp: j}
 		}, monotone[Event]())
-		counts := weir.Process(weir.KeyBy(src, func(e Event) string { return e.Key }), "count",
-			func() weir.KeyedProcessFunction[string, Event, int64] { return &countFn{} })
 		var total int64
-		count(counts, &total, nil, nil)
+		countPerKey(src, &total)
 		start := time.Now()
 		if err := env.Execute(context.Background()); err != nil {
 			return 0, err
