@@ -26,11 +26,14 @@ func TransformTwo[A, B, OUT any](a Stream[A], b Stream[B], name string, newOp fu
 // CoFlatMap joins two streams of different types into one: f1 handles the
 // records of a, f2 those of b; each emits any number of values with the
 // input record's timestamp. Records reach subtask i of the operator from
-// subtask i of each input, or round-robin where parallelisms differ.
+// subtask i of each input (forward, as Flink's connect) where the input and
+// the operator run at the same parallelism when the job is built, and
+// round-robin where they differ; keyed inputs (KeyBy) keep their key-group
+// partitioning.
 func CoFlatMap[A, B, OUT any](a Stream[A], b Stream[B], name string, f1 func(v A, emit func(OUT)), f2 func(v B, emit func(OUT))) Stream[OUT] {
 	return TransformTwo(a, b, name, func() runtime.TwoInputOperator[A, B, OUT] {
 		return &coFlatMapOp[A, B, OUT]{f1: f1, f2: f2}
-	}, runtime.Rebalance[A](), runtime.Rebalance[B]())
+	}, runtime.ForwardOrRebalance[A](), runtime.ForwardOrRebalance[B]())
 }
 
 type coFlatMapOp[A, B, OUT any] struct {

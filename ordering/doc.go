@@ -1,6 +1,7 @@
 // Package ordering puts keyed streams in event-time order and keeps event
-// time moving once the inputs are live (seed 003): Sort, a per-key sort on
-// the timer queue, and Clock, a stream without records whose watermark
+// time moving once the inputs are live (seed 003): Sort, a per-key sort
+// that holds records in memory in sorted runs until the watermark passes
+// them (held.go), and Clock, a stream without records whose watermark
 // follows processing time.
 //
 //	orders := weir.FromSource(env, "orders", kafkaSrc, strategy)           // caught-up splits go idle
@@ -30,8 +31,10 @@
 //	    "orderViolations" counter, and also sent to SortOptions.Violations
 //	    if set. No stream processor can sort an event it has not seen; the
 //	    watermark's lag decides how late a record may be.
-//	S4. Held records are in checkpoints and savepoints, per key group, as
-//	    keyed list state per (key, timestamp) with an event-time timer each
+//	S4. Held records are in checkpoints and savepoints, per key group, in
+//	    the format of keyed list state per (key, timestamp) with an
+//	    event-time timer each (the operator's in-memory queue is written in
+//	    that form only when a snapshot is taken)
 //	    (so a restore at another parallelism re-slices them, and snapshots
 //	    of earlier versions restore); a restored operator releases them as
 //	    the watermark passes them again, keeping their order.
