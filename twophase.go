@@ -6,6 +6,7 @@ import (
 	"sort"
 
 	"github.com/weirproject/weir/checkpoint"
+	"github.com/weirproject/weir/internal/killpoint"
 	"github.com/weirproject/weir/runtime"
 )
 
@@ -119,7 +120,13 @@ func (o *twoPhaseOp[T, TXN]) Open(ctx *runtime.Context, out runtime.Output[struc
 	return err
 }
 
-func (o *twoPhaseOp[T, TXN]) ProcessRecord(r Record[T]) error { return o.sink.Write(o.open, r) }
+func (o *twoPhaseOp[T, TXN]) ProcessRecord(r Record[T]) error {
+	if err := o.sink.Write(o.open, r); err != nil {
+		return err
+	}
+	killpoint.Hit("sink.after-write")
+	return nil
+}
 
 func (o *twoPhaseOp[T, TXN]) SnapshotState(w *runtime.SnapshotWriter) error {
 	if err := o.sink.PreCommit(o.open); err != nil {

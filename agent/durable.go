@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+
+	"github.com/weirproject/weir/internal/killpoint"
 )
 
 // durableRun is the store side of one action run: the state recorded so
@@ -179,10 +181,12 @@ func durable[T any](c *RunnerContext, name string, args any, fn func(context.Con
 		}
 	}
 live:
+	killpoint.Hit("agent.before-call")
 	v, err := fn(c.ctx, key)
 	if err != nil && c.ctx.Err() != nil {
 		return v, err // the operator is closing: record nothing more
 	}
+	killpoint.Hit("agent.after-call")
 	cr, rerr := result(v, err)
 	if rerr != nil {
 		return v, rerr
@@ -190,6 +194,7 @@ live:
 	if perr := record(cr); perr != nil {
 		return v, perr
 	}
+	killpoint.Hit("agent.after-record")
 	return v, err
 }
 

@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/weirproject/weir/internal/killpoint"
 )
 
 // MetadataFile is the name of a snapshot's manifest.
@@ -115,6 +117,7 @@ func Write(dir string, s *Snapshot) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("checkpoint: encode manifest: %w", err)
 	}
+	killpoint.Hit("checkpoint.before-manifest")
 	tmp := filepath.Join(dir, MetadataFile+".tmp")
 	if err := writeFileSync(tmp, data); err != nil {
 		return "", err

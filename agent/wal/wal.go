@@ -57,6 +57,7 @@ import (
 	"sync"
 
 	"github.com/weirproject/weir/agent"
+	"github.com/weirproject/weir/internal/killpoint"
 	"github.com/weirproject/weir/keygroup"
 	"github.com/weirproject/weir/runtime"
 )
@@ -167,6 +168,7 @@ func Open(dir string, rng keygroup.Range, opts Options) (*Store, error) {
 			absorbed = append(absorbed, l.path)
 		}
 	}
+	killpoint.Hit("agent.rebuild") // crash tests: between reading the logs and rewriting them
 	if err := s.rewrite(); err != nil {
 		return nil, err
 	}

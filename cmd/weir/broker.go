@@ -96,7 +96,7 @@ func experimentCmd() *cobra.Command {
 		Use:   "experiment",
 		Short: "Run the experiments of the design seeds",
 	}
-	c.AddCommand(orderingExperimentCmd(), agentCmd())
+	c.AddCommand(orderingExperimentCmd(), agentCmd(), durabilityCmd())
 	return c
 }
 

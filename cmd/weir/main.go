@@ -9,9 +9,13 @@ import (
 	"os"
 
 	"github.com/spf13/cobra"
+
+	"github.com/weirproject/weir/internal/durability"
 )
 
 func main() {
+	// A child process of `weir experiment durability` runs its job and exits.
+	durability.MaybeRunChild()
 	root := &cobra.Command{
 		Use:           "weir",
 		Short:         "weir: event-time-correct, exactly-once stream processing in Go",
