@@ -33,7 +33,8 @@ checkpoint until an attempt completes, then counts, per store:
   residualWindowEffects                       calls repeated with the same key: applied twice by a
                                               service that ignores idempotency keys (bounded by
                                               residualBound: kills × calls in flight)
-  durableCallsPerSec, flushPerWriteCallsPerSec, replayActionsPerSec   the store's speed`,
+  durableCallsPerSec, flushPerWriteCallsPerSec, rebuildStatesPerSec, replayActionsPerSec
+                                              the store's speed`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if cfg.Trials < 1 || cfg.Inputs < 1 || cfg.Keys < 1 || cfg.Parallelism < 1 || cfg.MaxKills < 1 {
@@ -67,8 +68,8 @@ checkpoint until an attempt completes, then counts, per store:
 				fmt.Fprintf(out, "  inputs %d: lost %d; outputs lost %d, duplicated %d\n", r.Inputs, r.LostInputs, r.LostOutputs, r.DuplicateOutputs)
 				fmt.Fprintf(out, "  effects %d, duplicated %d; calls repeated in the residual window %d (bound %d), without a kill %d\n",
 					r.Effects, r.DuplicateEffects, r.ResidualWindowEffects, r.ResidualBound, r.RepeatsWithoutKill)
-				fmt.Fprintf(out, "  durable calls/s %.0f (group commit) vs %.0f (flush per write): %.1fx; replay %.0f actions/s\n",
-					r.DurableCallsPerSec, r.FlushPerWriteCallsPerSec, r.DurableCallsPerSec/r.FlushPerWriteCallsPerSec, r.ReplayActionsPerSec)
+				fmt.Fprintf(out, "  durable calls/s %.0f (group commit) vs %.0f (flush per write): %.1fx; rebuild %.0f states/s; replay %.0f actions/s\n",
+					r.DurableCallsPerSec, r.FlushPerWriteCallsPerSec, r.DurableCallsPerSec/r.FlushPerWriteCallsPerSec, r.RebuildStatesPerSec, r.ReplayActionsPerSec)
 			}
 			if failed {
 				return fmt.Errorf("experiment durability: an input, output or effect was lost or repeated (see above)")
