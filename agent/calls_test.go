@@ -482,30 +482,39 @@ func TestReActDurableByDefault(t *testing.T) {
 	}
 }
 
-// TestKeysWithoutStore: without a store calls are not recorded, but each
-// still gets the idempotency key of its position (not one key for all).
+// TestKeysWithoutStore: without a store, Durable calls are not recorded
+// but each gets the idempotency key of its position (not one key for all);
+// tool calls are plain calls, without a key.
 func TestKeysWithoutStore(t *testing.T) {
 	var keys []string
 	echo := tool.MustFunc("echo", "Echoes", func(ctx context.Context, _ struct{}) (string, error) {
-		k, _ := tool.IdempotencyKey(ctx)
-		keys = append(keys, k)
-		return k, nil
+		k, ok := tool.IdempotencyKey(ctx)
+		if ok {
+			return "", fmt.Errorf("a plain tool call got key %q", k)
+		}
+		return "plain", nil
 	})
 	var id RunID
 	a := &Agent{Tools: []tool.Tool{echo}, Actions: []Action{NewAction("twice", func(c *RunnerContext, ev Event) error {
 		for range 2 {
-			if _, err := c.CallTool("echo", nil); err != nil {
+			if _, err := Durable(c, "call", nil, func(_ context.Context, key string) (int, error) {
+				keys = append(keys, key)
+				return 0, nil
+			}); err != nil {
 				return err
 			}
 		}
-		var err error
+		r, err := c.CallTool("echo", nil)
+		if err != nil || r.IsError {
+			return fmt.Errorf("tool call: %+v %v", r, err)
+		}
 		id, err = c.RunID()
 		return err
 	}, TypeInput)}}
 	if _, _, err := runAgent[string](t, a, Options{}, rec(msg{Key: "A"}, 1)); err != nil {
 		t.Fatal(err)
 	}
-	want := []string{idempotencyKey(id, 0, "tool:echo"), idempotencyKey(id, 1, "tool:echo")}
+	want := []string{idempotencyKey(id, 0, "call"), idempotencyKey(id, 1, "call")}
 	if !reflect.DeepEqual(keys, want) {
 		t.Fatalf("keys %q, want %q", keys, want)
 	}

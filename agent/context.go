@@ -115,14 +115,15 @@ func (c *RunnerContext) Model(name string) (model.ChatModel, error) {
 // reply without calling the model again; a different request at the same
 // position is a divergence. The model gets the call's idempotency key
 // through model.IdempotencyKey (OpenAIClient sends it as the
-// Idempotency-Key header). Options.NonDurableCalls turns this off; calling
-// the model from c.Model directly makes one call that is not recorded.
+// Idempotency-Key header). Without a store, or with
+// Options.NonDurableCalls, it is a plain call without a key; calling the
+// model from c.Model directly makes one such call.
 func (c *RunnerContext) Chat(name string, req model.Request) (*model.Response, error) {
 	m, err := c.Model(name)
 	if err != nil {
 		return nil, err
 	}
-	if c.host.nonDurableCalls() {
+	if !c.durableCalls() {
 		return m.Chat(c.ctx, req)
 	}
 	return Durable(c, chatCallPrefix+name, req, func(ctx context.Context, key string) (*model.Response, error) {
@@ -142,17 +143,24 @@ func (c *RunnerContext) Tools() *tool.Set { return c.host.agentDef().tools }
 // and after a restore the re-run of an unfinished action gets the recorded
 // result without calling the tool again. The tool gets the call's
 // idempotency key through tool.IdempotencyKey (MCP tools send it in the
-// request's _meta, tool.MCPIdempotencyMetaKey). Options.NonDurableCalls
-// turns this off; calling through c.Tools().Call makes one call that is not
-// recorded.
+// request's _meta, tool.MCPIdempotencyMetaKey). Without a store, or with
+// Options.NonDurableCalls, it is a plain call without a key; calling
+// through c.Tools().Call makes one such call.
 func (c *RunnerContext) CallTool(name string, args json.RawMessage) (tool.Result, error) {
 	tools := c.host.agentDef().tools
-	if c.host.nonDurableCalls() {
+	if !c.durableCalls() {
 		return tools.Call(c.ctx, name, args)
 	}
 	return Durable(c, toolCallPrefix+name, toolArgs(args), func(ctx context.Context, key string) (tool.Result, error) {
 		return tools.Call(tool.WithIdempotencyKey(ctx, key), name, args)
 	})
+}
+
+// durableCalls reports whether Chat and CallTool make durable calls: with a
+// store, unless Options.NonDurableCalls. Without a store they are plain
+// calls, as cheap as before (no digest, no key).
+func (c *RunnerContext) durableCalls() bool {
+	return c.durable != nil && !c.host.nonDurableCalls()
 }
 
 // The names of the durable calls Chat and CallTool make: the prefix, then

@@ -54,9 +54,10 @@ type Options struct {
 	// NonDurableCalls, every model and tool call (RunnerContext.Chat and
 	// CallTool, so every step of ReAct). nil means no store.
 	Store StoreFactory
-	// NonDurableCalls makes RunnerContext.Chat and CallTool plain calls:
-	// not recorded, not replayed after a restore, and without an
-	// idempotency key. Only Durable calls are then recorded.
+	// NonDurableCalls makes RunnerContext.Chat and CallTool plain calls
+	// even with a Store: not recorded, not replayed after a restore, and
+	// without an idempotency key (as they are without a Store). Only
+	// Durable calls are then recorded.
 	NonDurableCalls bool
 }
 
