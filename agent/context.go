@@ -16,6 +16,8 @@ type host interface {
 	agentDef() *compiled
 	encodeKey(key any) ([]byte, error)
 	log() *slog.Logger
+	// nonDurableCalls reports Options.NonDurableCalls.
+	nonDurableCalls() bool
 }
 
 // RunnerContext is what an action gets besides its event: the key and
@@ -35,6 +37,9 @@ type RunnerContext struct {
 	sent    []Event
 	runID   *RunID
 	durable *durableRun
+	// plainCalls counts the durable calls of a run without a store (their
+	// positions, for the idempotency keys).
+	plainCalls int
 }
 
 // Context returns the run's context: cancelled when the operator closes
@@ -103,12 +108,27 @@ func (c *RunnerContext) Model(name string) (model.ChatModel, error) {
 
 // Chat calls the model named name with req under the run's context. A
 // model's errors (after the model's own retries) come back to the action.
+//
+// The call is durable (see Durable), named "chat:" + name with req as its
+// arguments: with an action-state store its reply (or error) is recorded,
+// and after a restore the re-run of an unfinished action gets the recorded
+// reply without calling the model again; a different request at the same
+// position is a divergence. The model gets the call's idempotency key
+// through model.IdempotencyKey (OpenAIClient sends it as the
+// Idempotency-Key header). Without a store, or with
+// Options.NonDurableCalls, it is a plain call without a key; calling the
+// model from c.Model directly makes one such call.
 func (c *RunnerContext) Chat(name string, req model.Request) (*model.Response, error) {
 	m, err := c.Model(name)
 	if err != nil {
 		return nil, err
 	}
-	return m.Chat(c.ctx, req)
+	if !c.durableCalls() {
+		return m.Chat(c.ctx, req)
+	}
+	return Durable(c, chatCallPrefix+name, req, func(ctx context.Context, key string) (*model.Response, error) {
+		return m.Chat(model.WithIdempotencyKey(ctx, key), req)
+	})
 }
 
 // Tools returns the agent's tools.
@@ -117,8 +137,51 @@ func (c *RunnerContext) Tools() *tool.Set { return c.host.agentDef().tools }
 // CallTool calls the tool named name with JSON arguments under the run's
 // context. An unknown tool is an IsError result listing the tools there
 // are.
+//
+// The call is durable (see Durable), named "tool:" + name with args as its
+// arguments: with an action-state store its result (or error) is recorded,
+// and after a restore the re-run of an unfinished action gets the recorded
+// result without calling the tool again. The tool gets the call's
+// idempotency key through tool.IdempotencyKey (MCP tools send it in the
+// request's _meta, tool.MCPIdempotencyMetaKey). Without a store, or with
+// Options.NonDurableCalls, it is a plain call without a key; calling
+// through c.Tools().Call makes one such call.
 func (c *RunnerContext) CallTool(name string, args json.RawMessage) (tool.Result, error) {
-	return c.host.agentDef().tools.Call(c.ctx, name, args)
+	tools := c.host.agentDef().tools
+	if !c.durableCalls() {
+		return tools.Call(c.ctx, name, args)
+	}
+	return Durable(c, toolCallPrefix+name, toolArgs(args), func(ctx context.Context, key string) (tool.Result, error) {
+		return tools.Call(tool.WithIdempotencyKey(ctx, key), name, args)
+	})
+}
+
+// durableCalls reports whether Chat and CallTool make durable calls: with a
+// store, unless Options.NonDurableCalls. Without a store they are plain
+// calls, as cheap as before (no digest, no key).
+func (c *RunnerContext) durableCalls() bool {
+	return c.durable != nil && !c.host.nonDurableCalls()
+}
+
+// The names of the durable calls Chat and CallTool make: the prefix, then
+// the model's or tool's name.
+const (
+	chatCallPrefix = "chat:"
+	toolCallPrefix = "tool:"
+)
+
+// toolArgs is what identifies a tool call's arguments in its digest:
+// the arguments themselves when they are JSON, nothing when empty, and the
+// text when it is not JSON (a model wrote it; the tool reports it).
+func toolArgs(args json.RawMessage) any {
+	switch {
+	case len(args) == 0:
+		return nil
+	case json.Valid(args):
+		return args
+	default:
+		return map[string]string{"invalidJSON": string(args)}
+	}
 }
 
 // RunID returns the identity of this action run (see RunID). It fails only

@@ -85,7 +85,9 @@
 //     is the embedded write-ahead log, MemoryStore the in-memory one). A
 //     finished action's state (memory writes, sent events, call results)
 //     is recorded, durably, before its outputs leave; Durable records each
-//     call's result (or error, or null) as soon as it returns. After a
+//     call's result (or error, or null) as soon as it returns, and so do
+//     the model and tool calls of RunnerContext.Chat and CallTool (every
+//     step of ReAct) unless Options.NonDurableCalls. After a
 //     restore a recorded completed action is not run again: its writes and
 //     events are applied from the store; an unfinished one runs again and
 //     its recorded calls return their recorded results. A call that
@@ -96,7 +98,10 @@
 //     a checkpoint are pruned when it completes, which also drops the
 //     ghosts of inputs that will never be replayed. Each durable call gets
 //     an idempotency key, the same on every attempt, to pass to services
-//     that honour one; DurableReconciled records a pending call first, so
+//     that honour one (models get it through model.IdempotencyKey and
+//     OpenAIClient sends it as the Idempotency-Key header; Go tools get it
+//     through tool.IdempotencyKey, MCP tools send it in _meta under
+//     "weir/idempotencyKey"); DurableReconciled records a pending call first, so
 //     that a restore asks the service (by that key) whether a call whose
 //     result was lost took effect, instead of making it again.
 //

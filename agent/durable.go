@@ -90,9 +90,12 @@ func durable[T any](c *RunnerContext, name string, args any, fn func(context.Con
 	if err != nil {
 		return zero, err
 	}
-	pos := 0
+	var pos int
 	if d != nil {
 		pos = len(d.calls)
+	} else {
+		pos = c.plainCalls
+		c.plainCalls++
 	}
 	key := idempotencyKey(id, pos, name)
 	if d == nil {
@@ -197,6 +200,9 @@ live:
 	killpoint.Hit("agent.after-record")
 	return v, err
 }
+
+// nonDurableCalls implements host.
+func (o *operator[K, IN, OUT]) nonDurableCalls() bool { return o.opts.NonDurableCalls }
 
 // idempotencyKey derives the idempotency key of the call at position pos
 // named name of run id.

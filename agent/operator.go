@@ -49,9 +49,16 @@ type Options struct {
 	StallWarning time.Duration
 	// Store, when set, opens the action-state store of each subtask (for
 	// example wal.Factory): completed actions are recorded before their
-	// outputs leave and skipped after a restore, and Durable calls are
-	// recorded and replayed (seed 002). nil means no store.
+	// outputs leave and skipped after a restore, and durable calls are
+	// recorded and replayed (seed 002): Durable calls, and, unless
+	// NonDurableCalls, every model and tool call (RunnerContext.Chat and
+	// CallTool, so every step of ReAct). nil means no store.
 	Store StoreFactory
+	// NonDurableCalls makes RunnerContext.Chat and CallTool plain calls
+	// even with a Store: not recorded, not replayed after a restore, and
+	// without an idempotency key (as they are without a Store). Only
+	// Durable calls are then recorded.
+	NonDurableCalls bool
 }
 
 func (o Options) withDefaults() Options {

@@ -96,7 +96,9 @@ const (
 // without calling tools or MaxSteps model calls have been made. Its output
 // is a ReActAnswer. The conversation lives in sensory memory; every model
 // and tool call is its own action, so a restore resumes at the step that
-// was running.
+// was running, and, with a store, a durable call (RunnerContext.Chat and
+// CallTool), so a step whose call returned before a crash is not called
+// again.
 func ReAct(m model.ChatModel, tools []tool.Tool, opts ReActOptions) *Agent {
 	if opts.MaxSteps <= 0 {
 		opts.MaxSteps = 8

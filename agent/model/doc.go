@@ -32,4 +32,9 @@
 //     the request (FNV-1a hash); Latency.Sample maps a quantile to a
 //     latency of the fixed, uniform, exponential or lognormal
 //     distribution with the configured mean.
+//  7. Idempotency. A call whose context carries an idempotency key
+//     (WithIdempotencyKey; the agent operator sets one on every model call
+//     it records) sends it as the Idempotency-Key header of every attempt
+//     (OpenAIClient), so a server or gateway that deduplicates on it runs
+//     the call once.
 package model

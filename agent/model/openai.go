@@ -114,14 +114,23 @@ func (c *OpenAIClient) String() string {
 	return fmt.Sprintf("openai-compatible model %q at %s", c.model, c.baseURL)
 }
 
-// Chat implements ChatModel.
+// Chat implements ChatModel. When ctx carries an idempotency key
+// (WithIdempotencyKey: the agent operator sets one on every recorded call),
+// every attempt of the call sends it as the Idempotency-Key header; servers
+// that do not know the header ignore it.
 func (c *OpenAIClient) Chat(ctx context.Context, req Request) (*Response, error) {
 	params, err := c.params(req)
 	if err != nil {
 		return nil, err
 	}
+	var opts []option.RequestOption
+	if key, ok := IdempotencyKey(ctx); ok {
+		// The same key on every attempt: a server that honours it runs the
+		// call once however often the request is retried or replayed.
+		opts = append(opts, option.WithHeader(IdempotencyHeader, key))
+	}
 	return c.retry.Do(ctx, func(ctx context.Context) (*Response, error) {
-		cc, err := c.client.Chat.Completions.New(ctx, params)
+		cc, err := c.client.Chat.Completions.New(ctx, params, opts...)
 		if err != nil {
 			return nil, c.convertError(ctx, params.Model, err)
 		}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -281,5 +282,69 @@ func TestRetryStopsOnCancel(t *testing.T) {
 	var api *APIError
 	if !errors.As(err, &api) {
 		t.Fatal("the APIError is lost")
+	}
+}
+
+// TestOpenAIIdempotencyKey: a key in the context is sent as the
+// Idempotency-Key header on every attempt of the call; without one no such
+// header is sent.
+func TestOpenAIIdempotencyKey(t *testing.T) {
+	const serverError = `{"error":{"message":"The server had an error","type":"server_error","param":null,"code":null}}`
+	f := newFakeServer(t, reply{status: 500, body: serverError}, ok(textReply), ok(textReply))
+	var delays []time.Duration
+	m := OpenAI(OpenAIConfig{BaseURL: f.srv.URL + "/v1", APIKey: "sk-test", Model: "gpt-test",
+		Retry: RetryPolicy{Attempts: 3, Sleep: noSleep(&delays)}})
+	const key = "0123456789abcdef0123456789abcdef"
+	ctx := WithIdempotencyKey(context.Background(), key)
+	if got, ok := IdempotencyKey(ctx); !ok || got != key {
+		t.Fatalf("IdempotencyKey = %q, %v", got, ok)
+	}
+	if _, err := m.Chat(ctx, Request{Messages: []Message{User("hi")}}); err != nil {
+		t.Fatal(err)
+	}
+	if f.requests() != 2 {
+		t.Fatalf("%d requests, want 2 (a 500, then the retry)", f.requests())
+	}
+	for i, h := range f.headers {
+		if got := h.Values(IdempotencyHeader); len(got) != 1 || got[0] != key {
+			t.Fatalf("attempt %d: %s = %q, want %q", i+1, IdempotencyHeader, got, key)
+		}
+	}
+	if _, err := m.Chat(context.Background(), Request{Messages: []Message{User("hi")}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.headers[2].Get(IdempotencyHeader); got != "" {
+		t.Fatalf("a call without a key sent %s %q", IdempotencyHeader, got)
+	}
+	if _, ok := IdempotencyKey(WithIdempotencyKey(ctx, "")); ok {
+		t.Fatal("an empty key is a key")
+	}
+}
+
+// TestResponseJSONRoundTrip: a reply read from the wire survives the JSON
+// round trip of the action-state store unchanged (text, tool calls, broken
+// arguments kept as a string, finish reason, usage, model).
+func TestResponseJSONRoundTrip(t *testing.T) {
+	f := newFakeServer(t, ok(toolReply), ok(textReply))
+	m := OpenAI(OpenAIConfig{BaseURL: f.srv.URL + "/v1", APIKey: "sk-test", Model: "gpt-test"})
+	for range 2 {
+		resp, err := m.Chat(context.Background(), Request{Messages: []Message{User("hi")}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := json.Marshal(resp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var back Response
+		if err := json.Unmarshal(b, &back); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(*resp, back) {
+			t.Fatalf("round trip changed the response:\n%+v\n%+v", *resp, back)
+		}
+		if resp.Usage.PromptTokens == 0 || resp.Usage.CompletionTokens == 0 {
+			t.Fatalf("usage not read: %+v", resp.Usage)
+		}
 	}
 }

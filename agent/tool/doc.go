@@ -19,4 +19,9 @@
 //     cancellation to the server when it is done.
 //  5. No leaks. Closing an MCP client ends its session and, for stdio,
 //     waits for the server process to exit.
+//  6. Idempotency. A call whose context carries an idempotency key
+//     (WithIdempotencyKey; the agent operator sets one on every tool call
+//     it records) hands it on: Go tools read it with IdempotencyKey, MCP
+//     tools send it in the request's _meta under MCPIdempotencyMetaKey
+//     ("weir/idempotencyKey").
 package tool

@@ -66,6 +66,9 @@ func (c *MCPClient) Tools() []Tool { return append([]Tool(nil), c.tools...) }
 // for it to exit).
 func (c *MCPClient) Close() error { return c.session.Close() }
 
+// mcpTool is one tool of an MCP server. A call under a context carrying an
+// idempotency key (WithIdempotencyKey) sends it in the request's _meta
+// under MCPIdempotencyMetaKey.
 type mcpTool struct {
 	c    *MCPClient
 	spec model.ToolSpec
@@ -80,7 +83,11 @@ func (t *mcpTool) Call(ctx context.Context, args json.RawMessage) (Result, error
 	if !json.Valid(args) {
 		return Errorf("invalid arguments for %s: not JSON", t.spec.Name), nil
 	}
-	res, err := t.c.session.CallTool(ctx, &mcp.CallToolParams{Name: t.spec.Name, Arguments: args})
+	params := &mcp.CallToolParams{Name: t.spec.Name, Arguments: args}
+	if key, ok := IdempotencyKey(ctx); ok {
+		params.Meta = mcp.Meta{MCPIdempotencyMetaKey: key}
+	}
+	res, err := t.c.session.CallTool(ctx, params)
 	if err != nil {
 		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 			return Result{}, fmt.Errorf("tool %q (MCP server %s): %w", t.spec.Name, t.c.server, err)

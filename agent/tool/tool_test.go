@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -217,3 +218,90 @@ func TestMCPStreamableHTTP(t *testing.T) {
 }
 
 func specNamed(n string) model.ToolSpec { return model.ToolSpec{Name: n} }
+
+// TestMCPIdempotencyKeyInMeta: a call under a context carrying an
+// idempotency key sends it in the request's _meta, where the server's
+// handler reads it; a call without one sends none.
+func TestMCPIdempotencyKeyInMeta(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var mu sync.Mutex
+	var seen []any // the _meta value of each call (nil when absent)
+	s := mcp.NewServer(&mcp.Implementation{Name: "weir-test", Version: "1"}, nil)
+	mcp.AddTool(s, &mcp.Tool{Name: "stamp", Description: "Records the idempotency key"}, func(_ context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		seen = append(seen, req.Params.Meta[MCPIdempotencyMetaKey])
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "ok"}}}, nil, nil
+	})
+	st, ct := mcp.NewInMemoryTransports()
+	ss, err := s.Connect(ctx, st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ss.Close()
+	c, err := ConnectMCP(ctx, ct, "in-memory")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	stamp := c.Tools()[0]
+	const key = "fedcba9876543210fedcba9876543210"
+	if r, err := stamp.Call(WithIdempotencyKey(ctx, key), nil); err != nil || r.Content != "ok" {
+		t.Fatalf("call: %+v %v", r, err)
+	}
+	if _, err := stamp.Call(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen) != 2 || seen[0] != key || seen[1] != nil {
+		t.Fatalf("_meta[%q] seen by the server: %v, want [%s <nil>]", MCPIdempotencyMetaKey, seen, key)
+	}
+}
+
+// TestGoToolIdempotencyKey: a Go tool reads the key of its call from the
+// context.
+func TestGoToolIdempotencyKey(t *testing.T) {
+	var got []string
+	tl := MustFunc("send", "Sends", func(ctx context.Context, _ struct{}) (string, error) {
+		k, ok := IdempotencyKey(ctx)
+		if !ok {
+			k = "none"
+		}
+		got = append(got, k)
+		return "sent", nil
+	})
+	if _, err := tl.Call(WithIdempotencyKey(context.Background(), "k1"), nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tl.Call(context.Background(), nil); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0] != "k1" || got[1] != "none" {
+		t.Fatalf("keys seen by the tool: %q", got)
+	}
+}
+
+// TestResultJSONRoundTrip: results survive the JSON round trip of the
+// action-state store unchanged.
+func TestResultJSONRoundTrip(t *testing.T) {
+	for _, r := range []Result{
+		{Content: `{"sum":5}`, Structured: json.RawMessage(`{"sum":5}`)},
+		{Content: "disk full", IsError: true},
+		{Content: "<b>&</b>", Structured: json.RawMessage(`["x",1,null]`), IsError: true},
+		{},
+	} {
+		b, err := json.Marshal(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var back Result
+		if err := json.Unmarshal(b, &back); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(r, back) {
+			t.Fatalf("round trip changed %+v into %+v", r, back)
+		}
+	}
+}
