@@ -83,6 +83,9 @@ type Broker struct {
 	c     *kfake.Cluster
 	addrs []string
 	once  sync.Once
+	// running marks and locks the data directory while the broker
+	// runs (nil in memory); Close removes it.
+	running *os.File
 }
 
 // Start starts the cluster described by opts (B1, B4).
@@ -116,26 +119,8 @@ func Start(opts Options) (*Broker, error) {
 	if id == "" {
 		id = "weir"
 	}
-	kopts := []kfake.Opt{
-		kfake.Ports(ports...),
-		kfake.ClusterID(id),
-		kfake.DefaultNumPartitions(parts),
-		kfake.ListenFn(func(network, address string) (net.Listener, error) {
-			// kfake always asks for 127.0.0.1:port; listen on the host
-			// the user chose instead.
-			_, p, err := net.SplitHostPort(address)
-			if err != nil {
-				return nil, err
-			}
-			return net.Listen(network, net.JoinHostPort(host, p))
-		}),
-	}
-	if opts.DataDir != "" {
-		if err := os.MkdirAll(opts.DataDir, 0o755); err != nil {
-			return nil, fmt.Errorf("broker: data directory: %w", err)
-		}
-		kopts = append(kopts, kfake.DataDir(opts.DataDir))
-	}
+	// Options common to the cluster and to the recovery run before it.
+	var kopts []kfake.Opt
 	if opts.SyncWrites {
 		kopts = append(kopts, kfake.SyncWrites())
 	}
@@ -148,8 +133,48 @@ func Start(opts Options) (*Broker, error) {
 	if opts.Logger != nil {
 		kopts = append(kopts, kfake.WithLogger(slogLogger{l: opts.Logger, min: opts.LogLevel}))
 	}
+	kopts = append(kopts, kfake.ClusterID(id), kfake.DefaultNumPartitions(parts))
+	var running *os.File
+	if opts.DataDir != "" {
+		if err := os.MkdirAll(opts.DataDir, 0o755); err != nil {
+			return nil, fmt.Errorf("broker: data directory: %w", err)
+		}
+		kopts = append(kopts, kfake.DataDir(opts.DataDir))
+		f, unclean, err := markRunning(opts.DataDir)
+		if err != nil {
+			return nil, err
+		}
+		running = f
+		if unclean {
+			// The last broker on this directory did not Close:
+			// abort the transactions it left open (see recover.go).
+			n, err := abortOpenTxns(kopts, len(ports))
+			if err != nil {
+				running.Close()
+				return nil, fmt.Errorf("broker: data directory %s: abort the transactions left open by an unclean shutdown (retry; if it keeps failing, move the directory aside and report it): %w", opts.DataDir, err)
+			}
+			if n > 0 && opts.Logger != nil {
+				opts.Logger.Warn(fmt.Sprintf("aborted %d transaction partition(s) left open by an unclean shutdown", n), "component", "broker", "dir", opts.DataDir)
+			}
+		}
+	}
+	kopts = append(kopts,
+		kfake.Ports(ports...),
+		kfake.ListenFn(func(network, address string) (net.Listener, error) {
+			// kfake always asks for 127.0.0.1:port; listen on the host
+			// the user chose instead.
+			_, p, err := net.SplitHostPort(address)
+			if err != nil {
+				return nil, err
+			}
+			return net.Listen(network, net.JoinHostPort(host, p))
+		}),
+	)
 	c, err := kfake.NewCluster(kopts...)
 	if err != nil {
+		if running != nil {
+			running.Close() // the mark stays: kfake may have loaded the directory
+		}
 		if isAddrInUse(err) {
 			return nil, fmt.Errorf("broker: cannot listen on %s: the port is taken (another broker running?); choose another with --addr or stop the other process: %w", net.JoinHostPort(host, strconv.Itoa(port)), err)
 		}
@@ -158,7 +183,7 @@ func Start(opts Options) (*Broker, error) {
 		}
 		return nil, fmt.Errorf("broker: start: %w", err)
 	}
-	b := &Broker{c: c, addrs: c.ListenAddrs()}
+	b := &Broker{c: c, addrs: c.ListenAddrs(), running: running}
 	// Create the requested topics that do not exist yet (a restart from a
 	// data directory keeps existing ones as they are).
 	names := make([]string, 0, len(opts.Topics))
@@ -211,7 +236,14 @@ func (b *Broker) CreateTopic(name string, partitions int32, configs map[string]s
 // Close stops the cluster (B3). With a data directory everything is
 // flushed first.
 func (b *Broker) Close() error {
-	b.once.Do(b.c.Close)
+	b.once.Do(func() {
+		b.c.Close()
+		if b.running != nil {
+			// A clean stop: the next Start needs no recovery.
+			os.Remove(b.running.Name())
+			b.running.Close()
+		}
+	})
 	return nil
 }
 
