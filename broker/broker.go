@@ -9,9 +9,34 @@
 //	B1. Start returns only once every broker listens: Addr can be dialled at
 //	    once.
 //	B2. With Options.DataDir set, topics, records, committed offsets and
-//	    transactions survive Close and a restart on the same directory (and,
-//	    up to the last unsynced writes unless SyncWrites, a kill -9). Without
-//	    it everything lives in memory and is gone after Close.
+//	    transactions survive Close and a restart on the same directory.
+//	    Without it everything lives in memory and is gone after Close.
+//	    After a kill -9 (the process dies, the machine does not), a restart
+//	    on the same directory, with or without SyncWrites, has:
+//	      - every acknowledged write: records, commit and abort markers,
+//	        committed offsets (transactional ones once their transaction
+//	        committed), topics, producer ids and epochs;
+//	      - every committed transaction visible to read_committed;
+//	      - every transaction that was open at the kill aborted before
+//	        Start returns, flushed (pre-committed) ones included: an ABORT
+//	        marker is written, its records and offset commits are never
+//	        visible to read_committed, its producer, if it wrote records,
+//	        is fenced (its next produce or EndTxn, a commit by producer id
+//	        and epoch included, fails with an epoch error), and a new
+//	        producer with the same transactional id then commits
+//	        transactions that read_committed sees;
+//	    but not what kfake saves only on Close: the consumer groups'
+//	    members (consumers rejoin; committed offsets stay), idempotent
+//	    producers' sequence numbers (a batch retried across the kill may be
+//	    written twice; transactions are not affected, their retries fall
+//	    in an aborted transaction), and log start offsets set by
+//	    DeleteRecords (deleted records still in the segment files may
+//	    reappear). After a power loss or an OS crash the same holds with
+//	    SyncWrites, which fsyncs each write before acknowledging it;
+//	    without it the last acknowledged writes can be lost, a commit
+//	    marker included (its transaction is then aborted). A data
+//	    directory serves one broker at a time: Start fails while another
+//	    broker has it open (on Unix).
 //	B3. Close is idempotent and safe to call concurrently with clients:
 //	    their requests then fail with connection errors.
 //	B4. Topics in Options.Topics exist before Start returns (on a restart
