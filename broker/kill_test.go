@@ -13,7 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // The kill -9 tests run the broker in a child process: the test binary
@@ -107,6 +109,21 @@ func (p *brokerProcess) kill(t *testing.T) {
 	p.stdin.Close()
 }
 
+// stop stops the broker process cleanly (its broker's Close runs) and
+// waits for it to exit.
+func (p *brokerProcess) stop(t *testing.T) {
+	t.Helper()
+	p.stdin.Close()
+	select {
+	case err := <-p.done:
+		if err != nil {
+			t.Fatalf("broker process: %v", err)
+		}
+	case <-time.After(2 * time.Minute):
+		t.Fatal("broker process did not exit within 2 minutes of its stdin closing")
+	}
+}
+
 // txnProducer returns a transactional producer with the given id.
 func txnProducer(t *testing.T, addr, txid string) *kgo.Client {
 	t.Helper()
@@ -138,6 +155,38 @@ func produceTxn(t *testing.T, cl *kgo.Client, commit bool, values ...string) {
 	if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
 		t.Fatalf("commit %v: %v", values, err)
 	}
+}
+
+// producerID returns cl's producer id and epoch.
+func producerID(t *testing.T, cl *kgo.Client) (int64, int16) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	pid, epoch, err := cl.ProducerID(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pid, epoch
+}
+
+// endTxnByID sends EndTxn(commit) for txid with the given producer id and
+// epoch and returns the broker's error.
+func endTxnByID(t *testing.T, addr, txid string, pid int64, epoch int16) error {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	req := kmsg.NewPtrEndTxnRequest()
+	req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Commit = txid, pid, epoch, true
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kerr.ErrorForCode(resp.ErrorCode)
 }
 
 // readCommitted reads t9 with read_committed isolation until it has seen
@@ -217,11 +266,24 @@ func TestKill9AbortsOpenTransaction(t *testing.T) {
 			p := startBrokerProcess(t, dir, sync)
 			x := txnProducer(t, p.addr, "x")
 			produceTxn(t, x, true, "c1")
+			// A clean restart in between: the broker then remembers
+			// that x's last transaction committed.
+			p.stop(t)
+			x.Close()
+			p = startBrokerProcess(t, dir, sync)
+			x = txnProducer(t, p.addr, "x")
 			produceTxn(t, x, false, "open")
+			pid, epoch := producerID(t, x)
 			p.kill(t)
 			x.Close()
 
 			p = startBrokerProcess(t, dir, sync)
+			// A commit of the aborted transaction by producer id and
+			// epoch (as weir's exactly-once sink commits a
+			// pre-committed transaction) must be refused.
+			if err := endTxnByID(t, p.addr, "x", pid, epoch); err == nil {
+				t.Error("committing the aborted transaction by producer id and epoch succeeded, want a fencing error")
+			}
 			x = txnProducer(t, p.addr, "x")
 			produceTxn(t, x, true, "c2")
 			if got, want := readCommitted(t, p.addr, "c2"), []string{"c1", "c2"}; fmt.Sprint(got) != fmt.Sprint(want) {
