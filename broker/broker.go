@@ -9,9 +9,34 @@
 //	B1. Start returns only once every broker listens: Addr can be dialled at
 //	    once.
 //	B2. With Options.DataDir set, topics, records, committed offsets and
-//	    transactions survive Close and a restart on the same directory (and,
-//	    up to the last unsynced writes unless SyncWrites, a kill -9). Without
-//	    it everything lives in memory and is gone after Close.
+//	    transactions survive Close and a restart on the same directory.
+//	    Without it everything lives in memory and is gone after Close.
+//	    After a kill -9 (the process dies, the machine does not), a restart
+//	    on the same directory, with or without SyncWrites, has:
+//	      - every acknowledged write: records, commit and abort markers,
+//	        committed offsets (transactional ones once their transaction
+//	        committed), topics, producer ids and epochs;
+//	      - every committed transaction visible to read_committed;
+//	      - every transaction that was open at the kill aborted before
+//	        Start returns, flushed (pre-committed) ones included: an ABORT
+//	        marker is written, its records and offset commits are never
+//	        visible to read_committed, its producer, if it wrote records,
+//	        is fenced (its next produce or EndTxn, a commit by producer id
+//	        and epoch included, fails with an epoch error), and a new
+//	        producer with the same transactional id then commits
+//	        transactions that read_committed sees;
+//	    but not what kfake saves only on Close: the consumer groups'
+//	    members (consumers rejoin; committed offsets stay), idempotent
+//	    producers' sequence numbers (a batch retried across the kill may be
+//	    written twice; transactions are not affected, their retries fall
+//	    in an aborted transaction), and log start offsets set by
+//	    DeleteRecords (deleted records still in the segment files may
+//	    reappear). After a power loss or an OS crash the same holds with
+//	    SyncWrites, which fsyncs each write before acknowledging it;
+//	    without it the last acknowledged writes can be lost, a commit
+//	    marker included (its transaction is then aborted). A data
+//	    directory serves one broker at a time: Start fails while another
+//	    broker has it open (on Unix).
 //	B3. Close is idempotent and safe to call concurrently with clients:
 //	    their requests then fail with connection errors.
 //	B4. Topics in Options.Topics exist before Start returns (on a restart
@@ -83,6 +108,9 @@ type Broker struct {
 	c     *kfake.Cluster
 	addrs []string
 	once  sync.Once
+	// running marks and locks the data directory while the broker
+	// runs (nil in memory); Close removes it.
+	running *os.File
 }
 
 // Start starts the cluster described by opts (B1, B4).
@@ -116,26 +144,8 @@ func Start(opts Options) (*Broker, error) {
 	if id == "" {
 		id = "weir"
 	}
-	kopts := []kfake.Opt{
-		kfake.Ports(ports...),
-		kfake.ClusterID(id),
-		kfake.DefaultNumPartitions(parts),
-		kfake.ListenFn(func(network, address string) (net.Listener, error) {
-			// kfake always asks for 127.0.0.1:port; listen on the host
-			// the user chose instead.
-			_, p, err := net.SplitHostPort(address)
-			if err != nil {
-				return nil, err
-			}
-			return net.Listen(network, net.JoinHostPort(host, p))
-		}),
-	}
-	if opts.DataDir != "" {
-		if err := os.MkdirAll(opts.DataDir, 0o755); err != nil {
-			return nil, fmt.Errorf("broker: data directory: %w", err)
-		}
-		kopts = append(kopts, kfake.DataDir(opts.DataDir))
-	}
+	// Options common to the cluster and to the recovery run before it.
+	var kopts []kfake.Opt
 	if opts.SyncWrites {
 		kopts = append(kopts, kfake.SyncWrites())
 	}
@@ -148,8 +158,48 @@ func Start(opts Options) (*Broker, error) {
 	if opts.Logger != nil {
 		kopts = append(kopts, kfake.WithLogger(slogLogger{l: opts.Logger, min: opts.LogLevel}))
 	}
+	kopts = append(kopts, kfake.ClusterID(id), kfake.DefaultNumPartitions(parts))
+	var running *os.File
+	if opts.DataDir != "" {
+		if err := os.MkdirAll(opts.DataDir, 0o755); err != nil {
+			return nil, fmt.Errorf("broker: data directory: %w", err)
+		}
+		kopts = append(kopts, kfake.DataDir(opts.DataDir))
+		f, unclean, err := markRunning(opts.DataDir)
+		if err != nil {
+			return nil, err
+		}
+		running = f
+		if unclean {
+			// The last broker on this directory did not Close:
+			// abort the transactions it left open (see recover.go).
+			n, err := abortOpenTxns(kopts, len(ports))
+			if err != nil {
+				running.Close()
+				return nil, fmt.Errorf("broker: data directory %s: abort the transactions left open by an unclean shutdown (retry; if it keeps failing, move the directory aside and report it): %w", opts.DataDir, err)
+			}
+			if n > 0 && opts.Logger != nil {
+				opts.Logger.Warn(fmt.Sprintf("aborted %d transaction partition(s) left open by an unclean shutdown", n), "component", "broker", "dir", opts.DataDir)
+			}
+		}
+	}
+	kopts = append(kopts,
+		kfake.Ports(ports...),
+		kfake.ListenFn(func(network, address string) (net.Listener, error) {
+			// kfake always asks for 127.0.0.1:port; listen on the host
+			// the user chose instead.
+			_, p, err := net.SplitHostPort(address)
+			if err != nil {
+				return nil, err
+			}
+			return net.Listen(network, net.JoinHostPort(host, p))
+		}),
+	)
 	c, err := kfake.NewCluster(kopts...)
 	if err != nil {
+		if running != nil {
+			running.Close() // the mark stays: kfake may have loaded the directory
+		}
 		if isAddrInUse(err) {
 			return nil, fmt.Errorf("broker: cannot listen on %s: the port is taken (another broker running?); choose another with --addr or stop the other process: %w", net.JoinHostPort(host, strconv.Itoa(port)), err)
 		}
@@ -158,7 +208,7 @@ func Start(opts Options) (*Broker, error) {
 		}
 		return nil, fmt.Errorf("broker: start: %w", err)
 	}
-	b := &Broker{c: c, addrs: c.ListenAddrs()}
+	b := &Broker{c: c, addrs: c.ListenAddrs(), running: running}
 	// Create the requested topics that do not exist yet (a restart from a
 	// data directory keeps existing ones as they are).
 	names := make([]string, 0, len(opts.Topics))
@@ -211,7 +261,14 @@ func (b *Broker) CreateTopic(name string, partitions int32, configs map[string]s
 // Close stops the cluster (B3). With a data directory everything is
 // flushed first.
 func (b *Broker) Close() error {
-	b.once.Do(b.c.Close)
+	b.once.Do(func() {
+		b.c.Close()
+		if b.running != nil {
+			// A clean stop: the next Start needs no recovery.
+			os.Remove(b.running.Name())
+			b.running.Close()
+		}
+	})
 	return nil
 }
 

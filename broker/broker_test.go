@@ -187,3 +187,26 @@ func TestRunUntilCancelled(t *testing.T) {
 		t.Fatalf("broker still accepts connections on %s after Run returned", addr)
 	}
 }
+
+func TestDataDirInUse(t *testing.T) {
+	dir := t.TempDir()
+	b, err := Start(Options{DataDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A second broker on the same directory must not touch it: it
+	// would take the first broker's open transactions for ones left
+	// open by a crash.
+	if b2, err := Start(Options{DataDir: dir}); err == nil || !strings.Contains(err.Error(), "in use by another broker") {
+		if err == nil {
+			b2.Close()
+		}
+		t.Fatalf("second broker on %s: err = %v, want an in-use error", dir, err)
+	}
+	b.Close()
+	b, err = Start(Options{DataDir: dir})
+	if err != nil {
+		t.Fatalf("start after the first broker closed: %v", err)
+	}
+	b.Close()
+}
