@@ -62,6 +62,10 @@ type Config struct {
 	Seed int64 `json:"seed"`
 	// Blocking runs the blocking variant.
 	Blocking bool `json:"blocking"`
+	// Store, if set, is the operator's action-state store (every model
+	// call and completed action recorded); StoreName names it in reports.
+	Store     agent.StoreFactory `json:"-"`
+	StoreName string             `json:"store,omitempty"`
 }
 
 func (c Config) withDefaults() Config {
@@ -227,7 +231,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		watermark.ForMonotonous[Input]())
 	a := &agent.Agent{Models: map[string]model.ChatModel{"offline": cm},
 		Actions: []agent.Action{agent.NewAction("answer", Action, agent.TypeInput)}}
-	opts := agent.Options{MaxConcurrentKeys: cfg.MaxConcurrentKeys, Blocking: cfg.Blocking}
+	opts := agent.Options{MaxConcurrentKeys: cfg.MaxConcurrentKeys, Blocking: cfg.Blocking, Store: cfg.Store}
 	out := agent.Apply[string, Input, string](weir.KeyBy(src, func(in Input) string { return in.Key }), "agent", a, opts).Parallelism(cfg.Parallelism)
 	st := &sinkState{}
 	st.total = int64(cfg.Inputs)
@@ -411,6 +415,18 @@ type ExperimentConfig struct {
 	// CPUInputs is the number of inputs of each CPU run (zero latency);
 	// 0 means 100,000, negative skips the CPU measurement.
 	CPUInputs int `json:"cpuInputs"`
+	// Stores are further asynchronous runs of the same workload, each
+	// with an action-state store (Config.Store and StoreName set).
+	Stores []Config `json:"-"`
+}
+
+// StoreRun is the asynchronous run of the workload with one store.
+type StoreRun struct {
+	Store               string  `json:"store"`
+	ThroughputPerSec    float64 `json:"throughputPerSec"`
+	IdealPerSec         float64 `json:"idealPerSec"`
+	Efficiency          float64 `json:"efficiency"`
+	WatermarkViolations int64   `json:"watermarkViolations"`
 }
 
 // Report is the result of Experiment: the headline numbers of the
@@ -429,9 +445,12 @@ type Report struct {
 	// SpeedupVsBlocking the asynchronous throughput over it.
 	BlockingPerSec    float64 `json:"blockingPerSec,omitempty"`
 	SpeedupVsBlocking float64 `json:"speedupVsBlocking,omitempty"`
-	Async             Result  `json:"async"`
-	Blocking          *Result `json:"blocking,omitempty"`
-	CPU               *CPU    `json:"cpu,omitempty"`
+	// Stores are the runs with an action-state store, beside the run
+	// without one above.
+	Stores   []StoreRun `json:"stores,omitempty"`
+	Async    Result     `json:"async"`
+	Blocking *Result    `json:"blocking,omitempty"`
+	CPU      *CPU       `json:"cpu,omitempty"`
 }
 
 // Experiment runs the asynchronous operator on cfg, the blocking variant
@@ -446,6 +465,17 @@ func Experiment(ctx context.Context, cfg ExperimentConfig) (Report, error) {
 	}
 	rep := Report{Inputs: async.Inputs, ThroughputPerSec: async.ThroughputPerSec, IdealPerSec: async.IdealPerSec,
 		Efficiency: async.Efficiency, WatermarkViolations: async.WatermarkViolations, HeldWatermarksMax: async.HeldWatermarksMax, Async: async}
+	for _, sc := range cfg.Stores {
+		sc.Inputs, sc.Keys, sc.MaxConcurrentKeys, sc.Parallelism = c.Inputs, c.Keys, c.MaxConcurrentKeys, c.Parallelism
+		sc.Latency, sc.WatermarkInterval, sc.Seed, sc.Blocking = c.Latency, c.WatermarkInterval, c.Seed, false
+		r, err := Run(ctx, sc)
+		if err != nil {
+			return rep, fmt.Errorf("agentbench: run with store %s: %w", sc.StoreName, err)
+		}
+		rep.Stores = append(rep.Stores, StoreRun{Store: sc.StoreName, ThroughputPerSec: r.ThroughputPerSec,
+			IdealPerSec: r.IdealPerSec, Efficiency: r.Efficiency, WatermarkViolations: r.WatermarkViolations})
+		rep.WatermarkViolations += r.WatermarkViolations
+	}
 	if cfg.BlockingInputs >= 0 {
 		b := c
 		b.Blocking = true

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"os/signal"
 	"syscall"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/weirproject/weir/agent/agentbench"
+	"github.com/weirproject/weir/agent/wal"
 )
 
 // agentCmd is `weir experiment agent`: the agent operator on the offline
@@ -21,6 +23,7 @@ func agentCmd() *cobra.Command {
 	var asJSON bool
 	var dist string
 	var mean time.Duration
+	var stores []string
 	c := &cobra.Command{
 		Use:   "agent",
 		Short: "Run the agent operator on the offline model: throughput against the in-flight limit, held watermarks, CPU per action",
@@ -46,6 +49,19 @@ then the same workload on the blocking variant (actions on the subtask goroutine
 			if err := cfg.Latency.Validate(); err != nil {
 				return err
 			}
+			for _, name := range stores {
+				switch name {
+				case "wal":
+					dir, err := os.MkdirTemp("", "weir-agent-wal-")
+					if err != nil {
+						return err
+					}
+					defer os.RemoveAll(dir)
+					cfg.Stores = append(cfg.Stores, agentbench.Config{StoreName: name, Store: wal.Factory(dir, wal.Options{})})
+				default:
+					return fmt.Errorf("experiment agent: --stores %q: want a list of: wal", name)
+				}
+			}
 			rep, err := agentbench.Experiment(ctx, cfg)
 			if err != nil {
 				return err
@@ -67,6 +83,10 @@ then the same workload on the blocking variant (actions on the subtask goroutine
 				fmt.Fprintf(out, "CPU per action       %.2f µs beyond the hand-written loop (agent %.2f µs, loop %.2f µs per input)\n",
 					rep.CPUMicrosPerAction, rep.CPU.AgentMicros, rep.CPU.LoopMicros)
 			}
+			for _, st := range rep.Stores {
+				fmt.Fprintf(out, "with store %-9s %.0f actions/s (ideal %.0f/s, efficiency %.0f%%), %d watermark violations\n",
+					st.Store, st.ThroughputPerSec, st.IdealPerSec, 100*st.Efficiency, st.WatermarkViolations)
+			}
 			if b := rep.Blocking; b != nil {
 				fmt.Fprintf(out, "blocking variant     %.0f actions/s on %d inputs (ideal %.0f/s); async is %.0f× faster\n",
 					b.OverallPerSec, b.Inputs, b.IdealPerSec, rep.SpeedupVsBlocking)
@@ -85,6 +105,7 @@ then the same workload on the blocking variant (actions on the subtask goroutine
 	f.Int64Var(&cfg.Seed, "seed", 1, "offline model seed")
 	f.IntVar(&cfg.BlockingInputs, "blocking-inputs", 40, "inputs of the blocking run (negative: skip it)")
 	f.IntVar(&cfg.CPUInputs, "cpu-inputs", 100_000, "inputs of each CPU run (negative: skip the CPU measurement)")
+	f.StringSliceVar(&stores, "stores", []string{"wal"}, "action-state stores to run the workload with as well (wal; empty for none)")
 	f.BoolVar(&asJSON, "json", false, "print the report as JSON")
 	return c
 }
