@@ -173,7 +173,8 @@ func (j *Job) Done() <-chan struct{} { return j.done }
 func (j *Job) Cancel() { j.cancel(context.Canceled) }
 
 // TriggerCheckpoint takes a checkpoint now (into CheckpointConfig.Dir) and
-// returns its id and directory once it is complete.
+// returns its id and directory once it is complete. On a job that has
+// ended it returns ErrJobStopped at once.
 func (j *Job) TriggerCheckpoint(ctx context.Context) (int64, string, error) {
 	if j.b.coord == nil {
 		return 0, "", errors.New("runtime: checkpoints need CheckpointConfig.Dir")
@@ -183,7 +184,8 @@ func (j *Job) TriggerCheckpoint(ctx context.Context) (int64, string, error) {
 
 // TriggerSavepoint takes a savepoint into dir (which must not hold one) and
 // returns its id once it is complete. Savepoints work whether or not
-// periodic checkpoints are configured.
+// periodic checkpoints are configured. On a job that has ended it returns
+// ErrJobStopped at once.
 func (j *Job) TriggerSavepoint(ctx context.Context, dir string) (int64, error) {
 	if j.b.coord == nil {
 		return 0, errors.New("runtime: the job was started without checkpointing support")
