@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/weirproject/weir/agent/agentbench"
+	"github.com/weirproject/weir/keygroup"
 )
 
 // agentCmd is `weir experiment agent`: the agent operator on the offline
@@ -35,6 +36,18 @@ whose latency is drawn from --latency-dist with mean --latency-mean, and reports
                        the same work (zero-latency runs)
 
 then the same workload on the blocking variant (actions on the subtask goroutine).`,
+		Args: noArgs,
+		PreRunE: func(cmd *cobra.Command, _ []string) error {
+			k := &checks{c: cmd}
+			k.intRange("inputs", int64(cfg.Inputs), 1, 0)
+			k.intRange("keys", int64(cfg.Keys), 1, 0)
+			k.intRange("limit", int64(cfg.MaxConcurrentKeys), 1, 0)
+			k.intRange("parallelism", int64(cfg.Parallelism), 1, keygroup.UpperBound)
+			k.oneOf("latency-dist", dist, "fixed", "uniform", "exponential", "lognormal")
+			k.duration("latency-mean", mean, 0)
+			k.duration("watermark-interval", cfg.WatermarkInterval, time.Millisecond)
+			return k.err
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			if ctx == nil {

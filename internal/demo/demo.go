@@ -125,6 +125,10 @@ type Options struct {
 	MetricsAddr string
 }
 
+// MaxParallelism is the demo job's number of key groups, the largest
+// parallelism it runs at (and restores savepoints at).
+const MaxParallelism = 128
+
 func (o Options) withDefaults() Options {
 	def := func(v *int, d int) {
 		if *v == 0 {
@@ -344,7 +348,7 @@ func Run(ctx context.Context, w io.Writer, o Options) (Summary, error) {
 	}
 
 	// 2. The job.
-	cfg := weir.Config{Parallelism: o.Parallelism, MaxParallelism: 128, AutoWatermarkInterval: 10 * time.Millisecond,
+	cfg := weir.Config{Parallelism: o.Parallelism, MaxParallelism: MaxParallelism, AutoWatermarkInterval: 10 * time.Millisecond,
 		Logger: slog.New(kafkaLogs{slog.NewTextHandler(w, &slog.HandlerOptions{ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
 			if a.Key == slog.TimeKey {
 				return slog.Attr{}
