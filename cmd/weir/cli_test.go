@@ -19,7 +19,9 @@ func TestBadCommandLines(t *testing.T) {
 		t.Fatal(err)
 	}
 	demo := func(args ...string) []string { return append([]string{"demo", "--kafka-data", data}, args...) }
-	broker := func(args ...string) []string { return append([]string{"broker", "--data", data, "--addr", "127.0.0.1:0"}, args...) }
+	broker := func(args ...string) []string {
+		return append([]string{"broker", "--data", data, "--addr", "127.0.0.1:0"}, args...)
+	}
 	cases := []struct {
 		args []string
 		want string // the start of the single stderr line
