@@ -52,8 +52,8 @@ everything is in memory.
 						n = -1
 					}
 				}
-				if name == "" || strings.ContainsAny(name, ":/\\ ") || n < 0 {
-					k.fail("--topic %q: want name or name:partitions, with a non-empty name and partitions >= 1", t)
+				if !validTopic(name) || n < 0 {
+					k.fail("--topic %q: want name or name:partitions, the name 1 to 249 of a-z A-Z 0-9 . _ - (Kafka's rule), partitions >= 1", t)
 					continue
 				}
 				o.Topics[name] = int32(n)
@@ -199,6 +199,14 @@ the last history record) beside franz-go's own consumer reading the same history
 	f.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the generated history and start delays")
 	f.StringSliceVar(&policies, "policy", nil, "policies to run (default: two-tier, timeout, end-offsets)")
 	return c
+}
+
+// validTopic reports whether name is a legal Kafka topic name.
+func validTopic(name string) bool {
+	if name == "" || len(name) > 249 || name == "." || name == ".." {
+		return false
+	}
+	return strings.Trim(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") == ""
 }
 
 type writerFunc func([]byte) (int, error)

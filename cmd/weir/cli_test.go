@@ -58,6 +58,7 @@ func TestBadCommandLines(t *testing.T) {
 		{[]string{"bench", "checkpoint", "--backend", "rocksdb"}, `weir bench checkpoint: --backend "rocksdb"`},
 		{broker("--topic", ":3"), `weir broker: --topic ":3": want name or name:partitions`},
 		{broker("--topic", "t:0"), `weir broker: --topic "t:0"`},
+		{broker("--topic", "a b"), `weir broker: --topic "a b"`},
 		{broker("--topic", "t:x"), `weir broker: --topic "t:x"`},
 		{broker("--topic", "t:"), `weir broker: --topic "t:"`},
 		{broker("--brokers", "0"), "weir broker: --brokers 0"},
@@ -113,5 +114,16 @@ func TestBadCommandLines(t *testing.T) {
 				t.Fatalf("%s was created: work was done", data)
 			}
 		})
+	}
+}
+
+// A good command line still runs, with exit status 0 and nothing on stderr.
+func TestGoodCommandLine(t *testing.T) {
+	var out, errb bytes.Buffer
+	if code := run([]string{"keys", "--max-parallelism", "128", "--parallelism", "4", "user_A"}, &out, &errb); code != 0 || errb.Len() != 0 {
+		t.Fatalf("exit status %d, stderr %q", code, errb.String())
+	}
+	if !strings.Contains(out.String(), `"key":"user_A"`) {
+		t.Fatalf("stdout %q", out.String())
 	}
 }
