@@ -60,8 +60,17 @@ var ErrCheckpointAborted = errors.New("runtime: checkpoint aborted")
 // of waiting on their context. The error also matches ErrCheckpointAborted.
 var ErrJobStopped = errors.New("runtime: the job has stopped; trigger checkpoints and savepoints before Wait returns")
 
-// errStopped is what triggers get from a stopped coordinator.
-var errStopped = fmt.Errorf("%w: %w", ErrCheckpointAborted, ErrJobStopped)
+// errStopped is what triggers get from a stopped coordinator: ErrJobStopped,
+// which also matches ErrCheckpointAborted.
+var errStopped error = stoppedError{}
+
+type stoppedError struct{}
+
+func (stoppedError) Error() string { return ErrJobStopped.Error() }
+
+func (stoppedError) Is(target error) bool {
+	return target == ErrJobStopped || target == ErrCheckpointAborted
+}
 
 type ack struct {
 	t      *task
