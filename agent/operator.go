@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"reflect"
@@ -61,6 +62,23 @@ type Options struct {
 	NonDurableCalls bool
 }
 
+// Validate reports what is wrong with the options (nil if nothing is): the
+// limits and the action time-out must not be negative. Apply's operator
+// fails the job with its error when the job starts.
+func (o Options) Validate() error {
+	var errs []error
+	if o.MaxConcurrentKeys < 0 {
+		errs = append(errs, fmt.Errorf("agent: Options.MaxConcurrentKeys %d: want 0 (meaning 256) or a positive number of keys", o.MaxConcurrentKeys))
+	}
+	if o.MaxBufferedInputs < 0 {
+		errs = append(errs, fmt.Errorf("agent: Options.MaxBufferedInputs %d: want 0 (meaning 4 × MaxConcurrentKeys) or a positive number of inputs", o.MaxBufferedInputs))
+	}
+	if o.ActionTimeout < 0 {
+		errs = append(errs, fmt.Errorf("agent: Options.ActionTimeout %v: want 0 (no bound) or a positive duration", o.ActionTimeout))
+	}
+	return errors.Join(errs...)
+}
+
 func (o Options) withDefaults() Options {
 	if o.MaxConcurrentKeys <= 0 {
 		o.MaxConcurrentKeys = 256
@@ -85,12 +103,19 @@ func Apply[K comparable, IN, OUT any](ks weir.KeyedStream[K, IN], name string, a
 	if err != nil {
 		panic(fmt.Sprintf("agent.Apply(%q): %v", name, err))
 	}
+	optsErr := opts.Validate()
 	opts = opts.withDefaults()
 	key, hash := ks.Key(), ks.Hasher()
 	return weir.TransformKeyed(ks, name, func() runtime.OneInputOperator[IN, OUT] {
-		return newOperator[K, IN, OUT](def, key, hash, opts)
+		op := newOperator[K, IN, OUT](def, key, hash, opts)
+		op.optsErr = optsErr
+		return op
 	})
 }
+
+// Validate implements runtime.Validator: the job does not start with bad
+// Options.
+func (o *operator[K, IN, OUT]) Validate() error { return o.optsErr }
 
 // mark is a watermark or an idle-status change held by the segmented
 // queue.
@@ -123,12 +148,14 @@ type completion[K comparable, IN any] struct {
 // operator is one subtask of an agent operator.
 type operator[K comparable, IN, OUT any] struct {
 	runtime.Base[OUT]
-	def   *compiled
-	opts  Options
-	keyOf func(IN) K
-	hash  keygroup.Hasher[K]
-	kc    state.Codec[K]
-	maxP  int
+	def  *compiled
+	opts Options
+	// optsErr is Options.Validate of the options given to Apply.
+	optsErr error
+	keyOf   func(IN) K
+	hash    keygroup.Hasher[K]
+	kc      state.Codec[K]
+	maxP    int
 
 	backend *state.Backend[K]
 	keys    *state.ValueState[K, *keyState[K, IN]]

@@ -54,6 +54,24 @@ type CheckpointConfig struct {
 // overtook it).
 var ErrCheckpointAborted = errors.New("runtime: checkpoint aborted")
 
+// ErrJobStopped is the error of a checkpoint or savepoint asked of a job
+// that has ended (or ends before the request completes): a stopped job takes
+// none, so TriggerCheckpoint and TriggerSavepoint return it at once instead
+// of waiting on their context. The error also matches ErrCheckpointAborted.
+var ErrJobStopped = errors.New("runtime: the job has stopped; trigger checkpoints and savepoints before Wait returns")
+
+// errStopped is what triggers get from a stopped coordinator: ErrJobStopped,
+// which also matches ErrCheckpointAborted.
+var errStopped error = stoppedError{}
+
+type stoppedError struct{}
+
+func (stoppedError) Error() string { return ErrJobStopped.Error() }
+
+func (stoppedError) Is(target error) bool {
+	return target == ErrJobStopped || target == ErrCheckpointAborted
+}
+
 type ack struct {
 	t      *task
 	id     int64
@@ -101,11 +119,9 @@ type coordinator struct {
 	// wait for the final checkpoint.
 	sourcesDone chan *task
 	nextID      int64
-	// mu guards whether the coordinator still accepts requests.
-	mu struct {
-		sync.Mutex
-		stopped bool
-	}
+	// stopped is closed when run returns: no request is accepted after
+	// that, and trigger returns errStopped instead of waiting.
+	stopped   chan struct{}
 	completed *Counter
 	aborted   *Counter
 	lastSize  *Gauge
@@ -133,7 +149,7 @@ func newCoordinator(b *builder, firstID int64) *coordinator {
 	c := &coordinator{b: b, cfg: b.cfg.Checkpoint, nextID: firstID,
 		acks: make(chan ack, 64), requests: make(chan *cpRequest),
 		finished: make(chan *task, 64), declines: make(chan int64, 64),
-		sourcesDone: make(chan *task, 64)}
+		sourcesDone: make(chan *task, 64), stopped: make(chan struct{})}
 	if c.cfg.Timeout <= 0 {
 		c.cfg.Timeout = 10 * time.Minute
 	}
@@ -182,10 +198,14 @@ func (c *coordinator) taskFinished(t *task) {
 }
 
 // trigger asks for a checkpoint (kind checkpoint) or a savepoint into dir.
+// A request that run accepted is always answered (run's exit answers the
+// pending and queued ones); one asked after run returned gets errStopped.
 func (c *coordinator) trigger(ctx context.Context, kind checkpoint.Kind, dir string) (int64, string, error) {
 	req := &cpRequest{kind: kind, dir: dir, done: make(chan cpResult, 1)}
 	select {
 	case c.requests <- req:
+	case <-c.stopped:
+		return 0, "", errStopped
 	case <-ctx.Done():
 		return 0, "", ctx.Err()
 	}
@@ -266,12 +286,10 @@ func (c *coordinator) run(ctx context.Context) {
 		}
 	}
 	defer func() {
-		c.mu.Lock()
-		c.mu.stopped = true
-		c.mu.Unlock()
-		fail(fmt.Errorf("%w: the job stopped", ErrCheckpointAborted))
+		close(c.stopped)
+		fail(errStopped)
 		for _, r := range queued {
-			r.done <- cpResult{err: fmt.Errorf("%w: the job stopped", ErrCheckpointAborted)}
+			r.done <- cpResult{err: errStopped}
 		}
 	}()
 	for {

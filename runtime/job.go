@@ -105,11 +105,18 @@ type Job struct {
 
 // Start builds the graph's tasks (restoring state if configured) and starts
 // them; the job runs until Wait returns.
+//
+// Start first checks cfg and every operator's parallelism (see
+// ValidateConfig), and fails with one error naming each bad field, its
+// value and what is accepted, before any work is done.
 func Start(ctx context.Context, g *Graph, cfg Config) (*Job, error) {
-	cfg = cfg.withDefaults()
 	if len(g.nodes) == 0 {
 		return nil, ErrEmptyJob
 	}
+	if err := cfg.validate(g); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
 	ctx, cancel := context.WithCancelCause(ctx)
 	b, err := newBuilder(g, cfg, ctx.Done())
 	if err != nil {
@@ -173,7 +180,8 @@ func (j *Job) Done() <-chan struct{} { return j.done }
 func (j *Job) Cancel() { j.cancel(context.Canceled) }
 
 // TriggerCheckpoint takes a checkpoint now (into CheckpointConfig.Dir) and
-// returns its id and directory once it is complete.
+// returns its id and directory once it is complete. On a job that has
+// ended it returns ErrJobStopped at once.
 func (j *Job) TriggerCheckpoint(ctx context.Context) (int64, string, error) {
 	if j.b.coord == nil {
 		return 0, "", errors.New("runtime: checkpoints need CheckpointConfig.Dir")
@@ -183,7 +191,8 @@ func (j *Job) TriggerCheckpoint(ctx context.Context) (int64, string, error) {
 
 // TriggerSavepoint takes a savepoint into dir (which must not hold one) and
 // returns its id once it is complete. Savepoints work whether or not
-// periodic checkpoints are configured.
+// periodic checkpoints are configured. On a job that has ended it returns
+// ErrJobStopped at once.
 func (j *Job) TriggerSavepoint(ctx context.Context, dir string) (int64, error) {
 	if j.b.coord == nil {
 		return 0, errors.New("runtime: the job was started without checkpointing support")
@@ -421,6 +430,14 @@ func (b *builder) instantiate(t *task, n *Node, s int) (instance, error) {
 	inst, err := n.impl.instantiate(ctx, mainOut, sideCtl)
 	if err != nil {
 		return nil, fmt.Errorf("runtime: operator %q subtask %d: %w", n.name, s, err)
+	}
+	for _, p := range inst.parts() {
+		if v, ok := p.(Validator); ok {
+			if err := v.Validate(); err != nil {
+				inst.close()
+				return nil, fmt.Errorf("runtime: operator %q: %w", n.name, err)
+			}
+		}
 	}
 	t.chain = append(t.chain, inst)
 	return inst, nil

@@ -13,6 +13,7 @@ import (
 
 	"github.com/weirproject/weir/agent/agentbench"
 	"github.com/weirproject/weir/agent/wal"
+	"github.com/weirproject/weir/keygroup"
 )
 
 // agentCmd is `weir experiment agent`: the agent operator on the offline
@@ -38,6 +39,21 @@ whose latency is drawn from --latency-dist with mean --latency-mean, and reports
                        the same work (zero-latency runs)
 
 then the same workload on the blocking variant (actions on the subtask goroutine).`,
+		Args: noArgs,
+		PreRunE: func(cmd *cobra.Command, _ []string) error {
+			k := &checks{c: cmd}
+			k.intRange("inputs", int64(cfg.Inputs), 1, 0)
+			k.intRange("keys", int64(cfg.Keys), 1, 0)
+			k.intRange("limit", int64(cfg.MaxConcurrentKeys), 1, 0)
+			k.intRange("parallelism", int64(cfg.Parallelism), 1, keygroup.UpperBound)
+			k.oneOf("latency-dist", dist, "fixed", "uniform", "exponential", "lognormal")
+			k.duration("latency-mean", mean, 0)
+			k.duration("watermark-interval", cfg.WatermarkInterval, time.Millisecond)
+			for _, st := range stores {
+				k.oneOf("stores", st, "wal")
+			}
+			return k.err
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			if ctx == nil {
@@ -58,8 +74,6 @@ then the same workload on the blocking variant (actions on the subtask goroutine
 					}
 					defer os.RemoveAll(dir)
 					cfg.Stores = append(cfg.Stores, agentbench.Config{StoreName: name, Store: wal.Factory(dir, wal.Options{})})
-				default:
-					return fmt.Errorf("experiment agent: --stores %q: want a list of: wal", name)
 				}
 			}
 			rep, err := agentbench.Experiment(ctx, cfg)

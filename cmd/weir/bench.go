@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/weirproject/weir/internal/bench"
+	"github.com/weirproject/weir/keygroup"
 )
 
 func benchCmd() *cobra.Command {
@@ -16,6 +17,13 @@ func benchCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "bench",
 		Short: "Measure the engine against hand-written loops doing the same work, in the same run",
+		Args:  noArgs,
+		PreRunE: func(cmd *cobra.Command, _ []string) error {
+			k := &checks{c: cmd}
+			k.intRange("records", n, 1, 0)
+			k.intRange("keys", int64(keys), 1, 0)
+			return k.err
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			results, err := bench.All(n, keys)
 			if err != nil {
@@ -48,6 +56,21 @@ func benchCheckpointCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "checkpoint",
 		Short: "Measure checkpoint duration, synchronous pause, size and restore time against keyed-state size (JSON lines)",
+		Args:  noArgs,
+		PreRunE: func(cmd *cobra.Command, _ []string) error {
+			k := &checks{c: cmd}
+			for _, n := range keys {
+				k.intRange("keys", n, 1, 0)
+			}
+			k.intRange("parallelism", int64(par), 1, keygroup.UpperBound)
+			if len(backends) == 0 {
+				k.fail("--backend: want one or more of memory, pebble")
+			}
+			for _, b := range backends {
+				k.oneOf("backend", b, "memory", "pebble")
+			}
+			return k.err
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			enc := json.NewEncoder(cmd.OutOrStdout())
 			for _, k := range keys {

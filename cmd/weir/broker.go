@@ -4,15 +4,18 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"os/signal"
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/weirproject/weir/broker"
+	"github.com/weirproject/weir/keygroup"
 	"github.com/weirproject/weir/ordering/experiment"
 )
 
@@ -33,38 +36,51 @@ the cluster persists in that directory and comes back on the next start; without
 everything is in memory.
 
   weir broker --data ./kafka-data --addr 127.0.0.1:9092 --topic orders:3`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		Args: noArgs,
+		PreRunE: func(cmd *cobra.Command, _ []string) error {
+			k := &checks{c: cmd}
+			k.hostPort("addr", o.Addr)
+			k.intRange("brokers", int64(o.Brokers), 1, 0)
+			k.intRange("partitions", int64(o.DefaultPartitions), 1, 0)
 			o.Topics = map[string]int32{}
 			for _, t := range topics {
-				name, parts, _ := strings.Cut(t, ":")
+				name, parts, hasParts := strings.Cut(t, ":")
 				n := 0
-				if parts != "" {
+				if hasParts {
 					var err error
-					if n, err = strconv.Atoi(parts); err != nil || n <= 0 {
-						return fmt.Errorf("--topic %q: want name or name:partitions with partitions > 0", t)
+					if n, err = strconv.Atoi(parts); err != nil || n <= 0 || n > math.MaxInt32 {
+						n = -1
 					}
+				}
+				if !validTopic(name) || n < 0 {
+					k.fail("--topic %q: want name or name:partitions, the name 1 to 249 of a-z A-Z 0-9 . _ - (Kafka's rule), partitions >= 1", t)
+					continue
 				}
 				o.Topics[name] = int32(n)
 			}
 			if len(configs) > 0 {
 				o.Configs = map[string]string{}
 				for _, kv := range configs {
-					k, v, ok := strings.Cut(kv, "=")
-					if !ok {
-						return fmt.Errorf("--config %q: want key=value", kv)
+					key, v, ok := strings.Cut(kv, "=")
+					if !ok || key == "" {
+						k.fail("--config %q: want key=value, such as log.retention.ms=604800000", kv)
+						continue
 					}
-					o.Configs[k] = v
+					o.Configs[key] = v
 				}
 			}
 			if logLevel != "none" {
 				var lv slog.Level
 				if err := lv.UnmarshalText([]byte(logLevel)); err != nil {
-					return fmt.Errorf("--log-level %q: want none, debug, info, warn or error", logLevel)
+					k.fail("--log-level %q: want none, debug, info, warn or error", logLevel)
+				} else {
+					o.Logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: lv}))
+					o.LogLevel = lv
 				}
-				o.Logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: lv}))
-				o.LogLevel = lv
 			}
+			return k.err
+		},
+		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			return broker.Run(ctx, o, func(b *broker.Broker) {
@@ -95,6 +111,7 @@ func experimentCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "experiment",
 		Short: "Run the experiments of the design seeds",
+		Args:  noArgs,
 	}
 	c.AddCommand(orderingExperimentCmd(), agentCmd(), durabilityCmd())
 	return c
@@ -116,7 +133,26 @@ release latency of live records, and the replay rate of the history (measured in
 pass without the start stagger, from the first record read to the sort's release of
 the last history record) beside franz-go's own consumer reading the same history
 (one JSON object per policy with --json).`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
+		PreRunE: func(cmd *cobra.Command, _ []string) error {
+			k := &checks{c: cmd}
+			k.intRange("topics", int64(cfg.Topics), 1, 0)
+			k.intRange("partitions", int64(cfg.Partitions), 1, 0)
+			k.intRange("items", int64(cfg.Items), 1, 0)
+			k.intRange("history-records", int64(cfg.HistoryRecords), 1, 0)
+			k.duration("history-span", cfg.HistorySpan, time.Millisecond)
+			k.duration("stagger", cfg.Stagger, 0)
+			k.duration("timeout", cfg.Timeout, time.Millisecond)
+			k.duration("lag", cfg.Lag, 0)
+			k.duration("tick", cfg.Tick, time.Millisecond)
+			k.duration("live", cfg.Live, 0)
+			k.intRange("live-rate", int64(cfg.LiveRate), 1, 0)
+			k.intRange("parallelism", int64(cfg.SortParallelism), 1, keygroup.UpperBound)
+			for _, p := range policies {
+				k.oneOf("policy", p, experiment.Policies...)
+			}
+			return k.err
+		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg.Policies = policies
 			if verbose {
@@ -163,6 +199,14 @@ the last history record) beside franz-go's own consumer reading the same history
 	f.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the generated history and start delays")
 	f.StringSliceVar(&policies, "policy", nil, "policies to run (default: two-tier, timeout, end-offsets)")
 	return c
+}
+
+// validTopic reports whether name is a legal Kafka topic name.
+func validTopic(name string) bool {
+	if name == "" || len(name) > 249 || name == "." || name == ".." {
+		return false
+	}
+	return strings.Trim(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") == ""
 }
 
 type writerFunc func([]byte) (int, error)

@@ -3,20 +3,28 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/weirproject/weir/internal/demo"
+	"github.com/weirproject/weir/runtime"
 )
 
 func demoCmd() *cobra.Command {
-	var o demo.Options
+	o := demo.Options{Orders: 120_000, Days: 3, Customers: 50, Items: 500, Parallelism: 2, Seed: 1,
+		Rate: 2000, Live: 3 * time.Second, Malformed: 5, HeldBack: 3, StateBackend: "memory"}
 	var asJSON bool
 	c := &cobra.Command{
 		Use:   "demo",
 		Short: "Run the embedded demo: days of Kafka history caught up by end offsets, sorted by event time, windowed, then live",
+		Args:  noArgs,
+		PreRunE: func(cmd *cobra.Command, _ []string) error {
+			return validateDemo(cmd, &o)
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
@@ -33,24 +41,77 @@ func demoCmd() *cobra.Command {
 			return nil
 		},
 	}
-	c.Flags().Int64Var(&o.Orders, "orders", 0, "history records over all topics (default 120000)")
-	c.Flags().IntVar(&o.Days, "days", 0, "days of history (default 3)")
-	c.Flags().IntVar(&o.Customers, "customers", 0, "customers (default 50)")
-	c.Flags().IntVar(&o.Items, "items", 0, "items (default 500)")
-	c.Flags().IntVar(&o.Parallelism, "parallelism", 0, "parallelism (default 2)")
-	c.Flags().Uint64Var(&o.Seed, "seed", 1, "generator seed")
-	c.Flags().BoolVar(&asJSON, "json", false, "print the summary as JSON at the end")
-	c.Flags().IntVar(&o.Rate, "rate", 0, "live records per second (default 2000)")
-	c.Flags().DurationVar(&o.Live, "live", 0, "length of the live phase (default 3s)")
-	c.Flags().IntVar(&o.Malformed, "malformed", 0, "undecodable records in the history (default 5; -1: none)")
-	c.Flags().IntVar(&o.HeldBack, "held-back", 0, "live records a producer holds back for two hours (default 3; -1: none)")
-	c.Flags().StringVar(&o.KafkaData, "kafka-data", "", "persist the embedded broker in this directory (history is produced only once)")
-	c.Flags().StringVar(&o.CheckpointDir, "checkpoint-dir", "", "take a checkpoint every second into this directory")
-	c.Flags().BoolVar(&o.Resume, "resume", false, "resume from the newest checkpoint in --checkpoint-dir")
-	c.Flags().StringVar(&o.StateBackend, "state-backend", "", "keyed-state backend: memory (default) or pebble (incremental checkpoints)")
-	c.Flags().StringVar(&o.RestoreFrom, "restore", "", "start from this savepoint or checkpoint directory")
-	c.Flags().DurationVar(&o.SavepointAfter, "savepoint-after", 0, "take a savepoint after this long, then stop (with --savepoint-dir)")
-	c.Flags().StringVar(&o.MetricsAddr, "metrics-addr", "", "serve Prometheus metrics on this address while the demo runs")
-	c.Flags().StringVar(&o.SavepointDir, "savepoint-dir", "", "where --savepoint-after writes the savepoint")
+	f := c.Flags()
+	f.Int64Var(&o.Orders, "orders", o.Orders, "history records over all topics")
+	f.IntVar(&o.Days, "days", o.Days, "days of history")
+	f.IntVar(&o.Customers, "customers", o.Customers, "customers")
+	f.IntVar(&o.Items, "items", o.Items, "items")
+	f.IntVar(&o.Parallelism, "parallelism", o.Parallelism, "parallelism (1 to 128, the demo's max parallelism)")
+	f.Uint64Var(&o.Seed, "seed", o.Seed, "generator seed")
+	f.BoolVar(&asJSON, "json", false, "print the summary as JSON at the end")
+	f.IntVar(&o.Rate, "rate", o.Rate, "live records per second")
+	f.DurationVar(&o.Live, "live", o.Live, "length of the live phase (0: none)")
+	f.IntVar(&o.Malformed, "malformed", o.Malformed, "undecodable records in the history (0: none)")
+	f.IntVar(&o.HeldBack, "held-back", o.HeldBack, "live records a producer holds back for two hours (0: none)")
+	f.StringVar(&o.KafkaData, "kafka-data", "", "persist the embedded broker in this directory (history is produced only once)")
+	f.StringVar(&o.CheckpointDir, "checkpoint-dir", "", "take a checkpoint every second into this directory")
+	f.BoolVar(&o.Resume, "resume", false, "resume from the newest checkpoint in --checkpoint-dir")
+	f.StringVar(&o.StateBackend, "state-backend", o.StateBackend, "keyed-state backend: memory or pebble (incremental checkpoints)")
+	f.StringVar(&o.RestoreFrom, "restore", "", "start from this savepoint or checkpoint directory")
+	f.DurationVar(&o.SavepointAfter, "savepoint-after", 0, "take a savepoint after this long, then stop (with --savepoint-dir)")
+	f.StringVar(&o.MetricsAddr, "metrics-addr", "", "serve Prometheus metrics on this address while the demo runs")
+	f.StringVar(&o.SavepointDir, "savepoint-dir", "", "where --savepoint-after writes the savepoint (with --savepoint-after)")
 	return c
+}
+
+// validateDemo checks the demo's flags before the broker starts, and maps
+// the flags' "0: none" to the options' negative values.
+func validateDemo(cmd *cobra.Command, o *demo.Options) error {
+	k := &checks{c: cmd}
+	k.intRange("orders", o.Orders, 1, 0)
+	k.intRange("days", int64(o.Days), 1, 0)
+	k.intRange("customers", int64(o.Customers), 1, 0)
+	k.intRange("items", int64(o.Items), 1, 0)
+	k.intRange("parallelism", int64(o.Parallelism), 1, demo.MaxParallelism)
+	k.intRange("rate", int64(o.Rate), 1, 0)
+	k.duration("live", o.Live, 0)
+	k.intRange("malformed", int64(o.Malformed), 0, -1)
+	k.intRange("held-back", int64(o.HeldBack), 0, -1)
+	k.oneOf("state-backend", o.StateBackend, "memory", "pebble")
+	k.duration("savepoint-after", o.SavepointAfter, 0)
+	switch {
+	case o.SavepointAfter > 0 && o.SavepointDir == "":
+		k.fail("--savepoint-after %v: needs --savepoint-dir, where the savepoint is written", o.SavepointAfter)
+	case o.SavepointDir != "" && o.SavepointAfter == 0:
+		k.fail("--savepoint-dir %q: needs --savepoint-after, when the savepoint is taken", o.SavepointDir)
+	}
+	if o.Resume && o.CheckpointDir == "" {
+		k.fail("--resume: needs --checkpoint-dir, the directory whose newest checkpoint to resume from")
+	}
+	if o.Resume && o.RestoreFrom != "" {
+		k.fail("--resume and --restore %q: give one of them", o.RestoreFrom)
+	}
+	if o.RestoreFrom != "" {
+		if st, err := os.Stat(o.RestoreFrom); err != nil || !st.IsDir() {
+			k.fail("--restore %q: want an existing savepoint or checkpoint directory", o.RestoreFrom)
+		}
+	}
+	if o.MetricsAddr != "" {
+		k.hostPort("metrics-addr", o.MetricsAddr)
+	}
+	if k.err == nil && o.CheckpointDir != "" {
+		if err := runtime.ValidateConfig(runtime.Config{Checkpoint: runtime.CheckpointConfig{Dir: o.CheckpointDir}}); err != nil {
+			k.fail("--checkpoint-dir %q: want a directory that can be created and written", o.CheckpointDir)
+		}
+	}
+	if o.Live == 0 {
+		o.Live = -1
+	}
+	if o.Malformed == 0 {
+		o.Malformed = -1
+	}
+	if o.HeldBack == 0 {
+		o.HeldBack = -1
+	}
+	return k.err
 }

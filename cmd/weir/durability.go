@@ -35,11 +35,23 @@ checkpoint until an attempt completes, then counts, per store:
                                               residualBound: kills × calls in flight)
   durableCallsPerSec, flushPerWriteCallsPerSec, rebuildStatesPerSec, replayActionsPerSec
                                               the store's speed`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if cfg.Trials < 1 || cfg.Inputs < 1 || cfg.Keys < 1 || cfg.Parallelism < 1 || cfg.MaxKills < 1 {
-				return fmt.Errorf("experiment durability: --trials, --inputs, --keys, --parallelism and --max-kills want integers >= 1")
+		Args: noArgs,
+		PreRunE: func(cmd *cobra.Command, _ []string) error {
+			k := &checks{c: cmd}
+			k.intRange("trials", int64(cfg.Trials), 1, 0)
+			k.intRange("inputs", int64(cfg.Inputs), 1, 0)
+			k.intRange("keys", int64(cfg.Keys), 1, 0)
+			k.intRange("parallelism", int64(cfg.Parallelism), 1, 128)
+			k.intRange("max-kills", int64(cfg.MaxKills), 1, 0)
+			if cfg.Seed == 0 {
+				k.fail("--seed 0: want an integer >= 1")
 			}
+			for _, st := range cfg.Stores {
+				k.oneOf("stores", st, "wal")
+			}
+			return k.err
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
 			exe, err := os.Executable()

@@ -17,7 +17,24 @@ func keysCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "keys KEY...",
 		Short: "Print the key group and subtask of each key (Flink-compatible), one JSON object per line",
-		Args:  cobra.MinimumNArgs(1),
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return usagef(cmd, "no keys: give one or more keys to place")
+			}
+			return nil
+		},
+		PreRunE: func(cmd *cobra.Command, _ []string) error {
+			k := &checks{c: cmd}
+			k.intRange("parallelism", int64(par), 1, keygroup.UpperBound)
+			if maxP != 0 {
+				k.intRange("max-parallelism", int64(maxP), 1, keygroup.UpperBound)
+				if k.err == nil && par > maxP {
+					k.fail("--parallelism %d: want at most --max-parallelism %d", par, maxP)
+				}
+			}
+			k.oneOf("type", typ, "string", "int", "long", "bool")
+			return k.err
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return printKeys(cmd.OutOrStdout(), maxP, par, typ, args)
 		},

@@ -2,13 +2,13 @@
 //
 //	weir demo            run the embedded demo job
 //	weir keys ...        show the key group and subtask of keys
+//
+// A bad flag value or argument is reported as one line naming the flag and
+// what it accepts, with exit status 2, before the command does any work.
 package main
 
 import (
-	"fmt"
 	"os"
-
-	"github.com/spf13/cobra"
 
 	"github.com/weirproject/weir/internal/durability"
 )
@@ -16,15 +16,5 @@ import (
 func main() {
 	// A child process of `weir experiment durability` runs its job and exits.
 	durability.MaybeRunChild()
-	root := &cobra.Command{
-		Use:           "weir",
-		Short:         "weir: event-time-correct, exactly-once stream processing in Go",
-		SilenceUsage:  true,
-		SilenceErrors: true,
-	}
-	root.AddCommand(keysCmd(), demoCmd(), benchCmd(), savepointCmd(), brokerCmd(), experimentCmd())
-	if err := root.Execute(); err != nil {
-		fmt.Fprintln(os.Stderr, "weir:", err)
-		os.Exit(1)
-	}
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }

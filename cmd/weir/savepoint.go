@@ -12,12 +12,12 @@ import (
 )
 
 func savepointCmd() *cobra.Command {
-	c := &cobra.Command{Use: "savepoint", Short: "Work with savepoints and checkpoints"}
+	c := &cobra.Command{Use: "savepoint", Short: "Work with savepoints and checkpoints", Args: noArgs}
 	var asJSON bool
 	inspect := &cobra.Command{
 		Use:   "inspect DIR",
 		Short: "Print the operators, uids, key-group ranges and sizes of a savepoint or checkpoint",
-		Args:  cobra.ExactArgs(1),
+		Args:  exactArgs(1, "one savepoint or checkpoint directory"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return inspectSnapshot(cmd.OutOrStdout(), args[0], asJSON)
 		},

@@ -63,13 +63,27 @@ func Source[T any](paths ...string) runtime.Source[T] {
 	return SourceWith(Options[T]{}, paths...)
 }
 
-// SourceWith is Source with options.
+// Validate reports what is wrong with the options (nil if nothing is).
+// SourceWith's readers fail with its error when the job starts.
+func (o Options[T]) Validate() error {
+	if o.MaxLineSize < 0 {
+		return fmt.Errorf("jsonl: Options.MaxLineSize %d: want 0 (meaning %d) or a positive number of bytes", o.MaxLineSize, DefaultMaxLineSize)
+	}
+	return nil
+}
+
+// SourceWith is Source with options. Options are checked (Validate) when
+// the job starts, before any file is opened.
 func SourceWith[T any](opts Options[T], paths ...string) runtime.Source[T] {
+	optsErr := opts.Validate()
 	if opts.MaxLineSize <= 0 {
 		opts.MaxLineSize = DefaultMaxLineSize
 	}
 	paths = append([]string(nil), paths...)
 	return runtime.SourceFunc[T](func(ctx runtime.SourceContext) (runtime.Reader[T], error) {
+		if optsErr != nil {
+			return nil, optsErr
+		}
 		par := max(ctx.Parallelism, 1)
 		r := &reader[T]{opts: opts}
 		for i := ctx.Subtask; i < len(paths); i += par {

@@ -201,6 +201,9 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
+// validate checks the options as given (before withDefaults): required
+// fields, sizes and durations that must not be negative, and the topic
+// pattern, which it compiles.
 func (o Options) validate() (*regexp.Regexp, error) {
 	if len(o.Brokers) == 0 {
 		return nil, errors.New("kafka: Options.Brokers is empty; give the bootstrap servers, such as 127.0.0.1:9092")
@@ -210,6 +213,40 @@ func (o Options) validate() (*regexp.Regexp, error) {
 	}
 	if o.Start.kind == startCommitted && o.Group == "" {
 		return nil, errors.New("kafka: StartCommitted needs Options.Group, the consumer group whose offsets to start from")
+	}
+	var errs []error
+	negative := func(field string, v any, dflt string) {
+		errs = append(errs, fmt.Errorf("kafka: Options.%s %v: want 0 (%s) or a positive value", field, v, dflt))
+	}
+	if o.RecordsPerPoll < 0 {
+		negative("RecordsPerPoll", o.RecordsPerPoll, "meaning 512")
+	}
+	if o.FetchMaxWait < 0 {
+		negative("FetchMaxWait", o.FetchMaxWait, "meaning 500ms")
+	}
+	if o.FetchMaxBytes < 0 {
+		negative("FetchMaxBytes", o.FetchMaxBytes, "meaning 16 MiB")
+	}
+	if o.PartitionMaxBytes < 0 {
+		negative("PartitionMaxBytes", o.PartitionMaxBytes, "meaning 1 MiB")
+	}
+	if o.BufferedFetches < 0 {
+		negative("BufferedFetches", o.BufferedFetches, "meaning 16")
+	}
+	if o.DiscoveryInterval < 0 {
+		negative("DiscoveryInterval", o.DiscoveryInterval, "no discovery")
+	}
+	if o.RequestTimeout < 0 {
+		negative("RequestTimeout", o.RequestTimeout, "meaning 30s")
+	}
+	if o.CatchUp != CatchUpEndOffsets && o.CatchUp != CatchUpOff {
+		errs = append(errs, fmt.Errorf("kafka: Options.CatchUp %d: want CatchUpEndOffsets or CatchUpOff", o.CatchUp))
+	}
+	if o.Live != LiveRejoin && o.Live != LiveStayIdle {
+		errs = append(errs, fmt.Errorf("kafka: Options.Live %d: want LiveRejoin or LiveStayIdle", o.Live))
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
 	}
 	if o.TopicPattern == "" {
 		return nil, nil

@@ -47,12 +47,27 @@ type SinkOptions[T any] struct {
 	ClientOptions []kgo.Opt
 }
 
-func (o SinkOptions[T]) withDefaults() (SinkOptions[T], error) {
+// validate checks the options as given (before defaults).
+func (o SinkOptions[T]) validate() error {
+	var errs []error
 	if len(o.Brokers) == 0 {
-		return o, errors.New("kafka: SinkOptions.Brokers is empty; give the bootstrap servers")
+		errs = append(errs, errors.New("kafka: SinkOptions.Brokers is empty; give the bootstrap servers"))
 	}
 	if o.Serialize == nil {
-		return o, errors.New("kafka: SinkOptions.Serialize is nil; use SerializeJSON, SerializeString or your own function")
+		errs = append(errs, errors.New("kafka: SinkOptions.Serialize is nil; use SerializeJSON, SerializeString or your own function"))
+	}
+	if o.TransactionTimeout < 0 {
+		errs = append(errs, fmt.Errorf("kafka: SinkOptions.TransactionTimeout %v: want 0 (meaning 10m) or a positive duration", o.TransactionTimeout))
+	}
+	if o.FlushTimeout < 0 {
+		errs = append(errs, fmt.Errorf("kafka: SinkOptions.FlushTimeout %v: want 0 (meaning 1m) or a positive duration", o.FlushTimeout))
+	}
+	return errors.Join(errs...)
+}
+
+func (o SinkOptions[T]) withDefaults() (SinkOptions[T], error) {
+	if err := o.validate(); err != nil {
+		return o, err
 	}
 	if o.TransactionTimeout <= 0 {
 		o.TransactionTimeout = 10 * time.Minute
@@ -154,6 +169,10 @@ func Sink[T any](s weir.Stream[T], name string, opts SinkOptions[T]) weir.Stream
 		return &sinkOp[T]{opts: opts}
 	})
 }
+
+// Validate implements runtime.Validator: the job does not start with bad
+// options.
+func (o *sinkOp[T]) Validate() error { return o.opts.validate() }
 
 type sinkOp[T any] struct {
 	runtime.Base[struct{}]

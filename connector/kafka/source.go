@@ -43,15 +43,33 @@ const (
 type Source[T any] struct {
 	opts  Options
 	deser Deserializer[T]
+	// re and optsErr are what validate gave for the options as passed to
+	// NewSource (before defaults).
+	re      *regexp.Regexp
+	optsErr error
 
 	mu  sync.Mutex
 	cur *run
 }
 
 // NewSource returns a source reading with opts and turning records into
-// values with deser. Options are checked when the job starts.
+// values with deser. Options are checked here, as given, and a mistake is
+// reported when the job starts (by Validate, before any reader is created).
 func NewSource[T any](opts Options, deser Deserializer[T]) *Source[T] {
-	return &Source[T]{opts: opts.withDefaults(), deser: deser}
+	re, err := opts.validate()
+	return &Source[T]{opts: opts.withDefaults(), deser: deser, re: re, optsErr: err}
+}
+
+// Validate reports what is wrong with the options given to NewSource and
+// the deserializer (nil if nothing is).
+func (s *Source[T]) Validate() error {
+	if s.optsErr != nil {
+		return s.optsErr
+	}
+	if s.deser == nil {
+		return errors.New("kafka: NewSource with a nil Deserializer; use Bytes(), String() or JSON[T]()")
+	}
+	return nil
 }
 
 // topicPartition names a partition.
@@ -100,13 +118,10 @@ func (s *Source[T]) CaughtUp() bool {
 
 // CreateReader implements runtime.Source.
 func (s *Source[T]) CreateReader(ctx runtime.SourceContext) (runtime.Reader[T], error) {
-	re, err := s.opts.validate()
-	if err != nil {
+	if err := s.Validate(); err != nil {
 		return nil, err
 	}
-	if s.deser == nil {
-		return nil, errors.New("kafka: NewSource with a nil Deserializer; use Bytes(), String() or JSON[T]()")
-	}
+	re := s.re
 	par := max(ctx.Parallelism, 1)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -273,6 +288,16 @@ func restoredPositions(ctx runtime.SourceContext) (map[topicPartition]int64, err
 		var st splitState
 		if err := json.Unmarshal(it, &st); err != nil {
 			return nil, fmt.Errorf("kafka: source %q: corrupt split state in checkpoint %d: %w", ctx.Name, ctx.Restored.CheckpointID, err)
+		}
+		if st.Offset < offsetEarliest {
+			return nil, fmt.Errorf("kafka: source %q: checkpoint %d holds offset %d for topic %q partition %d, which no Kafka partition has "+
+				"(offsets are >= 0); the checkpoint or savepoint is corrupt or was edited: restore from another one, or start without restoring",
+				ctx.Name, ctx.Restored.CheckpointID, st.Offset, st.Topic, st.Partition)
+		}
+		if st.Partition < 0 {
+			return nil, fmt.Errorf("kafka: source %q: checkpoint %d holds partition %d of topic %q (partitions are >= 0); "+
+				"the checkpoint or savepoint is corrupt or was edited: restore from another one, or start without restoring",
+				ctx.Name, ctx.Restored.CheckpointID, st.Partition, st.Topic)
 		}
 		out[topicPartition{st.Topic, st.Partition}] = st.Offset
 	}

@@ -125,6 +125,10 @@ type Options struct {
 	MetricsAddr string
 }
 
+// MaxParallelism is the demo job's number of key groups, the largest
+// parallelism it runs at (and restores savepoints at).
+const MaxParallelism = 128
+
 func (o Options) withDefaults() Options {
 	def := func(v *int, d int) {
 		if *v == 0 {
@@ -304,10 +308,26 @@ func (c *checker) see(e Event, ts int64) {
 // Run starts the broker, produces the history, runs the job through the
 // catch-up and a live phase, stops it and reports, writing a narrative to w.
 func Run(ctx context.Context, w io.Writer, o Options) (Summary, error) {
+	var s Summary
+	if err := o.validate(); err != nil {
+		return s, err
+	}
 	o = o.withDefaults()
 	lw := &lockedWriter{w: w}
 	w = lw
-	var s Summary
+	// A resume needs a checkpoint: look for it before any work.
+	var resumeDir string
+	var resumeID int64
+	if o.Resume && o.RestoreFrom == "" {
+		var err error
+		resumeDir, resumeID, err = checkpoint.Latest(o.CheckpointDir)
+		if errors.Is(err, checkpoint.ErrNoSnapshot) {
+			return s, fmt.Errorf("demo: --resume: %s holds no complete checkpoint (the earlier run stopped before its first one): run without --resume", o.CheckpointDir)
+		}
+		if err != nil {
+			return s, fmt.Errorf("demo: --resume: %w", err)
+		}
+	}
 
 	// 1. The broker and the history.
 	topics := map[string]int32{}
@@ -338,13 +358,24 @@ func Run(ctx context.Context, w io.Writer, o Options) (Summary, error) {
 	}
 	t0 := time.Now()
 	if existing > 0 {
+		if o.KafkaData != "" && !historyComplete(o.KafkaData) {
+			return s, fmt.Errorf("%w: %s holds %d records but not the mark of a complete history (%s): an earlier run was interrupted while producing it; delete the directory or use a new --kafka-data",
+				errIncompleteHistory, o.KafkaData, existing, HistoryMarker)
+		}
 		fmt.Fprintf(w, "the broker already holds %d records (from an earlier run): not producing history again\n", existing)
-	} else if err := produceHistory(ctx, w, cl, o, t0.UnixMilli(), &s); err != nil {
-		return s, err
+	} else {
+		if err := produceHistory(ctx, w, cl, o, t0.UnixMilli(), &s); err != nil {
+			return s, err
+		}
+		if o.KafkaData != "" {
+			if err := markHistoryComplete(o.KafkaData, s.History); err != nil {
+				return s, err
+			}
+		}
 	}
 
 	// 2. The job.
-	cfg := weir.Config{Parallelism: o.Parallelism, MaxParallelism: 128, AutoWatermarkInterval: 10 * time.Millisecond,
+	cfg := weir.Config{Parallelism: o.Parallelism, MaxParallelism: MaxParallelism, AutoWatermarkInterval: 10 * time.Millisecond,
 		Logger: slog.New(kafkaLogs{slog.NewTextHandler(w, &slog.HandlerOptions{ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
 			if a.Key == slog.TimeKey {
 				return slog.Attr{}
@@ -359,12 +390,8 @@ func Run(ctx context.Context, w io.Writer, o Options) (Summary, error) {
 	case o.RestoreFrom != "":
 		cfg.Checkpoint.RestoreFrom = o.RestoreFrom
 	case o.Resume:
-		dir, id, err := checkpoint.Latest(o.CheckpointDir)
-		if err != nil {
-			return s, fmt.Errorf("demo: --resume: %w", err)
-		}
-		fmt.Fprintf(w, "resuming from checkpoint %d (%s): the Kafka source continues from its offsets\n", id, dir)
-		cfg.Checkpoint.RestoreFrom = dir
+		fmt.Fprintf(w, "resuming from checkpoint %d (%s): the Kafka source continues from its offsets\n", resumeID, resumeDir)
+		cfg.Checkpoint.RestoreFrom = resumeDir
 	}
 	if cfg.Checkpoint.RestoreFrom != "" && o.KafkaData == "" && existing == 0 {
 		fmt.Fprintf(w, "note: the in-memory broker holds a new history (same offsets, new times); use --kafka-data to keep the broker's data across runs\n")
@@ -451,7 +478,8 @@ func Run(ctx context.Context, w io.Writer, o Options) (Summary, error) {
 			job.Wait()
 			return fmt.Errorf("demo: savepoint: %w", err)
 		}
-		fmt.Fprintf(w, "savepoint %d written to %s; stopping. Restart from it (at any parallelism) with:\n  weir demo --restore %s --parallelism 4\n", id, o.SavepointDir, o.SavepointDir)
+		fmt.Fprintf(w, "savepoint %d written to %s; stopping. Restart from it with (at any parallelism: change --parallelism):\n  %s\n",
+			id, o.SavepointDir, Command(o, "--restore", o.SavepointDir))
 		s.Stopped, s.Savepoint = true, o.SavepointDir
 		job.Cancel()
 		return nil
@@ -503,7 +531,7 @@ func Run(ctx context.Context, w io.Writer, o Options) (Summary, error) {
 	case errors.Is(err, context.Canceled) && (s.Stopped || ctx.Err() != nil):
 		s.Stopped = true
 		if o.CheckpointDir != "" && s.Savepoint == "" {
-			fmt.Fprintf(w, "interrupted; resume from the latest checkpoint with:\n  weir demo --checkpoint-dir %s --resume\n", o.CheckpointDir)
+			fmt.Fprintf(w, "interrupted; resume from the latest checkpoint with:\n  %s\n", Command(o, "--resume"))
 		}
 	default:
 		return s, err

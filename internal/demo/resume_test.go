@@ -54,6 +54,11 @@ func TestDemoResumeOnSameData(t *testing.T) {
 	if s1.History != 6000 || s1.Live == 0 {
 		t.Fatalf("first run: %+v, want the history and some live records", s1)
 	}
+	// The hint names the Kafka data too: following it resumes on the same
+	// history (without --kafka-data it mixed two histories).
+	if hint := Command(o, "--resume"); !strings.Contains(out1.String(), "\n  "+hint+"\n") || !strings.Contains(hint, "--kafka-data "+o.KafkaData) {
+		t.Fatalf("first run's resume hint is not %q:\n%s", hint, out1.String())
+	}
 
 	o.Resume, o.Live = true, 500*time.Millisecond
 	var out2 bytes.Buffer

@@ -1,0 +1,137 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestBadCommandLines: every bad flag value or argument is rejected with
+// exit status 2 and one line on stderr naming the flag (or argument), before
+// any work: nothing on stdout, no data directory created.
+func TestBadCommandLines(t *testing.T) {
+	tmp := t.TempDir()
+	data := filepath.Join(tmp, "data")
+	file := filepath.Join(tmp, "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	demo := func(args ...string) []string { return append([]string{"demo", "--kafka-data", data}, args...) }
+	broker := func(args ...string) []string {
+		return append([]string{"broker", "--data", data, "--addr", "127.0.0.1:0"}, args...)
+	}
+	cases := []struct {
+		args []string
+		want string // the start of the single stderr line
+	}{
+		{demo("--items", "-1"), "weir demo: --items -1: want an integer >= 1"},
+		{demo("--items", "0"), "weir demo: --items 0: want an integer >= 1"},
+		{demo("--parallelism", "-2"), "weir demo: --parallelism -2: want an integer from 1 to 128"},
+		{demo("--parallelism", "200"), "weir demo: --parallelism 200: want an integer from 1 to 128"},
+		{demo("--days", "-1"), "weir demo: --days -1"},
+		{demo("--orders", "-10"), "weir demo: --orders -10"},
+		{demo("--customers", "0"), "weir demo: --customers 0"},
+		{demo("--rate", "0"), "weir demo: --rate 0"},
+		{demo("--live", "-1s"), "weir demo: --live -1s: want a duration >= 0"},
+		{demo("--malformed", "-2"), "weir demo: --malformed -2"},
+		{demo("--held-back", "-2"), "weir demo: --held-back -2"},
+		{demo("--state-backend", "rocksdb"), `weir demo: --state-backend "rocksdb": want one of memory, pebble`},
+		{demo("--savepoint-after", "1s"), "weir demo: --savepoint-after 1s: needs --savepoint-dir"},
+		{demo("--savepoint-dir", filepath.Join(tmp, "sp")), "weir demo: --savepoint-dir"},
+		{demo("--savepoint-after", "-1s", "--savepoint-dir", filepath.Join(tmp, "sp")), "weir demo: --savepoint-after -1s"},
+		{demo("--resume"), "weir demo: --resume: needs --checkpoint-dir"},
+		{demo("--restore", filepath.Join(tmp, "none")), "weir demo: --restore"},
+		{demo("--checkpoint-dir", "/proc/x"), `weir demo: --checkpoint-dir "/proc/x"`},
+		{demo("--checkpoint-dir", file), "weir demo: --checkpoint-dir"},
+		{demo("--metrics-addr", "nohostport"), "weir demo: --metrics-addr"},
+		{demo("extra"), `weir demo: unexpected argument "extra"`},
+		{demo("--items", "abc"), "weir demo: invalid argument \"abc\" for \"--items\""},
+		{demo("--no-such-flag"), "weir demo: unknown flag: --no-such-flag"},
+		{[]string{"bench", "--records", "-5"}, "weir bench: --records -5: want an integer >= 1"},
+		{[]string{"bench", "--records", "0"}, "weir bench: --records 0"},
+		{[]string{"bench", "--keys", "0"}, "weir bench: --keys 0"},
+		{[]string{"bench", "x"}, "weir bench: unexpected argument"},
+		{[]string{"bench", "checkpoint", "--keys", "-1"}, "weir bench checkpoint: --keys -1"},
+		{[]string{"bench", "checkpoint", "--parallelism", "0"}, "weir bench checkpoint: --parallelism 0"},
+		{[]string{"bench", "checkpoint", "--backend", "rocksdb"}, `weir bench checkpoint: --backend "rocksdb"`},
+		{broker("--topic", ":3"), `weir broker: --topic ":3": want name or name:partitions`},
+		{broker("--topic", "t:0"), `weir broker: --topic "t:0"`},
+		{broker("--topic", "a b"), `weir broker: --topic "a b"`},
+		{broker("--topic", "t:x"), `weir broker: --topic "t:x"`},
+		{broker("--topic", "t:"), `weir broker: --topic "t:"`},
+		{broker("--brokers", "0"), "weir broker: --brokers 0"},
+		{broker("--partitions", "-1"), "weir broker: --partitions -1"},
+		{broker("--config", "novalue"), `weir broker: --config "novalue"`},
+		{broker("--config", "=v"), `weir broker: --config "=v"`},
+		{broker("--log-level", "loud"), `weir broker: --log-level "loud"`},
+		{broker("--addr", "9092"), `weir broker: --addr "9092"`},
+		{broker("x"), "weir broker: unexpected argument"},
+		{[]string{"keys"}, "weir keys: no keys"},
+		{[]string{"keys", "--parallelism", "0", "k"}, "weir keys: --parallelism 0"},
+		{[]string{"keys", "--max-parallelism", "40000", "k"}, "weir keys: --max-parallelism 40000"},
+		{[]string{"keys", "--max-parallelism", "4", "--parallelism", "8", "k"}, "weir keys: --parallelism 8: want at most --max-parallelism 4"},
+		{[]string{"keys", "--type", "float", "k"}, `weir keys: --type "float"`},
+		{[]string{"savepoint", "inspect"}, "weir savepoint inspect: got 0 arguments"},
+		{[]string{"savepoint", "inspect", "a", "b"}, "weir savepoint inspect: got 2 arguments"},
+		{[]string{"experiment", "ordering", "--topics", "0"}, "weir experiment ordering: --topics 0"},
+		{[]string{"experiment", "ordering", "--partitions", "-1"}, "weir experiment ordering: --partitions -1"},
+		{[]string{"experiment", "ordering", "--items", "0"}, "weir experiment ordering: --items 0"},
+		{[]string{"experiment", "ordering", "--history-records", "-1"}, "weir experiment ordering: --history-records -1"},
+		{[]string{"experiment", "ordering", "--history-span", "0s"}, "weir experiment ordering: --history-span 0s"},
+		{[]string{"experiment", "ordering", "--stagger", "-1s"}, "weir experiment ordering: --stagger -1s"},
+		{[]string{"experiment", "ordering", "--timeout", "0s"}, "weir experiment ordering: --timeout 0s"},
+		{[]string{"experiment", "ordering", "--tick", "0s"}, "weir experiment ordering: --tick 0s"},
+		{[]string{"experiment", "ordering", "--live-rate", "0"}, "weir experiment ordering: --live-rate 0"},
+		{[]string{"experiment", "ordering", "--parallelism", "0"}, "weir experiment ordering: --parallelism 0"},
+		{[]string{"experiment", "ordering", "--policy", "fifo"}, `weir experiment ordering: --policy "fifo"`},
+		{[]string{"experiment", "ordering", "x"}, "weir experiment ordering: unexpected argument"},
+		{[]string{"experiment", "agent", "--inputs", "0"}, "weir experiment agent: --inputs 0"},
+		{[]string{"experiment", "agent", "--keys", "-1"}, "weir experiment agent: --keys -1"},
+		{[]string{"experiment", "agent", "--limit", "0"}, "weir experiment agent: --limit 0"},
+		{[]string{"experiment", "agent", "--parallelism", "0"}, "weir experiment agent: --parallelism 0"},
+		{[]string{"experiment", "agent", "--latency-dist", "pareto"}, `weir experiment agent: --latency-dist "pareto"`},
+		{[]string{"experiment", "agent", "--latency-mean", "-1ms"}, "weir experiment agent: --latency-mean -1ms"},
+		{[]string{"experiment", "agent", "--watermark-interval", "0s"}, "weir experiment agent: --watermark-interval 0s"},
+		{[]string{"experiment", "agent", "x"}, "weir experiment agent: unexpected argument"},
+		{[]string{"experiment", "agent", "--stores", "redis"}, `weir experiment agent: --stores "redis"`},
+		{[]string{"experiment", "durability", "--trials", "0"}, "weir experiment durability: --trials 0"},
+		{[]string{"experiment", "durability", "--inputs", "-1"}, "weir experiment durability: --inputs -1"},
+		{[]string{"experiment", "durability", "--parallelism", "200"}, "weir experiment durability: --parallelism 200"},
+		{[]string{"experiment", "durability", "--max-kills", "0"}, "weir experiment durability: --max-kills 0"},
+		{[]string{"experiment", "durability", "--seed", "0"}, "weir experiment durability: --seed 0"},
+		{[]string{"experiment", "durability", "--stores", "redis"}, `weir experiment durability: --stores "redis"`},
+		{[]string{"experiment", "durability", "x"}, "weir experiment durability: unexpected argument"},
+	}
+	for _, c := range cases {
+		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
+			var out, errb bytes.Buffer
+			code := run(c.args, &out, &errb)
+			if code != 2 {
+				t.Errorf("exit status %d, want 2 (stderr %q)", code, errb.String())
+			}
+			lines := strings.Split(strings.TrimSuffix(errb.String(), "\n"), "\n")
+			if len(lines) != 1 || !strings.HasPrefix(lines[0], c.want) {
+				t.Errorf("stderr %q, want one line starting %q", errb.String(), c.want)
+			}
+			if out.Len() != 0 {
+				t.Errorf("stdout %q: work was done", out.String())
+			}
+			if _, err := os.Stat(data); err == nil {
+				t.Fatalf("%s was created: work was done", data)
+			}
+		})
+	}
+}
+
+// A good command line still runs, with exit status 0 and nothing on stderr.
+func TestGoodCommandLine(t *testing.T) {
+	var out, errb bytes.Buffer
+	if code := run([]string{"keys", "--max-parallelism", "128", "--parallelism", "4", "user_A"}, &out, &errb); code != 0 || errb.Len() != 0 {
+		t.Fatalf("exit status %d, stderr %q", code, errb.String())
+	}
+	if !strings.Contains(out.String(), `"key":"user_A"`) {
+		t.Fatalf("stdout %q", out.String())
+	}
+}

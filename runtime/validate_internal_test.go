@@ -1,0 +1,68 @@
+package runtime
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestConfigValidate(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "a-file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name string
+		cfg  Config
+		want []string // substrings of the error; none: valid
+	}{
+		{"zero", Config{}, nil},
+		{"full", Config{Parallelism: 4, MaxParallelism: 128, BufferSize: 10, BuffersPerChannel: 2,
+			AutoWatermarkInterval: -1, BufferTimeout: -1,
+			Checkpoint:   CheckpointConfig{Interval: time.Second, Dir: filepath.Join(dir, "chk"), Mode: AtLeastOnce},
+			StateBackend: StateBackendConfig{Kind: "pebble", Dir: filepath.Join(dir, "pebble")}}, nil},
+		{"negative parallelism", Config{Parallelism: -2}, []string{"Config.Parallelism -2", "from 1 to 32768"}},
+		{"parallelism above max", Config{Parallelism: 200, MaxParallelism: 128}, []string{"Config.Parallelism 200 exceeds Config.MaxParallelism 128"}},
+		{"max parallelism too large", Config{MaxParallelism: 40000}, []string{"Config.MaxParallelism 40000", "from 1 to 32768"}},
+		{"negative max parallelism", Config{MaxParallelism: -1}, []string{"Config.MaxParallelism -1"}},
+		{"negative buffer size", Config{BufferSize: -1}, []string{"Config.BufferSize -1", "positive"}},
+		{"negative buffers", Config{BuffersPerChannel: -3}, []string{"Config.BuffersPerChannel -3"}},
+		{"negative interval", Config{Checkpoint: CheckpointConfig{Interval: -time.Second}}, []string{"CheckpointConfig.Interval -1s"}},
+		{"negative timeout", Config{Checkpoint: CheckpointConfig{Timeout: -1}}, []string{"CheckpointConfig.Timeout"}},
+		{"negative pause", Config{Checkpoint: CheckpointConfig{MinPause: -1}}, []string{"CheckpointConfig.MinPause"}},
+		{"negative retain", Config{Checkpoint: CheckpointConfig{Retain: -1}}, []string{"CheckpointConfig.Retain -1"}},
+		{"unknown mode", Config{Checkpoint: CheckpointConfig{Mode: 7}}, []string{"CheckpointConfig.Mode 7"}},
+		{"interval without dir", Config{Checkpoint: CheckpointConfig{Interval: time.Second}}, []string{"CheckpointConfig.Dir is empty"}},
+		{"unwritable dir", Config{Checkpoint: CheckpointConfig{Interval: time.Second, Dir: "/proc/x"}}, []string{`CheckpointConfig.Dir "/proc/x" is not a writable directory`}},
+		{"dir is a file", Config{Checkpoint: CheckpointConfig{Dir: file}}, []string{"CheckpointConfig.Dir", "not a writable directory"}},
+		{"unknown backend", Config{StateBackend: StateBackendConfig{Kind: "rocksdb"}}, []string{`StateBackendConfig.Kind "rocksdb"`, `"memory"`, `"pebble"`}},
+		{"unwritable pebble dir", Config{StateBackend: StateBackendConfig{Kind: "pebble", Dir: file}}, []string{"StateBackendConfig.Dir"}},
+		{"several", Config{Parallelism: -1, BufferSize: -1}, []string{"Config.Parallelism -1", "Config.BufferSize -1"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			err := ValidateConfig(c.cfg)
+			if len(c.want) == 0 {
+				if err != nil {
+					t.Fatalf("valid config rejected: %v", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			for _, w := range c.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not contain %q", err, w)
+				}
+			}
+		})
+	}
+	// The probe file is removed.
+	if ents, _ := os.ReadDir(filepath.Join(dir, "chk")); len(ents) != 0 {
+		t.Fatalf("checkpoint directory holds %d entries after the check", len(ents))
+	}
+}
