@@ -301,7 +301,11 @@ func (o *operator[K, IN, OUT]) ProcessIdle(idle bool) error {
 
 // EndInput waits until every input has finished and every held mark has
 // left.
-func (o *operator[K, IN, OUT]) EndInput() error {
+func (o *operator[K, IN, OUT]) EndInput() error { return o.finishAll() }
+
+// finishAll waits, serving the operator's letters, until every input has
+// finished and every held mark has left.
+func (o *operator[K, IN, OUT]) finishAll() error {
 	for (o.unfinished > 0 || o.q.Held() > 0) && o.err == nil {
 		if err := o.Ctx.Yield(); err != nil {
 			return err
@@ -338,8 +342,19 @@ func (o *operator[K, IN, OUT]) Close() error {
 // SnapshotState implements runtime.Snapshotter: per key group, the keyed
 // state (sequence numbers, memory, pending inputs, unfinished inputs with
 // their remaining tasks). Running actions are not waited for: their tasks
-// are stored and run again after a restore.
+// are stored and run again after a restore. The final checkpoint of a
+// bounded job is the exception (runtime.SnapshotWriter.Final): no input
+// follows it, so every input is finished first, as at the end of input,
+// and the checkpoint covers all the outputs. Otherwise a restore from it
+// would run again the inputs whose outputs the end of input has emitted
+// (and a two-phase-commit sink committed).
 func (o *operator[K, IN, OUT]) SnapshotState(w *runtime.SnapshotWriter) error {
+	if w.Final() && o.unfinished > 0 {
+		o.logger.Info("agent: finishing the inputs in progress before the final checkpoint", "inputs", o.unfinished, "checkpoint", w.CheckpointID())
+		if err := o.finishAll(); err != nil {
+			return err
+		}
+	}
 	if o.store != nil && len(o.finished) > 0 {
 		o.prunes = append(o.prunes, pendingPrune{id: w.CheckpointID(), upTo: o.finished})
 		o.finished = map[string]int64{}
