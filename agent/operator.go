@@ -161,7 +161,7 @@ type operator[K comparable, IN, OUT any] struct {
 	gHeld, gAge, gInFlight, gRunning *runtime.Gauge
 	cActions, cErrors, cDropped      *runtime.Counter
 	cReplayed, cCallsReplayed        *runtime.Counter
-	cDiverged                        *runtime.Counter
+	cDiverged, cRestored             *runtime.Counter
 }
 
 // pendingPrune is what a checkpoint covers: the inputs finished before its
@@ -219,6 +219,7 @@ func (o *operator[K, IN, OUT]) Open(ctx *runtime.Context, out runtime.Output[OUT
 	o.cReplayed = ctx.Counter("actionsReplayed")
 	o.cCallsReplayed = ctx.Counter("callsReplayed")
 	o.cDiverged = ctx.Counter("divergences")
+	o.cRestored = ctx.Counter("inputsRestored")
 	if o.opts.Store != nil {
 		st, err := o.opts.Store(ctx)
 		if err != nil {
@@ -457,6 +458,7 @@ func (o *operator[K, IN, OUT]) restore(ctx *runtime.Context) error {
 			}
 		})
 	}
+	o.cRestored.Add(int64(o.unfinished))
 	if o.unfinished > 0 {
 		o.logger.Info("agent: resuming restored work", "inputs", o.unfinished, "keys", len(o.ready)-o.rhead, "checkpoint", r.CheckpointID)
 	}
