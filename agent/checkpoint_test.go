@@ -149,6 +149,9 @@ func TestCheckpointDuringModelCall(t *testing.T) {
 	if calls := m2.calls.Load(); calls != 3 {
 		t.Fatalf("%d model calls after restore, want 3 (A1 again, A2, B2)", calls)
 	}
+	if n := env2.Metrics().Sum("agent", "inputsRestored"); n != 1 {
+		t.Fatalf("inputsRestored %d, want 1 (A1)", n)
+	}
 }
 
 // TestSavepointRestoresPendingInputs restores pending inputs (waiting
@@ -203,6 +206,9 @@ func TestSavepointRestoresPendingInputs(t *testing.T) {
 	want := []string{"re:A1 count=1 seq=0", "re:A2 count=2 seq=1", "re:A3 count=3 seq=2", "re:A4 count=4 seq=3"}
 	if !slices.Equal(vals, want) {
 		t.Fatalf("restored outputs %q, want %q", vals, want)
+	}
+	if n := env2.Metrics().Sum("agent", "inputsRestored"); n != 3 {
+		t.Fatalf("inputsRestored %d, want 3 (A1 running, A2 and A3 waiting)", n)
 	}
 	if got, want := render(evs[len(evs)-1:]), fmt.Sprintf("WM(%d)", watermark.Max); got != want {
 		t.Fatalf("restored run ends with %s, want %s", got, want)

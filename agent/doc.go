@@ -77,8 +77,9 @@
 //     whose actions fail under ContinueOnError, finishes like any other:
 //     its watermark reference is removed and the key's next input starts.
 //  9. Visible stalls. Gauges heldWatermarks, oldestHeldWatermarkAgeMs,
-//     inFlightInputs and runningKeys, counters actionsRun, actionErrors and
-//     eventsUnhandled; Status names the keys holding the oldest watermark,
+//     inFlightInputs and runningKeys, counters actionsRun, actionErrors,
+//     eventsUnhandled and inputsRestored (unfinished inputs a restore
+//     resumed); Status names the keys holding the oldest watermark,
 //     and a warning is logged when it has waited longer than
 //     Options.StallWarning.
 //  10. Exactly-once side effects, with a store (Options.Store; package wal

@@ -195,7 +195,7 @@ type operator[K comparable, IN, OUT any] struct {
 	gHeld, gAge, gInFlight, gRunning *runtime.Gauge
 	cActions, cErrors, cDropped      *runtime.Counter
 	cReplayed, cCallsReplayed        *runtime.Counter
-	cDiverged                        *runtime.Counter
+	cDiverged, cRestored             *runtime.Counter
 }
 
 // pendingPrune is what a checkpoint covers: the inputs finished before its
@@ -253,6 +253,7 @@ func (o *operator[K, IN, OUT]) Open(ctx *runtime.Context, out runtime.Output[OUT
 	o.cReplayed = ctx.Counter("actionsReplayed")
 	o.cCallsReplayed = ctx.Counter("callsReplayed")
 	o.cDiverged = ctx.Counter("divergences")
+	o.cRestored = ctx.Counter("inputsRestored")
 	if o.opts.Store != nil {
 		st, err := o.opts.Store(ctx)
 		if err != nil {
@@ -335,7 +336,11 @@ func (o *operator[K, IN, OUT]) ProcessIdle(idle bool) error {
 
 // EndInput waits until every input has finished and every held mark has
 // left.
-func (o *operator[K, IN, OUT]) EndInput() error {
+func (o *operator[K, IN, OUT]) EndInput() error { return o.finishAll() }
+
+// finishAll waits, serving the operator's letters, until every input has
+// finished and every held mark has left.
+func (o *operator[K, IN, OUT]) finishAll() error {
 	for (o.unfinished > 0 || o.q.Held() > 0) && o.err == nil {
 		if err := o.Ctx.Yield(); err != nil {
 			return err
@@ -372,8 +377,19 @@ func (o *operator[K, IN, OUT]) Close() error {
 // SnapshotState implements runtime.Snapshotter: per key group, the keyed
 // state (sequence numbers, memory, pending inputs, unfinished inputs with
 // their remaining tasks). Running actions are not waited for: their tasks
-// are stored and run again after a restore.
+// are stored and run again after a restore. The final checkpoint of a
+// bounded job is the exception (runtime.SnapshotWriter.Final): no input
+// follows it, so every input is finished first, as at the end of input,
+// and the checkpoint covers all the outputs. Otherwise a restore from it
+// would run again the inputs whose outputs the end of input has emitted
+// (and a two-phase-commit sink committed).
 func (o *operator[K, IN, OUT]) SnapshotState(w *runtime.SnapshotWriter) error {
+	if w.Final() && o.unfinished > 0 {
+		o.logger.Info("agent: finishing the inputs in progress before the final checkpoint", "inputs", o.unfinished, "checkpoint", w.CheckpointID())
+		if err := o.finishAll(); err != nil {
+			return err
+		}
+	}
 	if o.store != nil && len(o.finished) > 0 {
 		o.prunes = append(o.prunes, pendingPrune{id: w.CheckpointID(), upTo: o.finished})
 		o.finished = map[string]int64{}
@@ -476,6 +492,7 @@ func (o *operator[K, IN, OUT]) restore(ctx *runtime.Context) error {
 			}
 		})
 	}
+	o.cRestored.Add(int64(o.unfinished))
 	if o.unfinished > 0 {
 		o.logger.Info("agent: resuming restored work", "inputs", o.unfinished, "keys", len(o.ready)-o.rhead, "checkpoint", r.CheckpointID)
 	}

@@ -71,7 +71,9 @@
 //	    (I6); counter "completed" counts calls that completed successfully.
 //	I10. A checkpoint stores the inputs whose results have not been emitted
 //	    (as JSON, in input order); after a restore their calls run again,
-//	    before any new input. Watermarks in the queue are not stored.
+//	    before any new input. Watermarks in the queue are not stored. The
+//	    final checkpoint of a bounded job waits for every call first (I8):
+//	    it stores no input, and a restore from it calls nothing again.
 //
 // The operator keeps the input records of every queued entry (and the one
 // ProcessRecord holds while it waits for room), in input order, so that a

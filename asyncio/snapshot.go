@@ -14,8 +14,16 @@ const pendingList = "asyncio-pending"
 // SnapshotState implements runtime.Snapshotter: the inputs whose results
 // have not been emitted yet (in input order) are stored, as JSON, so that
 // after a restore their calls run again (I10). The upstream position in
-// the checkpoint is already past them, so this is what keeps them.
+// the checkpoint is already past them, so this is what keeps them. The
+// final checkpoint of a bounded job (runtime.SnapshotWriter.Final) first
+// waits for every call, as EndInput does: nothing follows it, so it covers
+// their results, and a restore from it calls nothing again.
 func (o *operator[IN, OUT]) SnapshotState(w *runtime.SnapshotWriter) error {
+	if w.Final() {
+		if err := o.EndInput(); err != nil {
+			return err
+		}
+	}
 	recs := o.pending()
 	items := make([][]byte, 0, len(recs))
 	for _, r := range recs {

@@ -2,14 +2,17 @@ package asyncio_test
 
 import (
 	"context"
+	"encoding/binary"
 	"path/filepath"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/weirproject/weir"
 	"github.com/weirproject/weir/asyncio"
+	"github.com/weirproject/weir/checkpoint"
 	"github.com/weirproject/weir/runtime"
 	"github.com/weirproject/weir/watermark"
 )
@@ -93,5 +96,96 @@ func TestInFlightCallsSurviveRestore(t *testing.T) {
 	}
 	if len(got) != n {
 		t.Fatalf("%d results, want %d", len(got), n)
+	}
+}
+
+// signalSource emits 0..n-1 on one split and ends; the first snapshot of
+// its position signals snap. A restored reader starts at the position
+// stored.
+type signalSource struct {
+	n    int64
+	snap chan struct{}
+}
+
+func (s signalSource) CreateReader(ctx runtime.SourceContext) (runtime.Reader[int64], error) {
+	r := &signalReader{s: s}
+	items, err := ctx.Restored.List(runtime.SplitsList)
+	if err != nil {
+		return nil, err
+	}
+	for _, it := range items {
+		r.next, _ = binary.Varint(it)
+	}
+	return r, nil
+}
+
+type signalReader struct {
+	s    signalSource
+	next int64
+	once sync.Once
+}
+
+func (r *signalReader) Poll(out runtime.SourceOutput[int64]) (runtime.PollStatus, error) {
+	if r.next >= r.s.n {
+		return runtime.Done, nil
+	}
+	out.Collect(0, r.next, r.next)
+	r.next++
+	return runtime.More, nil
+}
+
+func (r *signalReader) Ready() <-chan struct{} { return nil }
+func (r *signalReader) Close() error           { return nil }
+
+func (r *signalReader) SnapshotSplits(int64) ([][]byte, error) {
+	r.once.Do(func() { close(r.s.snap) })
+	return [][]byte{binary.AppendVarint(nil, r.next)}, nil
+}
+
+// A bounded job ends with calls in flight when its final checkpoint is
+// taken (they return only once the checkpoint has begun). The final
+// checkpoint waits for them, so a job resumed from it has nothing to call
+// again and emits nothing: every result exactly once over the two runs.
+// (It used to store the inputs while the end of input emitted their
+// results, and the resumed run called and emitted them all again.)
+func TestResumeFromFinalCheckpointCallsNothingAgain(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	const n = 20
+	var calls atomic.Int64
+	build := func(cpDir, restore string, snap chan struct{}) (*weir.Environment, *weir.Collected[int64]) {
+		// Only the final checkpoint is taken: the interval is never reached.
+		env := weir.NewEnvironment(weir.Config{Parallelism: 1,
+			Checkpoint: runtime.CheckpointConfig{Interval: time.Hour, Dir: cpDir, RestoreFrom: restore}})
+		src := weir.FromSource(env, "numbers", signalSource{n: n, snap: snap}, watermark.ForMonotonous[int64]()).UID("numbers")
+		out := asyncio.Unordered(src, "call", func(ctx context.Context, v int64) ([]int64, error) {
+			calls.Add(1)
+			select {
+			case <-snap:
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+			return []int64{v * 10}, nil
+		}, asyncio.Options{Capacity: 100}).UID("call")
+		return env, weir.Collect(out)
+	}
+	env, first := build(filepath.Join(dir, "c1"), "", make(chan struct{}))
+	if err := env.Execute(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := len(first.Values()); got != n || calls.Load() != n {
+		t.Fatalf("first run: %d results of %d calls, want %d", got, calls.Load(), n)
+	}
+	final, _, err := checkpoint.Latest(filepath.Join(dir, "c1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env2, second := build(filepath.Join(dir, "c2"), final, make(chan struct{}))
+	if err := env2.Execute(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if again, got := calls.Load()-n, second.Values(); again != 0 || len(got) != 0 {
+		t.Fatalf("the run resumed from the final checkpoint made %d calls and emitted %v, want none", again, got)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/weirproject/weir/checkpoint"
@@ -133,6 +134,9 @@ type coordinator struct {
 	// savepoints holds the ids of savepoints in progress, for kindOf
 	// (read by task goroutines, once per checkpoint).
 	savepoints sync.Map
+	// finalID is the id of the final checkpoint once it has started (0
+	// before), for isFinal (read by task goroutines).
+	finalID atomic.Int64
 }
 
 // kindOf tells whether id is a checkpoint or a savepoint.
@@ -143,6 +147,11 @@ func (c *coordinator) kindOf(id int64) checkpoint.Kind {
 		}
 	}
 	return checkpoint.KindCheckpoint
+}
+
+// isFinal tells whether id is the final checkpoint of a bounded job.
+func (c *coordinator) isFinal(id int64) bool {
+	return c != nil && id > 0 && c.finalID.Load() == id
 }
 
 func newCoordinator(b *builder, firstID int64) *coordinator {
@@ -263,7 +272,7 @@ func (c *coordinator) run(ctx context.Context) {
 		p, timeout = nil, nil
 		lastEnd = clk.Now()
 	}
-	start := func(req *cpRequest) {
+	start := func(req *cpRequest, final bool) {
 		if anyFinished {
 			if req != nil {
 				req.done <- cpResult{err: fmt.Errorf("%w: part of the job has already finished", ErrCheckpointAborted)}
@@ -274,6 +283,10 @@ func (c *coordinator) run(ctx context.Context) {
 		c.nextID++
 		if req != nil && req.kind == checkpoint.KindSavepoint {
 			c.savepoints.Store(id, true)
+		}
+		if final {
+			// Before the barrier leaves: every task asks isFinal at it.
+			c.finalID.Store(id)
 		}
 		p = &pendingCP{id: id, req: req, started: clk.Now(), waiting: map[*task]bool{}, states: map[*Node][]*checkpoint.SubtaskState{}}
 		for _, t := range c.tasks {
@@ -299,11 +312,11 @@ func (c *coordinator) run(ctx context.Context) {
 		case <-tick:
 			ticker.Reset(c.cfg.Interval)
 			if p == nil && clk.Now().Sub(lastEnd) >= c.cfg.MinPause {
-				start(nil)
+				start(nil, false)
 			}
 		case req := <-c.requests:
 			if p == nil {
-				start(req)
+				start(req, false)
 			} else {
 				queued = append(queued, req)
 			}
@@ -348,7 +361,7 @@ func (c *coordinator) run(ctx context.Context) {
 		if p == nil && len(queued) > 0 {
 			req := queued[0]
 			queued = queued[1:]
-			start(req)
+			start(req, false)
 		}
 		if len(done) == len(c.sources) && len(done) > 0 && finalID >= 0 {
 			switch {
@@ -357,7 +370,7 @@ func (c *coordinator) run(ctx context.Context) {
 				finalID = -1
 			case p == nil && finalTries < 3:
 				finalTries++
-				start(nil)
+				start(nil, true)
 				if p != nil {
 					finalID = p.id
 				}
@@ -453,10 +466,12 @@ func (t *task) checkpoint(id int64) {
 	var writers []*SnapshotWriter
 	var err error
 	kind := t.job.coord.kindOf(id)
+	final := t.job.coord.isFinal(id)
 	for _, inst := range t.chain {
 		ctx := inst.context()
 		w := newSnapshotWriter(id, kind, ctx.KeyGroups)
 		w.base = t.job.coord.cfg.Dir
+		w.final = final
 		for _, p := range inst.parts() {
 			if s, ok := p.(Snapshotter); ok && err == nil {
 				if e := s.SnapshotState(w); e != nil {

@@ -53,6 +53,7 @@ type SnapshotWriter struct {
 	st    *checkpoint.SubtaskState
 	async []func() error
 	base  string // checkpoint base directory (CheckpointConfig.Dir)
+	final bool   // the final checkpoint of a bounded job
 }
 
 func newSnapshotWriter(id int64, kind checkpoint.Kind, rng keygroup.Range) *SnapshotWriter {
@@ -67,6 +68,20 @@ func (w *SnapshotWriter) CheckpointID() int64 { return w.id }
 // must be self-contained and in the canonical, backend-independent format;
 // checkpoints may use a backend's native format.
 func (w *SnapshotWriter) Kind() checkpoint.Kind { return w.kind }
+
+// Final reports whether this is the final checkpoint of a job whose
+// sources have all ended their input: it is taken after their final
+// watermark, and when it completes the sources end their output and every
+// operator's EndInput runs. In exactly-once mode no record follows its
+// barrier, so the checkpoint must cover everything the job will still
+// emit: an operator holding inputs it has accepted but not finished (an
+// agent's running actions, asynchronous calls) finishes them in
+// SnapshotState, as its EndInput would, before writing its state. Their
+// outputs then precede the barrier, a two-phase-commit sink commits them
+// with this checkpoint, and a restore from it has nothing to run again.
+// (Otherwise they would be both stored in the checkpoint and emitted, and
+// committed at the end of input, after it.)
+func (w *SnapshotWriter) Final() bool { return w.final }
 
 // Async registers f as part of the snapshot's asynchronous phase. f runs
 // after SnapshotState has returned and the barrier has been forwarded, on a

@@ -59,6 +59,21 @@ type Event struct {
 	TopicNo   int   `json:"-"`
 }
 
+// Order is a live order as the inventory agent receives it. ID names its
+// Kafka record (topic/partition@offset): it identifies the order across
+// runs, also inside the agent's checkpointed state.
+type Order struct {
+	ID   string `json:"id"`
+	Item string `json:"item"`
+	Qty  int64  `json:"qty"`
+}
+
+// Decision is the inventory agent's output for one order.
+type Decision struct {
+	Order string `json:"order"`
+	Text  string `json:"text"`
+}
+
 // Total is the sum of one customer's events in one window.
 type Total struct {
 	Customer    string `json:"customer"`
@@ -180,18 +195,25 @@ type Summary struct {
 	// OutOfOrder counts records the sort released below an earlier one of
 	// the same item (checked independently of the sort).
 	OutOfOrder int64 `json:"outOfOrder"`
+	// AgentInputs are the live orders this run sent to the inventory
+	// agent; AgentResumed the orders an earlier run had sent it, unfinished
+	// in the checkpoint this run restored (0 after a run that finished);
+	// AgentDecisions the agent's outputs in this run, and AgentDecided the
+	// distinct orders they decide, at most AgentInputs + AgentResumed
+	// (one decision per order: all four add up when no order is decided
+	// twice).
+	AgentInputs    int64 `json:"agentInputs"`
+	AgentResumed   int64 `json:"agentResumed"`
+	AgentDecisions int64 `json:"agentDecisions"`
+	AgentDecided   int64 `json:"agentDecided"`
 	// Totals are window totals; Windowed and Amount what they add up to.
-	// AgentInputs are the live orders sent to the inventory agent;
-	// AgentDecisions its outputs (one per input).
-	AgentInputs    int64         `json:"agentInputs"`
-	AgentDecisions int64         `json:"agentDecisions"`
-	Totals         int64         `json:"totals"`
-	Windowed       int64         `json:"windowed"`
-	Amount         int64         `json:"amount"`
-	Late           int64         `json:"late"`
-	LateAmount     int64         `json:"lateAmount"`
-	DeadLetters    int64         `json:"deadLetters"`
-	Elapsed        time.Duration `json:"elapsedNs"`
+	Totals      int64         `json:"totals"`
+	Windowed    int64         `json:"windowed"`
+	Amount      int64         `json:"amount"`
+	Late        int64         `json:"late"`
+	LateAmount  int64         `json:"lateAmount"`
+	DeadLetters int64         `json:"deadLetters"`
+	Elapsed     time.Duration `json:"elapsedNs"`
 	// Stopped is set when the run stopped before the end (interrupted or
 	// after a savepoint); Savepoint names the savepoint taken.
 	Stopped   bool   `json:"stopped,omitempty"`
@@ -452,8 +474,12 @@ func Run(ctx context.Context, w io.Writer, o Options) (Summary, error) {
 	// asks a model (the offline one: no endpoint is reachable here) whether
 	// to reorder. Model calls run off the subtask goroutine; the agent holds
 	// back watermarks until every order before them has been decided.
-	liveOrders := weir.Filter(checked, "live-orders", func(e Event) bool { return e.Live && e.Kind == "order" })
-	decisions := agent.Apply[string, Event, string](weir.KeyBy(liveOrders, func(e Event) string { return e.Item }),
+	liveOrders := weir.FlatMap(checked, "live-orders", func(e Event, emit func(Order)) {
+		if e.Live && e.Kind == "order" {
+			emit(Order{ID: fmt.Sprintf("%s/%d@%d", Topics[e.TopicNo].Name, e.Partition, e.Offset), Item: e.Item, Qty: e.Qty})
+		}
+	})
+	decisions := agent.Apply[string, Order, Decision](weir.KeyBy(liveOrders, func(e Order) string { return e.Item }),
 		"inventory-agent", inventoryAgent(o.Seed), agent.Options{}).UID("inventory-agent")
 	agentIn := weir.Collect(liveOrders)
 	agentOut := weir.Collect(decisions)
@@ -556,8 +582,14 @@ func Run(ctx context.Context, w io.Writer, o Options) (Summary, error) {
 	}
 	s.DeadLetters = int64(len(dead.Values()))
 	s.AgentInputs = int64(len(agentIn.Values()))
+	s.AgentResumed = job.Metrics().Sum("inventory-agent", "inputsRestored")
 	decided := agentOut.Values()
 	s.AgentDecisions = int64(len(decided))
+	orders := map[string]bool{}
+	for _, d := range decided {
+		orders[d.Order] = true
+	}
+	s.AgentDecided = int64(len(orders))
 	s.Sorted = chk.sorted.Load()
 	chk.mu.Lock()
 	s.OutOfOrder = chk.outOfOrder
@@ -577,11 +609,12 @@ func Run(ctx context.Context, w io.Writer, o Options) (Summary, error) {
 	fmt.Fprintf(w, "  sorted by item       %d records; order violations %d (history %d, live %d), out of order after the sort %d\n",
 		s.Sorted, s.OrderViolations, s.HistoryViolations, s.OrderViolations-s.HistoryViolations, s.OutOfOrder)
 	fmt.Fprintf(w, "  window totals        %d, over %d records, amount %d\n", s.Totals, s.Windowed, s.Amount)
-	fmt.Fprintf(w, "  inventory agent      %d live orders decided (of %d), model calls off the mailbox thread\n", s.AgentDecisions, s.AgentInputs)
+	fmt.Fprintf(w, "  inventory agent      %d live orders decided (of %d: %d read in this run, %d unfinished in the restored checkpoint); %d decisions, model calls off the mailbox thread\n",
+		s.AgentDecided, s.AgentInputs+s.AgentResumed, s.AgentInputs, s.AgentResumed, s.AgentDecisions)
 	shown := 0
 	for _, d := range decided {
-		if strings.Contains(d, "reorder (") && shown < 3 {
-			fmt.Fprintf(w, "    %s\n", d)
+		if strings.Contains(d.Text, "reorder (") && shown < 3 {
+			fmt.Fprintf(w, "    %s\n", d.Text)
 			shown++
 		}
 	}
@@ -788,7 +821,7 @@ func inventoryAgent(seed uint64) *agent.Agent {
 		Models: map[string]model.ChatModel{"planner": &model.Offline{Seed: int64(seed),
 			Latency: model.Latency{Dist: "exponential", Mean: 2 * time.Millisecond}}},
 		Actions: []agent.Action{agent.NewAction("review-order", func(c *agent.RunnerContext, ev agent.Event) error {
-			e, err := agent.Input[Event](ev)
+			e, err := agent.Input[Order](ev)
 			if err != nil {
 				return err
 			}
@@ -801,7 +834,7 @@ func inventoryAgent(seed uint64) *agent.Agent {
 				if err := c.ShortTerm().Set("demand", demand); err != nil {
 					return err
 				}
-				c.Output(fmt.Sprintf("%s: demand %d, no reorder yet", e.Item, demand))
+				c.Output(Decision{Order: e.ID, Text: fmt.Sprintf("%s: demand %d, no reorder yet", e.Item, demand)})
 				return nil
 			}
 			resp, err := c.Chat("planner", model.Request{Messages: []model.Message{model.User(
@@ -812,7 +845,7 @@ func inventoryAgent(seed uint64) *agent.Agent {
 			if err := c.ShortTerm().Set("demand", int64(0)); err != nil {
 				return err
 			}
-			c.Output(fmt.Sprintf("%s: demand %d, reorder (%.40s)", e.Item, demand, resp.Message.Content))
+			c.Output(Decision{Order: e.ID, Text: fmt.Sprintf("%s: demand %d, reorder (%.40s)", e.Item, demand, resp.Message.Content)})
 			return nil
 		}, agent.TypeInput)},
 	}

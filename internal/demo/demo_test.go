@@ -48,8 +48,9 @@ func TestDemoAccounts(t *testing.T) {
 	if s.Late < s.HeldBack || s.OrderViolations < s.HeldBack {
 		t.Fatalf("late %d, violations %d: the %d held-back records must be both", s.Late, s.OrderViolations, s.HeldBack)
 	}
-	if s.AgentInputs == 0 || s.AgentDecisions != s.AgentInputs {
-		t.Fatalf("inventory agent decided %d of %d live orders, want one decision each", s.AgentDecisions, s.AgentInputs)
+	if s.AgentInputs == 0 || s.AgentResumed != 0 || s.AgentDecisions != s.AgentInputs || s.AgentDecided != s.AgentInputs {
+		t.Fatalf("inventory agent: %d decisions of %d orders for %d live orders (%d resumed), want one decision each",
+			s.AgentDecisions, s.AgentDecided, s.AgentInputs, s.AgentResumed)
 	}
 	if s.Totals == 0 || s.CaughtUp <= 0 {
 		t.Fatalf("totals %d, caught up %v", s.Totals, s.CaughtUp)

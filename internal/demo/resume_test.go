@@ -3,6 +3,7 @@ package demo
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -82,5 +83,45 @@ func TestDemoResumeOnSameData(t *testing.T) {
 	}
 	if s2.Sorted < s2.Produced {
 		t.Fatalf("resumed run sorted %d records, fewer than the %d it produced", s2.Sorted, s2.Produced)
+	}
+}
+
+// A run resumed from the final checkpoint of a run that finished decides
+// only the orders it reads itself: the first run decided every order it
+// read, so nothing is unfinished in its final checkpoint. (Issue 11: the
+// resumed run decided again the orders in progress at the first run's end,
+// "2988 live orders decided (of 2270)".)
+func TestDemoResumeAfterFinish(t *testing.T) {
+	dir := t.TempDir()
+	o := Options{Orders: 3000, Days: 1, Customers: 7, Items: 40, Parallelism: 2, Seed: 11,
+		Live: 600 * time.Millisecond, Rate: 1000, Malformed: -1, HeldBack: -1,
+		KafkaData: dir + "/kafka", CheckpointDir: dir + "/checkpoints"}
+	check := func(name string, s Summary) {
+		t.Helper()
+		t.Logf("%s: %d live orders, %d resumed, %d decisions of %d orders", name, s.AgentInputs, s.AgentResumed, s.AgentDecisions, s.AgentDecided)
+		if s.AgentInputs == 0 || s.AgentResumed != 0 || s.AgentDecisions != s.AgentInputs || s.AgentDecided != s.AgentInputs {
+			t.Fatalf("%s: %d decisions of %d orders for %d live orders read and %d resumed, want one decision for each order read and none resumed",
+				name, s.AgentDecisions, s.AgentDecided, s.AgentInputs, s.AgentResumed)
+		}
+	}
+	var out bytes.Buffer
+	s1, err := Run(context.Background(), &out, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("first run", s1)
+	o.Resume = true
+	out.Reset()
+	s2, err := Run(context.Background(), &out, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "resuming from checkpoint") {
+		t.Fatalf("the second run did not resume:\n%s", out.String())
+	}
+	check("resumed run", s2)
+	want := fmt.Sprintf("%d live orders decided (of %d: %d read in this run, 0 unfinished in the restored checkpoint)", s2.AgentInputs, s2.AgentInputs, s2.AgentInputs)
+	if !strings.Contains(out.String(), want) {
+		t.Fatalf("no %q in the summary:\n%s", want, out.String())
 	}
 }
