@@ -625,7 +625,7 @@ func Run(ctx context.Context, w io.Writer, o Options) (Summary, error) {
 		fmt.Fprintf(w, "  checkpoints          %d completed\n", n)
 	}
 	if s.HeldBack > 0 {
-		fmt.Fprintf(w, "the %d live records held back for two hours arrived behind the watermark: no processor can sort what it has not seen, so they are counted as order violations and the windows send them to the late output (seed 003, section 06)\n", s.HeldBack)
+		fmt.Fprintf(w, "the %d live records held back for two hours arrived behind the watermark: no processor can sort what it has not seen, so they are counted as order violations and the windows send them to the late output\n", s.HeldBack)
 	}
 	return s, nil
 }
