@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -218,5 +219,149 @@ func TestExactlyOnceSinkReusesNoIDARestoreCommits(t *testing.T) {
 				t.Fatalf("read_committed sees %v, want [a1 a2 b1 b2 c1 c2] once each", got)
 			}
 		})
+	}
+}
+
+func newTxnSinkAt(t *testing.T, addrs []string, par, subtask int, opts ...kgo.Opt) *txnSink[string] {
+	t.Helper()
+	s := newTxnSink(t, addrs, subtask)
+	s.ctx = &runtime.Context{Subtask: subtask, Parallelism: par}
+	s.opts.ClientOptions = opts
+	return s
+}
+
+func writeTxn(t *testing.T, s *txnSink[string], x *Txn, vs ...string) {
+	t.Helper()
+	for _, v := range vs {
+		if err := s.Write(x, runtime.Record[string]{Value: v, Timestamp: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// asStored round-trips x through JSON, as a checkpoint does.
+func asStored(t *testing.T, x *Txn) *Txn {
+	t.Helper()
+	b, err := json.Marshal(x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var y Txn
+	if err := json.Unmarshal(b, &y); err != nil {
+		t.Fatal(err)
+	}
+	return &y
+}
+
+// KS5, KS6 across a change of parallelism: a subtask of the new
+// parallelism that receives the open transaction of an old subtask fences
+// that subtask's pool, every id but the pre-committed one, which another
+// new subtask commits (and may commit again).
+func TestExactlyOnceSinkRescaleFencesOldPool(t *testing.T) {
+	b := startBroker(t, map[string]int32{"out": 1})
+	cl := client(t, b)
+	old := newTxnSinkAt(t, b.Addrs(), 2, 1)
+	if err := old.Recover(nil, false); err != nil {
+		t.Fatal(err)
+	}
+	// Three checkpoints: the first transaction committed and released,
+	// the second committed (the latest checkpoint lists it no more but an
+	// older one does), the third pre-committed, the fourth open.
+	var txns []*Txn
+	for i := range 4 {
+		x, err := old.Begin()
+		if err != nil {
+			t.Fatal(err)
+		}
+		writeTxn(t, old, x, fmt.Sprint("v", i))
+		if i < 3 {
+			if err := old.PreCommit(x); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if i == 1 {
+			if err := old.Commit(txns[0]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if i == 2 {
+			if err := old.Release(txns[0]); err != nil {
+				t.Fatal(err)
+			}
+			if err := old.Commit(txns[1]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		txns = append(txns, x)
+	}
+	open := asStored(t, txns[3])
+	pre := asStored(t, txns[2])
+	if open.Pool != 3 || fmt.Sprint(open.Pending) != "[2]" || open.Seq != 0 {
+		t.Fatalf("open transaction %+v: want id 0 of a pool of 3, id 2 pending", open)
+	}
+	old.Close() // the process dies
+
+	// Parallelism 1 now; the items are dealt to one subtask, but commit
+	// and recovery are done by different sinks to show they need not
+	// agree on an order.
+	committer := newTxnSinkAt(t, b.Addrs(), 1, 0)
+	recoverer := newTxnSinkAt(t, b.Addrs(), 1, 0)
+	if err := recoverer.Recover(open, true); err != nil {
+		t.Fatal(err)
+	}
+	if err := committer.Commit(pre); err != nil {
+		t.Fatalf("commit of the pre-committed transaction after the old pool was fenced: %v", err)
+	}
+	if err := committer.Commit(pre); err != nil {
+		t.Fatalf("second commit: %v", err)
+	}
+	if got := values(readTopic(t, b.Addrs(), "out", true)); fmt.Sprint(got) != "[v0 v1 v2]" {
+		t.Fatalf("read_committed sees %v, want [v0 v1 v2]", got)
+	}
+	if !settled(t, cl, "out") {
+		t.Fatal("a transaction is still open: the old subtask's open transaction was not aborted")
+	}
+	// The new subtask's own pool starts at id 0 of parallelism 1.
+	x, err := recoverer.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if x.TransactionalID != "p-1-0-pool-0" {
+		t.Fatalf("first transaction after the rescale on %s, want p-1-0-pool-0", x.TransactionalID)
+	}
+}
+
+// KS5: a restore from a checkpoint written before the pool (one
+// transactional id per checkpoint) aborts the transaction it lists as open.
+func TestExactlyOnceSinkRecoversLegacyCheckpoint(t *testing.T) {
+	b := startBroker(t, map[string]int32{"out": 1})
+	cl := client(t, b)
+	lingering, err := kgo.NewClient(kgo.SeedBrokers(b.Addrs()...), kgo.TransactionalID("p-2-0-7"), kgo.DefaultProduceTopic("out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := lingering.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := lingering.ProduceSync(testCtx(t), &kgo.Record{Value: []byte("x")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	lingering.Close()
+	if settled(t, cl, "out") {
+		t.Fatal("the lingering transaction is not open")
+	}
+	var open Txn
+	if err := json.Unmarshal([]byte(`{"transactionalId":"p-2-0-7","parallelism":2,"subtask":0,"seq":7,"producerId":0,"epoch":0,"empty":false}`), &open); err != nil {
+		t.Fatal(err)
+	}
+	s := newTxnSinkAt(t, b.Addrs(), 2, 0)
+	if err := s.Recover(&open, true); err != nil {
+		t.Fatal(err)
+	}
+	if !settled(t, cl, "out") {
+		t.Fatal("the transaction open in the old checkpoint was not aborted")
+	}
+	if x, err := s.Begin(); err != nil || x.TransactionalID != "p-2-0-pool-0" {
+		t.Fatalf("first transaction %+v (%v), want p-2-0-pool-0", x, err)
 	}
 }
