@@ -125,19 +125,20 @@ func (o *twoPhaseOp[T, TXN]) Open(ctx *runtime.Context, out runtime.Output[struc
 		if err != nil {
 			return err
 		}
-		var open TXN
-		found := false
 		for _, it := range opens {
+			// A fresh value for each: decoding into the previous one
+			// (a pointer TXN) would keep its fields absent here.
+			var open TXN
 			if err := json.Unmarshal(it, &open); err != nil {
 				return fmt.Errorf("weir: restore open transaction: %w", err)
 			}
-			found = true
 			if err := sink.Recover(open, true); err != nil {
 				return err
 			}
 		}
-		if !found {
-			if err := sink.Recover(open, false); err != nil {
+		if len(opens) == 0 {
+			var zero TXN
+			if err := sink.Recover(zero, false); err != nil {
 				return err
 			}
 		}

@@ -365,3 +365,55 @@ func TestExactlyOnceSinkRecoversLegacyCheckpoint(t *testing.T) {
 		t.Fatalf("first transaction %+v (%v), want p-2-0-pool-0", x, err)
 	}
 }
+
+// KS5 through a job rescaled from 2 subtasks to 1: the new subtask
+// receives both old open transactions and aborts both, although only one
+// old subtask had a pre-committed transaction (the other's was empty).
+func TestExactlyOnceSinkRescaleAbortsEveryOpenTransaction(t *testing.T) {
+	b := startBroker(t, map[string]int32{"in": 2, "out": 1})
+	cl := client(t, b)
+	cpDir := t.TempDir()
+	start := func(par int, restore string) *runtime.Job {
+		env := weir.NewEnvironment(weir.Config{Parallelism: par, Logger: quiet,
+			Checkpoint: runtime.CheckpointConfig{Dir: cpDir, RestoreFrom: restore}})
+		src := NewSource(Options{Brokers: b.Addrs(), Topics: []string{"in"}}, String())
+		ExactlyOnceSink(weir.FromSource(env, "in", src, watermark.ForMonotonous[string]()).UID("in"), "out",
+			SinkOptions[string]{Brokers: b.Addrs(), Topic: "out", Serialize: SerializeString(nil),
+				TransactionalIDPrefix: "rescale"}).UID("out")
+		job, err := env.Start(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { job.Cancel(); job.Wait() })
+		return job
+	}
+	job := start(2, "")
+	// Only one partition, so only one sink subtask, has records.
+	produce(t, cl, rec("in", 0, 1, "a"))
+	weirtest.Eventually(t, "a written", func() bool { return hwm(t, cl, "out") >= 1 })
+	if _, _, err := job.TriggerCheckpoint(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	weirtest.Eventually(t, "a committed", func() bool { return settled(t, cl, "out") })
+	// Then both, and the job dies with two transactions open.
+	before := hwm(t, cl, "out")
+	produce(t, cl, rec("in", 0, 2, "b"), rec("in", 1, 2, "c"))
+	weirtest.Eventually(t, "b and c written", func() bool { return hwm(t, cl, "out") >= before+2 })
+	job.Cancel()
+	job.Wait()
+
+	dir, _, err := checkpoint.Latest(cpDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	job = start(1, dir)
+	before = hwm(t, cl, "out")
+	weirtest.Eventually(t, "the replay", func() bool { return hwm(t, cl, "out") >= before+2 })
+	if _, _, err := job.TriggerCheckpoint(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	weirtest.Eventually(t, "no transaction left open", func() bool { return settled(t, cl, "out") })
+	if got := values(readTopic(t, b.Addrs(), "out", true)); fmt.Sprint(got) != "[a b c]" {
+		t.Fatalf("read_committed sees %v, want [a b c]", got)
+	}
+}
