@@ -23,6 +23,8 @@ import (
 //	    returns, Commit must be able to succeed, even in another process),
 //	    then a new transaction begins.
 //	When that checkpoint completes: Commit.
+//	When a later checkpoint completes: Release, if the sink is a
+//	    TransactionReleaser.
 //	After a restore: Commit again for every transaction the checkpoint had
 //	    pre-committed (so Commit must be idempotent), then Recover with the
 //	    transactions that may be lingering (the open one at the checkpoint)
@@ -41,6 +43,21 @@ type TwoPhaseCommitter[T, TXN any] interface {
 	Recover(open TXN, ok bool) error
 }
 
+// TransactionReleaser is implemented by a TwoPhaseCommitter that reuses
+// what a committed transaction held (ExactlyOnceSink: its Kafka
+// transactional id and producer). Release(txn) is called on the subtask's
+// goroutine, once per committed transaction, as soon as a checkpoint or
+// savepoint taken after the last one that listed txn as pending has
+// completed: from then on only checkpoints older than the latest completed
+// one still list it, so a restore from the latest completed checkpoint never
+// commits txn again. Before Release the sink must not reuse txn's
+// resources, since a restore would then commit (by Commit) whatever they
+// are doing at the time. Transactions committed at the end of bounded input
+// are never released.
+type TransactionReleaser[TXN any] interface {
+	Release(txn TXN) error
+}
+
 // TwoPhaseCommit ends s in a two-phase-commit sink; newSink is called once
 // per subtask.
 func TwoPhaseCommit[T, TXN any](s Stream[T], name string, newSink func(ctx *runtime.Context) (TwoPhaseCommitter[T, TXN], error)) Stream[struct{}] {
@@ -52,16 +69,22 @@ func TwoPhaseCommit[T, TXN any](s Stream[T], name string, newSink func(ctx *runt
 type pendingTxn[TXN any] struct {
 	Checkpoint int64 `json:"checkpoint"`
 	Txn        TXN   `json:"txn"`
+	// listed is the latest checkpoint whose snapshot lists the
+	// transaction as pending (not stored).
+	listed int64
 }
 
 // twoPhaseOp keeps the open transaction and the pre-committed ones waiting
-// for their checkpoint to complete.
+// for their checkpoint to complete, and, for a TransactionReleaser, the
+// committed ones that a restorable checkpoint still lists.
 type twoPhaseOp[T, TXN any] struct {
 	runtime.Base[struct{}]
-	newSink func(*runtime.Context) (TwoPhaseCommitter[T, TXN], error)
-	sink    TwoPhaseCommitter[T, TXN]
-	open    TXN
-	pending []pendingTxn[TXN]
+	newSink   func(*runtime.Context) (TwoPhaseCommitter[T, TXN], error)
+	sink      TwoPhaseCommitter[T, TXN]
+	releaser  TransactionReleaser[TXN] // nil if the sink is none
+	open      TXN
+	pending   []pendingTxn[TXN]
+	committed []pendingTxn[TXN] // committed, not yet released
 }
 
 const (
@@ -76,6 +99,7 @@ func (o *twoPhaseOp[T, TXN]) Open(ctx *runtime.Context, out runtime.Output[struc
 		return err
 	}
 	o.sink = sink
+	o.releaser, _ = sink.(TransactionReleaser[TXN])
 	if r := ctx.Restored(); r != nil {
 		items, err := r.List(listPending)
 		if err != nil {
@@ -89,24 +113,32 @@ func (o *twoPhaseOp[T, TXN]) Open(ctx *runtime.Context, out runtime.Output[struc
 			if err := sink.Commit(p.Txn); err != nil {
 				return fmt.Errorf("weir: commit restored transaction of checkpoint %d: %w", p.Checkpoint, err)
 			}
+			if o.releaser != nil {
+				// The restored checkpoint lists it: a restore may
+				// commit it again until a checkpoint of this run
+				// completes.
+				p.listed = r.CheckpointID
+				o.committed = append(o.committed, p)
+			}
 		}
 		opens, err := r.List(listOpen)
 		if err != nil {
 			return err
 		}
-		var open TXN
-		found := false
 		for _, it := range opens {
+			// A fresh value for each: decoding into the previous one
+			// (a pointer TXN) would keep its fields absent here.
+			var open TXN
 			if err := json.Unmarshal(it, &open); err != nil {
 				return fmt.Errorf("weir: restore open transaction: %w", err)
 			}
-			found = true
 			if err := sink.Recover(open, true); err != nil {
 				return err
 			}
 		}
-		if !found {
-			if err := sink.Recover(open, false); err != nil {
+		if len(opens) == 0 {
+			var zero TXN
+			if err := sink.Recover(zero, false); err != nil {
 				return err
 			}
 		}
@@ -133,6 +165,9 @@ func (o *twoPhaseOp[T, TXN]) SnapshotState(w *runtime.SnapshotWriter) error {
 		return err
 	}
 	o.pending = append(o.pending, pendingTxn[TXN]{Checkpoint: w.CheckpointID(), Txn: o.open})
+	for i := range o.pending {
+		o.pending[i].listed = w.CheckpointID()
+	}
 	next, err := o.sink.Begin()
 	if err != nil {
 		return err
@@ -156,6 +191,21 @@ func (o *twoPhaseOp[T, TXN]) SnapshotState(w *runtime.SnapshotWriter) error {
 }
 
 func (o *twoPhaseOp[T, TXN]) NotifyCheckpointComplete(id int64) error {
+	// Checkpoint id is now the latest completed one; a committed
+	// transaction it does not list is never committed again by a
+	// restore from it (nor from a later one).
+	kept := o.committed[:0]
+	for _, p := range o.committed {
+		if p.listed >= id {
+			kept = append(kept, p)
+			continue
+		}
+		if err := o.releaser.Release(p.Txn); err != nil {
+			return err
+		}
+	}
+	clear(o.committed[len(kept):])
+	o.committed = kept
 	sort.Slice(o.pending, func(i, j int) bool { return o.pending[i].Checkpoint < o.pending[j].Checkpoint })
 	n := 0
 	for _, p := range o.pending {
@@ -164,6 +214,9 @@ func (o *twoPhaseOp[T, TXN]) NotifyCheckpointComplete(id int64) error {
 		}
 		if err := o.sink.Commit(p.Txn); err != nil {
 			return err
+		}
+		if o.releaser != nil {
+			o.committed = append(o.committed, p)
 		}
 		n++
 	}

@@ -126,3 +126,95 @@ func BenchmarkFranzGoConsume(b *testing.B) { benchFranz(b, false) }
 // BenchmarkFranzGoConsumeJSON: franz-go's consumer with the same JSON
 // decoding (the decoder kafka.JSON uses).
 func BenchmarkFranzGoConsumeJSON(b *testing.B) { benchFranz(b, true) }
+
+// BenchmarkExactlyOnceCheckpoint: one checkpoint of one ExactlyOnceSink
+// subtask with 3 records, on the embedded broker: Begin, Write, PreCommit,
+// Commit (and Release of the previous transaction, as TwoPhaseCommit calls
+// it). "pool" is the sink; "client-per-checkpoint" does what it did before
+// the pool: a new producer with a new transactional id per checkpoint.
+//
+//	go test -run XXX -bench ExactlyOnceCheckpoint -benchtime 300x ./connector/kafka/
+func BenchmarkExactlyOnceCheckpoint(b *testing.B) {
+	br, err := broker.Start(broker.Options{Topics: map[string]int32{"out": 1}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer br.Close()
+	opts, err := SinkOptions[string]{Brokers: br.Addrs(), Topic: "out", Serialize: SerializeString(nil),
+		TransactionalIDPrefix: "bench"}.withDefaults()
+	if err != nil {
+		b.Fatal(err)
+	}
+	recs := []string{"r1", "r2", "r3"}
+	b.Run("pool", func(b *testing.B) {
+		admin, err := kgo.NewClient(opts.clientOpts()...)
+		if err != nil {
+			b.Fatal(err)
+		}
+		s := &txnSink[string]{opts: opts, ctx: &runtime.Context{Parallelism: 1}, admin: admin}
+		defer s.Close()
+		if err := s.Recover(nil, false); err != nil {
+			b.Fatal(err)
+		}
+		open, err := s.Begin()
+		if err != nil {
+			b.Fatal(err)
+		}
+		var prev *Txn
+		for b.Loop() {
+			for _, v := range recs {
+				if err := s.Write(open, runtime.Record[string]{Value: v, Timestamp: 1}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if err := s.PreCommit(open); err != nil {
+				b.Fatal(err)
+			}
+			next, err := s.Begin()
+			if err != nil {
+				b.Fatal(err)
+			}
+			// The checkpoint completes: commit its transaction and
+			// release the one the previous checkpoint listed.
+			if err := s.Commit(open); err != nil {
+				b.Fatal(err)
+			}
+			if prev != nil {
+				if err := s.Release(prev); err != nil {
+					b.Fatal(err)
+				}
+			}
+			prev, open = open, next
+		}
+		b.ReportMetric(float64(len(s.slots)), "ids")
+	})
+	b.Run("client-per-checkpoint", func(b *testing.B) {
+		n := 0
+		for b.Loop() {
+			n++
+			cl, err := kgo.NewClient(opts.clientOpts(kgo.TransactionalID(fmt.Sprint("bench-old-", n)),
+				kgo.TransactionTimeout(opts.TransactionTimeout))...)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := cl.BeginTransaction(); err != nil {
+				b.Fatal(err)
+			}
+			for _, v := range recs {
+				cl.Produce(context.Background(), &kgo.Record{Value: []byte(v)}, nil)
+			}
+			ctx := context.Background()
+			if err := cl.Flush(ctx); err != nil {
+				b.Fatal(err)
+			}
+			if _, _, err := cl.ProducerID(ctx); err != nil {
+				b.Fatal(err)
+			}
+			if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
+				b.Fatal(err)
+			}
+			cl.Close()
+		}
+		b.ReportMetric(float64(n), "ids")
+	})
+}

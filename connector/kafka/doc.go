@@ -138,9 +138,9 @@
 //	     job.
 //	KS3. ExactlyOnceSink writes each checkpoint interval of each subtask in
 //	     one Kafka transaction (transactional id
-//	     "<prefix>-<parallelism>-<subtask>-<n>"), flushed at the checkpoint
-//	     and committed when the checkpoint completes; read_committed readers
-//	     see every record once.
+//	     "<prefix>-<parallelism>-<subtask>-pool-<n>", see KS6), flushed at
+//	     the checkpoint and committed when the checkpoint completes;
+//	     read_committed readers see every record once.
 //	KS4. A pre-committed transaction is committed by whichever process
 //	     restores the checkpoint, from the producer id and epoch in it, with
 //	     an EndTxn request (franz-go cannot resume another producer's
@@ -150,10 +150,21 @@
 //	     says so: those records are lost, not duplicated.
 //	KS5. On restore, and on a fresh start, transactions left open by a
 //	     failed run are aborted (a producer is initialized with each id of
-//	     the sequence from the checkpoint's open transaction on, until an id
-//	     that was never used), so they do not hold read_committed readers
-//	     back until their time-out. Closing the sink never ends
-//	     transactions.
+//	     the pool of the checkpoint's open transaction, below the pool's
+//	     size stored with it and on up to an id that was never used, but
+//	     the ids of the transactions the restore commits), so they do not
+//	     hold read_committed readers back until their time-out. Closing the
+//	     sink never ends transactions.
+//	KS6. Each subtask reuses a bounded pool of transactional ids
+//	     (SinkOptions.TransactionalIDPoolSize, usually 3 or 4 in use), with
+//	     their producers kept open: a checkpoint costs no new client and no
+//	     InitProducerID, and the broker keeps no state per checkpoint. The
+//	     id of a committed transaction returns to the pool only once a
+//	     checkpoint or savepoint taken after the last one listing it as
+//	     pending has completed, so a restore from the latest completed
+//	     checkpoint never commits (KS4) a later transaction on a reused id.
+//	     Restoring from an older retained checkpoint is not exactly-once
+//	     (see ExactlyOnceSink).
 //
 // # Not guaranteed
 //
@@ -164,7 +175,10 @@
 // between readers in one process. ExactlyOnceSink's ids of one parallelism
 // are disjoint from another's, so a rescale never fences a live producer;
 // lingering transactions of the old parallelism are aborted only if they
-// were open in the restored checkpoint (others time out). Status and the
+// sit in the pool of a subtask of the restored checkpoint (others time
+// out). Each restore may add one id to those a subtask has ever used (the
+// probe for ids used after the checkpoint registers the first unused one),
+// up to TransactionalIDPoolSize. Status and the
 // gauges of K15 describe the current run only: after a restart the gauges
 // start again from -1 and 0.
 package kafka

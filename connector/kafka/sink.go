@@ -29,10 +29,24 @@ type SinkOptions[T any] struct {
 	// replaced by the record's event time. An error fails the job.
 	Serialize func(v T) (*kgo.Record, error)
 	// TransactionalIDPrefix names the transactions of ExactlyOnceSink:
-	// subtask s of parallelism p uses the transactional ids
-	// "<prefix>-<p>-<s>-<n>", n = 0, 1, 2, ... (one per checkpoint). It
-	// must be unique to the job: two jobs with one prefix fence each other.
+	// subtask s of parallelism p draws its transactional ids from the pool
+	// "<prefix>-<p>-<s>-pool-<n>", n = 0, 1, ... (below
+	// TransactionalIDPoolSize), and reuses them, producers open, from one
+	// checkpoint to the next; while checkpoints complete in order a
+	// subtask uses 3 or 4 ids. (Before the pool the ids were
+	// "<prefix>-<p>-<s>-<n>", one per checkpoint; a restore from such a
+	// checkpoint still aborts what they left open.) The prefix must be
+	// unique to the job: two jobs with one prefix fence each other.
 	TransactionalIDPrefix string
+	// TransactionalIDPoolSize bounds the transactional ids of one subtask
+	// of ExactlyOnceSink, which needs one for the open transaction, one
+	// per pre-committed transaction waiting for its checkpoint to
+	// complete, and one per committed transaction that the latest
+	// completed checkpoint still lists. A subtask that needs more
+	// (checkpoints keep failing or complete late) fails the job, saying
+	// so. Each restore may add one id to the ids a subtask has used, never
+	// beyond this bound. Default 16, at least 3.
+	TransactionalIDPoolSize int
 	// TransactionTimeout is how long the broker keeps a transaction open;
 	// it must cover the checkpoint interval plus a restart, or pre-committed
 	// transactions are aborted by the broker before they can be committed
@@ -75,8 +89,15 @@ func (o SinkOptions[T]) withDefaults() (SinkOptions[T], error) {
 	if o.FlushTimeout <= 0 {
 		o.FlushTimeout = time.Minute
 	}
+	if o.TransactionalIDPoolSize < 0 || (o.TransactionalIDPoolSize > 0 && o.TransactionalIDPoolSize < minPoolSize) {
+		return o, fmt.Errorf("kafka: SinkOptions.TransactionalIDPoolSize %d is too small; give at least %d (0 means %d)",
+			o.TransactionalIDPoolSize, minPoolSize, defaultPoolSize)
+	}
 	return o, nil
 }
+
+// defaultPoolSize is the default SinkOptions.TransactionalIDPoolSize.
+const defaultPoolSize = 16
 
 func (o SinkOptions[T]) clientOpts(extra ...kgo.Opt) []kgo.Opt {
 	var seeds []string
@@ -242,7 +263,9 @@ func (o *sinkOp[T]) Close() error {
 type Txn struct {
 	// TransactionalID of the producer that wrote it.
 	TransactionalID string `json:"transactionalId"`
-	// Parallelism, Subtask and Seq are the parts of the id.
+	// Parallelism, Subtask and Seq are the parts of the id: Seq is the
+	// id's number in the subtask's pool. In checkpoints written before
+	// the pool (Pool 0) it numbered the subtask's transactions instead.
 	Parallelism int   `json:"parallelism"`
 	Subtask     int   `json:"subtask"`
 	Seq         int64 `json:"seq"`
@@ -252,6 +275,15 @@ type Txn struct {
 	Epoch      int16 `json:"epoch"`
 	// Empty: no record was written; there is nothing to commit.
 	Empty bool `json:"empty"`
+	// Pool is how many ids of the subtask's pool had been used when the
+	// transaction began (0 in checkpoints written before the pool).
+	// Pending are the pool numbers of the transactions pre-committed and
+	// not yet committed at that moment. For the transaction open at a
+	// checkpoint they tell Recover which ids to fence: every id below
+	// Pool (and any later one used since) but those in Pending, which the
+	// restore commits.
+	Pool    int   `json:"pool,omitempty"`
+	Pending []int `json:"pending,omitempty"`
 }
 
 // ExactlyOnceSink writes s to Kafka in transactions through
@@ -266,6 +298,28 @@ type Txn struct {
 // resume another process's transaction, so the commit is sent at the
 // protocol level. Transactions that were open at the crash are aborted on
 // restore (KS5). Set the transactional-id prefix in opts.
+//
+// Each subtask reuses a small pool of transactional ids, and keeps their
+// producers open (KS6): after a commit, the next transaction of the same
+// producer has the same producer id, and on brokers without KIP-890 part 2
+// the same epoch, so a restore that committed the old transaction again by
+// EndTxn would commit the new one's records instead. An id therefore goes
+// back to the pool only after a checkpoint or savepoint taken after the
+// last one that listed its transaction as pending has completed
+// (weir.TransactionReleaser); until then no transaction runs on it. Hence:
+//
+//   - A restore from the latest completed checkpoint or savepoint is always
+//     safe: every id it lists as pending has been idle since.
+//   - A restore from an older retained checkpoint b is exactly-once only if
+//     the job never processed the completion of a checkpoint or savepoint
+//     later than b (one completed on disk just before a crash is fine): then
+//     no id b lists has been reused either. If it did, that later one
+//     committed the output produced after b, which the restore repeats (as
+//     without the pool), and in addition the ids b lists as pending may have
+//     been reused: committing them again is refused by brokers with KIP-890
+//     part 2 (Kafka 4 with transaction.version 2; the embedded broker), so
+//     the restore fails, and on older brokers it may commit records of a
+//     transaction of the failed run.
 func ExactlyOnceSink[T any](s weir.Stream[T], name string, opts SinkOptions[T]) weir.Stream[struct{}] {
 	return weir.TwoPhaseCommit(s, name, func(ctx *runtime.Context) (weir.TwoPhaseCommitter[T, *Txn], error) {
 		o, err := opts.withDefaults()
@@ -279,30 +333,65 @@ func ExactlyOnceSink[T any](s weir.Stream[T], name string, opts SinkOptions[T]) 
 		if err != nil {
 			return nil, fmt.Errorf("kafka: sink client: %w", err)
 		}
-		return &txnSink[T]{opts: o, ctx: ctx, admin: admin, live: map[string]*liveTxn{}}, nil
+		return &txnSink[T]{opts: o, ctx: ctx, admin: admin}, nil
 	})
 }
 
-// txnSink is the TwoPhaseCommitter of one subtask.
+// txnSink is the TwoPhaseCommitter of one subtask, with its pool of
+// transactional ids: slot n holds id n of the subtask.
 type txnSink[T any] struct {
 	opts  SinkOptions[T]
 	ctx   *runtime.Context
 	admin *kgo.Client // sends EndTxn for transactions of other processes
-	live  map[string]*liveTxn
-	next  int64 // next Seq to use
-	// probedOwn: lingering transactions of this subtask's own id
-	// sequence have been aborted.
-	probedOwn bool
+	slots []*txnSlot  // the ids used so far
+	// recovered: Recover has fenced this subtask's pool.
+	recovered bool
 }
 
-type liveTxn struct {
-	cl      *kgo.Client
-	errs    produceErr
+type slotState uint8
+
+const (
+	slotFree slotState = iota
+	// slotOpen: a transaction is open on the id.
+	slotOpen
+	// slotPreCommitted: flushed, waiting for its checkpoint to complete.
+	slotPreCommitted
+	// slotCommitted: committed, but a restore may commit it again (the
+	// latest completed checkpoint lists it): it waits for Release.
+	slotCommitted
+)
+
+// txnSlot is one transactional id of the pool and its producer.
+type txnSlot struct {
+	id    string
+	cl    *kgo.Client // nil until the id is used in this process
+	state slotState
+	// txn is the transaction on the id (nil if free, or if it was
+	// committed by a restore).
+	txn     *Txn
+	n       int64 // records written to txn
+	errs    *produceErr
 	promise func(*kgo.Record, error)
-	n       int64
 }
 
-func (s *txnSink[T]) id(par, sub int, seq int64) string {
+// minPoolSize is the least pool that serves checkpoints completing in
+// order: one open transaction, one pre-committed, one committed that the
+// latest checkpoint lists.
+const minPoolSize = 3
+
+func (s *txnSink[T]) poolSize() int {
+	if s.opts.TransactionalIDPoolSize > 0 {
+		return s.opts.TransactionalIDPoolSize
+	}
+	return defaultPoolSize
+}
+
+func (s *txnSink[T]) id(par, sub, n int) string {
+	return fmt.Sprintf("%s-%d-%d-pool-%d", s.opts.TransactionalIDPrefix, par, sub, n)
+}
+
+// legacyID is the id of transaction seq of a subtask before the pool.
+func (s *txnSink[T]) legacyID(par, sub int, seq int64) string {
 	return fmt.Sprintf("%s-%d-%d-%d", s.opts.TransactionalIDPrefix, par, sub, seq)
 }
 
@@ -310,97 +399,180 @@ func (s *txnSink[T]) timeout() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), s.opts.FlushTimeout)
 }
 
-// Begin implements weir.TwoPhaseCommitter: a new producer with the next
-// transactional id of this subtask.
-func (s *txnSink[T]) Begin() (*Txn, error) {
-	t := &Txn{Parallelism: s.ctx.Parallelism, Subtask: s.ctx.Subtask, Seq: s.next}
-	t.TransactionalID = s.id(t.Parallelism, t.Subtask, t.Seq)
-	s.next++
-	cl, err := kgo.NewClient(s.opts.clientOpts(kgo.TransactionalID(t.TransactionalID),
+func (s *txnSink[T]) newProducer(id string) (*kgo.Client, error) {
+	cl, err := kgo.NewClient(s.opts.clientOpts(kgo.TransactionalID(id),
 		kgo.TransactionTimeout(s.opts.TransactionTimeout))...)
 	if err != nil {
-		return nil, fmt.Errorf("kafka: transactional client %s: %w", t.TransactionalID, err)
+		return nil, fmt.Errorf("kafka: transactional client %s: %w", id, err)
 	}
-	if err := cl.BeginTransaction(); err != nil {
-		cl.Close()
-		return nil, fmt.Errorf("kafka: begin transaction %s: %w", t.TransactionalID, err)
+	return cl, nil
+}
+
+// own returns the slot of this subtask's pool that holds t, or nil.
+func (s *txnSink[T]) own(t *Txn) *txnSlot {
+	if t == nil || t.Pool == 0 || t.Parallelism != s.ctx.Parallelism || t.Subtask != s.ctx.Subtask ||
+		t.Seq < 0 || t.Seq >= int64(len(s.slots)) {
+		return nil
 	}
-	lt := &liveTxn{cl: cl}
-	lt.promise = func(r *kgo.Record, err error) {
-		if err != nil {
-			lt.errs.set(fmt.Errorf("kafka: produce to %s[%d] in transaction %s: %w", r.Topic, r.Partition, t.TransactionalID, err))
+	if sl := s.slots[t.Seq]; sl.id == t.TransactionalID {
+		return sl
+	}
+	return nil
+}
+
+// live returns the slot on which t runs in this process, or nil.
+func (s *txnSink[T]) live(t *Txn) *txnSlot {
+	if sl := s.own(t); sl != nil && sl.txn == t {
+		return sl
+	}
+	return nil
+}
+
+// Begin implements weir.TwoPhaseCommitter: the lowest free id of the pool,
+// its producer reused, or a new id if every one is busy.
+func (s *txnSink[T]) Begin() (*Txn, error) {
+	var sl *txnSlot
+	n := 0
+	for i, x := range s.slots {
+		if x.state == slotFree {
+			sl, n = x, i
+			break
 		}
 	}
-	s.live[t.TransactionalID] = lt
+	if sl == nil {
+		if len(s.slots) >= s.poolSize() {
+			pre := 0
+			for _, x := range s.slots {
+				if x.state == slotPreCommitted {
+					pre++
+				}
+			}
+			return nil, fmt.Errorf("kafka: ExactlyOnceSink subtask %d has all %d transactional ids in use (%d transactions "+
+				"pre-committed and waiting for their checkpoint to complete): checkpoints fail or complete late; "+
+				"fix that, or raise SinkOptions.TransactionalIDPoolSize", s.ctx.Subtask, len(s.slots), pre)
+		}
+		n = len(s.slots)
+		sl = &txnSlot{id: s.id(s.ctx.Parallelism, s.ctx.Subtask, n)}
+		s.slots = append(s.slots, sl)
+	}
+	if sl.cl == nil {
+		cl, err := s.newProducer(sl.id)
+		if err != nil {
+			return nil, err
+		}
+		sl.cl = cl
+	}
+	if err := sl.cl.BeginTransaction(); err != nil {
+		return nil, fmt.Errorf("kafka: begin transaction %s: %w", sl.id, err)
+	}
+	t := &Txn{TransactionalID: sl.id, Parallelism: s.ctx.Parallelism, Subtask: s.ctx.Subtask, Seq: int64(n),
+		Pool: len(s.slots)}
+	for i, x := range s.slots {
+		if x.state == slotPreCommitted {
+			t.Pending = append(t.Pending, i)
+		}
+	}
+	errs := &produceErr{}
+	sl.state, sl.txn, sl.n, sl.errs = slotOpen, t, 0, errs
+	sl.promise = func(r *kgo.Record, err error) {
+		if err != nil {
+			errs.set(fmt.Errorf("kafka: produce to %s[%d] in transaction %s: %w", r.Topic, r.Partition, t.TransactionalID, err))
+		}
+	}
 	return t, nil
 }
 
 // Write implements weir.TwoPhaseCommitter.
 func (s *txnSink[T]) Write(t *Txn, r runtime.Record[T]) error {
-	lt := s.live[t.TransactionalID]
-	if lt == nil {
+	sl := s.live(t)
+	if sl == nil || sl.state != slotOpen {
 		return fmt.Errorf("kafka: write to transaction %s, which is not open", t.TransactionalID)
 	}
-	if err := lt.errs.get(); err != nil {
+	if err := sl.errs.get(); err != nil {
 		return err
 	}
 	rec, err := toRecord(s.opts.Serialize, r)
 	if err != nil {
 		return err
 	}
-	lt.cl.Produce(context.Background(), rec, lt.promise)
-	lt.n++
+	sl.cl.Produce(context.Background(), rec, sl.promise)
+	sl.n++
 	return nil
 }
 
 // PreCommit implements weir.TwoPhaseCommitter: every record is
 // acknowledged, and the producer id and epoch are recorded so that any
-// process can commit the transaction.
+// process can commit the transaction. An empty transaction frees its id at
+// once: nothing will commit it.
 func (s *txnSink[T]) PreCommit(t *Txn) error {
-	lt := s.live[t.TransactionalID]
-	if lt == nil {
+	sl := s.live(t)
+	if sl == nil || sl.state != slotOpen {
 		return fmt.Errorf("kafka: pre-commit of transaction %s, which is not open", t.TransactionalID)
-	}
-	if lt.n == 0 {
-		t.Empty = true
-		return nil
 	}
 	ctx, cancel := s.timeout()
 	defer cancel()
-	if err := lt.cl.Flush(ctx); err != nil {
+	if sl.n == 0 {
+		t.Empty = true
+		// Nothing was produced: franz-go ends the transaction without a
+		// request.
+		if err := sl.cl.EndTransaction(ctx, kgo.TryAbort); err != nil {
+			return fmt.Errorf("kafka: end empty transaction %s: %w", t.TransactionalID, err)
+		}
+		sl.state, sl.txn = slotFree, nil
+		return nil
+	}
+	if err := sl.cl.Flush(ctx); err != nil {
 		return fmt.Errorf("kafka: flush transaction %s: %w", t.TransactionalID, err)
 	}
-	if err := lt.errs.get(); err != nil {
+	if err := sl.errs.get(); err != nil {
 		return err
 	}
-	pid, epoch, err := lt.cl.ProducerID(ctx)
+	pid, epoch, err := sl.cl.ProducerID(ctx)
 	if err != nil {
 		return fmt.Errorf("kafka: producer id of transaction %s: %w", t.TransactionalID, err)
 	}
 	t.ProducerID, t.Epoch = pid, epoch
+	sl.state = slotPreCommitted
 	return nil
 }
 
 // Commit implements weir.TwoPhaseCommitter. It is idempotent: committing a
-// committed transaction again succeeds.
+// committed transaction again succeeds. The id stays busy until Release.
 func (s *txnSink[T]) Commit(t *Txn) error {
-	lt := s.live[t.TransactionalID]
-	delete(s.live, t.TransactionalID)
-	if lt != nil {
-		defer lt.cl.Close()
-	}
 	if t.Empty {
 		return nil
 	}
 	ctx, cancel := s.timeout()
 	defer cancel()
-	if lt != nil {
-		if err := lt.cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
-			return fmt.Errorf("kafka: commit transaction %s: %w", t.TransactionalID, err)
+	if sl := s.live(t); sl != nil {
+		switch sl.state {
+		case slotCommitted:
+			return nil
+		case slotPreCommitted:
+			if err := sl.cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
+				return fmt.Errorf("kafka: commit transaction %s: %w", t.TransactionalID, err)
+			}
+			sl.state = slotCommitted
+			return nil
+		default:
+			return fmt.Errorf("kafka: commit of transaction %s, which was not pre-committed", t.TransactionalID)
 		}
-		return nil
 	}
 	return s.endTxn(ctx, t, true)
+}
+
+// Release implements weir.TransactionReleaser: t's id goes back to the
+// pool, since no restore from the latest completed checkpoint commits t
+// again.
+func (s *txnSink[T]) Release(t *Txn) error {
+	if t.Empty {
+		return nil
+	}
+	// sl.txn is nil for a transaction committed by the restore.
+	if sl := s.own(t); sl != nil && sl.state == slotCommitted && (sl.txn == t || sl.txn == nil) {
+		sl.state, sl.txn = slotFree, nil
+	}
+	return nil
 }
 
 // endTxn ends another process's transaction by its producer id and epoch.
@@ -421,8 +593,9 @@ func (s *txnSink[T]) endTxn(ctx context.Context, t *Txn, commit bool) error {
 		case errors.Is(err, kerr.ProducerFenced), errors.Is(err, kerr.InvalidProducerEpoch),
 			errors.Is(err, kerr.InvalidTxnState), errors.Is(err, kerr.InvalidProducerIDMapping):
 			return fmt.Errorf("kafka: commit of pre-committed transaction %s (producer %d, epoch %d) refused: %w; "+
-				"the broker aborted it (TransactionTimeout shorter than the time to recover?) or another producer took the id, "+
-				"so the records of that checkpoint are not committed", t.TransactionalID, t.ProducerID, t.Epoch, err)
+				"the broker aborted it (TransactionTimeout shorter than the time to recover?), another producer took the id, "+
+				"or the job restored a checkpoint older than the latest completed one after the id was reused; "+
+				"the records of that checkpoint are not committed", t.TransactionalID, t.ProducerID, t.Epoch, err)
 		case kerr.IsRetriable(err) || errors.Is(err, kerr.ConcurrentTransactions):
 			if !sleepCtx(ctx, retryDelay(attempt)) {
 				return fmt.Errorf("kafka: commit transaction %s: %w", t.TransactionalID, err)
@@ -433,49 +606,107 @@ func (s *txnSink[T]) endTxn(ctx context.Context, t *Txn, commit bool) error {
 	}
 }
 
-// Recover implements weir.TwoPhaseCommitter: it aborts the transaction
-// that was open at the checkpoint and every later one of its sequence, up
-// to the first id never used, by initializing a producer with each id
-// (which fences and aborts what that id left open). On a fresh start (ok
-// false) it does the same for this subtask's own sequence from 0.
+// Recover implements weir.TwoPhaseCommitter. Any id of a pool may hold a
+// transaction the failed run left open, so it fences (initializes a
+// producer with, which aborts what the id left open) every id of the pool
+// of the open transaction's subtask below its Pool, and every later one up
+// to the first that was never used (ids are first used in order), except
+// the ids in its Pending: the restore has just committed those, and must
+// be able to commit them again if it fails before its first checkpoint.
+// For this subtask's own pool the fenced ids, producers open, become the
+// pool, and the Pending ones rejoin it at Release. On a fresh start (ok
+// false), and on a restore at another parallelism, this subtask's ids are
+// fenced from 0 on. A checkpoint written before the pool names its
+// transactions by a sequence: its open transaction and every later one of
+// that sequence, up to the first id never used, are fenced.
 func (s *txnSink[T]) Recover(open *Txn, ok bool) error {
 	if ok && open != nil {
-		if err := s.abortFrom(open.Parallelism, open.Subtask, open.Seq); err != nil {
-			return err
-		}
-		if open.Parallelism == s.ctx.Parallelism && open.Subtask == s.ctx.Subtask {
-			// Reuse the aborted ids from there.
-			s.next = max(s.next, open.Seq)
-			s.probedOwn = true
+		own := open.Parallelism == s.ctx.Parallelism && open.Subtask == s.ctx.Subtask
+		switch {
+		case open.Pool == 0:
+			if err := s.fenceLegacy(open.Parallelism, open.Subtask, open.Seq); err != nil {
+				return err
+			}
+		case own && s.recovered:
+			return fmt.Errorf("kafka: subtask %d restored a second open transaction of its own (%s); "+
+				"the checkpoint does not come from ExactlyOnceSink", s.ctx.Subtask, open.TransactionalID)
+		case own:
+			s.recovered = true
+			return s.fencePool(open, true)
+		default:
+			if err := s.fencePool(open, false); err != nil {
+				return err
+			}
 		}
 	}
-	if !s.probedOwn {
-		// This subtask's own sequence: a run that failed before its
-		// first checkpoint may have left transactions open.
-		s.probedOwn = true
-		return s.abortFrom(s.ctx.Parallelism, s.ctx.Subtask, s.next)
+	if !s.recovered {
+		s.recovered = true
+		return s.fencePool(&Txn{Parallelism: s.ctx.Parallelism, Subtask: s.ctx.Subtask}, true)
 	}
 	return nil
 }
 
-// abortFrom aborts whatever the transactional ids of one sequence left
-// open, from seq on, up to the first id that was never used.
-func (s *txnSink[T]) abortFrom(par, sub int, seq int64) error {
-	for ; ; seq++ {
-		id := s.id(par, sub, seq)
-		cl, err := kgo.NewClient(s.opts.clientOpts(kgo.TransactionalID(id), kgo.TransactionTimeout(s.opts.TransactionTimeout))...)
+// fencePool fences the ids of open's pool (see Recover). With keep (this
+// subtask's pool) the producers become the pool's.
+func (s *txnSink[T]) fencePool(open *Txn, keep bool) error {
+	skip := map[int]bool{}
+	for _, n := range open.Pending {
+		skip[n] = true
+	}
+	limit := max(open.Pool, s.poolSize())
+	for n := 0; n < limit; n++ {
+		id := s.id(open.Parallelism, open.Subtask, n)
+		if skip[n] {
+			if keep {
+				// Committed by the restore; free at Release.
+				s.slots = append(s.slots, &txnSlot{id: id, state: slotCommitted})
+			}
+			continue
+		}
+		cl, epoch, err := s.fence(id)
 		if err != nil {
 			return err
 		}
-		ctx, cancel := s.timeout()
-		_, epoch, err := cl.ProducerID(ctx)
-		cancel()
-		cl.Close()
-		if err != nil {
-			return fmt.Errorf("kafka: abort lingering transaction %s: %w", id, err)
+		if keep {
+			s.slots = append(s.slots, &txnSlot{id: id, cl: cl})
+		} else {
+			cl.Close()
 		}
-		if epoch == 0 {
+		if n >= open.Pool && epoch == 0 {
 			// Never used before this call: nothing later was either.
+			return nil
+		}
+	}
+	return nil
+}
+
+// fence initializes a producer with id, which aborts what the id left open,
+// and returns it with its epoch (0: the id was never used).
+func (s *txnSink[T]) fence(id string) (*kgo.Client, int16, error) {
+	cl, err := s.newProducer(id)
+	if err != nil {
+		return nil, 0, err
+	}
+	ctx, cancel := s.timeout()
+	defer cancel()
+	_, epoch, err := cl.ProducerID(ctx)
+	if err != nil {
+		cl.Close()
+		return nil, 0, fmt.Errorf("kafka: abort lingering transaction %s: %w (are the brokers %v reachable?)", id, err, s.opts.Brokers)
+	}
+	return cl, epoch, nil
+}
+
+// fenceLegacy fences the ids of a sequence of a checkpoint written before
+// the pool, from seq on, up to the first id that was never used.
+func (s *txnSink[T]) fenceLegacy(par, sub int, seq int64) error {
+	for ; ; seq++ {
+		cl, epoch, err := s.fence(s.legacyID(par, sub, seq))
+		if err != nil {
+			return err
+		}
+		cl.Close()
+		if epoch == 0 {
 			return nil
 		}
 	}
@@ -484,9 +715,11 @@ func (s *txnSink[T]) abortFrom(par, sub int, seq int64) error {
 // Close releases the producers without ending their transactions: a
 // pre-committed one is committed by the restored job (KS4).
 func (s *txnSink[T]) Close() error {
-	for id, lt := range s.live {
-		lt.cl.Close()
-		delete(s.live, id)
+	for _, sl := range s.slots {
+		if sl.cl != nil {
+			sl.cl.Close()
+			sl.cl = nil
+		}
 	}
 	s.admin.Close()
 	return nil

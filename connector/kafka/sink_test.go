@@ -145,7 +145,7 @@ func newTxnSink(t *testing.T, addrs []string, subtask int) *txnSink[string] {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &txnSink[string]{opts: o, ctx: &runtime.Context{Subtask: subtask, Parallelism: 2}, admin: admin, live: map[string]*liveTxn{}}
+	s := &txnSink[string]{opts: o, ctx: &runtime.Context{Subtask: subtask, Parallelism: 2}, admin: admin}
 	t.Cleanup(func() { s.Close() })
 	return s
 }
