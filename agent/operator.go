@@ -13,6 +13,7 @@ import (
 
 	"github.com/weirproject/weir"
 	"github.com/weirproject/weir/agent/segq"
+	"github.com/weirproject/weir/checkpoint"
 	"github.com/weirproject/weir/clock"
 	"github.com/weirproject/weir/keygroup"
 	"github.com/weirproject/weir/runtime"
@@ -344,6 +345,13 @@ func (o *operator[K, IN, OUT]) SnapshotState(w *runtime.SnapshotWriter) error {
 		o.prunes = append(o.prunes, pendingPrune{id: w.CheckpointID(), upTo: o.finished})
 		o.finished = map[string]int64{}
 	}
+	if cp, ok := o.store.(Checkpointed); ok {
+		m, err := cp.Marker()
+		if err != nil {
+			return fmt.Errorf("agent: taking the action-state store's recovery marker: %w", err)
+		}
+		w.List(storeMarkers, checkpoint.Union, [][]byte{m})
+	}
 	rng := o.Ctx.KeyGroups
 	for kg := rng.Start; kg <= rng.End; kg++ {
 		if o.keys.NumKeysInKeyGroup(kg) == 0 {
@@ -412,6 +420,15 @@ func (o *operator[K, IN, OUT]) restore(ctx *runtime.Context) error {
 	r := ctx.Restored()
 	if r == nil {
 		return nil
+	}
+	if cp, ok := o.store.(Checkpointed); ok {
+		markers, err := r.List(storeMarkers)
+		if err != nil {
+			return fmt.Errorf("agent: reading the action-state store's recovery markers: %w", err)
+		}
+		if err := cp.Restore(markers); err != nil {
+			return fmt.Errorf("agent: rebuilding the action-state store: %w", err)
+		}
 	}
 	err := r.ForEachKeyGroup(func(kg int, data []byte) error {
 		if len(data) == 0 || data[0] != snapshotFormat {
