@@ -164,9 +164,9 @@ type Store struct {
 	// topicID is the topic's id (fetch requests from version 13 on name
 	// topics by id); set by topicMeta, used by Restore only.
 	topicID [16]byte
-	first int32 // the subtask's partitions: first..last
-	last  int32
-	log   *slog.Logger
+	first   int32 // the subtask's partitions: first..last
+	last    int32
+	log     *slog.Logger
 
 	serial sync.Mutex // FlushEveryWrite: one write at a time
 
