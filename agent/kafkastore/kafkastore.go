@@ -33,11 +33,12 @@
 //     producer: a retried request is not written twice, and the records of
 //     one partition are written in the order the store handed them over.
 //  2. Group commit. Writes queue into the current batch; one goroutine
-//     produces a batch and waits for all its acknowledgements, and the
-//     writes queued meanwhile form the next batch. N actions completing
-//     together cost one produce round, not N (Flink Agents flushes the
-//     producer after every write; Options.FlushEveryWrite does that, for
-//     comparison).
+//     hands a batch to the producer at once, up to two batches being in
+//     flight, and the writes queued meanwhile form the next batch; a
+//     batch's writers return when all its records are acknowledged, in
+//     batch order. N actions completing together cost one produce round,
+//     not N (Flink Agents flushes the producer after every write;
+//     Options.FlushEveryWrite does that, for comparison).
 //  3. Errors. A failed batch fails every write in it with the cause, and
 //     every later write of the store fails with it too (the operator fails
 //     the job); nothing is swallowed by a later success. Writes that the
@@ -195,6 +196,14 @@ type batch struct {
 	entries []*entry // per record: the state it writes, nil for a tombstone
 	done    chan struct{}
 	err     error
+
+	// Set by send: acked closes when the client has called back for
+	// every record, perr is the first record error, deadline when the
+	// batch fails regardless.
+	acked    chan struct{}
+	perr     error
+	deadline time.Time
+	cancel   context.CancelFunc
 }
 
 // Open connects to the cluster, makes sure the topic exists and is
@@ -419,86 +428,107 @@ func (s *Store) write(apply func() ([]*kgo.Record, []*entry)) error {
 	return b.err
 }
 
-// writer produces batches, one at a time; writes queued while a batch is
-// in flight form the next one (group commit).
+// maxInFlight is the number of batches produced and not yet acknowledged
+// at once. While they are in flight the next batch accumulates.
+const maxInFlight = 4
+
+// writer hands batches to the client, up to maxInFlight at a time (the
+// idempotent producer keeps their records in order within a partition);
+// writes queued meanwhile form the next batch (group commit). complete
+// finishes them in order.
 func (s *Store) writer() {
 	defer close(s.done)
+	inflight := make(chan *batch, maxInFlight-1)
+	completed := make(chan struct{})
+	go s.complete(inflight, completed)
+	defer func() {
+		close(inflight)
+		<-completed
+	}()
 	for {
 		select {
 		case <-s.wake:
 		case <-s.stop:
-			s.flush()
+			if b := s.send(); b != nil {
+				inflight <- b
+			}
 			return
 		}
-		s.flush()
+		if b := s.send(); b != nil {
+			inflight <- b
+		}
 	}
 }
 
-func (s *Store) flush() {
+// send takes the accumulated batch and produces its records.
+func (s *Store) send() *batch {
 	s.mu.Lock()
 	b := s.batch
 	if len(b.recs) == 0 {
 		s.mu.Unlock()
-		return
+		return nil
 	}
 	s.batch = &batch{done: make(chan struct{})}
-	s.mu.Unlock()
-	err := s.produce(b.recs)
-	s.mu.Lock()
 	s.rounds++
-	if err != nil {
-		if s.err == nil {
-			s.err = err
-		}
-	} else {
-		for i, r := range b.recs {
-			if e := b.entries[i]; e != nil {
-				e.off = r.Offset
-			}
-			if r.Offset+1 > s.end[r.Partition] {
-				s.end[r.Partition] = r.Offset + 1
-			}
-		}
-	}
 	s.mu.Unlock()
-	b.err = err
-	close(b.done)
-}
-
-// produce hands recs to the client and waits for every acknowledgement:
-// one produce round for the whole batch. It gives up after
-// DeliveryTimeout even when the client does not (an idempotent producer
-// keeps retrying a request whose fate it does not know).
-func (s *Store) produce(recs []*kgo.Record) error {
+	b.acked = make(chan struct{})
+	b.deadline = time.Now().Add(s.opts.DeliveryTimeout + time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), s.opts.DeliveryTimeout)
-	defer cancel()
-	var (
-		mu       sync.Mutex
-		first    error
-		left     = len(recs)
-		finished = make(chan struct{})
-	)
-	for _, r := range recs {
+	b.cancel = cancel
+	var mu sync.Mutex
+	left := len(b.recs)
+	for _, r := range b.recs {
 		s.cl.Produce(ctx, r, func(r *kgo.Record, err error) {
 			mu.Lock()
 			defer mu.Unlock()
-			if err != nil && first == nil {
-				first = fmt.Errorf("kafkastore: writing to %s[%d]: %w (the action-state store cannot record; check the cluster and the topic)", s.opts.Topic, r.Partition, err)
+			if err != nil && b.perr == nil {
+				b.perr = fmt.Errorf("kafkastore: writing to %s[%d]: %w (the action-state store cannot record; check the cluster and the topic)", s.opts.Topic, r.Partition, err)
 			}
 			if left--; left == 0 {
-				close(finished)
+				close(b.acked)
 			}
 		})
 	}
-	t := time.NewTimer(s.opts.DeliveryTimeout + time.Second)
-	defer t.Stop()
-	select {
-	case <-finished:
-		mu.Lock()
-		defer mu.Unlock()
-		return first
-	case <-t.C:
-		return fmt.Errorf("kafkastore: the cluster did not acknowledge %d records to topic %s within Options.DeliveryTimeout (%v); whether they were written is unknown; check the brokers", len(recs), s.opts.Topic, s.opts.DeliveryTimeout)
+	return b
+}
+
+// complete waits for the batches' acknowledgements in the order they were
+// sent and releases their writers. A failed batch makes the store's error
+// sticky: the batches after it fail too, even if their records landed. A
+// batch the client holds beyond DeliveryTimeout fails (an idempotent
+// producer keeps retrying a request whose fate it does not know).
+func (s *Store) complete(inflight <-chan *batch, completed chan<- struct{}) {
+	defer close(completed)
+	for b := range inflight {
+		var err error
+		t := time.NewTimer(time.Until(b.deadline))
+		select {
+		case <-b.acked:
+			err = b.perr // written before acked was closed
+		case <-t.C:
+			err = fmt.Errorf("kafkastore: the cluster did not acknowledge %d records to topic %s within Options.DeliveryTimeout (%v); whether they were written is unknown; check the brokers", len(b.recs), s.opts.Topic, s.opts.DeliveryTimeout)
+		}
+		t.Stop()
+		b.cancel()
+		s.mu.Lock()
+		if err != nil && s.err == nil {
+			s.err = err
+		}
+		if s.err != nil {
+			err = s.err
+		} else {
+			for i, r := range b.recs {
+				if e := b.entries[i]; e != nil {
+					e.off = r.Offset
+				}
+				if r.Offset+1 > s.end[r.Partition] {
+					s.end[r.Partition] = r.Offset + 1
+				}
+			}
+		}
+		s.mu.Unlock()
+		b.err = err
+		close(b.done)
 	}
 }
 

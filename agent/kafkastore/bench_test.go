@@ -1,0 +1,96 @@
+package kafkastore
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/weirproject/weir/agent/storetest"
+)
+
+// putters is the number of goroutines putting at once (the operator runs
+// up to MaxConcurrentKeys actions, 256 by default).
+const putters = 64
+
+// BenchmarkPut measures concurrent durable Puts (acks=all, idempotent) on
+// the embedded broker keeping its log in a data directory: with group
+// commit, and flushing every write alone as Flink Agents does.
+func BenchmarkPut(b *testing.B) {
+	br := startBroker(b, b.TempDir())
+	for _, c := range []struct {
+		name  string
+		flush bool
+	}{{"group-commit", false}, {"flush-every-write", true}} {
+		b.Run(c.name, func(b *testing.B) {
+			opts := options(br, newTopic(), 1)
+			opts.FlushEveryWrite = c.flush
+			s := open(b, opts, all)
+			var n atomic.Int64
+			b.SetParallelism((putters + 1) / 2)
+			b.ReportAllocs()
+			b.ResetTimer()
+			start := time.Now()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					i := n.Add(1)
+					if err := s.Put(storetest.State(fmt.Sprintf("k%d", i%1000), i, 0, 0, int(i%maxP), true)); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+			el := time.Since(start)
+			b.StopTimer()
+			writes, rounds, _ := s.Stats()
+			b.ReportMetric(float64(b.N)/el.Seconds(), "calls/s")
+			b.ReportMetric(float64(writes)/float64(max(rounds, 1)), "writes/round")
+		})
+	}
+}
+
+// BenchmarkRestore measures a rebuild: a new store reading 20,000 states
+// from the marker to the end of the log.
+func BenchmarkRestore(b *testing.B) {
+	const states = 20000
+	br := startBroker(b, b.TempDir())
+	opts := options(br, newTopic(), 1)
+	s := open(b, opts, all)
+	m, err := s.Marker()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for g := range putters {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := g; i < states; i += putters {
+				if err := s.Put(storetest.State(fmt.Sprintf("k%d", i%1000), int64(i), 0, 0, i%maxP, true)); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	b.ReportAllocs()
+	b.ResetTimer()
+	start := time.Now()
+	for range b.N {
+		r, err := Open(opts, all, maxP)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := r.Restore([][]byte{m}); err != nil {
+			b.Fatal(err)
+		}
+		if _, _, n := r.Stats(); n != states {
+			b.Fatalf("rebuilt %d states, want %d", n, states)
+		}
+		r.Close()
+	}
+	el := time.Since(start)
+	b.ReportMetric(float64(states*b.N)/el.Seconds(), "states/s")
+}
