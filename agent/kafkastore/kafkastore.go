@@ -428,17 +428,15 @@ func (s *Store) write(apply func() ([]*kgo.Record, []*entry)) error {
 	return b.err
 }
 
-// maxInFlight is the number of batches produced and not yet acknowledged
-// at once. While they are in flight the next batch accumulates.
-const maxInFlight = 4
-
-// writer hands batches to the client, up to maxInFlight at a time (the
+// writer hands batches to the client, at most two in flight (the one
+// complete waits for and the one writer has sent and hands over; the
 // idempotent producer keeps their records in order within a partition);
 // writes queued meanwhile form the next batch (group commit). complete
-// finishes them in order.
+// finishes them in order. (More batches in flight made them smaller and
+// the embedded broker slower.)
 func (s *Store) writer() {
 	defer close(s.done)
-	inflight := make(chan *batch, maxInFlight-1)
+	inflight := make(chan *batch)
 	completed := make(chan struct{})
 	go s.complete(inflight, completed)
 	defer func() {
