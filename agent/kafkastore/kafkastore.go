@@ -11,10 +11,13 @@
 // One topic per job (Options.Topic), with cleanup.policy=compact. A
 // record's key is the run's identity (agent.RunID.Encode), its value the
 // JSON of the agent.ActionState, or nothing (a tombstone) when the state
-// was pruned or discarded; a header "kg" holds the key group (4 bytes, big
-// endian), so that a restore skips the records of other key groups without
-// decoding them. Compaction keeps the latest record of every run and, after
-// delete.retention.ms, drops the runs that were pruned.
+// was pruned or discarded. A header "kg" holds the key group (4 bytes, big
+// endian) and, on states, a header "pos" the run's position (sequence
+// number, event, action: 8 bytes big endian each), so that a restore skips
+// the records of other key groups and indexes its own without decoding
+// their JSON (a state is decoded when first asked for). Compaction keeps
+// the latest record of every run and, after delete.retention.ms, drops the
+// runs that were pruned.
 //
 // Records are partitioned by key group, in contiguous ranges: key group kg
 // goes to partition kg × P / maxParallelism for a topic of P partitions
@@ -72,6 +75,7 @@
 package kafkastore
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -151,8 +155,33 @@ func Factory(opts Options) agent.StoreFactory {
 	}
 }
 
-// kgHeader names the record header holding the key group.
-const kgHeader = "kg"
+// kgHeader names the record header holding the key group (uint32 big
+// endian); posHeader the one holding the run's position (sequence
+// number, event and action, int64 big endian each).
+const (
+	kgHeader  = "kg"
+	posHeader = "pos"
+)
+
+func appendPos(b []byte, p agent.Position) []byte {
+	b = binary.BigEndian.AppendUint64(b, uint64(p.Seq))
+	b = binary.BigEndian.AppendUint64(b, uint64(p.EventID))
+	return binary.BigEndian.AppendUint64(b, uint64(p.Action))
+}
+
+// runKey returns the encoded key inside a record key (agent.RunID.Encode:
+// a length-prefixed tag, then the length-prefixed key).
+func runKey(b []byte) ([]byte, bool) {
+	var field []byte
+	for range 2 { // the tag, then the key
+		n, w := binary.Uvarint(b)
+		if w <= 0 || uint64(len(b)-w) < n {
+			return nil, false
+		}
+		field, b = b[w:w+int(n)], b[w+int(n):]
+	}
+	return field, true
+}
 
 // Store is the action-state store of one operator subtask.
 type Store struct {
@@ -185,10 +214,29 @@ type Store struct {
 	writes, rounds int64 // guarded by mu
 }
 
+// entry is one live state. A restore fills key, pos and kg from the
+// record's key and headers and keeps the JSON in raw; Get decodes it on
+// first use, so a rebuild does not decode states nobody asks for.
 type entry struct {
-	st   *agent.ActionState
+	key  string         // the encoded key
+	pos  agent.Position // the run's position
+	kg   int
+	st   *agent.ActionState // nil until decoded from raw
+	raw  []byte
 	part int32
 	off  int64 // -1 until acknowledged
+}
+
+// state returns e's state, decoding it if needed (callers hold mu).
+func (e *entry) state() (*agent.ActionState, error) {
+	if e.st == nil {
+		var st agent.ActionState
+		if err := json.Unmarshal(e.raw, &st); err != nil {
+			return nil, fmt.Errorf("kafkastore: the state recorded at offset %d of partition %d: %w", e.off, e.part, err)
+		}
+		e.st, e.raw = &st, nil
+	}
+	return e.st, nil
 }
 
 type batch struct {
@@ -534,7 +582,7 @@ func (s *Store) complete(inflight <-chan *batch, completed chan<- struct{}) {
 // hold mu).
 func (s *Store) add(id string, e *entry) {
 	s.runs[id] = e
-	k := string(e.st.ID.Key)
+	k := e.key
 	m := s.keys[k]
 	if m == nil {
 		m = map[string]*entry{}
@@ -550,7 +598,7 @@ func (s *Store) remove(id string) *entry {
 		return nil
 	}
 	delete(s.runs, id)
-	k := string(e.st.ID.Key)
+	k := e.key
 	delete(s.keys[k], id)
 	if len(s.keys[k]) == 0 {
 		delete(s.keys, k)
@@ -563,7 +611,7 @@ func (s *Store) Get(id agent.RunID) (*agent.ActionState, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if e := s.runs[string(id.Encode())]; e != nil {
-		return e.st, nil
+		return e.state()
 	}
 	return nil, nil
 }
@@ -580,9 +628,11 @@ func (s *Store) Put(st *agent.ActionState) error {
 	}
 	key := st.ID.Encode()
 	return s.write(func() ([]*kgo.Record, []*entry) {
-		e := &entry{st: st, part: s.partitionOf(st.KeyGroup), off: -1}
+		e := &entry{key: string(st.ID.Key), pos: st.Pos, kg: st.KeyGroup, st: st, part: s.partitionOf(st.KeyGroup), off: -1}
 		s.add(string(key), e)
-		return []*kgo.Record{s.record(key, st.KeyGroup, v)}, []*entry{e}
+		r := s.record(key, st.KeyGroup, v)
+		r.Headers = append(r.Headers, kgo.RecordHeader{Key: posHeader, Value: appendPos(nil, st.Pos)})
+		return []*kgo.Record{r}, []*entry{e}
 	})
 }
 
@@ -593,8 +643,8 @@ func (s *Store) Latest(key []byte) (agent.Position, bool) {
 	var best agent.Position
 	ok := false
 	for _, e := range s.keys[string(key)] {
-		if !ok || best.Less(e.st.Pos) {
-			best, ok = e.st.Pos, true
+		if !ok || best.Less(e.pos) {
+			best, ok = e.pos, true
 		}
 	}
 	return best, ok
@@ -602,17 +652,17 @@ func (s *Store) Latest(key []byte) (agent.Position, bool) {
 
 // tombstones removes the runs of key matching drop and returns their
 // tombstones (callers hold mu).
-func (s *Store) tombstones(recs []*kgo.Record, key []byte, drop func(*agent.ActionState) bool) []*kgo.Record {
+func (s *Store) tombstones(recs []*kgo.Record, key []byte, drop func(agent.Position) bool) []*kgo.Record {
 	ids := make([]string, 0, 4)
 	for id, e := range s.keys[string(key)] {
-		if drop(e.st) {
+		if drop(e.pos) {
 			ids = append(ids, id)
 		}
 	}
 	slices.Sort(ids) // a deterministic order of records
 	for _, id := range ids {
 		e := s.remove(id)
-		recs = append(recs, s.record([]byte(id), e.st.KeyGroup, nil))
+		recs = append(recs, s.record([]byte(id), e.kg, nil))
 	}
 	return recs
 }
@@ -620,7 +670,7 @@ func (s *Store) tombstones(recs []*kgo.Record, key []byte, drop func(*agent.Acti
 // DiscardFrom implements agent.ActionStateStore (guarantee 6).
 func (s *Store) DiscardFrom(key []byte, pos agent.Position) error {
 	return s.write(func() ([]*kgo.Record, []*entry) {
-		recs := s.tombstones(nil, key, func(st *agent.ActionState) bool { return !st.Pos.Less(pos) })
+		recs := s.tombstones(nil, key, func(p agent.Position) bool { return !p.Less(pos) })
 		return recs, make([]*entry, len(recs))
 	})
 }
@@ -630,7 +680,7 @@ func (s *Store) Prune(upTo []agent.KeySeq) error {
 	return s.write(func() ([]*kgo.Record, []*entry) {
 		var recs []*kgo.Record
 		for _, ks := range upTo {
-			recs = s.tombstones(recs, ks.Key, func(st *agent.ActionState) bool { return st.Pos.Seq <= ks.Seq })
+			recs = s.tombstones(recs, ks.Key, func(p agent.Position) bool { return p.Seq <= ks.Seq })
 		}
 		return recs, make([]*entry, len(recs))
 	})
@@ -849,9 +899,13 @@ func (s *Store) leaders() (map[int32]int32, error) {
 // replay applies one record read from the log.
 func (s *Store) replay(r *kgo.Record) error {
 	kg := -1
+	var pos []byte
 	for _, h := range r.Headers {
-		if h.Key == kgHeader && len(h.Value) == 4 {
+		switch {
+		case h.Key == kgHeader && len(h.Value) == 4:
 			kg = int(binary.BigEndian.Uint32(h.Value))
+		case h.Key == posHeader && len(h.Value) == 24:
+			pos = h.Value
 		}
 	}
 	if kg < 0 {
@@ -866,11 +920,22 @@ func (s *Store) replay(r *kgo.Record) error {
 		s.remove(string(r.Key))
 		return nil
 	}
-	var st agent.ActionState
-	if err := json.Unmarshal(r.Value, &st); err != nil {
-		return fmt.Errorf("kafkastore: record at %s[%d]@%d: %w", r.Topic, r.Partition, r.Offset, err)
+	e := &entry{kg: kg, part: r.Partition, off: r.Offset}
+	key, ok := runKey(r.Key)
+	if ok && pos != nil {
+		e.key = string(key)
+		e.pos = agent.Position{Seq: int64(binary.BigEndian.Uint64(pos[0:8])),
+			EventID: int64(binary.BigEndian.Uint64(pos[8:16])), Action: int(binary.BigEndian.Uint64(pos[16:24]))}
+		e.raw = bytes.Clone(r.Value)
+	} else {
+		e.raw = r.Value
+		st, err := e.state()
+		if err != nil {
+			return err
+		}
+		e.key, e.pos = string(st.ID.Key), st.Pos
 	}
-	s.add(string(r.Key), &entry{st: &st, part: r.Partition, off: r.Offset})
+	s.add(string(r.Key), e)
 	return nil
 }
 

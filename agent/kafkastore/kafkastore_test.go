@@ -86,7 +86,7 @@ func ids(s *Store) []string {
 	defer s.mu.Unlock()
 	var out []string
 	for _, e := range s.runs {
-		out = append(out, fmt.Sprintf("%s/%d/%d", e.st.ID.Key, e.st.Pos.Seq, e.st.Pos.EventID))
+		out = append(out, fmt.Sprintf("%s/%d/%d", e.key, e.pos.Seq, e.pos.EventID))
 	}
 	slices.Sort(out)
 	return out
@@ -242,8 +242,8 @@ func TestKeyGroupRanges(t *testing.T) {
 		}
 		r.mu.Lock()
 		for _, e := range r.runs {
-			if !c.rng.Contains(e.st.KeyGroup) {
-				t.Fatalf("range %v holds key group %d", c.rng, e.st.KeyGroup)
+			if !c.rng.Contains(e.kg) {
+				t.Fatalf("range %v holds key group %d", c.rng, e.kg)
 			}
 		}
 		r.mu.Unlock()
