@@ -36,11 +36,9 @@
 //     producer: a retried request is not written twice, and the records of
 //     one partition are written in the order the store handed them over.
 //  2. Group commit. Writes queue into the current batch; one goroutine
-//     hands a batch to the producer at once, up to two batches being in
-//     flight, and the writes queued meanwhile form the next batch; a
-//     batch's writers return when all its records are acknowledged, in
-//     batch order. N actions completing together cost one produce round,
-//     not N (Flink Agents flushes the producer after every write;
+//     hands a batch to the producer at once and waits for all its
+//     acknowledgements, and the writes queued meanwhile form the next
+//     batch. N actions completing together cost one produce round, not N (Flink Agents flushes the producer after every write;
 //     Options.FlushEveryWrite does that, for comparison).
 //  3. Errors. A failed batch fails every write in it with the cause, and
 //     every later write of the store fails with it too (the operator fails
@@ -476,32 +474,27 @@ func (s *Store) write(apply func() ([]*kgo.Record, []*entry)) error {
 	return b.err
 }
 
-// writer hands batches to the client, at most two in flight (the one
-// complete waits for and the one writer has sent and hands over; the
-// idempotent producer keeps their records in order within a partition);
-// writes queued meanwhile form the next batch (group commit). complete
-// finishes them in order. (More batches in flight made them smaller and
-// the embedded broker slower.)
+// writer produces batches one at a time: it hands a batch to the client
+// and waits for its acknowledgements, and writes queued meanwhile form the
+// next batch (group commit). One batch in flight makes batches as large
+// as the concurrency allows: a broker handles the requests of one
+// connection one after the other, so a second batch in flight would only
+// wait behind the first and split the writers into smaller batches (with
+// a millisecond of broker latency, two in flight gave a third of the
+// throughput).
 func (s *Store) writer() {
 	defer close(s.done)
-	inflight := make(chan *batch)
-	completed := make(chan struct{})
-	go s.complete(inflight, completed)
-	defer func() {
-		close(inflight)
-		<-completed
-	}()
 	for {
 		select {
 		case <-s.wake:
 		case <-s.stop:
 			if b := s.send(); b != nil {
-				inflight <- b
+				s.complete(b)
 			}
 			return
 		}
 		if b := s.send(); b != nil {
-			inflight <- b
+			s.complete(b)
 		}
 	}
 }
@@ -538,44 +531,40 @@ func (s *Store) send() *batch {
 	return b
 }
 
-// complete waits for the batches' acknowledgements in the order they were
-// sent and releases their writers. A failed batch makes the store's error
-// sticky: the batches after it fail too, even if their records landed. A
-// batch the client holds beyond DeliveryTimeout fails (an idempotent
-// producer keeps retrying a request whose fate it does not know).
-func (s *Store) complete(inflight <-chan *batch, completed chan<- struct{}) {
-	defer close(completed)
-	for b := range inflight {
-		var err error
-		t := time.NewTimer(time.Until(b.deadline))
-		select {
-		case <-b.acked:
-			err = b.perr // written before acked was closed
-		case <-t.C:
-			err = fmt.Errorf("kafkastore: the cluster did not acknowledge %d records to topic %s within Options.DeliveryTimeout (%v); whether they were written is unknown; check the brokers", len(b.recs), s.opts.Topic, s.opts.DeliveryTimeout)
-		}
-		t.Stop()
-		b.cancel()
-		s.mu.Lock()
-		if err != nil && s.err == nil {
-			s.err = err
-		}
-		if s.err != nil {
-			err = s.err
-		} else {
-			for i, r := range b.recs {
-				if e := b.entries[i]; e != nil {
-					e.off = r.Offset
-				}
-				if r.Offset+1 > s.end[r.Partition] {
-					s.end[r.Partition] = r.Offset + 1
-				}
+// complete waits for the batch's acknowledgements and releases its
+// writers. A failed batch makes the store's error sticky. A batch the
+// client holds beyond DeliveryTimeout fails (an idempotent producer keeps
+// retrying a request whose fate it does not know).
+func (s *Store) complete(b *batch) {
+	var err error
+	t := time.NewTimer(time.Until(b.deadline))
+	select {
+	case <-b.acked:
+		err = b.perr // written before acked was closed
+	case <-t.C:
+		err = fmt.Errorf("kafkastore: the cluster did not acknowledge %d records to topic %s within Options.DeliveryTimeout (%v); whether they were written is unknown; check the brokers", len(b.recs), s.opts.Topic, s.opts.DeliveryTimeout)
+	}
+	t.Stop()
+	b.cancel()
+	s.mu.Lock()
+	if err != nil && s.err == nil {
+		s.err = err
+	}
+	if s.err != nil {
+		err = s.err
+	} else {
+		for i, r := range b.recs {
+			if e := b.entries[i]; e != nil {
+				e.off = r.Offset
+			}
+			if r.Offset+1 > s.end[r.Partition] {
+				s.end[r.Partition] = r.Offset + 1
 			}
 		}
-		s.mu.Unlock()
-		b.err = err
-		close(b.done)
 	}
+	s.mu.Unlock()
+	b.err = err
+	close(b.done)
 }
 
 // add puts st into memory, replacing the state of the same run (callers
