@@ -38,7 +38,9 @@ type Options struct {
 	// ContinueOnError makes a failed action (an error or a panic) not fail
 	// the job: the failure is logged and counted (counter actionErrors),
 	// the action's events and memory writes are dropped, and the input goes
-	// on with its remaining actions.
+	// on with its remaining actions. An error of the action-state store
+	// fails the job all the same: without a record, a restore would repeat
+	// side effects.
 	ContinueOnError bool
 	// Blocking runs actions synchronously on the subtask goroutine, one at
 	// a time: the naive design, kept for comparisons (benchmarks). A slow
@@ -658,6 +660,7 @@ func (o *operator[K, IN, OUT]) execute(c *completion[K, IN]) {
 			Short: writesOf(c.rc.short.writes), Sensory: writesOf(c.rc.sensory.writes), Sent: slices.Clone(c.rc.sent)}
 		if err := d.store.Put(st); err != nil {
 			c.err = fmt.Errorf("recording the completed action in the action-state store (its outputs are held back): %w", err)
+			d.failed(c.err)
 		}
 	}
 }
@@ -675,7 +678,9 @@ func (o *operator[K, IN, OUT]) recall(rc *RunnerContext, d *durableRun) (done bo
 	d.id = id
 	st, err := d.store.Get(id)
 	if err != nil {
-		return false, fmt.Errorf("reading the action-state store: %w", err)
+		err = fmt.Errorf("reading the action-state store: %w", err)
+		d.failed(err)
+		return false, err
 	}
 	if st == nil {
 		if latest, ok := d.store.Latest(id.Key); ok && !latest.Less(d.pos) {
@@ -683,7 +688,9 @@ func (o *operator[K, IN, OUT]) recall(rc *RunnerContext, d *durableRun) (done bo
 				"recorded", latest, "now", d.pos)
 			o.cDiverged.Inc()
 			if err := d.store.DiscardFrom(id.Key, d.pos); err != nil {
-				return false, fmt.Errorf("action-state store: %w", err)
+				err = fmt.Errorf("action-state store: %w", err)
+				d.failed(err)
+				return false, err
 			}
 		}
 		return false, nil
@@ -746,6 +753,14 @@ func (o *operator[K, IN, OUT]) drain() {
 func (o *operator[K, IN, OUT]) apply(c *completion[K, IN]) {
 	ks, rc := c.ks, c.rc
 	r := ks.run
+	if d := rc.durable; d != nil && d.storeErr != nil {
+		// The store cannot record: going on would repeat side effects
+		// after a restore, ContinueOnError or not.
+		o.cErrors.Inc()
+		o.fail(fmt.Errorf("agent: action %q of key %v (input %d): the action-state store failed: %w",
+			rc.action.Name, ks.key, r.seq, d.storeErr))
+		return
+	}
 	if c.err != nil {
 		o.cErrors.Inc()
 		err := fmt.Errorf("agent: action %q failed for key %v (input %d, event %d %q): %w",

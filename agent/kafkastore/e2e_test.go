@@ -14,6 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
 	"github.com/weirproject/weir"
 	"github.com/weirproject/weir/agent"
 	"github.com/weirproject/weir/agent/kafkastore"
@@ -169,5 +172,66 @@ func TestJobRestoredElsewhere(t *testing.T) {
 	}
 	if n := env2.Metrics().Sum("agent", "callsReplayed"); n != int64(len(keys)) {
 		t.Fatalf("callsReplayed = %d", n)
+	}
+}
+
+// TestStoreFailureFailsJob: when the broker refuses the store's writes the
+// job fails with the broker's error, even with ContinueOnError, and the
+// action's output is held back.
+func TestStoreFailureFailsJob(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	b, err := broker.Start(broker.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	// Let the topic be created, then refuse every produce.
+	c := b.Cluster()
+	c.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		pr := req.(*kmsg.ProduceRequest)
+		resp := pr.ResponseKind().(*kmsg.ProduceResponse)
+		for _, rt := range pr.Topics {
+			t := kmsg.NewProduceResponseTopic()
+			t.Topic, t.TopicID = rt.Topic, rt.TopicID
+			for _, rp := range rt.Partitions {
+				p := kmsg.NewProduceResponseTopicPartition()
+				p.Partition, p.ErrorCode = rp.Partition, kerr.PolicyViolation.Code
+				t.Partitions = append(t.Partitions, p)
+			}
+			resp.Topics = append(resp.Topics, t)
+		}
+		return resp, nil, true
+	})
+	var calls atomic.Int64
+	a := &agent.Agent{Actions: []agent.Action{agent.NewAction("pay", func(c *agent.RunnerContext, ev agent.Event) error {
+		in, _ := agent.Input[string](ev)
+		// The action swallows the store's error: the job fails anyway.
+		_, _ = agent.Durable(c, "charge", in, func(context.Context, string) (string, error) {
+			calls.Add(1)
+			return "receipt", nil
+		})
+		c.Output(in)
+		return nil
+	}, agent.TypeInput)}}
+	done := make(chan struct{})
+	close(done)
+	env := weir.NewEnvironment(weir.Config{Parallelism: 1, MaxParallelism: 128})
+	src := weir.FromSource[string](env, "src", pausingSource{recs: []string{"order-1"}, release: done}, watermark.NoWatermarks[string]()).UID("src")
+	store := kafkastore.Factory(kafkastore.Options{Brokers: b.Addrs(), Topic: "failing",
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	out := agent.Apply[string, string, string](weir.KeyBy(src, func(s string) string { return s }), "agent", a,
+		agent.Options{Store: store, ContinueOnError: true}).UID("agent")
+	var got atomic.Int64
+	weir.ToSink(out, "sink", func(*runtime.Context) (weir.SinkWriter[string], error) {
+		return weir.SinkFunc[string](func(weir.Record[string]) error { got.Add(1); return nil }), nil
+	})
+	err = env.Execute(ctx)
+	if !errors.Is(err, kerr.PolicyViolation) {
+		t.Fatalf("job ended with %v, want the broker's POLICY_VIOLATION", err)
+	}
+	if got.Load() != 0 {
+		t.Fatalf("%d outputs left although nothing was recorded", got.Load())
 	}
 }
