@@ -2,6 +2,7 @@ package kafkastore
 
 import (
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -12,8 +13,8 @@ import (
 	"github.com/weirproject/weir/agent/storetest"
 )
 
-// putters is the number of goroutines putting at once (the operator runs
-// up to MaxConcurrentKeys actions, 256 by default).
+// putters is the number of goroutines putting at once when the store is
+// filled for BenchmarkRestore.
 const putters = 64
 
 // BenchmarkPut measures concurrent durable Puts (acks=all, idempotent) on
@@ -22,7 +23,9 @@ const putters = 64
 // in-process broker answers in tens of microseconds; the latency=1ms runs
 // delay every produce request by a millisecond in the broker, as a network
 // round trip plus replication to the in-sync replicas do on a real
-// cluster.
+// cluster. putters is the number of goroutines putting at once (rounded
+// down to a multiple of GOMAXPROCS); the operator runs up to
+// MaxConcurrentKeys actions at once, 256 by default.
 func BenchmarkPut(b *testing.B) {
 	for _, latency := range []time.Duration{0, time.Millisecond} {
 		br := startBroker(b, b.TempDir())
@@ -35,15 +38,16 @@ func BenchmarkPut(b *testing.B) {
 			})
 		}
 		for _, c := range []struct {
-			name  string
-			flush bool
-		}{{"group-commit", false}, {"flush-every-write", true}} {
+			name    string
+			flush   bool
+			putters int
+		}{{"group-commit/putters=64", false, 64}, {"group-commit/putters=256", false, 256}, {"flush-every-write", true, 64}} {
 			b.Run(fmt.Sprintf("latency=%v/%s", latency, c.name), func(b *testing.B) {
 				opts := options(br, newTopic(), 1)
 				opts.FlushEveryWrite = c.flush
 				s := open(b, opts, all)
 				var n atomic.Int64
-				b.SetParallelism((putters + 1) / 2)
+				b.SetParallelism(c.putters / runtime.GOMAXPROCS(0))
 				b.ReportAllocs()
 				b.ResetTimer()
 				start := time.Now()
