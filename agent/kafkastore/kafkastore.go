@@ -66,6 +66,9 @@
 //
 // # Limits
 //
+// One state must fit in a record the topic accepts (max.message.bytes,
+// about 1 MB by default); a larger one fails its Put, and the job.
+//
 // The store keeps the live states of its key groups in memory, as the WAL
 // does. A restore loads the states of inputs that finished before the
 // checkpoint but were not pruned yet; they go when their key's next input
@@ -269,7 +272,6 @@ func Open(opts Options, rng keygroup.Range, maxParallelism int) (*Store, error) 
 		kgo.ProducerLinger(0),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.RecordDeliveryTimeout(opts.DeliveryTimeout),
-		kgo.ProducerBatchMaxBytes(16 << 20),
 	}, opts.ClientOptions...)
 	cl, err := kgo.NewClient(kopts...)
 	if err != nil {
@@ -868,11 +870,14 @@ func (s *Store) read(pos, ends map[int32]int64) (int, error) {
 		}
 		if progress {
 			failures = 0
-		} else if failures > 10 {
-			return n, fmt.Errorf("kafkastore: fetching %s makes no progress (positions %v, ends %v)", s.opts.Topic, pos, ends)
-		} else if failures > 0 {
-			time.Sleep(time.Duration(failures) * 50 * time.Millisecond)
+			continue
 		}
+		// A broker with records below the end returns at least one batch:
+		// no progress is a failure, retried a few times.
+		if failures++; failures > 10 {
+			return n, fmt.Errorf("kafkastore: fetching %s makes no progress (positions %v, ends %v); check the brokers", s.opts.Topic, pos, ends)
+		}
+		time.Sleep(time.Duration(failures) * 50 * time.Millisecond)
 	}
 }
 
