@@ -83,7 +83,10 @@
 //     and a warning is logged when it has waited longer than
 //     Options.StallWarning.
 //  10. Exactly-once side effects, with a store (Options.Store; package wal
-//     is the embedded write-ahead log, MemoryStore the in-memory one). A
+//     is the embedded write-ahead log, package kafkastore a compacted
+//     Kafka topic, MemoryStore the in-memory one; a store that is
+//     Checkpointed puts its recovery marker into every checkpoint and is
+//     rebuilt from the restored markers before the operator resumes). A
 //     finished action's state (memory writes, sent events, call results)
 //     is recorded, durably, before its outputs leave; Durable records each
 //     call's result (or error, or null) as soon as it returns, and so do

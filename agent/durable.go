@@ -24,8 +24,19 @@ type durableRun struct {
 	recorded []CallResult // from an earlier attempt
 	calls    []CallResult // this attempt's, in order
 	diverged bool
+	// storeErr is the first error of the store in this run: it fails the
+	// job even with Options.ContinueOnError (and even if the action
+	// swallowed it), since the store can no longer record.
+	storeErr error
 	// Counters of the operator, bumped from the action goroutine.
 	onReplay, onDiverge func()
+}
+
+// failed records a store error of the run (the first one).
+func (d *durableRun) failed(err error) {
+	if d.storeErr == nil {
+		d.storeErr = err
+	}
 }
 
 // RecordedError is the error of a durable call replayed from the store:
@@ -108,7 +119,9 @@ func durable[T any](c *RunnerContext, name string, args any, fn func(context.Con
 			d.calls = append(d.calls, cr)
 		}
 		if err := d.store.Put(&ActionState{ID: id, Pos: d.pos, KeyGroup: d.kg, Calls: slices.Clone(d.calls)}); err != nil {
-			return fmt.Errorf("agent: recording durable call %q in the action-state store: %w", name, err)
+			err = fmt.Errorf("agent: recording durable call %q in the action-state store: %w", name, err)
+			d.failed(err)
+			return err
 		}
 		return nil
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/weirproject/weir"
 	"github.com/weirproject/weir/agent/segq"
+	"github.com/weirproject/weir/checkpoint"
 	"github.com/weirproject/weir/clock"
 	"github.com/weirproject/weir/keygroup"
 	"github.com/weirproject/weir/runtime"
@@ -38,7 +39,9 @@ type Options struct {
 	// ContinueOnError makes a failed action (an error or a panic) not fail
 	// the job: the failure is logged and counted (counter actionErrors),
 	// the action's events and memory writes are dropped, and the input goes
-	// on with its remaining actions.
+	// on with its remaining actions. An error of the action-state store
+	// fails the job all the same: without a record, a restore would repeat
+	// side effects.
 	ContinueOnError bool
 	// Blocking runs actions synchronously on the subtask goroutine, one at
 	// a time: the naive design, kept for comparisons (benchmarks). A slow
@@ -394,6 +397,13 @@ func (o *operator[K, IN, OUT]) SnapshotState(w *runtime.SnapshotWriter) error {
 		o.prunes = append(o.prunes, pendingPrune{id: w.CheckpointID(), upTo: o.finished})
 		o.finished = map[string]int64{}
 	}
+	if cp, ok := o.store.(Checkpointed); ok {
+		m, err := cp.Marker()
+		if err != nil {
+			return fmt.Errorf("agent: taking the action-state store's recovery marker: %w", err)
+		}
+		w.List(storeMarkers, checkpoint.Union, [][]byte{m})
+	}
 	rng := o.Ctx.KeyGroups
 	for kg := rng.Start; kg <= rng.End; kg++ {
 		if o.keys.NumKeysInKeyGroup(kg) == 0 {
@@ -462,6 +472,15 @@ func (o *operator[K, IN, OUT]) restore(ctx *runtime.Context) error {
 	r := ctx.Restored()
 	if r == nil {
 		return nil
+	}
+	if cp, ok := o.store.(Checkpointed); ok {
+		markers, err := r.List(storeMarkers)
+		if err != nil {
+			return fmt.Errorf("agent: reading the action-state store's recovery markers: %w", err)
+		}
+		if err := cp.Restore(markers); err != nil {
+			return fmt.Errorf("agent: rebuilding the action-state store: %w", err)
+		}
 	}
 	err := r.ForEachKeyGroup(func(kg int, data []byte) error {
 		if len(data) == 0 || data[0] != snapshotFormat {
@@ -692,6 +711,7 @@ func (o *operator[K, IN, OUT]) execute(c *completion[K, IN]) {
 			Short: writesOf(c.rc.short.writes), Sensory: writesOf(c.rc.sensory.writes), Sent: slices.Clone(c.rc.sent)}
 		if err := d.store.Put(st); err != nil {
 			c.err = fmt.Errorf("recording the completed action in the action-state store (its outputs are held back): %w", err)
+			d.failed(c.err)
 		}
 	}
 }
@@ -709,7 +729,9 @@ func (o *operator[K, IN, OUT]) recall(rc *RunnerContext, d *durableRun) (done bo
 	d.id = id
 	st, err := d.store.Get(id)
 	if err != nil {
-		return false, fmt.Errorf("reading the action-state store: %w", err)
+		err = fmt.Errorf("reading the action-state store: %w", err)
+		d.failed(err)
+		return false, err
 	}
 	if st == nil {
 		if latest, ok := d.store.Latest(id.Key); ok && !latest.Less(d.pos) {
@@ -717,7 +739,9 @@ func (o *operator[K, IN, OUT]) recall(rc *RunnerContext, d *durableRun) (done bo
 				"recorded", latest, "now", d.pos)
 			o.cDiverged.Inc()
 			if err := d.store.DiscardFrom(id.Key, d.pos); err != nil {
-				return false, fmt.Errorf("action-state store: %w", err)
+				err = fmt.Errorf("action-state store: %w", err)
+				d.failed(err)
+				return false, err
 			}
 		}
 		return false, nil
@@ -780,6 +804,14 @@ func (o *operator[K, IN, OUT]) drain() {
 func (o *operator[K, IN, OUT]) apply(c *completion[K, IN]) {
 	ks, rc := c.ks, c.rc
 	r := ks.run
+	if d := rc.durable; d != nil && d.storeErr != nil {
+		// The store cannot record: going on would repeat side effects
+		// after a restore, ContinueOnError or not.
+		o.cErrors.Inc()
+		o.fail(fmt.Errorf("agent: action %q of key %v (input %d): the action-state store failed: %w",
+			rc.action.Name, ks.key, r.seq, d.storeErr))
+		return
+	}
 	if c.err != nil {
 		o.cErrors.Inc()
 		err := fmt.Errorf("agent: action %q failed for key %v (input %d, event %d %q): %w",

@@ -41,6 +41,41 @@ type ActionStateStore interface {
 	Close() error
 }
 
+// Checkpointed is an optional capability of an ActionStateStore whose
+// records live outside the job's checkpoints, in a log that outlives any
+// one machine (a Kafka topic: package agent/kafkastore). The operator finds
+// it by type assertion and
+//
+//  1. at every checkpoint and savepoint, in the synchronous part of its
+//     snapshot (on the subtask goroutine), calls Marker and stores the
+//     result in the operator state of the checkpoint (a union list: after
+//     a change of parallelism every new subtask receives the markers of
+//     all old subtasks);
+//  2. when the job restores, after the factory has opened the store and
+//     before anything else uses it, calls Restore with every marker the
+//     restored checkpoint holds (none if it was taken without this store;
+//     the store then rebuilds from the start of its log).
+//
+// A store opened without a restore (a fresh job) must not return states
+// recorded by earlier runs of the job: their sequence numbers would be
+// taken for this run's.
+type Checkpointed interface {
+	// Marker returns where a restore from the checkpoint being taken must
+	// start reading the log so that it sees every state it may need: at
+	// or before the first record of every state live at this instant
+	// (not pruned or discarded), and of every state whose Put is in
+	// progress.
+	Marker() ([]byte, error)
+	// Restore rebuilds the states of the subtask's key groups from the
+	// log, reading from the markers to the end of the log as it is when
+	// Restore starts.
+	Restore(markers [][]byte) error
+}
+
+// storeMarkers is the operator-state list holding the markers of a
+// Checkpointed store.
+const storeMarkers = "agent.store.markers"
+
 // StoreFactory opens the store of one operator subtask.
 type StoreFactory func(ctx *runtime.Context) (ActionStateStore, error)
 

@@ -1,0 +1,965 @@
+// Package kafkastore is an action-state store (agent.ActionStateStore)
+// kept in a compacted Kafka topic, the design of seed 002 (Flink Agents'
+// KafkaActionStateStore): a job restored on another machine finds the
+// states its actions recorded and does not repeat their side effects,
+// which the embedded write-ahead log (package agent/wal), on one machine's
+// disk, cannot promise. It works with any Kafka-protocol cluster, the
+// embedded broker (package broker) included, through franz-go.
+//
+// # Layout
+//
+// One topic per job (Options.Topic), with cleanup.policy=compact. A
+// record's key is the run's identity (agent.RunID.Encode), its value the
+// JSON of the agent.ActionState, or nothing (a tombstone) when the state
+// was pruned or discarded. A header "kg" holds the key group (4 bytes, big
+// endian) and, on states, a header "pos" the run's position (sequence
+// number, event, action: 8 bytes big endian each), so that a restore skips
+// the records of other key groups and indexes its own without decoding
+// their JSON (a state is decoded when first asked for). Compaction keeps
+// the latest record of every run and, after delete.retention.ms, drops the
+// runs that were pruned.
+//
+// Records are partitioned by key group, in contiguous ranges: key group kg
+// goes to partition kg × P / maxParallelism for a topic of P partitions
+// (P ≤ maxParallelism; with more, key group kg goes to partition kg), the
+// same rule that gives subtasks their key groups. A subtask therefore
+// writes and reads only the partitions holding its own key groups: with P
+// equal to the parallelism, one. Partitioning by a hash of the run identity
+// would spread every subtask's states over every partition, and a restore
+// of one subtask would read the whole topic. P must not change for the
+// life of the topic (a restore refuses a marker taken with another P).
+//
+// # Guarantees
+//
+//  1. Durability. Put, DiscardFrom and Prune return once their records are
+//     acknowledged by all in-sync replicas (acks=all) of an idempotent
+//     producer: a retried request is not written twice, and the records of
+//     one partition are written in the order the store handed them over.
+//  2. Group commit. Writes queue into the current batch; one goroutine
+//     hands a batch to the producer at once and waits for all its
+//     acknowledgements, and the writes queued meanwhile form the next
+//     batch. N actions completing together cost one produce round, not N (Flink Agents flushes the producer after every write;
+//     Options.FlushEveryWrite does that, for comparison).
+//  3. Errors. A failed batch fails every write in it with the cause, and
+//     every later write of the store fails with it too (the operator fails
+//     the job); nothing is swallowed by a later success. Writes that the
+//     cluster cannot take time out after Options.DeliveryTimeout.
+//  4. Recovery marker (agent.Checkpointed). Marker returns, per partition
+//     of the subtask's key groups, the lowest offset of a live state (not
+//     pruned or discarded) or, when there is none, the end of the log as
+//     last seen by the store; a Put in progress lands at or after it.
+//  5. Restore. Restore lists the end offsets of the subtask's partitions
+//     once, then reads every partition from the lowest offset the markers
+//     give it until its position (the next offset to fetch, moved past
+//     compaction gaps too) reaches that end; no duration takes part. It
+//     keeps the records of the subtask's key groups, in log order, so a
+//     tombstone removes the state before it. A store opened without
+//     Restore (a fresh job) reads nothing: it starts empty.
+//  6. Pruning. Prune and DiscardFrom remove from memory and write
+//     tombstones for exactly the runs of the keys they name that match (a
+//     key's runs up to a sequence number, or from a position on); other
+//     keys' runs are never touched. The operator calls Prune in the
+//     background after a checkpoint completes, off the action path.
+//  7. Topic. Open creates the topic if it is missing, with
+//     cleanup.policy=compact, and fails with an error saying what to do if
+//     it cannot, or if an existing topic is not compacted.
+//
+// # Limits
+//
+// One state must fit in a record the topic accepts (max.message.bytes,
+// about 1 MB by default); a larger one fails its Put, and the job.
+//
+// The store keeps the live states of its key groups in memory, as the WAL
+// does. A restore loads the states of inputs that finished before the
+// checkpoint but were not pruned yet; they go when their key's next input
+// finishes (its prune covers every earlier sequence number).
+package kafkastore
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/weirproject/weir/agent"
+	"github.com/weirproject/weir/keygroup"
+	"github.com/weirproject/weir/runtime"
+)
+
+// Options configure a store. Brokers and Topic are required.
+type Options struct {
+	// Brokers are the bootstrap servers (host:port).
+	Brokers []string
+	// Topic is the job's state topic, created if missing (guarantee 7).
+	// Give every job its own.
+	Topic string
+	// Partitions is the partition count of a topic the store creates; 0
+	// means the operator's parallelism (Factory) or 1 (Open).
+	Partitions int32
+	// ReplicationFactor of a topic the store creates; 0 means the
+	// cluster's default.
+	ReplicationFactor int16
+	// DeliveryTimeout bounds how long a write may wait for the cluster
+	// before it fails (and with it the job); 0 means two minutes.
+	DeliveryTimeout time.Duration
+	// RequestTimeout bounds each administrative request (creating the
+	// topic, listing offsets) and each fetch of a restore; 0 means 30 s.
+	RequestTimeout time.Duration
+	// FlushEveryWrite produces and waits for every write alone, one at a
+	// time, as Flink Agents does: the baseline group commit is measured
+	// against. Not for production.
+	FlushEveryWrite bool
+	// ClientOptions are added to the franz-go client's (TLS, SASL, ...).
+	ClientOptions []kgo.Opt
+	// Logger receives the store's logs; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+func (o Options) withDefaults() Options {
+	if o.DeliveryTimeout <= 0 {
+		o.DeliveryTimeout = 2 * time.Minute
+	}
+	if o.RequestTimeout <= 0 {
+		o.RequestTimeout = 30 * time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return o
+}
+
+// Factory returns an agent.StoreFactory opening a store on opts.Topic for
+// each subtask of the operator, with its key groups.
+func Factory(opts Options) agent.StoreFactory {
+	return func(ctx *runtime.Context) (agent.ActionStateStore, error) {
+		o := opts
+		if o.Partitions <= 0 {
+			o.Partitions = int32(max(ctx.Parallelism, 1))
+		}
+		if ctx.Logger != nil && o.Logger == nil {
+			o.Logger = ctx.Logger
+		}
+		return Open(o, ctx.KeyGroups, ctx.MaxParallelism)
+	}
+}
+
+// kgHeader names the record header holding the key group (uint32 big
+// endian); posHeader the one holding the run's position (sequence
+// number, event and action, int64 big endian each).
+const (
+	kgHeader  = "kg"
+	posHeader = "pos"
+)
+
+func appendPos(b []byte, p agent.Position) []byte {
+	b = binary.BigEndian.AppendUint64(b, uint64(p.Seq))
+	b = binary.BigEndian.AppendUint64(b, uint64(p.EventID))
+	return binary.BigEndian.AppendUint64(b, uint64(p.Action))
+}
+
+// runKey returns the encoded key inside a record key (agent.RunID.Encode:
+// a length-prefixed tag, then the length-prefixed key).
+func runKey(b []byte) ([]byte, bool) {
+	var field []byte
+	for range 2 { // the tag, then the key
+		n, w := binary.Uvarint(b)
+		if w <= 0 || uint64(len(b)-w) < n {
+			return nil, false
+		}
+		field, b = b[w:w+int(n)], b[w+int(n):]
+	}
+	return field, true
+}
+
+// Store is the action-state store of one operator subtask.
+type Store struct {
+	opts  Options
+	rng   keygroup.Range
+	maxP  int
+	cl    *kgo.Client
+	adm   *kadm.Client
+	parts int32 // the topic's partition count
+	// topicID is the topic's id (fetch requests from version 13 on name
+	// topics by id); set by topicMeta, used by Restore only.
+	topicID [16]byte
+	first   int32 // the subtask's partitions: first..last
+	last    int32
+	log     *slog.Logger
+
+	serial sync.Mutex // FlushEveryWrite: one write at a time
+
+	mu     sync.Mutex
+	runs   map[string]*entry            // record key -> state
+	keys   map[string]map[string]*entry // encoded key -> record key -> state
+	end    map[int32]int64              // per partition: the end of the log as last seen
+	batch  *batch                       // accumulating
+	err    error                        // sticky write error
+	closed bool
+	wake   chan struct{}
+	stop   chan struct{}
+	done   chan struct{}
+
+	writes, rounds int64 // guarded by mu
+}
+
+// entry is one live state. A restore fills key, pos and kg from the
+// record's key and headers and keeps the JSON in raw; Get decodes it on
+// first use, so a rebuild does not decode states nobody asks for.
+type entry struct {
+	key  string         // the encoded key
+	pos  agent.Position // the run's position
+	kg   int
+	st   *agent.ActionState // nil until decoded from raw
+	raw  []byte
+	part int32
+	off  int64 // -1 until acknowledged
+}
+
+// state returns e's state, decoding it if needed (callers hold mu).
+func (e *entry) state() (*agent.ActionState, error) {
+	if e.st == nil {
+		var st agent.ActionState
+		if err := json.Unmarshal(e.raw, &st); err != nil {
+			return nil, fmt.Errorf("kafkastore: the state recorded at offset %d of partition %d: %w", e.off, e.part, err)
+		}
+		e.st, e.raw = &st, nil
+	}
+	return e.st, nil
+}
+
+type batch struct {
+	recs    []*kgo.Record
+	entries []*entry // per record: the state it writes, nil for a tombstone
+	done    chan struct{}
+	err     error
+
+	// Set by send: acked closes when the client has called back for
+	// every record, perr is the first record error, deadline when the
+	// batch fails regardless.
+	acked    chan struct{}
+	perr     error
+	deadline time.Time
+	cancel   context.CancelFunc
+}
+
+// Open connects to the cluster, makes sure the topic exists and is
+// compacted, and returns the empty store of key groups rng (of
+// maxParallelism); call Restore to rebuild it from a checkpoint's markers.
+func Open(opts Options, rng keygroup.Range, maxParallelism int) (*Store, error) {
+	opts = opts.withDefaults()
+	if len(opts.Brokers) == 0 || opts.Topic == "" {
+		return nil, errors.New("kafkastore: Options.Brokers and Options.Topic are required")
+	}
+	if maxParallelism <= 0 || rng.Start < 0 || rng.End >= maxParallelism {
+		return nil, fmt.Errorf("kafkastore: key groups %v outside max parallelism %d", rng, maxParallelism)
+	}
+	kopts := append([]kgo.Opt{
+		kgo.SeedBrokers(opts.Brokers...),
+		kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.ProducerLinger(0),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.RecordDeliveryTimeout(opts.DeliveryTimeout),
+	}, opts.ClientOptions...)
+	cl, err := kgo.NewClient(kopts...)
+	if err != nil {
+		return nil, fmt.Errorf("kafkastore: creating the Kafka client: %w", err)
+	}
+	s := &Store{opts: opts, rng: rng, maxP: maxParallelism, cl: cl, adm: kadm.NewClient(cl), log: opts.Logger,
+		runs: map[string]*entry{}, keys: map[string]map[string]*entry{}, end: map[int32]int64{},
+		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	if err := s.ensureTopic(); err != nil {
+		cl.Close()
+		return nil, err
+	}
+	s.first, s.last = s.partitionOf(rng.Start), s.partitionOf(rng.End)
+	ends, err := s.listOffsets(false)
+	if err != nil {
+		cl.Close()
+		return nil, err
+	}
+	s.end = ends
+	s.batch = &batch{done: make(chan struct{})}
+	go s.writer()
+	return s, nil
+}
+
+// partitionOf returns the partition of key group kg (see Layout).
+func (s *Store) partitionOf(kg int) int32 {
+	if int(s.parts) > s.maxP {
+		return int32(kg)
+	}
+	return int32(kg * int(s.parts) / s.maxP)
+}
+
+func (s *Store) ctx() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), s.opts.RequestTimeout)
+}
+
+// topicMeta asks the cluster (not the client's cache, which would miss a
+// topic created a moment ago) for the leader of every partition of the
+// topic; it returns the topic's error code otherwise.
+func (s *Store) topicMeta() (map[int32]int32, error) {
+	req := kmsg.NewPtrMetadataRequest()
+	rt := kmsg.NewMetadataRequestTopic()
+	rt.Topic = kmsg.StringPtr(s.opts.Topic)
+	req.Topics = append(req.Topics, rt)
+	ctx, cancel := s.ctx()
+	defer cancel()
+	kresp, err := s.cl.Request(ctx, req)
+	if err != nil {
+		return nil, fmt.Errorf("kafkastore: reading the metadata of topic %q (are Options.Brokers %v reachable?): %w", s.opts.Topic, s.opts.Brokers, err)
+	}
+	for _, t := range kresp.(*kmsg.MetadataResponse).Topics {
+		if t.Topic == nil || *t.Topic != s.opts.Topic {
+			continue
+		}
+		if err := kerr.ErrorForCode(t.ErrorCode); err != nil {
+			return nil, err
+		}
+		s.topicID = t.TopicID
+		out := make(map[int32]int32, len(t.Partitions))
+		for _, p := range t.Partitions {
+			out[p.Partition] = p.Leader
+		}
+		return out, nil
+	}
+	return nil, kerr.UnknownTopicOrPartition
+}
+
+// ensureTopic creates the topic if it is missing and checks that it is
+// compacted (guarantee 7).
+func (s *Store) ensureTopic() error {
+	t := s.opts.Topic
+	for attempt := 0; ; attempt++ {
+		parts, err := s.topicMeta()
+		if err == nil && len(parts) > 0 {
+			s.parts = int32(len(parts))
+			return s.checkCompacted()
+		}
+		if err != nil && !errors.Is(err, kerr.UnknownTopicOrPartition) && !errors.Is(err, kerr.LeaderNotAvailable) {
+			return fmt.Errorf("kafkastore: topic %q: %w", t, err)
+		}
+		if attempt > 0 {
+			if attempt >= 100 {
+				return fmt.Errorf("kafkastore: topic %q was created but the cluster's metadata does not show it", t)
+			}
+			time.Sleep(20 * time.Millisecond)
+			continue
+		}
+		n := s.opts.Partitions
+		if n <= 0 {
+			n = 1
+		}
+		rf := s.opts.ReplicationFactor
+		if rf == 0 {
+			rf = -1
+		}
+		ctx, cancel := s.ctx()
+		_, err = s.adm.CreateTopic(ctx, n, rf, map[string]*string{"cleanup.policy": kmsg.StringPtr("compact")}, t)
+		cancel()
+		if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+			return fmt.Errorf("kafkastore: creating topic %q (cleanup.policy=compact, %d partitions) failed; create it yourself or grant the CREATE permission: %w", t, n, err)
+		}
+	}
+}
+
+func (s *Store) checkCompacted() error {
+	ctx, cancel := s.ctx()
+	defer cancel()
+	rcs, err := s.adm.DescribeTopicConfigs(ctx, s.opts.Topic)
+	if err != nil {
+		return fmt.Errorf("kafkastore: describing topic %q: %w", s.opts.Topic, err)
+	}
+	rc, err := rcs.On(s.opts.Topic, nil)
+	if err != nil {
+		return fmt.Errorf("kafkastore: describing topic %q: %w", s.opts.Topic, err)
+	}
+	if rc.Err != nil {
+		return fmt.Errorf("kafkastore: describing topic %q: %w", s.opts.Topic, rc.Err)
+	}
+	for _, c := range rc.Configs {
+		if c.Key == "cleanup.policy" {
+			if c.Value != nil && strings.Contains(*c.Value, "compact") {
+				return nil
+			}
+			v := "<unset>"
+			if c.Value != nil {
+				v = *c.Value
+			}
+			return fmt.Errorf("kafkastore: topic %q has cleanup.policy=%s; action states must not expire: set cleanup.policy=compact on it, or use another topic", s.opts.Topic, v)
+		}
+	}
+	return fmt.Errorf("kafkastore: topic %q reports no cleanup.policy; set cleanup.policy=compact on it", s.opts.Topic)
+}
+
+// listOffsets lists the start (or end) offsets of the subtask's partitions.
+func (s *Store) listOffsets(start bool) (map[int32]int64, error) {
+	ctx, cancel := s.ctx()
+	defer cancel()
+	var lo kadm.ListedOffsets
+	var err error
+	what := "end"
+	if start {
+		what = "start"
+		lo, err = s.adm.ListStartOffsets(ctx, s.opts.Topic)
+	} else {
+		lo, err = s.adm.ListEndOffsets(ctx, s.opts.Topic)
+	}
+	if err == nil {
+		err = lo.Error()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("kafkastore: listing the %s offsets of topic %q: %w", what, s.opts.Topic, err)
+	}
+	out := map[int32]int64{}
+	for p := s.first; p <= s.last; p++ {
+		o, ok := lo.Lookup(s.opts.Topic, p)
+		if !ok {
+			return nil, fmt.Errorf("kafkastore: no %s offset listed for %s[%d]", what, s.opts.Topic, p)
+		}
+		out[p] = o.Offset
+	}
+	return out, nil
+}
+
+func (s *Store) record(key []byte, kg int, value []byte) *kgo.Record {
+	r := &kgo.Record{Topic: s.opts.Topic, Partition: s.partitionOf(kg), Key: key, Value: value,
+		Headers: []kgo.RecordHeader{{Key: kgHeader, Value: binary.BigEndian.AppendUint32(nil, uint32(kg))}}}
+	return r
+}
+
+// write queues records (apply changes memory, under the lock, and returns
+// the records with their entries) and waits until they are acknowledged.
+func (s *Store) write(apply func() ([]*kgo.Record, []*entry)) error {
+	if s.opts.FlushEveryWrite {
+		s.serial.Lock()
+		defer s.serial.Unlock()
+	}
+	s.mu.Lock()
+	if s.err != nil {
+		err := s.err
+		s.mu.Unlock()
+		return err
+	}
+	if s.closed {
+		s.mu.Unlock()
+		return errors.New("kafkastore: the store is closed")
+	}
+	recs, ents := apply()
+	if len(recs) == 0 {
+		s.mu.Unlock()
+		return nil
+	}
+	b := s.batch
+	b.recs = append(b.recs, recs...)
+	b.entries = append(b.entries, ents...)
+	s.writes += int64(len(recs))
+	s.mu.Unlock()
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+	<-b.done
+	return b.err
+}
+
+// writer produces batches one at a time: it hands a batch to the client
+// and waits for its acknowledgements, and writes queued meanwhile form the
+// next batch (group commit). One batch in flight makes batches as large
+// as the concurrency allows: a broker handles the requests of one
+// connection one after the other, so a second batch in flight would only
+// wait behind the first and split the writers into smaller batches (with
+// a millisecond of broker latency, two in flight gave a third of the
+// throughput).
+func (s *Store) writer() {
+	defer close(s.done)
+	for {
+		select {
+		case <-s.wake:
+		case <-s.stop:
+			if b := s.send(); b != nil {
+				s.complete(b)
+			}
+			return
+		}
+		if b := s.send(); b != nil {
+			s.complete(b)
+		}
+	}
+}
+
+// send takes the accumulated batch and produces its records.
+func (s *Store) send() *batch {
+	s.mu.Lock()
+	b := s.batch
+	if len(b.recs) == 0 {
+		s.mu.Unlock()
+		return nil
+	}
+	s.batch = &batch{done: make(chan struct{})}
+	s.rounds++
+	s.mu.Unlock()
+	b.acked = make(chan struct{})
+	b.deadline = time.Now().Add(s.opts.DeliveryTimeout + time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), s.opts.DeliveryTimeout)
+	b.cancel = cancel
+	var mu sync.Mutex
+	left := len(b.recs)
+	for _, r := range b.recs {
+		s.cl.Produce(ctx, r, func(r *kgo.Record, err error) {
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil && b.perr == nil {
+				b.perr = fmt.Errorf("kafkastore: writing to %s[%d]: %w (the action-state store cannot record; check the cluster and the topic)", s.opts.Topic, r.Partition, err)
+			}
+			if left--; left == 0 {
+				close(b.acked)
+			}
+		})
+	}
+	return b
+}
+
+// complete waits for the batch's acknowledgements and releases its
+// writers. A failed batch makes the store's error sticky. A batch the
+// client holds beyond DeliveryTimeout fails (an idempotent producer keeps
+// retrying a request whose fate it does not know).
+func (s *Store) complete(b *batch) {
+	var err error
+	t := time.NewTimer(time.Until(b.deadline))
+	select {
+	case <-b.acked:
+		err = b.perr // written before acked was closed
+	case <-t.C:
+		err = fmt.Errorf("kafkastore: the cluster did not acknowledge %d records to topic %s within Options.DeliveryTimeout (%v); whether they were written is unknown; check the brokers", len(b.recs), s.opts.Topic, s.opts.DeliveryTimeout)
+	}
+	t.Stop()
+	b.cancel()
+	s.mu.Lock()
+	if err != nil && s.err == nil {
+		s.err = err
+	}
+	if s.err != nil {
+		err = s.err
+	} else {
+		for i, r := range b.recs {
+			if e := b.entries[i]; e != nil {
+				e.off = r.Offset
+			}
+			if r.Offset+1 > s.end[r.Partition] {
+				s.end[r.Partition] = r.Offset + 1
+			}
+		}
+	}
+	s.mu.Unlock()
+	b.err = err
+	close(b.done)
+}
+
+// add puts st into memory, replacing the state of the same run (callers
+// hold mu).
+func (s *Store) add(id string, e *entry) {
+	s.runs[id] = e
+	k := e.key
+	m := s.keys[k]
+	if m == nil {
+		m = map[string]*entry{}
+		s.keys[k] = m
+	}
+	m[id] = e
+}
+
+// remove deletes run id from memory (callers hold mu).
+func (s *Store) remove(id string) *entry {
+	e := s.runs[id]
+	if e == nil {
+		return nil
+	}
+	delete(s.runs, id)
+	k := e.key
+	delete(s.keys[k], id)
+	if len(s.keys[k]) == 0 {
+		delete(s.keys, k)
+	}
+	return e
+}
+
+// Get implements agent.ActionStateStore.
+func (s *Store) Get(id agent.RunID) (*agent.ActionState, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e := s.runs[string(id.Encode())]; e != nil {
+		return e.state()
+	}
+	return nil, nil
+}
+
+// Put implements agent.ActionStateStore. The state must not be modified
+// after the call.
+func (s *Store) Put(st *agent.ActionState) error {
+	if !s.rng.Contains(st.KeyGroup) {
+		return fmt.Errorf("kafkastore: state of key group %d put into the store of key groups %v", st.KeyGroup, s.rng)
+	}
+	v, err := json.Marshal(st)
+	if err != nil {
+		return fmt.Errorf("kafkastore: %w", err)
+	}
+	key := st.ID.Encode()
+	return s.write(func() ([]*kgo.Record, []*entry) {
+		e := &entry{key: string(st.ID.Key), pos: st.Pos, kg: st.KeyGroup, st: st, part: s.partitionOf(st.KeyGroup), off: -1}
+		s.add(string(key), e)
+		r := s.record(key, st.KeyGroup, v)
+		r.Headers = append(r.Headers, kgo.RecordHeader{Key: posHeader, Value: appendPos(nil, st.Pos)})
+		return []*kgo.Record{r}, []*entry{e}
+	})
+}
+
+// Latest implements agent.ActionStateStore.
+func (s *Store) Latest(key []byte) (agent.Position, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var best agent.Position
+	ok := false
+	for _, e := range s.keys[string(key)] {
+		if !ok || best.Less(e.pos) {
+			best, ok = e.pos, true
+		}
+	}
+	return best, ok
+}
+
+// tombstones removes the runs of key matching drop and returns their
+// tombstones (callers hold mu).
+func (s *Store) tombstones(recs []*kgo.Record, key []byte, drop func(agent.Position) bool) []*kgo.Record {
+	ids := make([]string, 0, 4)
+	for id, e := range s.keys[string(key)] {
+		if drop(e.pos) {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids) // a deterministic order of records
+	for _, id := range ids {
+		e := s.remove(id)
+		recs = append(recs, s.record([]byte(id), e.kg, nil))
+	}
+	return recs
+}
+
+// DiscardFrom implements agent.ActionStateStore (guarantee 6).
+func (s *Store) DiscardFrom(key []byte, pos agent.Position) error {
+	return s.write(func() ([]*kgo.Record, []*entry) {
+		recs := s.tombstones(nil, key, func(p agent.Position) bool { return !p.Less(pos) })
+		return recs, make([]*entry, len(recs))
+	})
+}
+
+// Prune implements agent.ActionStateStore (guarantee 6).
+func (s *Store) Prune(upTo []agent.KeySeq) error {
+	return s.write(func() ([]*kgo.Record, []*entry) {
+		var recs []*kgo.Record
+		for _, ks := range upTo {
+			recs = s.tombstones(recs, ks.Key, func(p agent.Position) bool { return p.Seq <= ks.Seq })
+		}
+		return recs, make([]*entry, len(recs))
+	})
+}
+
+// marker is the recovery marker of one subtask's store.
+type marker struct {
+	Version    int              `json:"v"`
+	Topic      string           `json:"topic"`
+	Partitions int32            `json:"partitions"`
+	Offsets    map[string]int64 `json:"offsets"` // partition -> offset
+}
+
+// Marker implements agent.Checkpointed (guarantee 4).
+func (s *Store) Marker() ([]byte, error) {
+	s.mu.Lock()
+	m := marker{Version: 1, Topic: s.opts.Topic, Partitions: s.parts, Offsets: map[string]int64{}}
+	low := make(map[int32]int64, len(s.end))
+	for p, o := range s.end {
+		low[p] = o
+	}
+	for _, e := range s.runs {
+		if e.off >= 0 && e.off < low[e.part] {
+			low[e.part] = e.off
+		}
+	}
+	s.mu.Unlock()
+	for p, o := range low {
+		m.Offsets[strconv.Itoa(int(p))] = o
+	}
+	return json.Marshal(m)
+}
+
+// Restore implements agent.Checkpointed (guarantee 5): it replaces the
+// store's states with those its key groups have in the log from the
+// markers on. Call it before any write.
+func (s *Store) Restore(markers [][]byte) error {
+	from := map[int32]int64{}
+	for _, raw := range markers {
+		var m marker
+		if err := json.Unmarshal(raw, &m); err != nil || m.Version != 1 {
+			return fmt.Errorf("kafkastore: unreadable recovery marker %q (written by a newer weir?)", raw)
+		}
+		if m.Topic != s.opts.Topic {
+			return fmt.Errorf("kafkastore: the checkpoint's states are in topic %q, the store is configured with %q; restore with the same topic", m.Topic, s.opts.Topic)
+		}
+		if m.Partitions != s.parts {
+			return fmt.Errorf("kafkastore: topic %q had %d partitions when the checkpoint was taken and has %d now; the key-group layout changed, restore the partition count", s.opts.Topic, m.Partitions, s.parts)
+		}
+		for ps, o := range m.Offsets {
+			p, err := strconv.Atoi(ps)
+			if err != nil {
+				return fmt.Errorf("kafkastore: recovery marker with partition %q", ps)
+			}
+			if cur, ok := from[int32(p)]; !ok || o < cur {
+				from[int32(p)] = o
+			}
+		}
+	}
+	starts, err := s.listOffsets(true)
+	if err != nil {
+		return err
+	}
+	ends, err := s.listOffsets(false)
+	if err != nil {
+		return err
+	}
+	pos := map[int32]int64{}
+	for p := s.first; p <= s.last; p++ {
+		o, ok := from[p]
+		if !ok {
+			if len(markers) > 0 {
+				s.log.Warn("kafkastore: no recovery marker covers a partition; reading it from its start", "topic", s.opts.Topic, "partition", p)
+			}
+			o = starts[p]
+		}
+		pos[p] = max(o, starts[p])
+	}
+	s.mu.Lock()
+	clear(s.runs)
+	clear(s.keys)
+	s.mu.Unlock()
+	n, err := s.read(pos, ends)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	for p, e := range ends {
+		s.end[p] = max(s.end[p], e)
+	}
+	live := len(s.runs)
+	s.mu.Unlock()
+	s.log.Info("kafkastore: rebuilt the action states", "topic", s.opts.Topic, "keyGroups", s.rng.String(), "records", n, "states", live)
+	return nil
+}
+
+// read fetches the partitions from pos until each position reaches its
+// end, applying the records of the store's key groups; it returns the
+// number of records read.
+func (s *Store) read(pos, ends map[int32]int64) (int, error) {
+	n := 0
+	decomp := kgo.DefaultDecompressor()
+	failures := 0
+	for {
+		var todo []int32
+		for p, o := range pos {
+			if o < ends[p] {
+				todo = append(todo, p)
+			}
+		}
+		if len(todo) == 0 {
+			return n, nil
+		}
+		slices.Sort(todo)
+		leaders, err := s.leaders()
+		if err != nil {
+			return n, err
+		}
+		byLeader := map[int32][]int32{}
+		for _, p := range todo {
+			byLeader[leaders[p]] = append(byLeader[leaders[p]], p)
+		}
+		progress := false
+		for leader, ps := range byLeader {
+			req := kmsg.NewPtrFetchRequest()
+			req.ReplicaID = -1
+			req.MaxWaitMillis = 100
+			req.MinBytes = 1
+			req.MaxBytes = 32 << 20
+			req.SessionEpoch = -1
+			t := kmsg.NewFetchRequestTopic()
+			t.Topic, t.TopicID = s.opts.Topic, s.topicID
+			for _, p := range ps {
+				rp := kmsg.NewFetchRequestTopicPartition()
+				rp.Partition = p
+				rp.FetchOffset = pos[p]
+				rp.CurrentLeaderEpoch = -1
+				rp.LogStartOffset = -1
+				rp.PartitionMaxBytes = 8 << 20
+				t.Partitions = append(t.Partitions, rp)
+			}
+			req.Topics = append(req.Topics, t)
+			ctx, cancel := s.ctx()
+			kresp, err := s.cl.Broker(int(leader)).Request(ctx, req)
+			cancel()
+			if err == nil {
+				if resp := kresp.(*kmsg.FetchResponse); resp.ErrorCode != 0 {
+					err = kerr.ErrorForCode(resp.ErrorCode)
+				}
+			}
+			if err != nil {
+				failures++
+				if failures > 10 {
+					return n, fmt.Errorf("kafkastore: fetching %s from broker %d: %w", s.opts.Topic, leader, err)
+				}
+				time.Sleep(time.Duration(failures) * 50 * time.Millisecond)
+				continue
+			}
+			for _, rt := range kresp.(*kmsg.FetchResponse).Topics {
+				for i := range rt.Partitions {
+					rp := &rt.Partitions[i]
+					p := rp.Partition
+					if _, ok := pos[p]; !ok {
+						continue
+					}
+					if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
+						if errors.Is(err, kerr.OffsetOutOfRange) && rp.LogStartOffset > pos[p] {
+							// Compaction or retention removed the start.
+							pos[p] = rp.LogStartOffset
+							progress = true
+							continue
+						}
+						if kerr.IsRetriable(err) {
+							failures++
+							continue
+						}
+						return n, fmt.Errorf("kafkastore: fetching %s[%d] at offset %d: %w", s.opts.Topic, p, pos[p], err)
+					}
+					fp, next := kgo.ProcessFetchPartition(kgo.ProcessFetchPartitionOpts{
+						Offset: pos[p], Topic: s.opts.Topic, Partition: p}, rp, decomp, nil)
+					if fp.Err != nil && len(fp.Records) == 0 {
+						return n, fmt.Errorf("kafkastore: reading %s[%d] at offset %d: %w", s.opts.Topic, p, pos[p], fp.Err)
+					}
+					for _, r := range fp.Records {
+						if err := s.replay(r); err != nil {
+							return n, err
+						}
+						n++
+					}
+					if next > pos[p] {
+						pos[p] = next
+						progress = true
+					}
+				}
+			}
+		}
+		if progress {
+			failures = 0
+			continue
+		}
+		// A broker with records below the end returns at least one batch:
+		// no progress is a failure, retried a few times.
+		if failures++; failures > 10 {
+			return n, fmt.Errorf("kafkastore: fetching %s makes no progress (positions %v, ends %v); check the brokers", s.opts.Topic, pos, ends)
+		}
+		time.Sleep(time.Duration(failures) * 50 * time.Millisecond)
+	}
+}
+
+// leaders returns the leader broker of every partition of the topic.
+func (s *Store) leaders() (map[int32]int32, error) {
+	m, err := s.topicMeta()
+	if err != nil {
+		return nil, fmt.Errorf("kafkastore: finding the leaders of topic %q: %w", s.opts.Topic, err)
+	}
+	return m, nil
+}
+
+// replay applies one record read from the log.
+func (s *Store) replay(r *kgo.Record) error {
+	kg := -1
+	var pos []byte
+	for _, h := range r.Headers {
+		switch {
+		case h.Key == kgHeader && len(h.Value) == 4:
+			kg = int(binary.BigEndian.Uint32(h.Value))
+		case h.Key == posHeader && len(h.Value) == 24:
+			pos = h.Value
+		}
+	}
+	if kg < 0 {
+		return fmt.Errorf("kafkastore: record at %s[%d]@%d has no key-group header; is the topic shared with something else?", r.Topic, r.Partition, r.Offset)
+	}
+	if !s.rng.Contains(kg) {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r.Value == nil {
+		s.remove(string(r.Key))
+		return nil
+	}
+	e := &entry{kg: kg, part: r.Partition, off: r.Offset}
+	key, ok := runKey(r.Key)
+	if ok && pos != nil {
+		e.key = string(key)
+		e.pos = agent.Position{Seq: int64(binary.BigEndian.Uint64(pos[0:8])),
+			EventID: int64(binary.BigEndian.Uint64(pos[8:16])), Action: int(binary.BigEndian.Uint64(pos[16:24]))}
+		e.raw = bytes.Clone(r.Value)
+	} else {
+		e.raw = r.Value
+		st, err := e.state()
+		if err != nil {
+			return err
+		}
+		e.key, e.pos = string(st.ID.Key), st.Pos
+	}
+	s.add(string(r.Key), e)
+	return nil
+}
+
+// Close waits for queued writes and closes the client. It returns the
+// store's write error, if any.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	s.mu.Unlock()
+	close(s.stop)
+	<-s.done
+	s.cl.Close()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
+}
+
+// Stats reports the records written, the produce rounds they took and the
+// live states.
+func (s *Store) Stats() (writes, rounds int64, states int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.writes, s.rounds, len(s.runs)
+}
+
+var (
+	_ agent.ActionStateStore = (*Store)(nil)
+	_ agent.Checkpointed     = (*Store)(nil)
+)
