@@ -95,6 +95,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/weirproject/weir/agent"
+	"github.com/weirproject/weir/internal/killpoint"
 	"github.com/weirproject/weir/keygroup"
 	"github.com/weirproject/weir/runtime"
 )
@@ -754,6 +755,7 @@ func (s *Store) Restore(markers [][]byte) error {
 	clear(s.runs)
 	clear(s.keys)
 	s.mu.Unlock()
+	killpoint.Hit("agent.rebuild") // crash tests: a restore that dies while it reads the log
 	n, err := s.read(pos, ends)
 	if err != nil {
 		return err

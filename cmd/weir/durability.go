@@ -47,7 +47,7 @@ checkpoint until an attempt completes, then counts, per store:
 				k.fail("--seed 0: want an integer >= 1")
 			}
 			for _, st := range cfg.Stores {
-				k.oneOf("stores", st, "wal")
+				k.oneOf("stores", st, "wal", "kafka")
 			}
 			return k.err
 		},
@@ -90,7 +90,7 @@ checkpoint until an attempt completes, then counts, per store:
 		},
 	}
 	f := c.Flags()
-	f.StringSliceVar(&cfg.Stores, "stores", []string{"wal"}, "action-state stores to try: wal")
+	f.StringSliceVar(&cfg.Stores, "stores", []string{"wal", "kafka"}, "action-state stores to try: wal, kafka")
 	f.IntVar(&cfg.Trials, "trials", 100, "trials per store")
 	f.IntVar(&cfg.Inputs, "inputs", 120, "inputs per trial")
 	f.IntVar(&cfg.Keys, "keys", 8, "keys the inputs spread over")

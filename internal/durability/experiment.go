@@ -63,7 +63,7 @@ var KillPoints = []string{
 // Config describes an experiment. Zero fields take the defaults in
 // parentheses.
 type Config struct {
-	// Stores to try: "wal" (["wal"]).
+	// Stores to try: "wal", "kafka" (["wal", "kafka"]).
 	Stores []string
 	// Trials per store (12).
 	Trials int
@@ -88,11 +88,11 @@ type Config struct {
 
 func (c Config) withDefaults() (Config, error) {
 	if len(c.Stores) == 0 {
-		c.Stores = []string{"wal"}
+		c.Stores = []string{"wal", "kafka"}
 	}
 	for _, s := range c.Stores {
-		if s != "wal" {
-			return c, fmt.Errorf("durability: store %q: want wal", s)
+		if s != "wal" && s != "kafka" {
+			return c, fmt.Errorf("durability: store %q: want wal or kafka", s)
 		}
 	}
 	def := func(v *int, d int, name string) error {
@@ -252,6 +252,7 @@ func runTrial(ctx context.Context, cfg Config, b *broker.Broker, service string,
 	dir := filepath.Join(work, strconv.Itoa(trial))
 	spec := ChildSpec{Brokers: b.Addrs(), InTopic: in, OutTopic: out, Service: service, Trial: trial,
 		Checkpoints: filepath.Join(dir, "checkpoints"), Store: store, StoreDir: filepath.Join(dir, "store"),
+		ActionTopic: fmt.Sprintf("actions-%d", trial),
 		Parallelism: cfg.Parallelism, CallDelay: cfg.CallDelay}
 	js, _ := json.Marshal(spec)
 	first := KillPoints[trial%len(KillPoints)]

@@ -15,6 +15,7 @@ import (
 
 	"github.com/weirproject/weir"
 	"github.com/weirproject/weir/agent"
+	"github.com/weirproject/weir/agent/kafkastore"
 	"github.com/weirproject/weir/agent/wal"
 	"github.com/weirproject/weir/checkpoint"
 	"github.com/weirproject/weir/connector/kafka"
@@ -34,8 +35,9 @@ type ChildSpec struct {
 	Service     string   `json:"service"` // base URL of the side-effect service
 	Trial       int      `json:"trial"`
 	Checkpoints string   `json:"checkpoints"`
-	Store       string   `json:"store"` // "wal"
+	Store       string   `json:"store"` // "wal" or "kafka"
 	StoreDir    string   `json:"storeDir"`
+	ActionTopic string   `json:"actionTopic"` // the Kafka store's topic
 	Parallelism int      `json:"parallelism"`
 	// CallDelay is how long the service takes per call, so that
 	// checkpoints fall between calls.
@@ -83,8 +85,10 @@ func RunChild(ctx context.Context, s ChildSpec) error {
 	switch s.Store {
 	case "wal":
 		factory = wal.Factory(s.StoreDir, wal.Options{})
+	case "kafka":
+		factory = kafkastore.Factory(kafkastore.Options{Brokers: s.Brokers, Topic: s.ActionTopic})
 	default:
-		return fmt.Errorf("durability: store %q: want wal", s.Store)
+		return fmt.Errorf("durability: store %q: want wal or kafka", s.Store)
 	}
 	stop := make(chan struct{})
 	close(stop) // bounded: up to the end offsets listed at start

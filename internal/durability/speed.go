@@ -3,12 +3,16 @@ package durability
 import (
 	"encoding/json"
 	"fmt"
+	"log/slog"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"time"
 
 	"github.com/weirproject/weir/agent"
+	"github.com/weirproject/weir/agent/kafkastore"
 	"github.com/weirproject/weir/agent/wal"
+	"github.com/weirproject/weir/broker"
 	"github.com/weirproject/weir/keygroup"
 )
 
@@ -16,16 +20,59 @@ import (
 // measurement: the actions of one subtask finishing together.
 const speedWriters = 64
 
-// opener opens (or reopens) the store measured, over every key group.
-type opener func() (agent.ActionStateStore, error)
+// opener opens the store measured, over every key group: fresh the first
+// time, then as a restore does (the WAL reads its logs; the Kafka store
+// reads its topic from the recovery marker taken when it was new). serial
+// opens it flushing every write on its own, the baseline group commit is
+// measured against (the Kafka store's FlushEveryWrite, as Flink Agents
+// does; for the WAL one Put at a time, each with its own fsync).
+type opener func(serial bool) (agent.ActionStateStore, error)
 
-func openerFor(store, dir string) (opener, error) {
+func openerFor(store, dir string, brokers []string) (opener, error) {
 	all := keygroup.Range{Start: 0, End: 127}
 	switch store {
 	case "wal":
-		return func() (agent.ActionStateStore, error) { return wal.Open(dir, all, wal.Options{}) }, nil
+		return func(serial bool) (agent.ActionStateStore, error) {
+			s, err := wal.Open(filepath.Join(dir, "wal"), all, wal.Options{})
+			if err != nil || !serial {
+				return s, err
+			}
+			return &onePut{ActionStateStore: s}, nil
+		}, nil
+	case "kafka":
+		var marker []byte
+		return func(serial bool) (agent.ActionStateStore, error) {
+			opts := kafkastore.Options{Brokers: brokers, Topic: "speed", Partitions: 1,
+				FlushEveryWrite: serial, Logger: slog.New(slog.DiscardHandler)}
+			s, err := kafkastore.Open(opts, all, 128)
+			if err != nil {
+				return nil, err
+			}
+			if marker == nil {
+				marker, err = s.Marker()
+			} else {
+				err = s.Restore([][]byte{marker})
+			}
+			if err != nil {
+				s.Close()
+				return nil, err
+			}
+			return s, nil
+		}, nil
 	}
-	return nil, fmt.Errorf("durability: store %q: want wal", store)
+	return nil, fmt.Errorf("durability: store %q: want wal or kafka", store)
+}
+
+// onePut lets one Put run at a time: no write shares another's flush.
+type onePut struct {
+	agent.ActionStateStore
+	mu sync.Mutex
+}
+
+func (s *onePut) Put(st *agent.ActionState) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ActionStateStore.Put(st)
 }
 
 // completedState is the record of a completed action with one durable
@@ -42,18 +89,25 @@ func completedState(i int) *agent.ActionState {
 	}
 }
 
-// measureStore fills r's speed fields: puts per second from speedWriters
-// goroutines (group commit) and from one (a flush per write), each for
-// about budget; then, after a reopen, the states rebuilt per second (the
-// open) and the completed actions found per second (a Get of each: what a
-// restored operator does for every input it replays).
+// measureStore fills r's speed fields on a store of its own (and, for the
+// Kafka store, a broker of its own, so that what the trials left on theirs
+// does not weigh): puts per second from speedWriters goroutines with group
+// commit and with a flush per write, each for about budget; then, after a
+// reopen, the states rebuilt per second (the open) and the completed
+// actions found per second (a Get of each: what a restored operator does
+// for every input it replays).
 func measureStore(store, dir string, r *Result) error {
 	const budget = 800 * time.Millisecond
-	open, err := openerFor(store, dir)
-	if err != nil {
-		return err
+	var brokers []string
+	if store == "kafka" {
+		b, err := broker.Start(broker.Options{})
+		if err != nil {
+			return err
+		}
+		defer b.Close()
+		brokers = b.Addrs()
 	}
-	s, err := open()
+	open, err := openerFor(store, dir, brokers)
 	if err != nil {
 		return err
 	}
@@ -65,14 +119,19 @@ func measureStore(store, dir string, r *Result) error {
 		next++
 		return next - 1
 	}
-	rate := func(writers int) (float64, error) {
+	rate := func(serial bool) (float64, error) {
+		s, err := open(serial)
+		if err != nil {
+			return 0, err
+		}
+		defer s.Close()
 		var wg sync.WaitGroup
 		var firstErr error
 		var errMu sync.Mutex
 		n := 0
 		began := time.Now()
 		deadline := began.Add(budget)
-		for range writers {
+		for range speedWriters {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
@@ -92,15 +151,10 @@ func measureStore(store, dir string, r *Result) error {
 		wg.Wait()
 		return float64(n) / time.Since(began).Seconds(), firstErr
 	}
-	if r.DurableCallsPerSec, err = rate(speedWriters); err != nil {
-		s.Close()
+	if r.DurableCallsPerSec, err = rate(false); err != nil {
 		return err
 	}
-	if r.FlushPerWriteCallsPerSec, err = rate(1); err != nil {
-		s.Close()
-		return err
-	}
-	if err := s.Close(); err != nil {
+	if r.FlushPerWriteCallsPerSec, err = rate(true); err != nil {
 		return err
 	}
 	total := next
@@ -109,7 +163,7 @@ func measureStore(store, dir string, r *Result) error {
 		ids[i] = completedState(i).ID
 	}
 	began := time.Now()
-	s, err = open()
+	s, err := open(false)
 	if err != nil {
 		return err
 	}
