@@ -471,6 +471,15 @@ const snapshotFormat = 1
 func (o *operator[K, IN, OUT]) restore(ctx *runtime.Context) error {
 	r := ctx.Restored()
 	if r == nil {
+		// A fresh start: the job may be running again after a failure
+		// before its first checkpoint, and the store holds what that run
+		// did; rebuild it all so that its side effects are not repeated
+		// (the WAL does the same when it opens).
+		if cp, ok := o.store.(Checkpointed); ok {
+			if err := cp.Restore(nil); err != nil {
+				return fmt.Errorf("agent: rebuilding the action-state store: %w", err)
+			}
+		}
 		return nil
 	}
 	if cp, ok := o.store.(Checkpointed); ok {

@@ -51,14 +51,18 @@ type ActionStateStore interface {
 //     result in the operator state of the checkpoint (a union list: after
 //     a change of parallelism every new subtask receives the markers of
 //     all old subtasks);
-//  2. when the job restores, after the factory has opened the store and
-//     before anything else uses it, calls Restore with every marker the
-//     restored checkpoint holds (none if it was taken without this store;
-//     the store then rebuilds from the start of its log).
+//  2. after the factory has opened the store and before anything else
+//     uses it, calls Restore: when the job restores, with every marker the
+//     restored checkpoint holds (none if it was taken without this store);
+//     on a fresh start with none. Without markers the store rebuilds from
+//     the start of its log: a job that failed before its first checkpoint
+//     starts again from nothing, and what its first run recorded keeps
+//     its side effects from being repeated.
 //
-// A store opened without a restore (a fresh job) must not return states
-// recorded by earlier runs of the job: their sequence numbers would be
-// taken for this run's.
+// A fresh start therefore finds the states of earlier runs of the job (as
+// the WAL does): a run of the same inputs replays them. To run a job from
+// scratch with its side effects happening again, give it a new topic (or
+// WAL directory).
 type Checkpointed interface {
 	// Marker returns where a restore from the checkpoint being taken must
 	// start reading the log so that it sees every state it may need: at

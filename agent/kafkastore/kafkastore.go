@@ -53,8 +53,10 @@
 //     give it until its position (the next offset to fetch, moved past
 //     compaction gaps too) reaches that end; no duration takes part. It
 //     keeps the records of the subtask's key groups, in log order, so a
-//     tombstone removes the state before it. A store opened without
-//     Restore (a fresh job) reads nothing: it starts empty.
+//     tombstone removes the state before it. Without markers (the
+//     operator's fresh start) it reads every partition from its start, so
+//     a job that fails before its first checkpoint does not repeat what its
+//     first run recorded; a store opened and never restored is empty.
 //  6. Pruning. Prune and DiscardFrom remove from memory and write
 //     tombstones for exactly the runs of the keys they name that match (a
 //     key's runs up to a sequence number, or from a position on); other
