@@ -3,7 +3,6 @@ package runtime
 import (
 	"fmt"
 	"strconv"
-
 )
 
 // assignUIDs gives every node a unique uid: the one the user set, or its
