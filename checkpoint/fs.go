@@ -328,7 +328,9 @@ func (st Storage) Read(dir string) (*Snapshot, error) {
 			}
 			sub := &SubtaskState{KeyGroups: map[int]Blob{}, Lists: map[string]*ListState{}}
 			check := func(mb manifestBlob) (Blob, error) {
-				if mb.Offset < 0 || mb.Length < 0 || mb.Offset+mb.Length > fi.Size() {
+				// Offset+Length could overflow: compare Length with what is
+				// left after Offset instead.
+				if mb.Offset < 0 || mb.Length < 0 || mb.Offset > fi.Size() || mb.Length > fi.Size()-mb.Offset {
 					return nil, fmt.Errorf("checkpoint: %s is truncated or corrupt: blob at %d+%d beyond its size %d", file, mb.Offset, mb.Length, fi.Size())
 				}
 				return &fileBlob{fs: fs, path: file, mb: mb}, nil
