@@ -44,6 +44,7 @@ package wal
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -241,8 +242,8 @@ func (s *Store) loadFrom(path string, f io.Reader) error {
 		if n > 1<<30 {
 			return nil
 		}
-		payload := make([]byte, n)
-		if _, err := io.ReadFull(r, payload); err != nil {
+		payload, err := readPayload(r, n)
+		if err != nil {
 			return nil
 		}
 		c := crc32.Update(crc32.Checksum(hdr[8:9], crcTable), crcTable, payload)
@@ -253,6 +254,22 @@ func (s *Store) loadFrom(path string, f io.Reader) error {
 			return fmt.Errorf("wal: %s: %w", path, err)
 		}
 	}
+}
+
+// readPayload reads a record's payload of n bytes. A torn or corrupt
+// header may claim up to 1 GiB: beyond 1 MiB the buffer grows with the
+// bytes actually there instead of being allocated in full up front.
+func readPayload(r io.Reader, n uint32) ([]byte, error) {
+	if n <= 1<<20 {
+		payload := make([]byte, n)
+		_, err := io.ReadFull(r, payload)
+		return payload, err
+	}
+	var buf bytes.Buffer
+	if _, err := io.CopyN(&buf, r, int64(n)); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
 }
 
 type discardRec struct {
