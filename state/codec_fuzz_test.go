@@ -3,7 +3,6 @@ package state
 import (
 	"bytes"
 	"math"
-	"reflect"
 	"testing"
 )
 
@@ -50,8 +49,8 @@ func canonical[T comparable](t *testing.T, c Codec[T], src []byte) {
 // FuzzKeyCodecs feeds arbitrary bytes (keys, namespaces and values of a
 // restored snapshot are outside bytes) to the codecs DefaultCodec picks.
 // Decode must never panic; the built-in codecs must be canonical
-// (canonical above); the JSON codec's values must survive
-// encode-decode-encode unchanged.
+// (canonical above); the JSON codec's encoding of a decoded value must
+// survive decode-encode unchanged.
 //
 //	go test ./state -run '^$' -fuzz FuzzKeyCodecs -fuzztime 60s -parallel 1
 func FuzzKeyCodecs(f *testing.F) {
@@ -91,12 +90,14 @@ func FuzzKeyCodecs(f *testing.F) {
 		if err != nil {
 			t.Fatalf("JSON codec: Append of a decoded value: %v", err)
 		}
+		// The value itself may change (omitempty turns an empty slice into
+		// nil, as encoding/json does), its encoding may not.
 		w, err := jc.Decode(enc)
-		if err != nil || !reflect.DeepEqual(v, w) {
-			t.Fatalf("JSON codec: %q decodes to %+v, which re-encodes as %s and decodes to %+v (%v)", src, v, enc, w, err)
+		if err != nil {
+			t.Fatalf("JSON codec: %q decodes to %+v, which re-encodes as %s, which does not decode: %v", src, v, enc, err)
 		}
 		if enc2, _ := jc.Append(nil, w); !bytes.Equal(enc, enc2) {
-			t.Fatalf("JSON codec: encodings differ: %s, %s", enc, enc2)
+			t.Fatalf("JSON codec: %q: encodings differ: %s, then %s", src, enc, enc2)
 		}
 	})
 }

@@ -22,6 +22,10 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 FUZZTIME="${FUZZTIME:-5s}"
 FUZZPARALLEL="${FUZZPARALLEL:-1}"
+# Bounds the minimization of each new interesting input (go test's default
+# is 60s): in a big test binary (./agent/wal links the agent runtime) an
+# execution is slow, and one minimization would take the whole FUZZTIME.
+FUZZMINIMIZETIME="${FUZZMINIMIZETIME:-5s}"
 
 targets() {
 	git ls-files --cached --others --exclude-standard '*_test.go' | xargs grep -H '^func Fuzz[A-Za-z0-9_]*(f \*testing.F)' |
@@ -37,7 +41,7 @@ fi
 status=0
 while read -r pkg name; do
 	echo "== $pkg $name ($FUZZTIME)"
-	if ! go test -run '^$' -fuzz "^${name}\$" -fuzztime "$FUZZTIME" -parallel "$FUZZPARALLEL" "$pkg"; then
+	if ! go test -run '^$' -fuzz "^${name}\$" -fuzztime "$FUZZTIME" -fuzzminimizetime "$FUZZMINIMIZETIME" -parallel "$FUZZPARALLEL" "$pkg"; then
 		echo "!! $pkg $name found a failure (see $pkg/testdata/fuzz/$name/)"
 		status=1
 	fi
