@@ -61,3 +61,5 @@ require (
 	golang.org/x/time v0.15.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 )
+
+require go.uber.org/goleak v1.3.0

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
+
 	"github.com/weirproject/weir/internal/killpoint"
 )
 
@@ -80,14 +82,57 @@ type manifestBlob struct {
 	CRC      uint32 `json:"crc"`
 }
 
+// Storage reads and writes snapshots on a file system. The zero value uses
+// the operating system's; tests inject faults through FS (package
+// internal/faultfs). The package-level functions (Write, Read, List,
+// Latest, Retain) are those of the zero Storage.
+//
+// Native state's shared files (NativeState.Materialize, Uploader) are
+// read and written through the operating system's file system: Pebble's
+// own checkpoints, which they copy, are there.
+type Storage struct {
+	// FS is the file system; nil means the operating system's (vfs.Default).
+	FS vfs.FS
+}
+
+func (st Storage) fs() vfs.FS {
+	if st.FS == nil {
+		return vfs.Default
+	}
+	return st.FS
+}
+
+// Write stores s in dir with the zero Storage (see Storage.Write).
+func Write(dir string, s *Snapshot) (string, error) { return Storage{}.Write(dir, s) }
+
+// Read loads the snapshot in dir with the zero Storage (see Storage.Read).
+func Read(dir string) (*Snapshot, error) { return Storage{}.Read(dir) }
+
+// List returns the ids of the complete checkpoints under base, ascending,
+// with the zero Storage.
+func List(base string) ([]int64, error) { return Storage{}.List(base) }
+
+// Latest returns the newest complete checkpoint under base with the zero
+// Storage (see Storage.Latest).
+func Latest(base string) (string, int64, error) { return Storage{}.Latest(base) }
+
+// Retain applies retention under base with the zero Storage (see
+// Storage.Retain).
+func Retain(base string, keep int) error { return Storage{}.Retain(base, keep) }
+
 // Write stores s in dir (created; it must not already hold a snapshot) in
 // the format described in the package documentation, data first and the
-// manifest last (atomically). It returns dir.
-func Write(dir string, s *Snapshot) (string, error) {
-	if _, err := os.Stat(filepath.Join(dir, MetadataFile)); err == nil {
+// manifest last (atomically): data files are written and fsynced, the
+// manifest is written to a temporary name and fsynced, renamed into place,
+// and then dir and its parent are fsynced (so that neither the manifest's
+// nor the snapshot directory's entry is lost by a crash after Write
+// returned). It returns dir.
+func (st Storage) Write(dir string, s *Snapshot) (string, error) {
+	fs := st.fs()
+	if _, err := fs.Stat(filepath.Join(dir, MetadataFile)); err == nil {
 		return "", fmt.Errorf("checkpoint: %s already holds a snapshot; choose an empty directory", dir)
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := fs.MkdirAll(dir, 0o755); err != nil {
 		return "", fmt.Errorf("checkpoint: create %s: %w", dir, err)
 	}
 	m := manifest{Version: 1, Kind: s.Kind, ID: s.ID, TimestampMs: s.TimestampMs, MaxParallelism: s.MaxParallelism}
@@ -104,7 +149,7 @@ func Write(dir string, s *Snapshot) (string, error) {
 				m.Version = 2
 			}
 			name := fmt.Sprintf("op-%04d-sub-%04d.bin", oi, si)
-			ms, err := writeSubtask(filepath.Join(dir, name), st)
+			ms, err := writeSubtask(fs, filepath.Join(dir, name), st)
 			if err != nil {
 				return "", err
 			}
@@ -119,21 +164,24 @@ func Write(dir string, s *Snapshot) (string, error) {
 	}
 	killpoint.Hit("checkpoint.before-manifest")
 	tmp := filepath.Join(dir, MetadataFile+".tmp")
-	if err := writeFileSync(tmp, data); err != nil {
+	if err := writeFileSync(fs, tmp, data); err != nil {
 		return "", err
 	}
-	if err := os.Rename(tmp, filepath.Join(dir, MetadataFile)); err != nil {
+	if err := fs.Rename(tmp, filepath.Join(dir, MetadataFile)); err != nil {
 		return "", fmt.Errorf("checkpoint: publish manifest in %s: %w", dir, err)
 	}
-	if err := syncDir(dir); err != nil {
+	if err := syncDir(fs, dir); err != nil {
+		return "", err
+	}
+	if err := syncDir(fs, filepath.Dir(filepath.Clean(dir))); err != nil {
 		return "", err
 	}
 	return dir, nil
 }
 
-func writeSubtask(path string, st *SubtaskState) (manifestSubtask, error) {
+func writeSubtask(fs vfs.FS, path string, st *SubtaskState) (manifestSubtask, error) {
 	var ms manifestSubtask
-	f, err := os.Create(path)
+	f, err := fs.Create(path, vfs.WriteCategoryUnspecified)
 	if err != nil {
 		return ms, fmt.Errorf("checkpoint: create %s: %w", path, err)
 	}
@@ -212,8 +260,8 @@ func writeSubtask(path string, st *SubtaskState) (manifestSubtask, error) {
 	return ms, nil
 }
 
-func writeFileSync(path string, data []byte) error {
-	f, err := os.Create(path)
+func writeFileSync(fs vfs.FS, path string, data []byte) error {
+	f, err := fs.Create(path, vfs.WriteCategoryUnspecified)
 	if err != nil {
 		return fmt.Errorf("checkpoint: create %s: %w", path, err)
 	}
@@ -228,8 +276,8 @@ func writeFileSync(path string, data []byte) error {
 	return f.Close()
 }
 
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
+func syncDir(fs vfs.FS, dir string) error {
+	d, err := fs.OpenDir(dir)
 	if err != nil {
 		return fmt.Errorf("checkpoint: open %s: %w", dir, err)
 	}
@@ -245,9 +293,10 @@ var ErrNoSnapshot = errors.New("checkpoint: no complete snapshot found")
 
 // Read loads the manifest of the snapshot in dir. Blobs are read from disk
 // when asked for, and verified (I1).
-func Read(dir string) (*Snapshot, error) {
+func (st Storage) Read(dir string) (*Snapshot, error) {
+	fs := st.fs()
 	path := filepath.Join(dir, MetadataFile)
-	data, err := os.ReadFile(path)
+	data, err := readFile(fs, path)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			return nil, fmt.Errorf("%w in %s (no %s: the snapshot is missing or was never completed)", ErrNoSnapshot, dir, MetadataFile)
@@ -276,16 +325,18 @@ func Read(dir string) (*Snapshot, error) {
 				return nil, fmt.Errorf("checkpoint: %s is corrupt: bad file name %q", path, ms.File)
 			}
 			file := filepath.Join(dir, ms.File)
-			fi, err := os.Stat(file)
+			fi, err := fs.Stat(file)
 			if err != nil {
 				return nil, fmt.Errorf("checkpoint: snapshot %s is incomplete: %w", dir, err)
 			}
-			st := &SubtaskState{KeyGroups: map[int]Blob{}, Lists: map[string]*ListState{}}
+			sub := &SubtaskState{KeyGroups: map[int]Blob{}, Lists: map[string]*ListState{}}
 			check := func(mb manifestBlob) (Blob, error) {
-				if mb.Offset < 0 || mb.Length < 0 || mb.Offset+mb.Length > fi.Size() {
+				// Offset+Length could overflow: compare Length with what is
+				// left after Offset instead.
+				if mb.Offset < 0 || mb.Length < 0 || mb.Offset > fi.Size() || mb.Length > fi.Size()-mb.Offset {
 					return nil, fmt.Errorf("checkpoint: %s is truncated or corrupt: blob at %d+%d beyond its size %d", file, mb.Offset, mb.Length, fi.Size())
 				}
-				return &fileBlob{path: file, mb: mb}, nil
+				return &fileBlob{fs: fs, path: file, mb: mb}, nil
 			}
 			for _, mb := range ms.KeyGroups {
 				if mb.KeyGroup < 0 || mb.KeyGroup >= m.MaxParallelism {
@@ -295,7 +346,7 @@ func Read(dir string) (*Snapshot, error) {
 				if err != nil {
 					return nil, err
 				}
-				st.KeyGroups[mb.KeyGroup] = b
+				sub.KeyGroups[mb.KeyGroup] = b
 			}
 			for _, ml := range ms.Lists {
 				l := &ListState{Mode: ml.Mode}
@@ -306,23 +357,34 @@ func Read(dir string) (*Snapshot, error) {
 					}
 					l.Items = append(l.Items, b)
 				}
-				st.Lists[ml.Name] = l
+				sub.Lists[ml.Name] = l
 			}
 			if mn := ms.Native; mn != nil {
-				n, err := readNative(dir, path, mn, m.MaxParallelism, check)
+				n, err := readNative(fs, dir, path, mn, m.MaxParallelism, check)
 				if err != nil {
 					return nil, err
 				}
-				st.Native = n
+				sub.Native = n
 			}
-			o.Subtasks = append(o.Subtasks, st)
+			o.Subtasks = append(o.Subtasks, sub)
 		}
 		s.Operators = append(s.Operators, o)
 	}
 	return s, nil
 }
 
+// readFile returns the content of the file at path.
+func readFile(fs vfs.FS, path string) ([]byte, error) {
+	f, err := fs.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(f)
+}
+
 type fileBlob struct {
+	fs   vfs.FS
 	path string
 	mb   manifestBlob
 }
@@ -330,7 +392,7 @@ type fileBlob struct {
 func (b *fileBlob) Len() int64 { return b.mb.Length }
 
 func (b *fileBlob) Bytes() ([]byte, error) {
-	f, err := os.Open(b.path)
+	f, err := b.fs.Open(b.path)
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint: open %s: %w", b.path, err)
 	}
@@ -351,8 +413,9 @@ func Dir(base string, id int64) string {
 }
 
 // List returns the ids of the complete checkpoints under base, ascending.
-func List(base string) ([]int64, error) {
-	entries, err := os.ReadDir(base)
+func (st Storage) List(base string) ([]int64, error) {
+	fs := st.fs()
+	entries, err := fs.List(base)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			return nil, nil
@@ -361,11 +424,11 @@ func List(base string) ([]int64, error) {
 	}
 	var ids []int64
 	for _, e := range entries {
-		id, ok := parseDir(e.Name())
+		id, ok := parseDir(e)
 		if !ok {
 			continue
 		}
-		if _, err := os.Stat(filepath.Join(base, e.Name(), MetadataFile)); err == nil {
+		if _, err := fs.Stat(filepath.Join(base, e, MetadataFile)); err == nil {
 			ids = append(ids, id)
 		}
 	}
@@ -383,8 +446,8 @@ func parseDir(name string) (int64, bool) {
 
 // Latest returns the directory of the newest complete checkpoint under
 // base, or ErrNoSnapshot.
-func Latest(base string) (string, int64, error) {
-	ids, err := List(base)
+func (st Storage) Latest(base string) (string, int64, error) {
+	ids, err := st.List(base)
 	if err != nil {
 		return "", 0, err
 	}
@@ -397,8 +460,9 @@ func Latest(base string) (string, int64, error) {
 
 // Retain deletes all but the newest keep complete checkpoints under base,
 // and incomplete ones older than the newest complete one.
-func Retain(base string, keep int) (err error) {
-	ids, err := List(base)
+func (st Storage) Retain(base string, keep int) (err error) {
+	fs := st.fs()
+	ids, err := st.List(base)
 	if err != nil || len(ids) == 0 {
 		return err
 	}
@@ -413,21 +477,21 @@ func Retain(base string, keep int) (err error) {
 	}
 	defer func() {
 		if err == nil {
-			err = retainShared(base)
+			err = st.retainShared(base)
 		}
 	}()
-	entries, err := os.ReadDir(base)
+	entries, err := fs.List(base)
 	if err != nil {
 		return fmt.Errorf("checkpoint: list %s: %w", base, err)
 	}
 	for _, e := range entries {
-		id, ok := parseDir(e.Name())
+		id, ok := parseDir(e)
 		if !ok {
 			continue
 		}
 		if (complete[id] && id <= cut) || (!complete[id] && id < newest) {
-			if err := os.RemoveAll(filepath.Join(base, e.Name())); err != nil {
-				return fmt.Errorf("checkpoint: remove %s: %w", e.Name(), err)
+			if err := fs.RemoveAll(filepath.Join(base, e)); err != nil {
+				return fmt.Errorf("checkpoint: remove %s: %w", e, err)
 			}
 		}
 	}
@@ -440,7 +504,7 @@ var Now = func() int64 { return time.Now().UnixMilli() } // lint:allow-time the 
 // readNative loads the native state of a subtask from its manifest entry,
 // checking that every shared file exists with the recorded size (their
 // checksums are verified when they are materialized).
-func readNative(dir, path string, mn *manifestNative, maxP int, check func(manifestBlob) (Blob, error)) (*NativeState, error) {
+func readNative(fs vfs.FS, dir, path string, mn *manifestNative, maxP int, check func(manifestBlob) (Blob, error)) (*NativeState, error) {
 	if mn.Start < 0 || mn.End < mn.Start || mn.End >= maxP {
 		return nil, fmt.Errorf("checkpoint: %s is corrupt: native state of key groups %d-%d outside [0,%d)", path, mn.Start, mn.End, maxP)
 	}
@@ -451,7 +515,7 @@ func readNative(dir, path string, mn *manifestNative, maxP int, check func(manif
 			return nil, fmt.Errorf("checkpoint: %s is corrupt: bad shared file path %q", path, f.Path)
 		}
 		full := filepath.Join(base, filepath.FromSlash(f.Path))
-		fi, err := os.Stat(full)
+		fi, err := fs.Stat(full)
 		if err != nil {
 			return nil, fmt.Errorf("checkpoint: snapshot %s is incomplete: shared file %s: %w", dir, full, err)
 		}
@@ -475,22 +539,22 @@ func readNative(dir, path string, mn *manifestNative, maxP int, check func(manif
 
 // retainShared collects the shared files that the complete checkpoints
 // left under base no longer reference (N3).
-func retainShared(base string) error {
-	if _, err := os.Stat(filepath.Join(base, SharedDirName)); err != nil {
+func (st Storage) retainShared(base string) error {
+	if _, err := st.fs().Stat(filepath.Join(base, SharedDirName)); err != nil {
 		return nil
 	}
-	ids, err := List(base)
+	ids, err := st.List(base)
 	if err != nil {
 		return err
 	}
 	var keep []*Snapshot
 	for _, id := range ids {
-		s, err := Read(Dir(base, id))
+		s, err := st.Read(Dir(base, id))
 		if err != nil {
 			// Do not collect what an unreadable checkpoint may reference.
 			return fmt.Errorf("checkpoint: not collecting shared files: %w", err)
 		}
 		keep = append(keep, s)
 	}
-	return collectShared(base, keep)
+	return collectShared(st.fs(), base, keep)
 }

@@ -30,6 +30,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
 // SharedDirName is the directory under a checkpoint base that holds the
@@ -232,7 +234,7 @@ func (u *Uploader) Upload(dir, format string, start, end int, shared func(name s
 		u.Copied++
 		u.CopiedBytes += size
 	}
-	if err := syncDir(sdir); err != nil {
+	if err := syncDir(vfs.Default, sdir); err != nil {
 		return nil, err
 	}
 	return n, nil
@@ -240,9 +242,9 @@ func (u *Uploader) Upload(dir, format string, start, end int, shared func(name s
 
 // collectShared deletes the files under BASE/shared that no snapshot in
 // keep references, and the directories left empty (N3).
-func collectShared(base string, keep []*Snapshot) error {
+func collectShared(fs vfs.FS, base string, keep []*Snapshot) error {
 	root := filepath.Join(base, SharedDirName)
-	owners, err := os.ReadDir(root)
+	owners, err := fs.List(root)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
@@ -262,26 +264,26 @@ func collectShared(base string, keep []*Snapshot) error {
 		}
 	}
 	for _, o := range owners {
-		if !o.IsDir() {
+		if fi, err := fs.Stat(filepath.Join(root, o)); err != nil || !fi.IsDir() {
 			continue
 		}
-		files, err := os.ReadDir(filepath.Join(root, o.Name()))
+		files, err := fs.List(filepath.Join(root, o))
 		if err != nil {
-			return fmt.Errorf("checkpoint: list %s: %w", o.Name(), err)
+			return fmt.Errorf("checkpoint: list %s: %w", o, err)
 		}
 		left := 0
 		for _, f := range files {
-			rel := SharedDirName + "/" + o.Name() + "/" + f.Name()
+			rel := SharedDirName + "/" + o + "/" + f
 			if used[rel] {
 				left++
 				continue
 			}
-			if err := os.Remove(filepath.Join(root, o.Name(), f.Name())); err != nil {
+			if err := fs.Remove(filepath.Join(root, o, f)); err != nil {
 				return fmt.Errorf("checkpoint: remove %s: %w", rel, err)
 			}
 		}
 		if left == 0 {
-			os.Remove(filepath.Join(root, o.Name()))
+			fs.Remove(filepath.Join(root, o))
 		}
 	}
 	return nil

@@ -48,6 +48,10 @@ type CheckpointConfig struct {
 	// AllowNonRestoredState lets a restore skip state of operators that
 	// are no longer in the job (otherwise that is an error).
 	AllowNonRestoredState bool
+	// Storage is the file system checkpoints and savepoints are written to
+	// and restored from; the zero value is the operating system's (tests
+	// inject faults through Storage.FS).
+	Storage checkpoint.Storage
 }
 
 // ErrCheckpointAborted is the error of a checkpoint or savepoint that did
@@ -413,13 +417,13 @@ func (c *coordinator) persist(p *pendingCP) {
 		}
 		dir = checkpoint.Dir(c.cfg.Dir, p.id)
 	}
-	path, err := checkpoint.Write(dir, snap)
+	path, err := c.cfg.Storage.Write(dir, snap)
 	if err != nil {
 		c.failPersist(p, err)
 		return
 	}
 	if snap.Kind == checkpoint.KindCheckpoint {
-		if err := checkpoint.Retain(c.cfg.Dir, c.cfg.Retain); err != nil {
+		if err := c.cfg.Storage.Retain(c.cfg.Dir, c.cfg.Retain); err != nil {
 			c.b.cfg.Logger.Warn("checkpoint retention failed", "err", err)
 		}
 	}

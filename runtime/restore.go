@@ -3,8 +3,6 @@ package runtime
 import (
 	"fmt"
 	"strconv"
-
-	"github.com/weirproject/weir/checkpoint"
 )
 
 // assignUIDs gives every node a unique uid: the one the user set, or its
@@ -49,7 +47,7 @@ func (b *builder) loadRestore() error {
 	if from == "" {
 		return nil
 	}
-	snap, err := checkpoint.Read(from)
+	snap, err := b.cfg.Checkpoint.Storage.Read(from)
 	if err != nil {
 		return err
 	}

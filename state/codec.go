@@ -54,8 +54,9 @@ type Codec[T any] interface {
 // share a memory layout; they do not reflect or allocate per value (except
 // that Decode of a string or []byte copies it).
 //
-// Decoding is strict: an integer that does not fit the target type, trailing
-// bytes, or a bool byte other than 0 and 1 is an error.
+// Decoding is strict: an integer that does not fit the target type, a
+// varint longer than it needs to be, trailing bytes, or a bool byte other
+// than 0 and 1 is an error (every value has exactly one encoding).
 func DefaultCodec[T any]() Codec[T] {
 	t := reflect.TypeFor[T]()
 	switch t.Kind() {
@@ -232,6 +233,12 @@ func (bytesCodec[T]) Decode(src []byte) (T, error) {
 	return v, nil
 }
 
+// overlong reports whether the varint src (whole, as binary.Uvarint
+// read it) has a redundant final zero group: such a value also has a
+// shorter encoding, and a key must have one encoding only, or entries
+// restored under the long one would never be found again.
+func overlong(src []byte) bool { return len(src) > 1 && src[len(src)-1] == 0 }
+
 type signed interface {
 	~int | ~int8 | ~int16 | ~int32 | ~int64
 }
@@ -250,7 +257,7 @@ func (intCodec[T, I]) Append(dst []byte, v T) ([]byte, error) {
 func (intCodec[T, I]) Decode(src []byte) (T, error) {
 	var v T
 	x, n := binary.Varint(src)
-	if n <= 0 || n != len(src) {
+	if n <= 0 || n != len(src) || overlong(src) {
 		return v, errVarint
 	}
 	if int64(I(x)) != x {
@@ -270,7 +277,7 @@ func (uintCodec[T, U]) Append(dst []byte, v T) ([]byte, error) {
 func (uintCodec[T, U]) Decode(src []byte) (T, error) {
 	var v T
 	x, n := binary.Uvarint(src)
-	if n <= 0 || n != len(src) {
+	if n <= 0 || n != len(src) || overlong(src) {
 		return v, errVarint
 	}
 	if uint64(U(x)) != x {

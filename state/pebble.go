@@ -75,6 +75,13 @@ type Options struct {
 	// so it bounds the write-ahead log a checkpoint carries as private
 	// files and replays on restore, not the synchronous pause.
 	MemTableSize uint64
+	// FS is the file system of the working database; nil means the
+	// operating system's (vfs.Default). Its fsyncs are skipped (invariant
+	// 5). It must be the operating system's or a wrapper over it (tests
+	// inject faults through one, internal/faultfs): Dir is emptied and
+	// removed, and native checkpoints are uploaded and restored, through
+	// the operating system.
+	FS vfs.FS
 }
 
 // Open returns an empty backend of the kind o selects for the key groups of
@@ -98,13 +105,17 @@ func Open[K comparable](o Options, r keygroup.Range) (*Backend[K], error) {
 	} else if err := os.RemoveAll(dir); err != nil {
 		return nil, fmt.Errorf("state: emptying the Pebble working directory %s: %w", dir, err)
 	}
-	db, err := openPebble(dir, o.MemTableSize, false)
+	fs := o.FS
+	if fs == nil {
+		fs = vfs.Default
+	}
+	db, err := openPebble(fs, dir, o.MemTableSize, false)
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, err
 	}
 	b := NewBackend[K](r)
-	b.pb = &pebbleStore{db: db, dir: dir, memTable: o.MemTableSize}
+	b.pb = &pebbleStore{db: db, dir: dir, memTable: o.MemTableSize, fs: fs}
 	return b, nil
 }
 
@@ -112,7 +123,7 @@ func Open[K comparable](o Options, r keygroup.Range) (*Backend[K], error) {
 // write-ahead log is on (invariant 5), so opening a native checkpoint
 // replays the writes its memtable held, also read-only (they are then
 // served from memory).
-func openPebble(dir string, memTable uint64, readOnly bool) (*pebble.DB, error) {
+func openPebble(fs vfs.FS, dir string, memTable uint64, readOnly bool) (*pebble.DB, error) {
 	if memTable == 0 {
 		memTable = 8 << 20
 	}
@@ -121,7 +132,7 @@ func openPebble(dir string, memTable uint64, readOnly bool) (*pebble.DB, error) 
 		ReadOnly:     readOnly,
 		Merger:       listMerger, // list appends (pebble_merge.go)
 		Logger:       quietLogger{},
-		FS:           nosyncFS{vfs.Default},
+		FS:           nosyncFS{fs},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("state: opening the Pebble database in %s: %w", dir, err)
@@ -181,6 +192,7 @@ type pebbleStore struct {
 	db       *pebble.DB
 	dir      string
 	memTable uint64
+	fs       vfs.FS // Options.FS
 	// keyField is field(key codec(current key)), valid while keyEpoch is
 	// the backend's epoch.
 	keyField []byte

@@ -46,6 +46,7 @@ import (
 	"strings"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
 // NativeFormat names the format of the Pebble backend's native snapshots
@@ -231,11 +232,11 @@ func (b *Backend[K]) restoreNative(parts []NativePart) (int, error) {
 	if err := os.Rename(base.Dir, p.dir); err != nil {
 		return best, fmt.Errorf("state: native restore: %w", err)
 	}
-	db, err := openPebble(p.dir, p.memTable, false)
+	db, err := openPebble(p.fs, p.dir, p.memTable, false)
 	if err != nil {
 		// Leave a usable (empty) database behind.
 		os.RemoveAll(p.dir)
-		if db2, err2 := openPebble(p.dir, p.memTable, false); err2 == nil {
+		if db2, err2 := openPebble(p.fs, p.dir, p.memTable, false); err2 == nil {
 			p.db = db2
 		}
 		return best, err
@@ -269,7 +270,7 @@ func openNativeReadOnly(dir string) (*pebble.DB, error) {
 	if err := unmarkOpenLog(dir); err != nil {
 		return nil, err
 	}
-	return openPebble(dir, 0, true)
+	return openPebble(vfs.Default, dir, 0, true)
 }
 
 // copyKeyGroups copies key groups [start, end] of the database in dir into

@@ -44,6 +44,7 @@ package wal
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -55,6 +56,8 @@ import (
 	"sort"
 	"strings"
 	"sync"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/weirproject/weir/agent"
 	"github.com/weirproject/weir/internal/killpoint"
@@ -70,6 +73,9 @@ type Options struct {
 	// MaxLogBytes is the size beyond which the log is compacted (when it
 	// is also more than twice its live content); 0 means 64 MiB.
 	MaxLogBytes int64
+	// FS is the file system of the logs; nil means the operating system's
+	// (vfs.Default). Tests inject faults through it (internal/faultfs).
+	FS vfs.FS
 }
 
 // Factory returns an agent.StoreFactory keeping the logs of each operator
@@ -117,7 +123,7 @@ type Store struct {
 
 	// The log, written by the writer goroutine only (and by Open before
 	// it starts); size is guarded by mu.
-	f    *os.File
+	f    vfs.File
 	size int64
 
 	syncs, writes int64 // guarded by mu; for tests and metrics
@@ -146,8 +152,16 @@ func Open(dir string, rng keygroup.Range, opts Options) (*Store, error) {
 	if opts.MaxLogBytes <= 0 {
 		opts.MaxLogBytes = 64 << 20
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if opts.FS == nil {
+		opts.FS = vfs.Default
+	}
+	if err := opts.FS.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("wal: %w", err)
+	}
+	// The directory's entry in its parent must survive a crash too, or
+	// every log in it goes (guarantee 1).
+	if err := syncDir(filepath.Dir(filepath.Clean(dir)), opts); err != nil {
+		return nil, err
 	}
 	s := &Store{dir: dir, rng: rng, opts: opts, keys: map[string]*keyStates{},
 		path: filepath.Join(dir, fmt.Sprintf("kg-%05d-%05d.wal", rng.Start, rng.End)),
@@ -173,7 +187,7 @@ func Open(dir string, rng keygroup.Range, opts Options) (*Store, error) {
 		return nil, err
 	}
 	for _, p := range absorbed {
-		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+		if err := opts.FS.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return nil, fmt.Errorf("wal: removing absorbed log: %w", err)
 		}
 	}
@@ -191,15 +205,15 @@ type logFile struct {
 }
 
 func (s *Store) logs() ([]logFile, error) {
-	ents, err := os.ReadDir(s.dir)
+	ents, err := s.opts.FS.List(s.dir)
 	if err != nil {
 		return nil, fmt.Errorf("wal: %w", err)
 	}
 	var out []logFile
 	for _, e := range ents {
 		var a, b int
-		if n, _ := fmt.Sscanf(e.Name(), "kg-%05d-%05d.wal", &a, &b); n == 2 && strings.HasSuffix(e.Name(), ".wal") {
-			out = append(out, logFile{path: filepath.Join(s.dir, e.Name()), rng: keygroup.Range{Start: a, End: b}})
+		if n, _ := fmt.Sscanf(e, "kg-%05d-%05d.wal", &a, &b); n == 2 && strings.HasSuffix(e, ".wal") {
+			out = append(out, logFile{path: filepath.Join(s.dir, e), rng: keygroup.Range{Start: a, End: b}})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].path < out[j].path })
@@ -209,11 +223,16 @@ func (s *Store) logs() ([]logFile, error) {
 // load replays one log into memory, keeping the records of s's key
 // groups; it stops at the first torn or corrupt record.
 func (s *Store) load(path string) error {
-	f, err := os.Open(path)
+	f, err := s.opts.FS.Open(path)
 	if err != nil {
 		return fmt.Errorf("wal: %w", err)
 	}
 	defer f.Close()
+	return s.loadFrom(path, f)
+}
+
+// loadFrom replays the log read from f (named path in errors).
+func (s *Store) loadFrom(path string, f io.Reader) error {
 	r := bufio.NewReaderSize(f, 1<<16)
 	var hdr [headerLen]byte
 	for {
@@ -225,8 +244,8 @@ func (s *Store) load(path string) error {
 		if n > 1<<30 {
 			return nil
 		}
-		payload := make([]byte, n)
-		if _, err := io.ReadFull(r, payload); err != nil {
+		payload, err := readPayload(r, n)
+		if err != nil {
 			return nil
 		}
 		c := crc32.Update(crc32.Checksum(hdr[8:9], crcTable), crcTable, payload)
@@ -237,6 +256,22 @@ func (s *Store) load(path string) error {
 			return fmt.Errorf("wal: %s: %w", path, err)
 		}
 	}
+}
+
+// readPayload reads a record's payload of n bytes. A torn or corrupt
+// header may claim up to 1 GiB: beyond 1 MiB the buffer grows with the
+// bytes actually there instead of being allocated in full up front.
+func readPayload(r io.Reader, n uint32) ([]byte, error) {
+	if n <= 1<<20 {
+		payload := make([]byte, n)
+		_, err := io.ReadFull(r, payload)
+		return payload, err
+	}
+	var buf bytes.Buffer
+	if _, err := io.CopyN(&buf, r, int64(n)); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
 }
 
 type discardRec struct {
@@ -363,7 +398,7 @@ func (s *Store) rewrite() error {
 		return fmt.Errorf("wal: %w", err)
 	}
 	tmp := s.path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
+	f, err := s.opts.FS.Create(tmp, vfs.WriteCategoryUnspecified)
 	if err != nil {
 		return fmt.Errorf("wal: %w", err)
 	}
@@ -377,7 +412,7 @@ func (s *Store) rewrite() error {
 			return fmt.Errorf("wal: syncing %s: %w", tmp, err)
 		}
 	}
-	if err := os.Rename(tmp, s.path); err != nil {
+	if err := s.opts.FS.Rename(tmp, s.path); err != nil {
 		f.Close()
 		return fmt.Errorf("wal: %w", err)
 	}
@@ -396,7 +431,7 @@ func syncDir(dir string, opts Options) error {
 	if opts.NoSync {
 		return nil
 	}
-	d, err := os.Open(dir)
+	d, err := opts.FS.OpenDir(dir)
 	if err != nil {
 		return fmt.Errorf("wal: %w", err)
 	}

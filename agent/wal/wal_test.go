@@ -170,6 +170,7 @@ func TestTornTail(t *testing.T) {
 			}
 			s.Close()
 			s = mustOpen(t, dir, all)
+			defer s.Close()
 			if get(t, s, third) == nil || get(t, s, first) == nil {
 				t.Fatal("records after recovery lost")
 			}
