@@ -79,11 +79,10 @@ func DurableReconciled[T any](c *RunnerContext, name string, args any,
 func durable[T any](c *RunnerContext, name string, args any, fn func(context.Context, string) (T, error),
 	reconcile func(context.Context, string) (T, bool, error)) (T, error) {
 	var zero T
-	a, err := canonicalJSON(args)
+	ad, err := canonicalSum(nil, args)
 	if err != nil {
 		return zero, fmt.Errorf("agent: durable call %q: arguments are not JSON-serialisable: %w", name, err)
 	}
-	ad := sha256.Sum256(a)
 	digest := hex.EncodeToString(ad[:16])
 	d := c.durable
 	id, err := c.RunID()
