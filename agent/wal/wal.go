@@ -119,6 +119,9 @@ type Store struct {
 	// it starts); size is guarded by mu.
 	f    *os.File
 	size int64
+	// spare is the buffer of the last batch written, for the next one
+	// (guarded by mu).
+	spare []byte
 
 	syncs, writes int64 // guarded by mu; for tests and metrics
 
@@ -126,7 +129,19 @@ type Store struct {
 }
 
 type keyStates struct {
-	runs map[string]*entry // RunID.String() -> state
+	runs map[runKey]*entry // the run's id within the key -> state
+}
+
+// runKey is a RunID within its key: the fields besides the key, as a map
+// key (no hashing or formatting per lookup).
+type runKey struct {
+	seq, event  int64
+	typ, action string
+	digest      [32]byte
+}
+
+func keyOf(id *agent.RunID) runKey {
+	return runKey{seq: id.Seq, event: id.EventID, typ: id.EventType, action: id.Action, digest: id.EventDigest}
 }
 
 type entry struct {
@@ -275,10 +290,10 @@ func (s *Store) replay(typ byte, payload []byte) error {
 func (s *Store) applyPut(st *agent.ActionState, size int64) {
 	ks := s.keys[string(st.ID.Key)]
 	if ks == nil {
-		ks = &keyStates{runs: map[string]*entry{}}
+		ks = &keyStates{runs: map[runKey]*entry{}}
 		s.keys[string(st.ID.Key)] = ks
 	}
-	id := st.ID.String()
+	id := keyOf(&st.ID)
 	if old := ks.runs[id]; old != nil {
 		s.live -= old.size
 	}
@@ -320,18 +335,11 @@ func (s *Store) applyPrune(upTo []agent.KeySeq) {
 	}
 }
 
-func appendRecord(dst []byte, typ byte, payload []byte) []byte {
-	var hdr [headerLen]byte
-	binary.LittleEndian.PutUint32(hdr[0:4], uint32(len(payload)))
-	hdr[8] = typ
-	binary.LittleEndian.PutUint32(hdr[4:8], crc32.Update(crc32.Checksum(hdr[8:9], crcTable), crcTable, payload))
-	dst = append(dst, hdr[:]...)
-	return append(dst, payload...)
-}
-
 // liveRecords encodes every live state (callers hold mu or own s).
 func (s *Store) liveRecords() ([]byte, error) {
 	var buf []byte
+	e := getEncoder()
+	defer putEncoder(e)
 	keys := make([]string, 0, len(s.keys))
 	for k := range s.keys {
 		keys = append(keys, k)
@@ -339,17 +347,21 @@ func (s *Store) liveRecords() ([]byte, error) {
 	sort.Strings(keys)
 	for _, k := range keys {
 		ks := s.keys[k]
-		ids := make([]string, 0, len(ks.runs))
-		for id := range ks.runs {
-			ids = append(ids, id)
+		// In the order of the runs' names (RunID.String), as always.
+		type named struct {
+			name string
+			st   *agent.ActionState
 		}
-		sort.Strings(ids)
-		for _, id := range ids {
-			b, err := json.Marshal(ks.runs[id].st)
-			if err != nil {
+		runs := make([]named, 0, len(ks.runs))
+		for _, e := range ks.runs {
+			runs = append(runs, named{e.st.ID.String(), e.st})
+		}
+		sort.Slice(runs, func(i, j int) bool { return runs[i].name < runs[j].name })
+		for _, r := range runs {
+			if err := e.record(recPut, func(b []byte) ([]byte, error) { return e.appendState(b, r.st) }); err != nil {
 				return nil, err
 			}
-			buf = appendRecord(buf, recPut, b)
+			buf = append(buf, e.buf...)
 		}
 	}
 	return buf, nil
@@ -407,11 +419,14 @@ func syncDir(dir string, opts Options) error {
 	return nil
 }
 
-// write queues a record (applying it to memory with apply, under the
-// lock) and waits until it is durable.
-func (s *Store) write(typ byte, v any, apply func(size int64)) error {
-	payload, err := json.Marshal(v)
-	if err != nil {
+// write queues a record whose payload payload appends (applying it to
+// memory with apply, under the lock) and waits until it is durable. The
+// record is encoded before taking the lock, so that concurrent writers
+// encode in parallel; under the lock it is only copied into the batch.
+func (s *Store) write(typ byte, payload func(e *encoder, dst []byte) ([]byte, error), apply func(size int64)) error {
+	e := getEncoder()
+	defer putEncoder(e)
+	if err := e.record(typ, func(b []byte) ([]byte, error) { return payload(e, b) }); err != nil {
 		return fmt.Errorf("wal: %w", err)
 	}
 	s.mu.Lock()
@@ -425,9 +440,12 @@ func (s *Store) write(typ byte, v any, apply func(size int64)) error {
 		return errors.New("wal: the store is closed")
 	}
 	b := s.batch
-	b.buf = appendRecord(b.buf, typ, payload)
+	if b.buf == nil {
+		b.buf, s.spare = s.spare, nil
+	}
+	b.buf = append(b.buf, e.buf...)
 	s.writes++
-	apply(int64(len(payload) + headerLen))
+	apply(int64(len(e.buf)))
 	s.mu.Unlock()
 	select {
 	case s.wake <- struct{}{}:
@@ -435,6 +453,11 @@ func (s *Store) write(typ byte, v any, apply func(size int64)) error {
 	}
 	<-b.done
 	return b.err
+}
+
+// jsonPayload is a payload encoded by encoding/json.
+func jsonPayload(v any) func(e *encoder, dst []byte) ([]byte, error) {
+	return func(e *encoder, dst []byte) ([]byte, error) { return e.appendJSON(dst, v) }
 }
 
 // writer writes and syncs batches, one at a time; records queued while a
@@ -474,6 +497,9 @@ func (s *Store) flush() {
 	s.mu.Lock()
 	s.size += int64(len(b.buf))
 	s.syncs++
+	if cap(b.buf) <= 4<<20 {
+		s.spare = b.buf[:0]
+	}
 	if err != nil && s.err == nil {
 		s.err = err
 	}
@@ -497,7 +523,7 @@ func (s *Store) Get(id agent.RunID) (*agent.ActionState, error) {
 	if ks == nil {
 		return nil, nil
 	}
-	e := ks.runs[id.String()]
+	e := ks.runs[keyOf(&id)]
 	if e == nil {
 		return nil, nil
 	}
@@ -507,7 +533,8 @@ func (s *Store) Get(id agent.RunID) (*agent.ActionState, error) {
 // Put implements agent.ActionStateStore. The state must not be modified
 // after the call.
 func (s *Store) Put(st *agent.ActionState) error {
-	return s.write(recPut, st, func(size int64) { s.applyPut(st, size) })
+	return s.write(recPut, func(e *encoder, dst []byte) ([]byte, error) { return e.appendState(dst, st) },
+		func(size int64) { s.applyPut(st, size) })
 }
 
 // Latest implements agent.ActionStateStore.
@@ -530,7 +557,7 @@ func (s *Store) Latest(key []byte) (agent.Position, bool) {
 
 // DiscardFrom implements agent.ActionStateStore.
 func (s *Store) DiscardFrom(key []byte, pos agent.Position) error {
-	return s.write(recDiscard, discardRec{Key: key, Pos: pos}, func(int64) { s.applyDiscard(key, pos) })
+	return s.write(recDiscard, jsonPayload(discardRec{Key: key, Pos: pos}), func(int64) { s.applyDiscard(key, pos) })
 }
 
 // Prune implements agent.ActionStateStore.
@@ -538,7 +565,7 @@ func (s *Store) Prune(upTo []agent.KeySeq) error {
 	if len(upTo) == 0 {
 		return nil
 	}
-	return s.write(recPrune, upTo, func(int64) { s.applyPrune(upTo) })
+	return s.write(recPrune, jsonPayload(upTo), func(int64) { s.applyPrune(upTo) })
 }
 
 // Close flushes what is queued and closes the log.

@@ -1,0 +1,184 @@
+package wal
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"hash/crc32"
+	"strings"
+	"testing"
+
+	"github.com/weirproject/weir/agent"
+	"pgregory.net/rapid"
+)
+
+// appendRecordModel is the record framing as written before the encoder:
+// header (length, CRC-32C of type and payload, type), then the payload.
+func appendRecordModel(dst []byte, typ byte, payload []byte) []byte {
+	var hdr [headerLen]byte
+	binary.LittleEndian.PutUint32(hdr[0:4], uint32(len(payload)))
+	hdr[8] = typ
+	binary.LittleEndian.PutUint32(hdr[4:8], crc32.Update(crc32.Checksum(hdr[8:9], crcTable), crcTable, payload))
+	dst = append(dst, hdr[:]...)
+	return append(dst, payload...)
+}
+
+var encStrings = []string{"", "a", "key", "é", "日本", "\"", "\\", "/", "\n", "\t", "\b", "\f", "\r", "\x00", "\x1f", "\x7f",
+	"<", ">", "&", "\u2028", "\u2029", "\ufffd", "\xff", "\xe2\x80", "😀", " "}
+
+func genStr(t *rapid.T, label string) string {
+	var sb strings.Builder
+	for n := rapid.IntRange(0, 3).Draw(t, label+"-n"); n > 0; n-- {
+		sb.WriteString(rapid.SampledFrom(encStrings).Draw(t, label))
+	}
+	return sb.String()
+}
+
+// genRawMsg returns a json.RawMessage: nil, compact, with whitespace or
+// characters to HTML-escape, or invalid.
+func genRawMsg(t *rapid.T, label string) json.RawMessage {
+	s := rapid.SampledFrom([]string{"<nil>", "", `null`, `{"a":1}`, `{ "a" : [1, 2] }`, `"<b>&"`, `"a&b"`, `">"`, "\"\u2028\"", `"\u003c"`,
+		`{"k":"a b"}`, `[true,false,null]`, "\"\xff\"", `{"a":`, `nope`, `1.5e3`, "\n 7 \t", `"\"\\"`}).Draw(t, label)
+	if s == "<nil>" {
+		return nil
+	}
+	return json.RawMessage(s)
+}
+
+func genValueAny(t *rapid.T) any {
+	switch rapid.IntRange(0, 6).Draw(t, "value-kind") {
+	case 0:
+		return nil
+	case 1:
+		return genStr(t, "value")
+	case 2:
+		return rapid.Float64Range(-1e30, 1e30).Draw(t, "num")
+	case 3:
+		return map[string]any{genStr(t, "vk"): genStr(t, "vv"), "n": rapid.Int().Draw(t, "n")}
+	case 4:
+		return []any{genStr(t, "e"), true, nil}
+	case 5:
+		return genRawMsg(t, "value-raw")
+	default:
+		return (*int)(nil)
+	}
+}
+
+func genWrites(t *rapid.T, label string) agent.MemoryWrites {
+	var mw agent.MemoryWrites
+	switch rapid.IntRange(0, 2).Draw(t, label+"-set") {
+	case 1:
+		mw.Set = map[string]json.RawMessage{}
+	case 2:
+		mw.Set = map[string]json.RawMessage{}
+		for n := rapid.IntRange(1, 3).Draw(t, label+"-n"); n > 0; n-- {
+			mw.Set[genStr(t, label+"-k")] = genRawMsg(t, label+"-v")
+		}
+	}
+	switch rapid.IntRange(0, 2).Draw(t, label+"-del") {
+	case 1:
+		mw.Deleted = []string{}
+	case 2:
+		mw.Deleted = []string{genStr(t, label+"-d"), genStr(t, label+"-d")}
+	}
+	return mw
+}
+
+func genState(t *rapid.T) *agent.ActionState {
+	st := &agent.ActionState{
+		ID: agent.RunID{Seq: rapid.Int64().Draw(t, "seq"), EventID: rapid.Int64().Draw(t, "event"),
+			EventType: genStr(t, "type"), Action: genStr(t, "action")},
+		Pos:       agent.Position{Seq: rapid.Int64().Draw(t, "pseq"), EventID: rapid.Int64().Draw(t, "pev"), Action: rapid.Int().Draw(t, "pact")},
+		KeyGroup:  rapid.IntRange(-1, 1<<15).Draw(t, "kg"),
+		Completed: rapid.Bool().Draw(t, "completed"),
+		Short:     genWrites(t, "short"),
+		Sensory:   genWrites(t, "sensory"),
+	}
+	switch rapid.IntRange(0, 2).Draw(t, "key-kind") {
+	case 1:
+		st.ID.Key = []byte{}
+	case 2:
+		st.ID.Key = []byte(genStr(t, "key"))
+	}
+	for i := range st.ID.EventDigest {
+		st.ID.EventDigest[i] = rapid.Byte().Draw(t, "digest")
+	}
+	if rapid.Bool().Draw(t, "sent-empty") {
+		st.Sent = []agent.Event{}
+	}
+	for n := rapid.IntRange(0, 3).Draw(t, "sent"); n > 0; n-- {
+		ev := agent.Event{Type: genStr(t, "ev-type"), Value: genValueAny(t), ID: rapid.Int64().Draw(t, "ev-id"),
+			Parent: rapid.Int64().Draw(t, "ev-parent"), Action: genStr(t, "ev-action")}
+		switch rapid.IntRange(0, 2).Draw(t, "attrs") {
+		case 1:
+			ev.Attrs = map[string]any{}
+		case 2:
+			ev.Attrs = map[string]any{genStr(t, "ak"): genValueAny(t), "b": 1}
+		}
+		st.Sent = append(st.Sent, ev)
+	}
+	for n := rapid.IntRange(0, 3).Draw(t, "calls"); n > 0; n-- {
+		st.Calls = append(st.Calls, agent.CallResult{Name: genStr(t, "call"), ArgsDigest: genStr(t, "args"),
+			Result: genRawMsg(t, "result"), Error: genStr(t, "error"), Failed: rapid.Bool().Draw(t, "failed"),
+			Pending: rapid.Bool().Draw(t, "pending")})
+	}
+	return st
+}
+
+// TestRecordMatchesJSON: a put record is the framing of json.Marshal of
+// the state, byte for byte, and fails where json.Marshal fails.
+func TestRecordMatchesJSON(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		st := genState(t)
+		payload, werr := json.Marshal(st)
+		e := getEncoder()
+		defer putEncoder(e)
+		gerr := e.record(recPut, func(b []byte) ([]byte, error) { return e.appendState(b, st) })
+		if (werr != nil) != (gerr != nil) {
+			t.Fatalf("errors differ: json %v, encoder %v", werr, gerr)
+		}
+		if werr != nil {
+			return
+		}
+		if want := appendRecordModel(nil, recPut, payload); !bytes.Equal(e.buf, want) {
+			t.Fatalf("record differs:\n got %q\nwant %q", e.buf, want)
+		}
+	})
+}
+
+// BenchmarkEncodeState compares json.Marshal (the encoding before) with
+// the encoder on the states of the agent experiment: the call recorded,
+// then the completed action.
+func BenchmarkEncodeState(b *testing.B) {
+	call := agent.CallResult{Name: "chat:offline", ArgsDigest: "0123456789abcdef0123456789abcdef",
+		Result: json.RawMessage(`{"message":{"role":"assistant","content":"offline answer to question 42"},"usage":{"prompt_tokens":3,"completion_tokens":6}}`)}
+	id := agent.RunID{Key: []byte("key-4242"), Seq: 3, EventType: agent.TypeInput, EventDigest: [32]byte{1, 2, 3}, Action: "answer"}
+	states := map[string]*agent.ActionState{
+		"call": {ID: id, Pos: agent.Position{Seq: 3}, KeyGroup: 17, Calls: []agent.CallResult{call}},
+		"completed": {ID: id, Pos: agent.Position{Seq: 3}, KeyGroup: 17, Completed: true, Calls: []agent.CallResult{call},
+			Sent: []agent.Event{{Type: agent.TypeOutput, Value: "offline answer to question 42", ID: 1, Action: "answer"}}},
+	}
+	for _, name := range []string{"call", "completed"} {
+		st := states[name]
+		b.Run(name+"/json", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				p, err := json.Marshal(st)
+				if err != nil {
+					b.Fatal(err)
+				}
+				appendRecordModel(nil, recPut, p)
+			}
+		})
+		b.Run(name+"/encoder", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				e := getEncoder()
+				if err := e.record(recPut, func(b []byte) ([]byte, error) { return e.appendState(b, st) }); err != nil {
+					b.Fatal(err)
+				}
+				putEncoder(e)
+			}
+		})
+	}
+}
