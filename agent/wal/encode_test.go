@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
+	"fmt"
 	"hash/crc32"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/weirproject/weir/agent"
@@ -179,6 +181,37 @@ func BenchmarkEncodeState(b *testing.B) {
 				}
 				putEncoder(e)
 			}
+		})
+	}
+}
+
+// BenchmarkPut is Put from 64 concurrent writers of the agent experiment's
+// completed states (distinct runs), with and without fsync.
+func BenchmarkPut(b *testing.B) {
+	call := agent.CallResult{Name: "chat:offline", ArgsDigest: "0123456789abcdef0123456789abcdef",
+		Result: json.RawMessage(`{"message":{"role":"assistant","content":"offline answer to question 42"},"usage":{"prompt_tokens":3,"completion_tokens":6}}`)}
+	for _, noSync := range []bool{true, false} {
+		b.Run(fmt.Sprintf("nosync=%v", noSync), func(b *testing.B) {
+			s, err := Open(b.TempDir(), all, Options{NoSync: noSync})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			var n atomic.Int64
+			b.ReportAllocs()
+			b.SetParallelism(32)
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					i := n.Add(1)
+					key := []byte(fmt.Sprintf("key-%d", i%10000))
+					st := &agent.ActionState{ID: agent.RunID{Key: key, Seq: i, EventType: agent.TypeInput, EventDigest: [32]byte{byte(i)}, Action: "answer"},
+						Pos: agent.Position{Seq: i}, KeyGroup: int(i % 128), Completed: true, Calls: []agent.CallResult{call},
+						Sent: []agent.Event{{Type: agent.TypeOutput, Value: "offline answer to question 42", ID: 1, Action: "answer"}}}
+					if err := s.Put(st); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
 		})
 	}
 }

@@ -119,9 +119,10 @@ type Store struct {
 	// it starts); size is guarded by mu.
 	f    *os.File
 	size int64
-	// spare is the buffer of the last batch written, for the next one
-	// (guarded by mu).
-	spare []byte
+	// spares are the buffers of batches written, for the next ones (at
+	// most two: one batch is written while the next accumulates; guarded
+	// by mu).
+	spares [][]byte
 
 	syncs, writes int64 // guarded by mu; for tests and metrics
 
@@ -440,8 +441,9 @@ func (s *Store) write(typ byte, payload func(e *encoder, dst []byte) ([]byte, er
 		return errors.New("wal: the store is closed")
 	}
 	b := s.batch
-	if b.buf == nil {
-		b.buf, s.spare = s.spare, nil
+	if b.buf == nil && len(s.spares) > 0 {
+		b.buf = s.spares[len(s.spares)-1]
+		s.spares = s.spares[:len(s.spares)-1]
 	}
 	b.buf = append(b.buf, e.buf...)
 	s.writes++
@@ -497,9 +499,7 @@ func (s *Store) flush() {
 	s.mu.Lock()
 	s.size += int64(len(b.buf))
 	s.syncs++
-	if cap(b.buf) <= 4<<20 {
-		s.spare = b.buf[:0]
-	}
+	s.keepSpare(b.buf[:0])
 	if err != nil && s.err == nil {
 		s.err = err
 	}
@@ -513,6 +513,24 @@ func (s *Store) flush() {
 	s.mu.Unlock()
 	b.err = err
 	close(b.done)
+}
+
+// keepSpare keeps buf for a later batch: the two largest buffers are
+// kept, up to 4 MiB each (callers hold mu).
+func (s *Store) keepSpare(buf []byte) {
+	switch {
+	case cap(buf) > 4<<20:
+	case len(s.spares) < 2:
+		s.spares = append(s.spares, buf)
+	default:
+		small := 0
+		if cap(s.spares[1]) < cap(s.spares[0]) {
+			small = 1
+		}
+		if cap(buf) > cap(s.spares[small]) {
+			s.spares[small] = buf
+		}
+	}
 }
 
 // Get implements agent.ActionStateStore.
