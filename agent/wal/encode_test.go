@@ -215,3 +215,70 @@ func BenchmarkPut(b *testing.B) {
 		})
 	}
 }
+
+// TestCompactSafe: compactSafe accepts only what json.Marshal copies as
+// it is (valid, compact, nothing to escape), and accepts what json.Marshal
+// writes.
+func TestCompactSafe(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		var m []byte
+		if rapid.Bool().Draw(t, "structured") {
+			m = []byte(genRawJSON(t, 3))
+		} else {
+			m = rapid.SliceOfN(rapid.SampledFrom([]byte(`{}[],:"\/ubfnrt0123456789aeE+-.lsx <&>`+"\n\x01\xe2\x80\xa8\xff")), 0, 24).Draw(t, "bytes")
+		}
+		if compactSafe(m) {
+			got, err := json.Marshal(json.RawMessage(m))
+			if err != nil || !bytes.Equal(got, m) {
+				t.Fatalf("compactSafe(%q) but json.Marshal gives %q (%v)", m, got, err)
+			}
+		}
+		if json.Valid(m) {
+			out, err := json.Marshal(json.RawMessage(m))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !compactSafe(out) {
+				t.Fatalf("json.Marshal output %q not accepted", out)
+			}
+		}
+	})
+	deep := strings.Repeat("[", maxDepth+1) + strings.Repeat("]", maxDepth+1)
+	if compactSafe([]byte(deep)) || !compactSafe([]byte(deep[1:len(deep)-1])) {
+		t.Fatal("nesting limit differs from encoding/json's")
+	}
+}
+
+// genRawJSON returns JSON text with whitespace, escapes and numbers in
+// every form, and sometimes a defect.
+func genRawJSON(t *rapid.T, depth int) string {
+	ws := rapid.SampledFrom([]string{"", "", " ", "\n"}).Draw(t, "ws")
+	k := rapid.IntRange(0, 6).Draw(t, "kind")
+	if depth <= 0 && k >= 5 {
+		k = 0
+	}
+	switch k {
+	case 0:
+		return rapid.SampledFrom([]string{`"a"`, `"\/"`, `"\u00e9"`, `"\u00E9"`, `"\uzzzz"`, `"\x"`, `"<"`, `"a&b"`, `"\u003c"`, "\"\u2028\"", "\"\xff\"", `"`, `"\""`, "\"\x01\""}).Draw(t, "str")
+	case 1, 2:
+		return rapid.SampledFrom([]string{"0", "-0", "01", "1.", "1.5", ".5", "1e5", "1E+5", "1e", "-", "12345678901234567890", "-1.0e-7"}).Draw(t, "num")
+	case 3:
+		return rapid.SampledFrom([]string{"true", "false", "null", "nul", "tru"}).Draw(t, "lit")
+	case 4:
+		return ws
+	case 5:
+		n := rapid.IntRange(0, 3).Draw(t, "n")
+		parts := make([]string, n)
+		for i := range parts {
+			parts[i] = ws + genRawJSON(t, depth-1) + ws
+		}
+		return "[" + strings.Join(parts, ",") + "]"
+	default:
+		n := rapid.IntRange(0, 3).Draw(t, "n")
+		parts := make([]string, n)
+		for i := range parts {
+			parts[i] = genRawJSON(t, 0) + ws + ":" + genRawJSON(t, depth-1)
+		}
+		return "{" + strings.Join(parts, ",") + "}"
+	}
+}
