@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"hash/crc32"
+	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -281,4 +282,99 @@ func genRawJSON(t *rapid.T, depth int) string {
 		}
 		return "{" + strings.Join(parts, ",") + "}"
 	}
+}
+
+// TestStoreMatchesModel: after any sequence of puts, discards, prunes and
+// reopens, Get and Latest answer like a map of the states put and not
+// removed.
+func TestStoreMatchesModel(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		dir, err := os.MkdirTemp("", "wal-model-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer os.RemoveAll(dir)
+		s, err := Open(dir, all, Options{NoSync: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { s.Close() }()
+		keys := []string{"a", "b", "c"}
+		type run struct {
+			key      string
+			seq, ev  int64
+			action   string
+			pos      agent.Position
+			complete bool
+		}
+		model := map[string]run{} // by id string
+		mk := func(r run) *agent.ActionState {
+			return &agent.ActionState{ID: agent.RunID{Key: []byte(r.key), Seq: r.seq, EventID: r.ev, EventType: "input", Action: r.action},
+				Pos: r.pos, KeyGroup: 1, Completed: r.complete}
+		}
+		for step := rapid.IntRange(1, 40).Draw(t, "steps"); step > 0; step-- {
+			switch rapid.IntRange(0, 9).Draw(t, "op") {
+			case 0:
+				k := rapid.SampledFrom(keys).Draw(t, "key")
+				pos := agent.Position{Seq: rapid.Int64Range(0, 4).Draw(t, "pseq"), EventID: rapid.Int64Range(0, 2).Draw(t, "pev"), Action: rapid.IntRange(0, 2).Draw(t, "pact")}
+				if err := s.DiscardFrom([]byte(k), pos); err != nil {
+					t.Fatal(err)
+				}
+				for id, r := range model {
+					if r.key == k && !r.pos.Less(pos) {
+						delete(model, id)
+					}
+				}
+			case 1:
+				k := rapid.SampledFrom(keys).Draw(t, "key")
+				seq := rapid.Int64Range(0, 4).Draw(t, "upto")
+				if err := s.Prune([]agent.KeySeq{{Key: []byte(k), Seq: seq}}); err != nil {
+					t.Fatal(err)
+				}
+				for id, r := range model {
+					if r.key == k && r.pos.Seq <= seq {
+						delete(model, id)
+					}
+				}
+			case 2:
+				if err := s.Close(); err != nil {
+					t.Fatal(err)
+				}
+				if s, err = Open(dir, all, Options{NoSync: true}); err != nil {
+					t.Fatal(err)
+				}
+			default:
+				// The position may differ between puts of one run.
+				r := run{key: rapid.SampledFrom(keys).Draw(t, "key"), seq: rapid.Int64Range(0, 4).Draw(t, "seq"),
+					ev: rapid.Int64Range(0, 2).Draw(t, "ev"), action: rapid.SampledFrom([]string{"x", "y"}).Draw(t, "action"),
+					complete: rapid.Bool().Draw(t, "complete")}
+				r.pos = agent.Position{Seq: r.seq, EventID: r.ev, Action: rapid.IntRange(0, 2).Draw(t, "pact")}
+				if err := s.Put(mk(r)); err != nil {
+					t.Fatal(err)
+				}
+				model[mk(r).ID.String()] = r
+			}
+			for _, k := range keys {
+				var want agent.Position
+				ok := false
+				for _, r := range model {
+					if r.key == k && (!ok || want.Less(r.pos)) {
+						want, ok = r.pos, true
+					}
+				}
+				if got, gok := s.Latest([]byte(k)); gok != ok || got != want {
+					t.Fatalf("Latest(%s) = %v %v, want %v %v", k, got, gok, want, ok)
+				}
+			}
+			for _, r := range model {
+				got, err := s.Get(mk(r).ID)
+				if err != nil || got == nil || got.Pos != r.pos || got.Completed != r.complete {
+					t.Fatalf("Get %+v = %+v (%v)", r, got, err)
+				}
+			}
+			if _, _, n, _ := s.Stats(); n != len(model) {
+				t.Fatalf("%d states, model %d", n, len(model))
+			}
+		}
+	})
 }

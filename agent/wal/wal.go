@@ -130,7 +130,18 @@ type Store struct {
 }
 
 type keyStates struct {
-	runs map[runKey]*entry // the run's id within the key -> state
+	runs   map[runKey]*entry // the run's id within the key -> state
+	latest agent.Position    // the greatest position in runs (not empty)
+}
+
+// recompute sets ks.latest from the runs (after some were removed).
+func (ks *keyStates) recompute() {
+	first := true
+	for _, e := range ks.runs {
+		if first || ks.latest.Less(e.st.Pos) {
+			ks.latest, first = e.st.Pos, false
+		}
+	}
 }
 
 // runKey is a RunID within its key: the fields besides the key, as a map
@@ -295,10 +306,17 @@ func (s *Store) applyPut(st *agent.ActionState, size int64) {
 		s.keys[string(st.ID.Key)] = ks
 	}
 	id := keyOf(&st.ID)
-	if old := ks.runs[id]; old != nil {
+	old := ks.runs[id]
+	if old != nil {
 		s.live -= old.size
 	}
 	ks.runs[id] = &entry{st: st, size: size}
+	switch {
+	case len(ks.runs) == 1 || ks.latest.Less(st.Pos):
+		ks.latest = st.Pos
+	case old != nil && old.st.Pos == ks.latest && st.Pos != old.st.Pos:
+		ks.recompute() // the latest run moved back
+	}
 	s.live += size
 }
 
@@ -315,6 +333,8 @@ func (s *Store) applyDiscard(key []byte, pos agent.Position) {
 	}
 	if len(ks.runs) == 0 {
 		delete(s.keys, string(key))
+	} else {
+		ks.recompute()
 	}
 }
 
@@ -332,6 +352,8 @@ func (s *Store) applyPrune(upTo []agent.KeySeq) {
 		}
 		if len(ks.runs) == 0 {
 			delete(s.keys, string(p.Key))
+		} else {
+			ks.recompute()
 		}
 	}
 }
@@ -563,14 +585,7 @@ func (s *Store) Latest(key []byte) (agent.Position, bool) {
 	if ks == nil {
 		return agent.Position{}, false
 	}
-	var best agent.Position
-	ok := false
-	for _, e := range ks.runs {
-		if !ok || best.Less(e.st.Pos) {
-			best, ok = e.st.Pos, true
-		}
-	}
-	return best, ok
+	return ks.latest, true
 }
 
 // DiscardFrom implements agent.ActionStateStore.
