@@ -3,6 +3,8 @@ package agent
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"math"
 	"strings"
@@ -330,6 +332,30 @@ func BenchmarkEventDigest(b *testing.B) {
 			if _, err := EventDigest(ev); err != nil {
 				b.Fatal(err)
 			}
+		}
+	})
+}
+
+// TestRunIDEncodeAppends: appendEncode appends Encode's bytes, Encode
+// allocates once, and the idempotency key is the hash of the encoding,
+// position and name.
+func TestRunIDEncodeAppends(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		id := RunID{Key: rapid.SliceOf(rapid.Byte()).Draw(t, "key"), Seq: rapid.Int64().Draw(t, "seq"), EventID: rapid.Int64().Draw(t, "ev"),
+			EventType: rapid.String().Draw(t, "type"), Action: rapid.String().Draw(t, "action")}
+		id.EventDigest[0] = rapid.Byte().Draw(t, "digest")
+		enc := id.Encode()
+		if got := id.appendEncode([]byte("x")); !bytes.Equal(got[1:], enc) {
+			t.Fatalf("appendEncode %x, Encode %x", got[1:], enc)
+		}
+		if n := testing.AllocsPerRun(10, func() { id.Encode() }); n != 1 {
+			t.Fatalf("Encode allocates %v times", n)
+		}
+		pos, name := rapid.IntRange(0, 1000).Draw(t, "pos"), rapid.String().Draw(t, "name")
+		b := binary.AppendUvarint(bytes.Clone(enc), uint64(pos))
+		h := sha256.Sum256(appendLP(b, []byte(name)))
+		if got := idempotencyKey(id, pos, name); got != hex.EncodeToString(h[:16]) {
+			t.Fatalf("idempotency key %s", got)
 		}
 	})
 }

@@ -206,7 +206,8 @@ func (o *operator[K, IN, OUT]) nonDurableCalls() bool { return o.opts.NonDurable
 // idempotencyKey derives the idempotency key of the call at position pos
 // named name of run id.
 func idempotencyKey(id RunID, pos int, name string) string {
-	b := id.Encode()
+	var buf [256]byte
+	b := id.appendEncode(buf[:0])
 	b = binary.AppendUvarint(b, uint64(pos))
 	b = appendLP(b, []byte(name))
 	h := sha256.Sum256(b)

@@ -130,8 +130,8 @@ type Store struct {
 }
 
 type keyStates struct {
-	runs   map[runKey]*entry // the run's id within the key -> state
-	latest agent.Position    // the greatest position in runs (not empty)
+	runs   map[runKey]entry // the run's id within the key -> state
+	latest agent.Position   // the greatest position in runs (not empty)
 }
 
 // recompute sets ks.latest from the runs (after some were removed).
@@ -302,19 +302,19 @@ func (s *Store) replay(typ byte, payload []byte) error {
 func (s *Store) applyPut(st *agent.ActionState, size int64) {
 	ks := s.keys[string(st.ID.Key)]
 	if ks == nil {
-		ks = &keyStates{runs: map[runKey]*entry{}}
+		ks = &keyStates{runs: map[runKey]entry{}}
 		s.keys[string(st.ID.Key)] = ks
 	}
 	id := keyOf(&st.ID)
-	old := ks.runs[id]
-	if old != nil {
+	old, had := ks.runs[id]
+	if had {
 		s.live -= old.size
 	}
-	ks.runs[id] = &entry{st: st, size: size}
+	ks.runs[id] = entry{st: st, size: size}
 	switch {
 	case len(ks.runs) == 1 || ks.latest.Less(st.Pos):
 		ks.latest = st.Pos
-	case old != nil && old.st.Pos == ks.latest && st.Pos != old.st.Pos:
+	case had && old.st.Pos == ks.latest && st.Pos != old.st.Pos:
 		ks.recompute() // the latest run moved back
 	}
 	s.live += size
@@ -563,8 +563,8 @@ func (s *Store) Get(id agent.RunID) (*agent.ActionState, error) {
 	if ks == nil {
 		return nil, nil
 	}
-	e := ks.runs[keyOf(&id)]
-	if e == nil {
+	e, ok := ks.runs[keyOf(&id)]
+	if !ok {
 		return nil, nil
 	}
 	return e.st, nil
