@@ -90,11 +90,10 @@ func DurableReconciled[T any](c *RunnerContext, name string, args any,
 func durable[T any](c *RunnerContext, name string, args any, fn func(context.Context, string) (T, error),
 	reconcile func(context.Context, string) (T, bool, error)) (T, error) {
 	var zero T
-	a, err := canonicalJSON(args)
+	ad, err := canonicalSum(nil, args)
 	if err != nil {
 		return zero, fmt.Errorf("agent: durable call %q: arguments are not JSON-serialisable: %w", name, err)
 	}
-	ad := sha256.Sum256(a)
 	digest := hex.EncodeToString(ad[:16])
 	d := c.durable
 	id, err := c.RunID()
@@ -220,7 +219,8 @@ func (o *operator[K, IN, OUT]) nonDurableCalls() bool { return o.opts.NonDurable
 // idempotencyKey derives the idempotency key of the call at position pos
 // named name of run id.
 func idempotencyKey(id RunID, pos int, name string) string {
-	b := id.Encode()
+	var buf [256]byte
+	b := id.appendEncode(buf[:0])
 	b = binary.AppendUvarint(b, uint64(pos))
 	b = appendLP(b, []byte(name))
 	h := sha256.Sum256(b)

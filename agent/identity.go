@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 )
 
@@ -39,7 +38,11 @@ const runIDMagic = "weir.agent.run/1"
 // field, variable-length ones prefixed with their length (uvarint),
 // integers as 8 bytes big-endian.
 func (r RunID) Encode() []byte {
-	b := make([]byte, 0, 64+len(r.Key)+len(r.EventType)+len(r.Action))
+	return r.appendEncode(make([]byte, 0, 2*binary.MaxVarintLen64+len(runIDMagic)+len(r.Key)+16+len(r.EventType)+32+len(r.Action)+8))
+}
+
+// appendEncode appends Encode() to b.
+func (r RunID) appendEncode(b []byte) []byte {
 	b = appendLP(b, []byte(runIDMagic))
 	b = appendLP(b, r.Key)
 	b = binary.BigEndian.AppendUint64(b, uint64(r.Seq))
@@ -77,29 +80,13 @@ func appendLP(b, field []byte) []byte {
 // and the map it decodes into after a restore digest the same.
 // Lineage (ID, Parent, Action) is not part of the digest.
 func EventDigest(ev Event) ([32]byte, error) {
-	c, err := canonicalJSON(struct {
+	var prefix [64]byte
+	d, err := canonicalSum(appendLP(prefix[:0], []byte(ev.Type)), struct {
 		Value any            `json:"value"`
 		Attrs map[string]any `json:"attrs"`
 	}{ev.Value, ev.Attrs})
 	if err != nil {
 		return [32]byte{}, fmt.Errorf("agent: event %q: value or attributes are not JSON-serialisable: %w", ev.Type, err)
 	}
-	b := appendLP(make([]byte, 0, len(c)+len(ev.Type)+8), []byte(ev.Type))
-	b = append(b, c...)
-	return sha256.Sum256(b), nil
-}
-
-// canonicalJSON encodes v with objects' keys sorted at every level.
-func canonicalJSON(v any) ([]byte, error) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return nil, err
-	}
-	d := json.NewDecoder(bytes.NewReader(b))
-	d.UseNumber()
-	var g any
-	if err := d.Decode(&g); err != nil {
-		return nil, err
-	}
-	return json.Marshal(g)
+	return d, nil
 }

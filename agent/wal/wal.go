@@ -125,6 +125,10 @@ type Store struct {
 	// it starts); size is guarded by mu.
 	f    vfs.File
 	size int64
+	// spares are the buffers of batches written, for the next ones (at
+	// most two: one batch is written while the next accumulates; guarded
+	// by mu).
+	spares [][]byte
 
 	syncs, writes int64 // guarded by mu; for tests and metrics
 
@@ -132,7 +136,30 @@ type Store struct {
 }
 
 type keyStates struct {
-	runs map[string]*entry // RunID.String() -> state
+	runs   map[runKey]entry // the run's id within the key -> state
+	latest agent.Position   // the greatest position in runs (not empty)
+}
+
+// recompute sets ks.latest from the runs (after some were removed).
+func (ks *keyStates) recompute() {
+	first := true
+	for _, e := range ks.runs {
+		if first || ks.latest.Less(e.st.Pos) {
+			ks.latest, first = e.st.Pos, false
+		}
+	}
+}
+
+// runKey is a RunID within its key: the fields besides the key, as a map
+// key (no hashing or formatting per lookup).
+type runKey struct {
+	seq, event  int64
+	typ, action string
+	digest      [32]byte
+}
+
+func keyOf(id *agent.RunID) runKey {
+	return runKey{seq: id.Seq, event: id.EventID, typ: id.EventType, action: id.Action, digest: id.EventDigest}
 }
 
 type entry struct {
@@ -310,14 +337,21 @@ func (s *Store) replay(typ byte, payload []byte) error {
 func (s *Store) applyPut(st *agent.ActionState, size int64) {
 	ks := s.keys[string(st.ID.Key)]
 	if ks == nil {
-		ks = &keyStates{runs: map[string]*entry{}}
+		ks = &keyStates{runs: map[runKey]entry{}}
 		s.keys[string(st.ID.Key)] = ks
 	}
-	id := st.ID.String()
-	if old := ks.runs[id]; old != nil {
+	id := keyOf(&st.ID)
+	old, had := ks.runs[id]
+	if had {
 		s.live -= old.size
 	}
-	ks.runs[id] = &entry{st: st, size: size}
+	ks.runs[id] = entry{st: st, size: size}
+	switch {
+	case len(ks.runs) == 1 || ks.latest.Less(st.Pos):
+		ks.latest = st.Pos
+	case had && old.st.Pos == ks.latest && st.Pos != old.st.Pos:
+		ks.recompute() // the latest run moved back
+	}
 	s.live += size
 }
 
@@ -334,6 +368,8 @@ func (s *Store) applyDiscard(key []byte, pos agent.Position) {
 	}
 	if len(ks.runs) == 0 {
 		delete(s.keys, string(key))
+	} else {
+		ks.recompute()
 	}
 }
 
@@ -351,22 +387,17 @@ func (s *Store) applyPrune(upTo []agent.KeySeq) {
 		}
 		if len(ks.runs) == 0 {
 			delete(s.keys, string(p.Key))
+		} else {
+			ks.recompute()
 		}
 	}
-}
-
-func appendRecord(dst []byte, typ byte, payload []byte) []byte {
-	var hdr [headerLen]byte
-	binary.LittleEndian.PutUint32(hdr[0:4], uint32(len(payload)))
-	hdr[8] = typ
-	binary.LittleEndian.PutUint32(hdr[4:8], crc32.Update(crc32.Checksum(hdr[8:9], crcTable), crcTable, payload))
-	dst = append(dst, hdr[:]...)
-	return append(dst, payload...)
 }
 
 // liveRecords encodes every live state (callers hold mu or own s).
 func (s *Store) liveRecords() ([]byte, error) {
 	var buf []byte
+	e := getEncoder()
+	defer putEncoder(e)
 	keys := make([]string, 0, len(s.keys))
 	for k := range s.keys {
 		keys = append(keys, k)
@@ -374,17 +405,21 @@ func (s *Store) liveRecords() ([]byte, error) {
 	sort.Strings(keys)
 	for _, k := range keys {
 		ks := s.keys[k]
-		ids := make([]string, 0, len(ks.runs))
-		for id := range ks.runs {
-			ids = append(ids, id)
+		// In the order of the runs' names (RunID.String), as always.
+		type named struct {
+			name string
+			st   *agent.ActionState
 		}
-		sort.Strings(ids)
-		for _, id := range ids {
-			b, err := json.Marshal(ks.runs[id].st)
-			if err != nil {
+		runs := make([]named, 0, len(ks.runs))
+		for _, e := range ks.runs {
+			runs = append(runs, named{e.st.ID.String(), e.st})
+		}
+		sort.Slice(runs, func(i, j int) bool { return runs[i].name < runs[j].name })
+		for _, r := range runs {
+			if err := e.record(recPut, func(b []byte) ([]byte, error) { return e.appendState(b, r.st) }); err != nil {
 				return nil, err
 			}
-			buf = appendRecord(buf, recPut, b)
+			buf = append(buf, e.buf...)
 		}
 	}
 	return buf, nil
@@ -442,11 +477,14 @@ func syncDir(dir string, opts Options) error {
 	return nil
 }
 
-// write queues a record (applying it to memory with apply, under the
-// lock) and waits until it is durable.
-func (s *Store) write(typ byte, v any, apply func(size int64)) error {
-	payload, err := json.Marshal(v)
-	if err != nil {
+// write queues a record whose payload payload appends (applying it to
+// memory with apply, under the lock) and waits until it is durable. The
+// record is encoded before taking the lock, so that concurrent writers
+// encode in parallel; under the lock it is only copied into the batch.
+func (s *Store) write(typ byte, payload func(e *encoder, dst []byte) ([]byte, error), apply func(size int64)) error {
+	e := getEncoder()
+	defer putEncoder(e)
+	if err := e.record(typ, func(b []byte) ([]byte, error) { return payload(e, b) }); err != nil {
 		return fmt.Errorf("wal: %w", err)
 	}
 	s.mu.Lock()
@@ -460,9 +498,13 @@ func (s *Store) write(typ byte, v any, apply func(size int64)) error {
 		return errors.New("wal: the store is closed")
 	}
 	b := s.batch
-	b.buf = appendRecord(b.buf, typ, payload)
+	if b.buf == nil && len(s.spares) > 0 {
+		b.buf = s.spares[len(s.spares)-1]
+		s.spares = s.spares[:len(s.spares)-1]
+	}
+	b.buf = append(b.buf, e.buf...)
 	s.writes++
-	apply(int64(len(payload) + headerLen))
+	apply(int64(len(e.buf)))
 	s.mu.Unlock()
 	select {
 	case s.wake <- struct{}{}:
@@ -470,6 +512,11 @@ func (s *Store) write(typ byte, v any, apply func(size int64)) error {
 	}
 	<-b.done
 	return b.err
+}
+
+// jsonPayload is a payload encoded by encoding/json.
+func jsonPayload(v any) func(e *encoder, dst []byte) ([]byte, error) {
+	return func(e *encoder, dst []byte) ([]byte, error) { return e.appendJSON(dst, v) }
 }
 
 // writer writes and syncs batches, one at a time; records queued while a
@@ -509,6 +556,7 @@ func (s *Store) flush() {
 	s.mu.Lock()
 	s.size += int64(len(b.buf))
 	s.syncs++
+	s.keepSpare(b.buf[:0])
 	if err != nil && s.err == nil {
 		s.err = err
 	}
@@ -524,6 +572,24 @@ func (s *Store) flush() {
 	close(b.done)
 }
 
+// keepSpare keeps buf for a later batch: the two largest buffers are
+// kept, up to 4 MiB each (callers hold mu).
+func (s *Store) keepSpare(buf []byte) {
+	switch {
+	case cap(buf) > 4<<20:
+	case len(s.spares) < 2:
+		s.spares = append(s.spares, buf)
+	default:
+		small := 0
+		if cap(s.spares[1]) < cap(s.spares[0]) {
+			small = 1
+		}
+		if cap(buf) > cap(s.spares[small]) {
+			s.spares[small] = buf
+		}
+	}
+}
+
 // Get implements agent.ActionStateStore.
 func (s *Store) Get(id agent.RunID) (*agent.ActionState, error) {
 	s.mu.Lock()
@@ -532,8 +598,8 @@ func (s *Store) Get(id agent.RunID) (*agent.ActionState, error) {
 	if ks == nil {
 		return nil, nil
 	}
-	e := ks.runs[id.String()]
-	if e == nil {
+	e, ok := ks.runs[keyOf(&id)]
+	if !ok {
 		return nil, nil
 	}
 	return e.st, nil
@@ -542,7 +608,8 @@ func (s *Store) Get(id agent.RunID) (*agent.ActionState, error) {
 // Put implements agent.ActionStateStore. The state must not be modified
 // after the call.
 func (s *Store) Put(st *agent.ActionState) error {
-	return s.write(recPut, st, func(size int64) { s.applyPut(st, size) })
+	return s.write(recPut, func(e *encoder, dst []byte) ([]byte, error) { return e.appendState(dst, st) },
+		func(size int64) { s.applyPut(st, size) })
 }
 
 // Latest implements agent.ActionStateStore.
@@ -553,19 +620,12 @@ func (s *Store) Latest(key []byte) (agent.Position, bool) {
 	if ks == nil {
 		return agent.Position{}, false
 	}
-	var best agent.Position
-	ok := false
-	for _, e := range ks.runs {
-		if !ok || best.Less(e.st.Pos) {
-			best, ok = e.st.Pos, true
-		}
-	}
-	return best, ok
+	return ks.latest, true
 }
 
 // DiscardFrom implements agent.ActionStateStore.
 func (s *Store) DiscardFrom(key []byte, pos agent.Position) error {
-	return s.write(recDiscard, discardRec{Key: key, Pos: pos}, func(int64) { s.applyDiscard(key, pos) })
+	return s.write(recDiscard, jsonPayload(discardRec{Key: key, Pos: pos}), func(int64) { s.applyDiscard(key, pos) })
 }
 
 // Prune implements agent.ActionStateStore.
@@ -573,7 +633,7 @@ func (s *Store) Prune(upTo []agent.KeySeq) error {
 	if len(upTo) == 0 {
 		return nil
 	}
-	return s.write(recPrune, upTo, func(int64) { s.applyPrune(upTo) })
+	return s.write(recPrune, jsonPayload(upTo), func(int64) { s.applyPrune(upTo) })
 }
 
 // Close flushes what is queued and closes the log.
