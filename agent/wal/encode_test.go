@@ -186,9 +186,10 @@ func BenchmarkEncodeState(b *testing.B) {
 	}
 }
 
-// BenchmarkPut is Put from 64 concurrent writers of the agent experiment's
-// completed states (distinct runs), with and without fsync.
-func BenchmarkPut(b *testing.B) {
+// BenchmarkPutExperimentStates is Put from 32 concurrent writers of the
+// agent experiment's completed states (distinct runs), with and without
+// fsync.
+func BenchmarkPutExperimentStates(b *testing.B) {
 	call := agent.CallResult{Name: "chat:offline", ArgsDigest: "0123456789abcdef0123456789abcdef",
 		Result: json.RawMessage(`{"message":{"role":"assistant","content":"offline answer to question 42"},"usage":{"prompt_tokens":3,"completion_tokens":6}}`)}
 	for _, noSync := range []bool{true, false} {

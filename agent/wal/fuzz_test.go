@@ -25,8 +25,8 @@ func dumpStore(t *testing.T, s *Store) string {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if string(e.st.ID.Key) != k || e.st.ID.String() != id {
-				t.Fatalf("state %s filed under key %q, id %s", b, k, id)
+			if string(e.st.ID.Key) != k || keyOf(&e.st.ID) != id {
+				t.Fatalf("state %s filed under key %q, id %+v", b, k, id)
 			}
 			live += e.size
 			out = append(out, string(b))
@@ -37,6 +37,17 @@ func dumpStore(t *testing.T, s *Store) string {
 	}
 	sort.Strings(out)
 	return fmt.Sprint(out)
+}
+
+// appendRecord appends a record of type typ with payload to dst, as the
+// store writes it.
+func appendRecord(dst []byte, typ byte, payload []byte) []byte {
+	e := getEncoder()
+	defer putEncoder(e)
+	if err := e.record(typ, func(b []byte) ([]byte, error) { return append(b, payload...), nil }); err != nil {
+		panic(err)
+	}
+	return append(dst, e.buf...)
 }
 
 func newReplayStore(rng keygroup.Range) *Store {
