@@ -60,8 +60,9 @@
 //  6. Pruning. Prune and DiscardFrom remove from memory and write
 //     tombstones for exactly the runs of the keys they name that match (a
 //     key's runs up to a sequence number, or from a position on); other
-//     keys' runs are never touched. The operator calls Prune in the
-//     background after a checkpoint completes, off the action path.
+//     keys' runs are never touched. The operator calls PruneCheckpoint
+//     (Prune and a prune horizon, guarantee 8) in the background after a
+//     checkpoint completes, off the action path.
 //  7. Topic. Open creates the topic if it is missing, with
 //     cleanup.policy=compact, and fails with an error saying what to do if
 //     it cannot, or if an existing topic is not compacted.
