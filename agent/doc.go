@@ -99,8 +99,9 @@
 //     does not know while it knows later ones of the key (another input
 //     under that sequence number), discards the key's recorded future (and
 //     only that key's) and goes on live. States of inputs finished before
-//     a checkpoint are pruned when it completes, which also drops the
-//     ghosts of inputs that will never be replayed. Each durable call gets
+//     a checkpoint are pruned once no retained checkpoint needs them
+//     (guarantee 11), which also drops the ghosts of inputs that will
+//     never be replayed. Each durable call gets
 //     an idempotency key, the same on every attempt, to pass to services
 //     that honour one (models get it through model.IdempotencyKey and
 //     OpenAIClient sends it as the Idempotency-Key header; Go tools get it
@@ -108,6 +109,19 @@
 //     "weir/idempotencyKey"); DurableReconciled records a pending call first, so
 //     that a restore asks the service (by that key) whether a call whose
 //     result was lost took effect, instead of making it again.
+//  11. Every retained checkpoint restores without repeats. The states of
+//     inputs finished before checkpoint n are pruned only when the oldest
+//     checkpoint the job retains (runtime.CheckpointConfig.Retain) is n or
+//     later, so a restore from any retained checkpoint finds the states
+//     of every input finished after it. A Checkpointed store (wal,
+//     kafkastore) records the newest checkpoint a prune covered (its
+//     prune horizon) and identifies its log in every recovery marker; a
+//     restore whose store lacks states the checkpoint needs (a checkpoint
+//     or savepoint older than the horizon, a WAL directory of another host
+//     or a new one, a Kafka topic deleted or past retention) fails with an
+//     error saying so (ErrStatesMissing), unless
+//     Options.AllowRepeatedSideEffects, which logs a warning and runs
+//     those actions again.
 //
 // # Limits
 //
@@ -123,7 +137,8 @@
 // result being recorded there is a window (a crash there repeats the
 // call): close it with services that honour the idempotency key. Outputs
 // of actions replayed after a restore are emitted again; use a
-// two-phase-commit sink for exactly-once output. Pruning follows the
-// checkpoints that complete: restoring from an older retained checkpoint
-// re-runs actions whose states were pruned since.
+// two-phase-commit sink for exactly-once output. A savepoint is not
+// retained by the checkpoint window: once the prune horizon passes it,
+// restoring it fails (or, with Options.AllowRepeatedSideEffects, repeats
+// side effects). MemoryStore is not Checkpointed: it detects nothing.
 package agent

@@ -63,6 +63,15 @@ type Options struct {
 	// without an idempotency key (as they are without a Store). Only
 	// Durable calls are then recorded.
 	NonDurableCalls bool
+	// AllowRepeatedSideEffects lets a restore go on, with a warning, when
+	// the action-state store lacks states the restored checkpoint needs
+	// (agent.ErrStatesMissing: a WAL directory of another host or a new
+	// one, a Kafka topic deleted or past retention, a checkpoint or
+	// savepoint older than the store's prune horizon). The actions of the
+	// inputs those states belonged to then run again, with their side
+	// effects. false means such a restore fails the job with an error
+	// saying what is missing.
+	AllowRepeatedSideEffects bool
 }
 
 // Validate reports what is wrong with the options (nil if nothing is): the
@@ -191,6 +200,12 @@ type operator[K comparable, IN, OUT any] struct {
 	store    ActionStateStore
 	finished map[string]int64 // key -> last finished seq since the last snapshot (store only)
 	prunes   []pendingPrune
+	// retained holds the ids of the completed checkpoints a restore may
+	// start from (at most Context.RetainedCheckpoints, oldest first; the
+	// restored one too); savepoints are the ids of savepoints in progress,
+	// which do not count (the runtime keeps them apart).
+	retained   []int64
+	savepoints map[int64]bool
 
 	tickArmed bool
 	warnedAt  int64 // watermark value last warned about
@@ -397,6 +412,12 @@ func (o *operator[K, IN, OUT]) SnapshotState(w *runtime.SnapshotWriter) error {
 		o.prunes = append(o.prunes, pendingPrune{id: w.CheckpointID(), upTo: o.finished})
 		o.finished = map[string]int64{}
 	}
+	if o.store != nil && w.Kind() == checkpoint.KindSavepoint {
+		if o.savepoints == nil {
+			o.savepoints = map[int64]bool{}
+		}
+		o.savepoints[w.CheckpointID()] = true
+	}
 	if cp, ok := o.store.(Checkpointed); ok {
 		m, err := cp.Marker()
 		if err != nil {
@@ -420,21 +441,43 @@ func (o *operator[K, IN, OUT]) SnapshotState(w *runtime.SnapshotWriter) error {
 	return nil
 }
 
-// NotifyCheckpointComplete implements runtime.CheckpointListener: the
-// store's states of inputs finished before checkpoint id (and before
-// earlier checkpoints that were aborted) are pruned, in the background.
+// NotifyCheckpointComplete implements runtime.CheckpointListener. The
+// store's states of inputs finished before a checkpoint are pruned, in the
+// background, once no retained checkpoint needs them: when the oldest
+// checkpoint still retained (Context.RetainedCheckpoints) is that
+// checkpoint or a later one. A restore from any retained checkpoint then
+// finds the states of every input finished after it. Savepoints are not
+// retained by the runtime: their states go with the next checkpoint that
+// becomes the oldest retained one (package documentation, guarantee 11).
 func (o *operator[K, IN, OUT]) NotifyCheckpointComplete(id int64) error {
 	if o.store == nil {
 		return nil
 	}
+	if o.savepoints[id] {
+		delete(o.savepoints, id)
+	} else {
+		i, found := slices.BinarySearch(o.retained, id)
+		if !found {
+			o.retained = slices.Insert(o.retained, i, id)
+		}
+		if n := len(o.retained) - max(o.Ctx.RetainedCheckpoints, 1); n > 0 {
+			o.retained = slices.Delete(o.retained, 0, n)
+		}
+	}
+	if len(o.retained) == 0 {
+		return nil
+	}
+	oldest := o.retained[0]
 	upTo := map[string]int64{}
+	horizon := int64(0)
 	n := 0
 	for _, p := range o.prunes {
-		if p.id > id {
+		if p.id > oldest {
 			o.prunes[n] = p
 			n++
 			continue
 		}
+		horizon = max(horizon, p.id)
 		for k, s := range p.upTo {
 			if cur, ok := upTo[k]; !ok || s > cur {
 				upTo[k] = s
@@ -454,7 +497,13 @@ func (o *operator[K, IN, OUT]) NotifyCheckpointComplete(id int64) error {
 	o.wg.Add(1)
 	go func() {
 		defer o.wg.Done()
-		if err := st.Prune(list); err != nil {
+		var err error
+		if cp, ok := st.(Checkpointed); ok {
+			err = cp.PruneCheckpoint(horizon, list)
+		} else {
+			err = st.Prune(list)
+		}
+		if err != nil {
 			o.logger.Warn("agent: pruning the action-state store failed; it will grow until the next prune", "err", err)
 		}
 	}()
@@ -463,7 +512,7 @@ func (o *operator[K, IN, OUT]) NotifyCheckpointComplete(id int64) error {
 
 // NotifyCheckpointAborted implements runtime.CheckpointListener: what the
 // aborted checkpoint covered is pruned with the next one that completes.
-func (o *operator[K, IN, OUT]) NotifyCheckpointAborted(int64) {}
+func (o *operator[K, IN, OUT]) NotifyCheckpointAborted(id int64) { delete(o.savepoints, id) }
 
 // snapshotFormat is the first byte of every key-group blob.
 const snapshotFormat = 1
@@ -476,19 +525,28 @@ func (o *operator[K, IN, OUT]) restore(ctx *runtime.Context) error {
 		// did; rebuild it all so that its side effects are not repeated
 		// (the WAL does the same when it opens).
 		if cp, ok := o.store.(Checkpointed); ok {
-			if err := cp.Restore(nil); err != nil {
+			if err := o.storeGap(cp.Restore(nil)); err != nil {
 				return fmt.Errorf("agent: rebuilding the action-state store: %w", err)
 			}
 		}
 		return nil
 	}
+	// The restored checkpoint is retained until later ones push it out.
+	o.retained = []int64{r.CheckpointID}
 	if cp, ok := o.store.(Checkpointed); ok {
 		markers, err := r.List(storeMarkers)
 		if err != nil {
 			return fmt.Errorf("agent: reading the action-state store's recovery markers: %w", err)
 		}
-		if err := cp.Restore(markers); err != nil {
-			return fmt.Errorf("agent: rebuilding the action-state store: %w", err)
+		if err := o.storeGap(cp.Restore(markers)); err != nil {
+			return fmt.Errorf("agent: rebuilding the action-state store for checkpoint %d: %w", r.CheckpointID, err)
+		}
+		if h := cp.PruneHorizon(); h > r.CheckpointID {
+			err := fmt.Errorf("%w: checkpoint %d is older than the store's prune horizon (the states of inputs finished before checkpoint %d were pruned after it completed, so a restore from %d would run their actions again); restore checkpoint %d or a later one",
+				ErrStatesMissing, r.CheckpointID, h, r.CheckpointID, h)
+			if err := o.storeGap(err); err != nil {
+				return fmt.Errorf("agent: restoring checkpoint %d: %w", r.CheckpointID, err)
+			}
 		}
 	}
 	err := r.ForEachKeyGroup(func(kg int, data []byte) error {
@@ -524,6 +582,20 @@ func (o *operator[K, IN, OUT]) restore(ctx *runtime.Context) error {
 	if o.unfinished > 0 {
 		o.logger.Info("agent: resuming restored work", "inputs", o.unfinished, "keys", len(o.ready)-o.rhead, "checkpoint", r.CheckpointID)
 	}
+	return nil
+}
+
+// storeGap returns err, unless it only says the store lacks states a
+// restore needs (ErrStatesMissing) and Options.AllowRepeatedSideEffects
+// lets the job go on: then it logs a warning and returns nil.
+func (o *operator[K, IN, OUT]) storeGap(err error) error {
+	if err == nil || !errors.Is(err, ErrStatesMissing) {
+		return err
+	}
+	if !o.opts.AllowRepeatedSideEffects {
+		return fmt.Errorf("%w; to go on and run those actions again, with their side effects, set agent.Options.AllowRepeatedSideEffects", err)
+	}
+	o.logger.Warn("agent: the action-state store lacks states the restored checkpoint needs; going on (Options.AllowRepeatedSideEffects): the actions of their inputs run again, with their side effects", "err", err)
 	return nil
 }
 

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"encoding/json"
+	"errors"
 	"maps"
 	"slices"
 	"sync"
@@ -41,10 +42,10 @@ type ActionStateStore interface {
 	Close() error
 }
 
-// Checkpointed is an optional capability of an ActionStateStore whose
-// records live outside the job's checkpoints, in a log that outlives any
-// one machine (a Kafka topic: package agent/kafkastore). The operator finds
-// it by type assertion and
+// Checkpointed is an optional capability of an ActionStateStore that can
+// tell whether it holds what a checkpoint needs: the kafkastore (a log that
+// outlives any one machine) and the WAL (a log on one disk) implement it.
+// The operator finds it by type assertion and
 //
 //  1. at every checkpoint and savepoint, in the synchronous part of its
 //     snapshot (on the subtask goroutine), calls Marker and stores the
@@ -57,24 +58,52 @@ type ActionStateStore interface {
 //     on a fresh start with none. Without markers the store rebuilds from
 //     the start of its log: a job that failed before its first checkpoint
 //     starts again from nothing, and what its first run recorded keeps
-//     its side effects from being repeated.
+//     its side effects from being repeated;
+//  3. prunes through PruneCheckpoint, naming the newest checkpoint whose
+//     inputs the prune covers, and after Restore compares PruneHorizon
+//     with the restored checkpoint's id: a restore of an older checkpoint
+//     or savepoint would run again actions whose states are gone.
 //
-// A fresh start therefore finds the states of earlier runs of the job (as
-// the WAL does): a run of the same inputs replays them. To run a job from
-// scratch with its side effects happening again, give it a new topic (or
-// WAL directory).
+// A Restore that finds the store lacks states the markers refer to (a WAL
+// directory of another host or a new one, a Kafka topic deleted and
+// created again, records past retention) rebuilds what there is and
+// returns an error wrapping ErrStatesMissing; the operator fails the job
+// with it unless Options.AllowRepeatedSideEffects.
+//
+// A fresh start finds the states of earlier runs of the job (as the WAL
+// does): a run of the same inputs replays them. To run a job from scratch
+// with its side effects happening again, give it a new topic (or WAL
+// directory).
 type Checkpointed interface {
 	// Marker returns where a restore from the checkpoint being taken must
 	// start reading the log so that it sees every state it may need: at
 	// or before the first record of every state live at this instant
 	// (not pruned or discarded), and of every state whose Put is in
-	// progress.
+	// progress. It also identifies the log, so that Restore can tell a
+	// log that is not the one the checkpoint was taken with.
 	Marker() ([]byte, error)
 	// Restore rebuilds the states of the subtask's key groups from the
 	// log, reading from the markers to the end of the log as it is when
-	// Restore starts.
+	// Restore starts. When the log lacks states the markers refer to, it
+	// rebuilds the rest and returns an error wrapping ErrStatesMissing
+	// (the store is then usable); any other error leaves it unusable.
 	Restore(markers [][]byte) error
+	// PruneCheckpoint is Prune of inputs that checkpoint covers (and
+	// earlier ones): it records, in the same durable write, checkpoint as
+	// the store's prune horizon when it is higher than the horizon.
+	PruneCheckpoint(checkpoint int64, upTo []KeySeq) error
+	// PruneHorizon returns the highest checkpoint id a PruneCheckpoint
+	// of the subtask's key groups recorded (after Restore: as read from
+	// the log), 0 if none. A restore of a checkpoint or savepoint with a
+	// lower id lacks states that were pruned.
+	PruneHorizon() int64
 }
+
+// ErrStatesMissing is wrapped by the errors of a Checkpointed store's
+// Restore, and of the operator's restore, when the store lacks states the
+// restored checkpoint needs: actions of inputs finished after it would run
+// again, repeating their side effects.
+var ErrStatesMissing = errors.New("the action-state store lacks states the restored checkpoint needs")
 
 // storeMarkers is the operator-state list holding the markers of a
 // Checkpointed store.

@@ -404,14 +404,18 @@ func (b *builder) instantiate(t *task, n *Node, s int) (instance, error) {
 	}
 	ctx := &Context{
 		Name: n.name, UID: n.UID(), Subtask: s, Parallelism: b.par(n),
-		MaxParallelism: b.maxParallelism,
-		KeyGroups:      keygroup.RangeFor(b.maxParallelism, b.par(n), s),
-		Clock:          b.cfg.Clock,
-		Logger:         b.cfg.Logger.With("operator", n.name, "subtask", s),
-		task:           t,
-		node:           n,
-		sides:          map[int]any{},
-		stateBackend:   b.cfg.StateBackend,
+		MaxParallelism:      b.maxParallelism,
+		KeyGroups:           keygroup.RangeFor(b.maxParallelism, b.par(n), s),
+		Clock:               b.cfg.Clock,
+		Logger:              b.cfg.Logger.With("operator", n.name, "subtask", s),
+		RetainedCheckpoints: b.cfg.Checkpoint.Retain,
+		task:                t,
+		node:                n,
+		sides:               map[int]any{},
+		stateBackend:        b.cfg.StateBackend,
+	}
+	if ctx.RetainedCheckpoints <= 0 {
+		ctx.RetainedCheckpoints = 3 // CheckpointConfig.Retain's default
 	}
 	if b.restore != nil {
 		ctx.restored = &Restored{CheckpointID: b.restore.ID, op: b.restore.Operator(b.uid(n)),

@@ -93,6 +93,11 @@ type Context struct {
 	Clock clock.Clock
 	// Logger carries the operator and subtask as attributes.
 	Logger *slog.Logger
+	// RetainedCheckpoints is how many completed checkpoints the job keeps
+	// (CheckpointConfig.Retain, 3 when unset): a restore may start from any
+	// of them, so an operator keeping state outside its checkpoints must
+	// keep what the oldest of them needs.
+	RetainedCheckpoints int
 
 	task     *task
 	pos      int32   // index in the task's chain (head = 0): see mailbox.go M1

@@ -60,11 +60,21 @@
 //  6. Pruning. Prune and DiscardFrom remove from memory and write
 //     tombstones for exactly the runs of the keys they name that match (a
 //     key's runs up to a sequence number, or from a position on); other
-//     keys' runs are never touched. The operator calls Prune in the
-//     background after a checkpoint completes, off the action path.
+//     keys' runs are never touched. The operator calls PruneCheckpoint
+//     (Prune and a prune horizon, guarantee 8) in the background after a
+//     checkpoint completes, off the action path.
 //  7. Topic. Open creates the topic if it is missing, with
 //     cleanup.policy=compact, and fails with an error saying what to do if
 //     it cannot, or if an existing topic is not compacted.
+//  8. Which checkpoints restore. PruneCheckpoint writes, with its
+//     tombstones, a prune-horizon record (the checkpoint id) to each of
+//     the subtask's partitions; Restore reads the highest horizon of its
+//     partitions back (PruneHorizon), and the operator refuses a
+//     checkpoint older than it. Restore checks the log against the
+//     markers: a topic of another id (deleted and created again), a
+//     partition ending before a marker's offset or starting after it
+//     (records deleted) make it return, once it has rebuilt what there is,
+//     an error wrapping agent.ErrStatesMissing.
 //
 // # Limits
 //
@@ -81,6 +91,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -161,10 +172,13 @@ func Factory(opts Options) agent.StoreFactory {
 
 // kgHeader names the record header holding the key group (uint32 big
 // endian); posHeader the one holding the run's position (sequence
-// number, event and action, int64 big endian each).
+// number, event and action, int64 big endian each); horizonHeader the
+// one marking a prune-horizon record (the checkpoint id, int64 big
+// endian; see guarantee 8).
 const (
-	kgHeader  = "kg"
-	posHeader = "pos"
+	kgHeader      = "kg"
+	posHeader     = "pos"
+	horizonHeader = "horizon"
 )
 
 func appendPos(b []byte, p agent.Position) []byte {
@@ -204,16 +218,19 @@ type Store struct {
 
 	serial sync.Mutex // FlushEveryWrite: one write at a time
 
-	mu     sync.Mutex
-	runs   map[string]*entry            // record key -> state
-	keys   map[string]map[string]*entry // encoded key -> record key -> state
-	end    map[int32]int64              // per partition: the end of the log as last seen
-	batch  *batch                       // accumulating
-	err    error                        // sticky write error
-	closed bool
-	wake   chan struct{}
-	stop   chan struct{}
-	done   chan struct{}
+	mu   sync.Mutex
+	runs map[string]*entry            // record key -> state
+	keys map[string]map[string]*entry // encoded key -> record key -> state
+	end  map[int32]int64              // per partition: the end of the log as last seen
+	// horizon is the highest prune horizon recorded (PruneCheckpoint) or
+	// read back (Restore).
+	horizon int64
+	batch   *batch // accumulating
+	err     error  // sticky write error
+	closed  bool
+	wake    chan struct{}
+	stop    chan struct{}
+	done    chan struct{}
 
 	writes, rounds int64 // guarded by mu
 }
@@ -680,18 +697,52 @@ func (s *Store) Prune(upTo []agent.KeySeq) error {
 	})
 }
 
+// PruneCheckpoint implements agent.Checkpointed (guarantee 8): Prune, with
+// a prune-horizon record in each of the subtask's partitions in the same
+// batch.
+func (s *Store) PruneCheckpoint(checkpoint int64, upTo []agent.KeySeq) error {
+	return s.write(func() ([]*kgo.Record, []*entry) {
+		var recs []*kgo.Record
+		for _, ks := range upTo {
+			recs = s.tombstones(recs, ks.Key, func(p agent.Position) bool { return p.Seq <= ks.Seq })
+		}
+		if checkpoint > s.horizon {
+			s.horizon = checkpoint
+			for p := s.first; p <= s.last; p++ {
+				// One key per subtask range and partition: compaction
+				// keeps the latest horizon of each.
+				key := fmt.Sprintf("weir.prune-horizon/%d-%d/%d", s.rng.Start, s.rng.End, p)
+				recs = append(recs, &kgo.Record{Topic: s.opts.Topic, Partition: p, Key: []byte(key),
+					Value:   binary.BigEndian.AppendUint64(nil, uint64(checkpoint)),
+					Headers: []kgo.RecordHeader{{Key: horizonHeader, Value: binary.BigEndian.AppendUint64(nil, uint64(checkpoint))}}})
+			}
+		}
+		return recs, make([]*entry, len(recs))
+	})
+}
+
+// PruneHorizon implements agent.Checkpointed (guarantee 8).
+func (s *Store) PruneHorizon() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.horizon
+}
+
 // marker is the recovery marker of one subtask's store.
 type marker struct {
 	Version    int              `json:"v"`
 	Topic      string           `json:"topic"`
 	Partitions int32            `json:"partitions"`
 	Offsets    map[string]int64 `json:"offsets"` // partition -> offset
+	// TopicID is the topic's id (hex) when the marker was taken; empty in
+	// markers of earlier versions.
+	TopicID string `json:"topicId,omitempty"`
 }
 
 // Marker implements agent.Checkpointed (guarantee 4).
 func (s *Store) Marker() ([]byte, error) {
 	s.mu.Lock()
-	m := marker{Version: 1, Topic: s.opts.Topic, Partitions: s.parts, Offsets: map[string]int64{}}
+	m := marker{Version: 1, Topic: s.opts.Topic, Partitions: s.parts, Offsets: map[string]int64{}, TopicID: s.topicIDString()}
 	low := make(map[int32]int64, len(s.end))
 	for p, o := range s.end {
 		low[p] = o
@@ -708,11 +759,21 @@ func (s *Store) Marker() ([]byte, error) {
 	return json.Marshal(m)
 }
 
-// Restore implements agent.Checkpointed (guarantee 5): it replaces the
-// store's states with those its key groups have in the log from the
+// topicIDString is the topic's id in hex, or "" when the cluster gives
+// none (all zeros).
+func (s *Store) topicIDString() string {
+	if s.topicID == ([16]byte{}) {
+		return ""
+	}
+	return hex.EncodeToString(s.topicID[:])
+}
+
+// Restore implements agent.Checkpointed (guarantees 5 and 8): it replaces
+// the store's states with those its key groups have in the log from the
 // markers on. Call it before any write.
 func (s *Store) Restore(markers [][]byte) error {
 	from := map[int32]int64{}
+	var missing []string // why states the markers refer to are gone
 	for _, raw := range markers {
 		var m marker
 		if err := json.Unmarshal(raw, &m); err != nil || m.Version != 1 {
@@ -723,6 +784,9 @@ func (s *Store) Restore(markers [][]byte) error {
 		}
 		if m.Partitions != s.parts {
 			return fmt.Errorf("kafkastore: topic %q had %d partitions when the checkpoint was taken and has %d now; the key-group layout changed, restore the partition count", s.opts.Topic, m.Partitions, s.parts)
+		}
+		if id := s.topicIDString(); m.TopicID != "" && id != "" && m.TopicID != id {
+			missing = append(missing, fmt.Sprintf("topic %q has id %s, the checkpoint's states were written to the topic of id %s (deleted and created again?)", s.opts.Topic, id, m.TopicID))
 		}
 		for ps, o := range m.Offsets {
 			p, err := strconv.Atoi(ps)
@@ -751,11 +815,18 @@ func (s *Store) Restore(markers [][]byte) error {
 			}
 			o = starts[p]
 		}
+		switch {
+		case ok && o > ends[p]:
+			missing = append(missing, fmt.Sprintf("partition %d ends at offset %d, before offset %d where the checkpoint's states start (topic deleted and created again?)", p, ends[p], o))
+		case ok && o < starts[p]:
+			missing = append(missing, fmt.Sprintf("partition %d starts at offset %d, after offset %d where the checkpoint's states start (records deleted, or removed by retention?)", p, starts[p], o))
+		}
 		pos[p] = max(o, starts[p])
 	}
 	s.mu.Lock()
 	clear(s.runs)
 	clear(s.keys)
+	s.horizon = 0
 	s.mu.Unlock()
 	killpoint.Hit("agent.rebuild") // crash tests: a restore that dies while it reads the log
 	n, err := s.read(pos, ends)
@@ -769,6 +840,10 @@ func (s *Store) Restore(markers [][]byte) error {
 	live := len(s.runs)
 	s.mu.Unlock()
 	s.log.Info("kafkastore: rebuilt the action states", "topic", s.opts.Topic, "keyGroups", s.rng.String(), "records", n, "states", live)
+	if len(missing) > 0 {
+		return fmt.Errorf("kafkastore: %w: %s; the states of the checkpoint's unfinished actions are not in topic %q (was it deleted, or does its retention remove records? the store's topic must be compacted and never deleted)",
+			agent.ErrStatesMissing, strings.Join(missing, "; "), s.opts.Topic)
+	}
 	return nil
 }
 
@@ -900,6 +975,13 @@ func (s *Store) replay(r *kgo.Record) error {
 	var pos []byte
 	for _, h := range r.Headers {
 		switch {
+		case h.Key == horizonHeader && len(h.Value) == 8:
+			// Any horizon of the partitions read counts: it is a
+			// checkpoint id, the same for every subtask.
+			s.mu.Lock()
+			s.horizon = max(s.horizon, int64(binary.BigEndian.Uint64(h.Value)))
+			s.mu.Unlock()
+			return nil
 		case h.Key == kgHeader && len(h.Value) == 4:
 			kg = int(binary.BigEndian.Uint32(h.Value))
 		case h.Key == posHeader && len(h.Value) == 24:

@@ -508,3 +508,14 @@ func appendString(b []byte, s string) []byte {
 	b = append(b, s[start:]...)
 	return append(b, '"')
 }
+
+// appendRecord appends a record of type typ with payload to dst, as the
+// store writes it.
+func appendRecord(dst []byte, typ byte, payload []byte) []byte {
+	e := getEncoder()
+	defer putEncoder(e)
+	if err := e.record(typ, func(b []byte) ([]byte, error) { return append(b, payload...), nil }); err != nil {
+		panic(err)
+	}
+	return append(dst, e.buf...)
+}

@@ -39,17 +39,6 @@ func dumpStore(t *testing.T, s *Store) string {
 	return fmt.Sprint(out)
 }
 
-// appendRecord appends a record of type typ with payload to dst, as the
-// store writes it.
-func appendRecord(dst []byte, typ byte, payload []byte) []byte {
-	e := getEncoder()
-	defer putEncoder(e)
-	if err := e.record(typ, func(b []byte) ([]byte, error) { return append(b, payload...), nil }); err != nil {
-		panic(err)
-	}
-	return append(dst, e.buf...)
-}
-
 func newReplayStore(rng keygroup.Range) *Store {
 	return &Store{rng: rng, keys: map[string]*keyStates{}}
 }

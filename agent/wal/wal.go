@@ -8,9 +8,12 @@
 //
 //	uint32 length | uint32 CRC-32C of type+payload | byte type | payload (JSON)
 //
-// of type put (an agent.ActionState), discard (a key and position) or prune
-// (keys and sequence numbers). The store keeps the live states in memory;
-// the log is only read when a store opens.
+// of type put (an agent.ActionState), discard (a key and position), prune
+// (keys and sequence numbers) or checkpoint prune (a prune with the id of
+// the checkpoint it follows). The store keeps the live states in memory;
+// the log is only read when a store opens. The file store.id holds the
+// directory's store id, random, written when the directory gets its first
+// store.
 //
 // # Guarantees
 //
@@ -33,6 +36,14 @@
 //     (written, fsynced, renamed over the old one).
 //  6. Errors. A failed write or fsync makes every later write fail with an
 //     error naming the file; nothing is silently lost.
+//  7. Which checkpoints restore (agent.Checkpointed). Marker names the
+//     directory, the host and the directory's store id; Restore (the log
+//     was read by Open) fails with an error wrapping
+//     agent.ErrStatesMissing when a marker's store id is not the
+//     directory's: the checkpoint was taken with a WAL on another host, or
+//     the directory is new or was emptied. PruneCheckpoint records the
+//     checkpoint id with the prune, and compaction keeps the highest
+//     (PruneHorizon), so the operator refuses a checkpoint older than it.
 //
 // # Limits
 //
@@ -45,7 +56,9 @@ package wal
 import (
 	"bufio"
 	"bytes"
+	"crypto/rand"
 	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -99,10 +112,24 @@ const (
 	recPut     byte = 1
 	recDiscard byte = 2
 	recPrune   byte = 3
+	// recPruneCP is a prune following a checkpoint: pruneCP.
+	recPruneCP byte = 4
 	headerLen       = 9
 )
 
+// pruneCP is the payload of a checkpoint prune; compaction writes one
+// without keys to keep the horizon.
+type pruneCP struct {
+	Checkpoint int64          `json:"cp"`
+	UpTo       []agent.KeySeq `json:"upTo,omitempty"`
+}
+
+// idFile is the file holding the directory's store id.
+const idFile = "store.id"
+
 var crcTable = crc32.MakeTable(crc32.Castagnoli)
+
+var _ agent.Checkpointed = (*Store)(nil)
 
 // Store is the write-ahead log of one operator subtask.
 type Store struct {
@@ -131,6 +158,12 @@ type Store struct {
 	spares [][]byte
 
 	syncs, writes int64 // guarded by mu; for tests and metrics
+
+	// id is the directory's store id; newID says this Open wrote it (the
+	// directory had none). horizon is the highest checkpoint prune (mu).
+	id      string
+	newID   bool
+	horizon int64
 
 	beforeSync func() // test hook, called by the writer before each batch
 }
@@ -190,9 +223,13 @@ func Open(dir string, rng keygroup.Range, opts Options) (*Store, error) {
 	if err := syncDir(filepath.Dir(filepath.Clean(dir)), opts); err != nil {
 		return nil, err
 	}
+	var err error
 	s := &Store{dir: dir, rng: rng, opts: opts, keys: map[string]*keyStates{},
 		path: filepath.Join(dir, fmt.Sprintf("kg-%05d-%05d.wal", rng.Start, rng.End)),
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	if s.id, s.newID, err = storeID(dir, opts); err != nil {
+		return nil, err
+	}
 	logs, err := s.logs()
 	if err != nil {
 		return nil, err
@@ -224,6 +261,70 @@ func Open(dir string, rng keygroup.Range, opts Options) (*Store, error) {
 	s.batch = &batch{done: make(chan struct{})}
 	go s.writer()
 	return s, nil
+}
+
+// storeID reads the store id of dir, creating it if there is none (new
+// reports that). Subtasks opening at once agree: the first link wins.
+func storeID(dir string, opts Options) (id string, created bool, err error) {
+	fs := opts.FS
+	path := fs.PathJoin(dir, idFile)
+	for range 2 {
+		b, err := readAll(fs, path)
+		if err == nil && len(b) > 0 {
+			return strings.TrimSpace(string(b)), created, nil
+		}
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			return "", false, fmt.Errorf("wal: reading the store id: %w", err)
+		}
+		var r [16]byte
+		if _, err := rand.Read(r[:]); err != nil {
+			return "", false, fmt.Errorf("wal: %w", err)
+		}
+		tmp := fs.PathJoin(dir, idFile+"."+hex.EncodeToString(r[:])+".tmp")
+		if err := writeSynced(fs, tmp, []byte(hex.EncodeToString(r[:])+"\n"), !opts.NoSync); err != nil {
+			return "", false, fmt.Errorf("wal: writing the store id: %w", err)
+		}
+		lerr := fs.Link(tmp, path) // fails if another subtask was first
+		fs.Remove(tmp)
+		if lerr != nil && !errors.Is(lerr, os.ErrExist) {
+			return "", false, fmt.Errorf("wal: writing the store id: %w", lerr)
+		}
+		if err := syncDir(dir, opts); err != nil {
+			return "", false, err
+		}
+		created = true
+	}
+	return "", false, fmt.Errorf("wal: %s is empty; delete it (the directory's store id is lost)", path)
+}
+
+// readAll reads the file at path through fs.
+func readAll(fs vfs.FS, path string) ([]byte, error) {
+	f, err := fs.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(f)
+}
+
+// writeSynced writes data to a new file at path through fs, fsynced when
+// sync is set.
+func writeSynced(fs vfs.FS, path string, data []byte, sync bool) error {
+	f, err := fs.Create(path, vfs.WriteCategoryUnspecified)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if sync {
+		if err := f.Sync(); err != nil {
+			f.Close()
+			return err
+		}
+	}
+	return f.Close()
 }
 
 type logFile struct {
@@ -328,6 +429,13 @@ func (s *Store) replay(typ byte, payload []byte) error {
 			return err
 		}
 		s.applyPrune(p)
+	case recPruneCP:
+		var p pruneCP
+		if err := json.Unmarshal(payload, &p); err != nil {
+			return err
+		}
+		s.applyPrune(p.UpTo)
+		s.horizon = max(s.horizon, p.Checkpoint)
 	default:
 		return fmt.Errorf("unknown record type %d", typ)
 	}
@@ -431,6 +539,13 @@ func (s *Store) rewrite() error {
 	buf, err := s.liveRecords()
 	if err != nil {
 		return fmt.Errorf("wal: %w", err)
+	}
+	if s.horizon > 0 {
+		h, err := json.Marshal(pruneCP{Checkpoint: s.horizon})
+		if err != nil {
+			return fmt.Errorf("wal: %w", err)
+		}
+		buf = append(appendRecord(nil, recPruneCP, h), buf...)
 	}
 	tmp := s.path + ".tmp"
 	f, err := s.opts.FS.Create(tmp, vfs.WriteCategoryUnspecified)
@@ -634,6 +749,57 @@ func (s *Store) Prune(upTo []agent.KeySeq) error {
 		return nil
 	}
 	return s.write(recPrune, jsonPayload(upTo), func(int64) { s.applyPrune(upTo) })
+}
+
+// PruneCheckpoint implements agent.Checkpointed (guarantee 7): Prune, with
+// the checkpoint id in the same record.
+func (s *Store) PruneCheckpoint(checkpoint int64, upTo []agent.KeySeq) error {
+	return s.write(recPruneCP, jsonPayload(pruneCP{Checkpoint: checkpoint, UpTo: upTo}), func(int64) {
+		s.applyPrune(upTo)
+		s.horizon = max(s.horizon, checkpoint)
+	})
+}
+
+// PruneHorizon implements agent.Checkpointed (guarantee 7).
+func (s *Store) PruneHorizon() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.horizon
+}
+
+// marker is the recovery marker of one subtask's store.
+type marker struct {
+	Version int    `json:"v"`
+	Dir     string `json:"dir"`
+	Host    string `json:"host,omitempty"`
+	StoreID string `json:"store"`
+}
+
+// Marker implements agent.Checkpointed (guarantee 7).
+func (s *Store) Marker() ([]byte, error) {
+	host, _ := os.Hostname()
+	return json.Marshal(marker{Version: 1, Dir: s.dir, Host: host, StoreID: s.id})
+}
+
+// Restore implements agent.Checkpointed (guarantee 7): Open has read the
+// logs; Restore checks that they are the ones the markers were taken with.
+func (s *Store) Restore(markers [][]byte) error {
+	for _, raw := range markers {
+		var m marker
+		if err := json.Unmarshal(raw, &m); err != nil || m.Version != 1 || m.StoreID == "" {
+			return fmt.Errorf("wal: unreadable recovery marker %q (written by a newer weir, or by another store?)", raw)
+		}
+		if m.StoreID == s.id {
+			continue
+		}
+		now := "holds store " + s.id
+		if s.newID {
+			now = "had no store (it is new, or was emptied) and now holds store " + s.id
+		}
+		return fmt.Errorf("wal: %w: the checkpoint's action states were recorded by store %s in directory %s on host %q; directory %s %s: the states of the checkpoint's unfinished actions are not there (restored on another host, or with a new directory? restore where the WAL is, or use the Kafka store to restore anywhere)",
+			agent.ErrStatesMissing, m.StoreID, m.Dir, m.Host, s.dir, now)
+	}
+	return nil
 }
 
 // Close flushes what is queued and closes the log.

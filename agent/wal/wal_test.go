@@ -2,6 +2,7 @@ package wal
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -246,4 +247,45 @@ func TestWriteErrorsAreSticky(t *testing.T) {
 		t.Fatalf("errors %v / %v", err1, err2)
 	}
 	s.Close()
+}
+
+// TestHorizonAndStoreID: the prune horizon and the store id survive
+// reopening (each Open rewrites the log) and a change of parallelism; a
+// marker of the same directory restores, one of another fails with
+// agent.ErrStatesMissing.
+func TestHorizonAndStoreID(t *testing.T) {
+	dir := t.TempDir()
+	s := mustOpen(t, dir, keygroup.Range{Start: 0, End: 63})
+	if err := s.Put(state("k", 0, 0, 1, true)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PruneCheckpoint(5, []agent.KeySeq{{Key: []byte("k"), Seq: 0}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PruneCheckpoint(3, nil); err != nil { // an older horizon does not lower it
+		t.Fatal(err)
+	}
+	m, err := s.Marker()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	for range 2 {
+		s = mustOpen(t, dir, all)
+		if h := s.PruneHorizon(); h != 5 {
+			t.Fatalf("horizon after reopening: %d, want 5", h)
+		}
+		if err := s.Restore([][]byte{m}); err != nil {
+			t.Fatalf("restore with the directory's own marker: %v", err)
+		}
+		s.Close()
+	}
+	other := mustOpen(t, t.TempDir(), all)
+	defer other.Close()
+	if err := other.Restore([][]byte{m}); !errors.Is(err, agent.ErrStatesMissing) {
+		t.Fatalf("restore with another directory's marker: %v, want agent.ErrStatesMissing", err)
+	}
+	if h := other.PruneHorizon(); h != 0 {
+		t.Fatalf("horizon of a new directory: %d", h)
+	}
 }
