@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
@@ -12,7 +13,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/weirproject/weir/agent/agentbench"
+	"github.com/weirproject/weir/agent/kafkastore"
 	"github.com/weirproject/weir/agent/wal"
+	"github.com/weirproject/weir/broker"
 	"github.com/weirproject/weir/keygroup"
 )
 
@@ -50,7 +53,7 @@ then the same workload on the blocking variant (actions on the subtask goroutine
 			k.duration("latency-mean", mean, 0)
 			k.duration("watermark-interval", cfg.WatermarkInterval, time.Millisecond)
 			for _, st := range stores {
-				k.oneOf("stores", st, "wal")
+				k.oneOf("stores", st, "wal", "kafka")
 			}
 			return k.err
 		},
@@ -74,6 +77,14 @@ then the same workload on the blocking variant (actions on the subtask goroutine
 					}
 					defer os.RemoveAll(dir)
 					cfg.Stores = append(cfg.Stores, agentbench.Config{StoreName: name, Store: wal.Factory(dir, wal.Options{})})
+				case "kafka":
+					b, err := broker.Start(broker.Options{})
+					if err != nil {
+						return err
+					}
+					defer b.Close()
+					cfg.Stores = append(cfg.Stores, agentbench.Config{StoreName: name, Store: kafkastore.Factory(kafkastore.Options{
+						Brokers: b.Addrs(), Topic: "agent-experiment-actions", Logger: slog.New(slog.DiscardHandler)})})
 				}
 			}
 			rep, err := agentbench.Experiment(ctx, cfg)
@@ -119,7 +130,7 @@ then the same workload on the blocking variant (actions on the subtask goroutine
 	f.Int64Var(&cfg.Seed, "seed", 1, "offline model seed")
 	f.IntVar(&cfg.BlockingInputs, "blocking-inputs", 40, "inputs of the blocking run (negative: skip it)")
 	f.IntVar(&cfg.CPUInputs, "cpu-inputs", 100_000, "inputs of each CPU run (negative: skip the CPU measurement)")
-	f.StringSliceVar(&stores, "stores", []string{"wal"}, "action-state stores to run the workload with as well (wal; empty for none)")
+	f.StringSliceVar(&stores, "stores", []string{"wal", "kafka"}, "action-state stores to run the workload with as well (wal, kafka on an embedded broker; empty for none)")
 	f.BoolVar(&asJSON, "json", false, "print the report as JSON")
 	return c
 }
