@@ -59,11 +59,27 @@ type TransactionReleaser[TXN any] interface {
 }
 
 // TwoPhaseCommit ends s in a two-phase-commit sink; newSink is called once
-// per subtask.
+// per subtask, when the subtask opens.
 func TwoPhaseCommit[T, TXN any](s Stream[T], name string, newSink func(ctx *runtime.Context) (TwoPhaseCommitter[T, TXN], error)) Stream[struct{}] {
+	return TwoPhaseCommitChecked(s, name, nil, newSink)
+}
+
+// TwoPhaseCommitChecked is TwoPhaseCommit with a check of the sink's
+// options: validate (if not nil) runs when the job is built, before any
+// task runs (runtime.Validator), so that bad options fail Start instead of
+// the first subtask to open.
+func TwoPhaseCommitChecked[T, TXN any](s Stream[T], name string, validate func() error, newSink func(ctx *runtime.Context) (TwoPhaseCommitter[T, TXN], error)) Stream[struct{}] {
 	return Transform(s, name, func() runtime.OneInputOperator[T, struct{}] {
-		return &twoPhaseOp[T, TXN]{newSink: newSink}
+		return &twoPhaseOp[T, TXN]{newSink: newSink, validate: validate}
 	})
+}
+
+// Validate implements runtime.Validator.
+func (o *twoPhaseOp[T, TXN]) Validate() error {
+	if o.validate == nil {
+		return nil
+	}
+	return o.validate()
 }
 
 type pendingTxn[TXN any] struct {
@@ -80,6 +96,7 @@ type pendingTxn[TXN any] struct {
 type twoPhaseOp[T, TXN any] struct {
 	runtime.Base[struct{}]
 	newSink   func(*runtime.Context) (TwoPhaseCommitter[T, TXN], error)
+	validate  func() error
 	sink      TwoPhaseCommitter[T, TXN]
 	releaser  TransactionReleaser[TXN] // nil if the sink is none
 	open      TXN

@@ -1,6 +1,7 @@
 package kafka
 
 import (
+	"context"
 	"strings"
 	"testing"
 
@@ -105,5 +106,35 @@ func TestSinkOptionsValidate(t *testing.T) {
 		if (c.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), c.want)) {
 			t.Errorf("%s: Validate: %v, want %q", c.name, err, c.want)
 		}
+	}
+}
+
+// TestExactlyOnceSinkOptionsCheckedAtStart: bad ExactlyOnceSink options
+// fail Start, when the job is built and before any task runs (they were
+// found only when the sink's subtask opened, with the job running).
+func TestExactlyOnceSinkOptionsCheckedAtStart(t *testing.T) {
+	ser := SerializeString(nil)
+	for name, c := range map[string]struct {
+		o    SinkOptions[string]
+		want string
+	}{
+		"no prefix":     {SinkOptions[string]{Brokers: []string{"127.0.0.1:1"}, Serialize: ser}, "TransactionalIDPrefix"},
+		"flush timeout": {SinkOptions[string]{Brokers: []string{"127.0.0.1:1"}, Serialize: ser, TransactionalIDPrefix: "p", FlushTimeout: -1}, "SinkOptions.FlushTimeout"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			env := weir.NewEnvironment(weir.Config{Parallelism: 1})
+			src := weir.Generate(env, "src", 10, func(i int64) weir.Record[string] {
+				return weir.Record[string]{Value: "v", Timestamp: i}
+			}, watermark.NoWatermarks[string]())
+			ExactlyOnceSink(src, "out", c.o)
+			job, err := env.Start(context.Background())
+			if job != nil {
+				job.Cancel()
+				job.Wait()
+			}
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("Start: %v, want an error naming %s", err, c.want)
+			}
+		})
 	}
 }

@@ -321,13 +321,22 @@ type Txn struct {
 //     the restore fails, and on older brokers it may commit records of a
 //     transaction of the failed run.
 func ExactlyOnceSink[T any](s weir.Stream[T], name string, opts SinkOptions[T]) weir.Stream[struct{}] {
-	return weir.TwoPhaseCommit(s, name, func(ctx *runtime.Context) (weir.TwoPhaseCommitter[T, *Txn], error) {
+	check := func() error {
+		if err := opts.validate(); err != nil {
+			return err
+		}
+		if opts.TransactionalIDPrefix == "" {
+			return errors.New("kafka: ExactlyOnceSink needs SinkOptions.TransactionalIDPrefix, unique to the job")
+		}
+		return nil
+	}
+	return weir.TwoPhaseCommitChecked(s, name, check, func(ctx *runtime.Context) (weir.TwoPhaseCommitter[T, *Txn], error) {
+		if err := check(); err != nil {
+			return nil, err
+		}
 		o, err := opts.withDefaults()
 		if err != nil {
 			return nil, err
-		}
-		if o.TransactionalIDPrefix == "" {
-			return nil, errors.New("kafka: ExactlyOnceSink needs SinkOptions.TransactionalIDPrefix, unique to the job")
 		}
 		admin, err := kgo.NewClient(o.clientOpts()...)
 		if err != nil {
