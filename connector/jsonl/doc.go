@@ -21,7 +21,8 @@
 //	J2. Nothing is lost silently: every line of every file ends as exactly
 //	    one of: skipped because it is blank (only white space), a record, or
 //	    a dead letter. Lines that do not decode, lines longer than
-//	    Options.MaxLineSize, and (with Options.Timestamp) records without a
+//	    Options.MaxLineSize (blank or not: the reader does not keep a line
+//	    past the limit to look at it), and (with Options.Timestamp) records without a
 //	    timestamp are dead letters that name the file and 1-based line
 //	    number in their Reason, with Split = file index and Position = line
 //	    number; they are counted in the source's "deadLetters" metric. None

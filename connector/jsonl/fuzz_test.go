@@ -30,8 +30,9 @@ func show(t *testing.T, v fuzzRec) string {
 // FuzzSource feeds arbitrary files to the JSON Lines reader. It must never
 // panic, and it must emit exactly what the format says (package
 // documentation): a leading byte-order mark is skipped, lines end at "\n"
-// (a "\r" before it is dropped), blank lines are skipped, a line longer
-// than MaxLineSize or that does not decode into T is a dead letter, and
+// (a "\r" before it is dropped), a line longer than MaxLineSize (even a
+// blank one) is a dead letter, other blank lines are skipped, a line that
+// does not decode into T is a dead letter, and
 // every other line is a record equal to json.Unmarshal's value.
 //
 //	go test ./connector/jsonl -run '^$' -fuzz FuzzSource -fuzztime 60s -parallel 1
@@ -40,6 +41,7 @@ func FuzzSource(f *testing.F) {
 	f.Add([]byte(`{"a":1,"d":{"k":[null,true]},"e":{"X":true}}` + "\n" + `{"a":"no"}` + "\n" + `[1,2]`))
 	f.Add([]byte(`{"b":"` + string(bytes.Repeat([]byte("y"), 120)) + `"}` + "\n{}\n"))
 	f.Add([]byte("{\"a\":1} {\"a\":2}\n\r\r\n\xff\n"))
+	f.Add([]byte("\uFEFF{\"b\":\"" + string(bytes.Repeat([]byte("z"), 92)) + "\"}\n")) // 100 bytes after the mark: a record
 	dir := f.TempDir()
 	f.Fuzz(func(t *testing.T, data []byte) {
 		p := filepath.Join(dir, "in.jsonl")
@@ -54,11 +56,11 @@ func FuzzSource(f *testing.F) {
 		body := bytes.TrimPrefix(data, []byte("\uFEFF"))
 		for line := range bytes.Lines(body) {
 			line = trimEOL(line)
-			if isBlank(line) {
-				continue
-			}
 			if len(line) > maxLine {
 				want = append(want, "dead")
+				continue
+			}
+			if isBlank(line) {
 				continue
 			}
 			var v fuzzRec

@@ -152,8 +152,10 @@ func (r *reader[T]) Poll(out runtime.SourceOutput[T]) (runtime.PollStatus, error
 			return 0, fmt.Errorf("jsonl: %s: line %d: %w", r.path, r.line+1, err)
 		}
 		r.line++
-		if r.line == 1 {
-			text = bytes.TrimPrefix(text, []byte("\uFEFF")) // a UTF-8 byte order mark
+		if r.line == 1 && bytes.HasPrefix(text, []byte("\uFEFF")) {
+			// A UTF-8 byte order mark: not part of the line, nor of its size.
+			text = text[3:]
+			size -= 3
 		}
 		if size > r.opts.MaxLineSize {
 			out.DeadLetter(runtime.DeadLetter{Split: r.idx, Position: r.line, Raw: bytes.Clone(text[:min(len(text), RawPrefix)]),
