@@ -50,13 +50,16 @@ type Event struct {
 	Time int64 `json:"time"`
 	Live bool  `json:"live,omitempty"`
 	// HeldBack marks a live record its producer held back for two hours
-	// (seed 003, section 06: it cannot be put in order any more).
+	// (it cannot be put in order any more).
 	HeldBack bool `json:"heldBack,omitempty"`
 
-	// From the Kafka record, for the sort's tiebreak.
-	Partition int32 `json:"-"`
-	Offset    int64 `json:"-"`
-	TopicNo   int   `json:"-"`
+	// From the Kafka record, for the sort's tiebreak and the agent's order
+	// ids: set by the deserializer (the producer leaves them zero, so they
+	// are not written), and kept in snapshots of the sort's held records,
+	// so that a restored record keeps its place and its id.
+	Partition int32 `json:"partition,omitempty"`
+	Offset    int64 `json:"offset,omitempty"`
+	TopicNo   int   `json:"topicNo,omitempty"`
 }
 
 // Order is a live order as the inventory agent receives it. ID names its

@@ -84,6 +84,12 @@ func TestDemoResumeOnSameData(t *testing.T) {
 	if s2.Sorted < s2.Produced {
 		t.Fatalf("resumed run sorted %d records, fewer than the %d it produced", s2.Sorted, s2.Produced)
 	}
+	// Every decision names its own order, restored ones included (the
+	// sort's held records once lost their Kafka position in snapshots, so
+	// restored orders shared one id).
+	if s2.AgentDecided != s2.AgentDecisions {
+		t.Fatalf("resumed run: %d decisions for %d distinct orders", s2.AgentDecisions, s2.AgentDecided)
+	}
 }
 
 // A run resumed from the final checkpoint of a run that finished decides
