@@ -2,6 +2,7 @@ package keygroup
 
 import (
 	"fmt"
+	"iter"
 	"math/bits"
 	"strconv"
 )
@@ -99,6 +100,50 @@ func (r Range) Len() int {
 		return 0
 	}
 	return r.End - r.Start + 1
+}
+
+// EmptyRange is the canonical empty range (Flink's EMPTY_KEY_GROUP_RANGE):
+// what Intersect returns for disjoint ranges.
+var EmptyRange = Range{Start: 0, End: -1}
+
+// NewRange returns the range [start, end] of key groups, checked: start
+// must be >= 0, end >= start and end < UpperBound (Flink's
+// KeyGroupRange.of). A literal Range is not checked; use NewRange for
+// ranges that come from outside (flags, files, messages).
+func NewRange(start, end int) (Range, error) {
+	switch {
+	case start < 0:
+		return Range{}, fmt.Errorf("keygroup: range [%d,%d]: the start must be >= 0", start, end)
+	case end < start:
+		return Range{}, fmt.Errorf("keygroup: range [%d,%d]: the end must be >= the start (EmptyRange is the empty range)", start, end)
+	case end >= UpperBound:
+		return Range{}, fmt.Errorf("keygroup: range [%d,%d]: key groups must be < %d", start, end, UpperBound)
+	}
+	return Range{Start: start, End: end}, nil
+}
+
+// Empty reports whether r holds no key group.
+func (r Range) Empty() bool { return r.End < r.Start }
+
+// Intersect returns the key groups in both r and o, or EmptyRange when
+// they share none (Flink's KeyGroupRange.getIntersection).
+func (r Range) Intersect(o Range) Range {
+	i := Range{Start: max(r.Start, o.Start), End: min(r.End, o.End)}
+	if i.Empty() {
+		return EmptyRange
+	}
+	return i
+}
+
+// All yields the key groups of r in ascending order (none if r is empty).
+func (r Range) All() iter.Seq[int] {
+	return func(yield func(int) bool) {
+		for kg := r.Start; kg <= r.End; kg++ {
+			if !yield(kg) {
+				return
+			}
+		}
+	}
 }
 
 // String formats r as "[Start,End]", for example "[0,31]".
