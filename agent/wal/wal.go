@@ -236,7 +236,7 @@ func Open(dir string, rng keygroup.Range, opts Options) (*Store, error) {
 	}
 	var absorbed []string
 	for _, l := range logs {
-		if l.rng.End < rng.Start || l.rng.Start > rng.End {
+		if l.rng.Intersect(rng).Empty() {
 			continue
 		}
 		if err := s.load(l.path); err != nil {
