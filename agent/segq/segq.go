@@ -211,6 +211,32 @@ func (q *Queue[K, M]) Segments() int { return len(q.totals) - q.head }
 // Refs returns the number of references outstanding over all segments.
 func (q *Queue[K, M]) Refs() int { return q.refs }
 
+// KeyRefs returns the number of references key k has outstanding, over all
+// segments (0 for a key the queue does not hold). For diagnostics and
+// tests; O(segments holding k).
+func (q *Queue[K, M]) KeyRefs(k K) int {
+	kr := q.keys[k]
+	if kr == nil {
+		return 0
+	}
+	n := 0
+	for _, s := range kr.segs[kr.head:] {
+		n += int(s.n)
+	}
+	return n
+}
+
+// NewestHolds reports whether the newest (open) segment, the one after
+// every held mark, holds a reference of key k. For diagnostics and tests;
+// O(1).
+func (q *Queue[K, M]) NewestHolds(k K) bool {
+	kr := q.keys[k]
+	if kr == nil || len(kr.segs) == kr.head || q.head == len(q.totals) {
+		return false
+	}
+	return kr.segs[len(kr.segs)-1].id == q.base+uint64(len(q.totals)-1-q.head)
+}
+
 // Oldest returns the oldest held mark and the time (Now) it was added; ok
 // is false when no mark is held.
 func (q *Queue[K, M]) Oldest() (m M, addedAt int64, ok bool) {

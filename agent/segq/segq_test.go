@@ -285,6 +285,24 @@ func TestMatchesModel(t *testing.T) {
 				if got := q.OldestKeys(0); !maps.Equal(got, want) || q.OldestKeyCount() != len(want) {
 					rt.Fatalf("oldest keys %v (count %d), model %v", got, q.OldestKeyCount(), want)
 				}
+				// Per key: its unfinished inputs, and whether one of them
+				// came after the last mark (the newest segment).
+				for _, k := range keys {
+					refs, newest := 0, false
+					for _, it := range model {
+						if it.mark {
+							newest = false
+							continue
+						}
+						if it.key == k && !it.done {
+							refs++
+							newest = true
+						}
+					}
+					if q.KeyRefs(k) != refs || q.NewestHolds(k) != newest {
+						rt.Fatalf("key %s: KeyRefs %d NewestHolds %v, model %d %v", k, q.KeyRefs(k), q.NewestHolds(k), refs, newest)
+					}
+				}
 			},
 		})
 	})
