@@ -22,6 +22,26 @@ func NewOutputTag[T any](name string) *OutputTag[T] { return runtime.NewOutputTa
 // DeadLetter is input a source could not turn into a record.
 type DeadLetter = runtime.DeadLetter
 
+// CheckpointConfig is Config.Checkpoint: interval, directory, mode,
+// retention, restore; see runtime.CheckpointConfig for every field.
+type CheckpointConfig = runtime.CheckpointConfig
+
+// CheckpointMode is CheckpointConfig.Mode.
+type CheckpointMode = runtime.CheckpointMode
+
+// The checkpoint modes.
+const (
+	// ExactlyOnce aligns barriers: a restore repeats nothing (the default).
+	ExactlyOnce = runtime.ExactlyOnce
+	// AtLeastOnce does not align barriers: after a restore some records may
+	// be processed twice.
+	AtLeastOnce = runtime.AtLeastOnce
+)
+
+// StateBackendConfig is Config.StateBackend: where keyed state lives (in
+// memory, or Pebble on local disk); see runtime.StateBackendConfig.
+type StateBackendConfig = runtime.StateBackendConfig
+
 // Environment builds one job and runs it. Build the job from one goroutine;
 // an Environment runs its job once.
 type Environment struct {

@@ -1,7 +1,9 @@
 package runtime
 
 import (
+	"fmt"
 	"log/slog"
+	"strings"
 
 	"github.com/weirproject/weir/clock"
 )
@@ -117,6 +119,28 @@ type DeadLetter struct {
 	Value any `json:"value,omitempty"`
 	// Reason says what was wrong.
 	Reason string `json:"reason"`
+}
+
+// String formats d for people: the source, where the input was, the
+// reason, and the start of the raw input (or the value) it concerns.
+func (d DeadLetter) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s split %d position %d: %s", d.Source, d.Split, d.Position, d.Reason)
+	switch {
+	case len(d.Raw) > 0:
+		raw := d.Raw
+		if len(raw) > 80 {
+			raw = raw[:80]
+		}
+		fmt.Fprintf(&b, " (input %q", raw)
+		if len(d.Raw) > 80 {
+			fmt.Fprintf(&b, "… %d bytes", len(d.Raw))
+		}
+		b.WriteString(")")
+	case d.Value != nil:
+		fmt.Fprintf(&b, " (value %+v)", d.Value)
+	}
+	return b.String()
 }
 
 // DeadLetterTag is the side output of every source that carries its dead

@@ -19,7 +19,6 @@ import (
 	"github.com/weirproject/weir"
 	"github.com/weirproject/weir/checkpoint"
 	"github.com/weirproject/weir/connector/file"
-	"github.com/weirproject/weir/runtime"
 	"github.com/weirproject/weir/state"
 	"github.com/weirproject/weir/watermark"
 )
@@ -47,7 +46,7 @@ func (c *counter) OnTimer(int64, *weir.KeyedContext[int64, string]) error { retu
 
 func run(dir string, crashAt int64) error {
 	cfg := weir.Config{Parallelism: 2, MaxParallelism: 128,
-		Checkpoint: runtime.CheckpointConfig{Interval: 50 * time.Millisecond, Dir: filepath.Join(dir, "checkpoints")}}
+		Checkpoint: weir.CheckpointConfig{Interval: 50 * time.Millisecond, Dir: filepath.Join(dir, "checkpoints")}}
 	if latest, id, err := checkpoint.Latest(cfg.Checkpoint.Dir); err == nil {
 		fmt.Println("resuming from checkpoint", id)
 		cfg.Checkpoint.RestoreFrom = latest
