@@ -73,3 +73,26 @@ func ExampleProcess() {
 	// ann: 3 clicks in [0, 28000)
 	// bob: 1 clicks in [5000, 15000)
 }
+
+// Clicks per session with the built-in Count (sessions merge their counts).
+func ExampleCount() {
+	env := weir.NewEnvironment(weir.Config{Parallelism: 1})
+	clicks := []click{{"ann", 0}, {"bob", 5_000}, {"ann", 8_000}, {"ann", 18_000}, {"ann", 40_000}}
+	src := weir.FromSlice(env, "clicks", clicks, clickStrategy())
+	sessions := window.AggregateKeyed(weir.KeyBy(src, func(c click) string { return c.User }),
+		"clicks-per-session", window.Session(10*time.Second), window.Count[click]())
+	out := weir.Collect(sessions)
+	if err := env.Execute(context.Background()); err != nil {
+		panic(err)
+	}
+	var lines []string
+	for _, r := range out.Values() {
+		lines = append(lines, fmt.Sprintf("%v %s %d", r.Window, r.Key, r.Value))
+	}
+	slices.Sort(lines)
+	fmt.Println(strings.Join(lines, "\n"))
+	// Output:
+	// [0, 28000) ann 3
+	// [40000, 50000) ann 1
+	// [5000, 15000) bob 1
+}
