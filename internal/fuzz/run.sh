@@ -6,6 +6,9 @@
 #
 #   internal/fuzz/run.sh              # every target, 5s each
 #   FUZZTIME=60s internal/fuzz/run.sh # longer
+#   FUZZTIME=2000x internal/fuzz/run.sh  # a count of inputs (CI): a short timed run
+#                                      # fails with "context deadline exceeded" when
+#                                      # the cached corpus takes longer to replay
 #   internal/fuzz/run.sh -l           # list the targets
 #
 # The targets are found, not listed by hand: every func Fuzz* in a
