@@ -2,7 +2,6 @@ package wal_test
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -17,50 +16,6 @@ import (
 	"github.com/weirproject/weir/runtime"
 	"github.com/weirproject/weir/watermark"
 )
-
-// pausingSource emits its records, then waits until release is closed.
-type pausingSource struct {
-	recs    []string
-	release <-chan struct{}
-}
-
-func (s pausingSource) CreateReader(ctx runtime.SourceContext) (runtime.Reader[string], error) {
-	r := &pausingReader{s: s}
-	if ctx.Restored != nil {
-		items, err := ctx.Restored.List(runtime.SplitsList)
-		if err != nil {
-			return nil, err
-		}
-		for _, it := range items {
-			n, _ := binary.Varint(it)
-			r.next = int(n)
-		}
-	}
-	return r, nil
-}
-
-type pausingReader struct {
-	s    pausingSource
-	next int
-}
-
-func (r *pausingReader) Poll(out runtime.SourceOutput[string]) (runtime.PollStatus, error) {
-	for r.next < len(r.s.recs) {
-		out.Collect(0, r.s.recs[r.next], int64(r.next))
-		r.next++
-	}
-	select {
-	case <-r.s.release:
-		return runtime.Done, nil
-	default:
-		return runtime.Wait, nil
-	}
-}
-func (r *pausingReader) Ready() <-chan struct{} { return r.s.release }
-func (r *pausingReader) Close() error           { return nil }
-func (r *pausingReader) SnapshotSplits(int64) ([][]byte, error) {
-	return [][]byte{binary.AppendVarint(nil, int64(r.next))}, nil
-}
 
 type collector struct {
 	mu  sync.Mutex
@@ -100,7 +55,7 @@ func TestWALSurvivesRestart(t *testing.T) {
 	build := func(restore string, release <-chan struct{}) (*weir.Environment, *collector) {
 		env := weir.NewEnvironment(weir.Config{Parallelism: 1, MaxParallelism: 128,
 			Checkpoint: runtime.CheckpointConfig{Dir: filepath.Join(t.TempDir(), "cp"), RestoreFrom: restore}})
-		src := weir.FromSource[string](env, "src", pausingSource{recs: []string{"order-1"}, release: release}, watermark.NoWatermarks[string]()).UID("src")
+		src := weir.FromSource[string](env, "src", phasedSource{recs: []string{"order-1"}, end: release}, watermark.NoWatermarks[string]()).UID("src")
 		out := agent.Apply[string, string, string](weir.KeyBy(src, func(s string) string { return s }), "agent", a,
 			agent.Options{Store: wal.Factory(walDir, wal.Options{})}).UID("agent")
 		c := &collector{}
@@ -197,7 +152,7 @@ func TestWALReplaysCompletedAction(t *testing.T) {
 	build := func(restore string, release <-chan struct{}) (*weir.Environment, *collector) {
 		env := weir.NewEnvironment(weir.Config{Parallelism: 1, MaxParallelism: 128,
 			Checkpoint: runtime.CheckpointConfig{Dir: filepath.Join(t.TempDir(), "cp"), RestoreFrom: restore}})
-		src := weir.FromSource[string](env, "src", pausingSource{recs: recs, release: release}, watermark.NoWatermarks[string]()).UID("src")
+		src := weir.FromSource[string](env, "src", phasedSource{recs: recs, end: release}, watermark.NoWatermarks[string]()).UID("src")
 		out := agent.Apply[string, string, string](weir.KeyBy(src, func(s string) string { return s }), "agent", a,
 			agent.Options{Store: wal.Factory(walDir, wal.Options{})}).UID("agent")
 		c := &collector{}

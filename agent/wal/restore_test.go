@@ -17,8 +17,8 @@ import (
 	"github.com/weirproject/weir/watermark"
 )
 
-// phasedSource emits recs[i] once gates[i] is closed (a nil gate does not
-// wait), then waits until end is closed.
+// phasedSource emits recs[i] once gates[i] is closed (a nil or missing
+// gate does not wait), then waits until end is closed.
 type phasedSource struct {
 	recs  []string
 	gates []<-chan struct{}
@@ -48,7 +48,8 @@ type phasedReader struct {
 
 func (r *phasedReader) Poll(out runtime.SourceOutput[string]) (runtime.PollStatus, error) {
 	for r.next < len(r.s.recs) {
-		if g := r.s.gates[r.next]; g != nil {
+		if r.next < len(r.s.gates) && r.s.gates[r.next] != nil {
+			g := r.s.gates[r.next]
 			select {
 			case <-g:
 			default:
