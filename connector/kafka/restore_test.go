@@ -120,6 +120,7 @@ func TestExactlyOnceSinkOptionsCheckedAtStart(t *testing.T) {
 	}{
 		"no prefix":     {SinkOptions[string]{Brokers: []string{"127.0.0.1:1"}, Serialize: ser}, "TransactionalIDPrefix"},
 		"flush timeout": {SinkOptions[string]{Brokers: []string{"127.0.0.1:1"}, Serialize: ser, TransactionalIDPrefix: "p", FlushTimeout: -1}, "SinkOptions.FlushTimeout"},
+		"pool size":     {SinkOptions[string]{Brokers: []string{"127.0.0.1:1"}, Serialize: ser, TransactionalIDPrefix: "p", TransactionalIDPoolSize: 2}, "SinkOptions.TransactionalIDPoolSize 2"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			env := weir.NewEnvironment(weir.Config{Parallelism: 1})

@@ -76,6 +76,10 @@ func (o SinkOptions[T]) validate() error {
 	if o.FlushTimeout < 0 {
 		errs = append(errs, fmt.Errorf("kafka: SinkOptions.FlushTimeout %v: want 0 (meaning 1m) or a positive duration", o.FlushTimeout))
 	}
+	if o.TransactionalIDPoolSize < 0 || (o.TransactionalIDPoolSize > 0 && o.TransactionalIDPoolSize < minPoolSize) {
+		errs = append(errs, fmt.Errorf("kafka: SinkOptions.TransactionalIDPoolSize %d is too small; give at least %d (0 means %d)",
+			o.TransactionalIDPoolSize, minPoolSize, defaultPoolSize))
+	}
 	return errors.Join(errs...)
 }
 
@@ -88,10 +92,6 @@ func (o SinkOptions[T]) withDefaults() (SinkOptions[T], error) {
 	}
 	if o.FlushTimeout <= 0 {
 		o.FlushTimeout = time.Minute
-	}
-	if o.TransactionalIDPoolSize < 0 || (o.TransactionalIDPoolSize > 0 && o.TransactionalIDPoolSize < minPoolSize) {
-		return o, fmt.Errorf("kafka: SinkOptions.TransactionalIDPoolSize %d is too small; give at least %d (0 means %d)",
-			o.TransactionalIDPoolSize, minPoolSize, defaultPoolSize)
 	}
 	return o, nil
 }
