@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/weirproject/weir"
+	"github.com/weirproject/weir/clock"
+	"github.com/weirproject/weir/runtime"
 	"github.com/weirproject/weir/watermark"
 	"github.com/weirproject/weir/weirtest"
 	"github.com/weirproject/weir/window"
@@ -322,5 +324,85 @@ func TestEventTimeTriggerPathMatchesDefault(t *testing.T) {
 		if len(def) == 0 || !slices.Equal(def, trig) {
 			t.Fatalf("%v: default path %d firings, trigger path %d:\n%q\n%q", a, len(def), len(trig), def, trig)
 		}
+	}
+}
+
+// TestContinuousProcessingTimeTrigger drives processing time with a
+// manual clock: a processing-time window fires every interval of the
+// clock (aligned to multiples of it) and last at its end, when it is
+// cleaned up; a Global window's continuous firing ends with the input
+// (one last firing of the pending timer, no endless re-registration).
+func TestContinuousProcessingTimeTrigger(t *testing.T) {
+	clk := clock.NewManual(time.UnixMilli(100_000))
+	f := newFeed[ev]()
+	// Unchained, so that the window operator's recordsIn counter tells
+	// when the records are in.
+	env := weir.NewEnvironment(weir.Config{Parallelism: 1, Clock: clk, DisableChaining: true})
+	src := weir.FromSource(env, "feed", runtime.Source[ev](f), watermark.NoWatermarks[ev]())
+	ks := weir.KeyBy(src, evKey)
+	out := sinkTo(window.Process(ks, "win", window.TumblingProcessing(10*time.Second), listFn,
+		window.WithTrigger(window.ContinuousProcessingTimeTrigger(2*time.Second))))
+	glob := sinkTo(window.Process(ks, "global", window.Global(), listFn,
+		window.WithTrigger(window.PurgingTrigger(window.ContinuousProcessingTimeTrigger(4*time.Second)))))
+	job, stop := weirtest.Start(t, env)
+	defer stop()
+	processed := func(n int64) func() bool {
+		return func() bool {
+			return env.Metrics().Sum("win", "recordsIn") >= n && env.Metrics().Sum("global", "recordsIn") >= n
+		}
+	}
+	values := func(l *logSink[string]) []string {
+		var vs []string
+		for _, r := range l.records() {
+			vs = append(vs, r.Value)
+		}
+		return vs
+	}
+	f.push(rec("a", 0, 1), rec("b", 0, 2))
+	weirtest.Eventually(t, "2 records in", processed(2))
+	clk.Advance(2 * time.Second) // 102000: the first firing of both keys
+	weirtest.Eventually(t, "2 firings", func() bool { return len(out.records()) == 2 })
+	f.push(rec("a", 0, 3))
+	weirtest.Eventually(t, "3 records in", processed(3))
+	clk.Advance(2 * time.Second) // 104000: the next; Global's first (100000 + 4000)
+	weirtest.Eventually(t, "4 firings", func() bool { return len(out.records()) == 4 })
+	weirtest.Eventually(t, "2 global firings", func() bool { return len(glob.records()) == 2 })
+	got := values(out)
+	slices.Sort(got[:2])
+	slices.Sort(got[2:])
+	w := "[100000, 110000)"
+	if want := []string{"a" + w + "[1]", "b" + w + "[2]", "a" + w + "[1 3]", "b" + w + "[2]"}; !slices.Equal(got, want) {
+		t.Fatalf("firings %q, want %q", got, want)
+	}
+	for _, r := range out.records() {
+		if r.Timestamp != 109_999 {
+			t.Fatalf("firing %v has timestamp %d, want the window's MaxTimestamp 109999", r.Value, r.Timestamp)
+		}
+	}
+	// To the window's end: firings at 106000, 108000 and 109999 (capped),
+	// two keys each; then the window is cleaned up.
+	clk.Advance(6 * time.Second)
+	weirtest.Eventually(t, "10 firings", func() bool { return len(out.records()) == 10 })
+	// Global: a record after its firing at 108000 (the third, of nothing:
+	// purged); the input ends before the clock reaches the next firing
+	// (112000), which fires then.
+	f.push(rec("a", 0, 4))
+	weirtest.Eventually(t, "4 records in", processed(4))
+	f.close()
+	if err := job.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	g := values(glob)
+	slices.Sort(g[:2])
+	if want := []string{"aG[1 3]", "bG[2]", "aG[4]"}; !slices.Equal(g, want) {
+		t.Fatalf("global firings %q, want %q", g, want)
+	}
+	// The record at 110000 opened [110000, 120000); at the end of input
+	// processing time runs to its end (I8): firings at 112000, 114000,
+	// 116000, 118000 and 119999.
+	last := values(out)[10:]
+	want := slices.Repeat([]string{"a[110000, 120000)[4]"}, 5)
+	if !slices.Equal(last, want) {
+		t.Fatalf("firings after the first window %q, want %q", last, want)
 	}
 }
