@@ -11,6 +11,7 @@ import (
 	"github.com/weirproject/weir"
 	"github.com/weirproject/weir/clock"
 	"github.com/weirproject/weir/runtime"
+	"github.com/weirproject/weir/state"
 	"github.com/weirproject/weir/watermark"
 	"github.com/weirproject/weir/weirtest"
 	"github.com/weirproject/weir/window"
@@ -47,7 +48,13 @@ func listFn(k string, w window.Window, es []ev, emit func(string)) error {
 // its timestamp ("@max" for math.MaxInt64-1, the global window's).
 func runSteps(t *testing.T, steps []step, a window.Assigner, opts ...window.Option) []string {
 	t.Helper()
-	env := weir.NewEnvironment(weir.Config{Parallelism: 1})
+	return runStepsOn(t, state.BackendMemory, steps, a, opts...)
+}
+
+// runStepsOn is runSteps with the given state backend.
+func runStepsOn(t *testing.T, backend string, steps []step, a window.Assigner, opts ...window.Option) []string {
+	t.Helper()
+	env := weir.NewEnvironment(weir.Config{Parallelism: 1, StateBackend: runtime.StateBackendConfig{Kind: backend}})
 	src := weir.FromSource(env, "script", weirtest.Script([][]step{steps}), watermark.NoWatermarks[ev]())
 	out := sinkTo(window.Process(weir.KeyBy(src, evKey), "w", a, listFn, opts...))
 	run(t, env)
@@ -64,7 +71,7 @@ func runSteps(t *testing.T, steps []step, a window.Assigner, opts ...window.Opti
 
 // TestBuiltinTriggersAndEvictors: each built-in trigger and evictor against
 // the behaviour Flink documents for it, on scripted records and
-// watermarks.
+// watermarks, with the memory and the Pebble state backend.
 func TestBuiltinTriggersAndEvictors(t *testing.T) {
 	tum10 := window.Tumbling(10 * time.Millisecond)
 	for _, c := range []struct {
@@ -216,9 +223,11 @@ func TestBuiltinTriggersAndEvictors(t *testing.T) {
 		want:  []string{"a[1, 18)[1 2]@17", "a[1, 18)[1 2]@17", "a[1, 18)[1 2]@17", "a[1, 18)[1 2]@17"},
 	}} {
 		t.Run(c.name, func(t *testing.T) {
-			got := runSteps(t, c.steps, c.a, c.opts...)
-			if !slices.Equal(got, c.want) {
-				t.Fatalf("got  %q\nwant %q", got, c.want)
+			for _, backend := range []string{state.BackendMemory, state.BackendPebble} {
+				got := runStepsOn(t, backend, c.steps, c.a, c.opts...)
+				if !slices.Equal(got, c.want) {
+					t.Fatalf("%s backend:\ngot  %q\nwant %q", backend, got, c.want)
+				}
 			}
 		})
 	}
