@@ -56,8 +56,11 @@ func build[K comparable, T, OUT any](ks weir.KeyedStream[K, T], fn, name string,
 	})
 }
 
-// operator is the window operator of one subtask: Flink's WindowOperator
-// with the default triggers (EventTimeTrigger, ProcessingTimeTrigger).
+// operator is the window operator of one subtask: Flink's WindowOperator.
+// This file is its path for the default triggers (EventTimeTrigger,
+// ProcessingTimeTrigger), specialised because nearly every window uses
+// them; with a Trigger set (trig != nil) records and timers take the path
+// of triggered.go instead, which calls the trigger as Flink does.
 //
 // Per record (the key made current first):
 //
