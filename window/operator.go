@@ -355,7 +355,7 @@ func (o *operator[K, T, OUT]) ProcessWatermark(ts int64) error {
 
 // stats counts what the subtask holds (for tests of I5).
 type stats struct {
-	contents, sessionKeys, eventTimers, procTimers int
+	contents, sessionKeys, eventTimers, procTimers, triggerState int
 }
 
 func (o *operator[K, T, OUT]) stats() stats {
@@ -365,6 +365,9 @@ func (o *operator[K, T, OUT]) stats() stats {
 	}
 	if o.sessions != nil {
 		s.sessionKeys = o.sessions.NumKeys()
+	}
+	for _, st := range o.trigStates {
+		s.triggerState += st.NumKeys()
 	}
 	return s
 }

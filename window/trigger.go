@@ -95,7 +95,9 @@ type Trigger interface {
 	// Clear removes what the trigger keeps for window w (timers, state).
 	Clear(w Window, ctx *TriggerContext)
 	// States declares the per-window state the trigger uses (nil if
-	// none). It is called once when the operator is built.
+	// none): the same *TriggerState values it passes to the context
+	// (they are matched by identity). It is called when the operator is
+	// built and when each subtask opens.
 	States() []*TriggerState
 }
 
