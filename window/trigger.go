@@ -58,7 +58,7 @@ func (r TriggerResult) String() string {
 //     The cleanup timer (see AllowedLateness) reaches the trigger too,
 //     before the window's state is cleared.
 //   - OnMerge when session windows merge, with the merged result as the
-//     window and Context.MergedWindows naming the windows merged away; the
+//     window and TriggerContext.MergedWindows naming the windows merged away; the
 //     trigger re-registers the timers it needs for the result and merges
 //     its state into it (TriggerContext.MergeValue). Clear is then called
 //     for each merged-away window.
