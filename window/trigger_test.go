@@ -213,6 +213,14 @@ func TestBuiltinTriggersAndEvictors(t *testing.T) {
 		steps: []step{r("a", 0, 1), r("a", 10, 2), wm(3), r("a", 5, 3), r("a", 11, 4)},
 		want:  []string{"a[0, 15)[1 2 3]@14"},
 	}, {
+		name: "Session with CountEvictor: merged sessions' records, then the last n",
+		a:    window.Session(5 * time.Millisecond),
+		opts: []window.Option{window.WithEvictor(window.CountEvictor(2))},
+		// [0,5) and [10,15) merge through 5 into [0,15): records 1 2 3 in
+		// merge order, of which the last two stay.
+		steps: []step{r("a", 0, 1), r("a", 10, 2), r("a", 5, 3), r("a", 30, 4)},
+		want:  []string{"a[0, 15)[2 3]@14", "a[30, 35)[4]@34"},
+	}, {
 		name: "Session with ContinuousEventTimeTrigger keeps firing after merges",
 		a:    window.Session(10 * time.Millisecond),
 		opts: []window.Option{window.WithTrigger(window.ContinuousEventTimeTrigger(5 * time.Millisecond))},
