@@ -153,6 +153,9 @@ func (o *operator[K, T, OUT]) Open(ctx *runtime.Context, out runtime.Output[OUT]
 	o.backend = backend
 	o.timers = timer.NewServiceWithCodecs[K, Window](ctx.KeyGroups, nil, WindowCodec{})
 	o.contents.open(o.backend)
+	if ev, ok := o.contents.(*evicting[K, T, OUT]); ok {
+		ev.ctx.host = o
+	}
 	if o.merging {
 		o.sessions = state.MustValueWithCodec[K, []mapping](o.backend, sessionSetName, sessionSetCodec{})
 	}

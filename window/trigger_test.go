@@ -206,6 +206,14 @@ func TestBuiltinTriggersAndEvictors(t *testing.T) {
 		steps: []step{r("a", 1, 1), r("a", 2, 20), r("a", 3, 15), r("a", 4, 18)},
 		want:  []string{"a[0, 10)[20 15 18]@9"},
 	}, {
+		name: "a custom evictor reads the watermark from its context",
+		a:    window.Tumbling(100 * time.Millisecond),
+		opts: []window.Option{window.WithTrigger(window.CountTrigger(2)), window.WithEvictor(behindWatermark{5})},
+		// The second firing, by the count at watermark 50: records before
+		// 45 go.
+		steps: []step{r("a", 1, 1), r("a", 47, 2), wm(50), r("a", 60, 3), r("a", 70, 4)},
+		want:  []string{"a[0, 100)[1 2]@99", "a[0, 100)[2 3 4]@99"},
+	}, {
 		name: "Session with CountTrigger: counts of merged sessions add up",
 		a:    window.Session(5 * time.Millisecond),
 		opts: []window.Option{window.WithTrigger(window.CountTrigger(3))},
@@ -423,3 +431,17 @@ func TestContinuousProcessingTimeTrigger(t *testing.T) {
 		t.Fatalf("firings after the first window %q, want %q", last, want)
 	}
 }
+
+// behindWatermark evicts, before the function, the records more than d
+// behind the current watermark.
+type behindWatermark struct{ d int64 }
+
+func (b behindWatermark) EvictBefore(e *window.Elements, _ window.Window, ctx *window.EvictorContext) {
+	for i := range e.Len() {
+		if e.Timestamp(i)+b.d < ctx.CurrentWatermark() {
+			e.Evict(i)
+		}
+	}
+}
+
+func (behindWatermark) EvictAfter(*window.Elements, window.Window, *window.EvictorContext) {}
