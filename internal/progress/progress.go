@@ -402,7 +402,9 @@ func (c *catchUp) update(now time.Time, snap []runtime.Metric) []string {
 			continue
 		}
 		c.known++
-		c.read += max(p.pos-p.start, 0)
+		// Past the end offset the source reads on: that is no longer
+		// catch-up.
+		c.read += max(min(p.pos, p.end)-p.start, 0)
 		c.left += max(p.end-p.pos, 0)
 	}
 	c.samples = append(c.samples, sample{at: now, read: c.read})
