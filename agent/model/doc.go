@@ -1,6 +1,6 @@
 // Package model is the chat-model interface of weir's agents and its
 // implementations: a client of OpenAI-compatible chat-completions
-// endpoints on the official SDK (OpenAI), an Ollama preset (Ollama), and an
+// endpoints over net/http and encoding/json (OpenAI), an Ollama preset (Ollama), and an
 // offline model (Offline) that is deterministic per request, with a
 // seeded latency distribution, for the embedded demo, tests and
 // benchmarks.
