@@ -221,7 +221,9 @@ func (d *dec) source(k, n ast.Node, s *SourceSpec) {
 				field{"group", false, func(_, v ast.Node) { d.nonEmpty(v, "source.kafka.group", "a consumer group name", &ks.Group) }},
 				field{"readCommitted", false, func(_, v ast.Node) { d.boolean(v, "source.kafka.readCommitted", &ks.ReadCommitted) }},
 				field{"bounded", false, func(_, v ast.Node) { d.boolean(v, "source.kafka.bounded", &ks.Bounded) }},
-				field{"metadata", false, func(_, v ast.Node) { d.nonEmpty(v, "source.kafka.metadata", "a field name such as kafka", &ks.Metadata) }},
+				field{"metadata", false, func(_, v ast.Node) {
+					d.nonEmpty(v, "source.kafka.metadata", "a field name such as kafka", &ks.Metadata)
+				}},
 			)
 			if len(ks.Topics) == 0 && ks.TopicPattern == "" {
 				d.errf(k, "source.kafka: want topics (a list of names) or topicPattern (a regular expression)")
@@ -534,7 +536,10 @@ func (d *dec) model(k, n ast.Node, what string, m *ModelSpec) {
 				d.errf(v, "%s.url: %q: want an http:// or https:// URL", what, m.URL)
 			}
 		}},
-		field{"name", false, func(_, v ast.Node) { endpoint = true; d.nonEmpty(v, what+".name", "a model name such as gpt-4o-mini", &m.Name) }},
+		field{"name", false, func(_, v ast.Node) {
+			endpoint = true
+			d.nonEmpty(v, what+".name", "a model name such as gpt-4o-mini", &m.Name)
+		}},
 		field{"apiKeyEnv", false, func(_, v ast.Node) { d.nonEmpty(v, what+".apiKeyEnv", "an environment variable name", &m.APIKeyEnv) }},
 		field{"timeout", false, func(_, v ast.Node) { d.duration(v, what+".timeout", true, &m.Timeout) }},
 	)
