@@ -128,17 +128,30 @@ func Build(ctx context.Context, spec *Spec, opts Options) (j *Job, err error) {
 	if err != nil {
 		return j, err
 	}
-	for i := range spec.Steps {
-		if main, err = b.step(ctx, i, main); err != nil {
-			return j, err
-		}
+	if main, err = b.steps(ctx, spec.Steps, main); err != nil {
+		return j, err
 	}
 	if err := b.sink("sink", spec.Sink, main); err != nil {
 		return j, err
 	}
-	for _, name := range sortedKeys(b.outputs) {
-		if err := b.sink(name, spec.Outputs[name].Sink, b.outputs[name]); err != nil {
-			return j, err
+	// Outputs are built once their streams exist: an output may be fed by
+	// a step of another output.
+	built := map[string]bool{}
+	for progress := true; progress; {
+		progress = false
+		for _, name := range sortedKeys(b.outputs) {
+			if built[name] {
+				continue
+			}
+			built[name], progress = true, true
+			o := spec.Outputs[name]
+			out, err := b.steps(ctx, o.Steps, b.outputs[name])
+			if err != nil {
+				return j, err
+			}
+			if err := b.sink(name, o.Sink, out); err != nil {
+				return j, err
+			}
 		}
 	}
 	return j, nil
@@ -158,6 +171,9 @@ func (j *Job) startKafka(ctx context.Context) error {
 		}
 		j.closers = append(j.closers, func() error { br.Close(); return nil })
 		j.Brokers = br.Addrs()
+		if err := produceFiles(ctx, j.Brokers, e.Produce); err != nil {
+			return err
+		}
 	} else {
 		j.Brokers = ks.Brokers
 	}
@@ -328,7 +344,7 @@ func (b *builder) source(ctx context.Context) (weir.Stream[Record], error) {
 			Timestamp: func(r Record) (int64, bool) { return timestampOf(r, ts) }}, s.File.Paths...)
 		for _, p := range s.File.Paths {
 			if _, err := os.Stat(p); err != nil {
-				return out, fmt.Errorf("%s: source.file.paths: %w", s.File.Pos, err)
+				return out, Errors{{Pos: s.File.Pos, Msg: fmt.Sprintf("source.file.paths: %v; want existing JSON-lines files (relative paths are relative to the pipeline file)", err)}}
 			}
 		}
 		out = weir.FromSource(b.env, name, src, strategy)
@@ -384,10 +400,23 @@ func deadLetterRecord(d weir.DeadLetter) Record {
 	return r
 }
 
-func (b *builder) step(ctx context.Context, i int, in weir.Stream[Record]) (weir.Stream[Record], error) {
-	st := &b.j.Spec.Steps[i]
+func (b *builder) steps(ctx context.Context, steps []StepSpec, in weir.Stream[Record]) (weir.Stream[Record], error) {
+	var err error
+	for i := range steps {
+		if in, err = b.step(ctx, steps, i, in); err != nil {
+			return in, err
+		}
+	}
+	return in, nil
+}
+
+func (b *builder) step(ctx context.Context, steps []StepSpec, i int, in weir.Stream[Record]) (weir.Stream[Record], error) {
+	st := &steps[i]
 	at := st.Pos.String()
 	switch st.Kind {
+	case "tee":
+		b.output(st.Tee, in)
+		return in, nil
 	case "filter":
 		prog, err := compileExpr(st.Filter, exprBool)
 		if err != nil {
@@ -415,7 +444,7 @@ func (b *builder) step(ctx context.Context, i int, in weir.Stream[Record]) (weir
 		return in, nil // the keyed step that follows keys the stream
 	}
 	// A keyed step: the step before it is its keyBy (checked by Parse).
-	kp, _ := parseFieldPath(b.j.Spec.Steps[i-1].KeyBy)
+	kp, _ := parseFieldPath(steps[i-1].KeyBy)
 	ks := weir.KeyBy(in, func(r Record) string { return keyString(kp.get(r)) })
 	switch st.Kind {
 	case "sort":

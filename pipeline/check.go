@@ -78,50 +78,63 @@ func (d *dec) check(s *Spec) {
 	}
 	use(src.DeadLetters, src.DeadLettersPos, "source.deadLetters")
 
-	keyed := false
-	var keyPos Pos
-	for i, st := range s.Steps {
-		what := fmt.Sprintf("steps[%d].%s", i, st.Kind)
-		needsKey := st.Kind == "sort" || st.Kind == "window" || st.Kind == "agent"
-		if needsKey && !keyed {
-			d.errAt(st.Pos, "%s: needs a keyBy step right before it (sort, window and agent work per key)", what)
+	checkSteps := func(steps []StepSpec, prefix string) {
+		keyed := false
+		var keyPos Pos
+		for i, st := range steps {
+			what := fmt.Sprintf("%s[%d].%s", prefix, i, st.Kind)
+			needsKey := st.Kind == "sort" || st.Kind == "window" || st.Kind == "agent"
+			if needsKey && !keyed {
+				d.errAt(st.Pos, "%s: needs a keyBy step right before it (sort, window and agent work per key)", what)
+			}
+			if keyed && !needsKey {
+				d.errAt(keyPos, "%s[%d].keyBy: must be followed by sort, window or agent (got %s)", prefix, i-1, st.Kind)
+			}
+			keyed = st.Kind == "keyBy"
+			keyPos = st.Pos
+			switch st.Kind {
+			case "filter":
+				compile(st.FilterPos, what, st.Filter, exprBool)
+			case "map":
+				for _, f := range sortedKeys(st.Map.Set) {
+					compile(st.Map.SetPos[f], what+".set."+f, st.Map.Set[f], exprAny)
+				}
+			case "tee":
+				use(st.Tee, st.Pos, what)
+			case "sort":
+				for j, e := range st.Sort.Tiebreak {
+					compile(st.Sort.TiebreakPos[j], fmt.Sprintf("%s.tiebreak[%d]", what, j), e, exprAny)
+				}
+				use(st.Sort.Violations, st.Sort.ViolationsPos, what+".violations")
+			case "window":
+				use(st.Window.Late, st.Window.LatePos, what+".late")
+			case "agent":
+				if _, err := template.New("prompt").Option("missingkey=zero").Parse(st.Agent.Prompt); err != nil {
+					d.errAt(st.Agent.PromptPos, "%s.prompt: bad template: %v; want a Go text/template such as 'Review order {{.id}}'", what, err)
+				}
+				if st.Agent.Store != nil && st.Agent.Store.Topic != "" {
+					needKafka(st.Agent.Store.Pos, what+".store.kafka")
+				}
+			}
 		}
-		if keyed && !needsKey {
-			d.errAt(keyPos, "steps[%d].keyBy: must be followed by sort, window or agent (got %s)", i-1, st.Kind)
-		}
-		keyed = st.Kind == "keyBy"
-		keyPos = st.Pos
-		switch st.Kind {
-		case "filter":
-			compile(st.FilterPos, what, st.Filter, exprBool)
-		case "map":
-			for _, f := range sortedKeys(st.Map.Set) {
-				compile(st.Map.SetPos[f], what+".set."+f, st.Map.Set[f], exprAny)
-			}
-		case "sort":
-			for j, e := range st.Sort.Tiebreak {
-				compile(st.Sort.TiebreakPos[j], fmt.Sprintf("%s.tiebreak[%d]", what, j), e, exprAny)
-			}
-			use(st.Sort.Violations, st.Sort.ViolationsPos, what+".violations")
-		case "window":
-			use(st.Window.Late, st.Window.LatePos, what+".late")
-		case "agent":
-			if _, err := template.New("prompt").Option("missingkey=zero").Parse(st.Agent.Prompt); err != nil {
-				d.errAt(st.Agent.PromptPos, "%s.prompt: bad template: %v; want a Go text/template such as 'Review order {{.id}}'", what, err)
-			}
-			if st.Agent.Store != nil && st.Agent.Store.Topic != "" {
-				needKafka(st.Agent.Store.Pos, what+".store.kafka")
-			}
+		if keyed {
+			d.errAt(keyPos, "%s[%d].keyBy: must be followed by sort, window or agent (it is the last step)", prefix, len(steps)-1)
 		}
 	}
-	if keyed {
-		d.errAt(keyPos, "steps[%d].keyBy: must be followed by sort, window or agent (it is the last step)", len(s.Steps)-1)
+	checkSteps(s.Steps, "steps")
+	for _, name := range sortedKeys(s.Outputs) {
+		checkSteps(s.Outputs[name].Steps, "outputs."+name+".steps")
+	}
+	if s.Kafka != nil && s.Kafka.Embedded != nil {
+		for i, p := range s.Kafka.Embedded.Produce {
+			topic(p.Topic, p.TopicPos, fmt.Sprintf("kafka.embedded.produce[%d].topic", i))
+		}
 	}
 	sinks := map[string]*SinkSpec{"sink": s.Sink}
 	for name, o := range s.Outputs {
 		sinks["outputs."+name] = o.Sink
 		if !o.used {
-			d.errAt(o.Pos, "outputs.%s: not used; name it in source.deadLetters, a sort's violations or a window's late, or remove it", name)
+			d.errAt(o.Pos, "outputs.%s: not used; name it in source.deadLetters, a tee step, a sort's violations or a window's late, or remove it", name)
 		}
 	}
 	for _, what := range sortedKeys(sinks) {

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -157,6 +159,10 @@ func (d *dec) object(n ast.Node, what string, fields ...field) bool {
 		return false
 	}
 	seen := map[string]bool{}
+	at := n // missing keys are reported at the mapping's first key
+	if len(kvs) > 0 {
+		at = kvs[0].Key
+	}
 	for _, kv := range kvs {
 		name, kn, ok := d.keyOf(kv)
 		if !ok {
@@ -177,11 +183,13 @@ func (d *dec) object(n ast.Node, what string, fields ...field) bool {
 			d.errf(kn, "%s: unknown key %q; accepted: %s", what, name, acceptedKeys(fields))
 			continue
 		}
-		f.fn(kn, d.unwrap(kv.Value))
+		if v := d.unwrap(kv.Value); v != nil || kv.Value == nil {
+			f.fn(kn, v)
+		}
 	}
 	for _, f := range fields {
 		if f.required && !seen[f.name] {
-			d.errf(n, "%s: missing key %q (accepted: %s)", what, f.name, acceptedKeys(fields))
+			d.errf(at, "%s: missing key %q (accepted: %s)", what, f.name, acceptedKeys(fields))
 		}
 	}
 	return true
@@ -212,13 +220,18 @@ func scalarText(n ast.Node) (string, bool) {
 	return "", false
 }
 
+// str reads a string, expanding ${VAR} and ${VAR:-default} from the
+// environment (expressions are read raw, never expanded).
 func (d *dec) str(n ast.Node, what string, dst *string) bool {
 	switch x := n.(type) {
-	case *ast.StringNode:
-		*dst = x.Value
-		return true
-	case *ast.LiteralNode:
-		*dst, _ = scalarText(x)
+	case *ast.StringNode, *ast.LiteralNode:
+		s, _ := scalarText(x)
+		v, err := expandEnv(s)
+		if err != nil {
+			d.errf(n, "%s: %v", what, err)
+			return false
+		}
+		*dst = v
 		return true
 	}
 	d.errf(n, "%s: got %s, want a string", what, describe(n))
@@ -319,7 +332,9 @@ func (d *dec) list(n ast.Node, what string, single bool, fn func(i int, n ast.No
 	switch x := n.(type) {
 	case *ast.SequenceNode:
 		for i, v := range x.Values {
-			fn(i, d.unwrap(v))
+			if u := d.unwrap(v); u != nil {
+				fn(i, u)
+			}
 		}
 		return
 	case *ast.StringNode:
@@ -419,3 +434,41 @@ func quoted(n ast.Node) bool {
 	tk := n.GetToken()
 	return tk != nil && (tk.Type == token.DoubleQuoteType || tk.Type == token.SingleQuoteType)
 }
+
+// expandEnv replaces ${VAR} with the environment variable VAR (an error if
+// it is unset) and ${VAR:-default} with VAR, or default when VAR is unset
+// or empty. A $ not followed by { is kept.
+func expandEnv(s string) (string, error) {
+	if !strings.Contains(s, "${") {
+		return s, nil
+	}
+	var b strings.Builder
+	for {
+		i := strings.Index(s, "${")
+		if i < 0 {
+			b.WriteString(s)
+			return b.String(), nil
+		}
+		b.WriteString(s[:i])
+		j := strings.IndexByte(s[i:], '}')
+		if j < 0 {
+			return "", fmt.Errorf("unclosed ${ in %q; want ${VAR} or ${VAR:-default}", s)
+		}
+		ref := s[i+2 : i+j]
+		name, def, hasDef := strings.Cut(ref, ":-")
+		if !envNameRE.MatchString(name) {
+			return "", fmt.Errorf("${%s}: %q is not a variable name; want ${VAR} or ${VAR:-default}", ref, name)
+		}
+		v, ok := os.LookupEnv(name)
+		switch {
+		case hasDef && v == "":
+			v = def
+		case !ok:
+			return "", fmt.Errorf("environment variable %s is not set; set it or give a default, ${%s:-default}", name, name)
+		}
+		b.WriteString(v)
+		s = s[i+j+1:]
+	}
+}
+
+var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)

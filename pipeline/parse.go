@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"path/filepath"
 	"regexp"
 	"sort"
 	"strings"
@@ -34,6 +35,9 @@ func Parse(file string, src []byte) (*Spec, error) {
 		if len(d.errs) == 0 {
 			d.check(s)
 		}
+		if len(d.errs) == 0 {
+			resolvePaths(s, filepath.Dir(file))
+		}
 	}
 	if len(d.errs) > 0 {
 		errs := d.errs
@@ -53,11 +57,7 @@ func (d *dec) pipeline(n ast.Node, s *Spec) {
 		field{"job", false, func(k, v ast.Node) { d.job(k, v, &s.Job) }},
 		field{"kafka", false, func(k, v ast.Node) { s.Kafka = d.kafka(k, v) }},
 		field{"source", true, func(k, v ast.Node) { haveSource = true; d.source(k, v, &s.Source) }},
-		field{"steps", false, func(_, v ast.Node) {
-			d.list(v, "steps", false, func(i int, sn ast.Node) {
-				s.Steps = append(s.Steps, d.step(i, sn))
-			})
-		}},
+		field{"steps", false, func(_, v ast.Node) { s.Steps = d.steps(v, "steps") }},
 		field{"sink", true, func(k, v ast.Node) { s.Sink = d.sink(k, v, "sink") }},
 		field{"outputs", false, func(_, v ast.Node) {
 			kvs, _ := d.entries(v, "outputs")
@@ -74,8 +74,7 @@ func (d *dec) pipeline(n ast.Node, s *Spec) {
 					d.errf(kn, "outputs: %q given twice", name)
 					continue
 				}
-				o := &OutputSpec{Pos: d.pos(kn), Sink: d.sink(kn, d.unwrap(kv.Value), "outputs."+name)}
-				s.Outputs[name] = o
+				s.Outputs[name] = d.outputSpec(kn, d.unwrap(kv.Value), "outputs."+name)
 			}
 		}},
 	)
@@ -159,6 +158,22 @@ func (d *dec) kafka(k, n ast.Node) *KafkaSpec {
 			}
 			d.object(v, "kafka.embedded",
 				field{"dir", false, func(_, v ast.Node) { d.str(v, "kafka.embedded.dir", &e.Dir) }},
+				field{"produce", false, func(_, v ast.Node) {
+					d.list(v, "kafka.embedded.produce", false, func(i int, pn ast.Node) {
+						what := fmt.Sprintf("kafka.embedded.produce[%d]", i)
+						ps := ProduceSpec{Pos: d.pos(pn)}
+						d.object(pn, what,
+							field{"topic", true, func(_, v ast.Node) {
+								ps.TopicPos = d.pos(v)
+								d.nonEmpty(v, what+".topic", "a topic name", &ps.Topic)
+							}},
+							field{"file", true, func(_, v ast.Node) { d.nonEmpty(v, what+".file", "a JSON-lines file", &ps.File) }},
+							field{"key", false, func(_, v ast.Node) { d.nonEmpty(v, what+".key", "a field path", &ps.Key) }},
+							field{"timestamp", false, func(_, v ast.Node) { d.nonEmpty(v, what+".timestamp", "a field path", &ps.Timestamp) }},
+						)
+						e.Produce = append(e.Produce, ps)
+					})
+				}},
 				field{"topics", false, func(_, v ast.Node) {
 					kvs, _ := d.entries(v, "kafka.embedded.topics")
 					for _, kv := range kvs {
@@ -192,7 +207,7 @@ func (d *dec) source(k, n ast.Node, s *SourceSpec) {
 	s.Pos = d.pos(k)
 	s.Name = "source"
 	kinds := 0
-	d.object(n, "source",
+	ok := d.object(n, "source",
 		field{"name", false, func(_, v ast.Node) { d.nonEmpty(v, "source.name", "an operator name", &s.Name) }},
 		field{"kafka", false, func(k, v ast.Node) {
 			kinds++
@@ -276,7 +291,7 @@ func (d *dec) source(k, n ast.Node, s *SourceSpec) {
 			d.nonEmpty(v, "source.deadLetters", "the name of an output", &s.DeadLetters)
 		}},
 	)
-	if kinds != 1 {
+	if ok && kinds != 1 {
 		d.errf(k, "source: want exactly one of kafka, file, generate (got %d)", kinds)
 	}
 	if (s.File != nil || s.Generate != nil) && s.Timestamp == "" {
@@ -313,11 +328,43 @@ func exprPos(p Pos, n ast.Node) Pos {
 	return p
 }
 
-var stepKinds = []string{"filter", "map", "keyBy", "sort", "window", "agent"}
+var stepKinds = []string{"filter", "map", "keyBy", "sort", "window", "agent", "tee"}
 
-func (d *dec) step(i int, n ast.Node) StepSpec {
+func (d *dec) steps(n ast.Node, what string) []StepSpec {
+	var out []StepSpec
+	d.list(n, what, false, func(i int, sn ast.Node) {
+		out = append(out, d.step(fmt.Sprintf("%s[%d]", what, i), sn))
+	})
+	return out
+}
+
+// outputSpec reads a named output: a sink ({stdout: {}}), or the long form
+// {steps: [...], sink: {...}}.
+func (d *dec) outputSpec(k, n ast.Node, what string) *OutputSpec {
+	o := &OutputSpec{Pos: d.pos(k)}
+	kvs, _ := d.entries(n, what)
+	long := false
+	for _, kv := range kvs {
+		if name, _, ok := d.keyOf(kv); ok && (name == "steps" || name == "sink") {
+			long = true
+		}
+	}
+	if !long {
+		o.Sink = d.sink(k, n, what)
+		return o
+	}
+	d.object(n, what,
+		field{"steps", false, func(_, v ast.Node) { o.Steps = d.steps(v, what+".steps") }},
+		field{"sink", true, func(k, v ast.Node) { o.Sink = d.sink(k, v, what+".sink") }},
+	)
+	if o.Sink == nil {
+		o.Sink = &SinkSpec{Pos: o.Pos, Stdout: true}
+	}
+	return o
+}
+
+func (d *dec) step(what string, n ast.Node) StepSpec {
 	st := StepSpec{Pos: d.pos(n)}
-	what := fmt.Sprintf("steps[%d]", i)
 	kinds := 0
 	set := func(kind string) {
 		kinds++
@@ -325,7 +372,7 @@ func (d *dec) step(i int, n ast.Node) StepSpec {
 			st.Kind = kind
 		}
 	}
-	d.object(n, what,
+	ok := d.object(n, what,
 		field{"name", false, func(_, v ast.Node) { d.nonEmpty(v, what+".name", "an operator name", &st.Name) }},
 		field{"filter", false, func(k, v ast.Node) {
 			set("filter")
@@ -388,13 +435,18 @@ func (d *dec) step(i int, n ast.Node) StepSpec {
 			st.Pos = d.pos(k)
 			st.Window = d.window(k, v, what+".window")
 		}},
+		field{"tee", false, func(k, v ast.Node) {
+			set("tee")
+			st.Pos = d.pos(k)
+			d.nonEmpty(v, what+".tee", "the name of an output that also receives every record", &st.Tee)
+		}},
 		field{"agent", false, func(k, v ast.Node) {
 			set("agent")
 			st.Pos = d.pos(k)
 			st.Agent = d.agent(k, v, what+".agent")
 		}},
 	)
-	if kinds != 1 {
+	if ok && kinds != 1 {
 		d.errf(n, "%s: want exactly one of %s (got %d)", what, strings.Join(stepKinds, ", "), kinds)
 	}
 	return st
@@ -405,7 +457,7 @@ var aggRE = regexp.MustCompile(`^\s*(count|sum|min|max|avg|first|last)\s*(?:\(\s
 func (d *dec) window(k, n ast.Node, what string) *WindowSpec {
 	w := &WindowSpec{}
 	types := 0
-	d.object(n, what,
+	ok := d.object(n, what,
 		field{"tumbling", false, func(_, v ast.Node) {
 			types++
 			w.Type = "tumbling"
@@ -459,7 +511,7 @@ func (d *dec) window(k, n ast.Node, what string) *WindowSpec {
 			}
 		}},
 	)
-	if types != 1 {
+	if ok && types != 1 {
 		d.errf(k, "%s: want exactly one of tumbling (a size), sliding ({size, slide}), session ({gap}) (got %d)", what, types)
 	}
 	if w.Type == "sliding" && w.Slide > 0 && w.Size > 0 && w.Size%w.Slide != 0 {
@@ -559,7 +611,7 @@ func (d *dec) model(k, n ast.Node, what string, m *ModelSpec) {
 func (d *dec) tool(n ast.Node, what string) ToolSpec {
 	t := ToolSpec{Pos: d.pos(n)}
 	kinds := 0
-	d.object(n, what,
+	ok := d.object(n, what,
 		field{"http", false, func(k, v ast.Node) {
 			kinds++
 			t.Kind, t.Method = "http", "POST"
@@ -594,7 +646,7 @@ func (d *dec) tool(n ast.Node, what string) ToolSpec {
 			}
 		}},
 	)
-	if kinds != 1 {
+	if ok && kinds != 1 {
 		d.errf(n, "%s: want exactly one of http, mcp", what)
 	}
 	return t
@@ -603,7 +655,7 @@ func (d *dec) tool(n ast.Node, what string) ToolSpec {
 func (d *dec) sink(k, n ast.Node, what string) *SinkSpec {
 	s := &SinkSpec{Pos: d.pos(k)}
 	kinds := 0
-	d.object(n, what,
+	ok := d.object(n, what,
 		field{"name", false, func(_, v ast.Node) { d.nonEmpty(v, what+".name", "an operator name", &s.Name) }},
 		field{"stdout", false, func(_, v ast.Node) {
 			kinds++
@@ -647,8 +699,51 @@ func (d *dec) sink(k, n ast.Node, what string) *SinkSpec {
 			)
 		}},
 	)
-	if kinds != 1 {
+	if ok && kinds != 1 {
 		d.errf(k, "%s: want exactly one of stdout, file, kafka (got %d)", what, kinds)
 	}
 	return s
+}
+
+// resolvePaths makes the relative paths of s relative to dir, the pipeline
+// file's directory (URLs, with "://", are kept).
+func resolvePaths(s *Spec, dir string) {
+	fix := func(p *string) {
+		if *p != "" && !filepath.IsAbs(*p) && !strings.Contains(*p, "://") {
+			*p = filepath.Join(dir, *p)
+		}
+	}
+	fix(&s.Job.CheckpointDir)
+	fix(&s.Job.StateDir)
+	fix(&s.Job.RestoreFrom)
+	if s.Kafka != nil && s.Kafka.Embedded != nil {
+		fix(&s.Kafka.Embedded.Dir)
+		for i := range s.Kafka.Embedded.Produce {
+			fix(&s.Kafka.Embedded.Produce[i].File)
+		}
+	}
+	if f := s.Source.File; f != nil {
+		for i := range f.Paths {
+			fix(&f.Paths[i])
+		}
+	}
+	sink := func(k *SinkSpec) {
+		if k != nil && k.File != nil {
+			fix(&k.File.Dir)
+			fix(&k.File.Path)
+		}
+	}
+	steps := func(ss []StepSpec) {
+		for _, st := range ss {
+			if st.Agent != nil && st.Agent.Store != nil {
+				fix(&st.Agent.Store.WALDir)
+			}
+		}
+	}
+	sink(s.Sink)
+	steps(s.Steps)
+	for _, o := range s.Outputs {
+		sink(o.Sink)
+		steps(o.Steps)
+	}
 }

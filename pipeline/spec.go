@@ -59,6 +59,9 @@ type EmbeddedSpec struct {
 	Dir string
 	// Topics to create if missing: name -> partitions.
 	Topics map[string]int32
+	// Produce loads JSON-lines files into topics that are empty when the
+	// job starts (so examples need no producer).
+	Produce []ProduceSpec
 	// TopicPos are the positions of the topics' keys.
 	TopicPos map[string]Pos
 }
@@ -125,8 +128,10 @@ type GenerateSpec struct {
 // StepSpec is one step: exactly one of its kinds is set.
 type StepSpec struct {
 	Pos    Pos
-	Kind   string // filter, map, keyBy, sort, window, agent
+	Kind   string // filter, map, keyBy, sort, window, agent, tee
 	Name   string
+	// Tee names the output that also receives every record.
+	Tee    string
 	Filter string
 	// FilterPos is the position of the expression itself.
 	FilterPos Pos
@@ -255,8 +260,23 @@ type FileSinkSpec struct {
 // OutputSpec is a named output (late records, dead letters, sort
 // violations) and its sink.
 type OutputSpec struct {
-	Pos  Pos
-	Sink *SinkSpec
+	Pos Pos
+	// Steps process the output's records before its sink (the long form,
+	// {steps, sink}).
+	Steps []StepSpec
+	Sink  *SinkSpec
 	// used is set when a step or the source sends to the output.
 	used bool
+}
+
+// ProduceSpec loads a JSON-lines file into a topic of the embedded broker
+// before the job starts, if the topic is empty: one record per line, keyed
+// by a field (hash-partitioned), with the record timestamp from a field.
+type ProduceSpec struct {
+	Pos       Pos
+	Topic     string
+	TopicPos  Pos
+	File      string
+	Key       string
+	Timestamp string
 }
