@@ -127,9 +127,9 @@ type GenerateSpec struct {
 
 // StepSpec is one step: exactly one of its kinds is set.
 type StepSpec struct {
-	Pos    Pos
-	Kind   string // filter, map, keyBy, sort, window, agent, tee
-	Name   string
+	Pos  Pos
+	Kind string // filter, map, keyBy, sort, window, agent, tee
+	Name string
 	// Tee names the output that also receives every record.
 	Tee    string
 	Filter string
