@@ -546,9 +546,7 @@ func (b *builder) sink(output string, s *SinkSpec, in weir.Stream[Record]) error
 	case s.Stdout:
 		info.Describe = "stdout"
 		w := b.stdout
-		weir.ToSink(in, name, func(*runtime.Context) (weir.SinkWriter[Record], error) {
-			return &stdoutWriter{w: w}, nil
-		})
+		weir.Transform(in, name, func() runtime.OneInputOperator[Record, struct{}] { return &stdoutOp{w: w} })
 	case s.File != nil && s.File.Dir != "":
 		info.Describe = "files in " + s.File.Dir + " (exactly once)"
 		weir.TwoPhaseCommit(in, name, file.ExactlyOnce[Record](s.File.Dir, func(r Record) ([]byte, error) { return gojson.Marshal(r) })).UID(name)
@@ -591,37 +589,49 @@ func (b *builder) jobName() string {
 // from a pool, so no VM is allocated per record once the pool is warm.
 type progRef struct{ p *vmProgram }
 
-// stdoutWriter writes records as JSON lines to the shared stdout, one
-// buffer at a time (the lock is taken per buffer, not per record).
-type stdoutWriter struct {
+// stdoutOp writes records as JSON lines to the shared stdout, a buffer at
+// a time (the lock is taken per buffer, not per record): when the buffer
+// is full, and at every watermark, idleness change and the end, so a slow
+// live stream shows its records as its watermark moves.
+type stdoutOp struct {
+	runtime.Base[struct{}]
 	w   *lockedWriter
 	buf []byte
-	at  time.Time
 }
 
-func (s *stdoutWriter) Write(r runtime.Record[Record]) error {
+func (o *stdoutOp) ProcessRecord(r runtime.Record[Record]) error {
 	b, err := gojson.Marshal(r.Value)
 	if err != nil {
 		return fmt.Errorf("pipeline: stdout: %w", err)
 	}
-	s.buf = append(append(s.buf, b...), '\n')
-	if len(s.buf) >= 32<<10 || time.Since(s.at) > 100*time.Millisecond {
-		return s.flush()
+	o.buf = append(append(o.buf, b...), '\n')
+	if len(o.buf) >= 32<<10 {
+		return o.flush()
 	}
 	return nil
 }
 
-func (s *stdoutWriter) flush() error {
-	s.at = time.Now()
-	if len(s.buf) == 0 {
+func (o *stdoutOp) flush() error {
+	if len(o.buf) == 0 {
 		return nil
 	}
-	_, err := s.w.Write(s.buf)
-	s.buf = s.buf[:0]
+	_, err := o.w.Write(o.buf)
+	o.buf = o.buf[:0]
 	return err
 }
 
-func (s *stdoutWriter) Close() error { return s.flush() }
+func (o *stdoutOp) ProcessWatermark(ts int64) error {
+	o.Out.EmitWatermark(ts)
+	return o.flush()
+}
+
+func (o *stdoutOp) ProcessIdle(idle bool) error {
+	o.Out.EmitIdle(idle)
+	return o.flush()
+}
+
+func (o *stdoutOp) EndInput() error { return o.flush() }
+func (o *stdoutOp) Close() error    { return o.flush() }
 
 // Start starts the job (and the metrics server, if an address is set) and
 // returns the running job: the caller may trigger savepoints, cancel it,
