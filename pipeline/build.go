@@ -44,6 +44,11 @@ type Options struct {
 	RestoreFrom string
 	// Parallelism, when > 0, overrides job.parallelism.
 	Parallelism int
+	// OnStart, if set, is called by Run with the running job as soon as it
+	// has started (to attach a dashboard, or to stop it with a savepoint
+	// on a signal: TriggerSavepoint, then Cancel). Run's ctx cancels the
+	// job without a savepoint.
+	OnStart func(j *Job, running *runtime.Job)
 }
 
 // Job is a built pipeline: the weir environment holding its graph, the

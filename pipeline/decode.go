@@ -396,7 +396,15 @@ func (d *dec) anyValue(n ast.Node, depth int) any {
 
 // parseYAML parses src into its single document's body, reporting a
 // syntax error at its position.
-func (d *dec) parseYAML(src []byte) ast.Node {
+func (d *dec) parseYAML(src []byte) (body ast.Node) {
+	// The YAML library is third-party code: should it panic on some input,
+	// the file is reported as unreadable instead (P1).
+	defer func() {
+		if r := recover(); r != nil {
+			d.errAt(Pos{File: d.file, Line: 1, Col: 1}, "YAML: the parser failed on this file (%v); check its syntax", r)
+			body = nil
+		}
+	}()
 	f, err := parser.ParseBytes(src, 0)
 	if err != nil {
 		var ye yaml.Error

@@ -50,6 +50,9 @@ func Run(ctx context.Context, spec *Spec, opts Options, log io.Writer) (Summary,
 	if err != nil {
 		return s, err
 	}
+	if opts.OnStart != nil {
+		opts.OnStart(j, job)
+	}
 	fmt.Fprintf(log, "weir run: %s: %s", s.Pipeline, j.describe())
 	if a := j.MetricsAddr(); a != "" {
 		fmt.Fprintf(log, "; metrics on http://%s/metrics", a)
@@ -72,7 +75,8 @@ func Run(ctx context.Context, spec *Spec, opts Options, log io.Writer) (Summary,
 	err = job.Wait()
 	s.Elapsed = time.Since(start)
 	if err != nil {
-		if !(errors.Is(err, context.Canceled) && ctx.Err() != nil) {
+		// Cancelled by ctx, or by an OnStart hook (after a savepoint).
+		if !errors.Is(err, context.Canceled) {
 			return s, err
 		}
 		s.Stopped = true
