@@ -152,8 +152,8 @@ func (d *dec) kafka(k, n ast.Node) *KafkaSpec {
 		field{"embedded", false, func(k, v ast.Node) {
 			e := &EmbeddedSpec{Pos: d.pos(k), Topics: map[string]int32{}, TopicPos: map[string]Pos{}}
 			ks.Embedded = e
-			if s, ok := v.(*ast.StringNode); ok { // embedded: DIR
-				e.Dir = s.Value
+			if _, ok := v.(*ast.StringNode); ok { // embedded: DIR
+				d.str(v, "kafka.embedded", &e.Dir)
 				return
 			}
 			d.object(v, "kafka.embedded",
