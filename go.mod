@@ -57,3 +57,8 @@ require (
 )
 
 require go.uber.org/goleak v1.3.0
+
+require (
+	github.com/expr-lang/expr v1.17.8 // indirect
+	github.com/goccy/go-yaml v1.19.2 // indirect
+)

@@ -18,6 +18,7 @@
 #   ./checkpoint        FuzzRead              checkpoint and savepoint files
 #   ./connector/jsonl   FuzzSource            JSON Lines files
 #   ./connector/kafka   FuzzJSONDeserializer  Kafka record values (JSON)
+#   ./pipeline          FuzzParse             pipeline files (YAML)
 #   ./state             FuzzKeyCodecs         key, namespace and value codecs
 #   ./state             FuzzRestoreKeyGroup   keyed-state snapshot blobs
 #   ./timer             FuzzServiceRestoreKeyGroup  timer snapshot blobs
