@@ -9,13 +9,14 @@
 // # Layout
 //
 // One topic per job (Options.Topic), with cleanup.policy=compact. A
-// record's key is the run's identity (agent.RunID.Encode), its value the
-// JSON of the agent.ActionState, or nothing (a tombstone) when the state
-// was pruned or discarded. A header "kg" holds the key group (4 bytes, big
+// record's key is the run's identity (agent.RunID.Encode), its value a
+// binary encoding of the agent.ActionState (see codec.go; records of
+// earlier versions hold its JSON, which is still read), or nothing (a
+// tombstone) when the state was pruned or discarded. A header "kg" holds the key group (4 bytes, big
 // endian) and, on states, a header "pos" the run's position (sequence
 // number, event, action: 8 bytes big endian each), so that a restore skips
 // the records of other key groups and indexes its own without decoding
-// their JSON (a state is decoded when first asked for). Compaction keeps
+// their values (a state is decoded when first asked for). Compaction keeps
 // the latest record of every run and, after delete.retention.ms, drops the
 // runs that were pruned.
 //
@@ -218,6 +219,9 @@ type Store struct {
 
 	serial sync.Mutex // FlushEveryWrite: one write at a time
 
+	outMu sync.Mutex
+	free  []*outRec // records of acknowledged batches, for reuse
+
 	mu   sync.Mutex
 	runs map[string]*entry            // record key -> state
 	keys map[string]map[string]*entry // encoded key -> record key -> state
@@ -236,7 +240,7 @@ type Store struct {
 }
 
 // entry is one live state. A restore fills key, pos and kg from the
-// record's key and headers and keeps the JSON in raw; Get decodes it on
+// record's key and headers and keeps the value in raw; Get decodes it on
 // first use, so a rebuild does not decode states nobody asks for.
 type entry struct {
 	key  string         // the encoded key
@@ -251,18 +255,28 @@ type entry struct {
 // state returns e's state, decoding it if needed (callers hold mu).
 func (e *entry) state() (*agent.ActionState, error) {
 	if e.st == nil {
-		var st agent.ActionState
-		if err := json.Unmarshal(e.raw, &st); err != nil {
+		st, err := decodeState(e.raw)
+		if err != nil {
 			return nil, fmt.Errorf("kafkastore: the state recorded at offset %d of partition %d: %w", e.off, e.part, err)
 		}
-		e.st, e.raw = &st, nil
+		e.st, e.raw = st, nil
 	}
 	return e.st, nil
 }
 
+// outRec is a record of a state, with its headers and the bytes of its
+// key, value and header values in one buffer; a batch acknowledged in
+// full hands its outRecs back to the store for the next writes.
+type outRec struct {
+	rec kgo.Record
+	hdr [2]kgo.RecordHeader
+	buf []byte
+}
+
 type batch struct {
 	recs    []*kgo.Record
-	entries []*entry // per record: the state it writes, nil for a tombstone
+	entries []*entry  // per record: the state it writes, nil for a tombstone
+	outs    []*outRec // the records of Put, to reuse once acknowledged
 	done    chan struct{}
 	err     error
 
@@ -469,14 +483,9 @@ func (s *Store) write(apply func() ([]*kgo.Record, []*entry)) error {
 		defer s.serial.Unlock()
 	}
 	s.mu.Lock()
-	if s.err != nil {
-		err := s.err
+	if err := s.usable(); err != nil {
 		s.mu.Unlock()
 		return err
-	}
-	if s.closed {
-		s.mu.Unlock()
-		return errors.New("kafkastore: the store is closed")
 	}
 	recs, ents := apply()
 	if len(recs) == 0 {
@@ -488,6 +497,24 @@ func (s *Store) write(apply func() ([]*kgo.Record, []*entry)) error {
 	b.entries = append(b.entries, ents...)
 	s.writes += int64(len(recs))
 	s.mu.Unlock()
+	return s.await(b)
+}
+
+// usable returns why the store takes no more writes, or nil (callers hold
+// mu).
+func (s *Store) usable() error {
+	if s.err != nil {
+		return s.err
+	}
+	if s.closed {
+		return errors.New("kafkastore: the store is closed")
+	}
+	return nil
+}
+
+// await wakes the writer for batch b, which holds the caller's records,
+// and waits until b is acknowledged or failed.
+func (s *Store) await(b *batch) error {
 	select {
 	case s.wake <- struct{}{}:
 	default:
@@ -538,17 +565,18 @@ func (s *Store) send() *batch {
 	b.cancel = cancel
 	var mu sync.Mutex
 	left := len(b.recs)
+	promise := func(r *kgo.Record, err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if err != nil && b.perr == nil {
+			b.perr = fmt.Errorf("kafkastore: writing to %s[%d]: %w (the action-state store cannot record; check the cluster and the topic)", s.opts.Topic, r.Partition, err)
+		}
+		if left--; left == 0 {
+			close(b.acked)
+		}
+	}
 	for _, r := range b.recs {
-		s.cl.Produce(ctx, r, func(r *kgo.Record, err error) {
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil && b.perr == nil {
-				b.perr = fmt.Errorf("kafkastore: writing to %s[%d]: %w (the action-state store cannot record; check the cluster and the topic)", s.opts.Topic, r.Partition, err)
-			}
-			if left--; left == 0 {
-				close(b.acked)
-			}
-		})
+		s.cl.Produce(ctx, r, promise)
 	}
 	return b
 }
@@ -559,10 +587,12 @@ func (s *Store) send() *batch {
 // retrying a request whose fate it does not know).
 func (s *Store) complete(b *batch) {
 	var err error
+	acked := false
 	t := time.NewTimer(time.Until(b.deadline))
 	select {
 	case <-b.acked:
 		err = b.perr // written before acked was closed
+		acked = true
 	case <-t.C:
 		err = fmt.Errorf("kafkastore: the cluster did not acknowledge %d records to topic %s within Options.DeliveryTimeout (%v); whether they were written is unknown; check the brokers", len(b.recs), s.opts.Topic, s.opts.DeliveryTimeout)
 	}
@@ -587,6 +617,10 @@ func (s *Store) complete(b *batch) {
 	s.mu.Unlock()
 	b.err = err
 	close(b.done)
+	if acked {
+		// The client has called back for every record: it holds none.
+		s.giveOut(b.outs...)
+	}
 }
 
 // add puts st into memory, replacing the state of the same run (callers
@@ -619,9 +653,11 @@ func (s *Store) remove(id string) *entry {
 
 // Get implements agent.ActionStateStore.
 func (s *Store) Get(id agent.RunID) (*agent.ActionState, error) {
+	var buf [128]byte
+	k := id.AppendEncode(buf[:0])
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if e := s.runs[string(id.Encode())]; e != nil {
+	if e := s.runs[string(k)]; e != nil {
 		return e.state()
 	}
 	return nil, nil
@@ -633,19 +669,111 @@ func (s *Store) Put(st *agent.ActionState) error {
 	if !s.rng.Contains(st.KeyGroup) {
 		return fmt.Errorf("kafkastore: state of key group %d put into the store of key groups %v", st.KeyGroup, s.rng)
 	}
-	v, err := json.Marshal(st)
+	o := s.takeOut()
+	// One buffer: the value, then the key, then the header values.
+	b, err := appendState(o.buf[:0], st)
 	if err != nil {
+		s.giveOut(o)
 		return fmt.Errorf("kafkastore: %w", err)
 	}
-	key := st.ID.Encode()
-	return s.write(func() ([]*kgo.Record, []*entry) {
-		e := &entry{key: string(st.ID.Key), pos: st.Pos, kg: st.KeyGroup, st: st, part: s.partitionOf(st.KeyGroup), off: -1}
-		s.add(string(key), e)
-		r := s.record(key, st.KeyGroup, v)
-		r.Headers = append(r.Headers, kgo.RecordHeader{Key: posHeader, Value: appendPos(nil, st.Pos)})
-		return []*kgo.Record{r}, []*entry{e}
-	})
+	nv := len(b)
+	b = st.ID.AppendEncode(b)
+	nk := len(b)
+	b = binary.BigEndian.AppendUint32(b, uint32(st.KeyGroup))
+	b = appendPos(b, st.Pos)
+	o.buf = b
+	// The run's identity as a map key, and the key's bytes within it.
+	id := string(b[nv:nk])
+	part := s.partitionOf(st.KeyGroup)
+	o.hdr = [2]kgo.RecordHeader{{Key: kgHeader, Value: b[nk : nk+4 : nk+4]}, {Key: posHeader, Value: b[nk+4:]}}
+	o.rec = kgo.Record{Topic: s.opts.Topic, Partition: part, Key: b[nv:nk:nk], Value: b[:nv:nv], Headers: o.hdr[:]}
+	key := keyIn(id)
+	if key == "" && len(st.ID.Key) > 0 {
+		key = string(st.ID.Key)
+	}
+	e := &entry{key: key, pos: st.Pos, kg: st.KeyGroup, st: st, part: part, off: -1}
+	if s.opts.FlushEveryWrite {
+		s.serial.Lock()
+		defer s.serial.Unlock()
+	}
+	s.mu.Lock()
+	if err := s.usable(); err != nil {
+		s.mu.Unlock()
+		s.giveOut(o)
+		return err
+	}
+	s.add(id, e)
+	bt := s.batch
+	bt.recs = append(bt.recs, &o.rec)
+	bt.entries = append(bt.entries, e)
+	bt.outs = append(bt.outs, o)
+	s.writes++
+	s.mu.Unlock()
+	return s.await(bt)
 }
+
+// keyIn returns the encoded key inside id (a record key: see runKey) as a
+// substring of it.
+func keyIn(id string) string {
+	rest := id
+	var field string
+	for range 2 { // the tag, then the key
+		n, w := uvarintString(rest)
+		if w <= 0 || uint64(len(rest)-w) < n {
+			return ""
+		}
+		field, rest = rest[w:w+int(n)], rest[w+int(n):]
+	}
+	return field
+}
+
+// uvarintString is binary.Uvarint of a string's bytes.
+func uvarintString(s string) (uint64, int) {
+	var x uint64
+	var shift uint
+	for i := 0; i < len(s) && i < binary.MaxVarintLen64; i++ {
+		c := s[i]
+		if c < 0x80 {
+			return x | uint64(c)<<shift, i + 1
+		}
+		x |= uint64(c&0x7f) << shift
+		shift += 7
+	}
+	return 0, 0
+}
+
+// takeOut returns a record to fill, reused from an acknowledged batch when
+// there is one.
+func (s *Store) takeOut() *outRec {
+	s.outMu.Lock()
+	if n := len(s.free); n > 0 {
+		o := s.free[n-1]
+		s.free = s.free[:n-1]
+		s.outMu.Unlock()
+		return o
+	}
+	s.outMu.Unlock()
+	return &outRec{buf: make([]byte, 0, 256)}
+}
+
+// giveOut keeps records for reuse, up to a bound.
+func (s *Store) giveOut(os ...*outRec) {
+	s.outMu.Lock()
+	for _, o := range os {
+		if len(s.free) >= maxFree {
+			break
+		}
+		if cap(o.buf) > 64<<10 {
+			continue // let an unusually large buffer go
+		}
+		o.rec = kgo.Record{}
+		s.free = append(s.free, o)
+	}
+	s.outMu.Unlock()
+}
+
+// maxFree bounds the records kept for reuse.
+const maxFree = 4096
 
 // Latest implements agent.ActionStateStore.
 func (s *Store) Latest(key []byte) (agent.Position, bool) {
@@ -1008,7 +1136,7 @@ func (s *Store) replay(r *kgo.Record) error {
 			EventID: int64(binary.BigEndian.Uint64(pos[8:16])), Action: int(binary.BigEndian.Uint64(pos[16:24]))}
 		e.raw = bytes.Clone(r.Value)
 	} else {
-		e.raw = r.Value
+		e.raw = bytes.Clone(r.Value)
 		st, err := e.state()
 		if err != nil {
 			return err
