@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/weirproject/weir/agent"
 )
@@ -166,9 +167,9 @@ func appendString(b []byte, v string) []byte {
 
 var errCorrupt = errors.New("truncated or corrupt state")
 
-// decoder reads a binary state. Strings are substrings of one copy of the
-// value (str); byte slices (the key, JSON values) alias raw, which the
-// store never modifies.
+// decoder reads a binary state. Strings (str) and byte slices (the key,
+// JSON values) alias raw, which the store never modifies once it holds it
+// (decodeState's contract).
 type decoder struct {
 	raw []byte
 	str string
@@ -249,7 +250,8 @@ func (d *decoder) count(min int) int {
 }
 
 // decodeState decodes a state record's value: the binary form, or the
-// JSON that earlier versions wrote.
+// JSON that earlier versions wrote. The state's strings and byte slices
+// alias raw: nothing may modify raw afterwards.
 func decodeState(raw []byte) (*agent.ActionState, error) {
 	if len(raw) > 0 && raw[0] == '{' {
 		var st agent.ActionState
@@ -261,8 +263,11 @@ func decodeState(raw []byte) (*agent.ActionState, error) {
 	if len(raw) == 0 || raw[0] != stateV1 {
 		return nil, fmt.Errorf("unknown state format (first byte %#x; written by a newer weir?)", firstByte(raw))
 	}
-	d := decoder{raw: raw, str: string(raw), off: 1}
-	st := new(agent.ActionState)
+	d := decoder{raw: raw, str: unsafe.String(&raw[0], len(raw)), off: 1}
+	// One allocation for the state and, in the usual case, its one call
+	// and one event.
+	m := new(stateMem)
+	st := &m.st
 	if n := d.uvarint(); n > uint64(len(raw)-d.off+1) {
 		d.fail()
 	} else if n > 0 {
@@ -299,16 +304,24 @@ func decodeState(raw []byte) (*agent.ActionState, error) {
 			}
 		}
 	}
-	if n := d.count(6); n > 0 {
+	if n := d.count(6); n == 1 {
+		st.Sent = m.sent[:]
+	} else if n > 1 {
 		st.Sent = make([]agent.Event, n)
+	}
+	if len(st.Sent) > 0 {
 		for i := range st.Sent {
 			if err := d.event(&st.Sent[i]); err != nil {
 				return nil, err
 			}
 		}
 	}
-	if n := d.count(4); n > 0 {
+	if n := d.count(4); n == 1 {
+		st.Calls = m.calls[:]
+	} else if n > 1 {
 		st.Calls = make([]agent.CallResult, n)
+	}
+	if len(st.Calls) > 0 {
 		for i := range st.Calls {
 			c := &st.Calls[i]
 			c.Name = d.string()
@@ -328,6 +341,13 @@ func decodeState(raw []byte) (*agent.ActionState, error) {
 		return nil, d.err
 	}
 	return st, nil
+}
+
+// stateMem holds a decoded state with room for one event and one call.
+type stateMem struct {
+	st    agent.ActionState
+	sent  [1]agent.Event
+	calls [1]agent.CallResult
 }
 
 func (d *decoder) event(ev *agent.Event) error {

@@ -89,7 +89,6 @@
 package kafkastore
 
 import (
-	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/hex"
@@ -102,6 +101,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -137,7 +137,9 @@ type Options struct {
 	// time, as Flink Agents does: the baseline group commit is measured
 	// against. Not for production.
 	FlushEveryWrite bool
-	// ClientOptions are added to the franz-go client's (TLS, SASL, ...).
+	// ClientOptions are added to the franz-go client's (TLS, SASL, ...),
+	// after the store's own: kgo.ProducerBatchCompression here compresses
+	// the batches, which the store otherwise writes uncompressed.
 	ClientOptions []kgo.Opt
 	// Logger receives the store's logs; nil means slog.Default().
 	Logger *slog.Logger
@@ -188,20 +190,6 @@ func appendPos(b []byte, p agent.Position) []byte {
 	return binary.BigEndian.AppendUint64(b, uint64(p.Action))
 }
 
-// runKey returns the encoded key inside a record key (agent.RunID.Encode:
-// a length-prefixed tag, then the length-prefixed key).
-func runKey(b []byte) ([]byte, bool) {
-	var field []byte
-	for range 2 { // the tag, then the key
-		n, w := binary.Uvarint(b)
-		if w <= 0 || uint64(len(b)-w) < n {
-			return nil, false
-		}
-		field, b = b[w:w+int(n)], b[w+int(n):]
-	}
-	return field, true
-}
-
 // Store is the action-state store of one operator subtask.
 type Store struct {
 	opts  Options
@@ -224,7 +212,7 @@ type Store struct {
 
 	mu   sync.Mutex
 	runs map[string]*entry            // record key -> state
-	keys map[string]map[string]*entry // encoded key -> record key -> state
+	keys map[string]*keyRuns // encoded key -> its states
 	end  map[int32]int64              // per partition: the end of the log as last seen
 	// horizon is the highest prune horizon recorded (PruneCheckpoint) or
 	// read back (Restore).
@@ -243,6 +231,7 @@ type Store struct {
 // record's key and headers and keeps the value in raw; Get decodes it on
 // first use, so a rebuild does not decode states nobody asks for.
 type entry struct {
+	id   string         // the record key (the run's identity)
 	key  string         // the encoded key
 	pos  agent.Position // the run's position
 	kg   int
@@ -306,13 +295,17 @@ func Open(opts Options, rng keygroup.Range, maxParallelism int) (*Store, error) 
 		kgo.ProducerLinger(0),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.RecordDeliveryTimeout(opts.DeliveryTimeout),
+		// States are small and mostly distinct: compressing their
+		// batches costs the producer and the broker more CPU than it
+		// saves bytes.
+		kgo.ProducerBatchCompression(kgo.NoCompression()),
 	}, opts.ClientOptions...)
 	cl, err := kgo.NewClient(kopts...)
 	if err != nil {
 		return nil, fmt.Errorf("kafkastore: creating the Kafka client: %w", err)
 	}
 	s := &Store{opts: opts, rng: rng, maxP: maxParallelism, cl: cl, adm: kadm.NewClient(cl), log: opts.Logger,
-		runs: map[string]*entry{}, keys: map[string]map[string]*entry{}, end: map[int32]int64{},
+		runs: map[string]*entry{}, keys: map[string]*keyRuns{}, end: map[int32]int64{},
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	if err := s.ensureTopic(); err != nil {
 		cl.Close()
@@ -556,7 +549,10 @@ func (s *Store) send() *batch {
 		s.mu.Unlock()
 		return nil
 	}
-	s.batch = &batch{done: make(chan struct{})}
+	// The next batch will likely be about as large as this one.
+	n := len(b.recs)
+	s.batch = &batch{done: make(chan struct{}), recs: make([]*kgo.Record, 0, n),
+		entries: make([]*entry, 0, n), outs: make([]*outRec, 0, n)}
 	s.rounds++
 	s.mu.Unlock()
 	b.acked = make(chan struct{})
@@ -623,17 +619,27 @@ func (s *Store) complete(b *batch) {
 	}
 }
 
-// add puts st into memory, replacing the state of the same run (callers
+// keyRuns are the live states of one key: few (the runs of the inputs
+// since the key's last prune), so a slice serves better than a map.
+type keyRuns struct{ es []*entry }
+
+// add puts e into memory, replacing the state of the same run (callers
 // hold mu).
-func (s *Store) add(id string, e *entry) {
-	s.runs[id] = e
-	k := e.key
-	m := s.keys[k]
-	if m == nil {
-		m = map[string]*entry{}
-		s.keys[k] = m
+func (s *Store) add(e *entry) {
+	old := s.runs[e.id]
+	s.runs[e.id] = e
+	kr := s.keys[e.key]
+	if kr == nil {
+		kr = &keyRuns{}
+		s.keys[e.key] = kr
 	}
-	m[id] = e
+	if old != nil {
+		if i := slices.Index(kr.es, old); i >= 0 {
+			kr.es[i] = e
+			return
+		}
+	}
+	kr.es = append(kr.es, e)
 }
 
 // remove deletes run id from memory (callers hold mu).
@@ -643,10 +649,13 @@ func (s *Store) remove(id string) *entry {
 		return nil
 	}
 	delete(s.runs, id)
-	k := e.key
-	delete(s.keys[k], id)
-	if len(s.keys[k]) == 0 {
-		delete(s.keys, k)
+	if kr := s.keys[e.key]; kr != nil {
+		if i := slices.Index(kr.es, e); i >= 0 {
+			kr.es = slices.Delete(kr.es, i, i+1)
+		}
+		if len(kr.es) == 0 {
+			delete(s.keys, e.key)
+		}
 	}
 	return e
 }
@@ -691,7 +700,7 @@ func (s *Store) Put(st *agent.ActionState) error {
 	if key == "" && len(st.ID.Key) > 0 {
 		key = string(st.ID.Key)
 	}
-	e := &entry{key: key, pos: st.Pos, kg: st.KeyGroup, st: st, part: part, off: -1}
+	e := &entry{id: id, key: key, pos: st.Pos, kg: st.KeyGroup, st: st, part: part, off: -1}
 	if s.opts.FlushEveryWrite {
 		s.serial.Lock()
 		defer s.serial.Unlock()
@@ -702,7 +711,7 @@ func (s *Store) Put(st *agent.ActionState) error {
 		s.giveOut(o)
 		return err
 	}
-	s.add(id, e)
+	s.add(e)
 	bt := s.batch
 	bt.recs = append(bt.recs, &o.rec)
 	bt.entries = append(bt.entries, e)
@@ -712,8 +721,9 @@ func (s *Store) Put(st *agent.ActionState) error {
 	return s.await(bt)
 }
 
-// keyIn returns the encoded key inside id (a record key: see runKey) as a
-// substring of it.
+// keyIn returns the encoded key inside a record key (agent.RunID.Encode:
+// a length-prefixed tag, then the length-prefixed key) as a substring of
+// it, or "" when id is not one.
 func keyIn(id string) string {
 	rest := id
 	var field string
@@ -781,7 +791,11 @@ func (s *Store) Latest(key []byte) (agent.Position, bool) {
 	defer s.mu.Unlock()
 	var best agent.Position
 	ok := false
-	for _, e := range s.keys[string(key)] {
+	kr := s.keys[string(key)]
+	if kr == nil {
+		return best, false
+	}
+	for _, e := range kr.es {
 		if !ok || best.Less(e.pos) {
 			best, ok = e.pos, true
 		}
@@ -792,10 +806,14 @@ func (s *Store) Latest(key []byte) (agent.Position, bool) {
 // tombstones removes the runs of key matching drop and returns their
 // tombstones (callers hold mu).
 func (s *Store) tombstones(recs []*kgo.Record, key []byte, drop func(agent.Position) bool) []*kgo.Record {
+	kr := s.keys[string(key)]
+	if kr == nil {
+		return recs
+	}
 	ids := make([]string, 0, 4)
-	for id, e := range s.keys[string(key)] {
+	for _, e := range kr.es {
 		if drop(e.pos) {
-			ids = append(ids, id)
+			ids = append(ids, e.id)
 		}
 	}
 	slices.Sort(ids) // a deterministic order of records
@@ -1128,22 +1146,28 @@ func (s *Store) replay(r *kgo.Record) error {
 		s.remove(string(r.Key))
 		return nil
 	}
-	e := &entry{kg: kg, part: r.Partition, off: r.Offset}
-	key, ok := runKey(r.Key)
-	if ok && pos != nil {
-		e.key = string(key)
+	// One copy of the record's key and value: the run's identity (a
+	// string over the key's bytes) and the raw state. Neither is ever
+	// modified.
+	buf := make([]byte, 0, len(r.Key)+len(r.Value))
+	buf = append(append(buf, r.Key...), r.Value...)
+	if len(r.Key) == 0 {
+		return fmt.Errorf("kafkastore: record at %s[%d]@%d has no key; is the topic shared with something else?", r.Topic, r.Partition, r.Offset)
+	}
+	id := unsafe.String(&buf[0], len(r.Key))
+	e := &entry{id: id, kg: kg, part: r.Partition, off: r.Offset, raw: buf[len(r.Key):]}
+	if key := keyIn(id); key != "" && pos != nil {
+		e.key = key
 		e.pos = agent.Position{Seq: int64(binary.BigEndian.Uint64(pos[0:8])),
 			EventID: int64(binary.BigEndian.Uint64(pos[8:16])), Action: int(binary.BigEndian.Uint64(pos[16:24]))}
-		e.raw = bytes.Clone(r.Value)
 	} else {
-		e.raw = bytes.Clone(r.Value)
 		st, err := e.state()
 		if err != nil {
 			return err
 		}
 		e.key, e.pos = string(st.ID.Key), st.Pos
 	}
-	s.add(string(r.Key), e)
+	s.add(e)
 	return nil
 }
 
