@@ -211,9 +211,9 @@ type Store struct {
 	free  []*outRec // records of acknowledged batches, for reuse
 
 	mu   sync.Mutex
-	runs map[string]*entry            // record key -> state
+	runs map[string]*entry   // record key -> state
 	keys map[string]*keyRuns // encoded key -> its states
-	end  map[int32]int64              // per partition: the end of the log as last seen
+	end  map[int32]int64     // per partition: the end of the log as last seen
 	// horizon is the highest prune horizon recorded (PruneCheckpoint) or
 	// read back (Restore).
 	horizon int64
