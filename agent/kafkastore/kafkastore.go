@@ -626,15 +626,16 @@ type keyRuns struct{ es []*entry }
 // add puts e into memory, replacing the state of the same run (callers
 // hold mu).
 func (s *Store) add(e *entry) {
-	old := s.runs[e.id]
 	s.runs[e.id] = e
 	kr := s.keys[e.key]
 	if kr == nil {
 		kr = &keyRuns{}
 		s.keys[e.key] = kr
 	}
-	if old != nil {
-		if i := slices.Index(kr.es, old); i >= 0 {
+	// The key's few states, not the map of all, tell whether the run
+	// has one already.
+	for i, o := range kr.es {
+		if o.id == e.id {
 			kr.es[i] = e
 			return
 		}
