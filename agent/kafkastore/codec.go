@@ -9,6 +9,7 @@ import (
 	"unsafe"
 
 	"github.com/weirproject/weir/agent"
+	"github.com/weirproject/weir/agent/internal/rawjson"
 )
 
 // A state record's value is a binary encoding of the agent.ActionState,
@@ -81,7 +82,7 @@ func appendState(b []byte, st *agent.ActionState) ([]byte, error) {
 		for k, v := range mw.Set {
 			if v == nil {
 				v = json.RawMessage("null") // as json.Marshal writes it
-			} else if !json.Valid(v) {
+			} else if !validJSON(v) {
 				return b, fmt.Errorf("memory value %q is not valid JSON", k)
 			}
 			b = appendString(b, k)
@@ -115,7 +116,7 @@ func appendState(b []byte, st *agent.ActionState) ([]byte, error) {
 		}
 		b = append(b, f)
 		if len(c.Result) > 0 {
-			if !json.Valid(c.Result) {
+			if !validJSON(c.Result) {
 				return b, fmt.Errorf("the result of call %q is not valid JSON", c.Name)
 			}
 			b = appendBytes(b, c.Result)
@@ -124,6 +125,9 @@ func appendState(b []byte, st *agent.ActionState) ([]byte, error) {
 	}
 	return b, nil
 }
+
+// validJSON reports whether m is valid JSON, quickly when it is compact.
+func validJSON(m []byte) bool { return rawjson.CompactSafe(m) || json.Valid(m) }
 
 func appendEvent(b []byte, ev *agent.Event) ([]byte, error) {
 	b = appendString(b, ev.Type)
