@@ -635,7 +635,7 @@ func (s *Store) add(e *entry) {
 	// The key's few states, not the map of all, tell whether the run
 	// has one already.
 	for i, o := range kr.es {
-		if o.id == e.id {
+		if o.pos == e.pos && o.id == e.id {
 			kr.es[i] = e
 			return
 		}
