@@ -1,10 +1,12 @@
 package kafkastore
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
 	"testing"
 
+	"github.com/twmb/franz-go/pkg/kgo"
 	"pgregory.net/rapid"
 
 	"github.com/weirproject/weir/agent"
@@ -186,5 +188,46 @@ func BenchmarkStateCodec(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestRestoreReadsJSONStates: a topic holding states as the JSON that
+// earlier versions wrote (with their headers) restores; a later Put of the
+// same run, in the binary encoding, replaces the state.
+func TestRestoreReadsJSONStates(t *testing.T) {
+	br := startBroker(t, t.TempDir())
+	opts := options(br, newTopic(), 1)
+	s := open(t, opts, all)
+	m := markerOf(t, s)
+	old := storetest.State("k1", 1, 0, 0, 7, true)
+	js, err := json.Marshal(old)
+	must(t, err)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(br.Addrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	must(t, err)
+	defer cl.Close()
+	r := s.record(old.ID.Encode(), old.KeyGroup, js)
+	r.Headers = append(r.Headers, kgo.RecordHeader{Key: posHeader, Value: appendPos(nil, old.Pos)})
+	must(t, cl.ProduceSync(context.Background(), r).FirstErr())
+
+	restored := open(t, opts, all)
+	must(t, restored.Restore([][]byte{m}))
+	got, err := restored.Get(old.ID)
+	must(t, err)
+	if !storetest.Equal(got, old) {
+		t.Fatalf("restored %+v, want %+v", got, old)
+	}
+	if pos, ok := restored.Latest(old.ID.Key); !ok || pos != old.Pos {
+		t.Fatalf("Latest = %v, %v", pos, ok)
+	}
+	updated := storetest.State("k1", 1, 0, 0, 7, true)
+	updated.Calls = append(updated.Calls, agent.CallResult{Name: "second", ArgsDigest: "x", Result: json.RawMessage(`2`)})
+	must(t, restored.Put(updated))
+	again := open(t, opts, all)
+	must(t, again.Restore([][]byte{m}))
+	if got, err := again.Get(old.ID); err != nil || !storetest.Equal(got, updated) {
+		t.Fatalf("after a binary Put: %+v, %v", got, err)
+	}
+	if _, _, n := again.Stats(); n != 1 {
+		t.Fatalf("%d states, want 1", n)
 	}
 }
