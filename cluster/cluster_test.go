@@ -40,7 +40,7 @@ func reference(t *testing.T, ctx context.Context, cfg cluster.Config, out string
 	env := weir.NewEnvironment(weir.Config{Parallelism: 2, Logger: quiet})
 	stop := make(chan struct{})
 	close(stop)
-	if err := cluster.BuildLocal(env, cfg, scaleout.WindowJob(out), stop); err != nil {
+	if err := cluster.BuildLocal(env, cfg, scaleout.WindowJob(out, 0), stop); err != nil {
 		t.Fatal(err)
 	}
 	if err := env.Execute(ctx); err != nil {
@@ -78,7 +78,7 @@ func TestOneProcessEqualsLocalJob(t *testing.T) {
 			started[ev.Task]++
 		}
 	}
-	if err := cluster.Run(ctx, cfg, scaleout.WindowJob("out-cluster")); err != nil {
+	if err := cluster.Run(ctx, cfg, scaleout.WindowJob("out-cluster", 0)); err != nil {
 		t.Fatal(err)
 	}
 	got, err := scaleout.ReadTotals(ctx, cfg.Brokers, "out-cluster")

@@ -82,18 +82,25 @@ func (m *member) lost(_ context.Context, _ *kgo.Client, parts map[string][]int32
 	m.stop(parts[m.cfg.TasksTopic()], false)
 }
 
-// stop stops the tasks of parts (all, if parts is nil) concurrently and
-// waits for them.
+// stopAll stops every task of this process (with a checkpoint each) and
+// keeps new ones from starting.
+func (m *member) stopAll() {
+	m.mu.Lock()
+	m.mu.closing = true
+	parts := make([]int32, 0, len(m.mu.running))
+	for p := range m.mu.running {
+		parts = append(parts, p)
+	}
+	m.mu.Unlock()
+	m.stop(parts, true)
+}
+
+// stop stops the tasks of parts concurrently and waits for them. (franz-go
+// calls the revoke callback with no partitions at the end of every
+// cooperative session: that stops nothing.)
 func (m *member) stop(parts []int32, checkpoint bool) {
 	m.mu.Lock()
 	var ts []*taskRunner
-	if parts == nil {
-		m.mu.closing = true
-		for p, t := range m.mu.running {
-			ts = append(ts, t)
-			delete(m.mu.running, p)
-		}
-	}
 	for _, p := range parts {
 		if t, ok := m.mu.running[p]; ok {
 			ts = append(ts, t)
@@ -190,7 +197,7 @@ func (m *member) join(ctx context.Context) error {
 	<-polled
 	// Hand over with a checkpoint each, then leave: the others take the
 	// tasks over from those checkpoints.
-	m.stop(nil, true)
+	m.stopAll()
 	cl.Close()
 	return result
 }

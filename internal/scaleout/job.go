@@ -13,6 +13,7 @@ import (
 	"github.com/weirproject/weir"
 	"github.com/weirproject/weir/cluster"
 	"github.com/weirproject/weir/connector/kafka"
+	"github.com/weirproject/weir/runtime"
 	"github.com/weirproject/weir/watermark"
 	"github.com/weirproject/weir/window"
 )
@@ -45,12 +46,20 @@ type acc struct{ Count, Sum int64 }
 // WindowJob is the experiment's job: events keyed by Key, counted and
 // summed per key in tumbling event-time windows of one second, written as
 // JSON Totals to outTopic by the exactly-once sink.
-func WindowJob(outTopic string) cluster.Job[Event, Event, string, Total] {
+//
+// pace, if positive, bounds the records per second each source subtask
+// passes on (a sleep every 64 records when ahead), so that a small input
+// lasts long enough to kill a process in the middle of it.
+func WindowJob(outTopic string, pace int) cluster.Job[Event, Event, string, Total] {
 	return cluster.Job[Event, Event, string, Total]{
 		Source:     kafka.JSON[Event](),
 		Watermarks: watermark.ForBoundedOutOfOrderness[Event](OutOfOrderness),
 		Upstream: func(s weir.Stream[Event]) weir.Stream[Event] {
-			return weir.Filter(s, "valid", func(e Event) bool { return e.Key != "" })
+			valid := weir.Filter(s, "valid", func(e Event) bool { return e.Key != "" })
+			if pace <= 0 {
+				return valid
+			}
+			return weir.Transform(valid, "pace", func() runtime.OneInputOperator[Event, Event] { return &pacer{perSec: pace} })
 		},
 		Key: func(e Event) string { return e.Key },
 		Keyed: func(ks weir.KeyedStream[string, Event]) weir.Stream[Total] {
@@ -151,3 +160,28 @@ func Compare(want, got map[Total]int) (lost, duplicated int) {
 	}
 	return lost, duplicated
 }
+
+// pacer passes records on at no more than perSec per second.
+type pacer struct {
+	runtime.Base[Event]
+	perSec int
+	n      int64
+	start  time.Time
+}
+
+func (p *pacer) ProcessRecord(r runtime.Record[Event]) error {
+	if p.n == 0 {
+		p.start = time.Now()
+	}
+	p.n++
+	if p.n%64 == 0 {
+		due := p.start.Add(time.Duration(p.n) * time.Second / time.Duration(p.perSec))
+		if d := time.Until(due); d > 0 {
+			time.Sleep(d)
+		}
+	}
+	p.Out.Collect(r)
+	return nil
+}
+
+func (p *pacer) EndInput() error { return nil }
