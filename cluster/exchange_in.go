@@ -92,9 +92,15 @@ func (r *exchangeReader[T]) Poll(out runtime.SourceOutput[T]) (runtime.PollStatu
 	if !r.started {
 		r.started = true
 		// Every expected producer holds the watermark from the start,
-		// where the checkpoint left it (never lower: W4).
-		for p, st := range r.state {
+		// where the checkpoint left it (never lower: W4). All are added
+		// before any watermark is applied: a producer's watermark
+		// applied while later producers were not yet added would be the
+		// minimum of too few, and the task's watermark, which never goes
+		// back, would pass records the others still hold.
+		for p := range r.state {
 			out.AddSplit(p)
+		}
+		for p, st := range r.state {
 			switch {
 			case st.Ended:
 				out.FinishSplit(p)

@@ -25,6 +25,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -218,6 +219,14 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 			return 0, 0, false, err
 		}
 		lost, dup = Compare(want, got)
+		if lost+dup > 0 {
+			logDiff(logf, want, got)
+			exchange := cluster.Config{Group: s.Group}.ExchangeTopic()
+			d, c, err := exchangeCounts(ctx, brokers, exchange, true)
+			logf("exchange topic, committed: data records by producer %v, control records %v (err %v)", d, c, err)
+			d, c, err = exchangeCounts(ctx, brokers, exchange, false)
+			logf("exchange topic, all: data records by producer %v, control records %v (err %v)", d, c, err)
+		}
 		return lost, dup, maps.Equal(want, got), nil
 	}
 
@@ -454,7 +463,26 @@ func (g *gang) owners() (map[string]string, map[string]bool) {
 	return own, fin
 }
 
-// busiest returns the live worker owning the most unfinished tasks.
+// score ranks a worker's tasks for the kill: a worker running tasks of
+// both stages first, then the one running the most.
+func score(tasks []string) int {
+	src, keyed := 0, 0
+	for _, t := range tasks {
+		if strings.HasPrefix(t, "keyed-") {
+			keyed++
+		} else {
+			src++
+		}
+	}
+	n := len(tasks)
+	if src > 0 && keyed > 0 {
+		n += 1000
+	}
+	return n
+}
+
+// busiest returns the live worker to kill: the one running tasks of both
+// stages, and of those the most unfinished tasks.
 func (g *gang) busiest() (*worker, []string) {
 	own, _ := g.owners()
 	count := map[string][]string{}
@@ -470,7 +498,7 @@ func (g *gang) busiest() (*worker, []string) {
 			continue
 		default:
 		}
-		if len(count[w.name]) > 0 && (best == nil || len(count[w.name]) > len(count[best.name])) {
+		if len(count[w.name]) > 0 && (best == nil || score(count[w.name]) > score(count[best.name])) {
 			best = w
 		}
 	}
@@ -613,4 +641,30 @@ func createTopic(ctx context.Context, brokers []string, name string, parts int) 
 		return fmt.Errorf("scaleout: create topic %s: %w", name, err)
 	}
 	return nil
+}
+
+// logDiff logs a few (key, window) pairs whose totals differ.
+func logDiff(logf func(string, ...any), want, got map[Total]int) {
+	type kw struct {
+		key   string
+		start int64
+	}
+	w, g := map[kw][]Total{}, map[kw][]Total{}
+	for t, n := range want {
+		for range n {
+			w[kw{t.Key, t.Start}] = append(w[kw{t.Key, t.Start}], t)
+		}
+	}
+	for t, n := range got {
+		for range n {
+			g[kw{t.Key, t.Start}] = append(g[kw{t.Key, t.Start}], t)
+		}
+	}
+	shown := 0
+	for k, ws := range w {
+		if fmt.Sprint(ws) != fmt.Sprint(g[k]) && shown < 10 {
+			shown++
+			logf("differs: %s window %d: want %v, got %v", k.key, k.start, ws, g[k])
+		}
+	}
 }
