@@ -79,7 +79,7 @@ again with each process count of --throughput to measure its speed.
 				fmt.Fprintf(out, "%d processes, %d killed, %d added; %d records, %d totals\n", res.Processes, res.Killed, res.Added, res.Records, res.Totals)
 				fmt.Fprintf(out, "  outputs lost %d, duplicated %d; results match one process: %v\n", res.LostOutputs, res.DuplicateOutputs, res.ResultsMatchSingleProcess)
 				fmt.Fprintf(out, "  the killed process owned %d tasks, running again after %.2fs; the kill run took %.1fs\n", res.KilledTasks, res.RebalanceSeconds, res.KillRunSeconds)
-				fmt.Fprintf(out, "  local job (one process, no exchange): %.0f records/s\n", res.SingleProcessRecordsPerSec)
+				fmt.Fprintf(out, "  local job (one process, no exchange): %.0f records/s; CPU per record %.1f µs, broker included\n", res.SingleProcessRecordsPerSec, res.SingleProcessCPUMicrosPerRecord)
 				var ns []int
 				for k := range res.RecordsPerSecByProcesses {
 					n, _ := strconv.Atoi(k)
@@ -87,7 +87,9 @@ again with each process count of --throughput to measure its speed.
 				}
 				sort.Ints(ns)
 				for _, n := range ns {
-					fmt.Fprintf(out, "  clustered, %d processes: %.0f records/s\n", n, res.RecordsPerSecByProcesses[strconv.Itoa(n)])
+					k := strconv.Itoa(n)
+					fmt.Fprintf(out, "  clustered, %d processes: %.0f records/s; CPU per record: workers %.1f µs, broker %.1f µs\n",
+						n, res.RecordsPerSecByProcesses[k], res.WorkerCPUMicrosPerRecord[k], res.BrokerCPUMicrosPerRecord[k])
 				}
 			}
 			if !res.OK() {

@@ -153,11 +153,21 @@ type Result struct {
 	// SingleProcessRecordsPerSec is the local job's (one process, no
 	// exchange topic, parallelism 2).
 	SingleProcessRecordsPerSec float64 `json:"singleProcessRecordsPerSec"`
+	// SingleProcessCPUMicrosPerRecord is that run's CPU time per record,
+	// the broker's included (both run in this process).
+	SingleProcessCPUMicrosPerRecord float64 `json:"singleProcessCpuMicrosPerRecord"`
 	// RecordsPerSecByProcesses is the clustered job's throughput per
 	// process count (start of the workers to the end of the last), and
 	// ThroughputRunsMatch whether each of those runs' output matched too.
 	RecordsPerSecByProcesses map[string]float64 `json:"recordsPerSecByProcesses,omitempty"`
 	ThroughputRunsMatch      bool               `json:"throughputRunsMatch"`
+	// WorkerCPUMicrosPerRecord and BrokerCPUMicrosPerRecord split the CPU
+	// time of each throughput run (user + system) per input record:
+	// summed over the worker processes, and of this process, which runs
+	// the embedded broker (and little else meanwhile). They are what the
+	// cost model in docs/scale-out.md is checked against.
+	WorkerCPUMicrosPerRecord map[string]float64 `json:"workerCpuMicrosPerRecord,omitempty"`
+	BrokerCPUMicrosPerRecord map[string]float64 `json:"brokerCpuMicrosPerRecord,omitempty"`
 }
 
 // OK reports whether the run kept exactly-once.
@@ -201,10 +211,12 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	res := Result{Processes: cfg.Processes, Records: cfg.Records, ThroughputRunsMatch: true}
 
 	// The single-process run: the same job as one local job.
+	cpu0 := selfCPU()
 	want, secs, err := runLocal(ctx, cfg, brokers, input)
 	if err != nil {
 		return res, err
 	}
+	res.SingleProcessCPUMicrosPerRecord = float64((selfCPU() - cpu0).Microseconds()) / float64(cfg.Records)
 	res.Totals = len(want)
 	res.SingleProcessRecordsPerSec = float64(cfg.Records) / secs
 	logf("single process: %d totals in %.1fs", len(want), secs)
@@ -253,6 +265,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 			return res, err
 		}
 		start := time.Now()
+		selfBefore := selfCPU()
 		g := newGang(ctx, cfg, s)
 		for range n {
 			g.start()
@@ -261,10 +274,16 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 			return res, fmt.Errorf("scaleout: throughput run with %d processes: %w", n, err)
 		}
 		secs := time.Since(start).Seconds()
+		brokerCPU := selfCPU() - selfBefore
 		if res.RecordsPerSecByProcesses == nil {
 			res.RecordsPerSecByProcesses = map[string]float64{}
+			res.WorkerCPUMicrosPerRecord = map[string]float64{}
+			res.BrokerCPUMicrosPerRecord = map[string]float64{}
 		}
-		res.RecordsPerSecByProcesses[strconv.Itoa(n)] = float64(cfg.Records) / secs
+		key := strconv.Itoa(n)
+		res.RecordsPerSecByProcesses[key] = float64(cfg.Records) / secs
+		res.WorkerCPUMicrosPerRecord[key] = float64(g.cpu().Microseconds()) / float64(cfg.Records)
+		res.BrokerCPUMicrosPerRecord[key] = float64(brokerCPU.Microseconds()) / float64(cfg.Records)
 		lost, dup, match, err := check(s)
 		if err != nil {
 			return res, err
@@ -588,6 +607,28 @@ func (g *gang) waitAll(timeout time.Duration) error {
 		}
 	}
 	return nil
+}
+
+// cpu is the CPU time (user + system) of the workers that have ended.
+func (g *gang) cpu() time.Duration {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var d time.Duration
+	for _, w := range g.ws {
+		if st := w.cmd.ProcessState; st != nil {
+			d += st.UserTime() + st.SystemTime()
+		}
+	}
+	return d
+}
+
+// selfCPU is this process's CPU time so far (user + system).
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // killAll kills every worker still running and waits for them.
