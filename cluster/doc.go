@@ -35,13 +35,23 @@
 //	    over the same input, whatever processes join, leave or are killed,
 //	    provided no record is late in either (the watermarks of the two
 //	    differ in timing, not in what they let through: see W4).
-//	C2. Ownership (M1-M4). A task runs in at most one process at a time
-//	    while processes keep their group sessions: a process stops a task
-//	    (with a checkpoint, bounded by Config.RevokeCheckpointTimeout)
-//	    before the group may give it to another. A process that loses its
+//	C2. Ownership. A task runs in at most one process at a time while
+//	    processes keep their group sessions (M2). A process that loses its
 //	    session (killed, paused) is fenced: its task's new owner opens the
 //	    same transactional ids, which aborts the old owner's open
 //	    transactions and refuses its later writes.
+//	M1. A process runs exactly the tasks whose partitions of the tasks
+//	    topic the group assigned to it; each starts in its own goroutine
+//	    (a restore may be long; heartbeats go on).
+//	M2. On revoke, each revoked task is checkpointed (bounded by
+//	    Config.RevokeCheckpointTimeout) and stopped before the callback
+//	    returns; the cooperative protocol gives it to another member only
+//	    after that. Tasks not revoked run on.
+//	M3. On a lost session, the lost tasks stop at once, without a
+//	    checkpoint (another process may own them already).
+//	M4. A task that fails is started again from its latest checkpoint
+//	    after Config.RestartDelay while its process owns it; a task that
+//	    finished (its FINISHED marker) is not run again.
 //	C3. Restore. A task's new owner restores it from the task's latest
 //	    completed checkpoint with the ordinary restore path: its sinks
 //	    commit the transactions that checkpoint pre-committed and abort the
