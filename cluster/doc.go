@@ -95,6 +95,12 @@
 // the session timeout) is fenced at Kafka, but may still write a
 // checkpoint of a task between its new owner's restore and its new owner's
 // first transaction; the checkpoint store does not fence it (an object
-// store with conditional writes would). Control and data records that do
+// store with conditional writes would). A source task reads one partition,
+// so the Kafka source's catch-up (kafka K6) is per partition here, not per
+// topic as in a local job: in unbounded mode a partition that catches up
+// with its history goes idle while others still replay theirs, and its first
+// live records may then be late (a local job keeps every partition active
+// until the whole topic has caught up); bounded runs and jobs whose
+// partitions catch up together are not affected. Control and data records that do
 // not decode become dead letters of the keyed task's source.
 package cluster
