@@ -32,6 +32,11 @@ const (
 	// offset snapshot (or started at or past it), else 0. Partitions
 	// discovered after the start (K13) are 1 from birth.
 	MetricPartitionCaughtUp = "kafkaPartitionCaughtUp"
+	// MetricPartitionCatchUpMillis is how long the partition took to
+	// catch up, measured as MetricTopicCatchUpMillis is (from the run's
+	// first reader start); -1 until then, and for partitions discovered
+	// after the start.
+	MetricPartitionCatchUpMillis = "kafkaPartitionCatchUpMillis"
 	// MetricTopicCaughtUp is 1 once every partition of the topic, across
 	// all subtasks, has caught up, else 0.
 	MetricTopicCaughtUp = "kafkaTopicCaughtUp"
@@ -59,7 +64,7 @@ func boolValue(b bool) int64 {
 
 // partGauges are one partition's catch-up gauges.
 type partGauges struct {
-	end, position, caughtUp *runtime.Gauge
+	end, position, caughtUp, millis *runtime.Gauge
 }
 
 func newPartGauges(ctx runtime.SourceContext, topic string, partition int32) partGauges {
@@ -69,7 +74,9 @@ func newPartGauges(ctx runtime.SourceContext, topic string, partition int32) par
 	ls := []runtime.Label{{Name: "topic", Value: topic}, {Name: "partition", Value: strconv.Itoa(int(partition))}}
 	g := partGauges{end: ctx.LabeledGauge(MetricPartitionEndOffset, ls...),
 		position: ctx.LabeledGauge(MetricPartitionPosition, ls...),
-		caughtUp: ctx.LabeledGauge(MetricPartitionCaughtUp, ls...)}
+		caughtUp: ctx.LabeledGauge(MetricPartitionCaughtUp, ls...),
+		millis:   ctx.LabeledGauge(MetricPartitionCatchUpMillis, ls...)}
+	g.millis.Set(-1)
 	g.end.Set(-1)
 	g.position.Set(-1)
 	g.caughtUp.Set(0)
