@@ -27,8 +27,11 @@ type OperatorInfo struct {
 
 // EdgeInfo is one edge into an operator.
 type EdgeInfo struct {
-	From  string `json:"from"`
-	Input int    `json:"input"`
+	// From and FromUID name the operator the edge comes from (names may
+	// repeat in a job; UIDs do not).
+	From    string `json:"from"`
+	FromUID string `json:"fromUid"`
+	Input   int    `json:"input"`
 	// Partitioning is forward, rebalance, broadcast or key-by (a
 	// forward-or-rebalance edge resolved for the parallelisms the job
 	// runs at).
@@ -61,7 +64,7 @@ func (j *Job) Topology() Topology {
 		op := OperatorInfo{Name: n.name, UID: b.uid(n), Parallelism: b.par(n), Source: n.IsSource(), Task: headOf(n).name}
 		for i, in := range n.inputs {
 			for _, e := range in {
-				op.Inputs = append(op.Inputs, EdgeInfo{From: e.src().name, Input: i, Partitioning: b.kindOf(e).String(),
+				op.Inputs = append(op.Inputs, EdgeInfo{From: e.src().name, FromUID: b.uid(e.src()), Input: i, Partitioning: b.kindOf(e).String(),
 					SideOutput: e.tagID() != 0, Chained: b.chained[e]})
 			}
 		}
