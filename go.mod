@@ -62,4 +62,12 @@ require (
 	google.golang.org/protobuf v1.36.12 // indirect
 )
 
-require go.uber.org/goleak v1.3.0
+require (
+	github.com/chromedp/chromedp v0.23.1
+	go.uber.org/goleak v1.3.0
+)
+
+require (
+	github.com/chromedp/cdproto v0.160.1 // indirect
+	github.com/go-json-experiment/json v0.0.0-20260213210345-44df1a37e875 // indirect
+)

@@ -129,10 +129,12 @@ function renderGraph(f) {
 function renderChart(f) {
   const pts = history.slice(-120);
   if (pts.length < 2) { put("chart", empty("throughput chart: waiting for a second frame")); return; }
-  const ops = f.operators.map(o => o.uid);
+  // One line per task (an operator heading a chain): what enters it.
+  const idx = [];
+  f.operators.forEach((o, i) => { if (o.task === o.name && !o.sharedName) idx.push(i); });
   const W = 900, H = 140, L = 48, B = 16;
   let top = 1;
-  for (const p of pts) for (const v of p.in) top = Math.max(top, v);
+  for (const p of pts) for (const i of idx) top = Math.max(top, p.in[i] || 0);
   const x = i => L + (W - L - 4) * i / (pts.length - 1), y = v => (H - B) - (H - B - 6) * v / top;
   const svg = sv("svg", {viewBox: `0 0 ${W} ${H}`, preserveAspectRatio: "none"});
   svg.append(sv("line", {class: "axis", x1: L, y1: H - B, x2: W, y2: H - B}));
@@ -141,11 +143,11 @@ function renderChart(f) {
   svg.append(sv("text", {x: L, y: H - 2}, clock(pts[0].atMs)));
   svg.append(sv("text", {x: W - 4, y: H - 2, "text-anchor": "end"}, clock(pts[pts.length - 1].atMs)));
   const legend = el("div", {class: "legend"});
-  ops.forEach((name, i) => {
-    const c = COLORS[i % COLORS.length];
+  idx.forEach((i, n) => {
+    const c = COLORS[n % COLORS.length];
     svg.append(sv("polyline", {fill: "none", stroke: c, "stroke-width": 1.5,
       points: pts.map((p, j) => `${x(j).toFixed(1)},${y(p.in[i] || 0).toFixed(1)}`).join(" ")}));
-    legend.append(el("span", {}, el("i", {style: "background:" + c}), name + " in/s"));
+    legend.append(el("span", {}, el("i", {style: "background:" + c}), f.operators[i].name + " in/s"));
   });
   put("chart", svg, legend);
 }
