@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/weirproject/weir"
+	"github.com/weirproject/weir/agent"
 	"github.com/weirproject/weir/connector/kafka"
 	"github.com/weirproject/weir/runtime"
 	"github.com/weirproject/weir/watermark"
@@ -251,5 +252,34 @@ func TestStartClose(t *testing.T) {
 	}
 	if _, err := http.Get(s.URL()); err == nil {
 		t.Error("still serving after Close")
+	}
+}
+
+// An agent subtask's status, when it answered, is newer than its gauges and
+// names the keys holding the oldest watermark; a subtask that did not
+// answer shows its gauges.
+func TestHeldFromAgentStatus(t *testing.T) {
+	top := runtime.Topology{Operators: []runtime.OperatorInfo{{Name: "agent", UID: "agent", Parallelism: 2, Task: "agent"}}}
+	ms := []runtime.Metric{{Operator: "agent", Name: "actionsRun", Value: 7}}
+	for sub := range 2 {
+		ms = append(ms,
+			runtime.Metric{Operator: "agent", Subtask: sub, Name: "heldWatermarks", Value: 1, Gauge: true},
+			runtime.Metric{Operator: "agent", Subtask: sub, Name: "oldestHeldWatermarkAgeMs", Value: 100, Gauge: true},
+			runtime.Metric{Operator: "agent", Subtask: sub, Name: "inFlightInputs", Value: 3, Gauge: true})
+	}
+	status := []agent.SubtaskStatus{{Operator: "agent", Subtask: 1, HeldWatermarks: 2, OldestHeldAgeMs: 250, InFlightInputs: 4,
+		OldestHeldBy: []agent.HeldKey{{Key: "k1", Inputs: 2}}, OldestHeldByCount: 1}}
+	f := buildFrame(1, nil, sampleInput{atMs: 1000, topology: top, metrics: ms, agents: status})
+	if len(f.Held) != 2 {
+		t.Fatalf("held: %+v", f.Held)
+	}
+	if h := f.Held[0]; h.Held != 1 || h.OldestAgeMs != 100 || h.InFlight != 3 || h.Keys != nil || h.Kind != "agent" {
+		t.Errorf("subtask 0 (no status): %+v, want its gauges", h)
+	}
+	if h := f.Held[1]; h.Held != 2 || h.OldestAgeMs != 250 || h.InFlight != 4 || len(h.Keys) != 1 || h.Keys[0].Key != "k1" || h.KeyCount != 1 {
+		t.Errorf("subtask 1: %+v, want its status", h)
+	}
+	if len(f.Agents) != 1 || f.Agents[0].ActionsRun != 7 || f.Agents[0].InFlight != 6 {
+		t.Errorf("agents: %+v", f.Agents)
 	}
 }
