@@ -18,6 +18,10 @@ type host interface {
 	log() *slog.Logger
 	// nonDurableCalls reports Options.NonDurableCalls.
 	nonDurableCalls() bool
+	// callStat returns the counters of the model or tool call named name
+	// (chatCallPrefix or toolCallPrefix, then the model's or tool's name);
+	// nil for a name the agent does not have.
+	callStat(name string) *callStat
 }
 
 // RunnerContext is what an action gets besides its event: the key and
@@ -123,11 +127,16 @@ func (c *RunnerContext) Chat(name string, req model.Request) (*model.Response, e
 	if err != nil {
 		return nil, err
 	}
+	st := c.host.callStat(chatCallPrefix + name)
 	if !c.durableCalls() {
-		return m.Chat(c.ctx, req)
+		resp, err := m.Chat(c.ctx, req)
+		st.record(err != nil)
+		return resp, err
 	}
 	return Durable(c, chatCallPrefix+name, req, func(ctx context.Context, key string) (*model.Response, error) {
-		return m.Chat(model.WithIdempotencyKey(ctx, key), req)
+		resp, err := m.Chat(model.WithIdempotencyKey(ctx, key), req)
+		st.record(err != nil)
+		return resp, err
 	})
 }
 
@@ -148,11 +157,16 @@ func (c *RunnerContext) Tools() *tool.Set { return c.host.agentDef().tools }
 // through c.Tools().Call makes one such call.
 func (c *RunnerContext) CallTool(name string, args json.RawMessage) (tool.Result, error) {
 	tools := c.host.agentDef().tools
+	st := c.host.callStat(toolCallPrefix + name)
 	if !c.durableCalls() {
-		return tools.Call(c.ctx, name, args)
+		res, err := tools.Call(c.ctx, name, args)
+		st.record(err != nil || res.IsError)
+		return res, err
 	}
 	return Durable(c, toolCallPrefix+name, toolArgs(args), func(ctx context.Context, key string) (tool.Result, error) {
-		return tools.Call(tool.WithIdempotencyKey(ctx, key), name, args)
+		res, err := tools.Call(tool.WithIdempotencyKey(ctx, key), name, args)
+		st.record(err != nil || res.IsError)
+		return res, err
 	})
 }
 

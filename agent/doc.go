@@ -79,7 +79,9 @@
 //  9. Visible stalls. Gauges heldWatermarks, oldestHeldWatermarkAgeMs,
 //     inFlightInputs and runningKeys, counters actionsRun, actionErrors,
 //     eventsUnhandled and inputsRestored (unfinished inputs a restore
-//     resumed); Status names the keys holding the oldest watermark,
+//     resumed), calls per model and tool with their errors (modelCalls,
+//     toolCalls, callstats.go) and the time actions take (actionMicros
+//     over actionsTimed); Status names the keys holding the oldest watermark,
 //     and a warning is logged when it has waited longer than
 //     Options.StallWarning.
 //  10. Exactly-once side effects, with a store (Options.Store; package wal

@@ -214,6 +214,8 @@ type operator[K comparable, IN, OUT any] struct {
 	cActions, cErrors, cDropped      *runtime.Counter
 	cReplayed, cCallsReplayed        *runtime.Counter
 	cDiverged, cRestored             *runtime.Counter
+	calls                            callStats   // read-only after Open
+	timer                            actionTimer // used by action workers
 }
 
 // pendingPrune is what a checkpoint covers: the inputs finished before its
@@ -272,6 +274,8 @@ func (o *operator[K, IN, OUT]) Open(ctx *runtime.Context, out runtime.Output[OUT
 	o.cCallsReplayed = ctx.Counter("callsReplayed")
 	o.cDiverged = ctx.Counter("divergences")
 	o.cRestored = ctx.Counter("inputsRestored")
+	o.calls = newCallStats(ctx, o.def)
+	o.timer = actionTimer{now: clk.Now, micros: ctx.Counter(MetricActionMicros), runs: ctx.Counter(MetricActionsTimed)}
 	if o.opts.Store != nil {
 		st, err := o.opts.Store(ctx)
 		if err != nil {
@@ -777,6 +781,7 @@ func (o *operator[K, IN, OUT]) execute(c *completion[K, IN]) {
 			return
 		}
 	}
+	start := o.timer.now()
 	func() {
 		defer func() {
 			if p := recover(); p != nil {
@@ -785,6 +790,7 @@ func (o *operator[K, IN, OUT]) execute(c *completion[K, IN]) {
 		}()
 		c.err = c.rc.action.Run(c.rc, *c.rc.ev)
 	}()
+	o.timer.since(start)
 	if d := c.rc.durable; d != nil && c.err == nil {
 		// The store may keep st: it gets its own copies of the slices (the
 		// completion, and with it rc.sent's storage, is recycled).

@@ -45,6 +45,8 @@ func TestBadCommandLines(t *testing.T) {
 		{demo("--checkpoint-dir", "/proc/x"), `weir demo: --checkpoint-dir "/proc/x"`},
 		{demo("--checkpoint-dir", file), "weir demo: --checkpoint-dir"},
 		{demo("--metrics-addr", "nohostport"), "weir demo: --metrics-addr"},
+		{demo("--ui-addr", "8081"), `weir demo: --ui-addr "8081": want host:port`},
+		{demo("--ui-addr", "127.0.0.1:99999"), `weir demo: --ui-addr "127.0.0.1:99999": want host:port`},
 		{demo("extra"), `weir demo: unexpected argument "extra"`},
 		{demo("--items", "abc"), "weir demo: invalid argument \"abc\" for \"--items\""},
 		{demo("--no-such-flag"), "weir demo: unknown flag: --no-such-flag"},

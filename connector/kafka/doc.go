@@ -118,9 +118,10 @@
 //	    the source operator and the subtask reading the partition, labelled
 //	    topic and partition: MetricPartitionStartOffset (where the run
 //	    started reading, -1 until resolved), MetricPartitionEndOffset (the
-//	    snapshot, -1 until taken), MetricPartitionPosition (the consumer position,
-//	    updated per fetched batch, -1 until resolved) and
-//	    MetricPartitionCaughtUp (0/1). Each topic has one series of
+//	    snapshot, -1 until taken), MetricPartitionPosition (the consumer
+//	    position, updated per fetched batch, -1 until resolved),
+//	    MetricPartitionCaughtUp (0/1) and MetricPartitionCatchUpMillis
+//	    (when it caught up, measured as the topic's below). Each topic has one series of
 //	    MetricTopicCaughtUp (1 when every partition of it, in every
 //	    subtask, has caught up) and MetricTopicCatchUpMillis (job-clock
 //	    milliseconds from the run's first reader start to the topic's
