@@ -32,6 +32,16 @@ func CheckLocation(loc string) error {
 	return err
 }
 
+// LocalPath returns the directory of loc when loc is local (a path or a
+// file:// URL), and false for a bucket URL or an invalid location.
+func LocalPath(loc string) (string, bool) {
+	u, key, err := parseLocation(loc)
+	if err != nil || u != nil {
+		return "", false
+	}
+	return filepath.FromSlash(key), true
+}
+
 // IsURL tells whether loc is a URL (has a scheme) rather than a path.
 func IsURL(loc string) bool {
 	i := strings.Index(loc, "://")
@@ -234,6 +244,10 @@ func (s *bucketStore) Size(key string) (int64, error) {
 }
 
 func (s *bucketStore) ReadRange(key string, off, n int64) (io.ReadCloser, error) {
+	if n == 0 {
+		// An empty range is no request (S3 refuses it as InvalidRange).
+		return io.NopCloser(strings.NewReader("")), nil
+	}
 	r, err := s.b.NewRangeReader(context.Background(), key, off, n, nil)
 	if err != nil {
 		return nil, notExist(err)

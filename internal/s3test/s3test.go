@@ -4,9 +4,15 @@
 package s3test
 
 import (
+	"context"
+	"io"
 	"net/http/httptest"
 	"net/url"
+	"strings"
 	"testing"
+
+	"gocloud.dev/blob"
+	_ "gocloud.dev/blob/s3blob" // s3://
 
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
@@ -41,4 +47,33 @@ func Start(t testing.TB, prefix string) string {
 	q.Set("region", "us-east-1")
 	u := url.URL{Scheme: "s3", Host: Bucket, Path: "/" + prefix, RawQuery: q.Encode()}
 	return u.String()
+}
+
+// Keys returns the keys of every object under loc (a URL Start returned,
+// or one joined under it), relative to it, as the S3 server lists them.
+func Keys(t testing.TB, loc string) []string {
+	t.Helper()
+	u, err := url.Parse(loc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prefix := strings.Trim(u.Path, "/") + "/"
+	u.Path = ""
+	b, err := blob.OpenBucket(context.Background(), u.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	var keys []string
+	it := b.List(&blob.ListOptions{Prefix: prefix})
+	for {
+		o, err := it.Next(context.Background())
+		if err == io.EOF {
+			return keys
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys = append(keys, strings.TrimPrefix(o.Key, prefix))
+	}
 }
