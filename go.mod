@@ -65,7 +65,7 @@ require (
 require (
 	github.com/johannesboyne/gofakes3 v1.2.0
 	go.uber.org/goleak v1.3.0
-	gocloud.dev v0.49.0
+	gocloud.dev v0.47.0
 )
 
 require (
