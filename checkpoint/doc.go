@@ -1,17 +1,26 @@
 // Package checkpoint stores and loads snapshots of a job's state:
-// checkpoints (taken periodically by the runtime, kept in a directory with
-// retention) and savepoints (taken on request, kept wherever the user says).
-// Both use one documented, versioned format (see docs/checkpoints.md):
+// checkpoints (taken periodically by the runtime, kept under a base
+// location with retention) and savepoints (taken on request, kept wherever
+// the user says). A location is a local directory (a path or file:///path)
+// or a prefix in an object-store bucket (s3://, gs://, azblob://, through
+// gocloud.dev/blob); both hold one documented, versioned format (see
+// docs/checkpoints.md), object for file, so a snapshot copied from one to
+// the other reads the same:
 //
-//	DIR/chk-000000000042/          one snapshot
-//	    _metadata                  the manifest (JSON), written last
-//	    op-0003-sub-0001.bin       state of one operator subtask: blobs
+//	BASE/chk-000000000042/          one snapshot
+//	    _metadata                   the manifest (JSON), written last
+//	    op-0003-sub-0001.bin        state of one operator subtask: blobs
 //
-// A snapshot is complete exactly when its _metadata exists: data files are
-// written and synced first, then the manifest is written to a temporary name,
-// synced, and renamed into place, and the directory is synced. A crash at any
-// point leaves either a complete snapshot or a directory without _metadata,
-// which readers ignore and retention removes.
+// A snapshot is complete exactly when its _metadata exists: data objects
+// are written first, each whole or not at all, then the manifest (the
+// commit point, Store.Publish). In a directory each file is written to a
+// temporary name, synced and renamed into place, and after the manifest's
+// rename the directory and its parent are synced; in a bucket each write
+// is one atomic object (there is no rename). A crash at any point leaves
+// either a complete snapshot or one without _metadata, which readers
+// ignore and retention removes. Retention deletes a manifest before the
+// data it references, so that an interrupted deletion never leaves a
+// complete-looking snapshot with objects missing.
 //
 // Invariants:
 //
@@ -26,7 +35,7 @@
 //	I4. Operator state is matched to operators by uid.
 //
 // Version 2 adds native keyed state (NativeState, native.go): a Pebble
-// checkpoint whose immutable SSTs live in DIR/shared/<owner>/ and are
+// checkpoint whose immutable SSTs live in BASE/shared/<owner>/ and are
 // shared by the checkpoints that reference them (incremental
 // checkpoints); Retain collects the ones no retained checkpoint
 // references. Snapshots without native state are written as version 1.

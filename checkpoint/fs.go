@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"net/url"
 	"os"
+	"path"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -82,24 +84,43 @@ type manifestBlob struct {
 	CRC      uint32 `json:"crc"`
 }
 
-// Storage reads and writes snapshots on a file system. The zero value uses
-// the operating system's; tests inject faults through FS (package
-// internal/faultfs). The package-level functions (Write, Read, List,
-// Latest, Retain) are those of the zero Storage.
+// Storage reads and writes snapshots at locations: a local directory path,
+// a file:// URL (the same directory), or an object-store URL (s3://, gs://,
+// azblob://, see Schemes and CheckLocation), in one layout (see the package
+// documentation): a path goes through DirStore on FS, a bucket URL through
+// BucketStore. The zero value uses the operating system's file system;
+// tests inject faults through FS (package internal/faultfs). The
+// package-level functions (Write, Read, List, Latest, Retain) are those of
+// the zero Storage.
 //
-// Native state's shared files (NativeState.Materialize, Uploader) are
-// read and written through the operating system's file system: Pebble's
-// own checkpoints, which they copy, are there.
+// Native state's shared files (NativeState.Materialize, Uploader) are read
+// and written through the operating system's file system or the bucket:
+// Pebble's own checkpoints, which they copy, are on the local disk.
 type Storage struct {
-	// FS is the file system; nil means the operating system's (vfs.Default).
+	// FS is the file system of local locations; nil means the operating
+	// system's (vfs.Default).
 	FS vfs.FS
+	// Store, when not nil, holds every location: locations are then keys
+	// in it (slash-separated), neither paths nor URLs, and FS is unused.
+	// Native state's shared files still go to the location's own store
+	// (NewUploader).
+	Store Store
 }
 
-func (st Storage) fs() vfs.FS {
-	if st.FS == nil {
-		return vfs.Default
+// open returns the store of loc and loc's key in it.
+func (st Storage) open(loc string) (Store, string, error) {
+	if st.Store != nil {
+		return st.Store, keyJoin(filepath.ToSlash(loc)), nil
 	}
-	return st.FS
+	u, key, err := parseLocation(loc)
+	if err != nil {
+		return nil, "", err
+	}
+	if u == nil {
+		return DirStore(st.FS), key, nil
+	}
+	s, err := openBucket(u)
+	return s, key, err
 }
 
 // Write stores s in dir with the zero Storage (see Storage.Write).
@@ -120,20 +141,21 @@ func Latest(base string) (string, int64, error) { return Storage{}.Latest(base) 
 // Storage.Retain).
 func Retain(base string, keep int) error { return Storage{}.Retain(base, keep) }
 
-// Write stores s in dir (created; it must not already hold a snapshot) in
-// the format described in the package documentation, data first and the
-// manifest last (atomically): data files are written and fsynced, the
-// manifest is written to a temporary name and fsynced, renamed into place,
-// and then dir and its parent are fsynced (so that neither the manifest's
-// nor the snapshot directory's entry is lost by a crash after Write
-// returned). It returns dir.
+// Write stores s at location dir (which must not already hold a snapshot)
+// in the format described in the package documentation, data first and
+// the manifest last (Store.Publish, the commit point): in a directory,
+// each data file is written to a temporary name, fsynced and renamed into
+// place, the manifest likewise, and then dir and its parent are fsynced
+// (so that neither the manifest's nor the snapshot directory's entry is
+// lost by a crash after Write returned); in a bucket each is one atomic
+// object write. It returns dir.
 func (st Storage) Write(dir string, s *Snapshot) (string, error) {
-	fs := st.fs()
-	if _, err := fs.Stat(filepath.Join(dir, MetadataFile)); err == nil {
-		return "", fmt.Errorf("checkpoint: %s already holds a snapshot; choose an empty directory", dir)
+	store, key, err := st.open(dir)
+	if err != nil {
+		return "", err
 	}
-	if err := fs.MkdirAll(dir, 0o755); err != nil {
-		return "", fmt.Errorf("checkpoint: create %s: %w", dir, err)
+	if _, err := store.Size(keyJoin(key, MetadataFile)); err == nil {
+		return "", fmt.Errorf("checkpoint: %s already holds a snapshot; choose an empty directory", dir)
 	}
 	m := manifest{Version: 1, Kind: s.Kind, ID: s.ID, TimestampMs: s.TimestampMs, MaxParallelism: s.MaxParallelism}
 	for oi, o := range s.Operators {
@@ -149,7 +171,7 @@ func (st Storage) Write(dir string, s *Snapshot) (string, error) {
 				m.Version = 2
 			}
 			name := fmt.Sprintf("op-%04d-sub-%04d.bin", oi, si)
-			ms, err := writeSubtask(fs, filepath.Join(dir, name), st)
+			ms, err := writeSubtask(store, keyJoin(key, name), Join(dir, name), st)
 			if err != nil {
 				return "", err
 			}
@@ -163,27 +185,19 @@ func (st Storage) Write(dir string, s *Snapshot) (string, error) {
 		return "", fmt.Errorf("checkpoint: encode manifest: %w", err)
 	}
 	killpoint.Hit("checkpoint.before-manifest")
-	tmp := filepath.Join(dir, MetadataFile+".tmp")
-	if err := writeFileSync(fs, tmp, data); err != nil {
-		return "", err
-	}
-	if err := fs.Rename(tmp, filepath.Join(dir, MetadataFile)); err != nil {
-		return "", fmt.Errorf("checkpoint: publish manifest in %s: %w", dir, err)
-	}
-	if err := syncDir(fs, dir); err != nil {
-		return "", err
-	}
-	if err := syncDir(fs, filepath.Dir(filepath.Clean(dir))); err != nil {
-		return "", err
+	if err := store.Publish(keyJoin(key, MetadataFile), data); err != nil {
+		return "", fmt.Errorf("checkpoint: publish the manifest of %s: %w", dir, err)
 	}
 	return dir, nil
 }
 
-func writeSubtask(fs vfs.FS, path string, st *SubtaskState) (manifestSubtask, error) {
+// writeSubtask writes one subtask's data object (key; name is its
+// location, for errors).
+func writeSubtask(store Store, key, name string, st *SubtaskState) (manifestSubtask, error) {
 	var ms manifestSubtask
-	f, err := fs.Create(path, vfs.WriteCategoryUnspecified)
+	f, err := store.Create(key)
 	if err != nil {
-		return ms, fmt.Errorf("checkpoint: create %s: %w", path, err)
+		return ms, err
 	}
 	w := bufio.NewWriterSize(f, 1<<20)
 	var off int64
@@ -193,11 +207,15 @@ func writeSubtask(fs vfs.FS, path string, st *SubtaskState) (manifestSubtask, er
 			return manifestBlob{}, err
 		}
 		if _, err := w.Write(data); err != nil {
-			return manifestBlob{}, fmt.Errorf("checkpoint: write %s: %w", path, err)
+			return manifestBlob{}, err
 		}
 		mb := manifestBlob{Offset: off, Length: int64(len(data)), CRC: crc32.Checksum(data, castagnoli)}
 		off += int64(len(data))
 		return mb, nil
+	}
+	fail := func(err error) (manifestSubtask, error) {
+		f.Abort()
+		return ms, err
 	}
 	kgs := make([]int, 0, len(st.KeyGroups))
 	for kg := range st.KeyGroups {
@@ -207,8 +225,7 @@ func writeSubtask(fs vfs.FS, path string, st *SubtaskState) (manifestSubtask, er
 	for _, kg := range kgs {
 		mb, err := put(st.KeyGroups[kg])
 		if err != nil {
-			f.Close()
-			return ms, err
+			return fail(err)
 		}
 		mb.KeyGroup = kg
 		ms.KeyGroups = append(ms.KeyGroups, mb)
@@ -224,8 +241,7 @@ func writeSubtask(fs vfs.FS, path string, st *SubtaskState) (manifestSubtask, er
 		for _, it := range l.Items {
 			mb, err := put(it)
 			if err != nil {
-				f.Close()
-				return ms, err
+				return fail(err)
 			}
 			ml.Items = append(ml.Items, mb)
 		}
@@ -239,41 +255,19 @@ func writeSubtask(fs vfs.FS, path string, st *SubtaskState) (manifestSubtask, er
 		for _, pf := range n.Private {
 			mb, err := put(pf.Data)
 			if err != nil {
-				f.Close()
-				return ms, err
+				return fail(err)
 			}
 			mn.Private = append(mn.Private, manifestPrivate{Name: pf.Name, Blob: mb})
 		}
 		ms.Native = mn
 	}
 	if err := w.Flush(); err != nil {
-		f.Close()
-		return ms, fmt.Errorf("checkpoint: write %s: %w", path, err)
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return ms, fmt.Errorf("checkpoint: sync %s: %w", path, err)
+		return fail(err)
 	}
 	if err := f.Close(); err != nil {
-		return ms, fmt.Errorf("checkpoint: close %s: %w", path, err)
+		return ms, err
 	}
 	return ms, nil
-}
-
-func writeFileSync(fs vfs.FS, path string, data []byte) error {
-	f, err := fs.Create(path, vfs.WriteCategoryUnspecified)
-	if err != nil {
-		return fmt.Errorf("checkpoint: create %s: %w", path, err)
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return fmt.Errorf("checkpoint: write %s: %w", path, err)
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return fmt.Errorf("checkpoint: sync %s: %w", path, err)
-	}
-	return f.Close()
 }
 
 func syncDir(fs vfs.FS, dir string) error {
@@ -288,15 +282,18 @@ func syncDir(fs vfs.FS, dir string) error {
 	return nil
 }
 
-// ErrNoSnapshot is returned when a directory holds no complete snapshot.
+// ErrNoSnapshot is returned when a location holds no complete snapshot.
 var ErrNoSnapshot = errors.New("checkpoint: no complete snapshot found")
 
-// Read loads the manifest of the snapshot in dir. Blobs are read from disk
-// when asked for, and verified (I1).
+// Read loads the manifest of the snapshot at location dir. Blobs are read
+// from the store when asked for, and verified (I1).
 func (st Storage) Read(dir string) (*Snapshot, error) {
-	fs := st.fs()
-	path := filepath.Join(dir, MetadataFile)
-	data, err := readFile(fs, path)
+	store, key, err := st.open(dir)
+	if err != nil {
+		return nil, err
+	}
+	path := Join(dir, MetadataFile)
+	data, err := readAll(store, keyJoin(key, MetadataFile))
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			return nil, fmt.Errorf("%w in %s (no %s: the snapshot is missing or was never completed)", ErrNoSnapshot, dir, MetadataFile)
@@ -321,22 +318,22 @@ func (st Storage) Read(dir string) (*Snapshot, error) {
 				o.Subtasks = append(o.Subtasks, nil)
 				continue
 			}
-			if strings.ContainsAny(ms.File, `/\`) {
+			if strings.ContainsAny(ms.File, `/\`) || ms.File == ".." {
 				return nil, fmt.Errorf("checkpoint: %s is corrupt: bad file name %q", path, ms.File)
 			}
-			file := filepath.Join(dir, ms.File)
-			fi, err := fs.Stat(file)
+			file, fkey := Join(dir, ms.File), keyJoin(key, ms.File)
+			size, err := store.Size(fkey)
 			if err != nil {
-				return nil, fmt.Errorf("checkpoint: snapshot %s is incomplete: %w", dir, err)
+				return nil, fmt.Errorf("checkpoint: snapshot %s is incomplete: %s: %w", dir, file, err)
 			}
 			sub := &SubtaskState{KeyGroups: map[int]Blob{}, Lists: map[string]*ListState{}}
 			check := func(mb manifestBlob) (Blob, error) {
 				// Offset+Length could overflow: compare Length with what is
 				// left after Offset instead.
-				if mb.Offset < 0 || mb.Length < 0 || mb.Offset > fi.Size() || mb.Length > fi.Size()-mb.Offset {
-					return nil, fmt.Errorf("checkpoint: %s is truncated or corrupt: blob at %d+%d beyond its size %d", file, mb.Offset, mb.Length, fi.Size())
+				if mb.Offset < 0 || mb.Length < 0 || mb.Offset > size || mb.Length > size-mb.Offset {
+					return nil, fmt.Errorf("checkpoint: %s is truncated or corrupt: blob at %d+%d beyond its size %d", file, mb.Offset, mb.Length, size)
 				}
-				return &fileBlob{fs: fs, path: file, mb: mb}, nil
+				return &storeBlob{store: store, key: fkey, name: file, mb: mb}, nil
 			}
 			for _, mb := range ms.KeyGroups {
 				if mb.KeyGroup < 0 || mb.KeyGroup >= m.MaxParallelism {
@@ -360,7 +357,7 @@ func (st Storage) Read(dir string) (*Snapshot, error) {
 				sub.Lists[ml.Name] = l
 			}
 			if mn := ms.Native; mn != nil {
-				n, err := readNative(fs, dir, path, mn, m.MaxParallelism, check)
+				n, err := readNative(store, parent(dir), keyDir(key), dir, path, mn, m.MaxParallelism, check)
 				if err != nil {
 					return nil, err
 				}
@@ -373,62 +370,68 @@ func (st Storage) Read(dir string) (*Snapshot, error) {
 	return s, nil
 }
 
-// readFile returns the content of the file at path.
-func readFile(fs vfs.FS, path string) ([]byte, error) {
-	f, err := fs.Open(path)
+// readAll returns the content of object key.
+func readAll(store Store, key string) ([]byte, error) {
+	r, err := store.ReadRange(key, 0, -1)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	return io.ReadAll(f)
+	defer r.Close()
+	return io.ReadAll(r)
 }
 
-type fileBlob struct {
-	fs   vfs.FS
-	path string
-	mb   manifestBlob
+// storeBlob is a blob of a data object, read when asked for.
+type storeBlob struct {
+	store Store
+	key   string
+	name  string // the object's location, for errors
+	mb    manifestBlob
 }
 
-func (b *fileBlob) Len() int64 { return b.mb.Length }
+func (b *storeBlob) Len() int64 { return b.mb.Length }
 
-func (b *fileBlob) Bytes() ([]byte, error) {
-	f, err := b.fs.Open(b.path)
+func (b *storeBlob) Bytes() ([]byte, error) {
+	r, err := b.store.ReadRange(b.key, b.mb.Offset, b.mb.Length)
 	if err != nil {
-		return nil, fmt.Errorf("checkpoint: open %s: %w", b.path, err)
+		return nil, fmt.Errorf("checkpoint: open %s: %w", b.name, err)
 	}
-	defer f.Close()
+	defer r.Close()
 	data := make([]byte, b.mb.Length)
-	if _, err := f.ReadAt(data, b.mb.Offset); err != nil && !(errors.Is(err, io.EOF) && b.mb.Length == 0) {
-		return nil, fmt.Errorf("checkpoint: read %s at %d: %w", b.path, b.mb.Offset, err)
+	if _, err := io.ReadFull(r, data); err != nil {
+		return nil, fmt.Errorf("checkpoint: read %s at %d: %w", b.name, b.mb.Offset, err)
 	}
 	if crc := crc32.Checksum(data, castagnoli); crc != b.mb.CRC {
-		return nil, fmt.Errorf("checkpoint: %s is corrupt: checksum mismatch at offset %d (length %d)", b.path, b.mb.Offset, b.mb.Length)
+		return nil, fmt.Errorf("checkpoint: %s is corrupt: checksum mismatch at offset %d (length %d)", b.name, b.mb.Offset, b.mb.Length)
 	}
 	return data, nil
 }
 
-// Dir returns the directory of checkpoint id under base.
+// Dir returns the location of checkpoint id under base (a path or a URL).
 func Dir(base string, id int64) string {
-	return filepath.Join(base, fmt.Sprintf("chk-%012d", id))
+	return Join(base, fmt.Sprintf("chk-%012d", id))
 }
 
 // List returns the ids of the complete checkpoints under base, ascending.
 func (st Storage) List(base string) ([]int64, error) {
-	fs := st.fs()
-	entries, err := fs.List(base)
+	store, key, err := st.open(base)
 	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return nil, nil
-		}
-		return nil, fmt.Errorf("checkpoint: list %s: %w", base, err)
+		return nil, err
+	}
+	return listComplete(store, key)
+}
+
+func listComplete(store Store, key string) ([]int64, error) {
+	entries, err := store.List(key)
+	if err != nil {
+		return nil, err
 	}
 	var ids []int64
 	for _, e := range entries {
-		id, ok := parseDir(e)
-		if !ok {
+		id, ok := parseDir(e.Name)
+		if !ok || !e.IsDir {
 			continue
 		}
-		if _, err := fs.Stat(filepath.Join(base, e, MetadataFile)); err == nil {
+		if _, err := store.Size(keyJoin(key, e.Name, MetadataFile)); err == nil {
 			ids = append(ids, id)
 		}
 	}
@@ -444,7 +447,7 @@ func parseDir(name string) (int64, bool) {
 	return id, err == nil
 }
 
-// Latest returns the directory of the newest complete checkpoint under
+// Latest returns the location of the newest complete checkpoint under
 // base, or ErrNoSnapshot.
 func (st Storage) Latest(base string) (string, int64, error) {
 	ids, err := st.List(base)
@@ -459,10 +462,18 @@ func (st Storage) Latest(base string) (string, int64, error) {
 }
 
 // Retain deletes all but the newest keep complete checkpoints under base,
-// and incomplete ones older than the newest complete one.
+// and incomplete ones older than the newest complete one, then the shared
+// files no checkpoint left references (N3). A checkpoint's manifest is
+// deleted (and, in a directory, that deletion synced) before its data, so
+// that an interrupted deletion leaves an incomplete checkpoint, which
+// readers ignore and the next Retain removes, never a complete one with
+// files missing.
 func (st Storage) Retain(base string, keep int) (err error) {
-	fs := st.fs()
-	ids, err := st.List(base)
+	store, key, err := st.open(base)
+	if err != nil {
+		return err
+	}
+	ids, err := listComplete(store, key)
 	if err != nil || len(ids) == 0 {
 		return err
 	}
@@ -477,21 +488,30 @@ func (st Storage) Retain(base string, keep int) (err error) {
 	}
 	defer func() {
 		if err == nil {
-			err = st.retainShared(base)
+			err = st.retainShared(store, base, key)
 		}
 	}()
-	entries, err := fs.List(base)
+	entries, err := store.List(key)
 	if err != nil {
-		return fmt.Errorf("checkpoint: list %s: %w", base, err)
+		return err
 	}
 	for _, e := range entries {
-		id, ok := parseDir(e)
-		if !ok {
+		id, ok := parseDir(e.Name)
+		if !ok || !e.IsDir {
 			continue
 		}
 		if (complete[id] && id <= cut) || (!complete[id] && id < newest) {
-			if err := fs.RemoveAll(filepath.Join(base, e)); err != nil {
-				return fmt.Errorf("checkpoint: remove %s: %w", e, err)
+			dir := keyJoin(key, e.Name)
+			if complete[id] {
+				if err := store.Delete(keyJoin(dir, MetadataFile)); err != nil {
+					return err
+				}
+				if err := store.Sync(dir); err != nil {
+					return err
+				}
+			}
+			if err := store.DeleteDir(dir); err != nil {
+				return err
 			}
 		}
 	}
@@ -503,26 +523,27 @@ var Now = func() int64 { return time.Now().UnixMilli() } // lint:allow-time the 
 
 // readNative loads the native state of a subtask from its manifest entry,
 // checking that every shared file exists with the recorded size (their
-// checksums are verified when they are materialized).
-func readNative(fs vfs.FS, dir, path string, mn *manifestNative, maxP int, check func(manifestBlob) (Blob, error)) (*NativeState, error) {
+// checksums are verified when they are materialized). base is the
+// checkpoint base location and baseKey its key in store; dir and path
+// name the snapshot and its manifest, for errors.
+func readNative(store Store, base, baseKey, dir, path string, mn *manifestNative, maxP int, check func(manifestBlob) (Blob, error)) (*NativeState, error) {
 	if mn.Start < 0 || mn.End < mn.Start || mn.End >= maxP {
 		return nil, fmt.Errorf("checkpoint: %s is corrupt: native state of key groups %d-%d outside [0,%d)", path, mn.Start, mn.End, maxP)
 	}
-	base := filepath.Dir(filepath.Clean(dir))
 	n := &NativeState{Format: mn.Format, Start: mn.Start, End: mn.End}
 	for _, f := range mn.Shared {
 		if !checkSharedPath(f.Path) {
 			return nil, fmt.Errorf("checkpoint: %s is corrupt: bad shared file path %q", path, f.Path)
 		}
-		full := filepath.Join(base, filepath.FromSlash(f.Path))
-		fi, err := fs.Stat(full)
+		full := Join(base, f.Path)
+		size, err := store.Size(keyJoin(baseKey, f.Path))
 		if err != nil {
 			return nil, fmt.Errorf("checkpoint: snapshot %s is incomplete: shared file %s: %w", dir, full, err)
 		}
-		if fi.Size() != f.Size {
-			return nil, fmt.Errorf("checkpoint: shared file %s is corrupt: %d bytes, the manifest of %s says %d", full, fi.Size(), dir, f.Size)
+		if size != f.Size {
+			return nil, fmt.Errorf("checkpoint: shared file %s is corrupt: %d bytes, the manifest of %s says %d", full, size, dir, f.Size)
 		}
-		n.Shared = append(n.Shared, SharedFile{Path: f.Path, Size: f.Size, CRC: f.CRC, base: base})
+		n.Shared = append(n.Shared, SharedFile{Path: f.Path, Size: f.Size, CRC: f.CRC, base: base, store: store, baseKey: baseKey})
 	}
 	for _, p := range mn.Private {
 		if p.Name == "" || strings.ContainsAny(p.Name, `/\`) || p.Name == ".." {
@@ -539,11 +560,12 @@ func readNative(fs vfs.FS, dir, path string, mn *manifestNative, maxP int, check
 
 // retainShared collects the shared files that the complete checkpoints
 // left under base no longer reference (N3).
-func (st Storage) retainShared(base string) error {
-	if _, err := st.fs().Stat(filepath.Join(base, SharedDirName)); err != nil {
-		return nil
+func (st Storage) retainShared(store Store, base, key string) error {
+	owners, err := store.List(keyJoin(key, SharedDirName))
+	if err != nil || len(owners) == 0 {
+		return err
 	}
-	ids, err := st.List(base)
+	ids, err := listComplete(store, key)
 	if err != nil {
 		return err
 	}
@@ -556,5 +578,22 @@ func (st Storage) retainShared(base string) error {
 		}
 		keep = append(keep, s)
 	}
-	return collectShared(st.fs(), base, keep)
+	return collectShared(store, key, owners, keep)
+}
+
+// parent returns the location that holds loc.
+func parent(loc string) string {
+	if !IsURL(loc) {
+		return filepath.Dir(filepath.Clean(loc))
+	}
+	u, err := url.Parse(loc)
+	if err != nil {
+		return loc
+	}
+	p := path.Dir(strings.TrimSuffix(u.Path, "/"))
+	if p == "." || p == "/" {
+		p = ""
+	}
+	u.Path, u.RawPath = p, ""
+	return u.String()
 }

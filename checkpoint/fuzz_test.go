@@ -23,11 +23,11 @@ func FuzzRead(f *testing.F) {
 		if _, err := st.Write(dir, s); err != nil {
 			f.Fatal(err)
 		}
-		meta, err := readFile(mem, filepath.Join(dir, MetadataFile))
+		meta, err := readAll(DirStore(mem), filepath.Join(dir, MetadataFile))
 		if err != nil {
 			f.Fatal(err)
 		}
-		data, _ := readFile(mem, filepath.Join(dir, "op-0000-sub-0000.bin"))
+		data, _ := readAll(DirStore(mem), filepath.Join(dir, "op-0000-sub-0000.bin"))
 		f.Add(meta, data)
 	}
 	f.Add([]byte(`{"version":2,"kind":"checkpoint","id":1,"maxParallelism":8,"operators":[{"uid":"a","subtasks":[{"file":"op-0000-sub-0000.bin","native":{"format":"pebble-v2","kgStart":0,"kgEnd":7,"shared":[{"path":"shared/o/1.sst","size":3}],"private":[{"name":"MANIFEST","blob":{"off":0,"len":2}}]}}]}]}`), []byte("abc"))
@@ -40,7 +40,7 @@ func FuzzRead(f *testing.F) {
 			t.Fatal(err)
 		}
 		for name, b := range map[string][]byte{MetadataFile: meta, "op-0000-sub-0000.bin": data, "op-0000-sub-0001.bin": data} {
-			if err := writeFileSync(mem, filepath.Join(dir, name), b); err != nil {
+			if err := DirStore(mem).Publish(filepath.Join(dir, name), b); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -7,7 +7,7 @@ package checkpoint
 //
 //	N1. Shared files (SSTs, immutable once written) live under
 //	    BASE/shared/<owner>/<name>, where BASE is the checkpoint base
-//	    directory and owner names one database instance
+//	    location (a directory or a bucket prefix) and owner names one database instance
 //	    (<uid>-<subtask>-<instance id>); a file is uploaded once and
 //	    referenced by every later checkpoint that still needs it. The
 //	    manifest records each reference's path relative to BASE, size and
@@ -23,11 +23,11 @@ package checkpoint
 //	N4. Savepoints never hold native state: they are canonical.
 
 import (
-	"errors"
 	"fmt"
 	"hash/crc32"
 	"io"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 
@@ -56,8 +56,11 @@ type SharedFile struct {
 	Path string
 	Size int64
 	CRC  uint32
-	// base is the checkpoint base directory (set by Read and Upload).
-	base string
+	// base is the checkpoint base location, store its store and baseKey
+	// its key there (set by Read and Upload).
+	base    string
+	store   Store
+	baseKey string
 }
 
 // PrivateFile is one private file of native state.
@@ -78,18 +81,19 @@ func (n *NativeState) Size() int64 {
 	return s
 }
 
-// Materialize writes the files of n into dir (created; it must not exist
-// yet): shared files are hard-linked when dir is on the same file system
-// (they are immutable, and a database deletes files, never rewrites them)
-// and copied otherwise, and their sizes and checksums are verified either
+// Materialize writes the files of n into the local directory dir
+// (created; it must not exist yet): shared files are hard-linked when they
+// are in a local directory on the same file system (they are immutable,
+// and a database deletes files, never rewrites them), and copied or
+// downloaded otherwise, and their sizes and checksums are verified either
 // way. An error names the file that is missing or corrupt.
 func (n *NativeState) Materialize(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("checkpoint: create %s: %w", dir, err)
 	}
 	for _, f := range n.Shared {
-		src := filepath.Join(f.base, filepath.FromSlash(f.Path))
-		size, crc, err := linkOrCopy(src, filepath.Join(dir, filepath.Base(f.Path)))
+		src := Join(f.base, f.Path)
+		size, crc, err := fetchShared(f, filepath.Join(dir, path.Base(f.Path)))
 		if err != nil {
 			return fmt.Errorf("checkpoint: shared file %s of native state: %w", src, err)
 		}
@@ -110,59 +114,53 @@ func (n *NativeState) Materialize(dir string) error {
 	return nil
 }
 
-// linkOrCopy hard-links src to dst, or copies it if that fails, and returns
-// its size and CRC-32C.
-func linkOrCopy(src, dst string) (int64, uint32, error) {
-	if err := os.Link(src, dst); err != nil {
-		return copyFile(src, dst, false)
+// fetchShared puts shared file f at the local path dst, a hard link when
+// f is on the operating system's file system and a copy otherwise, and
+// returns its size and CRC-32C.
+func fetchShared(f SharedFile, dst string) (int64, uint32, error) {
+	key := keyJoin(f.baseKey, f.Path)
+	if d, ok := f.store.(*dirStore); ok && d.fs == vfs.Default {
+		if err := os.Link(d.path(key), dst); err == nil {
+			in, err := os.Open(dst)
+			if err != nil {
+				return 0, 0, err
+			}
+			defer in.Close()
+			h := crc32.New(castagnoli)
+			size, err := io.Copy(h, in)
+			return size, h.Sum32(), err
+		}
 	}
-	in, err := os.Open(dst)
+	in, err := f.store.ReadRange(key, 0, -1)
 	if err != nil {
 		return 0, 0, err
 	}
 	defer in.Close()
-	h := crc32.New(castagnoli)
-	size, err := io.Copy(h, in)
-	return size, h.Sum32(), err
-}
-
-// copyFile copies src to dst (through a temporary name, synced when sync
-// is set) and returns its size and CRC-32C.
-func copyFile(src, dst string, sync bool) (int64, uint32, error) {
-	in, err := os.Open(src)
-	if err != nil {
-		return 0, 0, err
-	}
-	defer in.Close()
-	tmp := dst + ".tmp"
-	out, err := os.Create(tmp)
+	out, err := os.Create(dst)
 	if err != nil {
 		return 0, 0, err
 	}
 	h := crc32.New(castagnoli)
 	size, err := io.Copy(io.MultiWriter(out, h), in)
-	if err == nil && sync {
-		err = out.Sync()
-	}
 	if cerr := out.Close(); err == nil {
 		err = cerr
 	}
-	if err == nil {
-		err = os.Rename(tmp, dst)
-	}
 	if err != nil {
-		os.Remove(tmp)
+		os.Remove(dst)
 		return 0, 0, err
 	}
 	return size, h.Sum32(), nil
 }
 
 // Uploader copies the shared files of one database instance into
-// BASE/shared/<owner>, remembering what it uploaded so that a later
-// checkpoint copies only new files (incremental checkpoints). It is for one
-// goroutine at a time.
+// BASE/shared/<owner> (a directory or a bucket prefix), remembering what it
+// uploaded so that a later checkpoint copies only new files (incremental
+// checkpoints). It is for one goroutine at a time.
 type Uploader struct {
 	base, owner string
+	store       Store
+	key         string                // base's key in store
+	err         error                 // from opening base, returned by Upload
 	done        map[string]SharedFile // by file name
 	// Copied and Reused count files of the last Upload.
 	Copied, Reused int
@@ -170,9 +168,12 @@ type Uploader struct {
 	CopiedBytes int64
 }
 
-// NewUploader returns an uploader into BASE/shared/<owner>.
+// NewUploader returns an uploader into BASE/shared/<owner>, where base is
+// a checkpoint base location (a path or a URL; an invalid one makes
+// Upload fail).
 func NewUploader(base, owner string) *Uploader {
-	return &Uploader{base: base, owner: owner, done: map[string]SharedFile{}}
+	store, key, err := Storage{}.open(base)
+	return &Uploader{base: base, owner: owner, store: store, key: key, err: err, done: map[string]SharedFile{}}
 }
 
 // Seed makes the uploader reuse files of a restored native state: after a
@@ -182,26 +183,27 @@ func NewUploader(base, owner string) *Uploader {
 // another checkpoint base are ignored.
 func (u *Uploader) Seed(files []SharedFile) {
 	for _, f := range files {
-		if filepath.Clean(f.base) == filepath.Clean(u.base) {
-			u.done[filepath.Base(f.Path)] = f
+		if canonical(f.base) == canonical(u.base) {
+			u.done[path.Base(f.Path)] = f
 		}
 	}
 }
 
-// Upload makes a NativeState of the files in dir (a backend's checkpoint):
-// files for which shared(name) is true are uploaded unless uploaded before
-// (and still there, N3); the others become private blobs.
+// Upload makes a NativeState of the files in the local directory dir (a
+// backend's checkpoint): files for which shared(name) is true are uploaded
+// unless uploaded before (and still there, N3); the others become private
+// blobs. The uploaded files are durable when it returns.
 func (u *Uploader) Upload(dir, format string, start, end int, shared func(name string) bool) (*NativeState, error) {
+	if u.err != nil {
+		return nil, u.err
+	}
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint: list %s: %w", dir, err)
 	}
 	n := &NativeState{Format: format, Start: start, End: end}
 	u.Copied, u.Reused, u.CopiedBytes = 0, 0, 0
-	sdir := filepath.Join(u.base, SharedDirName, u.owner)
-	if err := os.MkdirAll(sdir, 0o755); err != nil {
-		return nil, fmt.Errorf("checkpoint: create %s: %w", sdir, err)
-	}
+	sdir := keyJoin(u.key, SharedDirName, u.owner)
 	for _, e := range entries {
 		if e.IsDir() {
 			continue
@@ -216,41 +218,60 @@ func (u *Uploader) Upload(dir, format string, start, end int, shared func(name s
 			n.Private = append(n.Private, PrivateFile{Name: name, Data: Bytes(data)})
 			continue
 		}
-		dst := filepath.Join(sdir, name)
 		if f, ok := u.done[name]; ok {
-			if fi, err := os.Stat(filepath.Join(u.base, filepath.FromSlash(f.Path))); err == nil && fi.Size() == f.Size {
+			if size, err := u.store.Size(keyJoin(u.key, f.Path)); err == nil && size == f.Size {
 				n.Shared = append(n.Shared, f)
 				u.Reused++
 				continue
 			}
 		}
-		size, crc, err := copyFile(src, dst, true)
+		size, crc, err := upload(u.store, src, keyJoin(sdir, name))
 		if err != nil {
 			return nil, fmt.Errorf("checkpoint: upload %s: %w", src, err)
 		}
-		f := SharedFile{Path: SharedDirName + "/" + u.owner + "/" + name, Size: size, CRC: crc, base: u.base}
+		f := SharedFile{Path: SharedDirName + "/" + u.owner + "/" + name, Size: size, CRC: crc, base: u.base, store: u.store, baseKey: u.key}
 		u.done[name] = f
 		n.Shared = append(n.Shared, f)
 		u.Copied++
 		u.CopiedBytes += size
 	}
-	if err := syncDir(vfs.Default, sdir); err != nil {
-		return nil, err
+	if u.Copied > 0 {
+		if err := u.store.Sync(sdir); err != nil {
+			return nil, err
+		}
 	}
 	return n, nil
 }
 
-// collectShared deletes the files under BASE/shared that no snapshot in
-// keep references, and the directories left empty (N3).
-func collectShared(fs vfs.FS, base string, keep []*Snapshot) error {
-	root := filepath.Join(base, SharedDirName)
-	owners, err := fs.List(root)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
+// upload copies the local file src to object key and returns its size and
+// CRC-32C.
+func upload(store Store, src, key string) (int64, uint32, error) {
+	in, err := os.Open(src)
 	if err != nil {
-		return fmt.Errorf("checkpoint: list %s: %w", root, err)
+		return 0, 0, err
 	}
+	defer in.Close()
+	w, err := store.Create(key)
+	if err != nil {
+		return 0, 0, err
+	}
+	h := crc32.New(castagnoli)
+	size, err := io.Copy(io.MultiWriter(w, h), in)
+	if err != nil {
+		w.Abort()
+		return 0, 0, err
+	}
+	if err := w.Close(); err != nil {
+		return 0, 0, err
+	}
+	return size, h.Sum32(), nil
+}
+
+// collectShared deletes the files under BASE/shared (whose owner
+// directories are owners) that no snapshot in keep references, and the
+// owner directories left empty (N3). base is BASE's key in store.
+func collectShared(store Store, base string, owners []Entry, keep []*Snapshot) error {
+	root := keyJoin(base, SharedDirName)
 	used := map[string]bool{}
 	for _, s := range keep {
 		for _, o := range s.Operators {
@@ -264,26 +285,28 @@ func collectShared(fs vfs.FS, base string, keep []*Snapshot) error {
 		}
 	}
 	for _, o := range owners {
-		if fi, err := fs.Stat(filepath.Join(root, o)); err != nil || !fi.IsDir() {
+		if !o.IsDir {
 			continue
 		}
-		files, err := fs.List(filepath.Join(root, o))
+		files, err := store.List(keyJoin(root, o.Name))
 		if err != nil {
-			return fmt.Errorf("checkpoint: list %s: %w", o, err)
+			return err
 		}
 		left := 0
 		for _, f := range files {
-			rel := SharedDirName + "/" + o + "/" + f
-			if used[rel] {
+			rel := SharedDirName + "/" + o.Name + "/" + f.Name
+			if used[rel] || f.IsDir {
 				left++
 				continue
 			}
-			if err := fs.Remove(filepath.Join(root, o, f)); err != nil {
-				return fmt.Errorf("checkpoint: remove %s: %w", rel, err)
+			if err := store.Delete(keyJoin(root, o.Name, f.Name)); err != nil {
+				return err
 			}
 		}
 		if left == 0 {
-			fs.Remove(filepath.Join(root, o))
+			if err := store.DeleteDir(keyJoin(root, o.Name)); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

@@ -36,21 +36,23 @@ type CheckpointConfig struct {
 	MinPause time.Duration
 	// Mode is ExactlyOnce (default) or AtLeastOnce.
 	Mode CheckpointMode
-	// Dir is where checkpoints are stored (DIR/chk-<id>). Required when
+	// Dir is where checkpoints are stored (DIR/chk-<id>): a directory path,
+	// or a URL (file:///path, s3://bucket/prefix, gs://bucket/prefix,
+	// azblob://container/prefix; see package checkpoint). Required when
 	// Interval > 0.
 	Dir string
 	// Retain is how many completed checkpoints to keep; 0 means 3.
 	Retain int
-	// RestoreFrom is a checkpoint or savepoint directory to start from
-	// ("" starts fresh). Use checkpoint.Latest(dir) to resume from the
-	// newest checkpoint.
+	// RestoreFrom is the location (a directory path or a URL, like Dir) of
+	// a checkpoint or savepoint to start from ("" starts fresh). Use
+	// checkpoint.Latest(dir) to resume from the newest checkpoint.
 	RestoreFrom string
 	// AllowNonRestoredState lets a restore skip state of operators that
 	// are no longer in the job (otherwise that is an error).
 	AllowNonRestoredState bool
-	// Storage is the file system checkpoints and savepoints are written to
-	// and restored from; the zero value is the operating system's (tests
-	// inject faults through Storage.FS).
+	// Storage reads and writes the snapshots; the zero value uses the
+	// operating system's file system for paths and gocloud.dev/blob for
+	// bucket URLs (tests inject faults through Storage.FS).
 	Storage checkpoint.Storage
 }
 
@@ -499,7 +501,11 @@ func (t *task) checkpoint(id int64) {
 	for _, inst := range t.chain {
 		ctx := inst.context()
 		w := newSnapshotWriter(id, kind, ctx.KeyGroups)
-		w.base = t.job.coord.cfg.Dir
+		if t.job.coord.cfg.Storage.Store == nil {
+			// Shared files go to the base's own store (checkpoint.NewUploader);
+			// with an injected Store, snapshots stay canonical.
+			w.base = t.job.coord.cfg.Dir
+		}
 		w.final = final
 		for _, p := range inst.parts() {
 			if s, ok := p.(Snapshotter); ok && err == nil {

@@ -189,13 +189,19 @@ func (j *Job) TriggerCheckpoint(ctx context.Context) (int64, string, error) {
 	return j.b.coord.trigger(ctx, checkpoint.KindCheckpoint, "")
 }
 
-// TriggerSavepoint takes a savepoint into dir (which must not hold one) and
-// returns its id once it is complete. Savepoints work whether or not
+// TriggerSavepoint takes a savepoint into dir (a directory path or a URL,
+// see CheckpointConfig.Dir; it must not hold one) and returns its id once
+// it is complete. Savepoints work whether or not
 // periodic checkpoints are configured. On a job that has ended it returns
 // ErrJobStopped at once.
 func (j *Job) TriggerSavepoint(ctx context.Context, dir string) (int64, error) {
 	if j.b.coord == nil {
 		return 0, errors.New("runtime: the job was started without checkpointing support")
+	}
+	if j.b.cfg.Checkpoint.Storage.Store == nil {
+		if err := checkpoint.CheckLocation(dir); err != nil {
+			return 0, fmt.Errorf("runtime: savepoint: %w", err)
+		}
 	}
 	id, _, err := j.b.coord.trigger(ctx, checkpoint.KindSavepoint, dir)
 	return id, err

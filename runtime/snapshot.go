@@ -52,7 +52,7 @@ type SnapshotWriter struct {
 	rng   keygroup.Range
 	st    *checkpoint.SubtaskState
 	async []func() error
-	base  string // checkpoint base directory (CheckpointConfig.Dir)
+	base  string // checkpoint base location (CheckpointConfig.Dir)
 	final bool   // the final checkpoint of a bounded job
 }
 
@@ -97,10 +97,11 @@ func (w *SnapshotWriter) Final() bool { return w.final }
 // meanwhile, so that f can release what the synchronous part pinned.
 func (w *SnapshotWriter) Async(f func() error) { w.async = append(w.async, f) }
 
-// NativeBase returns the checkpoint base directory under which native
-// keyed state may keep shared files (checkpoint.Uploader), or "" when the
-// snapshot must be canonical: a savepoint, or checkpoints without a
-// directory.
+// NativeBase returns the checkpoint base location (a directory path or a
+// bucket URL) under which native keyed state may keep shared files
+// (checkpoint.Uploader), or "" when the snapshot must be canonical: a
+// savepoint, or checkpoints without a directory or into an injected
+// checkpoint.Storage.Store.
 func (w *SnapshotWriter) NativeBase() string {
 	if w.kind != checkpoint.KindCheckpoint {
 		return ""

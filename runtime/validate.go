@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/weirproject/weir/checkpoint"
 	"github.com/weirproject/weir/keygroup"
 	"github.com/weirproject/weir/state"
 )
@@ -22,7 +23,8 @@ type Validator interface {
 // naming the field, the bad value and what is accepted, so that a job with
 // a bad configuration fails at Start before any work is done. It creates
 // CheckpointConfig.Dir (and a Pebble StateBackendConfig.Dir) if needed and
-// checks that a file can be written there.
+// checks that a file can be written there; a bucket URL's scheme is checked
+// (its bucket is reached only by the first checkpoint).
 func (cfg Config) validate(g *Graph) error {
 	var errs []error
 	bad := func(format string, args ...any) {
@@ -73,9 +75,18 @@ func (cfg Config) validate(g *Graph) error {
 	if cp.Interval > 0 && cp.Dir == "" {
 		bad("CheckpointConfig.Dir is empty with Interval %v: set a writable directory, or Interval 0 to take no checkpoints", cp.Interval)
 	}
-	if cp.Dir != "" {
-		if err := checkWritable(cp.Dir); err != nil {
-			bad("CheckpointConfig.Dir %q is not a writable directory (%v): give one that can be created and written", cp.Dir, err)
+	if cp.Dir != "" && cp.Storage.Store == nil {
+		if err := checkpoint.CheckLocation(cp.Dir); err != nil {
+			bad("CheckpointConfig.Dir: %v", err)
+		} else if dir, ok := checkpoint.LocalPath(cp.Dir); ok {
+			if err := checkWritable(dir); err != nil {
+				bad("CheckpointConfig.Dir %q is not a writable directory (%v): give one that can be created and written", cp.Dir, err)
+			}
+		}
+	}
+	if cp.RestoreFrom != "" && cp.Storage.Store == nil {
+		if err := checkpoint.CheckLocation(cp.RestoreFrom); err != nil {
+			bad("CheckpointConfig.RestoreFrom: %v", err)
 		}
 	}
 	sb := cfg.StateBackend

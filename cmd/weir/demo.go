@@ -3,11 +3,14 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/weirproject/weir/checkpoint"
 	"github.com/weirproject/weir/dashboard"
 	"github.com/weirproject/weir/internal/demo"
 	"github.com/weirproject/weir/internal/shutdown"
@@ -64,14 +67,14 @@ func demoCmd() *cobra.Command {
 	f.IntVar(&o.Malformed, "malformed", o.Malformed, "undecodable records in the history (0: none)")
 	f.IntVar(&o.HeldBack, "held-back", o.HeldBack, "live records a producer holds back for two hours (0: none)")
 	f.StringVar(&o.KafkaData, "kafka-data", "", "persist the embedded broker in this directory (history is produced only once)")
-	f.StringVar(&o.CheckpointDir, "checkpoint-dir", "", "take a checkpoint every second into this directory")
+	f.StringVar(&o.CheckpointDir, "checkpoint-dir", "", "take a checkpoint every second into this directory or URL (file://, s3://, gs://, azblob://)")
 	f.BoolVar(&o.Resume, "resume", false, "resume from the newest checkpoint in --checkpoint-dir")
 	f.StringVar(&o.StateBackend, "state-backend", o.StateBackend, "keyed-state backend: memory or pebble (incremental checkpoints)")
-	f.StringVar(&o.RestoreFrom, "restore", "", "start from this savepoint or checkpoint directory")
+	f.StringVar(&o.RestoreFrom, "restore", "", "start from this savepoint or checkpoint (a directory or a URL)")
 	f.DurationVar(&o.SavepointAfter, "savepoint-after", 0, "take a savepoint after this long, then stop (with --savepoint-dir)")
 	f.StringVar(&o.MetricsAddr, "metrics-addr", "", "serve Prometheus metrics on this address while the demo runs")
 	f.StringVar(&o.UIAddr, "ui-addr", "", "serve the live dashboard on this address while the demo runs (such as 127.0.0.1:8081; no host: loopback)")
-	f.StringVar(&o.SavepointDir, "savepoint-dir", "", "where --savepoint-after, or a stop by SIGINT or SIGTERM, writes the savepoint (default for a stop: a new directory under $TMPDIR/weir-savepoints)")
+	f.StringVar(&o.SavepointDir, "savepoint-dir", "", "where --savepoint-after, or a stop by SIGINT or SIGTERM, writes the savepoint, a directory or a URL (default for a stop: a new directory under $TMPDIR/weir-savepoints)")
 	return c
 }
 
@@ -104,9 +107,17 @@ func validateDemo(cmd *cobra.Command, o *demo.Options) error {
 	if o.Resume && o.RestoreFrom != "" {
 		k.fail("--resume and --restore %q: give one of them", o.RestoreFrom)
 	}
-	if o.RestoreFrom != "" {
-		if st, err := os.Stat(o.RestoreFrom); err != nil || !st.IsDir() {
-			k.fail("--restore %q: want an existing savepoint or checkpoint directory", o.RestoreFrom)
+	for _, l := range []struct{ flag, loc string }{{"checkpoint-dir", o.CheckpointDir}, {"savepoint-dir", o.SavepointDir}, {"restore", o.RestoreFrom}} {
+		if l.loc == "" {
+			continue
+		}
+		if err := checkpoint.CheckLocation(l.loc); err != nil {
+			k.fail("--%s %q: %s", l.flag, l.loc, strings.TrimPrefix(err.Error(), fmt.Sprintf("checkpoint: location %q", l.loc)+" "))
+		}
+	}
+	if dir, ok := checkpoint.LocalPath(o.RestoreFrom); ok && o.RestoreFrom != "" {
+		if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+			k.fail("--restore %q: want an existing savepoint or checkpoint directory, or a URL (s3://, gs://, azblob://)", o.RestoreFrom)
 		}
 	}
 	if o.MetricsAddr != "" {
@@ -115,7 +126,7 @@ func validateDemo(cmd *cobra.Command, o *demo.Options) error {
 	if _, err := dashboard.ParseAddr(o.UIAddr); o.UIAddr != "" && err != nil {
 		k.fail("--ui-addr %q: want host:port, such as 127.0.0.1:8081 (no host: loopback; 0.0.0.0: every interface)", o.UIAddr)
 	}
-	if k.err == nil && o.CheckpointDir != "" {
+	if _, local := checkpoint.LocalPath(o.CheckpointDir); k.err == nil && local && o.CheckpointDir != "" {
 		if err := runtime.ValidateConfig(runtime.Config{Checkpoint: runtime.CheckpointConfig{Dir: o.CheckpointDir}}); err != nil {
 			k.fail("--checkpoint-dir %q: want a directory that can be created and written", o.CheckpointDir)
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/weirproject/weir/checkpoint"
 	"github.com/weirproject/weir/dashboard"
 	"github.com/weirproject/weir/internal/progress"
 	"github.com/weirproject/weir/internal/shutdown"
@@ -82,6 +83,14 @@ func runCmd() *cobra.Command {
 				k.hostPort("metrics-addr", opts.MetricsAddr)
 			}
 			k.intRange("parallelism", int64(opts.Parallelism), 0, 32768)
+			for _, l := range []struct{ flag, loc string }{{"savepoint-dir", savepointDir}, {"restore", opts.RestoreFrom}} {
+				if l.loc == "" {
+					continue
+				}
+				if err := checkpoint.CheckLocation(l.loc); err != nil {
+					return usagef(cmd, "--%s: %v", l.flag, err)
+				}
+			}
 			if uiAddr != "" {
 				if _, err := dashboard.ParseAddr(uiAddr); err != nil {
 					return usagef(cmd, "--ui-addr: %v", err)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -15,10 +16,13 @@ func savepointCmd() *cobra.Command {
 	c := &cobra.Command{Use: "savepoint", Short: "Work with savepoints and checkpoints", Args: noArgs}
 	var asJSON bool
 	inspect := &cobra.Command{
-		Use:   "inspect DIR",
-		Short: "Print the operators, uids, key-group ranges and sizes of a savepoint or checkpoint",
-		Args:  exactArgs(1, "one savepoint or checkpoint directory"),
+		Use:   "inspect DIR|URL",
+		Short: "Print the operators, uids, key-group ranges and sizes of a savepoint or checkpoint (a directory, or a file://, s3://, gs:// or azblob:// URL)",
+		Args:  exactArgs(1, "one savepoint or checkpoint directory or URL"),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkpoint.CheckLocation(args[0]); err != nil {
+				return usagef(cmd, "%s", strings.TrimPrefix(err.Error(), "checkpoint: "))
+			}
 			return inspectSnapshot(cmd.OutOrStdout(), args[0], asJSON)
 		},
 	}

@@ -18,6 +18,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -467,7 +468,7 @@ func Run(ctx context.Context, w io.Writer, o Options) (Summary, error) {
 		fmt.Fprintf(w, "note: the in-memory broker holds a new history (same offsets, new times); use --kafka-data to keep the broker's data across runs\n")
 	}
 	if o.SavepointDir != "" && cfg.Checkpoint.Dir == "" {
-		cfg.Checkpoint.Dir = o.SavepointDir + ".checkpoints"
+		cfg.Checkpoint.Dir = siblingLocation(o.SavepointDir, ".checkpoints")
 	}
 	env := weir.NewEnvironment(cfg)
 	rep.Watch(env.Metrics().Snapshot)
@@ -949,4 +950,19 @@ func inventoryAgent(seed uint64) *agent.Agent {
 			return nil
 		}, agent.TypeInput)},
 	}
+}
+
+// siblingLocation returns loc (a directory path or a URL) with suffix
+// appended to its last path element, keeping a URL's query.
+func siblingLocation(loc, suffix string) string {
+	if !checkpoint.IsURL(loc) {
+		return loc + suffix
+	}
+	u, err := url.Parse(loc)
+	if err != nil {
+		return loc + suffix
+	}
+	u.Path = strings.TrimSuffix(u.Path, "/") + suffix
+	u.RawPath = ""
+	return u.String()
 }

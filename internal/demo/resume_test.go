@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/weirproject/weir/internal/s3test"
 )
 
 // checkpointsIn counts the completed checkpoints in dir.
@@ -98,10 +100,17 @@ func TestDemoResumeOnSameData(t *testing.T) {
 // resumed run decided again the orders in progress at the first run's end,
 // "2988 live orders decided (of 2270)".)
 func TestDemoResumeAfterFinish(t *testing.T) {
+	t.Run("dir", func(t *testing.T) { resumeAfterFinish(t, t.TempDir()+"/checkpoints") })
+	// The same with checkpoints in an object store (an S3 server in the
+	// process): --checkpoint-dir s3://...
+	t.Run("s3", func(t *testing.T) { resumeAfterFinish(t, s3test.Start(t, "demo/checkpoints")) })
+}
+
+func resumeAfterFinish(t *testing.T, checkpoints string) {
 	dir := t.TempDir()
 	o := Options{Orders: 3000, Days: 1, Customers: 7, Items: 40, Parallelism: 2, Seed: 11,
 		Live: 600 * time.Millisecond, Rate: 1000, Malformed: -1, HeldBack: -1,
-		KafkaData: dir + "/kafka", CheckpointDir: dir + "/checkpoints"}
+		KafkaData: dir + "/kafka", CheckpointDir: checkpoints}
 	check := func(name string, s Summary) {
 		t.Helper()
 		t.Logf("%s: %d live orders, %d resumed, %d decisions of %d orders", name, s.AgentInputs, s.AgentResumed, s.AgentDecisions, s.AgentDecided)

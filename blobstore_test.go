@@ -1,0 +1,178 @@
+package weir_test
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/weirproject/weir"
+	"github.com/weirproject/weir/checkpoint"
+	"github.com/weirproject/weir/internal/s3test"
+	"github.com/weirproject/weir/keygroup"
+	"github.com/weirproject/weir/runtime"
+	"github.com/weirproject/weir/state"
+	"github.com/weirproject/weir/watermark"
+)
+
+// A job checkpoints to s3:// (an S3 server in the test's process), is
+// cancelled, and a new run restores from the newest checkpoint there:
+// every key is counted exactly once across the restore, with the memory
+// backend (canonical key-group blobs) and the Pebble backend (native
+// incremental checkpoints: SSTs uploaded as objects under shared/ and
+// downloaded into the local Pebble directory on restore).
+func TestJobRestoresFromS3(t *testing.T) {
+	for _, backend := range []string{state.BackendMemory, state.BackendPebble} {
+		t.Run(backend, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			base := s3test.Start(t, "jobs/count")
+			const perKey = 3000
+			build := func(restore string) (*weir.Environment, *weir.Collected[[2]int64]) {
+				env := weir.NewEnvironment(weir.Config{Parallelism: 2, MaxParallelism: 64,
+					StateBackend: runtime.StateBackendConfig{Kind: backend, Dir: t.TempDir()},
+					Checkpoint:   runtime.CheckpointConfig{Dir: base, RestoreFrom: restore, Retain: 2}})
+				src := weir.Generate(env, "numbers", 10*perKey, func(i int64) weir.Record[int64] {
+					if restore == "" && i%50 < 2 { // both subtasks (even and odd i)
+						time.Sleep(time.Millisecond) // the first run is cancelled mid-stream
+					}
+					return weir.Record[int64]{Value: i % 10, Timestamp: i}
+				}, watermark.ForMonotonous[int64]()).UID("numbers")
+				counts := weir.Process(weir.KeyBy(src, func(v int64) int64 { return v }), "count",
+					func() weir.KeyedProcessFunction[int64, int64, [2]int64] { return &countKey{} }).UID("count")
+				return env, weir.Collect(counts)
+			}
+			env, _ := build("")
+			job, err := env.Start(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for range 2 { // the second native checkpoint is incremental
+				if _, _, err := job.TriggerCheckpoint(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			job.Cancel()
+			job.Wait()
+			latest, id, err := checkpoint.Latest(base)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.HasPrefix(latest, "s3://") || id != 2 {
+				t.Fatalf("latest checkpoint %d at %s", id, latest)
+			}
+			snap, err := checkpoint.Read(latest)
+			if err != nil {
+				t.Fatal(err)
+			}
+			native := 0
+			for _, st := range snap.Operator("count").Subtasks {
+				if st != nil && st.Native != nil {
+					native += len(st.Native.Shared) + len(st.Native.Private)
+				}
+			}
+			if (backend == state.BackendPebble) != (native > 0) {
+				t.Fatalf("%s backend: %d native files in checkpoint %d", backend, native, id)
+			}
+
+			env2, out := build(latest)
+			if err := env2.Execute(ctx); err != nil {
+				t.Fatal(err)
+			}
+			final := map[int64]int64{}
+			for _, v := range out.Values() {
+				final[v[0]] = max(final[v[0]], v[1])
+			}
+			for k := int64(0); k < 10; k++ {
+				if final[k] != perKey {
+					t.Fatalf("key %d counted %d, want %d (exactly once across the restore from %s)", k, final[k], perKey, latest)
+				}
+			}
+		})
+	}
+}
+
+// Native checkpoints into s3:// are incremental as into a directory: the
+// second one after a small change uploads one new SST and reuses the
+// others; a restore downloads them into a local Pebble directory and sees
+// every key; Retain deletes the objects no retained checkpoint references.
+func TestNativeCheckpointsToS3AreIncremental(t *testing.T) {
+	rng := keygroup.Range{Start: 0, End: 127}
+	b, v, put := pebbleValues(t, rng, func(int) string { return strings.Repeat("x", 100) })
+	base := s3test.Start(t, "native")
+	up := checkpoint.NewUploader(base, "count-0-"+b.InstanceID())
+	take := func(id int64) *checkpoint.NativeState {
+		t.Helper()
+		if err := b.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		n := uploadNative(t, b, up, id, rng)
+		snap := &checkpoint.Snapshot{ID: id, Kind: checkpoint.KindCheckpoint, MaxParallelism: 128,
+			Operators: []*checkpoint.OperatorState{{UID: "count", Parallelism: 1,
+				Subtasks: []*checkpoint.SubtaskState{{Native: n}}}}}
+		if _, err := checkpoint.Write(checkpoint.Dir(base, id), snap); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	put(0, 2000)
+	n1 := take(1)
+	if up.Copied == 0 || up.Reused != 0 {
+		t.Fatalf("first checkpoint: copied %d, reused %d", up.Copied, up.Reused)
+	}
+	put(2000, 2010)
+	n2 := take(2)
+	added := up.Reused == len(n1.Shared) && len(n2.Shared) == len(n1.Shared)+1
+	compacted := up.Reused == 0 && len(n2.Shared) == 1 // a background compaction merged them
+	if up.Copied != 1 || !added && !compacted {
+		t.Fatalf("second checkpoint after a small change: copied %d, reused %d of %d, references %d; want 1 new SST and every old one reused",
+			up.Copied, up.Reused, len(n1.Shared), len(n2.Shared))
+	}
+	if err := checkpoint.Retain(base, 1); err != nil {
+		t.Fatal(err)
+	}
+	if ids, _ := checkpoint.List(base); fmt.Sprint(ids) != "[2]" {
+		t.Fatalf("after Retain(1): %v", ids)
+	}
+	s, err := checkpoint.Read(checkpoint.Dir(base, 2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := state.Open[string](state.Options{Kind: state.BackendPebble, Dir: filepath.Join(t.TempDir(), "db2")}, rng)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	nat := s.Operators[0].Subtasks[0].Native
+	if err := nat.Materialize(c.NativeRestoreDir(0)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.RestoreNative([]state.NativePart{{Dir: c.NativeRestoreDir(0), Start: 0, End: 127}}); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := state.MustValue[string, string](c, "v").NumKeys(), v.NumKeys(); got != want || got != 2010 {
+		t.Fatalf("restored %d keys, want %d", got, want)
+	}
+	// A file only checkpoint 1 referenced is gone (when a compaction
+	// replaced them all, checkpoint 2 references none of checkpoint 1's).
+	kept := map[string]bool{}
+	for _, f := range n2.Shared {
+		kept[f.Path] = true
+	}
+	left := map[string]bool{}
+	for _, k := range s3test.Keys(t, base) {
+		left[k] = true
+	}
+	for _, f := range n1.Shared {
+		if left[f.Path] != kept[f.Path] {
+			t.Fatalf("after Retain(1), %s is there: %v; checkpoint 2 references it: %v", f.Path, left[f.Path], kept[f.Path])
+		}
+	}
+	for _, f := range n2.Shared {
+		if !left[f.Path] {
+			t.Fatalf("Retain deleted %s, which checkpoint 2 references", f.Path)
+		}
+	}
+}

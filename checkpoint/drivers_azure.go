@@ -1,0 +1,5 @@
+//go:build !weir_noazure
+
+package checkpoint
+
+import _ "gocloud.dev/blob/azureblob" // azblob://

@@ -1,0 +1,5 @@
+//go:build !weir_nogcs
+
+package checkpoint
+
+import _ "gocloud.dev/blob/gcsblob" // gs://
