@@ -142,6 +142,9 @@ type APIError struct {
 	Model, Endpoint string
 	// RetryAfter is the wait the server asked for (Retry-After), if any.
 	RetryAfter time.Duration
+	// KeyEnv is the environment variable the client's API key defaults to
+	// (named in the hint of a 401 or 403); "" means OPENAI_API_KEY.
+	KeyEnv string
 }
 
 // Error describes the failure and what to check.
@@ -159,7 +162,11 @@ func (e *APIError) Error() string {
 	}
 	switch {
 	case e.StatusCode == 401 || e.StatusCode == 403:
-		b.WriteString("; check the API key (OPENAI_API_KEY or the client's APIKey)")
+		env := e.KeyEnv
+		if env == "" {
+			env = "OPENAI_API_KEY"
+		}
+		fmt.Fprintf(&b, "; check the API key (%s or the client's APIKey)", env)
 	case e.StatusCode == 404:
 		b.WriteString("; check the base URL and the model name")
 	case e.StatusCode == 429:

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -27,9 +28,21 @@ type OpenAIConfig struct {
 	// BaseURL of the API, e.g. "https://api.openai.com/v1". "" means
 	// $OPENAI_BASE_URL, else DefaultOpenAIBaseURL.
 	BaseURL string
-	// APIKey is sent as a bearer token. "" means $OPENAI_API_KEY (none if
-	// unset). It is never logged nor shown by String or errors.
+	// APIKey is sent as a bearer token (Authorization: Bearer), or in the
+	// header APIKeyHeader names. "" means $OPENAI_API_KEY (none if unset).
+	// It is never logged nor shown by String or errors.
 	APIKey string
+	// APIKeyHeader, when set, is the header the key is sent in instead of
+	// Authorization (Azure OpenAI: "api-key"); no Authorization header is
+	// sent then.
+	APIKeyHeader string
+	// Query parameters added to every request (Azure OpenAI:
+	// "api-version").
+	Query map[string]string
+	// Stream makes every call a streaming one (server-sent events, with
+	// stream_options.include_usage so token usage is reported), assembled
+	// into the same Response as a non-streaming call.
+	Stream bool
 	// Model is the default model name; Request.Model overrides it.
 	Model string
 	// HTTPClient makes the requests; nil means the SDK's default.
@@ -52,6 +65,7 @@ type OpenAIClient struct {
 	model   string
 	baseURL string
 	retry   RetryPolicy
+	stream  bool
 }
 
 // OpenAI returns a client for cfg (see OpenAIConfig for defaults).
@@ -73,9 +87,15 @@ func OpenAI(cfg OpenAIConfig) *OpenAIClient {
 	}
 	opts := []option.RequestOption{
 		option.WithBaseURL(base),
-		option.WithAPIKey(key),
 		option.WithMaxRetries(0),
 		option.WithRequestTimeout(timeout),
+	}
+	if cfg.APIKeyHeader == "" {
+		opts = append(opts, option.WithAPIKey(key))
+	} else {
+		// Empty keys send no Authorization header, also when the
+		// environment has OPENAI_API_KEY (the SDK reads it by default).
+		opts = append(opts, option.WithAPIKey(""), option.WithAdminAPIKey(""), option.WithHeader(cfg.APIKeyHeader, key))
 	}
 	if cfg.HTTPClient != nil {
 		opts = append(opts, option.WithHTTPClient(cfg.HTTPClient))
@@ -83,7 +103,10 @@ func OpenAI(cfg OpenAIConfig) *OpenAIClient {
 	for k, v := range cfg.Headers {
 		opts = append(opts, option.WithHeader(k, v))
 	}
-	return &OpenAIClient{client: openai.NewClient(opts...), model: cfg.Model, baseURL: strings.TrimRight(base, "/"), retry: cfg.Retry}
+	for k, v := range cfg.Query {
+		opts = append(opts, option.WithQuery(k, v))
+	}
+	return &OpenAIClient{client: openai.NewClient(opts...), model: cfg.Model, baseURL: strings.TrimRight(base, "/"), retry: cfg.Retry, stream: cfg.Stream}
 }
 
 // DefaultOllamaBaseURL is Ollama's OpenAI-compatible endpoint on this
@@ -109,6 +132,55 @@ func Ollama(cfg OpenAIConfig) *OpenAIClient {
 	return OpenAI(cfg)
 }
 
+// DefaultAzureAPIVersion is the api-version AzureOpenAI sends to a
+// deployment URL when none is given.
+const DefaultAzureAPIVersion = "2024-10-21"
+
+// AzureOpenAI returns a client of Azure OpenAI: cfg with BaseURL the
+// resource's endpoint (https://<resource>.openai.azure.com; "" means
+// $AZURE_OPENAI_ENDPOINT) and APIKey its key ("" means
+// $AZURE_OPENAI_API_KEY), sent in the api-key header. With a deployment,
+// requests go to {endpoint}/openai/deployments/{deployment}/chat/completions
+// with ?api-version= apiVersion ("" means DefaultAzureAPIVersion) and the
+// model name defaults to the deployment; without one, to Azure's v1 API,
+// {endpoint}/openai/v1/chat/completions, with the model in cfg.Model and
+// api-version only when given. (The SDK's own azure package does the same
+// with Azure identity credentials, at the cost of the Azure SDK as a
+// dependency; a key is all this needs.)
+func AzureOpenAI(cfg OpenAIConfig, deployment, apiVersion string) *OpenAIClient {
+	endpoint := cfg.BaseURL
+	if endpoint == "" {
+		endpoint = os.Getenv("AZURE_OPENAI_ENDPOINT")
+	}
+	endpoint = strings.TrimRight(endpoint, "/")
+	if cfg.APIKey == "" {
+		cfg.APIKey = os.Getenv("AZURE_OPENAI_API_KEY")
+	}
+	if cfg.APIKeyHeader == "" {
+		cfg.APIKeyHeader = "api-key"
+	}
+	q := map[string]string{}
+	for k, v := range cfg.Query {
+		q[k] = v
+	}
+	if deployment != "" {
+		cfg.BaseURL = endpoint + "/openai/deployments/" + url.PathEscape(deployment)
+		if apiVersion == "" {
+			apiVersion = DefaultAzureAPIVersion
+		}
+		if cfg.Model == "" {
+			cfg.Model = deployment
+		}
+	} else {
+		cfg.BaseURL = endpoint + "/openai/v1"
+	}
+	if apiVersion != "" {
+		q["api-version"] = apiVersion
+	}
+	cfg.Query = q
+	return OpenAI(cfg)
+}
+
 // String names the endpoint and model (never the key).
 func (c *OpenAIClient) String() string {
 	return fmt.Sprintf("openai-compatible model %q at %s", c.model, c.baseURL)
@@ -129,13 +201,35 @@ func (c *OpenAIClient) Chat(ctx context.Context, req Request) (*Response, error)
 		// call once however often the request is retried or replayed.
 		opts = append(opts, option.WithHeader(IdempotencyHeader, key))
 	}
+	if c.stream {
+		params.StreamOptions.IncludeUsage = param.NewOpt(true)
+	}
 	return c.retry.Do(ctx, func(ctx context.Context) (*Response, error) {
-		cc, err := c.client.Chat.Completions.New(ctx, params, opts...)
+		cc, err := c.call(ctx, params, opts)
 		if err != nil {
 			return nil, c.convertError(ctx, params.Model, err)
 		}
 		return c.response(cc)
 	})
+}
+
+// call makes one attempt, streaming or not.
+func (c *OpenAIClient) call(ctx context.Context, params openai.ChatCompletionNewParams, opts []option.RequestOption) (*openai.ChatCompletion, error) {
+	if !c.stream {
+		return c.client.Chat.Completions.New(ctx, params, opts...)
+	}
+	stream := c.client.Chat.Completions.NewStreaming(ctx, params, opts...)
+	defer stream.Close()
+	var acc openai.ChatCompletionAccumulator
+	for stream.Next() {
+		if !acc.AddChunk(stream.Current()) {
+			return nil, &PermanentError{fmt.Errorf("model: %s: malformed stream (a chunk does not continue the ones before it)", c.baseURL)}
+		}
+	}
+	if err := stream.Err(); err != nil {
+		return nil, err
+	}
+	return &acc.ChatCompletion, nil
 }
 
 func (c *OpenAIClient) params(req Request) (openai.ChatCompletionNewParams, error) {
@@ -248,6 +342,10 @@ func (c *OpenAIClient) response(cc *openai.ChatCompletion) (*Response, error) {
 }
 
 func (c *OpenAIClient) convertError(ctx context.Context, modelName shared.ChatModel, err error) error {
+	var pe *PermanentError
+	if errors.As(err, &pe) {
+		return err
+	}
 	var oe *openai.Error
 	if errors.As(err, &oe) {
 		e := &APIError{StatusCode: oe.StatusCode, Type: oe.Type, Code: oe.Code, Message: oe.Message,

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"reflect"
 	"strings"
 	"sync"
@@ -23,6 +24,7 @@ type fakeServer struct {
 	mu      sync.Mutex
 	bodies  []map[string]any
 	headers []http.Header
+	queries []url.Values
 	replies []reply
 }
 
@@ -30,12 +32,19 @@ type reply struct {
 	status int
 	body   string
 	header map[string]string
+	// sse sends body as server-sent events (text/event-stream).
+	sse bool
 }
 
 func newFakeServer(t *testing.T, replies ...reply) *fakeServer {
+	return newFakeServerAt(t, "/v1/chat/completions", replies...)
+}
+
+// newFakeServerAt is a fake server answering POST requests to path.
+func newFakeServerAt(t *testing.T, path string, replies ...reply) *fakeServer {
 	f := &fakeServer{t: t, replies: replies}
 	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodPost || r.URL.Path != "/v1/chat/completions" {
+		if r.Method != http.MethodPost || r.URL.Path != path {
 			http.Error(w, "unexpected "+r.Method+" "+r.URL.Path, http.StatusNotFound)
 			return
 		}
@@ -47,6 +56,7 @@ func newFakeServer(t *testing.T, replies ...reply) *fakeServer {
 		f.mu.Lock()
 		f.bodies = append(f.bodies, m)
 		f.headers = append(f.headers, r.Header.Clone())
+		f.queries = append(f.queries, r.URL.Query())
 		rp := f.replies[0]
 		if len(f.replies) > 1 {
 			f.replies = f.replies[1:]
@@ -56,8 +66,19 @@ func newFakeServer(t *testing.T, replies ...reply) *fakeServer {
 			w.Header().Set(k, v)
 		}
 		w.Header().Set("Content-Type", "application/json")
+		if rp.sse {
+			w.Header().Set("Content-Type", "text/event-stream")
+		}
 		w.WriteHeader(rp.status)
-		io.WriteString(w, rp.body)
+		if !rp.sse {
+			io.WriteString(w, rp.body)
+			return
+		}
+		// One event at a time, flushed: the client reads a stream.
+		for _, ev := range strings.SplitAfter(rp.body, "\n\n") {
+			io.WriteString(w, ev)
+			w.(http.Flusher).Flush()
+		}
 	}))
 	t.Cleanup(f.srv.Close)
 	return f
