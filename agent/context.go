@@ -18,6 +18,9 @@ type host interface {
 	log() *slog.Logger
 	// nonDurableCalls reports Options.NonDurableCalls.
 	nonDurableCalls() bool
+	// modelUsage returns the counters of the model named name (nil if
+	// there are none).
+	modelUsage(name string) *modelUsage
 }
 
 // RunnerContext is what an action gets besides its event: the key and
@@ -109,25 +112,37 @@ func (c *RunnerContext) Model(name string) (model.ChatModel, error) {
 // Chat calls the model named name with req under the run's context. A
 // model's errors (after the model's own retries) come back to the action.
 //
+// When req asks for structured output (req.ResponseFormat; see
+// model.SchemaFor), the reply is validated against the schema and, if it
+// does not conform, the model is asked again with the validation error,
+// up to ResponseFormat.Attempts calls (model.ChatStructured); the result
+// is the first conforming reply (its usage the sum of the calls'), or a
+// *model.SchemaError. A reply with tool calls is not validated.
+//
 // The call is durable (see Durable), named "chat:" + name with req as its
 // arguments: with an action-state store its reply (or error) is recorded,
-// and after a restore the re-run of an unfinished action gets the recorded
-// reply without calling the model again; a different request at the same
-// position is a divergence. The model gets the call's idempotency key
-// through model.IdempotencyKey (OpenAIClient sends it as the
-// Idempotency-Key header). Without a store, or with
-// Options.NonDurableCalls, it is a plain call without a key; calling the
-// model from c.Model directly makes one such call.
+// after validation, and after a restore the re-run of an unfinished action
+// gets the recorded reply without calling the model again; a different
+// request at the same position is a divergence. The model gets the call's
+// idempotency key through model.IdempotencyKey (OpenAIClient and
+// AnthropicClient send it as the Idempotency-Key header). Without a store,
+// or with Options.NonDurableCalls, it is a plain call without a key;
+// calling the model from c.Model directly makes one such call.
+//
+// Calls made to the model are counted per model name (counters
+// modelCalls, modelErrors, modelInputTokens, modelOutputTokens, label
+// model); replayed replies are not counted again.
 func (c *RunnerContext) Chat(name string, req model.Request) (*model.Response, error) {
 	m, err := c.Model(name)
 	if err != nil {
 		return nil, err
 	}
+	m = c.host.modelUsage(name).counted(m)
 	if !c.durableCalls() {
-		return m.Chat(c.ctx, req)
+		return model.ChatStructured(c.ctx, m, req)
 	}
 	return Durable(c, chatCallPrefix+name, req, func(ctx context.Context, key string) (*model.Response, error) {
-		return m.Chat(model.WithIdempotencyKey(ctx, key), req)
+		return model.ChatStructured(model.WithIdempotencyKey(ctx, key), m, req)
 	})
 }
 

@@ -214,6 +214,9 @@ type operator[K comparable, IN, OUT any] struct {
 	cActions, cErrors, cDropped      *runtime.Counter
 	cReplayed, cCallsReplayed        *runtime.Counter
 	cDiverged, cRestored             *runtime.Counter
+	// usage holds the counters of each model of the agent, by name; made
+	// in Open, read-only after.
+	usage map[string]*modelUsage
 }
 
 // pendingPrune is what a checkpoint covers: the inputs finished before its
@@ -272,6 +275,10 @@ func (o *operator[K, IN, OUT]) Open(ctx *runtime.Context, out runtime.Output[OUT
 	o.cCallsReplayed = ctx.Counter("callsReplayed")
 	o.cDiverged = ctx.Counter("divergences")
 	o.cRestored = ctx.Counter("inputsRestored")
+	o.usage = make(map[string]*modelUsage, len(o.def.models))
+	for name := range o.def.models {
+		o.usage[name] = newModelUsage(ctx, name)
+	}
 	if o.opts.Store != nil {
 		st, err := o.opts.Store(ctx)
 		if err != nil {

@@ -76,20 +76,26 @@ type Metrics struct {
 	mu       sync.Mutex
 	counters map[metricKey]*Counter
 	gauges   map[metricKey]*Gauge
-	labels   map[metricKey][]Label // of labelled gauges
+	labels   map[metricKey][]Label // of labelled counters and gauges
 }
 
-func (m *Metrics) counter(op string, sub int, name string) *Counter {
+func (m *Metrics) counter(op string, sub int, name string, labels ...Label) *Counter {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.counters == nil {
 		m.counters = map[metricKey]*Counter{}
 	}
-	k := metricKey{op: op, subtask: sub, name: name}
+	if m.labels == nil {
+		m.labels = map[metricKey][]Label{}
+	}
+	k := metricKey{op, sub, name, encodeLabels(labels)}
 	c := m.counters[k]
 	if c == nil {
 		c = &Counter{}
 		m.counters[k] = c
+		if len(labels) > 0 {
+			m.labels[k] = append([]Label(nil), labels...)
+		}
 	}
 	return c
 }
@@ -99,6 +105,8 @@ func (m *Metrics) gauge(op string, sub int, name string, labels ...Label) *Gauge
 	defer m.mu.Unlock()
 	if m.gauges == nil {
 		m.gauges = map[metricKey]*Gauge{}
+	}
+	if m.labels == nil {
 		m.labels = map[metricKey][]Label{}
 	}
 	k := metricKey{op, sub, name, encodeLabels(labels)}
@@ -119,7 +127,7 @@ func (m *Metrics) Snapshot() []Metric {
 	m.mu.Lock()
 	out := make([]Metric, 0, len(m.counters)+len(m.gauges))
 	for k, c := range m.counters {
-		out = append(out, Metric{Operator: k.op, Subtask: k.subtask, Name: k.name, Value: c.Value()})
+		out = append(out, Metric{Operator: k.op, Subtask: k.subtask, Name: k.name, Value: c.Value(), Labels: m.labels[k]})
 	}
 	for k, g := range m.gauges {
 		out = append(out, Metric{Operator: k.op, Subtask: k.subtask, Name: k.name, Value: g.Value(), Gauge: true,

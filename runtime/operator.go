@@ -158,6 +158,14 @@ func (c *Context) Counter(name string) *Counter {
 	return c.task.job.cfg.Metrics.counter(c.Name, c.Subtask, name)
 }
 
+// LabeledCounter returns the counter of this operator subtask with the
+// given name and further labels (for example the model a count is of),
+// creating it on first use. Every counter of one name must carry the same
+// label names, in the same order.
+func (c *Context) LabeledCounter(name string, labels ...Label) *Counter {
+	return c.task.job.cfg.Metrics.counter(c.Name, c.Subtask, name, labels...)
+}
+
 // Gauge returns the named gauge of this operator subtask.
 func (c *Context) Gauge(name string) *Gauge {
 	return c.task.job.cfg.Metrics.gauge(c.Name, c.Subtask, name)

@@ -69,6 +69,11 @@ type ResponseFormat struct {
 	// Strict asks the server to enforce the schema exactly (OpenAI's
 	// strict mode; every property required, no additional properties).
 	Strict bool `json:"strict,omitempty"`
+	// Attempts bounds the model calls ChatStructured (and so an agent's
+	// RunnerContext.Chat) makes for a reply that conforms to Schema, each
+	// failure fed back to the model; 0 means DefaultSchemaAttempts, 1 no
+	// retry. Clients do not send it.
+	Attempts int `json:"attempts,omitempty"`
 }
 
 // Request is one chat completion request.
