@@ -279,7 +279,9 @@ func (c *AnthropicClient) params(req Request) (p anthropic.MessageNewParams, out
 				return p, "", err
 			}
 			p.Tools = append(p.Tools, anthropic.ToolUnionParam{OfTool: tp})
-			if len(req.Tools) == 0 && req.ToolChoice == "" {
+			// Forced when there is nothing else to call: no tools, or
+			// tool choice "none" (the answer tool is not one of them).
+			if (len(req.Tools) == 0 && req.ToolChoice == "") || req.ToolChoice == "none" {
 				p.ToolChoice = anthropic.ToolChoiceUnionParam{OfTool: &anthropic.ToolChoiceToolParam{Name: outTool}}
 			}
 		case StructuredNative:

@@ -137,7 +137,8 @@ func (e *SchemaError) Unwrap() error { return e.Err }
 // does not conform is answered, in the conversation, with a user message
 // quoting the validation error, and m is called again, up to
 // ResponseFormat.Attempts calls in all (0 means DefaultSchemaAttempts).
-// A reply with tool calls is returned as is (the answer comes later). The
+// A reply with tool calls is returned as is (the answer comes later);
+// the calls after a rejected answer offer no tools (ToolChoice "none"). The
 // result is the first conforming reply with the usage of every call
 // summed; a *SchemaError when none conformed; m's error when a call
 // failed. The caller's req is not modified.
@@ -186,6 +187,13 @@ func ChatStructured(ctx context.Context, m ChatModel, req Request) (*Response, e
 		msgs = append(msgs, req.Messages...)
 		msgs = append(msgs, Assistant(resp.Message.Content), User(SchemaFeedback(verr)))
 		req.Messages = msgs
+		if len(req.Tools) > 0 {
+			// The model chose to answer: a retry corrects the answer, it
+			// does not start another round of tool calls (whose results
+			// the caller would add to a conversation without this
+			// feedback in it).
+			req.ToolChoice = "none"
+		}
 	}
 }
 

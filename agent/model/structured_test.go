@@ -187,3 +187,25 @@ func TestOpenAIStructuredRetry(t *testing.T) {
 		t.Fatalf("second request %v", msgs)
 	}
 }
+
+// TestChatStructuredRetryOffersNoTools: after a rejected answer the model
+// is asked again with tool choice "none", so it corrects the answer
+// instead of calling tools again; Anthropic then forces its answer tool.
+func TestChatStructuredRetryOffersNoTools(t *testing.T) {
+	tools := []ToolSpec{{Name: "lookup", Parameters: json.RawMessage(`{"type":"object","properties":{"q":{"type":"string"}}}`)}}
+	msgs := []Message{User("classify"), {Role: RoleAssistant, ToolCalls: []ToolCall{{ID: "c1", Name: "lookup", Arguments: json.RawMessage(`{"q":"x"}`)}}}, ToolResult("c1", "found")}
+	rec := &recordingModel{m: &Offline{ToolCalls: true, SchemaMistakes: 1}}
+	resp, err := ChatStructured(context.Background(), rec, Request{Messages: msgs, Tools: tools, ResponseFormat: verdictFormat(t)})
+	if err != nil || len(rec.reqs) != 2 || rec.reqs[0].ToolChoice != "" || rec.reqs[1].ToolChoice != "none" || len(resp.Message.ToolCalls) != 0 {
+		t.Fatalf("resp %+v err %v; tool choices %q, %q", resp, err, rec.reqs[0].ToolChoice, rec.reqs[len(rec.reqs)-1].ToolChoice)
+	}
+
+	const answer = `{"id":"m","type":"message","role":"assistant","model":"claude-test","content":[{"type":"tool_use","id":"t","name":"verdict","input":{"label":"ham","score":0.1,"reasons":[]}}],"stop_reason":"tool_use","stop_sequence":null,"usage":{"input_tokens":1,"output_tokens":1}}`
+	f := newFakeServerAt(t, "/v1/messages", ok(answer))
+	if _, err := newAnthropic(f, AnthropicConfig{}).Chat(context.Background(), Request{Messages: msgs, Tools: tools, ToolChoice: "none", ResponseFormat: verdictFormat(t)}); err != nil {
+		t.Fatal(err)
+	}
+	if tc := f.bodies[0]["tool_choice"].(map[string]any); tc["type"] != "tool" || tc["name"] != "verdict" || len(f.bodies[0]["tools"].([]any)) != 2 {
+		t.Fatalf("tool choice %v, tools %v", tc, f.bodies[0]["tools"])
+	}
+}
