@@ -19,7 +19,7 @@ import (
 // and answers with the queued replies (status, body, headers), the last
 // one repeating.
 type fakeServer struct {
-	t       *testing.T
+	t       testing.TB
 	srv     *httptest.Server
 	mu      sync.Mutex
 	bodies  []map[string]any
@@ -36,12 +36,12 @@ type reply struct {
 	sse bool
 }
 
-func newFakeServer(t *testing.T, replies ...reply) *fakeServer {
+func newFakeServer(t testing.TB, replies ...reply) *fakeServer {
 	return newFakeServerAt(t, "/v1/chat/completions", replies...)
 }
 
 // newFakeServerAt is a fake server answering POST requests to path.
-func newFakeServerAt(t *testing.T, path string, replies ...reply) *fakeServer {
+func newFakeServerAt(t testing.TB, path string, replies ...reply) *fakeServer {
 	f := &fakeServer{t: t, replies: replies}
 	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost || r.URL.Path != path {
