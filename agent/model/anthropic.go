@@ -402,6 +402,22 @@ func (c *AnthropicClient) convertError(ctx context.Context, modelName string, er
 		if ae.Response != nil {
 			e.RetryAfter = retryAfter(ae.Response.Header.Get("Retry-After"))
 		}
+		if e.StatusCode < 300 {
+			// An error event inside a stream that had started well: the
+			// status the API gives that error type when it can still say
+			// so, so that overloads and rate limits are retried.
+			e.Message = "error event in the stream: " + e.Message
+			switch e.Type {
+			case "overloaded_error":
+				e.StatusCode = 529
+			case "rate_limit_error":
+				e.StatusCode = 429
+			case "api_error":
+				e.StatusCode = 500
+			case "timeout_error":
+				e.StatusCode = 504
+			}
+		}
 		return e
 	}
 	if ctx.Err() != nil {

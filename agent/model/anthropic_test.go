@@ -284,3 +284,26 @@ func TestAnthropicStructuredOutput(t *testing.T) {
 		t.Fatalf("unknown mode: %v", err)
 	}
 }
+
+// TestAnthropicStreamErrorRetried: an error event in the middle of a
+// stream (the API sends overloaded_error that way) fails the attempt,
+// which is retried; the next stream is assembled as usual.
+func TestAnthropicStreamErrorRetried(t *testing.T) {
+	const broken = `event: message_start
+data: {"type":"message_start","message":{"id":"msg_x","type":"message","role":"assistant","model":"claude-test-1","content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":25,"output_tokens":1}}}
+
+event: error
+data: {"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}
+
+`
+	f := newFakeServerAt(t, "/v1/messages", reply{status: 200, body: broken, sse: true}, reply{status: 200, body: anthropicStream, sse: true})
+	var delays []time.Duration
+	c := newAnthropic(f, AnthropicConfig{Stream: true, Retry: RetryPolicy{Attempts: 3, Sleep: noSleep(&delays)}})
+	resp, err := c.Chat(context.Background(), Request{Messages: []Message{User("Weather in Paris?")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.requests() != 2 || len(delays) != 1 || resp.Message.Content != "Checking the weather." || resp.Usage.CompletionTokens != 15 {
+		t.Fatalf("%d requests, %d waits, response %+v", f.requests(), len(delays), resp)
+	}
+}

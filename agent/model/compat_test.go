@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"reflect"
 	"testing"
+	"time"
 )
 
 // openAIStream is a streamed chat completion: text in two deltas, a tool
@@ -100,5 +101,26 @@ func TestOpenAICompatibleServer(t *testing.T) {
 	if f.headers[0].Get("X-Gateway-Key") != "gw-key" || f.headers[0].Get("Authorization") != "" || f.queries[0].Get("tenant") != "weir" ||
 		f.bodies[0]["model"] != "meta-llama/Llama-3.1-8B-Instruct" {
 		t.Fatalf("request: headers %v query %v body %v", f.headers[0], f.queries[0], f.bodies[0])
+	}
+}
+
+// TestOpenAIStreamErrorRetried: an error object in the middle of a stream
+// fails the attempt, which is retried.
+func TestOpenAIStreamErrorRetried(t *testing.T) {
+	const broken = `data: {"id":"chatcmpl-s","object":"chat.completion.chunk","created":1700000000,"model":"gpt-test-0613","choices":[{"index":0,"delta":{"role":"assistant","content":"Check"},"finish_reason":null}]}
+
+data: {"error":{"message":"The server is overloaded","type":"server_error","param":null,"code":null}}
+
+`
+	f := newFakeServer(t, reply{status: 200, body: broken, sse: true}, reply{status: 200, body: openAIStream, sse: true})
+	var delays []time.Duration
+	m := OpenAI(OpenAIConfig{BaseURL: f.srv.URL + "/v1", APIKey: "sk-test", Model: "gpt-test", Stream: true,
+		Retry: RetryPolicy{Attempts: 3, Sleep: noSleep(&delays)}})
+	resp, err := m.Chat(context.Background(), Request{Messages: []Message{User("hi")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.requests() != 2 || resp.Message.Content != "Checking the weather." {
+		t.Fatalf("%d requests, response %+v", f.requests(), resp)
 	}
 }
