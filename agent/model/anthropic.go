@@ -230,7 +230,10 @@ func (c *AnthropicClient) params(req Request) (p anthropic.MessageNewParams, out
 			}
 			appendBlock("user", anthropic.NewToolResultBlock(m.ToolCallID, m.Content, false))
 		case RoleAssistant:
-			if m.Content != "" || len(m.ToolCalls) == 0 {
+			// The API refuses empty text blocks: an empty assistant
+			// message (an empty answer, fed back as rejected) is left
+			// out, and the user turns around it become one.
+			if m.Content != "" {
 				appendBlock("assistant", anthropic.NewTextBlock(m.Content))
 			}
 			for _, tc := range m.ToolCalls {

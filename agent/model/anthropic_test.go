@@ -82,7 +82,9 @@ func newAnthropic(f *fakeServer, cfg AnthropicConfig) *AnthropicClient {
 // TestAnthropicToolRoundTrip: the Messages wire format both ways, over a
 // tool-use round trip: system prompt, tools with their input schemas, the
 // assistant's tool_use blocks and the tool_result blocks answering them in
-// one user turn; the reply's text, tool calls, stop reason and usage.
+// one user turn (an empty assistant message between them left out, as the
+// API refuses empty text); the reply's text, tool calls, stop reason and
+// usage.
 func TestAnthropicToolRoundTrip(t *testing.T) {
 	f := newFakeServerAt(t, "/v1/messages", ok(anthropicToolReply), ok(anthropicTextReply))
 	c := newAnthropic(f, AnthropicConfig{MaxTokens: 300, Headers: map[string]string{"X-Team": "weir"}})
@@ -106,7 +108,7 @@ func TestAnthropicToolRoundTrip(t *testing.T) {
 		t.Fatalf("response\n%+v, want\n%+v", resp, want)
 	}
 
-	req.Messages = append(req.Messages, resp.Message, ToolResult("toolu_01", "sunny, 21C"), User("and tomorrow?"))
+	req.Messages = append(req.Messages, resp.Message, ToolResult("toolu_01", "sunny, 21C"), Assistant(""), User("and tomorrow?"))
 	req.ToolChoice = "weather"
 	req.MaxTokens = 50
 	resp, err = c.Chat(context.Background(), req)
