@@ -132,6 +132,11 @@ type coordinator struct {
 	lastSize  *Gauge
 	lastMs    *Gauge
 	lastSync  *Gauge
+	// inProgress is the id of the checkpoint or savepoint in progress (0:
+	// none) and pending the tasks that have not acknowledged it yet: for
+	// progress displays, written by the coordinator goroutine.
+	inProgress *Gauge
+	pending    *Gauge
 	// lastCompleted is the id of the newest completed checkpoint (owned by
 	// the coordinator goroutine).
 	lastCompleted int64
@@ -175,6 +180,8 @@ func newCoordinator(b *builder, firstID int64) *coordinator {
 	c.lastSize = m.gauge("job", 0, "lastCheckpointBytes")
 	c.lastMs = m.gauge("job", 0, "lastCheckpointMillis")
 	c.lastSync = m.gauge("job", 0, "lastCheckpointSyncMicros")
+	c.inProgress = m.gauge("job", 0, "checkpointInProgress")
+	c.pending = m.gauge("job", 0, "checkpointTasksPending")
 	return c
 }
 
@@ -275,6 +282,8 @@ func (c *coordinator) run(ctx context.Context) {
 		c.savepoints.Delete(p.id)
 		p, timeout = nil, nil
 		lastEnd = clk.Now()
+		c.inProgress.Set(0)
+		c.pending.Set(0)
 	}
 	start := func(req *cpRequest, final bool) {
 		if anyFinished {
@@ -296,6 +305,8 @@ func (c *coordinator) run(ctx context.Context) {
 		for _, t := range c.tasks {
 			p.waiting[t] = true
 		}
+		c.inProgress.Set(id)
+		c.pending.Set(int64(len(p.waiting)))
 		p.timer = clk.NewTimer(c.cfg.Timeout)
 		timeout = p.timer.C()
 		for _, t := range c.sources {
@@ -346,6 +357,7 @@ func (c *coordinator) run(ctx context.Context) {
 				continue
 			}
 			delete(p.waiting, a.t)
+			c.pending.Set(int64(len(p.waiting)))
 			p.maxSync = max(p.maxSync, a.sync)
 			for n, st := range a.states {
 				subs := p.states[n]
@@ -360,6 +372,7 @@ func (c *coordinator) run(ctx context.Context) {
 				c.savepoints.Delete(p.id)
 				p, timeout = nil, nil
 				lastEnd = clk.Now()
+				c.inProgress.Set(0)
 			}
 		}
 		if p == nil && len(queued) > 0 {

@@ -1,7 +1,7 @@
 // Package model is the chat-model interface of weir's agents and its
 // implementations: a client of OpenAI-compatible chat-completions
-// endpoints on the official SDK (OpenAI), with presets for Ollama
-// (Ollama) and Azure OpenAI (AzureOpenAI), a client of Anthropic's
+// endpoints over net/http and encoding/json (OpenAI), with presets for
+// Ollama (Ollama) and Azure OpenAI (AzureOpenAI), a client of Anthropic's
 // Messages API on its official SDK (Anthropic), and an
 // offline model (Offline) that is deterministic per request, with a
 // seeded latency distribution, for the embedded demo, tests and

@@ -369,3 +369,29 @@ func TestResponseJSONRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// An error body that is not the API's shape (a proxy's text page, say)
+// still gives an APIError with its status and text; codes may be numbers.
+func TestOpenAIErrorBodies(t *testing.T) {
+	cases := []struct {
+		body        string
+		msg, code   string
+		errContains string
+	}{
+		{"<html>Bad gateway</html>", "<html>Bad gateway</html>", "", "HTTP 404"},
+		{`{"error":{"message":"nope","type":null,"code":404}}`, "nope", "404", "(code 404)"},
+		{`{"error":{"message":"quota","type":"insufficient_quota","code":"insufficient_quota"}}`, "quota", "insufficient_quota", "quota"},
+	}
+	for _, c := range cases {
+		f := newFakeServer(t, reply{status: 404, body: c.body})
+		m := OpenAI(OpenAIConfig{BaseURL: f.srv.URL + "/v1", APIKey: "sk-x", Model: "gpt-test"})
+		_, err := m.Chat(context.Background(), Request{Messages: []Message{User("hi")}})
+		var api *APIError
+		if !errors.As(err, &api) || api.StatusCode != 404 || api.Message != c.msg || api.Code != c.code {
+			t.Fatalf("body %s: err %v (%+v)", c.body, err, api)
+		}
+		if !strings.Contains(err.Error(), c.errContains) {
+			t.Fatalf("body %s: %q does not contain %q", c.body, err, c.errContains)
+		}
+	}
+}

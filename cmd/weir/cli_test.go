@@ -39,7 +39,6 @@ func TestBadCommandLines(t *testing.T) {
 		{demo("--held-back", "-2"), "weir demo: --held-back -2"},
 		{demo("--state-backend", "rocksdb"), `weir demo: --state-backend "rocksdb": want one of memory, pebble`},
 		{demo("--savepoint-after", "1s"), "weir demo: --savepoint-after 1s: needs --savepoint-dir"},
-		{demo("--savepoint-dir", filepath.Join(tmp, "sp")), "weir demo: --savepoint-dir"},
 		{demo("--savepoint-after", "-1s", "--savepoint-dir", filepath.Join(tmp, "sp")), "weir demo: --savepoint-after -1s"},
 		{demo("--resume"), "weir demo: --resume: needs --checkpoint-dir"},
 		{demo("--restore", filepath.Join(tmp, "none")), "weir demo: --restore"},

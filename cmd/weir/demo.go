@@ -4,13 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/weirproject/weir/internal/demo"
+	"github.com/weirproject/weir/internal/shutdown"
 	"github.com/weirproject/weir/runtime"
 )
 
@@ -26,12 +25,22 @@ func demoCmd() *cobra.Command {
 			return validateDemo(cmd, &o)
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
-			defer stop()
+			ctx := cmd.Context()
 			if ctx == nil {
 				ctx = context.Background()
 			}
-			s, err := demo.Run(ctx, cmd.OutOrStdout(), o)
+			// The first SIGINT or SIGTERM stops the job with a savepoint
+			// and exits 0; a second one aborts with 130.
+			stop := shutdown.Notify(shutdown.Options{Log: cmd.ErrOrStderr()})
+			defer stop.Close()
+			o.Stop = stop.Requested()
+			o.Progress = cmd.ErrOrStderr()
+			// With --json, stdout holds the JSON summary only.
+			narrative := cmd.OutOrStdout()
+			if asJSON {
+				narrative = cmd.ErrOrStderr()
+			}
+			s, err := demo.Run(ctx, narrative, o)
 			if err != nil {
 				return err
 			}
@@ -48,7 +57,7 @@ func demoCmd() *cobra.Command {
 	f.IntVar(&o.Items, "items", o.Items, "items")
 	f.IntVar(&o.Parallelism, "parallelism", o.Parallelism, "parallelism (1 to 128, the demo's max parallelism)")
 	f.Uint64Var(&o.Seed, "seed", o.Seed, "generator seed")
-	f.BoolVar(&asJSON, "json", false, "print the summary as JSON at the end")
+	f.BoolVar(&asJSON, "json", false, "print the summary as JSON on stdout at the end (the narrative goes to stderr)")
 	f.IntVar(&o.Rate, "rate", o.Rate, "live records per second")
 	f.DurationVar(&o.Live, "live", o.Live, "length of the live phase (0: none)")
 	f.IntVar(&o.Malformed, "malformed", o.Malformed, "undecodable records in the history (0: none)")
@@ -60,7 +69,7 @@ func demoCmd() *cobra.Command {
 	f.StringVar(&o.RestoreFrom, "restore", "", "start from this savepoint or checkpoint directory")
 	f.DurationVar(&o.SavepointAfter, "savepoint-after", 0, "take a savepoint after this long, then stop (with --savepoint-dir)")
 	f.StringVar(&o.MetricsAddr, "metrics-addr", "", "serve Prometheus metrics on this address while the demo runs")
-	f.StringVar(&o.SavepointDir, "savepoint-dir", "", "where --savepoint-after writes the savepoint (with --savepoint-after)")
+	f.StringVar(&o.SavepointDir, "savepoint-dir", "", "where --savepoint-after, or a stop by SIGINT or SIGTERM, writes the savepoint (default for a stop: a new directory under $TMPDIR/weir-savepoints)")
 	return c
 }
 
@@ -79,11 +88,13 @@ func validateDemo(cmd *cobra.Command, o *demo.Options) error {
 	k.intRange("held-back", int64(o.HeldBack), 0, -1)
 	k.oneOf("state-backend", o.StateBackend, "memory", "pebble")
 	k.duration("savepoint-after", o.SavepointAfter, 0)
-	switch {
-	case o.SavepointAfter > 0 && o.SavepointDir == "":
+	if o.SavepointAfter > 0 && o.SavepointDir == "" {
 		k.fail("--savepoint-after %v: needs --savepoint-dir, where the savepoint is written", o.SavepointAfter)
-	case o.SavepointDir != "" && o.SavepointAfter == 0:
-		k.fail("--savepoint-dir %q: needs --savepoint-after, when the savepoint is taken", o.SavepointDir)
+	}
+	if o.SavepointDir != "" {
+		if es, err := os.ReadDir(o.SavepointDir); err == nil && len(es) > 0 {
+			k.fail("--savepoint-dir %q: holds files already; want a new or empty directory for the savepoint", o.SavepointDir)
+		}
 	}
 	if o.Resume && o.CheckpointDir == "" {
 		k.fail("--resume: needs --checkpoint-dir, the directory whose newest checkpoint to resume from")

@@ -63,6 +63,7 @@ func (p *partTrack) setPosition(pos int64) {
 func (p *partTrack) setStart(start, end int64) {
 	p.start.Store(start)
 	p.end.Store(end)
+	gaugeSet(p.gauges.start, start)
 	gaugeSet(p.gauges.end, end)
 	p.setPosition(start)
 }

@@ -115,8 +115,9 @@
 //	K15. Metrics. Each partition's catch-up is in the job's metrics
 //	    (runtime.Metrics; Prometheus through package metrics), as gauges of
 //	    the source operator and the subtask reading the partition, labelled
-//	    topic and partition: MetricPartitionEndOffset (the snapshot, -1
-//	    until taken), MetricPartitionPosition (the consumer position,
+//	    topic and partition: MetricPartitionStartOffset (where the run
+//	    started reading, -1 until resolved), MetricPartitionEndOffset (the
+//	    snapshot, -1 until taken), MetricPartitionPosition (the consumer position,
 //	    updated per fetched batch, -1 until resolved) and
 //	    MetricPartitionCaughtUp (0/1). Each topic has one series of
 //	    MetricTopicCaughtUp (1 when every partition of it, in every

@@ -24,6 +24,11 @@ const (
 	// MetricPartitionEndOffset is the end offset snapshotted at start
 	// (the last stable offset under read_committed); -1 until taken.
 	MetricPartitionEndOffset = "kafkaPartitionEndOffset"
+	// MetricPartitionStartOffset is the offset the run started reading the
+	// partition at (the restored or resolved start offset); -1 until
+	// resolved. With the position and the end offset it tells how much of
+	// the catch-up is done.
+	MetricPartitionStartOffset = "kafkaPartitionStartOffset"
 	// MetricPartitionPosition is the consumer position: the next offset
 	// the source will emit, all records before it emitted; -1 until the
 	// start offset is resolved. It is updated once per fetched batch.
@@ -59,7 +64,7 @@ func boolValue(b bool) int64 {
 
 // partGauges are one partition's catch-up gauges.
 type partGauges struct {
-	end, position, caughtUp *runtime.Gauge
+	start, end, position, caughtUp *runtime.Gauge
 }
 
 func newPartGauges(ctx runtime.SourceContext, topic string, partition int32) partGauges {
@@ -67,9 +72,11 @@ func newPartGauges(ctx runtime.SourceContext, topic string, partition int32) par
 		return partGauges{}
 	}
 	ls := []runtime.Label{{Name: "topic", Value: topic}, {Name: "partition", Value: strconv.Itoa(int(partition))}}
-	g := partGauges{end: ctx.LabeledGauge(MetricPartitionEndOffset, ls...),
+	g := partGauges{start: ctx.LabeledGauge(MetricPartitionStartOffset, ls...),
+		end:      ctx.LabeledGauge(MetricPartitionEndOffset, ls...),
 		position: ctx.LabeledGauge(MetricPartitionPosition, ls...),
 		caughtUp: ctx.LabeledGauge(MetricPartitionCaughtUp, ls...)}
+	g.start.Set(-1)
 	g.end.Set(-1)
 	g.position.Set(-1)
 	g.caughtUp.Set(0)

@@ -88,12 +88,14 @@ func TestCatchUpMetrics(t *testing.T) {
 	})
 	weirtest.Eventually(t, "the topic slow to catch up", caught(MetricTopicCaughtUp, tp("slow")...))
 	check("before tx/0 starts", []want{
+		{MetricPartitionStartOffset, p("slow", "0"), 0, 0},
 		{MetricPartitionEndOffset, p("slow", "0"), 3, 0},
 		{MetricPartitionPosition, p("slow", "0"), 3, 0},
 		{MetricPartitionCaughtUp, p("slow", "0"), 1, 0},
 		{MetricPartitionEndOffset, p("tx", "1"), 0, 0}, // empty: caught up at once
 		{MetricPartitionPosition, p("tx", "1"), 0, 0},
 		{MetricPartitionCaughtUp, p("tx", "1"), 1, 0},
+		{MetricPartitionStartOffset, p("tx", "0"), -1, 1},
 		{MetricPartitionEndOffset, p("tx", "0"), -1, 1}, // no snapshot yet
 		{MetricPartitionPosition, p("tx", "0"), -1, 1},
 		{MetricPartitionCaughtUp, p("tx", "0"), 0, 1},
@@ -110,6 +112,7 @@ func TestCatchUpMetrics(t *testing.T) {
 	check("after", []want{
 		// Five records and the commit marker: the position passes the
 		// marker, which carries no record.
+		{MetricPartitionStartOffset, p("tx", "0"), 0, 1},
 		{MetricPartitionEndOffset, p("tx", "0"), 6, 1},
 		{MetricPartitionPosition, p("tx", "0"), 6, 1},
 		{MetricPartitionCaughtUp, p("tx", "0"), 1, 1},

@@ -32,6 +32,8 @@ import (
 	"github.com/weirproject/weir/broker"
 	"github.com/weirproject/weir/checkpoint"
 	"github.com/weirproject/weir/connector/kafka"
+	"github.com/weirproject/weir/internal/progress"
+	"github.com/weirproject/weir/internal/shutdown"
 	"github.com/weirproject/weir/metrics"
 	"github.com/weirproject/weir/ordering"
 	"github.com/weirproject/weir/runtime"
@@ -137,7 +139,19 @@ type Options struct {
 	// SavepointAfter, with SavepointDir, takes a savepoint after that long
 	// and stops the job.
 	SavepointAfter time.Duration
-	SavepointDir   string
+	// SavepointDir is where the savepoint of SavepointAfter or Stop is
+	// written; "" with Stop means shutdown.DefaultDir("", now).
+	SavepointDir string
+	// Stop, when closed (the first SIGINT or SIGTERM), stops the job with a
+	// savepoint (Flink's "stop"): the narrative says where it is and the
+	// command that resumes from it, and Run returns the summary with
+	// Stopped and Savepoint set. Closed before the job starts, Run stops
+	// without one (there is no state yet). nil: never.
+	Stop <-chan struct{}
+	// Progress receives the progress display (catch-up, long checkpoints,
+	// the restore): a status line on a terminal, plain lines elsewhere
+	// (package internal/progress). nil: none.
+	Progress io.Writer
 	// MetricsAddr, when set, serves Prometheus metrics on this address
 	// (for example 127.0.0.1:9464) while the job runs.
 	MetricsAddr string
@@ -338,7 +352,9 @@ func Run(ctx context.Context, w io.Writer, o Options) (Summary, error) {
 		return s, err
 	}
 	o = o.withDefaults()
-	lw := &lockedWriter{w: w}
+	rep := progress.New(progress.Options{Out: o.Progress})
+	defer rep.Close()
+	lw := &lockedWriter{w: rep.Wrap(w)}
 	w = lw
 	// A resume needs a checkpoint: look for it before any work.
 	var resumeDir string
@@ -382,6 +398,27 @@ func Run(ctx context.Context, w io.Writer, o Options) (Summary, error) {
 		return s, fmt.Errorf("demo: %w", err)
 	}
 	t0 := time.Now()
+	// A stop before the job has started has nothing to save: it ends the
+	// production of the history.
+	prodCtx, prodCancel := context.WithCancel(ctx)
+	defer prodCancel()
+	go func() {
+		select {
+		case <-o.Stop:
+			prodCancel()
+		case <-prodCtx.Done():
+		}
+	}()
+	stoppedEarly := func() bool {
+		select {
+		case <-o.Stop:
+			fmt.Fprintf(w, "stopped before the job started: no savepoint (there is no state yet)\n")
+			s.Stopped = true
+			return true
+		default:
+			return false
+		}
+	}
 	if existing > 0 {
 		if o.KafkaData != "" && !historyComplete(o.KafkaData) {
 			return s, fmt.Errorf("%w: %s holds %d records but not the mark of a complete history (%s): an earlier run was interrupted while producing it; delete the directory or use a new --kafka-data",
@@ -389,7 +426,10 @@ func Run(ctx context.Context, w io.Writer, o Options) (Summary, error) {
 		}
 		fmt.Fprintf(w, "the broker already holds %d records (from an earlier run): not producing history again\n", existing)
 	} else {
-		if err := produceHistory(ctx, w, cl, o, t0.UnixMilli(), &s); err != nil {
+		if err := produceHistory(prodCtx, w, cl, o, t0.UnixMilli(), &s); err != nil {
+			if stoppedEarly() {
+				return s, nil
+			}
 			return s, err
 		}
 		if o.KafkaData != "" {
@@ -425,6 +465,7 @@ func Run(ctx context.Context, w io.Writer, o Options) (Summary, error) {
 		cfg.Checkpoint.Dir = o.SavepointDir + ".checkpoints"
 	}
 	env := weir.NewEnvironment(cfg)
+	rep.Watch(env.Metrics().Snapshot)
 	if o.MetricsAddr != "" {
 		ln, err := net.Listen("tcp", o.MetricsAddr)
 		if err != nil {
@@ -491,26 +532,41 @@ func Run(ctx context.Context, w io.Writer, o Options) (Summary, error) {
 
 	fmt.Fprintf(w, "job: Kafka source (catch-up by end offsets, parallelism %d) -> sort by event time per item -> %v windows per customer (late records to a side output)\n",
 		o.Parallelism, o.Window)
+	if stoppedEarly() {
+		return s, nil
+	}
 	start := time.Now()
+	endRestore := func() {}
+	if cfg.Checkpoint.RestoreFrom != "" {
+		endRestore = rep.Phase("restoring from " + cfg.Checkpoint.RestoreFrom)
+	}
 	job, err := env.Start(ctx)
+	endRestore()
 	if err != nil {
 		return s, err
 	}
-	var savepoint <-chan time.Time
-	if o.SavepointAfter > 0 && o.SavepointDir != "" {
-		savepoint = time.After(o.SavepointAfter)
-	}
+	savepoint, bySignal := stopTrigger(o, job.Done())
 	takeSavepoint := func() error {
-		id, err := job.TriggerSavepoint(ctx, o.SavepointDir)
-		if err != nil {
-			job.Cancel()
-			job.Wait()
-			return fmt.Errorf("demo: savepoint: %w", err)
+		dir := o.SavepointDir
+		if dir == "" {
+			dir = shutdown.DefaultDir("", time.Now())
+		}
+		end := rep.Phase("taking a savepoint into " + dir)
+		id, err := shutdown.StopWithSavepoint(ctx, job, dir)
+		end()
+		switch {
+		case errors.Is(err, shutdown.ErrFinished):
+			return nil // the job ended on its own: its summary follows
+		case err != nil:
+			return fmt.Errorf("demo: %w", err)
+		}
+		s.Stopped, s.Savepoint = true, dir
+		if bySignal.Load() {
+			fmt.Fprint(w, shutdown.ResumeLine(id, dir, Command(o, "--restore", dir)))
+			return nil
 		}
 		fmt.Fprintf(w, "savepoint %d written to %s; stopping. Restart from it with (at any parallelism: change --parallelism):\n  %s\n",
-			id, o.SavepointDir, Command(o, "--restore", o.SavepointDir))
-		s.Stopped, s.Savepoint = true, o.SavepointDir
-		job.Cancel()
+			id, dir, Command(o, "--restore", dir))
 		return nil
 	}
 
@@ -631,6 +687,32 @@ func Run(ctx context.Context, w io.Writer, o Options) (Summary, error) {
 		fmt.Fprintf(w, "the %d live records held back for two hours arrived behind the watermark: no processor can sort what it has not seen, so they are counted as order violations and the windows send them to the late output\n", s.HeldBack)
 	}
 	return s, nil
+}
+
+// stopTrigger returns a channel that is closed when the job must stop with
+// a savepoint: after o.SavepointAfter, or when o.Stop is closed (then
+// bySignal is set before the close). It is nil when neither can happen.
+func stopTrigger(o Options, done <-chan struct{}) (fire <-chan time.Time, bySignal *atomic.Bool) {
+	bySignal = new(atomic.Bool)
+	var after <-chan time.Time
+	if o.SavepointAfter > 0 && o.SavepointDir != "" {
+		after = time.After(o.SavepointAfter)
+	}
+	if after == nil && o.Stop == nil {
+		return nil, bySignal
+	}
+	ch := make(chan time.Time)
+	go func() {
+		select {
+		case <-after:
+		case <-o.Stop:
+			bySignal.Store(true)
+		case <-done:
+			return
+		}
+		close(ch)
+	}()
+	return ch, bySignal
 }
 
 type checkOp struct {

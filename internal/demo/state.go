@@ -129,8 +129,8 @@ func (o Options) validate() error {
 	if o.Resume && o.CheckpointDir == "" {
 		bad("Options.Resume needs Options.CheckpointDir")
 	}
-	if (o.SavepointAfter > 0) != (o.SavepointDir != "") {
-		bad("Options.SavepointAfter %v and SavepointDir %q: give both or neither", o.SavepointAfter, o.SavepointDir)
+	if o.SavepointAfter > 0 && o.SavepointDir == "" {
+		bad("Options.SavepointAfter %v needs Options.SavepointDir, where the savepoint is written", o.SavepointAfter)
 	}
 	return errors.Join(errs...)
 }
