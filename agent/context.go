@@ -18,6 +18,10 @@ type host interface {
 	log() *slog.Logger
 	// nonDurableCalls reports Options.NonDurableCalls.
 	nonDurableCalls() bool
+	// callStat returns the counters of the model or tool call named name
+	// (chatCallPrefix or toolCallPrefix, then the model's or tool's name);
+	// nil for a name the agent does not have.
+	callStat(name string) *callStat
 	// modelUsage returns the counters of the model named name (nil if
 	// there are none).
 	modelUsage(name string) *modelUsage
@@ -130,14 +134,15 @@ func (c *RunnerContext) Model(name string) (model.ChatModel, error) {
 // calling the model from c.Model directly makes one such call.
 //
 // Calls made to the model are counted per model name (counters
-// modelCalls, modelErrors, modelInputTokens, modelOutputTokens, label
-// model); replayed replies are not counted again.
+// modelCalls and modelCallErrors, every attempt of a structured call
+// included, and modelInputTokens and modelOutputTokens, label model);
+// replayed replies are not counted again.
 func (c *RunnerContext) Chat(name string, req model.Request) (*model.Response, error) {
 	m, err := c.Model(name)
 	if err != nil {
 		return nil, err
 	}
-	m = c.host.modelUsage(name).counted(m)
+	m = c.host.modelUsage(name).counted(m, c.host.callStat(chatCallPrefix+name))
 	if !c.durableCalls() {
 		return model.ChatStructured(c.ctx, m, req)
 	}
@@ -163,11 +168,16 @@ func (c *RunnerContext) Tools() *tool.Set { return c.host.agentDef().tools }
 // through c.Tools().Call makes one such call.
 func (c *RunnerContext) CallTool(name string, args json.RawMessage) (tool.Result, error) {
 	tools := c.host.agentDef().tools
+	st := c.host.callStat(toolCallPrefix + name)
 	if !c.durableCalls() {
-		return tools.Call(c.ctx, name, args)
+		res, err := tools.Call(c.ctx, name, args)
+		st.record(err != nil || res.IsError)
+		return res, err
 	}
 	return Durable(c, toolCallPrefix+name, toolArgs(args), func(ctx context.Context, key string) (tool.Result, error) {
-		return tools.Call(tool.WithIdempotencyKey(ctx, key), name, args)
+		res, err := tools.Call(tool.WithIdempotencyKey(ctx, key), name, args)
+		st.record(err != nil || res.IsError)
+		return res, err
 	})
 }
 

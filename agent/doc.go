@@ -79,7 +79,9 @@
 //  9. Visible stalls. Gauges heldWatermarks, oldestHeldWatermarkAgeMs,
 //     inFlightInputs and runningKeys, counters actionsRun, actionErrors,
 //     eventsUnhandled and inputsRestored (unfinished inputs a restore
-//     resumed); Status names the keys holding the oldest watermark,
+//     resumed), calls per model and tool with their errors (modelCalls,
+//     toolCalls, callstats.go) and the time actions take (actionMicros
+//     over actionsTimed); Status names the keys holding the oldest watermark,
 //     and a warning is logged when it has waited longer than
 //     Options.StallWarning.
 //  10. Exactly-once side effects, with a store (Options.Store; package wal
@@ -128,9 +130,9 @@
 //     schema (or a model.SchemaError after ResponseFormat.Attempts calls,
 //     each rejection fed back to the model); with a store the validated
 //     reply is what is recorded and replayed. Every call made to a model
-//     through Chat is counted per model name (modelCalls, modelErrors,
-//     modelInputTokens, modelOutputTokens, label model); a replayed call
-//     is not counted again.
+//     through Chat is counted per model name (modelCalls,
+//     modelCallErrors, modelInputTokens, modelOutputTokens, label model);
+//     a replayed call is not counted again.
 //
 // # Limits
 //

@@ -216,6 +216,8 @@ live:
 // nonDurableCalls implements host.
 func (o *operator[K, IN, OUT]) nonDurableCalls() bool { return o.opts.NonDurableCalls }
 
+func (o *operator[K, IN, OUT]) callStat(name string) *callStat { return o.calls[name] }
+
 // idempotencyKey derives the idempotency key of the call at position pos
 // named name of run id.
 func idempotencyKey(id RunID, pos int, name string) string {

@@ -214,6 +214,8 @@ type operator[K comparable, IN, OUT any] struct {
 	cActions, cErrors, cDropped      *runtime.Counter
 	cReplayed, cCallsReplayed        *runtime.Counter
 	cDiverged, cRestored             *runtime.Counter
+	calls                            callStats   // read-only after Open
+	timer                            actionTimer // used by action workers
 	// usage holds the counters of each model of the agent, by name; made
 	// in Open, read-only after.
 	usage map[string]*modelUsage
@@ -275,6 +277,8 @@ func (o *operator[K, IN, OUT]) Open(ctx *runtime.Context, out runtime.Output[OUT
 	o.cCallsReplayed = ctx.Counter("callsReplayed")
 	o.cDiverged = ctx.Counter("divergences")
 	o.cRestored = ctx.Counter("inputsRestored")
+	o.calls = newCallStats(ctx, o.def)
+	o.timer = actionTimer{now: clk.Now, micros: ctx.Counter(MetricActionMicros), runs: ctx.Counter(MetricActionsTimed)}
 	o.usage = make(map[string]*modelUsage, len(o.def.models))
 	for name := range o.def.models {
 		o.usage[name] = newModelUsage(ctx, name)
@@ -784,6 +788,7 @@ func (o *operator[K, IN, OUT]) execute(c *completion[K, IN]) {
 			return
 		}
 	}
+	start := o.timer.now()
 	func() {
 		defer func() {
 			if p := recover(); p != nil {
@@ -792,6 +797,7 @@ func (o *operator[K, IN, OUT]) execute(c *completion[K, IN]) {
 		}()
 		c.err = c.rc.action.Run(c.rc, *c.rc.ev)
 	}()
+	o.timer.since(start)
 	if d := c.rc.durable; d != nil && c.err == nil {
 		// The store may keep st: it gets its own copies of the slices (the
 		// completion, and with it rc.sent's storage, is recycled).

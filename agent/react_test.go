@@ -115,3 +115,34 @@ func TestReActStepLimitAndModelErrors(t *testing.T) {
 		t.Fatalf("answer %+v", out)
 	}
 }
+
+// I9: model and tool calls are counted per model and per tool, with their
+// errors, and every action run is timed.
+func TestCallCounters(t *testing.T) {
+	a := ReAct(&model.Offline{Seed: 3, ToolCalls: true}, []tool.Tool{sumTool}, ReActOptions{System: "use tools", Prompt: textPrompt})
+	_, m, err := runAgent[ReActAnswer](t, a, Options{}, rec(msg{Key: "u", Text: "add 2 and 3"}, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	get := func(name, label, value string) int64 {
+		for _, x := range m.Snapshot() {
+			if x.Operator == "agent" && x.Name == name && len(x.Labels) == 1 && x.Labels[0].Name == label && x.Labels[0].Value == value {
+				return x.Value
+			}
+		}
+		return -1
+	}
+	// Two steps (see TestReActWithOfflineModel): two model calls, one tool call.
+	if got := get(MetricModelCalls, "model", reactModel); got != 2 {
+		t.Errorf("model calls = %d, want 2", got)
+	}
+	if got := get(MetricModelCallErrors, "model", reactModel); got != 0 {
+		t.Errorf("model call errors = %d, want 0", got)
+	}
+	if got := get(MetricToolCalls, "tool", "sum"); got != 1 {
+		t.Errorf("tool calls = %d, want 1", got)
+	}
+	if runs, timed := m.Sum("agent", "actionsRun"), m.Sum("agent", MetricActionsTimed); timed != runs || timed == 0 {
+		t.Errorf("actions timed %d, run %d: want every run timed", timed, runs)
+	}
+}

@@ -87,7 +87,7 @@ func TestStructuredChatDurable(t *testing.T) {
 	before := env.Metrics()
 	one, _ := (&model.Offline{}).Reply(model.Request{Messages: []model.Message{model.User("printer on fire")}, ResponseFormat: triageFormat})
 	if modelMetric(before, "modelCalls", "llm") != 2 || modelMetric(before, "modelOutputTokens", "llm") != 2*int64(one.Usage.CompletionTokens) ||
-		modelMetric(before, "modelInputTokens", "llm") == 0 || modelMetric(before, "modelErrors", "llm") != 0 {
+		modelMetric(before, "modelInputTokens", "llm") == 0 || modelMetric(before, "modelCallErrors", "llm") != 0 {
 		t.Fatalf("counters before the crash: %+v", before.Snapshot())
 	}
 

@@ -7,41 +7,42 @@ import (
 	"github.com/weirproject/weir/runtime"
 )
 
-// modelUsage holds the counters of one model of an agent, labelled with
-// the model's name (Agent.Models): calls that returned a reply
-// (modelCalls), calls that failed after the model's own retries
-// (modelErrors), and the tokens the replies reported (modelInputTokens,
-// modelOutputTokens). Only calls made to the model count: a call whose
-// recorded reply is replayed from the action-state store after a restore
-// counts nothing, so a restored job does not count its tokens twice.
+// Metric names of the agent operator's token counters.
+const (
+	// MetricModelInputTokens and MetricModelOutputTokens add up the
+	// prompt and completion tokens the replies of a model reported,
+	// labelled model (the name in Agent.Models), for the calls counted in
+	// MetricModelCalls: a reply replayed from the action-state store after
+	// a restore counts nothing, so a restored job does not count its
+	// tokens twice.
+	MetricModelInputTokens  = "modelInputTokens"
+	MetricModelOutputTokens = "modelOutputTokens"
+)
+
+// modelUsage holds the token counters of one model of an agent.
 type modelUsage struct {
-	calls, errors, input, output *runtime.Counter
+	input, output *runtime.Counter
 }
 
 func newModelUsage(ctx *runtime.Context, name string) *modelUsage {
 	l := runtime.Label{Name: "model", Value: name}
 	return &modelUsage{
-		calls:  ctx.LabeledCounter("modelCalls", l),
-		errors: ctx.LabeledCounter("modelErrors", l),
-		input:  ctx.LabeledCounter("modelInputTokens", l),
-		output: ctx.LabeledCounter("modelOutputTokens", l),
+		input:  ctx.LabeledCounter(MetricModelInputTokens, l),
+		output: ctx.LabeledCounter(MetricModelOutputTokens, l),
 	}
 }
 
-// counted returns m with every call counted in u (m itself when u is nil).
-func (u *modelUsage) counted(m model.ChatModel) model.ChatModel {
-	if u == nil {
+// counted returns m with every call counted in st (calls, errors) and its
+// tokens in u: each attempt of a structured call is a call. m itself when
+// both are nil.
+func (u *modelUsage) counted(m model.ChatModel, st *callStat) model.ChatModel {
+	if u == nil && st == nil {
 		return m
 	}
 	return model.Func(func(ctx context.Context, req model.Request) (*model.Response, error) {
 		resp, err := m.Chat(ctx, req)
-		switch {
-		case err != nil:
-			if ctx.Err() == nil {
-				u.errors.Inc()
-			}
-		case resp != nil:
-			u.calls.Inc()
+		st.record(err != nil)
+		if err == nil && resp != nil && u != nil {
 			u.input.Add(int64(resp.Usage.PromptTokens))
 			u.output.Add(int64(resp.Usage.CompletionTokens))
 		}

@@ -46,7 +46,8 @@
 //	    emitted replaces it (watermarks only grow, and no result lies
 //	    between them), so a stalled call does not let watermarks pile up;
 //	    downstream sees a subsequence of the watermarks that always contains
-//	    the newest one.
+//	    the newest one. The gauges heldWatermarks and
+//	    oldestHeldWatermarkSinceMs say how many are held and since when.
 //	I6. Capacity: at most Options.Capacity calls of Func run at once per
 //	    subtask, and at most Capacity inputs are queued (accepted, results
 //	    not yet emitted). When Capacity inputs are queued, ProcessRecord

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/weirproject/weir/clock"
 	"github.com/weirproject/weir/runtime"
 )
 
@@ -78,7 +79,24 @@ type operator[IN, OUT any] struct {
 	closed             bool
 	inFlight           *runtime.Gauge
 	completedN         *runtime.Counter
+	// markerAt holds, oldest first, when each queued marker (a watermark
+	// or idle status held back behind running calls) was queued, in
+	// milliseconds of the job's clock: the source of the gauges
+	// MetricHeldWatermarks and MetricOldestHeldSince, set per marker.
+	markerAt             []int64
+	gHeld, gOldestHeldAt *runtime.Gauge
 }
+
+// Gauges of the watermarks an async operator holds back (I5): a watermark
+// or idle status arriving while calls are queued waits behind them.
+const (
+	// MetricHeldWatermarks is the number of watermarks and idle-status
+	// changes queued behind calls that have not finished.
+	MetricHeldWatermarks = "heldWatermarks"
+	// MetricOldestHeldSince is when the oldest of them was queued, in
+	// Unix milliseconds of the job's clock; -1 when none is held.
+	MetricOldestHeldSince = "oldestHeldWatermarkSinceMs"
+)
 
 func newOperator[IN, OUT any](f Func[IN, OUT], opts Options, ordered bool) *operator[IN, OUT] {
 	return &operator[IN, OUT]{f: f, opts: opts, ordered: ordered}
@@ -91,6 +109,9 @@ func (o *operator[IN, OUT]) Open(ctx *runtime.Context, out runtime.Output[OUT]) 
 	o.inFlight = ctx.Gauge("inFlight")
 	o.completedN = ctx.Counter("completed")
 	o.inFlight.Set(0)
+	o.gHeld = ctx.Gauge(MetricHeldWatermarks)
+	o.gOldestHeldAt = ctx.Gauge(MetricOldestHeldSince)
+	o.heldChanged()
 	o.letter = func() {
 		if o.closed {
 			return
@@ -442,6 +463,10 @@ func (o *operator[IN, OUT]) walk() {
 			next := e.next
 			o.remove(e)
 			o.headEpoch++
+			if len(o.markerAt) > 0 {
+				o.markerAt = o.markerAt[:copy(o.markerAt, o.markerAt[1:])]
+			}
+			o.heldChanged()
 			e = next
 		case e.done:
 			o.emitRecord(e)
@@ -474,6 +499,19 @@ func (o *operator[IN, OUT]) pushMarker(kind entryKind, val int64) {
 	e.epoch = o.tailEpoch
 	o.tailEpoch++
 	o.pushBack(e)
+	o.markerAt = append(o.markerAt, clock.NowMillis(o.Ctx.Clock))
+	o.heldChanged()
+}
+
+// heldChanged publishes the held markers (once per marker queued or
+// emitted, never per record).
+func (o *operator[IN, OUT]) heldChanged() {
+	o.gHeld.Set(int64(len(o.markerAt)))
+	if len(o.markerAt) == 0 {
+		o.gOldestHeldAt.Set(-1)
+	} else {
+		o.gOldestHeldAt.Set(o.markerAt[0])
+	}
 }
 
 func (o *operator[IN, OUT]) pushBack(e *entry[IN, OUT]) {

@@ -146,6 +146,8 @@ type coordinator struct {
 	// finalID is the id of the final checkpoint once it has started (0
 	// before), for isFinal (read by task goroutines).
 	finalID atomic.Int64
+	// history is what Job.Checkpoints reports.
+	history checkpointHistory
 }
 
 // kindOf tells whether id is a checkpoint or a savepoint.
@@ -269,6 +271,7 @@ func (c *coordinator) run(ctx context.Context) {
 			return
 		}
 		c.aborted.Inc()
+		c.history.failed(p, clk.Now(), err)
 		if p.timer != nil {
 			p.timer.Stop()
 		}
@@ -307,6 +310,11 @@ func (c *coordinator) run(ctx context.Context) {
 		}
 		c.inProgress.Set(id)
 		c.pending.Set(int64(len(p.waiting)))
+		kind := checkpoint.KindCheckpoint
+		if req != nil {
+			kind = req.kind
+		}
+		c.history.started(p, kind, len(c.tasks))
 		p.timer = clk.NewTimer(c.cfg.Timeout)
 		timeout = p.timer.C()
 		for _, t := range c.sources {
@@ -359,6 +367,7 @@ func (c *coordinator) run(ctx context.Context) {
 			delete(p.waiting, a.t)
 			c.pending.Set(int64(len(p.waiting)))
 			p.maxSync = max(p.maxSync, a.sync)
+			c.history.acknowledged(p)
 			for n, st := range a.states {
 				subs := p.states[n]
 				if subs == nil {
@@ -442,9 +451,11 @@ func (c *coordinator) persist(p *pendingCP) {
 	}
 	c.completed.Inc()
 	c.lastCompleted = p.id
-	c.lastSize.Set(snap.Size())
+	size := snap.Size()
+	c.lastSize.Set(size)
 	c.lastMs.Set(c.b.cfg.Clock.Now().Sub(p.started).Milliseconds())
 	c.lastSync.Set(p.maxSync.Microseconds())
+	c.history.completed(p, c.b.cfg.Clock.Now(), size)
 	id := p.id
 	for _, t := range c.tasks {
 		t.postTask(func() { t.completeCheckpoint(id) })
@@ -456,6 +467,7 @@ func (c *coordinator) persist(p *pendingCP) {
 
 func (c *coordinator) failPersist(p *pendingCP, err error) {
 	c.aborted.Inc()
+	c.history.failed(p, c.b.cfg.Clock.Now(), err)
 	c.b.cfg.Logger.Error("checkpoint failed", "id", p.id, "err", err)
 	id := p.id
 	for _, t := range c.tasks {

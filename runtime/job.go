@@ -332,7 +332,9 @@ func (b *builder) build() ([]*task, error) {
 			continue
 		}
 		for s := range b.par(n) {
-			t := &task{job: b, subtask: s, parallelism: b.par(n), node: n}
+			t := &task{job: b, subtask: s, parallelism: b.par(n), node: n,
+				bpMicros: b.cfg.Metrics.counter(n.name, s, MetricBackPressuredMicros),
+				bpNow:    b.cfg.Metrics.gauge(n.name, s, MetricBackPressured)}
 			t.align = aligner{t: t, blocking: b.cfg.Checkpoint.Mode == ExactlyOnce}
 			t.mailbox.init()
 			t.timers.init(b.cfg.Clock)
@@ -471,12 +473,41 @@ type task struct {
 	// onBackpressure, if set, is told when an output blocks the task
 	// (true) and when it may go on (false).
 	onBackpressure func(blocked bool)
+	// bpMicros adds up the time outputs blocked the task, bpNow is 1
+	// while one does, and bpSince is when the current block began.
+	bpMicros *Counter
+	bpNow    *Gauge
+	bpSince  time.Time
 }
 
+// Back-pressure metrics of a task, under the name of the operator heading
+// its chain (a task is blocked as a whole: whichever of its outputs has
+// no free buffer stops every operator of the chain).
+const (
+	// MetricBackPressuredMicros counts the microseconds the task spent
+	// blocked on an output with no free buffer (its consumer is slower),
+	// added when each block ends.
+	MetricBackPressuredMicros = "backPressuredMicros"
+	// MetricBackPressured is 1 while the task is blocked so, else 0.
+	MetricBackPressured = "backPressured"
+)
+
+// backpressured is told when an output blocks the task and when it may go
+// on: once per buffer that was not free, never per record.
 func (t *task) backpressured(blocked bool) {
 	if t.onBackpressure != nil {
 		t.onBackpressure(blocked)
 	}
+	if t.bpMicros == nil {
+		return
+	}
+	if blocked {
+		t.bpSince = time.Now() // lint:allow-time a measurement of the block, not a decision
+		t.bpNow.Set(1)
+		return
+	}
+	t.bpMicros.Add(time.Since(t.bpSince).Microseconds()) // lint:allow-time as above
+	t.bpNow.Set(0)
 }
 
 // fail records the first failure of the task; the loop checks it between

@@ -77,6 +77,7 @@ type Metrics struct {
 	counters map[metricKey]*Counter
 	gauges   map[metricKey]*Gauge
 	labels   map[metricKey][]Label // of labelled counters and gauges
+	notes    noteRing
 }
 
 func (m *Metrics) counter(op string, sub int, name string, labels ...Label) *Counter {

@@ -21,7 +21,21 @@ type oneInputImpl[IN, OUT any] struct {
 
 func (m *oneInputImpl[IN, OUT]) instantiate(ctx *Context, out any, sides []control) (instance, error) {
 	return &oneInputInstance[IN, OUT]{op: m.newOp(), ctx: ctx, out: mainOutput[OUT](out, sides),
-		recordsIn: ctx.task.job.cfg.Metrics.counter(ctx.Name, ctx.Subtask, "recordsIn")}, nil
+		recordsIn: ctx.task.job.cfg.Metrics.counter(ctx.Name, ctx.Subtask, "recordsIn"),
+		wm:        newWatermarkGauge(ctx)}, nil
+}
+
+// MetricWatermark is the gauge of every operator subtask holding its
+// current watermark: for a source the combined watermark of its splits,
+// for any other operator the combined watermark of its inputs, set when it
+// arrives, before the operator processes it (watermark.Min until the
+// first).
+const MetricWatermark = "watermark"
+
+func newWatermarkGauge(ctx *Context) *Gauge {
+	g := ctx.Gauge(MetricWatermark)
+	g.Set(watermark.Min)
+	return g
 }
 
 // oneInputInstance is a subtask of a one-input operator. It is the
@@ -32,6 +46,7 @@ type oneInputInstance[IN, OUT any] struct {
 	ctx       *Context
 	out       Output[OUT]
 	recordsIn *Counter
+	wm        *Gauge // MetricWatermark
 	// unpublished counts records received through Collect (chained) not
 	// yet added to recordsIn.
 	unpublished int64
@@ -76,6 +91,7 @@ func (x *oneInputInstance[IN, OUT]) publish() {
 }
 
 func (x *oneInputInstance[IN, OUT]) EmitWatermark(ts int64) {
+	x.wm.Set(ts)
 	if err := x.op.ProcessWatermark(ts); err != nil {
 		x.ctx.task.fail(x.ctx.Name, err)
 	}

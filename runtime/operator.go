@@ -158,17 +158,25 @@ func (c *Context) Counter(name string) *Counter {
 	return c.task.job.cfg.Metrics.counter(c.Name, c.Subtask, name)
 }
 
+// Gauge returns the named gauge of this operator subtask.
+func (c *Context) Gauge(name string) *Gauge {
+	return c.task.job.cfg.Metrics.gauge(c.Name, c.Subtask, name)
+}
+
 // LabeledCounter returns the counter of this operator subtask with the
-// given name and further labels (for example the model a count is of),
-// creating it on first use. Every counter of one name must carry the same
-// label names, in the same order.
+// given name and further labels (for example the model or tool a call went
+// to), creating it on first use. Every counter of one name must carry the
+// same label names, in the same order.
 func (c *Context) LabeledCounter(name string, labels ...Label) *Counter {
 	return c.task.job.cfg.Metrics.counter(c.Name, c.Subtask, name, labels...)
 }
 
-// Gauge returns the named gauge of this operator subtask.
-func (c *Context) Gauge(name string) *Gauge {
-	return c.task.job.cfg.Metrics.gauge(c.Name, c.Subtask, name)
+// Note records a rare event of this operator subtask (a dead letter, a
+// failure skipped) with a text for people; the job keeps the latest ones
+// (Metrics.Notes). It takes a lock and keeps text: call it for exceptional
+// events only, and at a bounded rate (never per record on a hot path).
+func (c *Context) Note(kind, text string) {
+	c.task.job.cfg.Metrics.Note(c.Name, c.Subtask, kind, clock.NowMillis(c.Clock), text)
 }
 
 // LabeledGauge returns the gauge of this operator subtask with the given

@@ -24,7 +24,7 @@ func (m *sourceImpl[T]) instantiate(ctx *Context, out any, sides []control) (ins
 		dead:        SideOutput(ctx, DeadLetterTag),
 		deadCount:   ctx.Counter("deadLetters"),
 		recordsOut:  ctx.Counter("recordsRead"),
-		watermarkAt: ctx.Gauge("watermark")}
+		watermarkAt: ctx.Gauge(MetricWatermark)}
 	x.watermarkAt.Set(watermark.Min)
 	x.splits = watermark.NewSplits(m.strategy, ctx.Clock, combined[T]{x})
 	// Time spent blocked by back-pressure must not count as silence
@@ -54,6 +54,10 @@ type sourceInstance[T any] struct {
 	known       []bool
 	closed      bool
 	unpublished int64 // records read, not yet added to recordsOut
+	// noted counts the dead letters noted (Metrics.Note) and notedAt is
+	// when the last was, to bound their rate.
+	noted   int
+	notedAt int64
 }
 
 // publish adds the records read since the last call to the shared counter
@@ -140,9 +144,15 @@ func (x *sourceInstance[T]) DeadLetter(d DeadLetter) {
 	// A dead letter has no event time of its own. It is stamped with
 	// processing time, but never behind the source's watermark, so that an
 	// event-time consumer of the dead-letter stream does not see it late.
-	ts := clock.NowMillis(x.ctx.Clock)
+	now := clock.NowMillis(x.ctx.Clock)
+	ts := now
 	if wm := x.splits.Current(); wm != watermark.Max && wm >= ts {
 		ts = wm + 1
+	}
+	if x.noted < deadLetterNotesFree || now-x.notedAt >= deadLetterNoteMillis {
+		x.noted++
+		x.notedAt = now
+		x.ctx.Note(NoteKindDeadLetter, d.String())
 	}
 	x.dead.Collect(Record[DeadLetter]{Value: d, Timestamp: ts})
 }

@@ -8,7 +8,7 @@ type twoInputImpl[IN1, IN2, OUT any] struct {
 
 func (m *twoInputImpl[IN1, IN2, OUT]) instantiate(ctx *Context, out any, sides []control) (instance, error) {
 	x := &twoInputInstance[IN1, IN2, OUT]{op: m.newOp(), ctx: ctx, out: mainOutput[OUT](out, sides)}
-	x.both = watermark.NewCombiner(2, opWatermarks{x.ctx, x.op.ProcessWatermark, x.op.ProcessIdle})
+	x.both = watermark.NewCombiner(2, opWatermarks{x.ctx, x.op.ProcessWatermark, x.op.ProcessIdle, newWatermarkGauge(ctx)})
 	return x, nil
 }
 
@@ -37,9 +37,11 @@ type opWatermarks struct {
 	ctx  *Context
 	wm   func(int64) error
 	idle func(bool) error
+	g    *Gauge // MetricWatermark
 }
 
 func (o opWatermarks) EmitWatermark(ts int64) {
+	o.g.Set(ts)
 	if err := o.wm(ts); err != nil {
 		o.ctx.task.fail(o.ctx.Name, err)
 	}

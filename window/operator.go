@@ -10,6 +10,7 @@ import (
 	"github.com/weirproject/weir/runtime"
 	"github.com/weirproject/weir/state"
 	"github.com/weirproject/weir/timer"
+	"github.com/weirproject/weir/watermark"
 )
 
 // Names of the counters the window operator keeps per subtask.
@@ -19,6 +20,15 @@ const (
 	CounterLateDropped = "lateRecordsDropped"
 	// CounterLateOutput counts the late records sent to the LateOutput.
 	CounterLateOutput = "lateRecords"
+	// GaugeLastLateTimestamp and GaugeLastLateWatermark are the timestamp
+	// of the latest late record and the watermark it was late against
+	// (why it was late: timestamp + allowed lateness <= watermark); both
+	// watermark.Min until the first.
+	GaugeLastLateTimestamp = "lastLateTimestamp"
+	GaugeLastLateWatermark = "lastLateWatermark"
+	// GaugeAllowedLateness is the operator's allowed lateness in
+	// milliseconds (event-time windows).
+	GaugeAllowedLateness = "allowedLatenessMs"
 )
 
 // ErrNoTimestamp is returned (failing the job) when an event-time window
@@ -107,7 +117,9 @@ type operator[K comparable, T, OUT any] struct {
 	late        runtime.Output[T]
 	lateDropped *runtime.Counter
 	lateOut     *runtime.Counter
-	scratch     []Window // assigned windows, reused per record
+	lastLateTs  *runtime.Gauge // GaugeLastLateTimestamp
+	lastLateWm  *runtime.Gauge // GaugeLastLateWatermark
+	scratch     []Window       // assigned windows, reused per record
 	// ranged is the assigner if it is a rangeAssigner: then scratch holds
 	// the windows of every timestamp in [rangeLo, rangeHi), and a record in
 	// that interval reuses them.
@@ -164,6 +176,13 @@ func (o *operator[K, T, OUT]) Open(ctx *runtime.Context, out runtime.Output[OUT]
 	}
 	o.lateDropped = ctx.Counter(CounterLateDropped)
 	o.lateOut = ctx.Counter(CounterLateOutput)
+	o.lastLateTs = ctx.Gauge(GaugeLastLateTimestamp)
+	o.lastLateWm = ctx.Gauge(GaugeLastLateWatermark)
+	o.lastLateTs.Set(watermark.Min)
+	o.lastLateWm.Set(watermark.Min)
+	if o.eventTime {
+		ctx.Gauge(GaugeAllowedLateness).Set(o.lateness)
+	}
 	o.emit = func(v OUT) { o.Out.Collect(runtime.Record[OUT]{Value: v, Timestamp: o.emitTs}) }
 	o.fireTimer, o.fireProcTimer = o.onTimer, o.onTimer
 	if o.trig != nil {
@@ -226,6 +245,8 @@ func (o *operator[K, T, OUT]) ProcessRecord(r runtime.Record[T]) error {
 	// dropped silently, as in Flink.
 	if addSat(t, o.lateness) <= wm {
 		o.lateDropped.Inc()
+		o.lastLateTs.Set(t)
+		o.lastLateWm.Set(wm)
 		if o.late != nil {
 			o.lateOut.Inc()
 			o.late.Collect(r)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/weirproject/weir/dashboard"
 	"github.com/weirproject/weir/internal/demo"
 	"github.com/weirproject/weir/internal/shutdown"
 	"github.com/weirproject/weir/runtime"
@@ -69,6 +70,7 @@ func demoCmd() *cobra.Command {
 	f.StringVar(&o.RestoreFrom, "restore", "", "start from this savepoint or checkpoint directory")
 	f.DurationVar(&o.SavepointAfter, "savepoint-after", 0, "take a savepoint after this long, then stop (with --savepoint-dir)")
 	f.StringVar(&o.MetricsAddr, "metrics-addr", "", "serve Prometheus metrics on this address while the demo runs")
+	f.StringVar(&o.UIAddr, "ui-addr", "", "serve the live dashboard on this address while the demo runs (such as 127.0.0.1:8081; no host: loopback)")
 	f.StringVar(&o.SavepointDir, "savepoint-dir", "", "where --savepoint-after, or a stop by SIGINT or SIGTERM, writes the savepoint (default for a stop: a new directory under $TMPDIR/weir-savepoints)")
 	return c
 }
@@ -109,6 +111,9 @@ func validateDemo(cmd *cobra.Command, o *demo.Options) error {
 	}
 	if o.MetricsAddr != "" {
 		k.hostPort("metrics-addr", o.MetricsAddr)
+	}
+	if _, err := dashboard.ParseAddr(o.UIAddr); o.UIAddr != "" && err != nil {
+		k.fail("--ui-addr %q: want host:port, such as 127.0.0.1:8081 (no host: loopback; 0.0.0.0: every interface)", o.UIAddr)
 	}
 	if k.err == nil && o.CheckpointDir != "" {
 		if err := runtime.ValidateConfig(runtime.Config{Checkpoint: runtime.CheckpointConfig{Dir: o.CheckpointDir}}); err != nil {

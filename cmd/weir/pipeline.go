@@ -5,13 +5,17 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os/signal"
 	"strings"
-	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
+	"github.com/weirproject/weir/dashboard"
+	"github.com/weirproject/weir/internal/progress"
+	"github.com/weirproject/weir/internal/shutdown"
 	"github.com/weirproject/weir/pipeline"
+	"github.com/weirproject/weir/runtime"
 )
 
 // pipelineUsage turns the problems of a pipeline file into a usage error:
@@ -62,9 +66,11 @@ func validateCmd() *cobra.Command {
 
 func runCmd() *cobra.Command {
 	var (
-		spec   *pipeline.Spec
-		opts   pipeline.Options
-		asJSON bool
+		spec         *pipeline.Spec
+		opts         pipeline.Options
+		asJSON       bool
+		uiAddr       string
+		savepointDir string
 	)
 	c := &cobra.Command{
 		Use:   "run PIPELINE.yaml",
@@ -76,6 +82,11 @@ func runCmd() *cobra.Command {
 				k.hostPort("metrics-addr", opts.MetricsAddr)
 			}
 			k.intRange("parallelism", int64(opts.Parallelism), 0, 32768)
+			if uiAddr != "" {
+				if _, err := dashboard.ParseAddr(uiAddr); err != nil {
+					return usagef(cmd, "--ui-addr: %v", err)
+				}
+			}
 			if k.err != nil {
 				return k.err
 			}
@@ -91,16 +102,73 @@ func runCmd() *cobra.Command {
 			if ctx == nil {
 				ctx = context.Background()
 			}
-			ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
-			defer stop()
+			// The first SIGINT or SIGTERM stops the job with a savepoint
+			// and exits 0; a second one aborts with 130 (as weir demo).
+			stop := shutdown.Notify(shutdown.Options{Log: cmd.ErrOrStderr()})
+			defer stop.Close()
+			rep := progress.New(progress.Options{Out: cmd.ErrOrStderr()})
+			defer rep.Close()
+			log := rep.Wrap(cmd.ErrOrStderr())
+			var (
+				ui      *dashboard.Server
+				uiErr   error
+				stopped = make(chan struct{}) // closed when the stop goroutine is done
+				resume  string
+				started bool // OnStart ran, so the stop goroutine runs
+			)
 			opts.Stdout = cmd.OutOrStdout()
-			s, err := pipeline.Run(ctx, spec, opts, cmd.ErrOrStderr())
+			opts.OnStart = func(_ *pipeline.Job, job *runtime.Job) {
+				started = true
+				rep.Watch(job.Metrics().Snapshot)
+				if uiAddr != "" {
+					if ui, uiErr = dashboard.Start(uiAddr, job, dashboard.Options{}); uiErr != nil {
+						job.Cancel()
+					} else {
+						fmt.Fprintf(log, "weir run: dashboard on %s\n", ui.URL())
+					}
+				}
+				go func() {
+					defer close(stopped)
+					select {
+					case <-stop.Requested():
+					case <-job.Done():
+						return
+					}
+					dir := savepointDir
+					if dir == "" {
+						dir = shutdown.DefaultDir("", time.Now())
+					}
+					end := rep.Phase("taking a savepoint into " + dir)
+					id, err := shutdown.StopWithSavepoint(ctx, job, dir)
+					end()
+					switch {
+					case errors.Is(err, shutdown.ErrFinished):
+					case err != nil:
+						fmt.Fprintf(log, "weir run: %v\n", err)
+					default:
+						resume = shutdown.ResumeLine(id, dir, resumeCommand(cmd, dir))
+					}
+				}()
+			}
+			s, err := pipeline.Run(ctx, spec, opts, log)
+			if ui != nil {
+				defer ui.Close()
+			}
+			if started {
+				<-stopped
+			}
+			if uiErr != nil {
+				return fmt.Errorf("weir run: %w", uiErr)
+			}
 			var es pipeline.Errors
 			if errors.As(err, &es) { // an unknown topic, found when the job was built
 				return pipelineUsage(cmd, err)
 			}
 			if err != nil {
 				return err
+			}
+			if resume != "" {
+				fmt.Fprint(log, resume)
 			}
 			if asJSON {
 				return json.NewEncoder(cmd.OutOrStdout()).Encode(s)
@@ -113,5 +181,36 @@ func runCmd() *cobra.Command {
 	f.StringVar(&opts.RestoreFrom, "restore", "", "start from this savepoint or checkpoint directory (overrides job.restoreFrom)")
 	f.IntVar(&opts.Parallelism, "parallelism", 0, "parallelism (overrides job.parallelism; 0: the file's)")
 	f.BoolVar(&asJSON, "json", false, "print the summary as JSON on stdout at the end")
+	f.StringVar(&uiAddr, "ui-addr", "", "serve the live dashboard on this address while the job runs (such as 127.0.0.1:8081; no host: loopback)")
+	f.StringVar(&savepointDir, "savepoint-dir", "", "where a stop by SIGINT or SIGTERM writes its savepoint (default: a new directory under $TMPDIR/weir-savepoints)")
 	return c
+}
+
+// resumeCommand is the command line that restores the pipeline this command
+// runs from the savepoint in dir: the same arguments, with --restore dir
+// instead of any earlier --restore.
+func resumeCommand(c *cobra.Command, dir string) string {
+	parts := []string{"weir run"}
+	c.Flags().Visit(func(f *pflag.Flag) {
+		if f.Name == "restore" || f.Name == "savepoint-dir" {
+			return
+		}
+		parts = append(parts, "--"+f.Name+"="+shellQuote(f.Value.String()))
+	})
+	parts = append(parts, "--restore", shellQuote(dir))
+	for _, a := range c.Flags().Args() {
+		parts = append(parts, shellQuote(a))
+	}
+	return strings.Join(parts, " ")
+}
+
+// shellQuote quotes s for a POSIX shell when it needs quoting.
+func shellQuote(s string) string {
+	if s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r == '/' || r == '.' || r == '-' || r == '_' || r == ':' || r == '=' || r == ',' ||
+			('0' <= r && r <= '9') || ('a' <= r && r <= 'z') || ('A' <= r && r <= 'Z'))
+	}) < 0 {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }

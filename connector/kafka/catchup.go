@@ -142,6 +142,9 @@ func (t *tracker) markCaughtUp(p *partTrack, log *slog.Logger) {
 		"topic", p.topic.name, "partition", p.partition,
 		"start", p.start.Load(), "end", p.end.Load(), "position", p.position.Load())
 	t.mu.Lock()
+	if !t.started.IsZero() {
+		gaugeSet(p.gauges.millis, max(t.now().Sub(t.started).Milliseconds(), 0))
+	}
 	tt := p.topic
 	if tt.parts[p.partition] != p { // replaced by a newer run's reader
 		t.mu.Unlock()

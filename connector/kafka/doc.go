@@ -26,7 +26,8 @@
 // # Guarantees
 //
 //	K1. Assignment. When a job (run) starts, the source lists its topics'
-//	    partitions once for all its subtasks, sorted by topic then
+//	    partitions once for all its subtasks (only those in
+//	    Options.Partitions, if set), sorted by topic then
 //	    partition; partition i of that list is read by subtask
 //	    i % parallelism. A subtask without partitions goes idle.
 //	K2. Records. Every record of an assigned partition from the start
@@ -117,9 +118,10 @@
 //	    the source operator and the subtask reading the partition, labelled
 //	    topic and partition: MetricPartitionStartOffset (where the run
 //	    started reading, -1 until resolved), MetricPartitionEndOffset (the
-//	    snapshot, -1 until taken), MetricPartitionPosition (the consumer position,
-//	    updated per fetched batch, -1 until resolved) and
-//	    MetricPartitionCaughtUp (0/1). Each topic has one series of
+//	    snapshot, -1 until taken), MetricPartitionPosition (the consumer
+//	    position, updated per fetched batch, -1 until resolved),
+//	    MetricPartitionCaughtUp (0/1) and MetricPartitionCatchUpMillis
+//	    (when it caught up, measured as the topic's below). Each topic has one series of
 //	    MetricTopicCaughtUp (1 when every partition of it, in every
 //	    subtask, has caught up) and MetricTopicCatchUpMillis (job-clock
 //	    milliseconds from the run's first reader start to the topic's

@@ -37,6 +37,11 @@ const (
 	// offset snapshot (or started at or past it), else 0. Partitions
 	// discovered after the start (K13) are 1 from birth.
 	MetricPartitionCaughtUp = "kafkaPartitionCaughtUp"
+	// MetricPartitionCatchUpMillis is how long the partition took to
+	// catch up, measured as MetricTopicCatchUpMillis is (from the run's
+	// first reader start); -1 until then, and for partitions discovered
+	// after the start.
+	MetricPartitionCatchUpMillis = "kafkaPartitionCatchUpMillis"
 	// MetricTopicCaughtUp is 1 once every partition of the topic, across
 	// all subtasks, has caught up, else 0.
 	MetricTopicCaughtUp = "kafkaTopicCaughtUp"
@@ -64,7 +69,7 @@ func boolValue(b bool) int64 {
 
 // partGauges are one partition's catch-up gauges.
 type partGauges struct {
-	start, end, position, caughtUp *runtime.Gauge
+	start, end, position, caughtUp, millis *runtime.Gauge
 }
 
 func newPartGauges(ctx runtime.SourceContext, topic string, partition int32) partGauges {
@@ -75,8 +80,10 @@ func newPartGauges(ctx runtime.SourceContext, topic string, partition int32) par
 	g := partGauges{start: ctx.LabeledGauge(MetricPartitionStartOffset, ls...),
 		end:      ctx.LabeledGauge(MetricPartitionEndOffset, ls...),
 		position: ctx.LabeledGauge(MetricPartitionPosition, ls...),
-		caughtUp: ctx.LabeledGauge(MetricPartitionCaughtUp, ls...)}
+		caughtUp: ctx.LabeledGauge(MetricPartitionCaughtUp, ls...),
+		millis:   ctx.LabeledGauge(MetricPartitionCatchUpMillis, ls...)}
 	g.start.Set(-1)
+	g.millis.Set(-1)
 	g.end.Set(-1)
 	g.position.Set(-1)
 	g.caughtUp.Set(0)

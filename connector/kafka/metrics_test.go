@@ -102,7 +102,13 @@ func TestCatchUpMetrics(t *testing.T) {
 		{MetricTopicCaughtUp, tp("slow"), 1, 0},
 		{MetricTopicCaughtUp, tp("tx"), 0, 1}, // published by the owner of tx/0
 		{MetricTopicCatchUpMillis, tp("tx"), -1, 1},
+		{MetricPartitionCatchUpMillis, p("tx", "0"), -1, 1},
 	})
+	for _, part := range [][]string{p("slow", "0"), p("tx", "1")} {
+		if ms, _, _ := gaugeOf(m, "src", MetricPartitionCatchUpMillis, part...); ms < 0 {
+			t.Errorf("catch-up time of %v = %d, want >= 0", part, ms)
+		}
+	}
 	if ms, _, _ := gaugeOf(m, "src", MetricTopicCatchUpMillis, tp("slow")...); ms < 0 {
 		t.Errorf("catch-up time of slow = %d, want >= 0", ms)
 	}
@@ -120,6 +126,9 @@ func TestCatchUpMetrics(t *testing.T) {
 	})
 	if ms, _, _ := gaugeOf(m, "src", MetricTopicCatchUpMillis, tp("tx")...); ms < 0 {
 		t.Errorf("catch-up time of tx = %d, want >= 0", ms)
+	}
+	if ms, _, _ := gaugeOf(m, "src", MetricPartitionCatchUpMillis, p("tx", "0")...); ms < 0 {
+		t.Errorf("catch-up time of tx/0 = %d, want >= 0", ms)
 	}
 	// Exactly one series per topic, whichever subtasks read it.
 	n := 0

@@ -34,6 +34,7 @@ import (
 	"github.com/weirproject/weir/connector/kafka"
 	"github.com/weirproject/weir/internal/progress"
 	"github.com/weirproject/weir/internal/shutdown"
+	"github.com/weirproject/weir/dashboard"
 	"github.com/weirproject/weir/metrics"
 	"github.com/weirproject/weir/ordering"
 	"github.com/weirproject/weir/runtime"
@@ -155,6 +156,10 @@ type Options struct {
 	// MetricsAddr, when set, serves Prometheus metrics on this address
 	// (for example 127.0.0.1:9464) while the job runs.
 	MetricsAddr string
+	// UIAddr, when set, serves the live dashboard (package dashboard) on
+	// this address (for example 127.0.0.1:8081; no host means loopback)
+	// while the job runs.
+	UIAddr string
 }
 
 // MaxParallelism is the demo job's number of key groups, the largest
@@ -544,6 +549,16 @@ func Run(ctx context.Context, w io.Writer, o Options) (Summary, error) {
 	endRestore()
 	if err != nil {
 		return s, err
+	}
+	if o.UIAddr != "" {
+		ui, err := dashboard.Start(o.UIAddr, job, dashboard.Options{})
+		if err != nil {
+			job.Cancel()
+			job.Wait()
+			return s, fmt.Errorf("demo: %w", err)
+		}
+		defer ui.Close()
+		fmt.Fprintf(w, "dashboard on %s\n", ui.URL())
 	}
 	savepoint, bySignal := stopTrigger(o, job.Done())
 	takeSavepoint := func() error {

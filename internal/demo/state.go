@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/weirproject/weir/dashboard"
 )
 
 // HistoryMarker is the file, in Options.KafkaData, that a run writes once
@@ -131,6 +133,11 @@ func (o Options) validate() error {
 	}
 	if o.SavepointAfter > 0 && o.SavepointDir == "" {
 		bad("Options.SavepointAfter %v needs Options.SavepointDir, where the savepoint is written", o.SavepointAfter)
+	}
+	if o.UIAddr != "" {
+		if _, err := dashboard.ParseAddr(o.UIAddr); err != nil {
+			bad("Options.UIAddr: %v", err)
+		}
 	}
 	return errors.Join(errs...)
 }
