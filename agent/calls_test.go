@@ -191,13 +191,26 @@ func TestChatDurableByDefault(t *testing.T) {
 				t.Fatalf("Idempotency-Key headers %q, want %q on both attempts", h, want)
 			}
 
+			// Tokens are counted per model (the 500 was retried inside the
+			// client: one call).
+			if bm := env.Metrics(); modelMetric(bm, "modelCalls", "m") != 1 || modelMetric(bm, "modelInputTokens", "m") != 31 ||
+				modelMetric(bm, "modelOutputTokens", "m") != 7 {
+				t.Fatalf("model counters before the crash: %+v", bm.Snapshot())
+			}
+
 			g = newGates()
 			got, m := restoreAndRun[string](t, ctx, a, opts, cp, input)
 			if nonDurable {
 				if srv.requests() != 3 || !reflect.DeepEqual(got, []string{"answer 3"}) {
 					t.Fatalf("non-durable: %d requests (want 3), outputs %q", srv.requests(), got)
 				}
+				if modelMetric(m, "modelInputTokens", "m") != 31 {
+					t.Fatalf("the call made again was not counted: %+v", m.Snapshot())
+				}
 				return
+			}
+			if modelMetric(m, "modelCalls", "m") != 0 || modelMetric(m, "modelInputTokens", "m") != 0 {
+				t.Fatalf("the replayed call was counted: %+v", m.Snapshot())
 			}
 			if srv.requests() != 2 {
 				t.Fatalf("the restored run made %d requests, want none", srv.requests()-2)

@@ -22,6 +22,9 @@ type host interface {
 	// (chatCallPrefix or toolCallPrefix, then the model's or tool's name);
 	// nil for a name the agent does not have.
 	callStat(name string) *callStat
+	// modelUsage returns the counters of the model named name (nil if
+	// there are none).
+	modelUsage(name string) *modelUsage
 }
 
 // RunnerContext is what an action gets besides its event: the key and
@@ -113,30 +116,38 @@ func (c *RunnerContext) Model(name string) (model.ChatModel, error) {
 // Chat calls the model named name with req under the run's context. A
 // model's errors (after the model's own retries) come back to the action.
 //
+// When req asks for structured output (req.ResponseFormat; see
+// model.SchemaFor), the reply is validated against the schema and, if it
+// does not conform, the model is asked again with the validation error,
+// up to ResponseFormat.Attempts calls (model.ChatStructured); the result
+// is the first conforming reply (its usage the sum of the calls'), or a
+// *model.SchemaError. A reply with tool calls is not validated.
+//
 // The call is durable (see Durable), named "chat:" + name with req as its
 // arguments: with an action-state store its reply (or error) is recorded,
-// and after a restore the re-run of an unfinished action gets the recorded
-// reply without calling the model again; a different request at the same
-// position is a divergence. The model gets the call's idempotency key
-// through model.IdempotencyKey (OpenAIClient sends it as the
-// Idempotency-Key header). Without a store, or with
-// Options.NonDurableCalls, it is a plain call without a key; calling the
-// model from c.Model directly makes one such call.
+// after validation, and after a restore the re-run of an unfinished action
+// gets the recorded reply without calling the model again; a different
+// request at the same position is a divergence. The model gets the call's
+// idempotency key through model.IdempotencyKey (OpenAIClient and
+// AnthropicClient send it as the Idempotency-Key header). Without a store,
+// or with Options.NonDurableCalls, it is a plain call without a key;
+// calling the model from c.Model directly makes one such call.
+//
+// Calls made to the model are counted per model name (counters
+// modelCalls and modelCallErrors, every attempt of a structured call
+// included, and modelInputTokens and modelOutputTokens, label model);
+// replayed replies are not counted again.
 func (c *RunnerContext) Chat(name string, req model.Request) (*model.Response, error) {
 	m, err := c.Model(name)
 	if err != nil {
 		return nil, err
 	}
-	st := c.host.callStat(chatCallPrefix + name)
+	m = c.host.modelUsage(name).counted(m, c.host.callStat(chatCallPrefix+name))
 	if !c.durableCalls() {
-		resp, err := m.Chat(c.ctx, req)
-		st.record(err != nil)
-		return resp, err
+		return model.ChatStructured(c.ctx, m, req)
 	}
 	return Durable(c, chatCallPrefix+name, req, func(ctx context.Context, key string) (*model.Response, error) {
-		resp, err := m.Chat(model.WithIdempotencyKey(ctx, key), req)
-		st.record(err != nil)
-		return resp, err
+		return model.ChatStructured(model.WithIdempotencyKey(ctx, key), m, req)
 	})
 }
 

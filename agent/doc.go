@@ -105,8 +105,9 @@
 //     (guarantee 11), which also drops the ghosts of inputs that will
 //     never be replayed. Each durable call gets
 //     an idempotency key, the same on every attempt, to pass to services
-//     that honour one (models get it through model.IdempotencyKey and
-//     OpenAIClient sends it as the Idempotency-Key header; Go tools get it
+//     that honour one (models get it through model.IdempotencyKey;
+//     OpenAIClient and AnthropicClient send it as the Idempotency-Key
+//     header; Go tools get it
 //     through tool.IdempotencyKey, MCP tools send it in _meta under
 //     "weir/idempotencyKey"); DurableReconciled records a pending call first, so
 //     that a restore asks the service (by that key) whether a call whose
@@ -124,6 +125,14 @@
 //     error saying so (ErrStatesMissing), unless
 //     Options.AllowRepeatedSideEffects, which logs a warning and runs
 //     those actions again.
+//  12. Structured output is validated, and counted once. RunnerContext.Chat
+//     with a ResponseFormat returns only a reply that conforms to its
+//     schema (or a model.SchemaError after ResponseFormat.Attempts calls,
+//     each rejection fed back to the model); with a store the validated
+//     reply is what is recorded and replayed. Every call made to a model
+//     through Chat is counted per model name (modelCalls,
+//     modelCallErrors, modelInputTokens, modelOutputTokens, label model);
+//     a replayed call is not counted again.
 //
 // # Limits
 //

@@ -216,6 +216,9 @@ type operator[K comparable, IN, OUT any] struct {
 	cDiverged, cRestored             *runtime.Counter
 	calls                            callStats   // read-only after Open
 	timer                            actionTimer // used by action workers
+	// usage holds the counters of each model of the agent, by name; made
+	// in Open, read-only after.
+	usage map[string]*modelUsage
 }
 
 // pendingPrune is what a checkpoint covers: the inputs finished before its
@@ -276,6 +279,10 @@ func (o *operator[K, IN, OUT]) Open(ctx *runtime.Context, out runtime.Output[OUT
 	o.cRestored = ctx.Counter("inputsRestored")
 	o.calls = newCallStats(ctx, o.def)
 	o.timer = actionTimer{now: clk.Now, micros: ctx.Counter(MetricActionMicros), runs: ctx.Counter(MetricActionsTimed)}
+	o.usage = make(map[string]*modelUsage, len(o.def.models))
+	for name := range o.def.models {
+		o.usage[name] = newModelUsage(ctx, name)
+	}
 	if o.opts.Store != nil {
 		st, err := o.opts.Store(ctx)
 		if err != nil {

@@ -64,6 +64,14 @@ type ReActOptions struct {
 	// Prompt turns an input value into the user message; nil means the
 	// value itself when it is a string, else its JSON.
 	Prompt func(input any) (string, error)
+	// Output, when set, asks for the final answer as structured output
+	// (model.SchemaFor builds one from a Go type): every model call offers
+	// it (OpenAI's response_format, Anthropic's output tool), the final
+	// answer is validated against it and, if it does not conform, the
+	// model is asked again with the validation error (Output.Attempts
+	// calls in all; RunnerContext.Chat). The answer's Output holds the
+	// validated JSON value.
+	Output *model.ResponseFormat
 }
 
 // ReActAnswer is the output of a ReAct agent for one input.
@@ -78,6 +86,17 @@ type ReActAnswer struct {
 	// failed (Error then says why).
 	Complete bool   `json:"complete"`
 	Error    string `json:"error,omitempty"`
+	// Output is the final answer as a JSON value conforming to
+	// ReActOptions.Output, when that is set and the answer is complete.
+	Output json.RawMessage `json:"output,omitempty"`
+}
+
+// Decode unmarshals the answer's structured Output into v.
+func (a ReActAnswer) Decode(v any) error {
+	if len(a.Output) == 0 {
+		return fmt.Errorf("agent: ReAct answer has no structured output (complete %v, error %q); set ReActOptions.Output", a.Complete, a.Error)
+	}
+	return json.Unmarshal(a.Output, v)
 }
 
 // The sensory memory of a ReAct run.
@@ -108,7 +127,7 @@ func ReAct(m model.ChatModel, tools []tool.Tool, opts ReActOptions) *Agent {
 		specs = ts.Specs()
 	}
 	request := func(msgs []model.Message) model.Request {
-		return model.Request{Messages: msgs, Tools: specs}
+		return model.Request{Messages: msgs, Tools: specs, ResponseFormat: opts.Output}
 	}
 	start := func(c *RunnerContext, ev Event) error {
 		v := ev.Value
@@ -162,6 +181,10 @@ func ReAct(m model.ChatModel, tools []tool.Tool, opts ReActOptions) *Agent {
 		answer.Answer = reply.Content
 		if len(reply.ToolCalls) == 0 {
 			answer.Complete = true
+			if opts.Output != nil {
+				// Validated by Chat; kept compact, as recorded.
+				answer.Output = json.RawMessage(reply.Content)
+			}
 			c.Output(answer)
 			return nil
 		}

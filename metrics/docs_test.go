@@ -53,7 +53,7 @@ func documented(t *testing.T) map[string][]string {
 // constants named Metric... or Counter... holding a metric name.
 func registered(t *testing.T) map[string][]string {
 	t.Helper()
-	call := regexp.MustCompile(`\b(?:Counter|Gauge|LabeledGauge|counter|gauge)\(([^()]*)\)`)
+	call := regexp.MustCompile(`\b(?:Counter|Gauge|LabeledCounter|LabeledGauge|counter|gauge)\(([^()]*)\)`)
 	lastLiteral := regexp.MustCompile(`"([a-zA-Z]+)"[^"]*$`)
 	constant := regexp.MustCompile(`(?m)^\s*(?:Metric|Counter)\w*\s*=\s*"([a-zA-Z]+)"`)
 	out := map[string][]string{}

@@ -43,8 +43,8 @@ func TestHandlerServesJobMetrics(t *testing.T) {
 	}
 }
 
-// Labelled gauges (runtime.Context.LabeledGauge) keep their labels after
-// operator and subtask.
+// Labelled gauges and counters (runtime.Context.LabeledGauge,
+// LabeledCounter) keep their labels after operator and subtask.
 func TestLabeledGauges(t *testing.T) {
 	env := weir.NewEnvironment(weir.Config{Parallelism: 1})
 	src := weir.FromSlice(env, "numbers", []int64{1, 2, 3}, watermark.ForMonotonous[int64]().
@@ -64,6 +64,9 @@ func TestLabeledGauges(t *testing.T) {
 	for _, want := range []string{
 		`weir_last_value{operator="labels",subtask="0",topic="odd"} 3`,
 		`weir_last_value{operator="labels",subtask="0",topic="even"} 2`,
+		`# TYPE weir_values_seen counter`,
+		`weir_values_seen{operator="labels",subtask="0",topic="odd"} 2`,
+		`weir_values_seen{operator="labels",subtask="0",topic="even"} 1`,
 	} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("missing %q in:\n%s", want, body)
@@ -79,6 +82,7 @@ func (o *labelOp) ProcessRecord(r runtime.Record[int64]) error {
 		topic = "odd"
 	}
 	o.Ctx.LabeledGauge("lastValue", runtime.Label{Name: "topic", Value: topic}).Set(r.Value)
+	o.Ctx.LabeledCounter("valuesSeen", runtime.Label{Name: "topic", Value: topic}).Inc()
 	return nil
 }
 

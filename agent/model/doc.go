@@ -1,6 +1,8 @@
 // Package model is the chat-model interface of weir's agents and its
 // implementations: a client of OpenAI-compatible chat-completions
-// endpoints over net/http and encoding/json (OpenAI), an Ollama preset (Ollama), and an
+// endpoints on the official SDK (OpenAI), with presets for Ollama
+// (Ollama) and Azure OpenAI (AzureOpenAI), a client of Anthropic's
+// Messages API on its official SDK (Anthropic), and an
 // offline model (Offline) that is deterministic per request, with a
 // seeded latency distribution, for the embedded demo, tests and
 // benchmarks.
@@ -12,15 +14,21 @@
 //     optional structured-output schema, and returns the reply: text, tool
 //     calls (id, name, JSON arguments) or both, the finish reason and token
 //     usage. Implementations are safe for concurrent use.
-//  2. Wire format. OpenAIClient sends non-streaming chat-completions
-//     requests (POST {base}/chat/completions) as the OpenAI API defines
-//     them and reads tool calls from the reply; tool-call arguments that
-//     are not valid JSON are kept as a JSON string, so the reply stays
-//     serialisable.
-//  3. Configuration. Base URL and key come from OpenAIConfig, else from
-//     OPENAI_BASE_URL and OPENAI_API_KEY; Ollama defaults to
-//     OLLAMA_HOST or http://localhost:11434/v1. The key is sent as a
-//     bearer token and appears in no log, String or error.
+//  2. Wire format. OpenAIClient sends chat-completions requests
+//     (POST {base}/chat/completions) as the OpenAI API defines them and
+//     reads tool calls from the reply; AnthropicClient sends Messages API
+//     requests (POST {base}/v1/messages) and maps tool calls to tool_use
+//     and tool_result blocks. Tool-call arguments that are not valid JSON
+//     are kept as a JSON string, so the reply stays serialisable. With
+//     Stream set, a client asks for server-sent events and assembles them
+//     into the same Response, usage included.
+//  3. Configuration. Base URL and key come from the config, else from
+//     OPENAI_BASE_URL and OPENAI_API_KEY (ANTHROPIC_BASE_URL and
+//     ANTHROPIC_API_KEY; AZURE_OPENAI_ENDPOINT and AZURE_OPENAI_API_KEY);
+//     Ollama defaults to OLLAMA_HOST or http://localhost:11434/v1. The key
+//     is sent as a bearer token (OpenAI), in the header
+//     OpenAIConfig.APIKeyHeader names (Azure: api-key), or as x-api-key
+//     (Anthropic), and appears in no log, String or error.
 //  4. Retries. Rate limits (429), 408, 409, server errors (5xx) and
 //     network errors are retried with exponential back-off and jitter,
 //     honouring Retry-After (RetryPolicy); other errors (400, 401, 404,
@@ -35,6 +43,9 @@
 //  7. Idempotency. A call whose context carries an idempotency key
 //     (WithIdempotencyKey; the agent operator sets one on every model call
 //     it records) sends it as the Idempotency-Key header of every attempt
-//     (OpenAIClient), so a server or gateway that deduplicates on it runs
-//     the call once.
+//     (OpenAIClient, AnthropicClient), so a server or gateway that
+//     deduplicates on it runs the call once.
+//  8. Usage. Every Response carries the call's token usage as the server
+//     reported it (Anthropic: input tokens including cache reads and
+//     writes); Offline estimates it from the request's length.
 package model

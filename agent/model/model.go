@@ -69,6 +69,11 @@ type ResponseFormat struct {
 	// Strict asks the server to enforce the schema exactly (OpenAI's
 	// strict mode; every property required, no additional properties).
 	Strict bool `json:"strict,omitempty"`
+	// Attempts bounds the model calls ChatStructured (and so an agent's
+	// RunnerContext.Chat) makes for a reply that conforms to Schema, each
+	// failure fed back to the model; 0 means DefaultSchemaAttempts, 1 no
+	// retry. Clients do not send it.
+	Attempts int `json:"attempts,omitempty"`
 }
 
 // Request is one chat completion request.
@@ -142,6 +147,9 @@ type APIError struct {
 	Model, Endpoint string
 	// RetryAfter is the wait the server asked for (Retry-After), if any.
 	RetryAfter time.Duration
+	// KeyEnv is the environment variable the client's API key defaults to
+	// (named in the hint of a 401 or 403); "" means OPENAI_API_KEY.
+	KeyEnv string
 }
 
 // Error describes the failure and what to check.
@@ -159,7 +167,11 @@ func (e *APIError) Error() string {
 	}
 	switch {
 	case e.StatusCode == 401 || e.StatusCode == 403:
-		b.WriteString("; check the API key (OPENAI_API_KEY or the client's APIKey)")
+		env := e.KeyEnv
+		if env == "" {
+			env = "OPENAI_API_KEY"
+		}
+		fmt.Fprintf(&b, "; check the API key (%s or the client's APIKey)", env)
 	case e.StatusCode == 404:
 		b.WriteString("; check the base URL and the model name")
 	case e.StatusCode == 429:

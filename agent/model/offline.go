@@ -101,8 +101,8 @@ func normalQuantile(p float64) float64 {
 // functions of the request and Seed only, so runs are reproducible. It is
 // weir's default model for the embedded demo, tests and benchmarks.
 //
-// Replies: with ResponseFormat, a JSON value shaped by the schema (strings
-// filled from the prompt); with tools offered and ToolCalls set, as long as
+// Replies: with ResponseFormat, a JSON value conforming to the schema
+// (strings filled from the first user message; see SchemaMistakes); with tools offered and ToolCalls set, as long as
 // no tool result follows the last user message, a call of one tool (chosen
 // by the request's hash) with arguments shaped by its schema; otherwise a
 // text answer naming the request's hash and quoting the last user message
@@ -115,6 +115,13 @@ type Offline struct {
 	Latency Latency
 	// ToolCalls makes the model call tools when offered.
 	ToolCalls bool
+	// SchemaMistakes makes the first SchemaMistakes structured answers of
+	// a conversation not conform to the schema (a required property left
+	// out, or a value of another type), to exercise validation and the
+	// feedback loop: the model counts its earlier answers (assistant
+	// messages with content) in the request, so the answer after that
+	// many rejections conforms.
+	SchemaMistakes int
 	// Sleep waits (tests and benchmarks replace it); nil means a timer
 	// that ends early, with the context's error, when ctx is done.
 	Sleep func(ctx context.Context, d time.Duration) error
@@ -196,7 +203,25 @@ func (o *Offline) Reply(req Request) (*Response, error) {
 	}
 	var content string
 	if rf := req.ResponseFormat; rf != nil {
-		b, err := exampleJSON(rf.Schema, prompt)
+		answers := 0
+		for _, m := range req.Messages {
+			if m.Role == RoleAssistant && m.Content != "" {
+				answers++
+			}
+		}
+		// Filled from the question (the first user message), not from
+		// the feedback to earlier answers.
+		question := prompt
+		for _, m := range req.Messages {
+			if m.Role == RoleUser {
+				question = m.Content
+				break
+			}
+		}
+		b, err := exampleJSON(rf.Schema, question)
+		if err == nil && answers < o.SchemaMistakes {
+			b, err = mistaken(b, rf.Schema)
+		}
 		if err != nil {
 			return nil, &PermanentError{fmt.Errorf("model: offline: response format %q: %w", rf.Name, err)}
 		}
@@ -227,9 +252,41 @@ func clip(s string, n int) string {
 	return s
 }
 
+// mistaken turns good, a value conforming to schema, into one that does
+// not: an object loses its first required property (or gains a property
+// when none is required and none may be added), any other value becomes
+// a value of another type.
+func mistaken(good json.RawMessage, schema json.RawMessage) (json.RawMessage, error) {
+	var s map[string]any
+	if err := json.Unmarshal(schema, &s); err != nil {
+		return nil, fmt.Errorf("schema is not a JSON object: %w", err)
+	}
+	var v any
+	if err := json.Unmarshal(good, &v); err != nil {
+		return nil, err
+	}
+	if obj, ok := v.(map[string]any); ok {
+		if req, _ := s["required"].([]any); len(req) > 0 {
+			name, _ := req[0].(string)
+			delete(obj, name)
+			return json.Marshal(obj)
+		}
+		if ap, ok := s["additionalProperties"].(bool); ok && !ap {
+			obj["unexpected"] = true
+			return json.Marshal(obj)
+		}
+	}
+	if _, ok := v.(string); ok {
+		return json.RawMessage(`0`), nil
+	}
+	return json.RawMessage(`"not what the schema asks for"`), nil
+}
+
 // exampleJSON returns a JSON value conforming to the (simple) schema:
-// objects with every property, strings filled with text, numbers 0,
-// booleans false, arrays empty, the first enum value when there is one.
+// objects with every property, strings filled with text (padded to
+// minLength, cut to maxLength), numbers at their minimum or 0 (the
+// maximum when that is below 0), booleans false, arrays with minItems
+// items, the first enum value or the const when there is one.
 func exampleJSON(schema json.RawMessage, text string) (json.RawMessage, error) {
 	if len(schema) == 0 {
 		return json.RawMessage("{}"), nil
@@ -250,7 +307,12 @@ func example(s map[string]any, text string, depth int) any {
 	}
 	typ, _ := s["type"].(string)
 	if ts, ok := s["type"].([]any); ok && len(ts) > 0 {
-		typ, _ = ts[0].(string)
+		// The first type that is not null: a nullable list is a list.
+		for _, x := range ts {
+			if typ, _ = x.(string); typ != "null" {
+				break
+			}
+		}
 	}
 	if typ == "" {
 		if _, ok := s["properties"]; ok {
@@ -275,13 +337,41 @@ func example(s map[string]any, text string, depth int) any {
 		}
 		return out
 	case "array":
-		return []any{}
+		n, _ := s["minItems"].(float64)
+		out := make([]any, 0, int(n))
+		if items, ok := s["items"].(map[string]any); ok && depth < 8 {
+			for range int(min(n, 64)) {
+				out = append(out, example(items, text, depth+1))
+			}
+		}
+		return out
 	case "integer", "number":
-		return 0
+		x := 0.0
+		if lo, ok := s["minimum"].(float64); ok {
+			x = lo
+		} else if lo, ok := s["exclusiveMinimum"].(float64); ok {
+			x = math.Floor(lo) + 1
+		}
+		if hi, ok := s["maximum"].(float64); ok && x > hi {
+			x = hi
+		}
+		if typ == "integer" {
+			x = math.Ceil(x)
+		}
+		return x
 	case "boolean":
 		return false
 	case "null":
 		return nil
 	}
-	return text
+	t := text
+	if lo, ok := s["minLength"].(float64); ok {
+		for len([]rune(t)) < int(lo) {
+			t += "."
+		}
+	}
+	if hi, ok := s["maxLength"].(float64); ok && len([]rune(t)) > int(hi) {
+		t = string([]rune(t)[:int(hi)])
+	}
+	return t
 }

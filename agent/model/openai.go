@@ -1,16 +1,21 @@
 package model
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/packages/param"
+	"github.com/openai/openai-go/v3/shared"
 )
 
 // DefaultOpenAIBaseURL is the base URL when neither the config nor
@@ -23,12 +28,24 @@ type OpenAIConfig struct {
 	// BaseURL of the API, e.g. "https://api.openai.com/v1". "" means
 	// $OPENAI_BASE_URL, else DefaultOpenAIBaseURL.
 	BaseURL string
-	// APIKey is sent as a bearer token. "" means $OPENAI_API_KEY (none if
-	// unset). It is never logged nor shown by String or errors.
+	// APIKey is sent as a bearer token (Authorization: Bearer), or in the
+	// header APIKeyHeader names. "" means $OPENAI_API_KEY (none if unset).
+	// It is never logged nor shown by String or errors.
 	APIKey string
+	// APIKeyHeader, when set, is the header the key is sent in instead of
+	// Authorization (Azure OpenAI: "api-key"); no Authorization header is
+	// sent then.
+	APIKeyHeader string
+	// Query parameters added to every request (Azure OpenAI:
+	// "api-version").
+	Query map[string]string
+	// Stream makes every call a streaming one (server-sent events, with
+	// stream_options.include_usage so token usage is reported), assembled
+	// into the same Response as a non-streaming call.
+	Stream bool
 	// Model is the default model name; Request.Model overrides it.
 	Model string
-	// HTTPClient makes the requests; nil means http.DefaultClient.
+	// HTTPClient makes the requests; nil means the SDK's default.
 	HTTPClient *http.Client
 	// Timeout bounds each attempt; 0 means 2 minutes.
 	Timeout time.Duration
@@ -39,22 +56,16 @@ type OpenAIConfig struct {
 	Headers map[string]string
 }
 
-// OpenAIClient is a ChatModel speaking the chat-completions API
-// (POST {BaseURL}/chat/completions), non-streaming, with tool calling and
-// structured output. It writes and reads the JSON of the API itself with
-// encoding/json rather than through the official SDK: the part of the API
-// it uses is small and stable, and the SDK (generated code for the whole
-// API) was a third of the source `go build ./cmd/weir` compiled and a
-// tenth of the binary (see BENCHMARKS.md, "First build"). Retries are the
-// client's own, so every model in weir retries the same way.
+// OpenAIClient is a ChatModel speaking the chat-completions API through the
+// official SDK (github.com/openai/openai-go/v3), non-streaming, with tool
+// calling and structured output. Retries are the client's own (the SDK's
+// are disabled), so every model in weir retries the same way.
 type OpenAIClient struct {
-	http    *http.Client
-	key     string
-	headers map[string]string
-	timeout time.Duration
+	client  openai.Client
 	model   string
 	baseURL string
 	retry   RetryPolicy
+	stream  bool
 }
 
 // OpenAI returns a client for cfg (see OpenAIConfig for defaults).
@@ -74,16 +85,28 @@ func OpenAI(cfg OpenAIConfig) *OpenAIClient {
 	if timeout <= 0 {
 		timeout = 2 * time.Minute
 	}
-	hc := cfg.HTTPClient
-	if hc == nil {
-		hc = http.DefaultClient
+	opts := []option.RequestOption{
+		option.WithBaseURL(base),
+		option.WithMaxRetries(0),
+		option.WithRequestTimeout(timeout),
 	}
-	headers := make(map[string]string, len(cfg.Headers))
+	if cfg.APIKeyHeader == "" {
+		opts = append(opts, option.WithAPIKey(key))
+	} else {
+		// Empty keys send no Authorization header, also when the
+		// environment has OPENAI_API_KEY (the SDK reads it by default).
+		opts = append(opts, option.WithAPIKey(""), option.WithAdminAPIKey(""), option.WithHeader(cfg.APIKeyHeader, key))
+	}
+	if cfg.HTTPClient != nil {
+		opts = append(opts, option.WithHTTPClient(cfg.HTTPClient))
+	}
 	for k, v := range cfg.Headers {
-		headers[k] = v
+		opts = append(opts, option.WithHeader(k, v))
 	}
-	return &OpenAIClient{http: hc, key: key, headers: headers, timeout: timeout, model: cfg.Model,
-		baseURL: strings.TrimRight(base, "/"), retry: cfg.Retry}
+	for k, v := range cfg.Query {
+		opts = append(opts, option.WithQuery(k, v))
+	}
+	return &OpenAIClient{client: openai.NewClient(opts...), model: cfg.Model, baseURL: strings.TrimRight(base, "/"), retry: cfg.Retry, stream: cfg.Stream}
 }
 
 // DefaultOllamaBaseURL is Ollama's OpenAI-compatible endpoint on this
@@ -109,6 +132,55 @@ func Ollama(cfg OpenAIConfig) *OpenAIClient {
 	return OpenAI(cfg)
 }
 
+// DefaultAzureAPIVersion is the api-version AzureOpenAI sends to a
+// deployment URL when none is given.
+const DefaultAzureAPIVersion = "2024-10-21"
+
+// AzureOpenAI returns a client of Azure OpenAI: cfg with BaseURL the
+// resource's endpoint (https://<resource>.openai.azure.com; "" means
+// $AZURE_OPENAI_ENDPOINT) and APIKey its key ("" means
+// $AZURE_OPENAI_API_KEY), sent in the api-key header. With a deployment,
+// requests go to {endpoint}/openai/deployments/{deployment}/chat/completions
+// with ?api-version= apiVersion ("" means DefaultAzureAPIVersion) and the
+// model name defaults to the deployment; without one, to Azure's v1 API,
+// {endpoint}/openai/v1/chat/completions, with the model in cfg.Model and
+// api-version only when given. (The SDK's own azure package does the same
+// with Azure identity credentials, at the cost of the Azure SDK as a
+// dependency; a key is all this needs.)
+func AzureOpenAI(cfg OpenAIConfig, deployment, apiVersion string) *OpenAIClient {
+	endpoint := cfg.BaseURL
+	if endpoint == "" {
+		endpoint = os.Getenv("AZURE_OPENAI_ENDPOINT")
+	}
+	endpoint = strings.TrimRight(endpoint, "/")
+	if cfg.APIKey == "" {
+		cfg.APIKey = os.Getenv("AZURE_OPENAI_API_KEY")
+	}
+	if cfg.APIKeyHeader == "" {
+		cfg.APIKeyHeader = "api-key"
+	}
+	q := map[string]string{}
+	for k, v := range cfg.Query {
+		q[k] = v
+	}
+	if deployment != "" {
+		cfg.BaseURL = endpoint + "/openai/deployments/" + url.PathEscape(deployment)
+		if apiVersion == "" {
+			apiVersion = DefaultAzureAPIVersion
+		}
+		if cfg.Model == "" {
+			cfg.Model = deployment
+		}
+	} else {
+		cfg.BaseURL = endpoint + "/openai/v1"
+	}
+	if apiVersion != "" {
+		q["api-version"] = apiVersion
+	}
+	cfg.Query = q
+	return OpenAI(cfg)
+}
+
 // String names the endpoint and model (never the key).
 func (c *OpenAIClient) String() string {
 	return fmt.Sprintf("openai-compatible model %q at %s", c.model, c.baseURL)
@@ -119,183 +191,49 @@ func (c *OpenAIClient) String() string {
 // every attempt of the call sends it as the Idempotency-Key header; servers
 // that do not know the header ignore it.
 func (c *OpenAIClient) Chat(ctx context.Context, req Request) (*Response, error) {
-	body, err := c.params(req)
+	params, err := c.params(req)
 	if err != nil {
 		return nil, err
 	}
-	payload, err := json.Marshal(body)
-	if err != nil {
-		return nil, &PermanentError{fmt.Errorf("model: request for %s cannot be encoded: %w", c.baseURL, err)}
+	var opts []option.RequestOption
+	if key, ok := IdempotencyKey(ctx); ok {
+		// The same key on every attempt: a server that honours it runs the
+		// call once however often the request is retried or replayed.
+		opts = append(opts, option.WithHeader(IdempotencyHeader, key))
 	}
-	// The same key on every attempt: a server that honours it runs the call
-	// once however often the request is retried or replayed.
-	idem, _ := IdempotencyKey(ctx)
+	if c.stream {
+		params.StreamOptions.IncludeUsage = param.NewOpt(true)
+	}
 	return c.retry.Do(ctx, func(ctx context.Context) (*Response, error) {
-		return c.attempt(ctx, body.Model, payload, idem)
+		cc, err := c.call(ctx, params, opts)
+		if err != nil {
+			return nil, c.convertError(ctx, params.Model, err)
+		}
+		return c.response(cc)
 	})
 }
 
-// attempt makes one request.
-func (c *OpenAIClient) attempt(ctx context.Context, modelName string, payload []byte, idem string) (*Response, error) {
-	actx, cancel := context.WithTimeout(ctx, c.timeout)
-	defer cancel()
-	hr, err := http.NewRequestWithContext(actx, http.MethodPost, c.baseURL+"/chat/completions", bytes.NewReader(payload))
-	if err != nil {
-		return nil, &PermanentError{fmt.Errorf("model: base URL %q: %w", c.baseURL, err)}
+// call makes one attempt, streaming or not.
+func (c *OpenAIClient) call(ctx context.Context, params openai.ChatCompletionNewParams, opts []option.RequestOption) (*openai.ChatCompletion, error) {
+	if !c.stream {
+		return c.client.Chat.Completions.New(ctx, params, opts...)
 	}
-	hr.Header.Set("Content-Type", "application/json")
-	hr.Header.Set("Accept", "application/json")
-	if c.key != "" {
-		hr.Header.Set("Authorization", "Bearer "+c.key)
-	}
-	for k, v := range c.headers {
-		hr.Header.Set(k, v)
-	}
-	if idem != "" {
-		hr.Header.Set(IdempotencyHeader, idem)
-	}
-	resp, err := c.http.Do(hr)
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil, fmt.Errorf("model: call to %s: %w", c.baseURL, ctx.Err())
+	stream := c.client.Chat.Completions.NewStreaming(ctx, params, opts...)
+	defer stream.Close()
+	var acc openai.ChatCompletionAccumulator
+	for stream.Next() {
+		if !acc.AddChunk(stream.Current()) {
+			return nil, &PermanentError{fmt.Errorf("model: %s: malformed stream (a chunk does not continue the ones before it)", c.baseURL)}
 		}
-		return nil, fmt.Errorf("model: request to %s failed: %w", c.baseURL, err)
 	}
-	defer resp.Body.Close()
-	// A chat completion is small; the bound keeps a broken server from
-	// filling memory.
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil, fmt.Errorf("model: call to %s: %w", c.baseURL, ctx.Err())
-		}
-		return nil, fmt.Errorf("model: reading the answer of %s: %w", c.baseURL, err)
+	if err := stream.Err(); err != nil {
+		return nil, err
 	}
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return nil, c.apiError(resp, b, modelName)
-	}
-	var cc chatResponse
-	if err := json.Unmarshal(b, &cc); err != nil {
-		return nil, &PermanentError{fmt.Errorf("model: %s answered with JSON that is not a chat completion: %w", c.baseURL, err)}
-	}
-	return c.response(&cc)
+	return &acc.ChatCompletion, nil
 }
 
-// apiError reads the error body ({"error": {"message", "type", "code"}});
-// a body of another shape keeps its text as the message.
-func (c *OpenAIClient) apiError(resp *http.Response, body []byte, modelName string) *APIError {
-	e := &APIError{StatusCode: resp.StatusCode, Model: modelName, Endpoint: c.baseURL,
-		RetryAfter: retryAfter(resp.Header.Get("Retry-After"))}
-	var w struct {
-		Error *struct {
-			Message string          `json:"message"`
-			Type    json.RawMessage `json:"type"`
-			Code    json.RawMessage `json:"code"`
-		} `json:"error"`
-	}
-	if json.Unmarshal(body, &w) == nil && w.Error != nil {
-		e.Message, e.Type, e.Code = w.Error.Message, scalar(w.Error.Type), scalar(w.Error.Code)
-		return e
-	}
-	if s := strings.TrimSpace(string(body)); s != "" {
-		e.Message = s[:min(len(s), 500)]
-	}
-	return e
-}
-
-// scalar returns a JSON string's text or a number's digits; "" for null,
-// absent or anything else.
-func scalar(raw json.RawMessage) string {
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		return s
-	}
-	var n json.Number
-	if json.Unmarshal(raw, &n) == nil {
-		return n.String()
-	}
-	return ""
-}
-
-// The chat-completions request, as much of it as Request covers.
-type chatRequest struct {
-	Model          string              `json:"model"`
-	Messages       []wireMessage       `json:"messages"`
-	Tools          []wireTool          `json:"tools,omitempty"`
-	ToolChoice     any                 `json:"tool_choice,omitempty"`
-	ResponseFormat *wireResponseFormat `json:"response_format,omitempty"`
-	Temperature    *float64            `json:"temperature,omitempty"`
-	MaxTokens      int                 `json:"max_tokens,omitempty"`
-	Seed           *int64              `json:"seed,omitempty"`
-}
-
-type wireMessage struct {
-	Role string `json:"role"`
-	// Content is absent only on an assistant message without text.
-	Content    *string        `json:"content,omitempty"`
-	ToolCallID string         `json:"tool_call_id,omitempty"`
-	ToolCalls  []wireToolCall `json:"tool_calls,omitempty"`
-}
-
-type wireToolCall struct {
-	ID       string       `json:"id"`
-	Type     string       `json:"type"`
-	Function wireFunction `json:"function"`
-}
-
-type wireFunction struct {
-	Name      string `json:"name"`
-	Arguments string `json:"arguments"`
-}
-
-type wireTool struct {
-	Type     string          `json:"type"`
-	Function wireFunctionDef `json:"function"`
-}
-
-type wireFunctionDef struct {
-	Name        string          `json:"name"`
-	Description string          `json:"description,omitempty"`
-	Parameters  json.RawMessage `json:"parameters,omitempty"`
-}
-
-type wireNamedToolChoice struct {
-	Type     string `json:"type"`
-	Function struct {
-		Name string `json:"name"`
-	} `json:"function"`
-}
-
-type wireResponseFormat struct {
-	Type       string         `json:"type"`
-	JSONSchema wireJSONSchema `json:"json_schema"`
-}
-
-type wireJSONSchema struct {
-	Name   string          `json:"name"`
-	Schema json.RawMessage `json:"schema"`
-	Strict bool            `json:"strict,omitempty"`
-}
-
-// The chat-completions answer, as much of it as Response covers.
-type chatResponse struct {
-	Model   string `json:"model"`
-	Choices []struct {
-		FinishReason string `json:"finish_reason"`
-		Message      struct {
-			Content   string         `json:"content"`
-			Refusal   string         `json:"refusal"`
-			ToolCalls []wireToolCall `json:"tool_calls"`
-		} `json:"message"`
-	} `json:"choices"`
-	Usage struct {
-		PromptTokens     int `json:"prompt_tokens"`
-		CompletionTokens int `json:"completion_tokens"`
-	} `json:"usage"`
-}
-
-func (c *OpenAIClient) params(req Request) (*chatRequest, error) {
-	p := &chatRequest{}
+func (c *OpenAIClient) params(req Request) (openai.ChatCompletionNewParams, error) {
+	var p openai.ChatCompletionNewParams
 	name := req.Model
 	if name == "" {
 		name = c.model
@@ -303,72 +241,86 @@ func (c *OpenAIClient) params(req Request) (*chatRequest, error) {
 	if name == "" {
 		return p, &PermanentError{fmt.Errorf("model: no model name for %s; set OpenAIConfig.Model or Request.Model", c.baseURL)}
 	}
-	p.Model = name
+	p.Model = shared.ChatModel(name)
 	for i, m := range req.Messages {
-		content := m.Content
 		switch m.Role {
-		case RoleSystem, RoleUser:
-			p.Messages = append(p.Messages, wireMessage{Role: string(m.Role), Content: &content})
+		case RoleSystem:
+			p.Messages = append(p.Messages, openai.SystemMessage(m.Content))
+		case RoleUser:
+			p.Messages = append(p.Messages, openai.UserMessage(m.Content))
 		case RoleTool:
-			p.Messages = append(p.Messages, wireMessage{Role: string(m.Role), Content: &content, ToolCallID: m.ToolCallID})
+			p.Messages = append(p.Messages, openai.ToolMessage(m.Content, m.ToolCallID))
 		case RoleAssistant:
-			a := wireMessage{Role: string(m.Role)}
+			a := openai.ChatCompletionAssistantMessageParam{}
 			if m.Content != "" {
-				a.Content = &content
+				a.Content.OfString = param.NewOpt(m.Content)
 			}
 			for _, tc := range m.ToolCalls {
 				args := string(tc.Arguments)
 				if args == "" {
 					args = "{}"
 				}
-				a.ToolCalls = append(a.ToolCalls, wireToolCall{ID: tc.ID, Type: "function", Function: wireFunction{Name: tc.Name, Arguments: args}})
+				a.ToolCalls = append(a.ToolCalls, openai.ChatCompletionMessageToolCallUnionParam{
+					OfFunction: &openai.ChatCompletionMessageFunctionToolCallParam{ID: tc.ID,
+						Function: openai.ChatCompletionMessageFunctionToolCallFunctionParam{Name: tc.Name, Arguments: args}}})
 			}
-			p.Messages = append(p.Messages, a)
+			p.Messages = append(p.Messages, openai.ChatCompletionMessageParamUnion{OfAssistant: &a})
 		default:
 			return p, &PermanentError{fmt.Errorf("model: message %d has unknown role %q (use system, user, assistant or tool)", i, m.Role)}
 		}
 	}
 	for _, t := range req.Tools {
-		fd := wireFunctionDef{Name: t.Name, Description: t.Description}
+		fd := shared.FunctionDefinitionParam{Name: t.Name}
+		if t.Description != "" {
+			fd.Description = param.NewOpt(t.Description)
+		}
 		if len(t.Parameters) > 0 {
 			var ps map[string]any
 			if err := json.Unmarshal(t.Parameters, &ps); err != nil {
 				return p, &PermanentError{fmt.Errorf("model: parameters of tool %q are not a JSON object: %w", t.Name, err)}
 			}
-			fd.Parameters = t.Parameters
+			fd.Parameters = ps
 		}
-		p.Tools = append(p.Tools, wireTool{Type: "function", Function: fd})
+		p.Tools = append(p.Tools, openai.ChatCompletionFunctionTool(fd))
 	}
 	switch req.ToolChoice {
 	case "":
 	case "auto", "none", "required":
-		p.ToolChoice = req.ToolChoice
+		p.ToolChoice.OfAuto = param.NewOpt(req.ToolChoice)
 	default:
-		nc := wireNamedToolChoice{Type: "function"}
-		nc.Function.Name = req.ToolChoice
-		p.ToolChoice = nc
+		p.ToolChoice.OfFunctionToolChoice = &openai.ChatCompletionNamedToolChoiceParam{
+			Function: openai.ChatCompletionNamedToolChoiceFunctionParam{Name: req.ToolChoice}}
 	}
 	if rf := req.ResponseFormat; rf != nil {
-		if !json.Valid(rf.Schema) {
-			return p, &PermanentError{fmt.Errorf("model: response format %q: schema is not JSON", rf.Name)}
+		var schema any
+		if err := json.Unmarshal(rf.Schema, &schema); err != nil {
+			return p, &PermanentError{fmt.Errorf("model: response format %q: schema is not JSON: %w", rf.Name, err)}
 		}
-		p.ResponseFormat = &wireResponseFormat{Type: "json_schema", JSONSchema: wireJSONSchema{Name: rf.Name, Schema: rf.Schema, Strict: rf.Strict}}
+		js := shared.ResponseFormatJSONSchemaJSONSchemaParam{Name: rf.Name, Schema: schema}
+		if rf.Strict {
+			js.Strict = param.NewOpt(true)
+		}
+		p.ResponseFormat.OfJSONSchema = &shared.ResponseFormatJSONSchemaParam{JSONSchema: js}
 	}
-	p.Temperature = req.Temperature
+	if req.Temperature != nil {
+		p.Temperature = param.NewOpt(*req.Temperature)
+	}
 	if req.MaxTokens > 0 {
-		p.MaxTokens = req.MaxTokens
+		p.MaxTokens = param.NewOpt(int64(req.MaxTokens))
 	}
-	p.Seed = req.Seed
+	if req.Seed != nil {
+		p.Seed = param.NewOpt(*req.Seed)
+	}
 	return p, nil
 }
 
-func (c *OpenAIClient) response(cc *chatResponse) (*Response, error) {
+func (c *OpenAIClient) response(cc *openai.ChatCompletion) (*Response, error) {
 	if len(cc.Choices) == 0 {
 		return nil, &PermanentError{fmt.Errorf("model: %s answered without choices", c.baseURL)}
 	}
 	ch := cc.Choices[0]
 	r := &Response{FinishReason: ch.FinishReason, Model: cc.Model,
-		Usage:   Usage{PromptTokens: cc.Usage.PromptTokens, CompletionTokens: cc.Usage.CompletionTokens},
+		Usage:   Usage{PromptTokens: int(cc.Usage.PromptTokens), CompletionTokens: int(cc.Usage.CompletionTokens)},
 		Message: Message{Role: RoleAssistant, Content: ch.Message.Content}}
 	if r.Message.Content == "" && ch.Message.Refusal != "" {
 		r.Message.Content = ch.Message.Refusal
@@ -387,6 +339,26 @@ func (c *OpenAIClient) response(cc *chatResponse) (*Response, error) {
 		r.Message.ToolCalls = append(r.Message.ToolCalls, ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: args})
 	}
 	return r, nil
+}
+
+func (c *OpenAIClient) convertError(ctx context.Context, modelName shared.ChatModel, err error) error {
+	var pe *PermanentError
+	if errors.As(err, &pe) {
+		return err
+	}
+	var oe *openai.Error
+	if errors.As(err, &oe) {
+		e := &APIError{StatusCode: oe.StatusCode, Type: oe.Type, Code: oe.Code, Message: oe.Message,
+			Model: string(modelName), Endpoint: c.baseURL}
+		if oe.Response != nil {
+			e.RetryAfter = retryAfter(oe.Response.Header.Get("Retry-After"))
+		}
+		return e
+	}
+	if ctx.Err() != nil {
+		return fmt.Errorf("model: call to %s: %w", c.baseURL, ctx.Err())
+	}
+	return fmt.Errorf("model: request to %s failed: %w", c.baseURL, err)
 }
 
 func retryAfter(h string) time.Duration {
