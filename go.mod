@@ -56,4 +56,8 @@ require (
 	google.golang.org/protobuf v1.36.12 // indirect
 )
 
-require go.uber.org/goleak v1.3.0
+require (
+	github.com/expr-lang/expr v1.17.8
+	github.com/goccy/go-yaml v1.19.2
+	go.uber.org/goleak v1.3.0
+)

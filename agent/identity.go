@@ -42,6 +42,9 @@ func (r RunID) Encode() []byte {
 }
 
 // appendEncode appends Encode() to b.
+// AppendEncode appends Encode's bytes to b.
+func (r RunID) AppendEncode(b []byte) []byte { return r.appendEncode(b) }
+
 func (r RunID) appendEncode(b []byte) []byte {
 	b = appendLP(b, []byte(runIDMagic))
 	b = appendLP(b, r.Key)

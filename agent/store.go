@@ -164,6 +164,9 @@ type MemoryWrites struct {
 
 func writesOf(w map[string]json.RawMessage) MemoryWrites {
 	var mw MemoryWrites
+	if len(w) == 0 {
+		return mw
+	}
 	for _, k := range slices.Sorted(maps.Keys(w)) {
 		if v := w[k]; v == nil {
 			mw.Deleted = append(mw.Deleted, k)

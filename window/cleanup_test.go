@@ -103,7 +103,8 @@ func TestStateCleanup(t *testing.T) {
 }
 
 // TestNothingLeftAtEnd: the final watermark of a bounded input leaves no
-// state and no timers in any subtask (I5, I8), for every kind of window.
+// state and no timers in any subtask (I5, I8), for every kind of window,
+// with and without triggers (I12: trigger state goes with its window).
 func TestNothingLeftAtEnd(t *testing.T) {
 	stats := watchWatermark(t, math.MaxInt64)
 	rng := rand.New(rand.NewPCG(5, 6))
@@ -118,8 +119,13 @@ func TestNothingLeftAtEnd(t *testing.T) {
 	weir.Collect(window.Reduce(ks, "sliding", window.Sliding(3*time.Second, time.Second), sumEv, late))
 	weir.Collect(window.Reduce(ks, "session", window.Session(200*time.Millisecond), sumEv, late))
 	weir.Collect(window.Process(ks, "process", window.Session(200*time.Millisecond), func(string, window.Window, []ev, func(int)) error { return nil }))
+	// With triggers holding state and timers, and an evictor.
+	weir.Collect(window.Reduce(ks, "count-trigger", window.Sliding(3*time.Second, time.Second), sumEv, late,
+		window.WithTrigger(window.CountTrigger(3))))
+	weir.Collect(window.Reduce(ks, "continuous-session", window.Session(200*time.Millisecond), sumEv, late,
+		window.WithTrigger(window.ContinuousEventTimeTrigger(50*time.Millisecond)), window.WithEvictor(window.CountEvictor(2))))
 	run(t, env)
-	for _, op := range []string{"tumbling", "sliding", "session", "process"} {
+	for _, op := range []string{"tumbling", "sliding", "session", "process", "count-trigger", "continuous-session"} {
 		for sub := range 2 {
 			st, ok := stats.get(fmt.Sprintf("%s/%d", op, sub))
 			if !ok {

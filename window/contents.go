@@ -20,9 +20,10 @@ const (
 type contents[K comparable, T, OUT any] interface {
 	// open registers the state on the subtask's backend.
 	open(b *state.Backend[K])
-	// add adds v to the contents of state window sw and reports whether
-	// they were empty before (the window's first record).
-	add(sw Window, v T) (fresh bool)
+	// add adds v, whose timestamp is ts, to the contents of state window
+	// sw and reports whether they were empty before (the window's first
+	// record). Only contents with an evictor keep ts.
+	add(sw Window, v T, ts int64) (fresh bool)
 	// fire emits the result of window w, whose contents live in sw, for
 	// key. Empty contents emit nothing.
 	fire(key K, w, sw Window, emit func(OUT)) error
@@ -51,7 +52,7 @@ func (c *incremental[K, T, ACC, OUT]) open(b *state.Backend[K]) {
 	c.st.OrderNamespaces(opensBefore)
 }
 
-func (c *incremental[K, T, ACC, OUT]) add(sw Window, v T) bool {
+func (c *incremental[K, T, ACC, OUT]) add(sw Window, v T, _ int64) bool {
 	return !c.st.Modify(sw, func(acc ACC, ok bool) ACC {
 		if ok {
 			return c.addFn(acc, v)
@@ -94,7 +95,7 @@ func opensBefore(a, b Window) bool {
 	return a.End < b.End || (a.End == b.End && a.Start < b.Start)
 }
 
-func (c *buffered[K, T, OUT]) add(sw Window, v T) bool {
+func (c *buffered[K, T, OUT]) add(sw Window, v T, _ int64) bool {
 	fresh := len(c.st.Get(sw)) == 0
 	c.st.Add(sw, v)
 	return fresh

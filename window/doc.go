@@ -1,9 +1,10 @@
-// Package window groups the records of a keyed stream into time windows
-// and computes a result per key and window, with Flink's WindowOperator
+// Package window groups the records of a keyed stream into windows and
+// computes a result per key and window, with Flink's WindowOperator
 // semantics: tumbling, sliding and session windows in event time or
-// processing time; incremental Reduce and Aggregate, buffering Process;
-// allowed lateness with re-firing; late records counted and optionally sent
-// to a side output.
+// processing time, global windows and count windows; incremental Reduce
+// and Aggregate, buffering Process; allowed lateness with re-firing; late
+// records counted and optionally sent to a side output; custom triggers
+// (WithTrigger) and evictors (WithEvictor).
 //
 //	clicks := weir.KeyBy(events, func(e Click) string { return e.User })
 //	perMinute := window.AggregateKeyed(clicks, "clicks-per-minute",
@@ -78,24 +79,69 @@
 //	    windows go into a reused scratch slice), and it touches the timer
 //	    queue only for a window's first record (and, after a restore, until
 //	    the watermark has passed every restored timer; see I11). Sessions
-//	    read and rewrite the key's session set per record.
+//	    read and rewrite the key's session set per record. With a Trigger,
+//	    each record also costs a trigger call and what the trigger does
+//	    (EventTimeTrigger: a timer-queue lookup; CountTrigger: a state
+//	    read and write); still no allocation per record.
 //	I10. Determinism. Given the same records and watermarks per subtask,
 //	    the operator emits the same records in the same order (timer ties
 //	    break deterministically, timer I2).
 //	I11. Checkpoints. The operator is a runtime.Snapshotter: contents,
-//	    session sets and timers are written per key group (format in
-//	    snapshot.go; windows with WindowCodec, contents with StateCodec), so
-//	    a restore, at any parallelism, resumes every open window. The
-//	    watermark is not checkpointed and starts over from the minimum: as
-//	    in Flink, a record that joins a restored window which had fired
-//	    already makes it fire again once the regenerated watermark passes
-//	    its end (if it is still within its allowed lateness).
+//	    session sets, trigger state and timers are written per key group
+//	    (format in snapshot.go; windows with WindowCodec, contents with
+//	    StateCodec), so a restore, at any parallelism, resumes every open
+//	    window and every trigger where it was. The watermark is not
+//	    checkpointed and starts over from the minimum: as in Flink, a
+//	    record that joins a restored window which had fired already makes
+//	    it fire again once the regenerated watermark passes its end (if it
+//	    is still within its allowed lateness).
+//
+// I2 describes the default triggers. With a Trigger (WithTrigger, or the
+// default of Global and the count assigners) I2 becomes I12; everything
+// else (assignment, lateness, cleanup, merging of contents) stays.
+//
+//	I12. Triggers. The trigger is called, with Flink's WindowOperator
+//	    rules, after each record is added to a window (OnElement), for each
+//	    of the window's timers that falls due (OnEventTime as the watermark
+//	    reaches it, OnProcessingTime as the clock does, cleanup timers
+//	    included), on merges (OnMerge on the result, then Clear on each
+//	    window merged away) and at cleanup (Clear). A result that fires
+//	    emits what the function makes of the window's current contents
+//	    (nothing if they are empty), with timestamp MaxTimestamp; one that
+//	    purges then drops the contents but not the window (its timers,
+//	    trigger state and cleanup stay). The trigger's state is keyed
+//	    state of the operator, per key and window, dropped at the window's
+//	    cleanup. A trigger that cannot merge (CanMerge false, or a state
+//	    without a merge function) with a merging assigner fails the job
+//	    build. The explicit EventTimeTrigger gives exactly the default
+//	    path's output (TestWindowsMatchModel, TestSessionsMatchModel).
+//	I13. Evictors. With an Evictor the window keeps every record with its
+//	    timestamp, Reduce and Aggregate included (their function then runs
+//	    over the kept records at each firing, as in Flink's
+//	    EvictingWindowOperator); at each firing EvictBefore runs before the
+//	    function and EvictAfter after it, and what they evict is removed
+//	    for good.
+//	I14. Global and count windows. Global puts all records of a key in
+//	    GlobalWindow, which is never cleaned up and fires only as its
+//	    trigger says (NeverTrigger by default); it has no time domain of
+//	    its own, so no record is late. CountTumbling(n) is Global with
+//	    PurgingTrigger(CountTrigger(n)): each key's records in windows of n,
+//	    each fired at its n-th record, the incomplete last one never.
+//	    CountSliding(size, slide) is Global with CountTrigger(slide) and
+//	    CountEvictor(size): at every slide-th record of a key, its last size
+//	    records.
+//
+// I8 with a trigger: at the end of input the final watermark fires every
+// event-time timer (a continuous event-time trigger then fires once more,
+// at the window's end, rather than at every interval left), and in
+// processing time the clock is advanced to the latest processing-time
+// timer pending at that moment, each timer on the way firing once.
 //
 // # What it does not do
 //
-//   - No custom triggers or evictors, no count windows or global windows:
-//     the triggers are Flink's defaults (EventTimeTrigger,
-//     ProcessingTimeTrigger).
+//   - Trigger state is int64 values (TriggerState), enough for every
+//     built-in trigger of Flink but not for DeltaTrigger's last element;
+//     there is no DeltaTrigger and no ProcessingTimeoutTrigger.
 //   - Event-time windows need timestamps: a record with
 //     runtime.NoTimestamp fails the job with ErrNoTimestamp.
 //   - Timestamps are assumed to leave room for window arithmetic (within

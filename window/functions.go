@@ -101,6 +101,12 @@ func ReduceProcess[K comparable, T, OUT any](ks weir.KeyedStream[K, T], name str
 			mergeFn:  f,
 			finishFn: p,
 		}
+	}, func(k K, w Window, elems []T, emit func(OUT)) error {
+		acc := elems[0]
+		for _, v := range elems[1:] {
+			acc = f(acc, v)
+		}
+		return p(k, w, acc, emit)
 	})
 }
 
@@ -133,19 +139,31 @@ func AggregateProcess[K comparable, T, ACC, R, OUT any](ks weir.KeyedStream[K, T
 		if f.AddFn == nil || f.ResultFn == nil {
 			panic(fmt.Sprintf("window: Aggregate %q: AggregateFuncs needs AddFn and ResultFn", name))
 		}
-		if a != nil && a.IsMerging() && f.MergeFn == nil {
+		// With an evictor the window keeps records, not accumulators:
+		// nothing to merge.
+		if a != nil && a.IsMerging() && f.MergeFn == nil && evictorOf(a, opts) == nil {
 			panic(fmt.Sprintf("window: Aggregate %q: merging windows (%v) need AggregateFuncs.MergeFn", name, a))
 		}
 	}
-	codec := contentsCodec[ACC]("Aggregate", name, opts)
-	return build(ks, "Aggregate", name, a, opts, func() contents[K, T, OUT] {
-		return &incremental[K, T, ACC, OUT]{
-			codec:    codec,
-			firstFn:  func(v T) ACC { return agg.Add(v, agg.CreateAccumulator()) },
-			addFn:    func(acc ACC, v T) ACC { return agg.Add(v, acc) },
-			mergeFn:  agg.Merge,
-			finishFn: func(k K, w Window, acc ACC, emit func(OUT)) error { return p(k, w, agg.Result(acc), emit) },
+	var newContents func() contents[K, T, OUT]
+	if a == nil || evictorOf(a, opts) == nil { // else build keeps records, with a Codec[T]
+		codec := contentsCodec[ACC]("Aggregate", name, opts)
+		newContents = func() contents[K, T, OUT] {
+			return &incremental[K, T, ACC, OUT]{
+				codec:    codec,
+				firstFn:  func(v T) ACC { return agg.Add(v, agg.CreateAccumulator()) },
+				addFn:    func(acc ACC, v T) ACC { return agg.Add(v, acc) },
+				mergeFn:  agg.Merge,
+				finishFn: func(k K, w Window, acc ACC, emit func(OUT)) error { return p(k, w, agg.Result(acc), emit) },
+			}
 		}
+	}
+	return build(ks, "Aggregate", name, a, opts, newContents, func(k K, w Window, elems []T, emit func(OUT)) error {
+		acc := agg.CreateAccumulator()
+		for _, v := range elems {
+			acc = agg.Add(v, acc)
+		}
+		return p(k, w, agg.Result(acc), emit)
 	})
 }
 
@@ -166,5 +184,5 @@ func Process[K comparable, T, OUT any](ks weir.KeyedStream[K, T], name string, a
 	codec := contentsCodec[T]("Process", name, opts)
 	return build(ks, "Process", name, a, opts, func() contents[K, T, OUT] {
 		return &buffered[K, T, OUT]{f: f, codec: codec}
-	})
+	}, f)
 }

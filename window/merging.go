@@ -1,5 +1,7 @@
 package window
 
+import "github.com/weirproject/weir/runtime"
+
 // mapping is one active session window of a key and the state window under
 // which its contents live. When sessions merge, the contents of all merged
 // windows are folded into the state window of one of them, and the merged
@@ -43,8 +45,11 @@ func (o *operator[K, T, OUT]) storeSet(set []mapping) {
 
 // addMerging adds v to the windows in o.scratch, merging each with the
 // current key's sessions first, and reports whether any window took it.
-func (o *operator[K, T, OUT]) addMerging(k K, v T, wm int64) (taken bool, err error) {
+func (o *operator[K, T, OUT]) addMerging(k K, r runtime.Record[T], wm int64) (taken bool, err error) {
 	set, _ := o.sessions.Value()
+	if o.trig != nil {
+		o.curKey, o.curKG = k, o.backend.CurrentKeyGroup()
+	}
 	for _, nw := range o.scratch {
 		var actual, sw Window
 		var ok bool
@@ -53,10 +58,16 @@ func (o *operator[K, T, OUT]) addMerging(k K, v T, wm int64) (taken bool, err er
 			continue // I3: a late window that merged with nothing
 		}
 		taken = true
-		o.contents.add(sw, v)
+		o.contents.add(sw, r.Value, r.Timestamp)
 		// Timers are registered on every record: the window may be new
 		// (merged) and the timer queue drops duplicates.
-		if err = o.afterAdd(k, actual, sw, true, wm); err != nil {
+		if o.trig != nil {
+			err = o.onElement(k, actual, sw, r)
+			o.registerCleanup(actual)
+		} else {
+			err = o.afterAdd(k, actual, sw, true, wm)
+		}
+		if err != nil {
 			break
 		}
 	}
@@ -102,12 +113,16 @@ func (o *operator[K, T, OUT]) mergeWindow(set []mapping, k K, nw Window, wm int6
 	}
 	clear(set[len(kept):])
 	kg := o.backend.CurrentKeyGroup()
-	for _, m := range o.merged {
-		if o.eventTime {
-			o.timers.DeleteEventTimeTimer(k, kg, m, m.MaxTimestamp())
-			o.timers.DeleteEventTimeTimer(k, kg, m, o.cleanupTime(m))
-		} else {
-			o.timers.DeleteProcessingTimeTimer(k, kg, m, m.MaxTimestamp())
+	if o.trig != nil {
+		o.mergeTrigger(k, kg, cover, o.merged)
+	} else {
+		for _, m := range o.merged {
+			if o.eventTime {
+				o.timers.DeleteEventTimeTimer(k, kg, m, m.MaxTimestamp())
+				o.timers.DeleteEventTimeTimer(k, kg, m, o.cleanupTime(m))
+			} else {
+				o.timers.DeleteProcessingTimeTimer(k, kg, m, m.MaxTimestamp())
+			}
 		}
 	}
 	sw = o.mergedState[0]

@@ -25,24 +25,42 @@ const (
 // receives a record without a timestamp (runtime.NoTimestamp).
 var ErrNoTimestamp = errors.New("window: record without a timestamp in an event-time window; assign timestamps at the source (watermark.Strategy.WithTimestamp) or use a processing-time assigner")
 
-// build adds the window operator for contents made by newContents.
+// build adds the window operator for contents made by newContents, or,
+// with an evictor, for all records of a window, which elemsFn turns into
+// output at each firing.
 func build[K comparable, T, OUT any](ks weir.KeyedStream[K, T], fn, name string, a Assigner, opts []Option,
-	newContents func() contents[K, T, OUT]) weir.Stream[OUT] {
+	newContents func() contents[K, T, OUT], elemsFn func(key K, w Window, elems []T, emit func(OUT)) error) weir.Stream[OUT] {
 	o, tag := resolve[T](fn, name, a, opts)
 	key, hash := ks.Key(), ks.Hasher()
 	ranged, _ := a.(rangeAssigner)
+	var noClock bool
+	switch a.(type) {
+	case global, countAssigner:
+		noClock = true
+	}
+	trig := triggerOf(a, o)
+	if ev := evictorOf(a, opts); ev != nil {
+		codec := contentsCodec[T](fn, name, opts)
+		newContents = func() contents[K, T, OUT] {
+			return &evicting[K, T, OUT]{fn: elemsFn, evictor: ev, codec: codec}
+		}
+	}
 	return weir.TransformKeyed(ks, name, func() runtime.OneInputOperator[T, OUT] {
 		return &operator[K, T, OUT]{
 			key: key, hash: hash, assigner: a, ranged: ranged,
-			eventTime: a.IsEventTime(), merging: a.IsMerging(),
+			eventTime: a.IsEventTime(), merging: a.IsMerging(), global: noClock,
 			lateness: o.lateness, lateTag: tag,
 			contents: newContents(),
+			trig:     trig,
 		}
 	})
 }
 
-// operator is the window operator of one subtask: Flink's WindowOperator
-// with the default triggers (EventTimeTrigger, ProcessingTimeTrigger).
+// operator is the window operator of one subtask: Flink's WindowOperator.
+// This file is its path for the default triggers (EventTimeTrigger,
+// ProcessingTimeTrigger), specialised because nearly every window uses
+// them; with a Trigger set (trig != nil) records and timers take the path
+// of triggered.go instead, which calls the trigger as Flink does.
 //
 // Per record (the key made current first):
 //
@@ -77,6 +95,7 @@ type operator[K comparable, T, OUT any] struct {
 	assigner  Assigner
 	eventTime bool
 	merging   bool
+	global    bool // Global or a count assigner: no clock read per record
 	lateness  int64
 	lateTag   *runtime.OutputTag[T]
 	contents  contents[K, T, OUT]
@@ -98,7 +117,8 @@ type operator[K comparable, T, OUT any] struct {
 	mergedState      []Window // merging scratch: their state windows
 	emitTs           int64
 	emit             func(OUT)
-	fireTimer        func(timer.Timer[K, Window]) // o.onTimer, bound once
+	fireTimer        func(timer.Timer[K, Window]) // event-time timers: o.onTimer or o.onEventTimer, bound once
+	fireProcTimer    func(timer.Timer[K, Window]) // processing-time timers: o.onTimer or o.onProcTimer
 	nextWake         int64                        // earliest processing-time wake-up asked of the runtime and not yet run
 	// registerBelow: while the watermark is below it, timers are
 	// registered on every record, not only on a window's first. A restore
@@ -110,6 +130,16 @@ type operator[K comparable, T, OUT any] struct {
 	// holds again.
 	registerBelow int64
 	err           error // first error of a timer callback; fails the job
+
+	// trig is the Trigger set with WithTrigger or by the assigner; nil
+	// means the default triggers, on the path above (see triggered.go).
+	trig       Trigger
+	tctx       TriggerContext
+	trigStates []*state.NamespacedValueState[K, Window, int64] // by index of trig.States()
+	trigMerge  []func(a, b int64) int64
+	curKey     K   // the key of the current record or timer (trigger path)
+	curKG      int // its key group
+	elem       T   // the record of the current OnElement (Element)
 }
 
 // Open sets up state, timers, counters and outputs.
@@ -123,6 +153,9 @@ func (o *operator[K, T, OUT]) Open(ctx *runtime.Context, out runtime.Output[OUT]
 	o.backend = backend
 	o.timers = timer.NewServiceWithCodecs[K, Window](ctx.KeyGroups, nil, WindowCodec{})
 	o.contents.open(o.backend)
+	if ev, ok := o.contents.(*evicting[K, T, OUT]); ok {
+		ev.ctx.host = o
+	}
 	if o.merging {
 		o.sessions = state.MustValueWithCodec[K, []mapping](o.backend, sessionSetName, sessionSetCodec{})
 	}
@@ -132,7 +165,10 @@ func (o *operator[K, T, OUT]) Open(ctx *runtime.Context, out runtime.Output[OUT]
 	o.lateDropped = ctx.Counter(CounterLateDropped)
 	o.lateOut = ctx.Counter(CounterLateOutput)
 	o.emit = func(v OUT) { o.Out.Collect(runtime.Record[OUT]{Value: v, Timestamp: o.emitTs}) }
-	o.fireTimer = o.onTimer
+	o.fireTimer, o.fireProcTimer = o.onTimer, o.onTimer
+	if o.trig != nil {
+		o.openTrigger()
+	}
 	o.nextWake = math.MaxInt64
 	o.registerBelow = math.MinInt64
 	o.timers.OnProcessingHeadChange(o.schedule)
@@ -160,7 +196,7 @@ func (o *operator[K, T, OUT]) ProcessRecord(r runtime.Record[T]) error {
 		if t == runtime.NoTimestamp {
 			return ErrNoTimestamp
 		}
-	} else {
+	} else if !o.global {
 		t = o.Ctx.Clock.Now().UnixMilli()
 	}
 	if o.ranged != nil {
@@ -173,10 +209,13 @@ func (o *operator[K, T, OUT]) ProcessRecord(r runtime.Record[T]) error {
 	wm := o.timers.CurrentWatermark()
 	var taken bool
 	var err error
-	if o.merging {
-		taken, err = o.addMerging(k, r.Value, wm)
-	} else {
-		taken, err = o.addTo(k, r.Value, wm)
+	switch {
+	case o.merging:
+		taken, err = o.addMerging(k, r, wm)
+	case o.trig != nil:
+		taken, err = o.addTriggered(k, r, wm)
+	default:
+		taken, err = o.addTo(k, r.Value, r.Timestamp, wm)
 	}
 	if err != nil || taken || !o.eventTime {
 		return err
@@ -195,15 +234,15 @@ func (o *operator[K, T, OUT]) ProcessRecord(r runtime.Record[T]) error {
 	return nil
 }
 
-// addTo adds v to the non-merging windows in o.scratch and reports whether
-// any took it.
-func (o *operator[K, T, OUT]) addTo(k K, v T, wm int64) (taken bool, err error) {
+// addTo adds v (timestamp ts) to the non-merging windows in o.scratch and
+// reports whether any took it.
+func (o *operator[K, T, OUT]) addTo(k K, v T, ts, wm int64) (taken bool, err error) {
 	for _, w := range o.scratch {
 		if o.eventTime && o.cleanupTime(w) <= wm {
 			continue // I3: the window is gone
 		}
 		taken = true
-		fresh := o.contents.add(w, v)
+		fresh := o.contents.add(w, v, ts)
 		if o.afterAddIdle(w, fresh, wm) {
 			continue // the usual record
 		}
@@ -319,7 +358,7 @@ func (o *operator[K, T, OUT]) ProcessWatermark(ts int64) error {
 
 // stats counts what the subtask holds (for tests of I5).
 type stats struct {
-	contents, sessionKeys, eventTimers, procTimers int
+	contents, sessionKeys, eventTimers, procTimers, triggerState int
 }
 
 func (o *operator[K, T, OUT]) stats() stats {
@@ -329,6 +368,9 @@ func (o *operator[K, T, OUT]) stats() stats {
 	}
 	if o.sessions != nil {
 		s.sessionKeys = o.sessions.NumKeys()
+	}
+	for _, st := range o.trigStates {
+		s.triggerState += st.NumKeys()
 	}
 	return s
 }
@@ -352,7 +394,7 @@ func (o *operator[K, T, OUT]) schedule(ts int64) {
 // find nothing due, which is harmless.
 func (o *operator[K, T, OUT]) wake(now int64) {
 	o.nextWake = math.MaxInt64
-	o.timers.AdvanceProcessingTime(now, o.fireTimer)
+	o.timers.AdvanceProcessingTime(now, o.fireProcTimer)
 	if o.err != nil {
 		o.Ctx.Fail(o.err)
 		return
@@ -370,7 +412,7 @@ func (o *operator[K, T, OUT]) EndInput() error {
 		return o.err
 	}
 	if !o.eventTime {
-		o.timers.AdvanceProcessingTime(math.MaxInt64, o.fireTimer)
+		o.timers.AdvanceProcessingTime(o.endOfProcessingTime(), o.fireProcTimer)
 	}
 	return o.err
 }

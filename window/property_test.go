@@ -137,16 +137,25 @@ func TestWindowsMatchModel(t *testing.T) {
 			out   *weir.Collected[window.Result[string, ev]]
 			late  *weir.Collected[ev]
 			slide int64
+			opts  []window.Option
 		}
+		// The -trigger runs set EventTimeTrigger explicitly: the general
+		// trigger path must give exactly the default path's output.
+		explicit := []window.Option{window.WithTrigger(window.EventTimeTrigger())}
 		runs := []*job{
 			{name: "tumbling", a: window.TumblingWithOffset(ms(size), ms(offset)),
 				m: &model{starts: alignedStarts(size, size, offset), size: size, lateness: lateness}},
 			{name: "sliding", a: window.Sliding(ms(slSize), ms(slide)),
 				m: &model{starts: alignedStarts(slSize, slide, 0), size: slSize, lateness: lateness}},
+			{name: "tumbling-trigger", a: window.TumblingWithOffset(ms(size), ms(offset)), opts: explicit,
+				m: &model{starts: alignedStarts(size, size, offset), size: size, lateness: lateness}},
+			{name: "sliding-trigger", a: window.Sliding(ms(slSize), ms(slide)), opts: explicit,
+				m: &model{starts: alignedStarts(slSize, slide, 0), size: slSize, lateness: lateness}},
 		}
 		for _, r := range runs {
 			tag := weir.NewOutputTag[ev]("late-" + r.name)
-			s := window.ReduceKeyed(ks, r.name, r.a, sumEv, window.AllowedLateness(ms(lateness)), window.LateOutput(tag))
+			opts := append([]window.Option{window.AllowedLateness(ms(lateness)), window.LateOutput(tag)}, r.opts...)
+			s := window.ReduceKeyed(ks, r.name, r.a, sumEv, opts...)
 			r.out = weir.Collect(s)
 			r.late = weir.Collect(weir.SideOutput(s, tag))
 		}
@@ -251,6 +260,12 @@ func TestSessionsMatchModel(t *testing.T) {
 			emit(window.Result[string, int64]{Key: k, Window: w, Value: s})
 			return nil
 		}))
+		// The general trigger path (OnMerge) and evicting contents (merged
+		// record lists, an Aggregate without MergeFn) must agree too.
+		redTrig := weir.Collect(window.ReduceKeyed(ks, "reduce-trigger", a, sumEv, window.WithTrigger(window.EventTimeTrigger())))
+		aggEvict := weir.Collect(window.AggregateKeyed(ks, "aggregate-evictor", a, window.AggregateFuncs[ev, int64, int64]{
+			AddFn: func(e ev, acc int64) int64 { return acc + e.N }, ResultFn: func(acc int64) int64 { return acc }},
+			window.WithEvictor(window.CountEvictor(1<<20))))
 		run(rt, env)
 		check := func(name string, got map[string][]string) {
 			for k := range want {
@@ -273,6 +288,15 @@ func TestSessionsMatchModel(t *testing.T) {
 		for _, r := range proc.Values() {
 			gotProc[r.Key] = append(gotProc[r.Key], format(r.Window, r.Value))
 		}
+		gotRedTrig, gotAggEvict := map[string][]string{}, map[string][]string{}
+		for _, r := range redTrig.Values() {
+			gotRedTrig[r.Key] = append(gotRedTrig[r.Key], format(r.Window, r.Value.N))
+		}
+		for _, r := range aggEvict.Values() {
+			gotAggEvict[r.Key] = append(gotAggEvict[r.Key], format(r.Window, r.Value))
+		}
+		check("reduce-trigger", gotRedTrig)
+		check("aggregate-evictor", gotAggEvict)
 		check("reduce", gotRed)
 		check("aggregate", gotAgg)
 		check("process", gotProc)

@@ -9,13 +9,14 @@
 // # Layout
 //
 // One topic per job (Options.Topic), with cleanup.policy=compact. A
-// record's key is the run's identity (agent.RunID.Encode), its value the
-// JSON of the agent.ActionState, or nothing (a tombstone) when the state
-// was pruned or discarded. A header "kg" holds the key group (4 bytes, big
+// record's key is the run's identity (agent.RunID.Encode), its value a
+// binary encoding of the agent.ActionState (see codec.go; records of
+// earlier versions hold its JSON, which is still read), or nothing (a
+// tombstone) when the state was pruned or discarded. A header "kg" holds the key group (4 bytes, big
 // endian) and, on states, a header "pos" the run's position (sequence
 // number, event, action: 8 bytes big endian each), so that a restore skips
 // the records of other key groups and indexes its own without decoding
-// their JSON (a state is decoded when first asked for). Compaction keeps
+// their values (a state is decoded when first asked for). Compaction keeps
 // the latest record of every run and, after delete.retention.ms, drops the
 // runs that were pruned.
 //
@@ -88,7 +89,6 @@
 package kafkastore
 
 import (
-	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/hex"
@@ -101,6 +101,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -136,7 +137,9 @@ type Options struct {
 	// time, as Flink Agents does: the baseline group commit is measured
 	// against. Not for production.
 	FlushEveryWrite bool
-	// ClientOptions are added to the franz-go client's (TLS, SASL, ...).
+	// ClientOptions are added to the franz-go client's (TLS, SASL, ...),
+	// after the store's own: kgo.ProducerBatchCompression here compresses
+	// the batches, which the store otherwise writes uncompressed.
 	ClientOptions []kgo.Opt
 	// Logger receives the store's logs; nil means slog.Default().
 	Logger *slog.Logger
@@ -187,20 +190,6 @@ func appendPos(b []byte, p agent.Position) []byte {
 	return binary.BigEndian.AppendUint64(b, uint64(p.Action))
 }
 
-// runKey returns the encoded key inside a record key (agent.RunID.Encode:
-// a length-prefixed tag, then the length-prefixed key).
-func runKey(b []byte) ([]byte, bool) {
-	var field []byte
-	for range 2 { // the tag, then the key
-		n, w := binary.Uvarint(b)
-		if w <= 0 || uint64(len(b)-w) < n {
-			return nil, false
-		}
-		field, b = b[w:w+int(n)], b[w+int(n):]
-	}
-	return field, true
-}
-
 // Store is the action-state store of one operator subtask.
 type Store struct {
 	opts  Options
@@ -218,10 +207,13 @@ type Store struct {
 
 	serial sync.Mutex // FlushEveryWrite: one write at a time
 
+	outMu sync.Mutex
+	free  []*outRec // records of acknowledged batches, for reuse
+
 	mu   sync.Mutex
-	runs map[string]*entry            // record key -> state
-	keys map[string]map[string]*entry // encoded key -> record key -> state
-	end  map[int32]int64              // per partition: the end of the log as last seen
+	runs map[string]*entry   // record key -> state
+	keys map[string]*keyRuns // encoded key -> its states
+	end  map[int32]int64     // per partition: the end of the log as last seen
 	// horizon is the highest prune horizon recorded (PruneCheckpoint) or
 	// read back (Restore).
 	horizon int64
@@ -236,9 +228,10 @@ type Store struct {
 }
 
 // entry is one live state. A restore fills key, pos and kg from the
-// record's key and headers and keeps the JSON in raw; Get decodes it on
+// record's key and headers and keeps the value in raw; Get decodes it on
 // first use, so a rebuild does not decode states nobody asks for.
 type entry struct {
+	id   string         // the record key (the run's identity)
 	key  string         // the encoded key
 	pos  agent.Position // the run's position
 	kg   int
@@ -251,18 +244,28 @@ type entry struct {
 // state returns e's state, decoding it if needed (callers hold mu).
 func (e *entry) state() (*agent.ActionState, error) {
 	if e.st == nil {
-		var st agent.ActionState
-		if err := json.Unmarshal(e.raw, &st); err != nil {
+		st, err := decodeState(e.raw)
+		if err != nil {
 			return nil, fmt.Errorf("kafkastore: the state recorded at offset %d of partition %d: %w", e.off, e.part, err)
 		}
-		e.st, e.raw = &st, nil
+		e.st, e.raw = st, nil
 	}
 	return e.st, nil
 }
 
+// outRec is a record of a state, with its headers and the bytes of its
+// key, value and header values in one buffer; a batch acknowledged in
+// full hands its outRecs back to the store for the next writes.
+type outRec struct {
+	rec kgo.Record
+	hdr [2]kgo.RecordHeader
+	buf []byte
+}
+
 type batch struct {
 	recs    []*kgo.Record
-	entries []*entry // per record: the state it writes, nil for a tombstone
+	entries []*entry  // per record: the state it writes, nil for a tombstone
+	outs    []*outRec // the records of Put, to reuse once acknowledged
 	done    chan struct{}
 	err     error
 
@@ -292,13 +295,17 @@ func Open(opts Options, rng keygroup.Range, maxParallelism int) (*Store, error) 
 		kgo.ProducerLinger(0),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.RecordDeliveryTimeout(opts.DeliveryTimeout),
+		// States are small and mostly distinct: compressing their
+		// batches costs the producer and the broker more CPU than it
+		// saves bytes.
+		kgo.ProducerBatchCompression(kgo.NoCompression()),
 	}, opts.ClientOptions...)
 	cl, err := kgo.NewClient(kopts...)
 	if err != nil {
 		return nil, fmt.Errorf("kafkastore: creating the Kafka client: %w", err)
 	}
 	s := &Store{opts: opts, rng: rng, maxP: maxParallelism, cl: cl, adm: kadm.NewClient(cl), log: opts.Logger,
-		runs: map[string]*entry{}, keys: map[string]map[string]*entry{}, end: map[int32]int64{},
+		runs: map[string]*entry{}, keys: map[string]*keyRuns{}, end: map[int32]int64{},
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	if err := s.ensureTopic(); err != nil {
 		cl.Close()
@@ -469,14 +476,9 @@ func (s *Store) write(apply func() ([]*kgo.Record, []*entry)) error {
 		defer s.serial.Unlock()
 	}
 	s.mu.Lock()
-	if s.err != nil {
-		err := s.err
+	if err := s.usable(); err != nil {
 		s.mu.Unlock()
 		return err
-	}
-	if s.closed {
-		s.mu.Unlock()
-		return errors.New("kafkastore: the store is closed")
 	}
 	recs, ents := apply()
 	if len(recs) == 0 {
@@ -488,6 +490,24 @@ func (s *Store) write(apply func() ([]*kgo.Record, []*entry)) error {
 	b.entries = append(b.entries, ents...)
 	s.writes += int64(len(recs))
 	s.mu.Unlock()
+	return s.await(b)
+}
+
+// usable returns why the store takes no more writes, or nil (callers hold
+// mu).
+func (s *Store) usable() error {
+	if s.err != nil {
+		return s.err
+	}
+	if s.closed {
+		return errors.New("kafkastore: the store is closed")
+	}
+	return nil
+}
+
+// await wakes the writer for batch b, which holds the caller's records,
+// and waits until b is acknowledged or failed.
+func (s *Store) await(b *batch) error {
 	select {
 	case s.wake <- struct{}{}:
 	default:
@@ -529,7 +549,10 @@ func (s *Store) send() *batch {
 		s.mu.Unlock()
 		return nil
 	}
-	s.batch = &batch{done: make(chan struct{})}
+	// The next batch will likely be about as large as this one.
+	n := len(b.recs)
+	s.batch = &batch{done: make(chan struct{}), recs: make([]*kgo.Record, 0, n),
+		entries: make([]*entry, 0, n), outs: make([]*outRec, 0, n)}
 	s.rounds++
 	s.mu.Unlock()
 	b.acked = make(chan struct{})
@@ -538,17 +561,18 @@ func (s *Store) send() *batch {
 	b.cancel = cancel
 	var mu sync.Mutex
 	left := len(b.recs)
+	promise := func(r *kgo.Record, err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if err != nil && b.perr == nil {
+			b.perr = fmt.Errorf("kafkastore: writing to %s[%d]: %w (the action-state store cannot record; check the cluster and the topic)", s.opts.Topic, r.Partition, err)
+		}
+		if left--; left == 0 {
+			close(b.acked)
+		}
+	}
 	for _, r := range b.recs {
-		s.cl.Produce(ctx, r, func(r *kgo.Record, err error) {
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil && b.perr == nil {
-				b.perr = fmt.Errorf("kafkastore: writing to %s[%d]: %w (the action-state store cannot record; check the cluster and the topic)", s.opts.Topic, r.Partition, err)
-			}
-			if left--; left == 0 {
-				close(b.acked)
-			}
-		})
+		s.cl.Produce(ctx, r, promise)
 	}
 	return b
 }
@@ -559,10 +583,12 @@ func (s *Store) send() *batch {
 // retrying a request whose fate it does not know).
 func (s *Store) complete(b *batch) {
 	var err error
+	acked := false
 	t := time.NewTimer(time.Until(b.deadline))
 	select {
 	case <-b.acked:
 		err = b.perr // written before acked was closed
+		acked = true
 	case <-t.C:
 		err = fmt.Errorf("kafkastore: the cluster did not acknowledge %d records to topic %s within Options.DeliveryTimeout (%v); whether they were written is unknown; check the brokers", len(b.recs), s.opts.Topic, s.opts.DeliveryTimeout)
 	}
@@ -587,19 +613,34 @@ func (s *Store) complete(b *batch) {
 	s.mu.Unlock()
 	b.err = err
 	close(b.done)
+	if acked {
+		// The client has called back for every record: it holds none.
+		s.giveOut(b.outs...)
+	}
 }
 
-// add puts st into memory, replacing the state of the same run (callers
+// keyRuns are the live states of one key: few (the runs of the inputs
+// since the key's last prune), so a slice serves better than a map.
+type keyRuns struct{ es []*entry }
+
+// add puts e into memory, replacing the state of the same run (callers
 // hold mu).
-func (s *Store) add(id string, e *entry) {
-	s.runs[id] = e
-	k := e.key
-	m := s.keys[k]
-	if m == nil {
-		m = map[string]*entry{}
-		s.keys[k] = m
+func (s *Store) add(e *entry) {
+	s.runs[e.id] = e
+	kr := s.keys[e.key]
+	if kr == nil {
+		kr = &keyRuns{}
+		s.keys[e.key] = kr
 	}
-	m[id] = e
+	// The key's few states, not the map of all, tell whether the run
+	// has one already.
+	for i, o := range kr.es {
+		if o.pos == e.pos && o.id == e.id {
+			kr.es[i] = e
+			return
+		}
+	}
+	kr.es = append(kr.es, e)
 }
 
 // remove deletes run id from memory (callers hold mu).
@@ -609,19 +650,24 @@ func (s *Store) remove(id string) *entry {
 		return nil
 	}
 	delete(s.runs, id)
-	k := e.key
-	delete(s.keys[k], id)
-	if len(s.keys[k]) == 0 {
-		delete(s.keys, k)
+	if kr := s.keys[e.key]; kr != nil {
+		if i := slices.Index(kr.es, e); i >= 0 {
+			kr.es = slices.Delete(kr.es, i, i+1)
+		}
+		if len(kr.es) == 0 {
+			delete(s.keys, e.key)
+		}
 	}
 	return e
 }
 
 // Get implements agent.ActionStateStore.
 func (s *Store) Get(id agent.RunID) (*agent.ActionState, error) {
+	var buf [128]byte
+	k := id.AppendEncode(buf[:0])
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if e := s.runs[string(id.Encode())]; e != nil {
+	if e := s.runs[string(k)]; e != nil {
 		return e.state()
 	}
 	return nil, nil
@@ -633,19 +679,112 @@ func (s *Store) Put(st *agent.ActionState) error {
 	if !s.rng.Contains(st.KeyGroup) {
 		return fmt.Errorf("kafkastore: state of key group %d put into the store of key groups %v", st.KeyGroup, s.rng)
 	}
-	v, err := json.Marshal(st)
+	o := s.takeOut()
+	// One buffer: the value, then the key, then the header values.
+	b, err := appendState(o.buf[:0], st)
 	if err != nil {
+		s.giveOut(o)
 		return fmt.Errorf("kafkastore: %w", err)
 	}
-	key := st.ID.Encode()
-	return s.write(func() ([]*kgo.Record, []*entry) {
-		e := &entry{key: string(st.ID.Key), pos: st.Pos, kg: st.KeyGroup, st: st, part: s.partitionOf(st.KeyGroup), off: -1}
-		s.add(string(key), e)
-		r := s.record(key, st.KeyGroup, v)
-		r.Headers = append(r.Headers, kgo.RecordHeader{Key: posHeader, Value: appendPos(nil, st.Pos)})
-		return []*kgo.Record{r}, []*entry{e}
-	})
+	nv := len(b)
+	b = st.ID.AppendEncode(b)
+	nk := len(b)
+	b = binary.BigEndian.AppendUint32(b, uint32(st.KeyGroup))
+	b = appendPos(b, st.Pos)
+	o.buf = b
+	// The run's identity as a map key, and the key's bytes within it.
+	id := string(b[nv:nk])
+	part := s.partitionOf(st.KeyGroup)
+	o.hdr = [2]kgo.RecordHeader{{Key: kgHeader, Value: b[nk : nk+4 : nk+4]}, {Key: posHeader, Value: b[nk+4:]}}
+	o.rec = kgo.Record{Topic: s.opts.Topic, Partition: part, Key: b[nv:nk:nk], Value: b[:nv:nv], Headers: o.hdr[:]}
+	key := keyIn(id)
+	if key == "" && len(st.ID.Key) > 0 {
+		key = string(st.ID.Key)
+	}
+	e := &entry{id: id, key: key, pos: st.Pos, kg: st.KeyGroup, st: st, part: part, off: -1}
+	if s.opts.FlushEveryWrite {
+		s.serial.Lock()
+		defer s.serial.Unlock()
+	}
+	s.mu.Lock()
+	if err := s.usable(); err != nil {
+		s.mu.Unlock()
+		s.giveOut(o)
+		return err
+	}
+	s.add(e)
+	bt := s.batch
+	bt.recs = append(bt.recs, &o.rec)
+	bt.entries = append(bt.entries, e)
+	bt.outs = append(bt.outs, o)
+	s.writes++
+	s.mu.Unlock()
+	return s.await(bt)
 }
+
+// keyIn returns the encoded key inside a record key (agent.RunID.Encode:
+// a length-prefixed tag, then the length-prefixed key) as a substring of
+// it, or "" when id is not one.
+func keyIn(id string) string {
+	rest := id
+	var field string
+	for range 2 { // the tag, then the key
+		n, w := uvarintString(rest)
+		if w <= 0 || uint64(len(rest)-w) < n {
+			return ""
+		}
+		field, rest = rest[w:w+int(n)], rest[w+int(n):]
+	}
+	return field
+}
+
+// uvarintString is binary.Uvarint of a string's bytes.
+func uvarintString(s string) (uint64, int) {
+	var x uint64
+	var shift uint
+	for i := 0; i < len(s) && i < binary.MaxVarintLen64; i++ {
+		c := s[i]
+		if c < 0x80 {
+			return x | uint64(c)<<shift, i + 1
+		}
+		x |= uint64(c&0x7f) << shift
+		shift += 7
+	}
+	return 0, 0
+}
+
+// takeOut returns a record to fill, reused from an acknowledged batch when
+// there is one.
+func (s *Store) takeOut() *outRec {
+	s.outMu.Lock()
+	if n := len(s.free); n > 0 {
+		o := s.free[n-1]
+		s.free = s.free[:n-1]
+		s.outMu.Unlock()
+		return o
+	}
+	s.outMu.Unlock()
+	return &outRec{buf: make([]byte, 0, 256)}
+}
+
+// giveOut keeps records for reuse, up to a bound.
+func (s *Store) giveOut(os ...*outRec) {
+	s.outMu.Lock()
+	for _, o := range os {
+		if len(s.free) >= maxFree {
+			break
+		}
+		if cap(o.buf) > 64<<10 {
+			continue // let an unusually large buffer go
+		}
+		o.rec = kgo.Record{}
+		s.free = append(s.free, o)
+	}
+	s.outMu.Unlock()
+}
+
+// maxFree bounds the records kept for reuse.
+const maxFree = 4096
 
 // Latest implements agent.ActionStateStore.
 func (s *Store) Latest(key []byte) (agent.Position, bool) {
@@ -653,7 +792,11 @@ func (s *Store) Latest(key []byte) (agent.Position, bool) {
 	defer s.mu.Unlock()
 	var best agent.Position
 	ok := false
-	for _, e := range s.keys[string(key)] {
+	kr := s.keys[string(key)]
+	if kr == nil {
+		return best, false
+	}
+	for _, e := range kr.es {
 		if !ok || best.Less(e.pos) {
 			best, ok = e.pos, true
 		}
@@ -664,10 +807,14 @@ func (s *Store) Latest(key []byte) (agent.Position, bool) {
 // tombstones removes the runs of key matching drop and returns their
 // tombstones (callers hold mu).
 func (s *Store) tombstones(recs []*kgo.Record, key []byte, drop func(agent.Position) bool) []*kgo.Record {
+	kr := s.keys[string(key)]
+	if kr == nil {
+		return recs
+	}
 	ids := make([]string, 0, 4)
-	for id, e := range s.keys[string(key)] {
+	for _, e := range kr.es {
 		if drop(e.pos) {
-			ids = append(ids, id)
+			ids = append(ids, e.id)
 		}
 	}
 	slices.Sort(ids) // a deterministic order of records
@@ -1000,22 +1147,28 @@ func (s *Store) replay(r *kgo.Record) error {
 		s.remove(string(r.Key))
 		return nil
 	}
-	e := &entry{kg: kg, part: r.Partition, off: r.Offset}
-	key, ok := runKey(r.Key)
-	if ok && pos != nil {
-		e.key = string(key)
+	// One copy of the record's key and value: the run's identity (a
+	// string over the key's bytes) and the raw state. Neither is ever
+	// modified.
+	buf := make([]byte, 0, len(r.Key)+len(r.Value))
+	buf = append(append(buf, r.Key...), r.Value...)
+	if len(r.Key) == 0 {
+		return fmt.Errorf("kafkastore: record at %s[%d]@%d has no key; is the topic shared with something else?", r.Topic, r.Partition, r.Offset)
+	}
+	id := unsafe.String(&buf[0], len(r.Key))
+	e := &entry{id: id, kg: kg, part: r.Partition, off: r.Offset, raw: buf[len(r.Key):]}
+	if key := keyIn(id); key != "" && pos != nil {
+		e.key = key
 		e.pos = agent.Position{Seq: int64(binary.BigEndian.Uint64(pos[0:8])),
 			EventID: int64(binary.BigEndian.Uint64(pos[8:16])), Action: int(binary.BigEndian.Uint64(pos[16:24]))}
-		e.raw = bytes.Clone(r.Value)
 	} else {
-		e.raw = r.Value
 		st, err := e.state()
 		if err != nil {
 			return err
 		}
 		e.key, e.pos = string(st.ID.Key), st.Pos
 	}
-	s.add(string(r.Key), e)
+	s.add(e)
 	return nil
 }
 

@@ -113,7 +113,7 @@ func experimentCmd() *cobra.Command {
 		Short: "Run the experiments of the design seeds",
 		Args:  noArgs,
 	}
-	c.AddCommand(orderingExperimentCmd(), agentCmd(), durabilityCmd())
+	c.AddCommand(orderingExperimentCmd(), agentCmd(), durabilityCmd(), scaleoutCmd())
 	return c
 }
 

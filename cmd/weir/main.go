@@ -11,10 +11,13 @@ import (
 	"os"
 
 	"github.com/weirproject/weir/internal/durability"
+	"github.com/weirproject/weir/internal/scaleout"
 )
 
 func main() {
 	// A child process of `weir experiment durability` runs its job and exits.
 	durability.MaybeRunChild()
+	// So does a worker of `weir experiment scaleout`.
+	scaleout.MaybeRunWorker()
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }

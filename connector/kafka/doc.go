@@ -26,7 +26,8 @@
 // # Guarantees
 //
 //	K1. Assignment. When a job (run) starts, the source lists its topics'
-//	    partitions once for all its subtasks, sorted by topic then
+//	    partitions once for all its subtasks (only those in
+//	    Options.Partitions, if set), sorted by topic then
 //	    partition; partition i of that list is read by subtask
 //	    i % parallelism. A subtask without partitions goes idle.
 //	K2. Records. Every record of an assigned partition from the start

@@ -113,6 +113,12 @@ type Options struct {
 	Brokers []string
 	// Topics to read.
 	Topics []string
+	// Partitions, if set, restricts the source to these partition numbers
+	// of each topic (a topic lacking one of them fails the job at start);
+	// the catch-up of a topic (K6) then counts only these partitions.
+	// Package cluster reads one partition per task this way. It cannot be
+	// combined with DiscoveryInterval. Empty: every partition.
+	Partitions []int32
 	// TopicPattern, if set, adds every topic whose name it matches (as a
 	// regular expression anchored at both ends), as listed when the job
 	// starts. Internal topics (starting with "__") are never matched.
@@ -238,6 +244,14 @@ func (o Options) validate() (*regexp.Regexp, error) {
 	}
 	if o.RequestTimeout < 0 {
 		negative("RequestTimeout", o.RequestTimeout, "meaning 30s")
+	}
+	for _, p := range o.Partitions {
+		if p < 0 {
+			errs = append(errs, fmt.Errorf("kafka: Options.Partitions holds %d: want partition numbers >= 0", p))
+		}
+	}
+	if len(o.Partitions) > 0 && o.DiscoveryInterval > 0 {
+		errs = append(errs, errors.New("kafka: Options.Partitions and Options.DiscoveryInterval cannot be combined; drop one"))
 	}
 	if o.CatchUp != CatchUpEndOffsets && o.CatchUp != CatchUpOff {
 		errs = append(errs, fmt.Errorf("kafka: Options.CatchUp %d: want CatchUpEndOffsets or CatchUpOff", o.CatchUp))

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -227,10 +228,22 @@ func (s *Source[T]) newRun(ctx runtime.SourceContext, re *regexp.Regexp, par int
 			return nil, fmt.Errorf("kafka: source %q: metadata of topic %q: %w", ctx.Name, t, td.Err)
 		}
 		r.topics[t] = true
-		r.counts[t] = len(td.Partitions)
 		r.ids[t] = td.ID
-		for p := range td.Partitions {
-			r.parts = append(r.parts, topicPartition{t, p})
+		if len(s.opts.Partitions) == 0 {
+			r.counts[t] = len(td.Partitions)
+			for p := range td.Partitions {
+				r.parts = append(r.parts, topicPartition{t, p})
+			}
+			continue
+		}
+		for _, p := range s.opts.Partitions {
+			if _, ok := td.Partitions[p]; !ok {
+				return nil, fmt.Errorf("kafka: source %q: topic %q has no partition %d (it has %d); fix Options.Partitions", ctx.Name, t, p, len(td.Partitions))
+			}
+			if !slices.Contains(r.parts, topicPartition{t, p}) {
+				r.parts = append(r.parts, topicPartition{t, p})
+				r.counts[t]++
+			}
 		}
 	}
 	sort.Slice(r.parts, func(i, j int) bool {

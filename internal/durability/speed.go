@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/weirproject/weir/agent"
@@ -89,15 +90,23 @@ func completedState(i int) *agent.ActionState {
 	}
 }
 
+// Puts of each speed measurement: with group commit, and flushing every
+// write (the latter much slower, the WAL's most).
+const (
+	groupPuts       = 60000
+	serialPutsKafka = 6000
+	serialPutsWAL   = 1000
+)
+
 // measureStore fills r's speed fields on a store of its own (and, for the
 // Kafka store, a broker of its own, so that what the trials left on theirs
 // does not weigh): puts per second from speedWriters goroutines with group
-// commit and with a flush per write, each for about budget; then, after a
-// reopen, the states rebuilt per second (the open) and the completed
-// actions found per second (a Get of each: what a restored operator does
-// for every input it replays).
+// commit and with a flush per write; then, after a reopen, the states
+// rebuilt per second (the open) and the completed actions found per
+// second (a Get of each: what a restored operator does for every input it
+// replays). The states are built before each clock starts: what is
+// measured is the store.
 func measureStore(store, dir string, r *Result) error {
-	const budget = 800 * time.Millisecond
 	var brokers []string
 	if store == "kafka" {
 		b, err := broker.Start(broker.Options{})
@@ -111,15 +120,17 @@ func measureStore(store, dir string, r *Result) error {
 	if err != nil {
 		return err
 	}
-	next := 0
-	var mu sync.Mutex
-	take := func() int {
-		mu.Lock()
-		defer mu.Unlock()
-		next++
-		return next - 1
+	serialPuts := serialPutsKafka
+	if store == "wal" {
+		serialPuts = serialPutsWAL
 	}
-	rate := func(serial bool) (float64, error) {
+	next := 0
+	rate := func(serial bool, puts int) (float64, error) {
+		states := make([]*agent.ActionState, puts)
+		for i := range states {
+			states[i] = completedState(next + i)
+		}
+		next += puts
 		s, err := open(serial)
 		if err != nil {
 			return 0, err
@@ -128,33 +139,33 @@ func measureStore(store, dir string, r *Result) error {
 		var wg sync.WaitGroup
 		var firstErr error
 		var errMu sync.Mutex
-		n := 0
+		var taken atomic.Int64
 		began := time.Now()
-		deadline := began.Add(budget)
 		for range speedWriters {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				for time.Now().Before(deadline) {
-					if err := s.Put(completedState(take())); err != nil {
+				for {
+					i := int(taken.Add(1)) - 1
+					if i >= len(states) {
+						return
+					}
+					if err := s.Put(states[i]); err != nil {
 						errMu.Lock()
 						firstErr = err
 						errMu.Unlock()
 						return
 					}
-					errMu.Lock()
-					n++
-					errMu.Unlock()
 				}
 			}()
 		}
 		wg.Wait()
-		return float64(n) / time.Since(began).Seconds(), firstErr
+		return float64(len(states)) / time.Since(began).Seconds(), firstErr
 	}
-	if r.DurableCallsPerSec, err = rate(false); err != nil {
+	if r.DurableCallsPerSec, err = rate(false, groupPuts); err != nil {
 		return err
 	}
-	if r.FlushPerWriteCallsPerSec, err = rate(true); err != nil {
+	if r.FlushPerWriteCallsPerSec, err = rate(true, serialPuts); err != nil {
 		return err
 	}
 	total := next

@@ -14,10 +14,12 @@
 # The targets are found, not listed by hand: every func Fuzz* in a
 # _test.go file of the module. At the time of writing:
 #
+#   ./agent/kafkastore  FuzzDecodeState       Kafka store state values (binary or JSON)
 #   ./agent/wal         FuzzReplay            WAL segments (replay on Open)
 #   ./checkpoint        FuzzRead              checkpoint and savepoint files
 #   ./connector/jsonl   FuzzSource            JSON Lines files
 #   ./connector/kafka   FuzzJSONDeserializer  Kafka record values (JSON)
+#   ./pipeline          FuzzParse             pipeline files (YAML)
 #   ./state             FuzzKeyCodecs         key, namespace and value codecs
 #   ./state             FuzzRestoreKeyGroup   keyed-state snapshot blobs
 #   ./timer             FuzzServiceRestoreKeyGroup  timer snapshot blobs

@@ -1,0 +1,209 @@
+package cluster
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/weirproject/weir/keygroup"
+)
+
+// Config is how a process takes part in a clustered job. Every process of
+// the job must be given the same Group, SourceTopic, KeyedTasks,
+// MaxParallelism and CheckpointBase (they define the tasks and where their
+// state lives); the rest may differ per process. Brokers, Group,
+// SourceTopic and CheckpointBase are required; every other field has a
+// default.
+type Config struct {
+	// Brokers are the Kafka bootstrap servers.
+	Brokers []string
+	// Group names the job: the consumer group whose members are the
+	// processes, and the prefix of its internal topics
+	// ("<Group>-exchange", "<Group>-tasks") and transactional ids. Two
+	// jobs need two groups.
+	Group string
+	// SourceTopic is the input topic; its partitions are the source
+	// tasks (one each), so its partition count must not change while the
+	// job's state lives.
+	SourceTopic string
+	// SourceReadCommitted reads the source topic with read_committed
+	// isolation.
+	SourceReadCommitted bool
+	// KeyedTasks is the number of keyed tasks, hence of the exchange
+	// topic's partitions: each owns a fixed range of key groups. It is
+	// the largest number of processes that can share the keyed work, and
+	// fixed for the life of the job's state. Default 4.
+	KeyedTasks int
+	// MaxParallelism is the number of key groups. Default 128.
+	MaxParallelism int
+	// CheckpointBase holds every task's checkpoints, under
+	// CheckpointBase/tasks/<task>/; every process must see the same
+	// directory (a shared file system, standing in for an object store).
+	CheckpointBase string
+	// CheckpointInterval is each task's checkpoint interval; the
+	// exchange topic and the output see a task's records when the
+	// checkpoint after them completes. Default 1s.
+	CheckpointInterval time.Duration
+	// Retain is how many completed checkpoints each task keeps; default 3.
+	Retain int
+	// Bounded makes the job end: each source task reads its partition up
+	// to the end offset it finds when it starts, and Run returns nil once
+	// every task has finished. Meant for input that is complete before
+	// the job starts. Default: the job runs until ctx is cancelled.
+	Bounded bool
+	// ControlInterval is the least time between two watermark control
+	// records of a source task (the latest watermark is always sent
+	// after it). Default 200ms.
+	ControlInterval time.Duration
+	// SessionTimeout is the consumer group's session timeout: how long
+	// after a process dies its tasks are given to others. The broker must
+	// allow it (group.min.session.timeout.ms, 6s by default on Kafka).
+	// Default 3s.
+	SessionTimeout time.Duration
+	// HeartbeatInterval is the group heartbeat interval; default 300ms.
+	HeartbeatInterval time.Duration
+	// RevokeCheckpointTimeout bounds the checkpoint a process takes of a
+	// task it hands over (a rebalance, a shutdown); past it the task is
+	// just stopped and its new owner restores an older checkpoint.
+	// Default 2s; negative: no checkpoint at hand-over.
+	RevokeCheckpointTimeout time.Duration
+	// RestartDelay is the pause before a task that failed is started
+	// again from its latest checkpoint, while this process still owns it.
+	// Default 1s.
+	RestartDelay time.Duration
+	// TransactionTimeout is the transaction time-out of every task's
+	// transactional producers (kafka.SinkOptions.TransactionTimeout);
+	// default 1 minute. It must cover a checkpoint interval plus the
+	// time to restore a task elsewhere.
+	TransactionTimeout time.Duration
+	// Member names this process in logs and task events; default
+	// "<hostname>-<pid>".
+	Member string
+	// Logger receives the membership's and the tasks' logs; nil means
+	// slog.Default().
+	Logger *slog.Logger
+	// OnTask, if set, is called (from any goroutine, one call at a time)
+	// when a task of this process starts, stops, fails or finishes.
+	OnTask func(TaskEvent)
+	// ClientOptions are added to every Kafka client (TLS, SASL, ...).
+	ClientOptions []kgo.Opt
+}
+
+// withDefaults checks cfg and fills in defaults; the error names every bad
+// field.
+func (c Config) withDefaults() (Config, error) {
+	var errs []error
+	if len(c.Brokers) == 0 {
+		errs = append(errs, errors.New("cluster: Config.Brokers is empty; give the Kafka bootstrap servers"))
+	}
+	if c.Group == "" || strings.ContainsAny(c.Group, " /\\") {
+		errs = append(errs, fmt.Errorf("cluster: Config.Group %q: want a non-empty name without spaces or slashes", c.Group))
+	}
+	if c.SourceTopic == "" {
+		errs = append(errs, errors.New("cluster: Config.SourceTopic is empty; give the input topic"))
+	}
+	if c.CheckpointBase == "" {
+		errs = append(errs, errors.New("cluster: Config.CheckpointBase is empty; give a directory every process sees"))
+	}
+	neg := func(name string, v any, def string) {
+		errs = append(errs, fmt.Errorf("cluster: Config.%s %v: want 0 (meaning %s) or a positive value", name, v, def))
+	}
+	if c.KeyedTasks < 0 {
+		neg("KeyedTasks", c.KeyedTasks, "4")
+	}
+	if c.MaxParallelism < 0 {
+		neg("MaxParallelism", c.MaxParallelism, "128")
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+		def  string
+	}{{"CheckpointInterval", c.CheckpointInterval, "1s"}, {"ControlInterval", c.ControlInterval, "200ms"},
+		{"SessionTimeout", c.SessionTimeout, "3s"}, {"HeartbeatInterval", c.HeartbeatInterval, "300ms"},
+		{"RestartDelay", c.RestartDelay, "1s"}, {"TransactionTimeout", c.TransactionTimeout, "1m"}} {
+		if d.v < 0 {
+			neg(d.name, d.v, d.def)
+		}
+	}
+	if c.Retain < 0 {
+		neg("Retain", c.Retain, "3")
+	}
+	if c.KeyedTasks == 0 {
+		c.KeyedTasks = 4
+	}
+	if c.MaxParallelism == 0 {
+		c.MaxParallelism = 128
+	}
+	if err := keygroup.Validate(c.MaxParallelism, c.KeyedTasks); err != nil {
+		errs = append(errs, fmt.Errorf("cluster: Config.KeyedTasks %d with MaxParallelism %d: %w", c.KeyedTasks, c.MaxParallelism, err))
+	}
+	if len(errs) > 0 {
+		return c, errors.Join(errs...)
+	}
+	def := func(v *time.Duration, d time.Duration) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	def(&c.CheckpointInterval, time.Second)
+	def(&c.ControlInterval, 200*time.Millisecond)
+	def(&c.SessionTimeout, 3*time.Second)
+	def(&c.HeartbeatInterval, 300*time.Millisecond)
+	def(&c.RevokeCheckpointTimeout, 2*time.Second)
+	def(&c.RestartDelay, time.Second)
+	def(&c.TransactionTimeout, time.Minute)
+	if c.Retain == 0 {
+		c.Retain = 3
+	}
+	if c.Member == "" {
+		host, _ := os.Hostname()
+		c.Member = fmt.Sprintf("%s-%d", host, os.Getpid())
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c, nil
+}
+
+// ExchangeTopic is the internal topic through which source tasks hand
+// records to keyed tasks.
+func (c Config) ExchangeTopic() string { return c.Group + "-exchange" }
+
+// TasksTopic is the coordination topic: one partition per task; the
+// partitions assigned to a process are the tasks it runs. Nothing is
+// written to it.
+func (c Config) TasksTopic() string { return c.Group + "-tasks" }
+
+// TaskEventKind says what happened to a task.
+type TaskEventKind string
+
+// The task events.
+const (
+	// TaskStarted: the task runs in this process (Restored names the
+	// checkpoint it started from, "" if fresh).
+	TaskStarted TaskEventKind = "started"
+	// TaskStopped: the task was handed over or the process is stopping.
+	TaskStopped TaskEventKind = "stopped"
+	// TaskFailed: the task failed (Err); it is started again after
+	// Config.RestartDelay if this process still owns it.
+	TaskFailed TaskEventKind = "failed"
+	// TaskFinished: the task's input ended and its output is committed
+	// (Bounded).
+	TaskFinished TaskEventKind = "finished"
+)
+
+// TaskEvent is reported to Config.OnTask.
+type TaskEvent struct {
+	Task     string        `json:"task"`
+	Kind     TaskEventKind `json:"kind"`
+	Member   string        `json:"member"`
+	Restored string        `json:"restored,omitempty"`
+	Err      string        `json:"err,omitempty"`
+	// Time is the wall-clock time of the event, Unix ms.
+	Time int64 `json:"time"`
+}

@@ -1,0 +1,45 @@
+package cluster_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/weirproject/weir/cluster"
+	"github.com/weirproject/weir/internal/scaleout"
+)
+
+// Bad configuration fails Run before any work, one line per problem,
+// naming the field and what is accepted.
+func TestRunValidatesConfig(t *testing.T) {
+	job := scaleout.WindowJob("out", 0)
+	for _, c := range []struct {
+		cfg  cluster.Config
+		want []string
+	}{
+		{cluster.Config{}, []string{"Config.Brokers is empty", "Config.Group", "Config.SourceTopic is empty", "Config.CheckpointBase is empty"}},
+		{cluster.Config{Brokers: []string{"127.0.0.1:1"}, Group: "a b", SourceTopic: "in", CheckpointBase: "/tmp/x"}, []string{`Config.Group "a b"`}},
+		{cluster.Config{Brokers: []string{"127.0.0.1:1"}, Group: "g", SourceTopic: "in", CheckpointBase: "/tmp/x",
+			KeyedTasks: 200, MaxParallelism: 128}, []string{"Config.KeyedTasks 200 with MaxParallelism 128"}},
+		{cluster.Config{Brokers: []string{"127.0.0.1:1"}, Group: "g", SourceTopic: "in", CheckpointBase: "/tmp/x",
+			SessionTimeout: -time.Second, Retain: -1}, []string{"Config.SessionTimeout -1s: want 0 (meaning 3s)", "Config.Retain -1"}},
+	} {
+		err := cluster.Run(context.Background(), c.cfg, job)
+		if err == nil {
+			t.Fatalf("config %+v: no error", c.cfg)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("config %+v: error %q does not mention %q", c.cfg, err, w)
+			}
+		}
+	}
+	bad := job
+	bad.Key = nil
+	bad.Sink.Serialize = nil
+	err := cluster.Run(context.Background(), cluster.Config{Brokers: []string{"127.0.0.1:1"}, Group: "g", SourceTopic: "in", CheckpointBase: "/tmp/x"}, bad)
+	if err == nil || !strings.Contains(err.Error(), "Job.Key is nil") || !strings.Contains(err.Error(), "Job.Sink.Serialize is nil") {
+		t.Fatalf("a job without a key and a serializer: error %v", err)
+	}
+}

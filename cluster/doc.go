@@ -1,0 +1,106 @@
+// Package cluster runs one weir job across several processes on Kafka,
+// and keeps its guarantees when a process dies (kill -9 included): event
+// time as in one process, and exactly-once output through the Kafka
+// exactly-once sink. Nothing but Kafka and a checkpoint store shared by the
+// processes is needed: no coordinator of weir's own.
+//
+//	err := cluster.Run(ctx, cluster.Config{Brokers: brokers, Group: "totals",
+//		SourceTopic: "events", KeyedTasks: 8, CheckpointBase: "/shared/totals"}, job)
+//
+// # The model (Kafka Streams' tasks, weir's runtime inside each)
+//
+// A Job is split at its key-by into two stages of small, ordinary local
+// weir jobs of parallelism 1, called tasks:
+//
+//   - source task p (one per partition p of the source topic): the Kafka
+//     source on partition p, the Job's Upstream steps, and the exchange
+//     operator, which writes each record to the partition of the exchange
+//     topic "<Group>-exchange" that owns the record's key group, through a
+//     transactional sink;
+//   - keyed task q (one per exchange partition, Config.KeyedTasks of
+//     them): a source on exchange partition q (read_committed), the Job's
+//     Keyed steps, and the exactly-once sink.
+//
+// Each task checkpoints on its own, to CheckpointBase/tasks/<task>/, and
+// its transactional ids are derived from the task's name, the same in
+// every process. Which process runs which task is decided by a Kafka
+// consumer group (Group) over the coordination topic "<Group>-tasks",
+// which has one partition per task and never holds a record: the
+// partitions assigned to a process are the tasks it runs.
+//
+// # Guarantees
+//
+//	C1. Exactly once. The committed output (read_committed) of a clustered
+//	    run equals that of the same job run as one local job (BuildLocal)
+//	    over the same input, whatever processes join, leave or are killed,
+//	    provided no record is late in either (the watermarks of the two
+//	    differ in timing, not in what they let through: see W4).
+//	C2. Ownership. A task runs in at most one process at a time while
+//	    processes keep their group sessions (M2). A process that loses its
+//	    session (killed, paused) is fenced: its task's new owner opens the
+//	    same transactional ids, which aborts the old owner's open
+//	    transactions and refuses its later writes.
+//	M1. A process runs exactly the tasks whose partitions of the tasks
+//	    topic the group assigned to it; each starts in its own goroutine
+//	    (a restore may be long; heartbeats go on).
+//	M2. On revoke, each revoked task is checkpointed (bounded by
+//	    Config.RevokeCheckpointTimeout) and stopped before the callback
+//	    returns; the cooperative protocol gives it to another member only
+//	    after that. Tasks not revoked run on.
+//	M3. On a lost session, the lost tasks stop at once, without a
+//	    checkpoint (another process may own them already).
+//	M4. A task that fails is started again from its latest checkpoint
+//	    after Config.RestartDelay while its process owns it; a task that
+//	    finished (its FINISHED marker) is not run again.
+//	C3. Restore. A task's new owner restores it from the task's latest
+//	    completed checkpoint with the ordinary restore path: its sinks
+//	    commit the transactions that checkpoint pre-committed and abort the
+//	    rest (kafka KS4, KS5), its sources continue from its positions.
+//	W1. Exchange partition q holds exactly key-group range q of
+//	    MaxParallelism key groups at parallelism KeyedTasks (Flink's
+//	    operator index for a key group), so a keyed task's state is that of
+//	    a fixed set of key groups for the life of the job.
+//	W2. Control records. A source task writes, to every exchange
+//	    partition, control records tagged with its producer id (its source
+//	    partition): its watermark when it advances (at most once per
+//	    Config.ControlInterval; the latest is always sent), idle and active
+//	    when its status changes, and end of input. They are marked by the
+//	    record header "weir-control"; data records have none.
+//	W3. Fencing of a failed epoch: transactions per checkpoint. A source
+//	    task writes to the exchange topic in one transaction per
+//	    checkpoint, committed when its checkpoint completes (the
+//	    exactly-once sink's two-phase commit), control records included.
+//	    So the exchange topic holds, per producer, exactly the output of
+//	    its completed checkpoints; what a failed process wrote after its
+//	    last completed checkpoint is aborted, never read (read_committed),
+//	    and written again by the task's next owner.
+//	W4. Watermarks. A keyed task's source treats each expected producer
+//	    (every source partition, from the topic's metadata) as a split and
+//	    combines them with the runtime's watermark.Combiner: its watermark
+//	    is the minimum over the active producers; a producer that has sent
+//	    nothing holds it at Min. It keeps each producer's last watermark,
+//	    idleness and end in its checkpoints, so a restore never moves a
+//	    watermark back. Producers are source partitions, not processes: a
+//	    producer whose process died is re-owned by another process, so
+//	    event time stalls only during the rebalance, never for good.
+//	W5. End. With Config.Bounded, a keyed task ends when every producer has
+//	    sent its end of input; Run returns once every task has finished.
+//
+// # Not guaranteed
+//
+// The source topic's partition count, KeyedTasks and MaxParallelism are
+// fixed for the life of the job's checkpoints. Records reach the exchange
+// topic, and the output, a checkpoint interval after they are read. A
+// process that keeps running after losing its session (a pause longer than
+// the session timeout) is fenced at Kafka, but may still write a
+// checkpoint of a task between its new owner's restore and its new owner's
+// first transaction; the checkpoint store does not fence it (an object
+// store with conditional writes would). A source task reads one partition,
+// so the Kafka source's catch-up (kafka K6) is per partition here, not per
+// topic as in a local job: in unbounded mode a partition that catches up
+// with its history goes idle while others still replay theirs, and its first
+// live records may then be late (a local job keeps every partition active
+// until the whole topic has caught up); bounded runs and jobs whose
+// partitions catch up together are not affected. Control and data records that do
+// not decode become dead letters of the keyed task's source.
+package cluster

@@ -1,0 +1,92 @@
+package cluster
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/weirproject/weir"
+	"github.com/weirproject/weir/broker"
+	"github.com/weirproject/weir/connector/kafka"
+	"github.com/weirproject/weir/runtime"
+	"github.com/weirproject/weir/weirtest"
+)
+
+// W4: a restored keyed task starts at the minimum of its producers'
+// checkpointed watermarks. (A bug applied each producer's watermark as it
+// added the producer, so the first producer's alone, 1000, went out, and a
+// record at 500 of the second, held at 100, came late.)
+func TestRestoredKeyedTaskKeepsTheMinimum(t *testing.T) {
+	b, err := broker.Start(broker.Options{Topics: map[string]int32{"g-exchange": 1, "out": 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addrs()...), kgo.DefaultProduceTopic("g-exchange"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx := context.Background()
+	send := func(r *kgo.Record) {
+		t.Helper()
+		if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	control := func(p int32, wm int64) *kgo.Record {
+		return &kgo.Record{Key: producerKey(p), Headers: controlHeaders, Value: encodeControl(kindWatermark, wm), Timestamp: time.UnixMilli(wm)}
+	}
+	send(control(0, 1000))
+	send(control(1, 100))
+	cfg, err := Config{Brokers: b.Addrs(), Group: "g", SourceTopic: "unused", KeyedTasks: 1, CheckpointBase: t.TempDir(),
+		CheckpointInterval: time.Hour, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got *weir.Collected[int64]
+	job := Job[int64, int64, int64, int64]{Source: kafka.JSON[int64](), Key: func(v int64) int64 { return v },
+		Keyed: func(ks weir.KeyedStream[int64, int64]) weir.Stream[int64] {
+			got = weir.Collect(ks.Stream)
+			return ks.Stream
+		},
+		Sink: kafka.SinkOptions[int64]{Topic: "out", Serialize: kafka.SerializeJSON[int64](nil)}}
+	start := func() *runtime.Job {
+		env, _, err := taskEnv(cfg, "keyed-0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		job.buildKeyedTask(env, cfg, 0, 2)
+		j, err := env.Start(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return j
+	}
+	first := start()
+	weirtest.Eventually(t, "watermark 100 (the minimum)", func() bool {
+		w := got.Watermarks(0)
+		return len(w) > 0 && w[len(w)-1] == 100
+	})
+	if _, _, err := first.TriggerCheckpoint(ctx); err != nil {
+		t.Fatal(err)
+	}
+	first.Cancel()
+	first.Wait()
+
+	send(&kgo.Record{Key: producerKey(1), Value: []byte(strconv.Itoa(7)), Timestamp: time.UnixMilli(500)})
+	send(control(1, 600))
+	second := start()
+	defer func() { second.Cancel(); second.Wait() }()
+	weirtest.Eventually(t, "the record at 500", func() bool { return len(got.Records()) == 1 })
+	for _, w := range got.Watermarks(0) {
+		if w > 600 {
+			t.Fatalf("the restored task emitted watermark %d while producer 1 was at 100, then 600: its record at 500 came late", w)
+		}
+	}
+}

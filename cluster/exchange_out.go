@@ -1,0 +1,145 @@
+package cluster
+
+import (
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/weirproject/weir"
+	"github.com/weirproject/weir/connector/kafka"
+	"github.com/weirproject/weir/keygroup"
+	"github.com/weirproject/weir/runtime"
+	"github.com/weirproject/weir/watermark"
+)
+
+// exchangeOut is the last step of a source task: it routes each record to
+// the exchange partition that owns its key group (W1: Flink's operator
+// index of the key group at parallelism = the number of exchange
+// partitions, so partition q holds exactly key-group range q), and turns the
+// task's watermark, idleness and end of input into control records for
+// every exchange partition (W2). It is chained in front of the
+// transactional sink, so control records share its transactions (W3).
+//
+// Per record: one key-group computation and one Collect; no allocation.
+// Watermarks are rate-limited: the latest is sent at most once per
+// interval, from a processing-time timer if it came too soon after the
+// previous one (so the last watermark of a quiet spell is always sent).
+type exchangeOut[K comparable, T any] struct {
+	runtime.Base[outRec[T]]
+	keyGroup func(T) int // key group of a value
+	maxPar   int
+	parts    int
+	interval int64 // ms
+
+	pending  int64 // latest watermark received
+	sent     int64 // latest watermark sent
+	lastSent int64 // processing time of the last send (ms)
+	timerSet bool
+	idle     bool
+	ended    bool
+}
+
+func newExchangeOut[K comparable, T any](ks weir.KeyedStream[K, T], maxPar, parts int, interval time.Duration) func() runtime.OneInputOperator[T, outRec[T]] {
+	return func() runtime.OneInputOperator[T, outRec[T]] {
+		return &exchangeOut[K, T]{
+			keyGroup: func(v T) int { return ks.KeyGroupOf(v, maxPar) },
+			maxPar:   maxPar, parts: parts, interval: max(interval.Milliseconds(), 1),
+			pending: watermark.Min, sent: watermark.Min,
+		}
+	}
+}
+
+func (o *exchangeOut[K, T]) ProcessRecord(r runtime.Record[T]) error {
+	q := keygroup.OperatorIndex(o.keyGroup(r.Value), o.maxPar, o.parts)
+	o.Out.Collect(runtime.Record[outRec[T]]{Value: outRec[T]{part: int32(q), v: r.Value}, Timestamp: r.Timestamp})
+	return nil
+}
+
+func (o *exchangeOut[K, T]) ProcessWatermark(ts int64) error {
+	if o.ended {
+		return nil
+	}
+	if ts == watermark.Max {
+		// End of input: everything before it is written; the final
+		// checkpoint that follows covers the end records too.
+		o.ended = true
+		o.control(kindEnd, ts)
+		return nil
+	}
+	o.pending = ts
+	now := o.Ctx.Clock.Now().UnixMilli()
+	if now-o.lastSent >= o.interval {
+		o.flush(now)
+	} else if !o.timerSet {
+		o.timerSet = true
+		o.Ctx.RegisterProcessingTimer(o.lastSent+o.interval, func(now int64) {
+			o.timerSet = false
+			o.flush(now)
+		})
+	}
+	return nil
+}
+
+// flush sends the pending watermark if it is newer than the last sent.
+func (o *exchangeOut[K, T]) flush(now int64) {
+	if o.ended || o.pending <= o.sent {
+		return
+	}
+	o.sent, o.lastSent = o.pending, now
+	o.control(kindWatermark, o.pending)
+}
+
+func (o *exchangeOut[K, T]) ProcessIdle(idle bool) error {
+	if o.ended || idle == o.idle {
+		return nil
+	}
+	o.idle = idle
+	if idle {
+		// The watermark reached so far first, so that the consumers'
+		// view of this producer is current when it leaves the minimum.
+		o.flush(o.Ctx.Clock.Now().UnixMilli())
+		o.control(kindIdle, o.sent)
+	} else {
+		o.control(kindActive, o.sent)
+	}
+	return nil
+}
+
+// control writes one control record of kind to every exchange partition.
+func (o *exchangeOut[K, T]) control(kind byte, wm int64) {
+	ts := min(max(wm, 0), maxKafkaTs)
+	for q := range o.parts {
+		o.Out.Collect(runtime.Record[outRec[T]]{Value: outRec[T]{part: int32(q), kind: kind, wm: wm}, Timestamp: ts})
+	}
+}
+
+func (o *exchangeOut[K, T]) EndInput() error { return nil }
+
+// maxKafkaTs bounds the timestamps of control records (the watermark, or
+// the end of input's Max, are not all valid Kafka timestamps).
+const maxKafkaTs = int64(1) << 52
+
+// exchangeSinkOptions are the options of a source task's transactional
+// sink to the exchange topic: the partition the exchange operator chose,
+// the producer key, and the control header.
+func exchangeSinkOptions[T any](cfg Config, codec Codec[T], topic string, producer int32, prefix string) kafka.SinkOptions[outRec[T]] {
+	key := producerKey(producer)
+	return kafka.SinkOptions[outRec[T]]{
+		Brokers: cfg.Brokers,
+		Topic:   topic,
+		Serialize: func(o outRec[T]) (*kgo.Record, error) {
+			if o.kind != kindData {
+				return &kgo.Record{Key: key, Partition: o.part, Headers: controlHeaders, Value: encodeControl(o.kind, o.wm),
+					Timestamp: time.UnixMilli(min(max(o.wm, 0), maxKafkaTs))}, nil
+			}
+			b, err := codec.Encode(o.v)
+			if err != nil {
+				return nil, err
+			}
+			return &kgo.Record{Key: key, Partition: o.part, Value: b}, nil
+		},
+		TransactionalIDPrefix: prefix,
+		TransactionTimeout:    cfg.TransactionTimeout,
+		ClientOptions:         append([]kgo.Opt{kgo.RecordPartitioner(kgo.ManualPartitioner())}, cfg.ClientOptions...),
+	}
+}

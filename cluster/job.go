@@ -1,0 +1,169 @@
+package cluster
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"github.com/weirproject/weir"
+	"github.com/weirproject/weir/checkpoint"
+	"github.com/weirproject/weir/connector/kafka"
+	"github.com/weirproject/weir/runtime"
+	"github.com/weirproject/weir/watermark"
+)
+
+// Job is a keyed job that Run splits at its key-by: Upstream runs in the
+// source tasks, Keyed (with the exactly-once sink after it) in the keyed
+// tasks. IN is the source topic's record type, MID the type that crosses
+// the exchange topic, K the key, OUT what the sink writes. Source, Key,
+// Keyed and Sink are required.
+type Job[IN, MID any, K comparable, OUT any] struct {
+	// Source decodes the records of Config.SourceTopic.
+	Source kafka.Deserializer[IN]
+	// Watermarks assigns event time to the source records and generates
+	// watermarks, per source partition as in a local job.
+	Watermarks watermark.Strategy[IN]
+	// Upstream adds the steps before the key-by: stateless ones (Map,
+	// Filter, FlatMap), whose state a source task would not carry across
+	// a repartition anyway. Nil: the identity (then IN must be MID).
+	Upstream func(weir.Stream[IN]) weir.Stream[MID]
+	// Key is the key-by. K must be a key type weir.KeyBy accepts.
+	Key func(MID) K
+	// Codec encodes MID in the exchange topic; nil means JSON.
+	Codec Codec[MID]
+	// Keyed adds the keyed steps (windows, KeyedProcessFunctions) on the
+	// keyed stream, and returns what the sink writes.
+	Keyed func(weir.KeyedStream[K, MID]) weir.Stream[OUT]
+	// Sink configures the exactly-once Kafka sink of every keyed task:
+	// Topic and Serialize are required; Brokers defaults to
+	// Config.Brokers; TransactionalIDPrefix, if set, is prefixed to the
+	// task's own ("<Group>-<task>"), so ids are unique to the task.
+	Sink kafka.SinkOptions[OUT]
+}
+
+func (j Job[IN, MID, K, OUT]) validate() error {
+	var errs []error
+	if j.Source == nil {
+		errs = append(errs, errors.New("cluster: Job.Source is nil; give the source topic's Deserializer (kafka.JSON, ...)"))
+	}
+	if j.Key == nil {
+		errs = append(errs, errors.New("cluster: Job.Key is nil; give the key-by function"))
+	}
+	if j.Keyed == nil {
+		errs = append(errs, errors.New("cluster: Job.Keyed is nil; give the keyed steps"))
+	}
+	if j.Sink.Serialize == nil {
+		errs = append(errs, errors.New("cluster: Job.Sink.Serialize is nil; say how the output is written"))
+	}
+	if j.Upstream == nil {
+		var in IN
+		if _, ok := any(in).(MID); !ok {
+			errs = append(errs, fmt.Errorf("cluster: Job.Upstream is nil, but the source's type %T is not the key-by's %T; give the steps in between", in, *new(MID)))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (j Job[IN, MID, K, OUT]) codec() Codec[MID] {
+	if j.Codec != nil {
+		return j.Codec
+	}
+	return JSON[MID]()
+}
+
+func (j Job[IN, MID, K, OUT]) upstream(in weir.Stream[IN]) weir.Stream[MID] {
+	if j.Upstream != nil {
+		return j.Upstream(in)
+	}
+	return any(in).(weir.Stream[MID])
+}
+
+// sinkOptions are Job.Sink for a task: its brokers and its own
+// transactional ids.
+func (j Job[IN, MID, K, OUT]) sinkOptions(cfg Config, task string) kafka.SinkOptions[OUT] {
+	o := j.Sink
+	if len(o.Brokers) == 0 {
+		o.Brokers = cfg.Brokers
+	}
+	prefix := cfg.Group + "-" + task
+	if o.TransactionalIDPrefix != "" {
+		prefix = o.TransactionalIDPrefix + "-" + prefix
+	}
+	o.TransactionalIDPrefix = prefix
+	if o.TransactionTimeout == 0 {
+		o.TransactionTimeout = cfg.TransactionTimeout
+	}
+	return o
+}
+
+// A task is named "source-<p>" (source partition p) or "keyed-<q>"
+// (exchange partition q).
+func sourceTaskID(p int) string { return fmt.Sprintf("source-%d", p) }
+func keyedTaskID(q int) string  { return fmt.Sprintf("keyed-%d", q) }
+
+// taskDir is where a task's checkpoints live.
+func taskDir(cfg Config, task string) string { return filepath.Join(cfg.CheckpointBase, "tasks", task) }
+
+// taskEnv returns the environment of one task: parallelism 1, its own
+// checkpoints, restored from the latest of them if there is one.
+func taskEnv(cfg Config, task string) (*weir.Environment, string, error) {
+	dir := taskDir(cfg, task)
+	restore := ""
+	if d, _, err := checkpoint.Latest(dir); err == nil {
+		restore = d
+	} else if !errors.Is(err, checkpoint.ErrNoSnapshot) {
+		return nil, "", fmt.Errorf("cluster: task %s: find its latest checkpoint in %s: %w", task, dir, err)
+	}
+	env := weir.NewEnvironment(weir.Config{Parallelism: 1, MaxParallelism: cfg.MaxParallelism,
+		Logger: cfg.Logger.With("task", task),
+		Checkpoint: runtime.CheckpointConfig{Interval: cfg.CheckpointInterval, Dir: dir, Retain: cfg.Retain,
+			RestoreFrom: restore}})
+	return env, restore, nil
+}
+
+// buildSourceTask adds source task p to env: the source topic's partition
+// p, the upstream steps, the exchange operator and the transactional sink
+// to the exchange topic.
+func (j Job[IN, MID, K, OUT]) buildSourceTask(env *weir.Environment, cfg Config, p int, stop <-chan struct{}) {
+	task := sourceTaskID(p)
+	src := kafka.NewSource(kafka.Options{Brokers: cfg.Brokers, Topics: []string{cfg.SourceTopic}, Partitions: []int32{int32(p)},
+		ReadCommitted: cfg.SourceReadCommitted, Stop: stop, ClientOptions: cfg.ClientOptions}, j.Source)
+	in := weir.FromSource(env, "source", src, j.Watermarks).UID("source")
+	mid := j.upstream(in)
+	ks := weir.KeyBy(mid, j.Key)
+	routed := weir.Transform(mid, "exchange-out", newExchangeOut(ks, cfg.MaxParallelism, cfg.KeyedTasks, cfg.ControlInterval)).UID("exchange-out")
+	kafka.ExactlyOnceSink(routed, "exchange-sink", exchangeSinkOptions(cfg, j.codec(), cfg.ExchangeTopic(), int32(p), cfg.Group+"-"+task)).UID("exchange-sink")
+}
+
+// buildKeyedTask adds keyed task q to env: exchange partition q, the keyed
+// steps, and the exactly-once sink.
+func (j Job[IN, MID, K, OUT]) buildKeyedTask(env *weir.Environment, cfg Config, q, producers int) {
+	task := keyedTaskID(q)
+	in := weir.FromSource(env, "exchange-in", newExchangeSource(cfg, j.codec(), cfg.ExchangeTopic(), int32(q), producers),
+		watermark.NoWatermarks[MID]()).UID("exchange-in")
+	out := j.Keyed(weir.KeyBy(in, j.Key))
+	kafka.ExactlyOnceSink(out, "sink", j.sinkOptions(cfg, task)).UID("sink")
+}
+
+// BuildLocal adds the same job to env as one ordinary local job, without
+// the exchange topic: the whole source topic, the upstream steps, the
+// key-by, the keyed steps and the exactly-once sink (transactional ids
+// prefixed "<Group>-local"). A clustered run's committed output equals
+// this job's (the package's guarantee C1); tests and the scale-out
+// experiment compare the two. With stop closed the source reads up to the
+// end offsets it finds at start.
+func BuildLocal[IN, MID any, K comparable, OUT any](env *weir.Environment, cfg Config, j Job[IN, MID, K, OUT], stop <-chan struct{}) error {
+	if err := j.validate(); err != nil {
+		return err
+	}
+	src := kafka.NewSource(kafka.Options{Brokers: cfg.Brokers, Topics: []string{cfg.SourceTopic},
+		ReadCommitted: cfg.SourceReadCommitted, Stop: stop, ClientOptions: cfg.ClientOptions}, j.Source)
+	in := weir.FromSource(env, "source", src, j.Watermarks).UID("source")
+	out := j.Keyed(weir.KeyBy(j.upstream(in), j.Key))
+	if cfg.TransactionTimeout == 0 {
+		cfg.TransactionTimeout = time.Minute
+	}
+	kafka.ExactlyOnceSink(out, "sink", j.sinkOptions(cfg, "local")).UID("sink")
+	return nil
+}

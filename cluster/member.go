@@ -1,0 +1,216 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// member is this process's part in the job: its place in the consumer
+// group and the tasks the group gave it (M1-M4 in the package
+// documentation).
+//
+// The group's callbacks run on franz-go's goroutine: assigned starts each
+// new task in its own goroutine (a restore may take long, and the group's
+// heartbeats must go on); revoked and lost stop the tasks and return only
+// once they have stopped, so that the next owner never runs a task next to
+// this process.
+type member struct {
+	cfg   Config
+	ctx   context.Context // the tasks' parent
+	specs []taskSpec      // by partition of the tasks topic
+	mu    struct {
+		sync.Mutex
+		running map[int32]*taskRunner
+		closing bool // no task starts any more
+	}
+	evMu sync.Mutex
+}
+
+func newMember(ctx context.Context, cfg Config, specs []taskSpec) *member {
+	m := &member{cfg: cfg, ctx: ctx, specs: specs}
+	m.mu.running = map[int32]*taskRunner{}
+	return m
+}
+
+// event reports ev to Config.OnTask, one call at a time.
+func (m *member) event(ev TaskEvent) {
+	ev.Member = m.cfg.Member
+	ev.Time = time.Now().UnixMilli()
+	m.cfg.Logger.Info("cluster: task "+string(ev.Kind), "task", ev.Task, "member", ev.Member, "restored", ev.Restored, "err", ev.Err)
+	if m.cfg.OnTask == nil {
+		return
+	}
+	m.evMu.Lock()
+	defer m.evMu.Unlock()
+	m.cfg.OnTask(ev)
+}
+
+func (m *member) assigned(_ context.Context, _ *kgo.Client, parts map[string][]int32) {
+	for _, p := range parts[m.cfg.TasksTopic()] {
+		if int(p) >= len(m.specs) {
+			m.cfg.Logger.Error("cluster: the tasks topic has more partitions than the job has tasks; ignoring the extra one", "partition", p)
+			continue
+		}
+		m.mu.Lock()
+		if _, ok := m.mu.running[p]; ok || m.mu.closing {
+			m.mu.Unlock()
+			continue
+		}
+		ctx, cancel := context.WithCancel(m.ctx)
+		t := &taskRunner{spec: m.specs[p], m: m, cancel: cancel, done: make(chan struct{})}
+		m.mu.running[p] = t
+		m.mu.Unlock()
+		go t.loop(ctx)
+	}
+}
+
+func (m *member) revoked(_ context.Context, _ *kgo.Client, parts map[string][]int32) {
+	m.stop(parts[m.cfg.TasksTopic()], true)
+}
+
+// lost: the group gave the tasks away already (this process missed its
+// session): stop at once, without a checkpoint; the new owner's
+// transactional ids fence whatever this process still writes.
+func (m *member) lost(_ context.Context, _ *kgo.Client, parts map[string][]int32) {
+	m.stop(parts[m.cfg.TasksTopic()], false)
+}
+
+// stopAll stops every task of this process (with a checkpoint each) and
+// keeps new ones from starting.
+func (m *member) stopAll() {
+	m.mu.Lock()
+	m.mu.closing = true
+	parts := make([]int32, 0, len(m.mu.running))
+	for p := range m.mu.running {
+		parts = append(parts, p)
+	}
+	m.mu.Unlock()
+	m.stop(parts, true)
+}
+
+// stop stops the tasks of parts concurrently and waits for them. (franz-go
+// calls the revoke callback with no partitions at the end of every
+// cooperative session: that stops nothing.)
+func (m *member) stop(parts []int32, checkpoint bool) {
+	m.mu.Lock()
+	var ts []*taskRunner
+	for _, p := range parts {
+		if t, ok := m.mu.running[p]; ok {
+			ts = append(ts, t)
+			delete(m.mu.running, p)
+		}
+	}
+	m.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, t := range ts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			t.stop(checkpoint)
+		}()
+	}
+	wg.Wait()
+}
+
+// allFinished reports whether every task of the job has finished (in any
+// process): each has its finished marker.
+func (m *member) allFinished() bool {
+	for _, s := range m.specs {
+		if _, err := os.Stat(filepath.Join(taskDir(m.cfg, s.id), finishedFile)); err != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// join joins the group and keeps this process in it until ctx ends or, in
+// bounded mode, every task has finished; then it stops its tasks (with a
+// checkpoint each) and leaves the group.
+func (m *member) join(ctx context.Context) error {
+	opts := append([]kgo.Opt{
+		kgo.SeedBrokers(seeds(m.cfg.Brokers)...),
+		kgo.ClientID("weir-" + m.cfg.Member),
+		kgo.ConsumerGroup(m.cfg.Group),
+		kgo.ConsumeTopics(m.cfg.TasksTopic()),
+		kgo.Balancers(kgo.CooperativeStickyBalancer()),
+		kgo.SessionTimeout(m.cfg.SessionTimeout),
+		kgo.HeartbeatInterval(m.cfg.HeartbeatInterval),
+		kgo.DisableAutoCommit(),
+		kgo.OnPartitionsAssigned(m.assigned),
+		kgo.OnPartitionsRevoked(m.revoked),
+		kgo.OnPartitionsLost(m.lost),
+	}, m.cfg.ClientOptions...)
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return err
+	}
+	pollCtx, stopPoll := context.WithCancel(ctx)
+	polled := make(chan error, 1)
+	go func() {
+		// Polling keeps the client in the group; the tasks topic holds no
+		// records.
+		for {
+			fs := cl.PollFetches(pollCtx)
+			if pollCtx.Err() != nil {
+				polled <- nil
+				return
+			}
+			var ferr error
+			fs.EachError(func(_ string, _ int32, err error) {
+				if !errors.Is(err, context.Canceled) {
+					ferr = err
+				}
+			})
+			if ferr != nil {
+				m.cfg.Logger.Warn("cluster: group client", "err", ferr)
+			}
+		}
+	}()
+	var result error
+	if m.cfg.Bounded {
+		tick := time.NewTicker(250 * time.Millisecond)
+	wait:
+		for {
+			select {
+			case <-ctx.Done():
+				result = ctx.Err()
+				break wait
+			case <-tick.C:
+				if m.allFinished() {
+					break wait
+				}
+			}
+		}
+		tick.Stop()
+	} else {
+		<-ctx.Done()
+		result = ctx.Err()
+	}
+	stopPoll()
+	<-polled
+	// Hand over with a checkpoint each, then leave: the others take the
+	// tasks over from those checkpoints.
+	m.stopAll()
+	cl.Close()
+	return result
+}
+
+// seeds splits comma-separated broker lists.
+func seeds(brokers []string) []string {
+	var out []string
+	for _, b := range brokers {
+		for _, x := range strings.Split(b, ",") {
+			if x = strings.TrimSpace(x); x != "" {
+				out = append(out, x)
+			}
+		}
+	}
+	return out
+}

@@ -1,0 +1,65 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestValidateExamples: `weir validate` accepts every example pipeline.
+func TestValidateExamples(t *testing.T) {
+	files, _ := filepath.Glob("../../examples/pipelines/*.yaml")
+	if len(files) < 4 {
+		t.Fatalf("examples: %v", files)
+	}
+	var out, errb bytes.Buffer
+	if code := run(append([]string{"validate"}, files...), &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	if n := strings.Count(out.String(), ": ok ("); n != len(files) {
+		t.Errorf("%d ok lines for %d files:\n%s", n, len(files), out.String())
+	}
+}
+
+// TestBadPipelineExits2: `weir validate` and `weir run` report a bad file
+// with exit status 2, one line per problem naming file:line:column, and do
+// no work (nothing on stdout).
+func TestBadPipelineExits2(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.yaml")
+	src := "source:\n  file: {paths: [in.jsonl]}\n  timestamp: time\nsteps:\n  - filter: amount >\n  - keyBy: user\nsink:\n  stdout: {}\n"
+	if err := os.WriteFile(bad, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, cmd := range []string{"validate", "run"} {
+		var out, errb bytes.Buffer
+		code := run([]string{cmd, bad}, &out, &errb)
+		lines := strings.Split(strings.TrimSpace(errb.String()), "\n")
+		if code != 2 || out.Len() != 0 || len(lines) != 2 {
+			t.Fatalf("%s: exit %d, stdout %q, stderr %q; want 2, nothing, two lines", cmd, code, out.String(), errb.String())
+		}
+		if !strings.HasPrefix(lines[0], "weir "+cmd+": "+bad+":5:") || !strings.Contains(lines[1], bad+":6:5: steps[1].keyBy: must be followed by") {
+			t.Errorf("%s: stderr %q", cmd, errb.String())
+		}
+	}
+	var out, errb bytes.Buffer
+	if code := run([]string{"run", filepath.Join(dir, "missing.yaml")}, &out, &errb); code != 2 {
+		t.Errorf("missing file: exit %d, stderr %q", code, errb.String())
+	}
+	if code := run([]string{"run", bad, "--parallelism", "-1"}, &out, &errb); code != 2 || !strings.Contains(errb.String(), "--parallelism -1") {
+		t.Errorf("bad flag: exit %d, stderr %q", code, errb.String())
+	}
+}
+
+// TestRunWindowedCount runs an example through `weir run` itself.
+func TestRunWindowedCount(t *testing.T) {
+	var out, errb bytes.Buffer
+	if code := run([]string{"run", "../../examples/pipelines/windowed-count.yaml", "--json"}, &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	if !strings.Contains(out.String(), `"outputs":{"bad-lines":2,"late-clicks":1,"sink":32}`) {
+		t.Errorf("summary not found in stdout:\n%s", out.String())
+	}
+}

@@ -1,0 +1,116 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/signal"
+	"sort"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/weirproject/weir/internal/scaleout"
+)
+
+// scaleoutCmd is `weir experiment scaleout`: one clustered job over
+// several processes, one killed with SIGKILL (package internal/scaleout).
+func scaleoutCmd() *cobra.Command {
+	var cfg scaleout.Config
+	var asJSON, verbose bool
+	c := &cobra.Command{
+		Use:   "scaleout",
+		Short: "Run one job over several processes on the embedded broker, kill one with SIGKILL, add one, and compare with one process",
+		Long: `Runs a keyed job (count and sum per key in one-second event-time windows, exactly-once Kafka
+sink) as a clustered job (package cluster) over worker processes of this binary on the embedded
+broker: --processes of them at first; once --kill-after of the input has reached the exchange
+topic one is killed with SIGKILL; once its tasks run elsewhere one more is added. The committed
+output is compared with the same job run as one local job over the same input. Then the job runs
+again with each process count of --throughput to measure its speed.
+
+  lostOutputs, duplicateOutputs     must be 0
+  resultsMatchSingleProcess         must be true
+  rebalanceSeconds                  kill to every task of the killed process running again
+  recordsPerSecByProcesses          throughput by process count (one machine: cannot scale on 2 cores)`,
+		Args: noArgs,
+		PreRunE: func(cmd *cobra.Command, _ []string) error {
+			k := &checks{c: cmd}
+			k.intRange("processes", int64(cfg.Processes), 2, 64)
+			k.intRange("partitions", int64(cfg.Partitions), 1, 1024)
+			k.intRange("keyed-tasks", int64(cfg.KeyedTasks), 1, 128)
+			k.intRange("records", int64(cfg.Records), 1, 0)
+			k.intRange("keys", int64(cfg.Keys), 1, 0)
+			k.intRange("pace", int64(cfg.Pace), 0, -1)
+			k.duration("checkpoint-interval", cfg.CheckpointInterval, time.Millisecond)
+			k.duration("timeout", cfg.Timeout, time.Second)
+			if cfg.KillAfter <= 0 || cfg.KillAfter >= 1 {
+				k.fail("--kill-after %v: want a share between 0 and 1, such as 0.3", cfg.KillAfter)
+			}
+			for _, n := range cfg.Throughput {
+				k.intRange("throughput", int64(n), 1, 64)
+			}
+			return k.err
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			exe, err := os.Executable()
+			if err != nil {
+				return err
+			}
+			cfg.Program = exe
+			cfg.NoThroughput = len(cfg.Throughput) == 0
+			if verbose {
+				cfg.Log = cmd.ErrOrStderr()
+			}
+			res, err := scaleout.Run(ctx, cfg)
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			if asJSON {
+				if err := json.NewEncoder(out).Encode(res); err != nil {
+					return err
+				}
+			} else {
+				fmt.Fprintf(out, "%d processes, %d killed, %d added; %d records, %d totals\n", res.Processes, res.Killed, res.Added, res.Records, res.Totals)
+				fmt.Fprintf(out, "  outputs lost %d, duplicated %d; results match one process: %v\n", res.LostOutputs, res.DuplicateOutputs, res.ResultsMatchSingleProcess)
+				fmt.Fprintf(out, "  the killed process owned %d tasks, running again after %.2fs; the kill run took %.1fs\n", res.KilledTasks, res.RebalanceSeconds, res.KillRunSeconds)
+				fmt.Fprintf(out, "  local job (one process, no exchange): %.0f records/s; CPU per record %.1f µs, broker included\n", res.SingleProcessRecordsPerSec, res.SingleProcessCPUMicrosPerRecord)
+				var ns []int
+				for k := range res.RecordsPerSecByProcesses {
+					n, _ := strconv.Atoi(k)
+					ns = append(ns, n)
+				}
+				sort.Ints(ns)
+				for _, n := range ns {
+					k := strconv.Itoa(n)
+					fmt.Fprintf(out, "  clustered, %d processes: %.0f records/s; CPU per record: workers %.1f µs, broker %.1f µs\n",
+						n, res.RecordsPerSecByProcesses[k], res.WorkerCPUMicrosPerRecord[k], res.BrokerCPUMicrosPerRecord[k])
+				}
+			}
+			if !res.OK() {
+				return fmt.Errorf("experiment scaleout: outputs were lost, repeated or differ from one process (see above)")
+			}
+			return nil
+		},
+	}
+	f := c.Flags()
+	f.IntVar(&cfg.Processes, "processes", 3, "worker processes at the start of the kill run")
+	f.IntVar(&cfg.Partitions, "partitions", 8, "partitions of the input topic (source tasks)")
+	f.IntVar(&cfg.KeyedTasks, "keyed-tasks", 4, "keyed tasks (partitions of the exchange topic)")
+	f.IntVar(&cfg.Records, "records", 200_000, "input records")
+	f.IntVar(&cfg.Keys, "keys", 256, "keys the input spreads over")
+	f.IntVar(&cfg.Pace, "pace", 2000, "records per second of each source task in the kill run (0: unbounded), so that the kill and the addition happen mid-run")
+	f.DurationVar(&cfg.CheckpointInterval, "checkpoint-interval", 500*time.Millisecond, "checkpoint interval of every task")
+	f.Float64Var(&cfg.KillAfter, "kill-after", 0.3, "share of the input in the exchange topic before the kill")
+	f.IntSliceVar(&cfg.Throughput, "throughput", []int{1, 2, 4}, "process counts of the throughput runs (empty: none)")
+	f.DurationVar(&cfg.Timeout, "timeout", 5*time.Minute, "bound on each run")
+	f.Uint64Var(&cfg.Seed, "seed", 1, "seed of the input")
+	f.BoolVar(&asJSON, "json", false, "print the result as one JSON object")
+	f.BoolVar(&verbose, "verbose", false, "log progress and the workers' warnings to stderr")
+	return c
+}

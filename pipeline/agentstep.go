@@ -1,0 +1,213 @@
+package pipeline
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"strings"
+	"text/template"
+	"time"
+
+	"github.com/weirproject/weir/agent"
+	"github.com/weirproject/weir/agent/model"
+	"github.com/weirproject/weir/agent/tool"
+)
+
+// agentModel is the name of the agent step's model in agent.Agent.Models.
+const agentModel = "model"
+
+// buildAgent turns an agent step into an agent.Agent with one action:
+// render the prompt from the record, call the model, run the tools it asks
+// for and call it again (at most MaxSteps model calls), then emit the
+// record with the model's last text in the output field. Every model and
+// tool call goes through RunnerContext.Chat and CallTool, so with a store
+// a call that returned before a crash is not made again after the restore.
+// MCP servers are connected here (their tools are listed at start); the
+// returned closers disconnect them.
+func buildAgent(ctx context.Context, a *AgentSpec) (*agent.Agent, []func() error, error) {
+	var closers []func() error
+	fail := func(err error) (*agent.Agent, []func() error, error) {
+		for _, c := range closers {
+			c()
+		}
+		return nil, nil, err
+	}
+	var m model.ChatModel
+	if a.Model.Offline {
+		var lat model.Latency
+		if a.Model.Latency > 0 {
+			lat = model.Latency{Dist: "exponential", Mean: a.Model.Latency}
+		}
+		m = &model.Offline{Seed: a.Model.Seed, Latency: lat, ToolCalls: len(a.Tools) > 0}
+	} else {
+		cfg := model.OpenAIConfig{BaseURL: a.Model.URL, Model: a.Model.Name, Timeout: a.Model.Timeout}
+		if a.Model.APIKeyEnv != "" {
+			cfg.APIKey = os.Getenv(a.Model.APIKeyEnv)
+			if cfg.APIKey == "" {
+				return fail(fmt.Errorf("%s: model.apiKeyEnv: $%s is empty or unset", a.Model.Pos, a.Model.APIKeyEnv))
+			}
+		}
+		m = model.OpenAI(cfg)
+	}
+	var tools []tool.Tool
+	for _, t := range a.Tools {
+		switch t.Kind {
+		case "http":
+			ht, err := httpTool(t)
+			if err != nil {
+				return fail(fmt.Errorf("%s: %w", t.Pos, err))
+			}
+			tools = append(tools, ht)
+		case "mcp":
+			var c *tool.MCPClient
+			var err error
+			if len(t.Command) > 0 {
+				c, err = tool.MCPStdio(ctx, exec.Command(t.Command[0], t.Command[1:]...))
+			} else {
+				c, err = tool.MCPHTTP(ctx, t.URL, nil)
+			}
+			if err != nil {
+				return fail(fmt.Errorf("%s: MCP server: %w", t.Pos, err))
+			}
+			closers = append(closers, c.Close)
+			tools = append(tools, c.Tools()...)
+		}
+	}
+	set, err := tool.NewSet(tools...)
+	if err != nil {
+		return fail(fmt.Errorf("%s: tools: %w", a.Model.Pos, err))
+	}
+	specs := set.Specs()
+	tmpl, err := template.New("prompt").Option("missingkey=zero").Parse(a.Prompt)
+	if err != nil {
+		return fail(fmt.Errorf("%s: prompt: %w", a.PromptPos, err)) // checked by Parse
+	}
+	maxSteps := a.MaxSteps
+	if maxSteps <= 0 {
+		maxSteps = 8
+	}
+	output := a.Output
+	system := a.System
+	run := func(c *agent.RunnerContext, ev agent.Event) error {
+		in, err := agent.Input[Record](ev)
+		if err != nil {
+			return err
+		}
+		var prompt strings.Builder
+		if err := tmpl.Execute(&prompt, in); err != nil {
+			return fmt.Errorf("pipeline: agent prompt: %w", err)
+		}
+		var msgs []model.Message
+		if system != "" {
+			msgs = append(msgs, model.System(system))
+		}
+		msgs = append(msgs, model.User(prompt.String()))
+		var answer string
+		for step := 0; step < maxSteps; step++ {
+			resp, err := c.Chat(agentModel, model.Request{Messages: msgs, Tools: specs})
+			if err != nil {
+				return err
+			}
+			answer = resp.Message.Content
+			if len(resp.Message.ToolCalls) == 0 {
+				break
+			}
+			msgs = append(msgs, resp.Message)
+			for _, tc := range resp.Message.ToolCalls {
+				res, err := c.CallTool(tc.Name, tc.Arguments)
+				if err != nil {
+					return err
+				}
+				msgs = append(msgs, model.ToolResult(tc.ID, res.Content))
+			}
+		}
+		out := cloneRecord(in, 1)
+		out[output] = answer
+		c.Output(out)
+		return nil
+	}
+	return &agent.Agent{
+		Actions: []agent.Action{agent.NewAction("respond", run, agent.TypeInput)},
+		Models:  map[string]model.ChatModel{agentModel: m},
+		Tools:   tools,
+	}, closers, nil
+}
+
+// httpTool calls a URL with the model's arguments: POST sends them as the
+// JSON body, GET as query parameters. A reply with status 2xx is the
+// result's content; any other status is an IsError result the model sees.
+func httpTool(t ToolSpec) (tool.Tool, error) {
+	params := t.Parameters
+	if params == nil {
+		params = map[string]any{"type": "object"}
+	}
+	schema, err := json.Marshal(params)
+	if err != nil {
+		return nil, fmt.Errorf("http tool %s: parameters: %w", t.Name, err)
+	}
+	client := &http.Client{Timeout: 30 * time.Second}
+	method, target := t.Method, t.URL
+	return tool.Raw{
+		ToolSpec: model.ToolSpec{Name: t.Name, Description: t.Description, Parameters: schema},
+		Fn: func(ctx context.Context, args json.RawMessage) (tool.Result, error) {
+			var req *http.Request
+			var err error
+			if method == "GET" {
+				var m map[string]any
+				if len(args) > 0 {
+					if err := json.Unmarshal(args, &m); err != nil {
+						return tool.Errorf("arguments are not a JSON object: %v", err), nil
+					}
+				}
+				u, perr := url.Parse(target)
+				if perr != nil {
+					return tool.Result{}, perr
+				}
+				q := u.Query()
+				for k, v := range m {
+					if s, ok := v.(string); ok {
+						q.Set(k, s)
+					} else {
+						b, _ := json.Marshal(v)
+						q.Set(k, string(b))
+					}
+				}
+				u.RawQuery = q.Encode()
+				req, err = http.NewRequestWithContext(ctx, method, u.String(), nil)
+			} else {
+				if len(args) == 0 {
+					args = json.RawMessage("{}")
+				}
+				req, err = http.NewRequestWithContext(ctx, method, target, bytes.NewReader(args))
+				if req != nil {
+					req.Header.Set("Content-Type", "application/json")
+				}
+			}
+			if err != nil {
+				return tool.Result{}, err
+			}
+			if key, ok := tool.IdempotencyKey(ctx); ok {
+				req.Header.Set("Idempotency-Key", key)
+			}
+			resp, err := client.Do(req)
+			if err != nil {
+				return tool.Result{}, err
+			}
+			defer resp.Body.Close()
+			body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+			if err != nil {
+				return tool.Result{}, err
+			}
+			if resp.StatusCode/100 != 2 {
+				return tool.Errorf("HTTP %d: %s", resp.StatusCode, strings.TrimSpace(string(body))), nil
+			}
+			return tool.Result{Content: string(body)}, nil
+		},
+	}, nil
+}

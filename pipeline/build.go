@@ -1,0 +1,683 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"net"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+
+	gojson "github.com/goccy/go-json"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/weirproject/weir"
+	"github.com/weirproject/weir/agent"
+	"github.com/weirproject/weir/agent/kafkastore"
+	"github.com/weirproject/weir/agent/wal"
+	"github.com/weirproject/weir/broker"
+	"github.com/weirproject/weir/connector/file"
+	"github.com/weirproject/weir/connector/jsonl"
+	"github.com/weirproject/weir/connector/kafka"
+	"github.com/weirproject/weir/metrics"
+	"github.com/weirproject/weir/ordering"
+	"github.com/weirproject/weir/runtime"
+	"github.com/weirproject/weir/watermark"
+	"github.com/weirproject/weir/window"
+)
+
+// Options configure Build. The zero value is usable.
+type Options struct {
+	// Stdout receives the records of stdout sinks; nil means os.Stdout.
+	Stdout io.Writer
+	// Logger receives the job's logs; nil means slog.Default().
+	Logger *slog.Logger
+	// MetricsAddr, when set, overrides job.metricsAddr.
+	MetricsAddr string
+	// RestoreFrom, when set, overrides job.restoreFrom.
+	RestoreFrom string
+	// Parallelism, when > 0, overrides job.parallelism.
+	Parallelism int
+	// OnStart, if set, is called by Run with the running job as soon as it
+	// has started (to attach a dashboard, or to stop it with a savepoint
+	// on a signal: TriggerSavepoint, then Cancel). Run's ctx cancels the
+	// job without a savepoint.
+	OnStart func(j *Job, running *runtime.Job)
+}
+
+// Job is a built pipeline: the weir environment holding its graph, the
+// embedded broker and the connections it opened. Start it once; Close it
+// after the running job has ended (Run does both).
+type Job struct {
+	// Spec is the pipeline the job was built from.
+	Spec *Spec
+	// Env is the job's environment: its graph, configuration and metrics.
+	Env *weir.Environment
+	// Brokers are the bootstrap servers of the pipeline's Kafka cluster
+	// (the embedded broker's address when it runs one); nil without one.
+	Brokers []string
+	// Sinks names the sink operators, the main sink first, then the
+	// named outputs in name order (their records are counted by the
+	// runtime metric recordsIn of that operator).
+	Sinks []SinkInfo
+
+	kafkaSource interface{ CaughtUp() bool }
+	firstOp     string
+	closers     []func() error
+	metricsAddr string
+	srv         *http.Server
+	closeOnce   sync.Once
+}
+
+// SinkInfo names one sink of a job.
+type SinkInfo struct {
+	// Output is "sink" or the name of the output.
+	Output string
+	// Operator is the sink operator's name.
+	Operator string
+	// Describe says where the records go.
+	Describe string
+}
+
+// Build builds the job of spec: it starts the embedded broker (if any),
+// checks that every Kafka topic the pipeline names exists (an unknown one
+// is an Errors at the topic's position), connects MCP servers, and adds
+// every operator to a new environment. Nothing runs until Start.
+func Build(ctx context.Context, spec *Spec, opts Options) (j *Job, err error) {
+	j = &Job{Spec: spec}
+	defer func() {
+		if err != nil {
+			j.Close()
+			j = nil
+		}
+	}()
+	cfg := weir.Config{
+		Parallelism:           spec.Job.Parallelism,
+		MaxParallelism:        spec.Job.MaxParallelism,
+		AutoWatermarkInterval: spec.Job.AutoWatermarkInterval,
+		Logger:                opts.Logger,
+	}
+	if opts.Parallelism > 0 {
+		cfg.Parallelism = opts.Parallelism
+	}
+	cfg.Checkpoint = runtime.CheckpointConfig{Interval: spec.Job.CheckpointInterval, Dir: spec.Job.CheckpointDir, RestoreFrom: spec.Job.RestoreFrom}
+	if spec.Job.CheckpointMode == "at-least-once" {
+		cfg.Checkpoint.Mode = runtime.AtLeastOnce
+	}
+	if opts.RestoreFrom != "" {
+		cfg.Checkpoint.RestoreFrom = opts.RestoreFrom
+	}
+	cfg.StateBackend = runtime.StateBackendConfig{Kind: spec.Job.StateBackend, Dir: spec.Job.StateDir}
+	j.metricsAddr = spec.Job.MetricsAddr
+	if opts.MetricsAddr != "" {
+		j.metricsAddr = opts.MetricsAddr
+	}
+	stdout := opts.Stdout
+	if stdout == nil {
+		stdout = os.Stdout
+	}
+
+	if err := j.startKafka(ctx); err != nil {
+		return j, err
+	}
+	env := weir.NewEnvironment(cfg)
+	j.Env = env
+	b := &builder{j: j, env: env, stdout: &lockedWriter{w: stdout}}
+	main, err := b.source(ctx)
+	if err != nil {
+		return j, err
+	}
+	if main, err = b.steps(ctx, spec.Steps, main); err != nil {
+		return j, err
+	}
+	if err := b.sink("sink", spec.Sink, main); err != nil {
+		return j, err
+	}
+	// Outputs are built once their streams exist: an output may be fed by
+	// a step of another output.
+	built := map[string]bool{}
+	for progress := true; progress; {
+		progress = false
+		for _, name := range sortedKeys(b.outputs) {
+			if built[name] {
+				continue
+			}
+			built[name], progress = true, true
+			o := spec.Outputs[name]
+			out, err := b.steps(ctx, o.Steps, b.outputs[name])
+			if err != nil {
+				return j, err
+			}
+			if err := b.sink(name, o.Sink, out); err != nil {
+				return j, err
+			}
+		}
+	}
+	return j, nil
+}
+
+// startKafka starts the embedded broker, or notes the external brokers,
+// and checks the topics the pipeline names.
+func (j *Job) startKafka(ctx context.Context) error {
+	ks := j.Spec.Kafka
+	if ks == nil {
+		return nil
+	}
+	if e := ks.Embedded; e != nil {
+		br, err := broker.Start(broker.Options{DataDir: e.Dir, Topics: e.Topics})
+		if err != nil {
+			return fmt.Errorf("%s: kafka.embedded: %w", e.Pos, err)
+		}
+		j.closers = append(j.closers, func() error { br.Close(); return nil })
+		j.Brokers = br.Addrs()
+		if err := produceFiles(ctx, j.Brokers, e.Produce); err != nil {
+			return err
+		}
+	} else {
+		j.Brokers = ks.Brokers
+	}
+	type ref struct {
+		topic, what string
+		pos         Pos
+	}
+	var refs []ref
+	s := j.Spec
+	if k := s.Source.Kafka; k != nil {
+		for i, t := range k.Topics {
+			refs = append(refs, ref{t, "source.kafka.topics", k.TopicPos[i]})
+		}
+	}
+	sinks := map[string]*SinkSpec{"sink": s.Sink}
+	for name, o := range s.Outputs {
+		sinks["outputs."+name] = o.Sink
+	}
+	for _, what := range sortedKeys(sinks) {
+		if k := sinks[what].Kafka; k != nil {
+			refs = append(refs, ref{k.Topic, what + ".kafka.topic", k.TopicPos})
+		}
+	}
+	if len(refs) == 0 {
+		return nil
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(j.Brokers...))
+	if err != nil {
+		return fmt.Errorf("%s: kafka: %w", ks.Pos, err)
+	}
+	defer cl.Close()
+	lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	topics, err := kadm.NewClient(cl).ListTopics(lctx)
+	if err != nil {
+		return fmt.Errorf("%s: kafka: listing topics: %w", ks.Pos, err)
+	}
+	var errs Errors
+	for _, r := range refs {
+		if !topics.Has(r.topic) {
+			errs = append(errs, &Error{Pos: r.pos, Msg: fmt.Sprintf("%s: unknown topic %q: the cluster has %s", r.what, r.topic, listOrNone(topics.Names()))})
+		}
+	}
+	if len(errs) > 0 {
+		return errs
+	}
+	return nil
+}
+
+// lockedWriter serializes the writes of stdout sink subtasks (each writes
+// whole buffers of lines).
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(b []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(b)
+}
+
+type builder struct {
+	j       *Job
+	env     *weir.Environment
+	stdout  *lockedWriter
+	outputs map[string]weir.Stream[Record]
+	names   map[string]int
+	// sourceDone is set once the source is added.
+	sourceDone bool
+}
+
+func (b *builder) output(name string, s weir.Stream[Record]) {
+	if b.outputs == nil {
+		b.outputs = map[string]weir.Stream[Record]{}
+	}
+	b.outputs[name] = s
+}
+
+// opName returns a unique operator name: the given one, or kind-index.
+func (b *builder) opName(given, def string) string {
+	if b.names == nil {
+		b.names = map[string]int{}
+	}
+	n := given
+	if n == "" {
+		n = def
+	}
+	b.names[n]++
+	if c := b.names[n]; c > 1 {
+		n = fmt.Sprintf("%s-%d", n, c)
+	}
+	if b.sourceDone && b.j.firstOp == "" {
+		// The first operator after the source counts the source's records
+		// (recordsOut is counted on exchanges only, not on chained edges).
+		b.j.firstOp = n
+	}
+	return n
+}
+
+func (b *builder) source(ctx context.Context) (weir.Stream[Record], error) {
+	s := &b.j.Spec.Source
+	name := b.opName(s.Name, "source")
+	strategy := watermark.ForBoundedOutOfOrderness[Record](s.OutOfOrderness).WithIdleness(s.Idleness)
+	if s.EveryRecord {
+		bound := s.OutOfOrderness.Milliseconds()
+		strategy = watermark.ForGenerator(func() watermark.Generator[Record] {
+			maxTs := int64(math.MinInt64)
+			return watermark.Punctuated(func(_ Record, ts int64) (int64, bool) {
+				if ts <= maxTs {
+					return 0, false
+				}
+				maxTs = ts
+				return ts - bound - 1, true
+			})
+		}).WithIdleness(s.Idleness)
+	}
+	var ts fieldPath
+	if s.Timestamp != "" {
+		ts, _ = parseFieldPath(s.Timestamp)
+	}
+	var out weir.Stream[Record]
+	switch {
+	case s.Kafka != nil:
+		k := s.Kafka
+		o := kafka.Options{Brokers: b.j.Brokers, Topics: k.Topics, TopicPattern: k.TopicPattern, Group: k.Group, ReadCommitted: k.ReadCommitted}
+		switch k.Start {
+		case "earliest", "":
+			o.Start = kafka.StartEarliest()
+		case "latest":
+			o.Start = kafka.StartLatest()
+		case "committed":
+			o.Start = kafka.StartCommitted(kafka.StartEarliest())
+		default:
+			t, _ := time.Parse(time.RFC3339Nano, k.Start) // checked by Parse
+			o.Start = kafka.StartAt(t)
+		}
+		if k.Bounded {
+			stop := make(chan struct{})
+			close(stop)
+			o.Stop = stop
+		}
+		meta := k.Metadata
+		src := kafka.NewSource(o, kafka.DeserializerFunc[Record](func(r *kgo.Record) (Record, error) {
+			var rec Record
+			if err := gojson.Unmarshal(r.Value, &rec); err != nil {
+				return nil, err
+			}
+			if rec == nil {
+				return nil, errors.New("not a JSON object (null)")
+			}
+			if meta != "" {
+				rec[meta] = map[string]any{"topic": r.Topic, "partition": float64(r.Partition),
+					"offset": float64(r.Offset), "timestamp": float64(r.Timestamp.UnixMilli())}
+			}
+			return rec, nil
+		}))
+		if err := src.Validate(); err != nil {
+			return out, fmt.Errorf("%s: %w", k.Pos, err)
+		}
+		b.j.kafkaSource = src
+		if ts != nil {
+			strategy = strategy.WithTimestamp(func(r Record, _ int64) (int64, bool) { return timestampOf(r, ts) })
+		}
+		out = weir.FromSource(b.env, name, src, strategy)
+	case s.File != nil:
+		src := jsonl.SourceWith(jsonl.Options[Record]{Ordered: s.File.Ordered,
+			Timestamp: func(r Record) (int64, bool) { return timestampOf(r, ts) }}, s.File.Paths...)
+		for _, p := range s.File.Paths {
+			if _, err := os.Stat(p); err != nil {
+				return out, Errors{{Pos: s.File.Pos, Msg: fmt.Sprintf("source.file.paths: %v; want existing JSON-lines files (relative paths are relative to the pipeline file)", err)}}
+			}
+		}
+		out = weir.FromSource(b.env, name, src, strategy)
+	case s.Generate != nil:
+		g := s.Generate
+		type field struct {
+			name string
+			prog *progRef
+		}
+		var fields []field
+		for _, f := range sortedKeys(g.Fields) {
+			p, err := compileExpr(g.Fields[f], exprAny)
+			if err != nil {
+				return out, fmt.Errorf("%s: %v", g.FieldPos[f], err) // checked by Parse
+			}
+			fields = append(fields, field{f, &progRef{&vmProgram{prog: p}}})
+		}
+		strategy = strategy.WithTimestamp(func(r Record, _ int64) (int64, bool) { return timestampOf(r, ts) })
+		out = weir.Generate(b.env, name, g.Count, func(i int64) runtime.Record[Record] {
+			env := map[string]any{"i": i}
+			rec := make(Record, len(fields))
+			for _, f := range fields {
+				v, err := f.prog.run(env)
+				if err != nil {
+					// No timestamp: the record becomes a dead letter that says why.
+					return runtime.Record[Record]{Value: Record{"error": fmt.Sprintf("field %s: %v", f.name, exprMessage(err)), "i": i},
+						Timestamp: runtime.NoTimestamp}
+				}
+				rec[f.name] = v
+			}
+			return runtime.Record[Record]{Value: rec, Timestamp: runtime.NoTimestamp}
+		}, strategy)
+	}
+	out = out.UID(name)
+	b.sourceDone = true
+	if s.DeadLetters != "" {
+		dl := weir.Map(weir.DeadLetters(out), name+"-dead-letters", deadLetterRecord)
+		b.output(s.DeadLetters, dl)
+	}
+	return out, nil
+}
+
+// deadLetterRecord turns a dead letter into a record: source, split,
+// position, reason, and raw (the input as a string) or value.
+func deadLetterRecord(d weir.DeadLetter) Record {
+	r := Record{"source": d.Source, "split": float64(d.Split), "position": float64(d.Position), "reason": d.Reason}
+	if d.Raw != nil {
+		r["raw"] = string(d.Raw)
+	}
+	if d.Value != nil {
+		r["value"] = d.Value
+	}
+	return r
+}
+
+func (b *builder) steps(ctx context.Context, steps []StepSpec, in weir.Stream[Record]) (weir.Stream[Record], error) {
+	var err error
+	for i := range steps {
+		if in, err = b.step(ctx, steps, i, in); err != nil {
+			return in, err
+		}
+	}
+	return in, nil
+}
+
+func (b *builder) step(ctx context.Context, steps []StepSpec, i int, in weir.Stream[Record]) (weir.Stream[Record], error) {
+	st := &steps[i]
+	at := st.Pos.String()
+	switch st.Kind {
+	case "tee":
+		b.output(st.Tee, in)
+		return in, nil
+	case "filter":
+		prog, err := compileExpr(st.Filter, exprBool)
+		if err != nil {
+			return in, fmt.Errorf("%s: %v", st.FilterPos, err)
+		}
+		name := b.opName(st.Name, "filter")
+		return weir.Transform(in, name, func() runtime.OneInputOperator[Record, Record] {
+			return &filterOp{prog: prog, at: at}
+		}), nil
+	case "map":
+		var fields []mapField
+		for _, f := range sortedKeys(st.Map.Set) {
+			prog, err := compileExpr(st.Map.Set[f], exprAny)
+			if err != nil {
+				return in, fmt.Errorf("%s: %v", st.Map.SetPos[f], err)
+			}
+			fields = append(fields, mapField{f, prog})
+		}
+		drop := st.Map.Drop
+		name := b.opName(st.Name, "map")
+		return weir.Transform(in, name, func() runtime.OneInputOperator[Record, Record] {
+			return &mapOp{fields: fields, drop: drop, at: at}
+		}), nil
+	case "keyBy":
+		return in, nil // the keyed step that follows keys the stream
+	}
+	// A keyed step: the step before it is its keyBy (checked by Parse).
+	kp, _ := parseFieldPath(steps[i-1].KeyBy)
+	ks := weir.KeyBy(in, func(r Record) string { return keyString(kp.get(r)) })
+	switch st.Kind {
+	case "sort":
+		name := b.opName(st.Name, "sort")
+		opts := ordering.SortOptions[Record]{}
+		var tag *weir.OutputTag[Record]
+		if st.Sort.Violations != "" {
+			tag = weir.NewOutputTag[Record](st.Sort.Violations)
+			opts.Violations = tag
+		}
+		if len(st.Sort.Tiebreak) > 0 {
+			var progs []*progRef
+			for j, e := range st.Sort.Tiebreak {
+				p, err := compileExpr(e, exprAny)
+				if err != nil {
+					return in, fmt.Errorf("%s: %v", st.Sort.TiebreakPos[j], err)
+				}
+				progs = append(progs, &progRef{&vmProgram{prog: p}})
+			}
+			opts.Tiebreak = func(r Record) (int64, int64) {
+				var t [2]int64
+				for j, p := range progs {
+					v, err := p.run(r)
+					if err == nil {
+						f, _ := number(v)
+						t[j] = int64(f)
+					}
+				}
+				return t[0], t[1]
+			}
+		}
+		out := ordering.Sort(ks, name, opts).UID(name)
+		if tag != nil {
+			b.output(st.Sort.Violations, weir.SideOutput(out, tag))
+		}
+		return out, nil
+	case "window":
+		w := st.Window
+		name := b.opName(st.Name, "window")
+		var a window.Assigner
+		switch w.Type {
+		case "tumbling":
+			a = window.TumblingWithOffset(w.Size, w.Offset)
+		case "sliding":
+			a = window.SlidingWithOffset(w.Size, w.Slide, w.Offset)
+		case "session":
+			a = window.Session(w.Gap)
+		}
+		var wopts []window.Option
+		if w.AllowedLateness > 0 {
+			wopts = append(wopts, window.AllowedLateness(w.AllowedLateness))
+		}
+		var tag *weir.OutputTag[Record]
+		if w.Late != "" {
+			tag = weir.NewOutputTag[Record](w.Late)
+			wopts = append(wopts, window.LateOutput(tag))
+		}
+		keyField := kp.last()
+		res := window.AggregateKeyed(ks, name, a, window.AggregateFunction[Record, *aggAcc, Record](newAggregator(w.Aggregates)), wopts...).UID(name)
+		out := weir.Map(res, name+"-result", func(r window.Result[string, Record]) Record {
+			rec := r.Value
+			rec[keyField] = r.Key
+			rec["windowStart"] = r.Window.Start
+			rec["windowEnd"] = r.Window.End
+			return rec
+		})
+		if tag != nil {
+			b.output(w.Late, weir.SideOutput(res, tag))
+		}
+		return out, nil
+	case "agent":
+		name := b.opName(st.Name, "agent")
+		a, closers, err := buildAgent(ctx, st.Agent)
+		b.j.closers = append(b.j.closers, closers...)
+		if err != nil {
+			return in, err
+		}
+		o := agent.Options{MaxConcurrentKeys: st.Agent.MaxConcurrent, ActionTimeout: st.Agent.ActionTimeout, ContinueOnError: st.Agent.ContinueOnError}
+		if s := st.Agent.Store; s != nil {
+			if s.WALDir != "" {
+				o.Store = wal.Factory(s.WALDir, wal.Options{NoSync: s.NoSync})
+			} else {
+				o.Store = kafkastore.Factory(kafkastore.Options{Brokers: b.j.Brokers, Topic: s.Topic})
+			}
+		}
+		return agent.Apply[string, Record, Record](ks, name, a, o).UID(name), nil
+	}
+	return in, fmt.Errorf("%s: unknown step kind %q", st.Pos, st.Kind)
+}
+
+func (b *builder) sink(output string, s *SinkSpec, in weir.Stream[Record]) error {
+	def := output
+	if output != "sink" {
+		def = "output-" + output
+	}
+	name := b.opName(s.Name, def)
+	info := SinkInfo{Output: output, Operator: name}
+	switch {
+	case s.Stdout:
+		info.Describe = "stdout"
+		w := b.stdout
+		weir.Transform(in, name, func() runtime.OneInputOperator[Record, struct{}] { return &stdoutOp{w: w} })
+	case s.File != nil && s.File.Dir != "":
+		info.Describe = "files in " + s.File.Dir + " (exactly once)"
+		weir.TwoPhaseCommit(in, name, file.ExactlyOnce[Record](s.File.Dir, func(r Record) ([]byte, error) { return gojson.Marshal(r) })).UID(name)
+	case s.File != nil:
+		info.Describe = s.File.Path + " (at least once)"
+		weir.ToSink(in, name, jsonl.Sink[Record](s.File.Path))
+	case s.Kafka != nil:
+		k := s.Kafka
+		var keyFn func(Record) []byte
+		if k.Key != "" {
+			kp, _ := parseFieldPath(k.Key)
+			keyFn = func(r Record) []byte { return []byte(keyString(kp.get(r))) }
+		}
+		o := kafka.SinkOptions[Record]{Brokers: b.j.Brokers, Topic: k.Topic, Serialize: kafka.SerializeJSON(keyFn)}
+		if k.Delivery == "exactly-once" {
+			o.TransactionalIDPrefix = k.TransactionalIDPrefix
+			if o.TransactionalIDPrefix == "" {
+				o.TransactionalIDPrefix = "weir-" + b.jobName() + "-" + name
+			}
+			info.Describe = "Kafka topic " + k.Topic + " (exactly once)"
+			kafka.ExactlyOnceSink(in, name, o).UID(name)
+		} else {
+			info.Describe = "Kafka topic " + k.Topic + " (at least once)"
+			kafka.Sink(in, name, o).UID(name)
+		}
+	}
+	b.j.Sinks = append(b.j.Sinks, info)
+	return nil
+}
+
+func (b *builder) jobName() string {
+	if b.j.Spec.Name != "" {
+		return b.j.Spec.Name
+	}
+	return "pipeline"
+}
+
+// progRef runs a compiled program from several goroutines (generator and
+// sort tiebreak functions are shared by subtasks): each run takes a VM
+// from a pool, so no VM is allocated per record once the pool is warm.
+type progRef struct{ p *vmProgram }
+
+// stdoutOp writes records as JSON lines to the shared stdout, a buffer at
+// a time (the lock is taken per buffer, not per record): when the buffer
+// is full, and at every watermark, idleness change and the end, so a slow
+// live stream shows its records as its watermark moves.
+type stdoutOp struct {
+	runtime.Base[struct{}]
+	w   *lockedWriter
+	buf []byte
+}
+
+func (o *stdoutOp) ProcessRecord(r runtime.Record[Record]) error {
+	b, err := gojson.Marshal(r.Value)
+	if err != nil {
+		return fmt.Errorf("pipeline: stdout: %w", err)
+	}
+	o.buf = append(append(o.buf, b...), '\n')
+	if len(o.buf) >= 32<<10 {
+		return o.flush()
+	}
+	return nil
+}
+
+func (o *stdoutOp) flush() error {
+	if len(o.buf) == 0 {
+		return nil
+	}
+	_, err := o.w.Write(o.buf)
+	o.buf = o.buf[:0]
+	return err
+}
+
+func (o *stdoutOp) ProcessWatermark(ts int64) error {
+	o.Out.EmitWatermark(ts)
+	return o.flush()
+}
+
+func (o *stdoutOp) ProcessIdle(idle bool) error {
+	o.Out.EmitIdle(idle)
+	return o.flush()
+}
+
+func (o *stdoutOp) EndInput() error { return o.flush() }
+func (o *stdoutOp) Close() error    { return o.flush() }
+
+// Start starts the job (and the metrics server, if an address is set) and
+// returns the running job: the caller may trigger savepoints, cancel it,
+// read its metrics, attach a dashboard, and must Wait for it and then
+// Close the Job.
+func (j *Job) Start(ctx context.Context) (*runtime.Job, error) {
+	if j.metricsAddr != "" {
+		ln, err := net.Listen("tcp", j.metricsAddr)
+		if err != nil {
+			return nil, fmt.Errorf("pipeline: metrics: %w", err)
+		}
+		j.srv = &http.Server{Handler: metrics.Handler(j.Env.Metrics())}
+		go j.srv.Serve(ln)
+		j.metricsAddr = ln.Addr().String()
+	}
+	return j.Env.Start(ctx)
+}
+
+// MetricsAddr is the address the metrics server listens on, once started
+// ("" without one).
+func (j *Job) MetricsAddr() string {
+	if j.srv == nil {
+		return ""
+	}
+	return j.metricsAddr
+}
+
+// CaughtUp reports whether the Kafka source has caught up with the end
+// offsets it listed at start (false without a Kafka source).
+func (j *Job) CaughtUp() bool { return j.kafkaSource != nil && j.kafkaSource.CaughtUp() }
+
+// Close stops the metrics server, disconnects MCP servers and stops the
+// embedded broker. Call it after the running job's Wait has returned.
+func (j *Job) Close() error {
+	j.closeOnce.Do(func() {
+		if j.srv != nil {
+			j.srv.Close()
+		}
+		for i := len(j.closers) - 1; i >= 0; i-- {
+			j.closers[i]()
+		}
+	})
+	return nil
+}

@@ -1,0 +1,164 @@
+package pipeline
+
+import (
+	"fmt"
+	"text/template"
+)
+
+// check runs the checks that need the whole spec: expressions compile,
+// templates parse, keyed steps follow a keyBy, named outputs are declared
+// and used once, Kafka parts have a cluster, and topics of an in-memory
+// embedded broker exist.
+func (d *dec) check(s *Spec) {
+	compile := func(p Pos, what, src string, kind exprKind) {
+		if _, err := compileExpr(src, kind); err != nil {
+			line, col := exprErrorColumn(err)
+			q := p
+			if line > 1 {
+				q.Line += line - 1
+				q.Col = col
+			} else if col > 0 {
+				q.Col += col - 1
+			}
+			want := "an expression (expr-lang syntax, https://expr-lang.org)"
+			if kind == exprBool {
+				want = "an expression returning a bool, such as kind == \"order\" && qty > 0"
+			}
+			d.errAt(q, "%s: bad expression: %s; want %s", what, exprMessage(err), want)
+		}
+	}
+	outputs := map[string]bool{}
+	use := func(name string, p Pos, what string) {
+		if name == "" {
+			return
+		}
+		o := s.Outputs[name]
+		if o == nil {
+			d.errAt(p, "%s: unknown output %q; declare it under outputs (declared: %s)", what, name, listOrNone(sortedKeys(s.Outputs)))
+			return
+		}
+		if outputs[name] {
+			d.errAt(p, "%s: output %q is already fed by another step; give each its own output", what, name)
+			return
+		}
+		outputs[name] = true
+		o.used = true
+	}
+	needKafka := func(p Pos, what string) {
+		if s.Kafka == nil {
+			d.errAt(p, "%s needs the Kafka cluster: add a top-level kafka section with brokers or embedded", what)
+		}
+	}
+	// Topics an in-memory embedded broker will have: only those declared.
+	var known map[string]bool
+	if s.Kafka != nil && s.Kafka.Embedded != nil && s.Kafka.Embedded.Dir == "" {
+		known = map[string]bool{}
+		for t := range s.Kafka.Embedded.Topics {
+			known[t] = true
+		}
+	}
+	topic := func(name string, p Pos, what string) {
+		if known != nil && !known[name] {
+			d.errAt(p, "%s: unknown topic %q: the in-memory embedded broker has only the topics under kafka.embedded.topics (%s)",
+				what, name, listOrNone(sortedKeys(known)))
+		}
+	}
+
+	src := &s.Source
+	if src.Kafka != nil {
+		needKafka(src.Kafka.Pos, "source.kafka")
+		for i, t := range src.Kafka.Topics {
+			topic(t, src.Kafka.TopicPos[i], "source.kafka.topics")
+		}
+	}
+	if g := src.Generate; g != nil {
+		for _, name := range sortedKeys(g.Fields) {
+			compile(g.FieldPos[name], "source.generate.fields."+name, g.Fields[name], exprAny)
+		}
+	}
+	use(src.DeadLetters, src.DeadLettersPos, "source.deadLetters")
+
+	checkSteps := func(steps []StepSpec, prefix string) {
+		keyed := false
+		var keyPos Pos
+		for i, st := range steps {
+			what := fmt.Sprintf("%s[%d].%s", prefix, i, st.Kind)
+			needsKey := st.Kind == "sort" || st.Kind == "window" || st.Kind == "agent"
+			if needsKey && !keyed {
+				d.errAt(st.Pos, "%s: needs a keyBy step right before it (sort, window and agent work per key)", what)
+			}
+			if keyed && !needsKey {
+				d.errAt(keyPos, "%s[%d].keyBy: must be followed by sort, window or agent (got %s)", prefix, i-1, st.Kind)
+			}
+			keyed = st.Kind == "keyBy"
+			keyPos = st.Pos
+			switch st.Kind {
+			case "filter":
+				compile(st.FilterPos, what, st.Filter, exprBool)
+			case "map":
+				for _, f := range sortedKeys(st.Map.Set) {
+					compile(st.Map.SetPos[f], what+".set."+f, st.Map.Set[f], exprAny)
+				}
+			case "tee":
+				use(st.Tee, st.Pos, what)
+			case "sort":
+				for j, e := range st.Sort.Tiebreak {
+					compile(st.Sort.TiebreakPos[j], fmt.Sprintf("%s.tiebreak[%d]", what, j), e, exprAny)
+				}
+				use(st.Sort.Violations, st.Sort.ViolationsPos, what+".violations")
+			case "window":
+				use(st.Window.Late, st.Window.LatePos, what+".late")
+			case "agent":
+				if _, err := template.New("prompt").Option("missingkey=zero").Parse(st.Agent.Prompt); err != nil {
+					d.errAt(st.Agent.PromptPos, "%s.prompt: bad template: %v; want a Go text/template such as 'Review order {{.id}}'", what, err)
+				}
+				if st.Agent.Store != nil && st.Agent.Store.Topic != "" {
+					needKafka(st.Agent.Store.Pos, what+".store.kafka")
+				}
+			}
+		}
+		if keyed {
+			d.errAt(keyPos, "%s[%d].keyBy: must be followed by sort, window or agent (it is the last step)", prefix, len(steps)-1)
+		}
+	}
+	checkSteps(s.Steps, "steps")
+	for _, name := range sortedKeys(s.Outputs) {
+		checkSteps(s.Outputs[name].Steps, "outputs."+name+".steps")
+	}
+	if s.Kafka != nil && s.Kafka.Embedded != nil {
+		for i, p := range s.Kafka.Embedded.Produce {
+			topic(p.Topic, p.TopicPos, fmt.Sprintf("kafka.embedded.produce[%d].topic", i))
+		}
+	}
+	sinks := map[string]*SinkSpec{"sink": s.Sink}
+	for name, o := range s.Outputs {
+		sinks["outputs."+name] = o.Sink
+		if !o.used {
+			d.errAt(o.Pos, "outputs.%s: not used; name it in source.deadLetters, a tee step, a sort's violations or a window's late, or remove it", name)
+		}
+	}
+	for _, what := range sortedKeys(sinks) {
+		if k := sinks[what].Kafka; k != nil {
+			needKafka(sinks[what].Pos, what+".kafka")
+			topic(k.Topic, k.TopicPos, what+".kafka.topic")
+		}
+	}
+	j := s.Job
+	if j.MaxParallelism > 0 && j.Parallelism > j.MaxParallelism {
+		d.errAt(j.Pos, "job: parallelism %d is above maxParallelism %d; want parallelism <= maxParallelism", j.Parallelism, j.MaxParallelism)
+	}
+}
+
+func listOrNone(xs []string) string {
+	if len(xs) == 0 {
+		return "none"
+	}
+	out := ""
+	for i, x := range xs {
+		if i > 0 {
+			out += ", "
+		}
+		out += x
+	}
+	return out
+}

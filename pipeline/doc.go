@@ -1,0 +1,71 @@
+// Package pipeline runs declarative pipelines: a YAML file names a source,
+// a list of steps and a sink (plus named outputs for late records, dead
+// letters, sort violations and branches), and the package builds the job
+// on weir's Go API and runs it. `weir run FILE` and `weir validate FILE`
+// are its commands; docs/pipelines.md is the reference of every key, with
+// a worked example.
+//
+// The file, in short:
+//
+//	name: orders-by-customer
+//	job:      {parallelism, maxParallelism, autoWatermarkInterval,
+//	           checkpoint: {interval, dir, mode}, stateBackend, stateDir,
+//	           restoreFrom, metricsAddr}
+//	kafka:    {brokers: [host:port]} or {embedded: DIR | {dir, topics, produce}}
+//	source:   {kafka: {topics | topicPattern, start, group, readCommitted, bounded, metadata}
+//	           | file: {paths, ordered} | generate: {count, fields},
+//	           timestamp: FIELD.PATH, watermark: {outOfOrderness, idleness, emit},
+//	           deadLetters: OUTPUT}
+//	steps:    - filter: EXPR
+//	          - map: {set: {FIELD: EXPR}, drop: [FIELD]}
+//	          - keyBy: FIELD.PATH        (then sort, window or agent)
+//	          - sort: {violations: OUTPUT, tiebreak: [EXPR, EXPR]}
+//	          - window: {tumbling: D | sliding: {size, slide} | session: {gap},
+//	                     allowedLateness, late: OUTPUT,
+//	                     aggregate: {FIELD: count | sum(F) | min(F) | max(F) | avg(F) | first(F) | last(F)}}
+//	          - agent: {model: {offline: {seed, latency}} | {url, name, apiKeyEnv},
+//	                    system, prompt: TEMPLATE, tools: [{http: {...}} | {mcp: {...}}],
+//	                    maxSteps, output, store: {wal: DIR} | {kafka: {topic}}}
+//	          - tee: OUTPUT
+//	sink:     {stdout: {}} | {file: {dir | path}} | {kafka: {topic, delivery, key}}
+//	outputs:  {NAME: SINK | {steps: [...], sink: SINK}}
+//
+// Records are JSON objects (Record, a map decoded with encoding/json:
+// numbers are float64). Expressions are expr-lang/expr programs over a
+// record's fields, compiled once when the file is parsed; string values
+// (not expressions) expand ${VAR} and ${VAR:-default}; relative paths are
+// relative to the file.
+//
+// Guarantees:
+//
+//	P1. Parse never panics and never does I/O; every problem it finds is an
+//	    Error naming file:line:column and what is accepted, and it reports
+//	    every problem of the file (up to 50) in one Errors, sorted by
+//	    position (FuzzParse checks the first half, TestBadPipelines the
+//	    messages). Build reports a Kafka topic the cluster lacks, or an
+//	    input file that is missing, the same way, before the job starts.
+//	P2. A file Parse accepts builds (Build fails only on what needs the
+//	    outside world: the broker, MCP servers, files).
+//	P3. The job is a weir job like any other: its guarantees are those of
+//	    the operators the steps map to (event-time windows, the sort's
+//	    order per key, the agent's exactly-once actions with a store,
+//	    checkpoints and savepoints of all of them). A Kafka sink with
+//	    delivery exactly-once and a file sink with dir are exactly once
+//	    (published with checkpoints and at the end of bounded input); a
+//	    file sink with path, a Kafka sink at-least-once and stdout are at
+//	    least once.
+//	P4. Compiled expressions run on one VM per operator subtask (or one
+//	    from a pool where a function is shared by subtasks): a filter
+//	    allocates nothing per record; a map allocates the new record.
+//	P5. Operator names are stable: the given name, or the step's kind
+//	    (filter, map, sort, window, agent; sinks "sink" and
+//	    "output-NAME"), numbered from the second of a kind on; they are
+//	    also the operators' UIDs, so a savepoint restores into the same
+//	    file, and into an edited file whose named steps kept their names.
+//	P6. No operator modifies a record it received: a record emitted on two
+//	    outputs (a tee, a sort's violations) is shared safely.
+//
+// Build returns a Job whose Start gives the running runtime.Job (for
+// savepoints, cancellation, metrics and dashboards); Run is Build, Start,
+// Wait and a summary, which is what `weir run` does.
+package pipeline

@@ -1,0 +1,152 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+)
+
+// Summary is what a run of a pipeline did.
+type Summary struct {
+	// Pipeline is the pipeline's name (its file's when it has none).
+	Pipeline string `json:"pipeline"`
+	// SourceRecords are the records the source emitted (decoded, with a
+	// timestamp); dead letters are counted by their output.
+	SourceRecords int64 `json:"sourceRecords"`
+	// Outputs are the records written per output: "sink" and each named
+	// output.
+	Outputs map[string]int64 `json:"outputs"`
+	// Elapsed is the running time of the job.
+	Elapsed time.Duration `json:"elapsedNs"`
+	// CheckpointsCompleted counts the job's completed checkpoints.
+	CheckpointsCompleted int64 `json:"checkpointsCompleted"`
+	// Stopped is set when the run was stopped before its sources ended.
+	Stopped bool `json:"stopped,omitempty"`
+}
+
+// Run builds the job of spec, starts it, waits for it to end (a bounded
+// source ends; an unbounded job runs until ctx is cancelled, which stops it
+// and is not an error) and reports. log receives a line when the job
+// starts, one when a Kafka source has caught up, and the summary; nil
+// means none. Run is what `weir run` does.
+func Run(ctx context.Context, spec *Spec, opts Options, log io.Writer) (Summary, error) {
+	if log == nil {
+		log = io.Discard
+	}
+	s := Summary{Pipeline: spec.Name, Outputs: map[string]int64{}}
+	if s.Pipeline == "" {
+		s.Pipeline = spec.File
+	}
+	j, err := Build(ctx, spec, opts)
+	if err != nil {
+		return s, err
+	}
+	defer j.Close()
+	start := time.Now()
+	job, err := j.Start(ctx)
+	if err != nil {
+		return s, err
+	}
+	if opts.OnStart != nil {
+		opts.OnStart(j, job)
+	}
+	fmt.Fprintf(log, "weir run: %s: %s", s.Pipeline, j.describe())
+	if a := j.MetricsAddr(); a != "" {
+		fmt.Fprintf(log, "; metrics on http://%s/metrics", a)
+	}
+	fmt.Fprintln(log)
+	if j.kafkaSource != nil {
+		go func() {
+			t := time.NewTicker(20 * time.Millisecond)
+			defer t.Stop()
+			for !j.CaughtUp() {
+				select {
+				case <-t.C:
+				case <-job.Done():
+					return
+				}
+			}
+			fmt.Fprintf(log, "weir run: the Kafka source caught up with its end offsets after %v\n", time.Since(start).Round(time.Millisecond))
+		}()
+	}
+	err = job.Wait()
+	s.Elapsed = time.Since(start)
+	if err != nil {
+		// Cancelled by ctx, or by an OnStart hook (after a savepoint).
+		if !errors.Is(err, context.Canceled) {
+			return s, err
+		}
+		s.Stopped = true
+	}
+	m := job.Metrics()
+	s.SourceRecords = m.Sum(j.firstOp, "recordsIn")
+	for _, si := range j.Sinks {
+		s.Outputs[si.Output] = m.Sum(si.Operator, "recordsIn")
+	}
+	s.CheckpointsCompleted = m.Sum("job", "checkpointsCompleted")
+	fmt.Fprintf(log, "weir run: %s %s after %v: %d records from the source\n", s.Pipeline,
+		map[bool]string{false: "finished", true: "stopped"}[s.Stopped], s.Elapsed.Round(time.Millisecond), s.SourceRecords)
+	for _, si := range j.Sinks {
+		fmt.Fprintf(log, "  %-20s %8d records to %s\n", si.Output, s.Outputs[si.Output], si.Describe)
+	}
+	if s.CheckpointsCompleted > 0 {
+		fmt.Fprintf(log, "  checkpoints          %8d completed\n", s.CheckpointsCompleted)
+	}
+	return s, nil
+}
+
+// describe is one line on the job's shape.
+func (j *Job) describe() string {
+	s := j.Spec
+	src := "generator"
+	switch {
+	case s.Source.Kafka != nil:
+		src = "Kafka"
+		if s.Kafka != nil && s.Kafka.Embedded != nil {
+			src += " (embedded broker " + j.Brokers[0] + ")"
+		}
+	case s.Source.File != nil:
+		src = "JSON-lines files"
+	}
+	out := src
+	for _, st := range s.Steps {
+		if st.Kind != "keyBy" {
+			out += " -> " + st.Kind
+		} else {
+			out += " -> keyBy " + st.KeyBy
+		}
+	}
+	return out + " -> " + j.Sinks[0].Describe
+}
+
+// Describe is one line on a parsed pipeline's shape: source, steps, sink.
+func Describe(s *Spec) string {
+	src := "generator"
+	switch {
+	case s.Source.Kafka != nil:
+		src = "Kafka " + strings.Join(s.Source.Kafka.Topics, ",")
+	case s.Source.File != nil:
+		src = "JSON-lines files"
+	}
+	out := src
+	for _, st := range s.Steps {
+		out += " -> " + st.Kind
+	}
+	sink := "stdout"
+	switch {
+	case s.Sink.Kafka != nil:
+		sink = "Kafka " + s.Sink.Kafka.Topic + " (" + s.Sink.Kafka.Delivery + ")"
+	case s.Sink.File != nil && s.Sink.File.Dir != "":
+		sink = "files in " + s.Sink.File.Dir
+	case s.Sink.File != nil:
+		sink = s.Sink.File.Path
+	}
+	out += " -> " + sink
+	if n := len(s.Outputs); n > 0 {
+		out += fmt.Sprintf("; %d named outputs", n)
+	}
+	return out
+}

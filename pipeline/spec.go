@@ -1,0 +1,282 @@
+package pipeline
+
+import (
+	"fmt"
+	"time"
+)
+
+// Pos is a position in a pipeline file: file name, line and column, both
+// counted from 1.
+type Pos struct {
+	File      string
+	Line, Col int
+}
+
+func (p Pos) String() string { return fmt.Sprintf("%s:%d:%d", p.File, p.Line, p.Col) }
+
+// Spec is a parsed pipeline file (the format is in the package
+// documentation and docs/pipelines.md). Every part keeps the position of
+// its key in the file, so that problems found after parsing (a topic the
+// broker does not have) are reported where they were written.
+type Spec struct {
+	File    string
+	Name    string
+	Job     JobSpec
+	Kafka   *KafkaSpec
+	Source  SourceSpec
+	Steps   []StepSpec
+	Sink    *SinkSpec
+	Outputs map[string]*OutputSpec
+}
+
+// JobSpec holds the job settings.
+type JobSpec struct {
+	Pos                   Pos
+	Parallelism           int
+	MaxParallelism        int
+	AutoWatermarkInterval time.Duration
+	CheckpointInterval    time.Duration
+	CheckpointDir         string
+	CheckpointMode        string // exactly-once (default) or at-least-once
+	StateBackend          string // memory (default) or pebble
+	StateDir              string
+	RestoreFrom           string
+	MetricsAddr           string
+}
+
+// KafkaSpec is the Kafka cluster the pipeline's Kafka sources, sinks and
+// stores use: external brokers, or the embedded broker (package broker).
+type KafkaSpec struct {
+	Pos      Pos
+	Brokers  []string
+	Embedded *EmbeddedSpec
+}
+
+// EmbeddedSpec starts the in-process broker for the job's life.
+type EmbeddedSpec struct {
+	Pos Pos
+	// Dir persists the broker's data ("" keeps it in memory).
+	Dir string
+	// Topics to create if missing: name -> partitions.
+	Topics map[string]int32
+	// Produce loads JSON-lines files into topics that are empty when the
+	// job starts (so examples need no producer).
+	Produce []ProduceSpec
+	// TopicPos are the positions of the topics' keys.
+	TopicPos map[string]Pos
+}
+
+// SourceSpec is the pipeline's source: exactly one of Kafka, File,
+// Generate, with the timestamp and watermark settings.
+type SourceSpec struct {
+	Pos      Pos
+	Name     string
+	Kafka    *KafkaSourceSpec
+	File     *FileSourceSpec
+	Generate *GenerateSpec
+	// Timestamp is the field path of the event time ("" uses the source's
+	// timestamp: the Kafka record's).
+	Timestamp    string
+	TimestampPos Pos
+	// OutOfOrderness bounds how far behind the newest record a record may
+	// be and still be on time (per split); Idleness marks a split idle
+	// after that long without records (0: never).
+	OutOfOrderness time.Duration
+	Idleness       time.Duration
+	// EveryRecord emits a watermark whenever a record raises the highest
+	// timestamp seen (instead of every job.autoWatermarkInterval), so a
+	// bounded input has the same late records however fast it is read.
+	EveryRecord bool
+	// DeadLetters names the output undecodable records and records without
+	// a timestamp go to ("" drops them, counted).
+	DeadLetters    string
+	DeadLettersPos Pos
+}
+
+// KafkaSourceSpec reads topics of the pipeline's Kafka cluster.
+type KafkaSourceSpec struct {
+	Pos           Pos
+	Topics        []string
+	TopicPos      []Pos
+	TopicPattern  string
+	Start         string // earliest (default), latest, committed, or an RFC 3339 time
+	Group         string
+	ReadCommitted bool
+	// Bounded ends the source at the end offsets listed when it starts.
+	Bounded bool
+	// Metadata names a field that receives {topic, partition, offset,
+	// timestamp} of each record ("" adds none).
+	Metadata string
+}
+
+// FileSourceSpec reads JSON-lines files.
+type FileSourceSpec struct {
+	Pos     Pos
+	Paths   []string
+	Ordered bool
+}
+
+// GenerateSpec is a data generator: Count records, record i's fields
+// computed by expressions over i.
+type GenerateSpec struct {
+	Pos      Pos
+	Count    int64
+	Fields   map[string]string
+	FieldPos map[string]Pos
+}
+
+// StepSpec is one step: exactly one of its kinds is set.
+type StepSpec struct {
+	Pos  Pos
+	Kind string // filter, map, keyBy, sort, window, agent, tee
+	Name string
+	// Tee names the output that also receives every record.
+	Tee    string
+	Filter string
+	// FilterPos is the position of the expression itself.
+	FilterPos Pos
+	Map       *MapSpec
+	KeyBy     string
+	Sort      *SortSpec
+	Window    *WindowSpec
+	Agent     *AgentSpec
+}
+
+// MapSpec sets fields to expressions over the input record and drops
+// fields.
+type MapSpec struct {
+	Set    map[string]string
+	SetPos map[string]Pos
+	Drop   []string
+}
+
+// SortSpec configures an event-time sort per key.
+type SortSpec struct {
+	Violations    string
+	ViolationsPos Pos
+	Tiebreak      []string
+	TiebreakPos   []Pos
+}
+
+// WindowSpec configures a keyed window aggregation.
+type WindowSpec struct {
+	Type            string // tumbling, sliding, session
+	Size, Slide     time.Duration
+	Gap             time.Duration
+	Offset          time.Duration
+	AllowedLateness time.Duration
+	Late            string
+	LatePos         Pos
+	Aggregates      []AggregateSpec
+}
+
+// AggregateSpec is one output field of a window: Fn over Field.
+type AggregateSpec struct {
+	Pos   Pos
+	Name  string
+	Fn    string // count, sum, min, max, avg, first, last
+	Field string // "" for count
+}
+
+// AgentSpec configures the agent operator.
+type AgentSpec struct {
+	Model           ModelSpec
+	System          string
+	Prompt          string
+	PromptPos       Pos
+	Tools           []ToolSpec
+	MaxSteps        int
+	Output          string
+	Store           *StoreSpec
+	MaxConcurrent   int
+	ActionTimeout   time.Duration
+	ContinueOnError bool
+}
+
+// ModelSpec is the agent's model: the offline model (default) or an
+// OpenAI-compatible endpoint.
+type ModelSpec struct {
+	Pos Pos
+	// Offline model settings.
+	Offline bool
+	Seed    int64
+	Latency time.Duration
+	// Endpoint settings.
+	URL       string
+	Name      string
+	APIKeyEnv string
+	Timeout   time.Duration
+}
+
+// ToolSpec is an HTTP tool or an MCP server.
+type ToolSpec struct {
+	Pos         Pos
+	Kind        string // http or mcp
+	Name        string
+	Description string
+	URL         string
+	Method      string
+	Parameters  map[string]any
+	Command     []string
+}
+
+// StoreSpec is the agent's action-state store.
+type StoreSpec struct {
+	Pos      Pos
+	WALDir   string
+	NoSync   bool
+	Topic    string // kafka store
+	TopicPos Pos
+}
+
+// SinkSpec is where records go: exactly one of Kafka, File, Stdout.
+type SinkSpec struct {
+	Pos    Pos
+	Name   string
+	Kafka  *KafkaSinkSpec
+	File   *FileSinkSpec
+	Stdout bool
+}
+
+// KafkaSinkSpec writes records as JSON to a topic.
+type KafkaSinkSpec struct {
+	Topic    string
+	TopicPos Pos
+	// Delivery is at-least-once (default) or exactly-once.
+	Delivery string
+	// Key names the field whose value is the record key ("": none).
+	Key                   string
+	TransactionalIDPrefix string
+}
+
+// FileSinkSpec writes JSON lines: exactly once into files in Dir
+// (published when checkpoints complete and at the end of bounded input),
+// or at least once to Path.
+type FileSinkSpec struct {
+	Dir  string
+	Path string
+}
+
+// OutputSpec is a named output (late records, dead letters, sort
+// violations) and its sink.
+type OutputSpec struct {
+	Pos Pos
+	// Steps process the output's records before its sink (the long form,
+	// {steps, sink}).
+	Steps []StepSpec
+	Sink  *SinkSpec
+	// used is set when a step or the source sends to the output.
+	used bool
+}
+
+// ProduceSpec loads a JSON-lines file into a topic of the embedded broker
+// before the job starts, if the topic is empty: one record per line, keyed
+// by a field (hash-partitioned), with the record timestamp from a field.
+type ProduceSpec struct {
+	Pos       Pos
+	Topic     string
+	TopicPos  Pos
+	File      string
+	Key       string
+	Timestamp string
+}
