@@ -24,6 +24,8 @@ func TestJSONOnlyOnStdout(t *testing.T) {
 		// After "demo savepoint", which writes the savepoint.
 		{"savepoint inspect", []string{"savepoint", "inspect", "--json", sp}, "operators"},
 		{"keys", []string{"keys", "--parallelism", "2", "a", "b"}, "keyGroup"},
+		// The records of its stdout sinks (JSON lines), then the summary.
+		{"run", []string{"run", "--json", filepath.Join("..", "..", "examples", "pipelines", "windowed-count.yaml")}, "windowStart"},
 		{"bench", []string{"bench", "--json", "--records", "20000", "--keys", "100"}, "enginePerSec"},
 		{"bench checkpoint", []string{"bench", "checkpoint", "--keys", "1000", "--backend", "memory"}, "checkpointMs"},
 		{"experiment ordering", []string{"experiment", "ordering", "--json", "--topics", "1", "--partitions", "2",
