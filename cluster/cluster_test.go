@@ -5,6 +5,8 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -12,6 +14,7 @@ import (
 	"github.com/weirproject/weir"
 	"github.com/weirproject/weir/broker"
 	"github.com/weirproject/weir/cluster"
+	"github.com/weirproject/weir/internal/s3test"
 	"github.com/weirproject/weir/internal/scaleout"
 )
 
@@ -58,14 +61,26 @@ func reference(t *testing.T, ctx context.Context, cfg cluster.Config, out string
 
 // C1 with one process: every task of both stages runs in it, and the
 // committed output equals the plain local job's.
-func TestOneProcessEqualsLocalJob(t *testing.T) {
+func TestOneProcessEqualsLocalJob(t *testing.T) { oneProcessEqualsLocalJob(t, t.TempDir()) }
+
+// The same with every task's checkpoints in an object store (S3, served in
+// the test), at a URL: the finished markers and the restores go there too.
+func TestOneProcessCheckpointsInS3(t *testing.T) {
+	base := s3test.Start(t, "cluster")
+	oneProcessEqualsLocalJob(t, base)
+	if keys := s3test.Keys(t, base); !slices.ContainsFunc(keys, func(k string) bool { return strings.HasSuffix(k, "/_metadata") }) {
+		t.Fatalf("no checkpoint in %s: %v", base, keys)
+	}
+}
+
+func oneProcessEqualsLocalJob(t *testing.T, base string) {
 	b := startBroker(t, map[string]int32{"in": 4, "out-local": 1, "out-cluster": 2})
 	ctx := testCtx(t)
 	in := scaleout.Input{Partitions: 4, Records: 4000, Keys: 16, Seed: 1, StepMillis: 10}
 	if err := scaleout.Produce(ctx, b.Addrs(), "in", in); err != nil {
 		t.Fatal(err)
 	}
-	cfg := cluster.Config{Brokers: b.Addrs(), Group: "g1", SourceTopic: "in", KeyedTasks: 3, CheckpointBase: t.TempDir(),
+	cfg := cluster.Config{Brokers: b.Addrs(), Group: "g1", SourceTopic: "in", KeyedTasks: 3, CheckpointBase: base,
 		CheckpointInterval: 100 * time.Millisecond, Bounded: true, SessionTimeout: time.Second, HeartbeatInterval: 100 * time.Millisecond,
 		Logger: quiet}
 	want := reference(t, ctx, cfg, "out-local")

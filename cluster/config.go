@@ -10,6 +10,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/weirproject/weir/checkpoint"
 	"github.com/weirproject/weir/keygroup"
 )
 
@@ -42,8 +43,10 @@ type Config struct {
 	// MaxParallelism is the number of key groups. Default 128.
 	MaxParallelism int
 	// CheckpointBase holds every task's checkpoints, under
-	// CheckpointBase/tasks/<task>/; every process must see the same
-	// directory (a shared file system, standing in for an object store).
+	// CheckpointBase/tasks/<task>/: a URL of an object store (s3://,
+	// gs://, azblob://, as every checkpoint location of package
+	// checkpoint) that every process reaches, or a directory on a file
+	// system they share.
 	CheckpointBase string
 	// CheckpointInterval is each task's checkpoint interval; the
 	// exchange topic and the output see a task's records when the
@@ -108,7 +111,9 @@ func (c Config) withDefaults() (Config, error) {
 		errs = append(errs, errors.New("cluster: Config.SourceTopic is empty; give the input topic"))
 	}
 	if c.CheckpointBase == "" {
-		errs = append(errs, errors.New("cluster: Config.CheckpointBase is empty; give a directory every process sees"))
+		errs = append(errs, errors.New("cluster: Config.CheckpointBase is empty; give a URL (s3://, gs://, azblob://) or a directory every process sees"))
+	} else if err := checkpoint.CheckLocation(c.CheckpointBase); err != nil {
+		errs = append(errs, fmt.Errorf("cluster: Config.CheckpointBase: %w", err))
 	}
 	neg := func(name string, v any, def string) {
 		errs = append(errs, fmt.Errorf("cluster: Config.%s %v: want 0 (meaning %s) or a positive value", name, v, def))

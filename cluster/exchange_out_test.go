@@ -25,7 +25,13 @@ func TestExchangeOutRoutesAndOrders(t *testing.T) {
 	for i := range int64(3000) {
 		data = append(data, i)
 	}
-	src := weir.FromSlice(env, "src", data, watermark.ForMonotonous[int64]().WithTimestamp(func(v int64, _ int64) (int64, bool) { return v, true }))
+	// A punctuated strategy (a watermark after every record), so that the
+	// exchange has watermarks to send however fast the slice is read: a
+	// periodic one may not fire at all before the end on a quiet machine.
+	punctuated := watermark.ForGenerator(func() watermark.Generator[int64] {
+		return watermark.GeneratorFuncs[int64]{Event: func(_ int64, ts int64, out watermark.Output) { out.EmitWatermark(ts) }}
+	})
+	src := weir.FromSlice(env, "src", data, punctuated.WithTimestamp(func(v int64, _ int64) (int64, bool) { return v, true }))
 	ks := weir.KeyBy(src, func(v int64) string { return fmt.Sprint(v % 50) })
 	out := weir.Collect(weir.Transform(src, "exchange-out", newExchangeOut(ks, maxPar, parts, time.Millisecond)))
 	if err := env.Execute(context.Background()); err != nil {

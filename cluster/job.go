@@ -3,7 +3,6 @@ package cluster
 import (
 	"errors"
 	"fmt"
-	"path/filepath"
 	"time"
 
 	"github.com/weirproject/weir"
@@ -103,7 +102,9 @@ func sourceTaskID(p int) string { return fmt.Sprintf("source-%d", p) }
 func keyedTaskID(q int) string  { return fmt.Sprintf("keyed-%d", q) }
 
 // taskDir is where a task's checkpoints live.
-func taskDir(cfg Config, task string) string { return filepath.Join(cfg.CheckpointBase, "tasks", task) }
+func taskDir(cfg Config, task string) string {
+	return checkpoint.Join(checkpoint.Join(cfg.CheckpointBase, "tasks"), task)
+}
 
 // taskEnv returns the environment of one task: parallelism 1, its own
 // checkpoints, restored from the latest of them if there is one.

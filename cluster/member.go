@@ -3,13 +3,13 @@ package cluster
 import (
 	"context"
 	"errors"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/weirproject/weir/checkpoint"
 )
 
 // member is this process's part in the job: its place in the consumer
@@ -123,7 +123,7 @@ func (m *member) stop(parts []int32, checkpoint bool) {
 // process): each has its finished marker.
 func (m *member) allFinished() bool {
 	for _, s := range m.specs {
-		if _, err := os.Stat(filepath.Join(taskDir(m.cfg, s.id), finishedFile)); err != nil {
+		if done, err := (checkpoint.Storage{}).HasMarker(taskDir(m.cfg, s.id), finishedFile); err != nil || !done {
 			return false
 		}
 	}

@@ -3,12 +3,11 @@ package cluster
 import (
 	"context"
 	"errors"
-	"os"
-	"path/filepath"
 	"sync"
 	"time"
 
 	"github.com/weirproject/weir"
+	"github.com/weirproject/weir/checkpoint"
 	"github.com/weirproject/weir/runtime"
 )
 
@@ -41,14 +40,10 @@ type taskRunner struct {
 	}
 }
 
-func (t *taskRunner) finishedMarker() string {
-	return filepath.Join(taskDir(t.m.cfg, t.spec.id), finishedFile)
-}
-
 func (t *taskRunner) loop(ctx context.Context) {
 	defer close(t.done)
 	for ctx.Err() == nil {
-		if _, err := os.Stat(t.finishedMarker()); err == nil {
+		if done, _ := (checkpoint.Storage{}).HasMarker(taskDir(t.m.cfg, t.spec.id), finishedFile); done {
 			t.m.event(TaskEvent{Task: t.spec.id, Kind: TaskFinished})
 			return
 		}
@@ -98,15 +93,7 @@ func (t *taskRunner) runOnce(ctx context.Context) error {
 }
 
 func (t *taskRunner) markFinished() error {
-	f, err := os.Create(t.finishedMarker())
-	if err != nil {
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return checkpoint.Storage{}.PutMarker(taskDir(t.m.cfg, t.spec.id), finishedFile)
 }
 
 // stop takes a checkpoint of the running job (bounded by
