@@ -55,7 +55,7 @@ func registered(t *testing.T) map[string][]string {
 	t.Helper()
 	call := regexp.MustCompile(`\b(?:Counter|Gauge|LabeledCounter|LabeledGauge|counter|gauge)\(([^()]*)\)`)
 	lastLiteral := regexp.MustCompile(`"([a-zA-Z]+)"[^"]*$`)
-	constant := regexp.MustCompile(`(?m)^\s*(?:Metric|Counter)\w*\s*=\s*"([a-zA-Z]+)"`)
+	constant := regexp.MustCompile(`(?m)^\s*(?:const\s+)?(?:Metric|Counter|Gauge)\w*\s*=\s*"([a-zA-Z]+)"`)
 	out := map[string][]string{}
 	err := filepath.WalkDir("..", func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
