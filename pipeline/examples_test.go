@@ -212,6 +212,13 @@ func TestDemoPipelineMatchesDemo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if ds.Late != 0 {
+		// The live phase is read as it is produced, in real time: on a
+		// loaded machine some of its records can come behind the watermark
+		// in the demo, never in the pipeline, which reads them as history.
+		// The figures then depend on the load, not on the pipeline.
+		t.Skipf("the demo's live phase had %d late records (a loaded machine); nothing to compare", ds.Late)
+	}
 	t.Setenv("WEIR_KAFKA_DATA", data)
 	t.Setenv("WEIR_OUT", out)
 	ps, err := pipeline.Run(context.Background(), parse(t, "demo.yaml"), pipeline.Options{}, io.Discard)
