@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
@@ -89,6 +90,11 @@ func runCmd() *cobra.Command {
 				}
 				if err := checkpoint.CheckLocation(l.loc); err != nil {
 					return usagef(cmd, "--%s: %v", l.flag, err)
+				}
+			}
+			if dir, local := checkpoint.LocalPath(savepointDir); local && savepointDir != "" {
+				if es, err := os.ReadDir(dir); err == nil && len(es) > 0 {
+					return usagef(cmd, "--savepoint-dir %q: holds files already; want a new or empty directory for the savepoint", savepointDir)
 				}
 			}
 			if uiAddr != "" {

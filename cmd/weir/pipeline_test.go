@@ -51,6 +51,25 @@ func TestBadPipelineExits2(t *testing.T) {
 	if code := run([]string{"run", bad, "--parallelism", "-1"}, &out, &errb); code != 2 || !strings.Contains(errb.String(), "--parallelism -1") {
 		t.Errorf("bad flag: exit %d, stderr %q", code, errb.String())
 	}
+	// The stop's savepoint, the dashboard address and a restore location
+	// are checked before any work, each in one line naming the flag.
+	good := "../../examples/pipelines/windowed-count.yaml"
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--savepoint-dir", dir}, "--savepoint-dir"}, // holds bad.yaml
+		{[]string{"--savepoint-dir", "ftp://x/y"}, "--savepoint-dir"},
+		{[]string{"--restore", "ftp://x/y"}, "--restore"},
+		{[]string{"--ui-addr", "nonsense"}, "--ui-addr"},
+	} {
+		out.Reset()
+		errb.Reset()
+		code := run(append([]string{"run", good}, c.args...), &out, &errb)
+		if code != 2 || out.Len() != 0 || strings.Count(strings.TrimSpace(errb.String()), "\n") != 0 || !strings.Contains(errb.String(), c.want) {
+			t.Errorf("weir run %v: exit %d, stdout %q, stderr %q; want 2 and one line naming %s", c.args, code, out.String(), errb.String(), c.want)
+		}
+	}
 }
 
 // TestRunWindowedCount runs an example through `weir run` itself.
