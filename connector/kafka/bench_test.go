@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -64,19 +65,38 @@ type countOp[T any] struct {
 func (o *countOp[T]) ProcessRecord(runtime.Record[T]) error { o.n.Add(1); return nil }
 func (o *countOp[T]) EndInput() error                       { return nil }
 
-func benchSource[T any](b *testing.B, d Deserializer[T]) {
+func benchSource[T any](b *testing.B, d Deserializer[T]) { benchSourceStop(b, d, false) }
+
+// benchSourceStop reads the topic into a counting operator; bounded uses
+// the source's Stop mode (end offsets listed at start), where the job ends
+// by itself. It reports records/s and the process's CPU per record.
+func benchSourceStop[T any](b *testing.B, d Deserializer[T], bounded bool) {
 	br := benchBroker(b)
 	b.ResetTimer()
-	start := time.Now()
+	start, cpu0 := time.Now(), processCPU(b)
 	for b.Loop() {
 		var n atomic.Int64
 		env := weir.NewEnvironment(weir.Config{Parallelism: 1, Logger: quiet})
-		src := NewSource(Options{Brokers: br.Addrs(), Topics: []string{"bench"}, CatchUp: CatchUpOff}, d)
-		weir.Transform(weir.FromSource(env, "kafka", src, watermark.ForMonotonous[T]()), "count",
+		o := Options{Brokers: br.Addrs(), Topics: []string{"bench"}, CatchUp: CatchUpOff}
+		if bounded {
+			stop := make(chan struct{})
+			close(stop)
+			o.Stop = stop
+		}
+		weir.Transform(weir.FromSource(env, "kafka", NewSource(o, d), watermark.ForMonotonous[T]()), "count",
 			func() runtime.OneInputOperator[T, struct{}] { return &countOp[T]{n: &n} })
 		job, err := env.Start(context.Background())
 		if err != nil {
 			b.Fatal(err)
+		}
+		if bounded {
+			if err := job.Wait(); err != nil {
+				b.Fatal(err)
+			}
+			if got := n.Load(); got != benchRecords {
+				b.Fatalf("bounded read gave %d records, want %d", got, benchRecords)
+			}
+			continue
 		}
 		for n.Load() < benchRecords {
 			time.Sleep(100 * time.Microsecond)
@@ -84,8 +104,22 @@ func benchSource[T any](b *testing.B, d Deserializer[T]) {
 		job.Cancel()
 		job.Wait()
 	}
-	b.ReportMetric(float64(benchRecords)*float64(b.N)/time.Since(start).Seconds(), "records/s")
+	recs := float64(benchRecords) * float64(b.N)
+	b.ReportMetric(recs/time.Since(start).Seconds(), "records/s")
+	b.ReportMetric(float64(processCPU(b)-cpu0)/recs, "cpu-ns/record")
 }
+
+// processCPU is the process's user and system CPU time so far.
+func processCPU(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkSourceBoundedJSON: BenchmarkSourceJSON in bounded (Stop) mode.
+func BenchmarkSourceBoundedJSON(b *testing.B) { benchSourceStop(b, JSON[order](), true) }
 
 // BenchmarkSourceBytes: records/s from Kafka into the first operator.
 func BenchmarkSourceBytes(b *testing.B) { benchSource(b, Bytes()) }

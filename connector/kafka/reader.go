@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"sort"
 	"sync"
 	"sync/atomic"
 
@@ -399,21 +400,19 @@ func (r *reader[T]) pollStop() (wait, done bool) {
 
 // stopSplit cuts the batch m of split s at its stop offset: records at or
 // past it are dropped (never emitted). It reports whether nothing of m is
-// left to emit.
+// left to emit. A batch's offsets ascend, so its last record tells whether
+// anything is to be cut, and the cut is found by binary search: Poll calls
+// this again for the rest of a batch it emits over several polls, and a
+// scan of that rest on each call made bounded reads quadratic in the batch.
 func (r *reader[T]) stopSplit(s *split, m *fetchMsg) bool {
 	end, ok := r.stopEnds[s.id]
 	if !ok {
 		return true
 	}
-	for i := r.curIdx; i < len(m.records); i++ {
-		if m.records[i].Offset >= end {
-			m.records = m.records[:i]
-			if m.next > end {
-				m.next = end
-			}
-			m.reset = false
-			break
-		}
+	if n := len(m.records); n > r.curIdx && m.records[n-1].Offset >= end {
+		rest := m.records[r.curIdx:]
+		m.records = m.records[:r.curIdx+sort.Search(len(rest), func(i int) bool { return rest[i].Offset >= end })]
+		m.reset = false
 	}
 	if m.next > end {
 		m.next = end
