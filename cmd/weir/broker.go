@@ -132,7 +132,11 @@ and catch-up by Kafka end offsets. For each it reports records out of order, the
 release latency of live records, and the replay rate of the history (measured in a
 pass without the start stagger, from the first record read to the sort's release of
 the last history record) beside franz-go's own consumer reading the same history
-(one JSON object per policy with --json).`,
+(one JSON object per policy with --json).
+
+--timeouts 0.4s,2s,10s,60s sweeps the time-out: the time-out policies run once per
+value and end offsets once, to show the trade-off time-outs force (short ones put
+records out of order, long ones hold the history's tail and sparse partitions back).`,
 		Args: noArgs,
 		PreRunE: func(cmd *cobra.Command, _ []string) error {
 			k := &checks{c: cmd}
@@ -143,6 +147,9 @@ the last history record) beside franz-go's own consumer reading the same history
 			k.duration("history-span", cfg.HistorySpan, time.Millisecond)
 			k.duration("stagger", cfg.Stagger, 0)
 			k.duration("timeout", cfg.Timeout, time.Millisecond)
+			for _, d := range cfg.Timeouts {
+				k.duration("timeouts", d, time.Millisecond)
+			}
 			k.duration("lag", cfg.Lag, 0)
 			k.duration("tick", cfg.Tick, time.Millisecond)
 			k.duration("live", cfg.Live, 0)
@@ -162,8 +169,8 @@ the last history record) beside franz-go's own consumer reading the same history
 			defer stop()
 			out := cmd.OutOrStdout()
 			if !asJSON {
-				fmt.Fprintf(out, "%-12s %9s %11s %9s %12s %9s %9s %9s %14s %14s %7s\n", "policy", "records", "outOfOrder", "fraction",
-					"violations", "p50 ms", "p99 ms", "mean ms", "history ev/s", "raw ev/s", "ratio")
+				fmt.Fprintf(out, "%-12s %9s %9s %11s %9s %9s %12s %9s %9s %9s %11s %14s %14s %7s\n", "policy", "timeout", "records", "outOfOrder", "fraction",
+					"history", "violations", "p50 ms", "p99 ms", "max ms", "history ms", "history ev/s", "raw ev/s", "ratio")
 			}
 			_, err := experiment.Run(ctx, cfg, writerFunc(func(b []byte) (int, error) {
 				if asJSON {
@@ -173,9 +180,13 @@ the last history record) beside franz-go's own consumer reading the same history
 				if err := json.Unmarshal(b, &r); err != nil {
 					return 0, err
 				}
-				fmt.Fprintf(out, "%-12s %9d %11d %9.4f %12d %9.1f %9.1f %9.1f %14.0f %14.0f %7.3f\n", r.Policy, r.Records, r.OutOfOrder,
-					r.OutOfOrderFraction, r.OrderViolations, r.ReleaseLatencyMs.P50, r.ReleaseLatencyMs.P99,
-					r.ReleaseLatencyMs.Mean, r.HistoryEventsPerSec, r.RawEventsPerSec, r.HistoryVsRaw)
+				timeout := "-"
+				if r.TimeoutMs > 0 {
+					timeout = (time.Duration(r.TimeoutMs * float64(time.Millisecond))).String()
+				}
+				fmt.Fprintf(out, "%-12s %9s %9d %11d %9.4f %9.4f %12d %9.1f %9.1f %9.1f %11.0f %14.0f %14.0f %7.3f\n", r.Policy, timeout, r.Records, r.OutOfOrder,
+					r.OutOfOrderFraction, r.HistoryOutOfOrderFraction, r.OrderViolations, r.ReleaseLatencyMs.P50, r.ReleaseLatencyMs.P99,
+					r.ReleaseLatencyMs.Max, r.HistoryStaggeredMs, r.HistoryEventsPerSec, r.RawEventsPerSec, r.HistoryVsRaw)
 				return len(b), nil
 			}))
 			return err
@@ -191,6 +202,8 @@ the last history record) beside franz-go's own consumer reading the same history
 	f.DurationVar(&cfg.HistorySpan, "history-span", cfg.HistorySpan, "event-time span of the history")
 	f.DurationVar(&cfg.Stagger, "stagger", cfg.Stagger, "largest start delay of a partition reader")
 	f.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "idleness time-out of the time-out policies")
+	f.DurationSliceVar(&cfg.Timeouts, "timeouts", nil, "sweep: run the time-out policies once per time-out (such as 0.4s,2s,10s,60s), end-offsets once, without the replay passes")
+	f.BoolVar(&cfg.NoReplay, "no-replay", false, "leave out the replay passes (historyEventsPerSec, rawEventsPerSec)")
 	f.DurationVar(&cfg.Lag, "lag", cfg.Lag, "the clock stream's lag behind processing time")
 	f.DurationVar(&cfg.Tick, "tick", cfg.Tick, "the clock stream's tick")
 	f.DurationVar(&cfg.Live, "live", cfg.Live, "how long live records are produced")

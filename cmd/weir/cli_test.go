@@ -87,6 +87,7 @@ func TestBadCommandLines(t *testing.T) {
 		{[]string{"experiment", "ordering", "--history-span", "0s"}, "weir experiment ordering: --history-span 0s"},
 		{[]string{"experiment", "ordering", "--stagger", "-1s"}, "weir experiment ordering: --stagger -1s"},
 		{[]string{"experiment", "ordering", "--timeout", "0s"}, "weir experiment ordering: --timeout 0s"},
+		{[]string{"experiment", "ordering", "--timeouts", "2s,0s"}, "weir experiment ordering: --timeouts 0s"},
 		{[]string{"experiment", "ordering", "--tick", "0s"}, "weir experiment ordering: --tick 0s"},
 		{[]string{"experiment", "ordering", "--live-rate", "0"}, "weir experiment ordering: --live-rate 0"},
 		{[]string{"experiment", "ordering", "--parallelism", "0"}, "weir experiment ordering: --parallelism 0"},

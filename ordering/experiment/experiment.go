@@ -23,6 +23,11 @@
 //	             topic's stream without records for Timeout/2 is marked
 //	             idle downstream.
 //
+// With Config.Timeouts the time-out policies run once per time-out (a
+// sweep; `weir experiment ordering --timeouts 0.4s,2s,10s,60s`), so that
+// the trade-off they force (order against latency) can be set beside end
+// offsets, which need no time-out.
+//
 // Measures per policy: records (history + live), outOfOrder (records
 // released with a timestamp below one already released for the same item),
 // orderViolations (the sort's counter: records that arrived behind the
@@ -87,6 +92,13 @@ type Config struct {
 	Stagger time.Duration
 	// Timeout is the idleness time-out of the time-out policies.
 	Timeout time.Duration
+	// Timeouts, when set, sweep the time-out: each time-out policy runs
+	// once per value (Result.TimeoutMs says which), end-offsets once, and
+	// the replay passes (HistoryEventsPerSec, RawEventsPerSec) are left
+	// out, since they measure the reader, not the policy.
+	Timeouts []time.Duration
+	// NoReplay leaves the replay passes out (as a sweep does).
+	NoReplay bool
 	// Lag and Tick are the clock stream's.
 	Lag, Tick time.Duration
 	// Live is how long live records are produced, LiveRate how many per
@@ -104,13 +116,25 @@ type Config struct {
 }
 
 // Defaults are the seed's shape (13 topics x 3 partitions, a week of
-// history), scaled to run in about half a minute. The history is a million
-// records so that its replay lasts about a second: with fewer, the readers'
-// start-up (39 clients, metadata, offset listings) and the sort's final
-// release are a large part of the replay time, and historyEventsPerSec
-// measures them rather than the replay (200k records give 10-20 % less).
+// history, uneven rates per partition, readers that start at different
+// moments, then live traffic), scaled to run in about a minute. The history
+// is a million records so that its replay lasts about a second: with
+// fewer, the readers' start-up (39 clients, metadata, offset listings) and
+// the sort's final release are a large part of the replay time, and
+// historyEventsPerSec measures them rather than the replay (200k records
+// give 10-20 % less).
+//
+// The time-out is what a careful user would set, following seed 001's
+// advice (an order of magnitude above the longest normal silence of a
+// partition): the longest normal silences here are the readers' start
+// stagger (1.5 s) and the gaps of the sparsest partitions in live traffic
+// (about a second at 2,000 records/s), so 15 s. A time-out below the
+// stagger (the 0.4 s this experiment used before) makes the time-out
+// policies fail at start-up by construction; the sweep (Timeouts) shows
+// the whole trade-off: short time-outs lose order, long ones hold the
+// history's tail and sparse live partitions back by up to the time-out.
 var Defaults = Config{Topics: 13, Partitions: 3, Items: 2000, HistoryRecords: 1_000_000,
-	HistorySpan: 7 * 24 * time.Hour, Stagger: 1500 * time.Millisecond, Timeout: 400 * time.Millisecond,
+	HistorySpan: 7 * 24 * time.Hour, Stagger: 1500 * time.Millisecond, Timeout: 15 * time.Second,
 	Lag: 50 * time.Millisecond, Tick: 10 * time.Millisecond, Live: 5 * time.Second, LiveRate: 2000,
 	SortParallelism: 2, Seed: 3}
 
@@ -161,12 +185,16 @@ func (c Config) withDefaults() Config {
 type Latency struct {
 	P50  float64 `json:"p50"`
 	P99  float64 `json:"p99"`
+	Max  float64 `json:"max"`
 	Mean float64 `json:"mean"`
 }
 
 // Result is one policy's outcome.
 type Result struct {
-	Policy             string  `json:"policy"`
+	Policy string `json:"policy"`
+	// TimeoutMs is the idleness time-out the policy ran with (0 for
+	// end-offsets, which has none).
+	TimeoutMs          float64 `json:"timeoutMs"`
 	Records            int64   `json:"records"`
 	HistoryRecords     int64   `json:"historyRecords"`
 	LiveRecords        int64   `json:"liveRecords"`
@@ -179,6 +207,11 @@ type Result struct {
 	// under end offsets.
 	HistoryOutOfOrder int64 `json:"historyOutOfOrder"`
 	LiveOutOfOrder    int64 `json:"liveOutOfOrder"`
+	// HistoryOutOfOrderFraction is HistoryOutOfOrder over the history
+	// records: the figure to set beside the seed's (its job was a week of
+	// history and live traffic, dominated by the history), independent of
+	// how long the live phase lasts.
+	HistoryOutOfOrderFraction float64 `json:"historyOutOfOrderFraction"`
 	// OrderViolations counts records that reached the sort behind its
 	// watermark (ordering's "orderViolations").
 	OrderViolations  int64   `json:"orderViolations"`
@@ -224,18 +257,37 @@ func Run(ctx context.Context, cfg Config, out io.Writer) ([]Result, error) {
 			return nil, fmt.Errorf("experiment: unknown policy %q; choose from %v", p, Policies)
 		}
 	}
+	for _, d := range cfg.Timeouts {
+		if d < time.Millisecond {
+			return nil, fmt.Errorf("experiment: time-out %v in the sweep; want 1ms or more", d)
+		}
+	}
 	t0 := time.Now()
 	hist := history(cfg, t0)
 	var results []Result
 	for _, p := range cfg.Policies {
-		r, err := runPolicy(ctx, cfg, p, hist)
-		if err != nil {
-			return results, fmt.Errorf("experiment: policy %s: %w", p, err)
+		runs := []Config{cfg}
+		if len(cfg.Timeouts) > 0 {
+			runs = runs[:0]
+			for _, d := range cfg.Timeouts {
+				c := cfg
+				c.Timeout, c.NoReplay = d, true
+				runs = append(runs, c)
+				if p == "end-offsets" {
+					break // it has no time-out: once
+				}
+			}
 		}
-		results = append(results, r)
-		if out != nil {
-			if err := json.NewEncoder(out).Encode(r); err != nil {
-				return results, err
+		for _, c := range runs {
+			r, err := runPolicy(ctx, c, p, hist)
+			if err != nil {
+				return results, fmt.Errorf("experiment: policy %s: %w", p, err)
+			}
+			results = append(results, r)
+			if out != nil {
+				if err := json.NewEncoder(out).Encode(r); err != nil {
+					return results, err
+				}
 			}
 		}
 	}
@@ -248,12 +300,7 @@ func topicName(i int) string { return fmt.Sprintf("stream-%02d", i) }
 // ascending within a partition over [t0-span, t0).
 func history(cfg Config, t0 time.Time) [][][]Event {
 	rng := rand.New(rand.NewPCG(cfg.Seed, 1))
-	weights := make([]float64, cfg.Topics*cfg.Partitions)
-	sum := 0.0
-	for i := range weights {
-		weights[i] = math.Pow(10, rng.Float64()*2) // 1..100
-		sum += weights[i]
-	}
+	weights, sum := partitionWeights(cfg, rng)
 	end := t0.UnixMilli()
 	start := end - cfg.HistorySpan.Milliseconds()
 	out := make([][][]Event, cfg.Topics)
@@ -274,6 +321,18 @@ func history(cfg Config, t0 time.Time) [][][]Event {
 		}
 	}
 	return out
+}
+
+// partitionWeights draws each partition's share of the traffic, history
+// and live alike: log-uniform over two decades (1 to 100), in the order
+// topic by topic, partition by partition; sum is their total.
+func partitionWeights(cfg Config, rng *rand.Rand) (weights []float64, sum float64) {
+	weights = make([]float64, cfg.Topics*cfg.Partitions)
+	for i := range weights {
+		weights[i] = math.Pow(10, rng.Float64()*2) // 1..100
+		sum += weights[i]
+	}
+	return weights, sum
 }
 
 // delays returns each (topic, partition) reader's start delay.
@@ -616,15 +675,16 @@ func runPolicy(ctx context.Context, cfg Config, policy string, hist [][][]Event)
 	}
 	log.Info("history produced", "records", histN)
 
-	raw, err := rawConsume(ctx, cfg, b.Addrs(), histN)
-	if err != nil {
-		return Result{}, err
+	var raw, rate float64
+	if !cfg.NoReplay {
+		if raw, err = rawConsume(ctx, cfg, b.Addrs(), histN); err != nil {
+			return Result{}, err
+		}
+		if rate, err = replay(ctx, cfg, policy, b.Addrs(), histN); err != nil {
+			return Result{}, fmt.Errorf("replay pass: %w", err)
+		}
+		log.Info("history replayed", "eventsPerSec", rate, "rawEventsPerSec", raw)
 	}
-	rate, err := replay(ctx, cfg, policy, b.Addrs(), histN)
-	if err != nil {
-		return Result{}, fmt.Errorf("replay pass: %w", err)
-	}
-	log.Info("history replayed", "eventsPerSec", rate, "rawEventsPerSec", raw)
 
 	j := buildJob(cfg, policy, b.Addrs(), delays(cfg), histN)
 	env, m := j.env, j.m
@@ -643,9 +703,18 @@ func runPolicy(ctx context.Context, cfg Config, policy string, hist [][][]Event)
 	histElapsed := time.Since(start)
 	log.Info("history released", "records", histN, "elapsed", histElapsed)
 
-	// Live: records stamped with the wall clock, spread over partitions.
+	// Live: records stamped with the wall clock, spread over partitions
+	// with the history's uneven weights (the sparsest partitions get a
+	// record every second or so at the default rate).
 	var liveN int64
 	if cfg.Live > 0 && cfg.LiveRate > 0 {
+		weights, wsum := partitionWeights(cfg, rand.New(rand.NewPCG(cfg.Seed, 1)))
+		cum := make([]float64, len(weights))
+		acc := 0.0
+		for i, w := range weights {
+			acc += w / wsum
+			cum[i] = acc
+		}
 		rng := rand.New(rand.NewPCG(cfg.Seed, 3))
 		interval := time.Second / 100 // produce in 100 bursts per second
 		per := max(cfg.LiveRate/100, 1)
@@ -663,7 +732,8 @@ func runPolicy(ctx context.Context, cfg Config, policy string, hist [][][]Event)
 			for range per {
 				e := Event{Item: fmt.Sprintf("item-%d", rng.IntN(cfg.Items)), TS: now, Live: true}
 				bs, _ := json.Marshal(e)
-				t, p := rng.IntN(cfg.Topics), rng.IntN(cfg.Partitions)
+				i := min(sort.SearchFloat64s(cum, rng.Float64()), len(cum)-1)
+				t, p := i/cfg.Partitions, i%cfg.Partitions
 				recs = append(recs, &kgo.Record{Topic: topicName(t), Partition: int32(p), Key: []byte(e.Item),
 					Value: bs, Timestamp: time.UnixMilli(now)})
 			}
@@ -676,10 +746,17 @@ func runPolicy(ctx context.Context, cfg Config, policy string, hist [][][]Event)
 		if err := cl.Flush(ctx); err != nil {
 			return Result{}, err
 		}
-		deadline = time.Now().Add(30 * time.Second)
+		// A time-out policy may hold the last live records for the
+		// time-out (a sparse partition's last record holds the watermark
+		// until the partition is marked idle).
+		wait := 30 * time.Second
+		if policy != "end-offsets" {
+			wait += cfg.Timeout
+		}
+		deadline = time.Now().Add(wait)
 		for m.live.Load() < liveN {
 			if time.Now().After(deadline) {
-				return Result{}, fmt.Errorf("only %d of %d live records released after 30 s", m.live.Load(), liveN)
+				return Result{}, fmt.Errorf("only %d of %d live records released after %v", m.live.Load(), liveN, wait)
 			}
 			time.Sleep(5 * time.Millisecond)
 		}
@@ -699,6 +776,12 @@ func runPolicy(ctx context.Context, cfg Config, policy string, hist [][][]Event)
 	if total > 0 {
 		r.OutOfOrderFraction = float64(ooo) / float64(total)
 	}
+	if histN > 0 {
+		r.HistoryOutOfOrderFraction = float64(m.outOfOrder[0]) / float64(histN)
+	}
+	if policy != "end-offsets" {
+		r.TimeoutMs = float64(cfg.Timeout.Microseconds()) / 1000
+	}
 	log.Info("done", "outOfOrder", r.OutOfOrder, "violations", r.OrderViolations)
 	return r, nil
 }
@@ -714,5 +797,5 @@ func latency(xs []float64) Latency {
 		sum += x
 	}
 	q := func(p float64) float64 { return s[min(len(s)-1, int(p*float64(len(s))))] }
-	return Latency{P50: q(0.5), P99: q(0.99), Mean: sum / float64(len(s))}
+	return Latency{P50: q(0.5), P99: q(0.99), Max: s[len(s)-1], Mean: sum / float64(len(s))}
 }

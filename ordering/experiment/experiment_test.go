@@ -64,3 +64,48 @@ func TestExperimentSmall(t *testing.T) {
 		t.Fatalf("no record out of order under the time-out policies: the experiment did not reproduce the failure")
 	}
 }
+
+// The sweep runs a time-out policy once per time-out and end offsets once,
+// each result saying its time-out. A time-out below the readers' start
+// stagger puts history out of order; a long one holds the history's tail
+// back until every partition has been silent for the time-out (a lower
+// bound on the staggered pass, whatever the load); end offsets do neither.
+func TestTimeoutSweep(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	long := 2 * time.Second
+	res, err := Run(ctx, Config{Topics: 4, Partitions: 2, Items: 50, HistoryRecords: 4000,
+		Stagger: 1200 * time.Millisecond, Timeouts: []time.Duration{100 * time.Millisecond, long},
+		Live: 400 * time.Millisecond, LiveRate: 500, Policies: []string{"timeout", "end-offsets"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res) != 3 {
+		t.Fatalf("%d results, want 3 (timeout twice, end-offsets once)", len(res))
+	}
+	for i, want := range []struct {
+		policy  string
+		timeout float64
+	}{{"timeout", 100}, {"timeout", 2000}, {"end-offsets", 0}} {
+		r := res[i]
+		t.Logf("%+v", r)
+		if r.Policy != want.policy || r.TimeoutMs != want.timeout {
+			t.Fatalf("result %d: policy %s, timeout %v ms; want %s, %v ms", i, r.Policy, r.TimeoutMs, want.policy, want.timeout)
+		}
+		if r.HistoryEventsPerSec != 0 || r.RawEventsPerSec != 0 {
+			t.Fatalf("result %d: a sweep leaves the replay passes out, got %+v", i, r)
+		}
+		if r.HistoryRecords == 0 || r.HistoryOutOfOrderFraction != float64(r.HistoryOutOfOrder)/float64(r.HistoryRecords) {
+			t.Fatalf("result %d: history fraction %v of %d/%d", i, r.HistoryOutOfOrderFraction, r.HistoryOutOfOrder, r.HistoryRecords)
+		}
+	}
+	if res[0].HistoryOutOfOrder == 0 {
+		t.Fatalf("a 100 ms time-out under a 1.2 s start stagger put no history record out of order")
+	}
+	if res[1].HistoryStaggeredMs < float64(long.Milliseconds()) {
+		t.Fatalf("the history's tail was released %v ms after the start, before the %v time-out could mark a partition idle", res[1].HistoryStaggeredMs, long)
+	}
+	if res[2].HistoryOutOfOrder != 0 {
+		t.Fatalf("end-offsets: %d history records out of order, want 0", res[2].HistoryOutOfOrder)
+	}
+}
