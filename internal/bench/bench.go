@@ -32,6 +32,10 @@ type Result struct {
 	// by the number of operators, where that is meaningful.
 	OverheadNsPerRecordPerOp float64 `json:"overheadNsPerRecordPerOp,omitempty"`
 	Parallelism              int     `json:"parallelism"`
+	// EngineCPUNsPerRecord and LoopCPUNsPerRecord are each side's process
+	// CPU per record (median run), where the scenario measures it.
+	EngineCPUNsPerRecord float64 `json:"engineCpuNsPerRecord,omitempty"`
+	LoopCPUNsPerRecord   float64 `json:"loopCpuNsPerRecord,omitempty"`
 }
 
 // Event is the record type of the keyed scenarios.
@@ -283,6 +287,10 @@ var Scenarios = []Scenario{
 	{"window-sum-random", func(n int64, k int) (Result, error) { return WindowSumRandom(n, k) }},
 	{"window-sum-periodic", func(n int64, k int) (Result, error) { return WindowSumPeriodic(n, k) }},
 	{"checkpoint-1s", func(n int64, k int) (Result, error) { return CheckpointThroughput(4*n, k, time.Second) }},
+	// At most a million records: they are produced into the in-process
+	// broker first.
+	{"kafka-keyed-count", func(n int64, k int) (Result, error) { return KafkaKeyedCount(min(n, 1_000_000), k, 1) }},
+	{"kafka-keyed-count-2", func(n int64, k int) (Result, error) { return KafkaKeyedCount(min(n, 1_000_000), k, 2) }},
 }
 
 // All runs every scenario with n records and k keys.

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -24,6 +25,30 @@ func TestScenariosAgreeWithLoops(t *testing.T) {
 		if _, err := KeyedCount(100_000, 1000, p); err != nil {
 			t.Fatal(err)
 		}
+		if _, err := KafkaKeyedCount(20_000, 1000, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkKafkaKeyedCount: 1M JSON events from the in-process broker,
+// 10k keys, against franz-go + the same decoder + a map, in one run:
+//
+//	go test -run XXX -bench KafkaKeyedCount -benchtime 1x ./internal/bench/
+func BenchmarkKafkaKeyedCount(b *testing.B) {
+	for _, par := range []int{1, 2} {
+		b.Run(fmt.Sprintf("parallelism=%d", par), func(b *testing.B) {
+			for b.Loop() {
+				r, err := KafkaKeyedCount(1_000_000, 10_000, par)
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.ReportMetric(r.EnginePerSec, "records/s")
+				b.ReportMetric(r.Ratio, "x-loop")
+				b.ReportMetric(r.EngineCPUNsPerRecord, "cpu-ns/rec")
+				b.ReportMetric(r.LoopCPUNsPerRecord, "loop-cpu-ns/rec")
+			}
+		})
 	}
 }
 
