@@ -3,6 +3,8 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -45,7 +47,7 @@ func benchCmd() *cobra.Command {
 	c.Flags().Int64Var(&n, "records", 5_000_000, "records per scenario")
 	c.Flags().IntVar(&keys, "keys", 10_000, "distinct keys in keyed scenarios")
 	c.Flags().BoolVar(&asJSON, "json", false, "print one JSON object per scenario")
-	c.AddCommand(benchCheckpointCmd())
+	c.AddCommand(benchCheckpointCmd(), benchStateSizeCmd())
 	return c
 }
 
@@ -91,4 +93,65 @@ func benchCheckpointCmd() *cobra.Command {
 	c.Flags().IntVar(&par, "parallelism", 2, "parallelism of the measured job")
 	c.Flags().StringSliceVar(&backends, "backend", []string{"memory", "pebble"}, "state backends to measure, side by side (memory, pebble)")
 	return c
+}
+
+func benchStateSizeCmd() *cobra.Command {
+	cfg := bench.StateSizeConfig{Keys: 1_000_000, ValueBytes: 1024, Backend: "pebble"}
+	limit := "100MiB"
+	c := &cobra.Command{
+		Use:   "state-size",
+		Short: "Run a keyed job whose state is larger than the memory it may use; print throughput and peak memory (JSON)",
+		Long: `Writes --value-bytes into ValueState for each of --keys keys, then reads and writes every
+key again, at parallelism 1, with the Go memory limit set to --memory-limit, and prints one JSON
+object: records/s, CPU per record, the state's logical size, the Go runtime's peak memory and
+the process's peak resident set. Run it once per backend (each in its own process, so that the
+peak resident set is the job's alone).`,
+		Args: noArgs,
+		PreRunE: func(cmd *cobra.Command, _ []string) error {
+			k := &checks{c: cmd}
+			k.intRange("keys", int64(cfg.Keys), 1, 1_000_000_000)
+			k.intRange("value-bytes", int64(cfg.ValueBytes), 0, 4<<20)
+			k.oneOf("backend", cfg.Backend, "memory", "pebble")
+			n, err := parseBytes(limit)
+			if err != nil {
+				k.fail("--memory-limit %q: %v", limit, err)
+			}
+			cfg.MemoryLimit = n
+			return k.err
+		},
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			r, err := bench.StateSize(cfg)
+			if err != nil {
+				return err
+			}
+			return json.NewEncoder(cmd.OutOrStdout()).Encode(r)
+		},
+	}
+	f := c.Flags()
+	f.IntVar(&cfg.Keys, "keys", cfg.Keys, "distinct keys")
+	f.IntVar(&cfg.ValueBytes, "value-bytes", cfg.ValueBytes, "bytes of each key's value")
+	f.StringVar(&cfg.Backend, "backend", cfg.Backend, "state backend: memory or pebble")
+	f.StringVar(&limit, "memory-limit", limit, "Go memory limit (bytes, or with KiB, MiB, GiB; 0: none)")
+	f.StringVar(&cfg.Dir, "dir", "", "parent of the Pebble working directory (default: a new temporary directory)")
+	return c
+}
+
+// parseBytes reads a size such as 512, 64KiB, 100MiB or 2GiB.
+func parseBytes(s string) (int64, error) {
+	mult := int64(1)
+	num := s
+	for _, u := range []struct {
+		suffix string
+		m      int64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}} {
+		if strings.HasSuffix(s, u.suffix) {
+			num, mult = strings.TrimSuffix(s, u.suffix), u.m
+			break
+		}
+	}
+	n, err := strconv.ParseInt(num, 10, 64)
+	if err != nil || n < 0 || n > (1<<62)/mult {
+		return 0, fmt.Errorf("want a non-negative number of bytes, optionally with KiB, MiB or GiB (such as 100MiB)")
+	}
+	return n * mult, nil
 }
