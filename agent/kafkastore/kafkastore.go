@@ -700,7 +700,7 @@ func (s *Store) Get(id agent.RunID) (*agent.ActionState, error) {
 // after the call.
 func (s *Store) Put(st *agent.ActionState) error {
 	if !s.rng.Contains(st.KeyGroup) {
-		return fmt.Errorf("kafkastore: state of key group %d put into the store of key groups %v", st.KeyGroup, s.rng)
+		return fmt.Errorf("kafkastore: state of key group %d put into the store of key groups %v (in a clustered job, key the agent by the job's key)", st.KeyGroup, s.rng)
 	}
 	o := s.takeOut()
 	// One buffer: the value, then the key, then the header values.

@@ -39,6 +39,9 @@ func TestFactorySlicesShareADirectory(t *testing.T) {
 			}
 		}
 	}
+	if err := stores[0].Put(state("other", 0, 0, 127, true)); err == nil {
+		t.Fatal("slice 0 accepted a state of key group 127, which is slice 3's")
+	}
 	if err := stores[2].PruneCheckpoint(40, []agent.KeySeq{{Key: []byte("s2"), Seq: 0}}); err != nil {
 		t.Fatal(err)
 	}

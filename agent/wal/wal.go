@@ -732,6 +732,11 @@ func (s *Store) Get(id agent.RunID) (*agent.ActionState, error) {
 // Put implements agent.ActionStateStore. The state must not be modified
 // after the call.
 func (s *Store) Put(st *agent.ActionState) error {
+	if !s.rng.Contains(st.KeyGroup) {
+		// Its log would keep it, but no reopen of this range would read
+		// it back: its side effects would repeat.
+		return fmt.Errorf("wal: state of key group %d put into the store of key groups %v (in a clustered job, key the agent by the job's key)", st.KeyGroup, s.rng)
+	}
 	return s.write(recPut, func(e *encoder, dst []byte) ([]byte, error) { return e.appendState(dst, st) },
 		func(size int64) { s.applyPut(st, size) })
 }
