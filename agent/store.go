@@ -20,7 +20,10 @@ import (
 // An implementation serves one operator subtask: it sees the key groups of
 // that subtask (ActionState.KeyGroup) and must return, after a restore,
 // every state recorded for them (also by other subtasks before a change of
-// parallelism).
+// parallelism). A factory opens it on runtime.Context.OwnedKeyGroups: in a
+// job that is one slice of a larger one (runtime.Config.Slice; a keyed task
+// of package cluster), the subtask's key groups within that slice, so that
+// the slices sharing a store's topic or directory keep apart.
 type ActionStateStore interface {
 	// Get returns the state recorded for run id, or nil. The caller does
 	// not modify it.

@@ -85,6 +85,29 @@
 //	    event time stalls only during the rebalance, never for good.
 //	W5. End. With Config.Bounded, a keyed task ends when every producer has
 //	    sent its end of input; Run returns once every task has finished.
+//	K1. Agents. Keyed task q runs as slice q of KeyedTasks of the job's
+//	    key groups (runtime.Config.Slice), so its operators know the key
+//	    groups it owns (runtime.Context.OwnedKeyGroups), whichever process
+//	    runs it. An agent (agent.Apply) in the keyed steps, on the stream
+//	    keyed by Job.Key, keeps its action-state store's guarantees across
+//	    moves and kills: with the Kafka store (agent/kafkastore; one topic
+//	    for the job, which the keyed tasks share, one partition each when
+//	    the store creates it) the task's next owner, on any machine,
+//	    rebuilds that task's states from the recovery marker in the task's
+//	    checkpoint, replays completed actions and recorded calls instead of
+//	    making them again, and prunes only that task's runs; every input is
+//	    answered once in the output and every durable call is made under
+//	    one idempotency key (the agent package's guarantee 10, with its
+//	    residual window for calls in flight when a task stops). With the
+//	    WAL store (agent/wal) the states are on the disk of the machine
+//	    that recorded them: processes on one machine that share its
+//	    directory move tasks freely; a task restored on another machine
+//	    fails its restore with agent.ErrStatesMissing, at every retry
+//	    (M4), so its output stops rather than its side effects repeating,
+//	    unless agent.Options.AllowRepeatedSideEffects (the actions whose
+//	    states are missing then run again, with their calls). A keyed operator keyed by anything but
+//	    Job.Key would see keys of other tasks' key groups: an agent's store
+//	    refuses them (and the job's state would be split by task anyway).
 //
 // # Not guaranteed
 //

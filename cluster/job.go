@@ -3,6 +3,8 @@ package cluster
 import (
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/weirproject/weir"
@@ -106,8 +108,22 @@ func taskDir(cfg Config, task string) string {
 	return checkpoint.Join(checkpoint.Join(cfg.CheckpointBase, "tasks"), task)
 }
 
+// keyedTaskIndex returns q of keyed task "keyed-<q>".
+func keyedTaskIndex(task string) (int, bool) {
+	s, ok := strings.CutPrefix(task, "keyed-")
+	if !ok {
+		return 0, false
+	}
+	q, err := strconv.Atoi(s)
+	return q, err == nil
+}
+
 // taskEnv returns the environment of one task: parallelism 1, its own
-// checkpoints, restored from the latest of them if there is one.
+// checkpoints, restored from the latest of them if there is one. Keyed
+// task q is slice q of KeyedTasks (runtime.Config.Slice), which tells its
+// operators the key groups it owns (W1), so that what they keep outside
+// the task's checkpoints (an agent's action-state store: K1) is that
+// task's alone.
 func taskEnv(cfg Config, task string) (*weir.Environment, string, error) {
 	dir := taskDir(cfg, task)
 	restore := ""
@@ -116,7 +132,11 @@ func taskEnv(cfg Config, task string) (*weir.Environment, string, error) {
 	} else if !errors.Is(err, checkpoint.ErrNoSnapshot) {
 		return nil, "", fmt.Errorf("cluster: task %s: find its latest checkpoint in %s: %w", task, dir, err)
 	}
-	env := weir.NewEnvironment(weir.Config{Parallelism: 1, MaxParallelism: cfg.MaxParallelism,
+	var slice runtime.Slice
+	if q, ok := keyedTaskIndex(task); ok {
+		slice = runtime.Slice{Index: q, Count: cfg.KeyedTasks}
+	}
+	env := weir.NewEnvironment(weir.Config{Parallelism: 1, MaxParallelism: cfg.MaxParallelism, Slice: slice,
 		Logger: cfg.Logger.With("task", task),
 		Checkpoint: runtime.CheckpointConfig{Interval: cfg.CheckpointInterval, Dir: dir, Retain: cfg.Retain,
 			RestoreFrom: restore}})

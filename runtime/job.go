@@ -50,6 +50,26 @@ type Config struct {
 	Checkpoint CheckpointConfig
 	// StateBackend selects the keyed-state backend (memory by default).
 	StateBackend StateBackendConfig
+	// Slice, when Slice.Count > 0, declares the job one of Count jobs that
+	// split the key groups of one larger keyed job (package cluster runs
+	// each keyed task of a clustered job so). MaxParallelism must then be
+	// set. The runtime does not route by it; it tells operators through
+	// Context.OwnedKeyGroups. Zero: the job is whole.
+	Slice Slice
+}
+
+// Slice places a job among Count jobs that split the MaxParallelism key
+// groups of one keyed job the way the subtasks of one job of parallelism
+// Count would: job Index receives only keys of the key groups
+// keygroup.RangeFor(MaxParallelism, Count, Index). Whatever the jobs keep
+// per key group outside their own checkpoints (an action-state store
+// shared by all of them) must be kept for those key groups only, or one
+// job would rebuild, or prune, another's.
+type Slice struct {
+	// Index is the job's slice, in [0, Count).
+	Index int
+	// Count is the number of slices; 0 means the job is whole.
+	Count int
 }
 
 func (c Config) withDefaults() Config {
@@ -417,6 +437,8 @@ func (b *builder) instantiate(t *task, n *Node, s int) (instance, error) {
 		Clock:               b.cfg.Clock,
 		Logger:              b.cfg.Logger.With("operator", n.name, "subtask", s),
 		RetainedCheckpoints: b.cfg.Checkpoint.Retain,
+		Slice:               b.cfg.Slice.Index,
+		Slices:              b.cfg.Slice.Count,
 		task:                t,
 		node:                n,
 		sides:               map[int]any{},

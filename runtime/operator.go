@@ -98,6 +98,10 @@ type Context struct {
 	// of them, so an operator keeping state outside its checkpoints must
 	// keep what the oldest of them needs.
 	RetainedCheckpoints int
+	// Slice and Slices are Config.Slice: the job is slice Slice of Slices
+	// jobs splitting one keyed job's key groups; Slices is 0 (or 1) when
+	// the job is whole. See OwnedKeyGroups.
+	Slice, Slices int
 
 	task     *task
 	pos      int32   // index in the task's chain (head = 0): see mailbox.go M1
@@ -107,6 +111,22 @@ type Context struct {
 	restored *Restored
 	// stateBackend is the job's choice of keyed-state backend.
 	stateBackend StateBackendConfig
+}
+
+// OwnedKeyGroups returns the key groups whose keys can reach this
+// subtask: KeyGroups, narrowed to the job's slice when the job is one
+// (Config.Slice; a keyed task of package cluster). An operator that keeps
+// state per key group outside the job's checkpoints, in a place the other
+// slices share (an action-state store in a Kafka topic, a directory of
+// write-ahead logs), keeps it for these key groups, so that one slice
+// never rebuilds, overwrites or prunes another's. It is empty when the
+// subtask's key groups lie outside the slice (a slice run at parallelism
+// above 1): the subtask then receives no keyed record.
+func (c *Context) OwnedKeyGroups() keygroup.Range {
+	if c.Slices <= 1 || keygroup.Validate(c.MaxParallelism, c.Slices) != nil || c.Slice < 0 || c.Slice >= c.Slices {
+		return c.KeyGroups
+	}
+	return c.KeyGroups.Intersect(keygroup.RangeFor(c.MaxParallelism, c.Slices, c.Slice))
 }
 
 // Mailbox returns this operator's handle on the subtask's mailbox, through

@@ -50,6 +50,20 @@ func (cfg Config) validate(g *Graph) error {
 			}
 		}
 	}
+	if sl := cfg.Slice; sl.Count != 0 {
+		switch {
+		case sl.Count < 0 || sl.Count > keygroup.UpperBound:
+			bad("Config.Slice.Count %d: want 0 (the job is whole) or a number of slices from 1 to %d", sl.Count, keygroup.UpperBound)
+		case cfg.MaxParallelism == 0:
+			bad("Config.Slice %d of %d with MaxParallelism 0: set MaxParallelism, the key groups the slices split", sl.Index, sl.Count)
+		case keygroup.Validate(cfg.MaxParallelism, sl.Count) != nil:
+			bad("Config.Slice.Count %d exceeds Config.MaxParallelism %d: want at most one slice per key group", sl.Count, cfg.MaxParallelism)
+		case sl.Index < 0 || sl.Index >= sl.Count:
+			bad("Config.Slice.Index %d: want an index from 0 to %d (Slice.Count - 1)", sl.Index, sl.Count-1)
+		}
+	} else if cfg.Slice.Index != 0 {
+		bad("Config.Slice.Index %d with Slice.Count 0: set Count, the number of slices, or leave both 0", cfg.Slice.Index)
+	}
 	if cfg.BufferSize < 0 {
 		bad("Config.BufferSize %d: want 0 (meaning 512) or a positive number of records", cfg.BufferSize)
 	}

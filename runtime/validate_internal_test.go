@@ -41,6 +41,12 @@ func TestConfigValidate(t *testing.T) {
 		{"unknown backend", Config{StateBackend: StateBackendConfig{Kind: "rocksdb"}}, []string{`StateBackendConfig.Kind "rocksdb"`, `"memory"`, `"pebble"`}},
 		{"unwritable pebble dir", Config{StateBackend: StateBackendConfig{Kind: "pebble", Dir: file}}, []string{"StateBackendConfig.Dir"}},
 		{"several", Config{Parallelism: -1, BufferSize: -1}, []string{"Config.Parallelism -1", "Config.BufferSize -1"}},
+		{"slice", Config{MaxParallelism: 128, Slice: Slice{Index: 3, Count: 4}}, nil},
+		{"slice without max parallelism", Config{Slice: Slice{Index: 0, Count: 4}}, []string{"Config.Slice 0 of 4 with MaxParallelism 0", "set MaxParallelism"}},
+		{"slice index out of range", Config{MaxParallelism: 128, Slice: Slice{Index: 4, Count: 4}}, []string{"Config.Slice.Index 4", "from 0 to 3"}},
+		{"more slices than key groups", Config{MaxParallelism: 8, Slice: Slice{Count: 9}}, []string{"Config.Slice.Count 9 exceeds Config.MaxParallelism 8"}},
+		{"negative slice count", Config{MaxParallelism: 8, Slice: Slice{Count: -1}}, []string{"Config.Slice.Count -1"}},
+		{"slice index without count", Config{Slice: Slice{Index: 2}}, []string{"Config.Slice.Index 2 with Slice.Count 0"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

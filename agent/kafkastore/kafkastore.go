@@ -30,6 +30,15 @@
 // of one subtask would read the whole topic. P must not change for the
 // life of the topic (a restore refuses a marker taken with another P).
 //
+// The keyed tasks of a clustered job (package cluster) are separate jobs
+// of parallelism 1, each one slice of the job's key groups
+// (runtime.Config.Slice), and share the job's topic the same way: Factory
+// opens each task's store on its slice's key groups
+// (runtime.Context.OwnedKeyGroups), and a topic it creates has one
+// partition per keyed task. So whichever process runs a keyed task, its
+// store rebuilds, marks and prunes that task's key groups only, in that
+// task's partition.
+//
 // # Guarantees
 //
 //  1. Durability. Put, DiscardFrom and Prune return once their records are
@@ -69,9 +78,12 @@
 //     it cannot, or if an existing topic is not compacted.
 //  8. Which checkpoints restore. PruneCheckpoint writes, with its
 //     tombstones, a prune-horizon record (the checkpoint id) to each of
-//     the subtask's partitions; Restore reads the highest horizon of its
-//     partitions back (PruneHorizon), and the operator refuses a
-//     checkpoint older than it. Restore checks the log against the
+//     the subtask's partitions, keyed by the subtask's key groups;
+//     Restore reads back the highest horizon its partitions hold from
+//     stores whose key groups overlap its own (PruneHorizon), and the
+//     operator refuses a checkpoint older than it. Horizons of other key
+//     groups do not count: another slice of a clustered job numbers its
+//     checkpoints apart. Restore checks the log against the
 //     markers: a topic of another id (deleted and created again), a
 //     partition ending before a marker's offset or starting after it
 //     (records deleted) make it return, once it has rebuilt what there is,
@@ -159,17 +171,28 @@ func (o Options) withDefaults() Options {
 }
 
 // Factory returns an agent.StoreFactory opening a store on opts.Topic for
-// each subtask of the operator, with its key groups.
+// each subtask of the operator, with the key groups whose keys can reach
+// it (runtime.Context.OwnedKeyGroups: its own, narrowed to its slice when
+// the job is one slice of a larger job, as a keyed task of package
+// cluster is). A topic it creates gets, unless Options.Partitions, one
+// partition per subtask of every slice (the parallelism times the slices,
+// at most the key groups), so each subtask of a whole job, and each keyed
+// task of a clustered job, writes and rebuilds its own partition.
 func Factory(opts Options) agent.StoreFactory {
 	return func(ctx *runtime.Context) (agent.ActionStateStore, error) {
 		o := opts
 		if o.Partitions <= 0 {
-			o.Partitions = int32(max(ctx.Parallelism, 1))
+			o.Partitions = int32(min(max(ctx.Parallelism, 1)*max(ctx.Slices, 1), max(ctx.MaxParallelism, 1)))
 		}
 		if ctx.Logger != nil && o.Logger == nil {
 			o.Logger = ctx.Logger
 		}
-		return Open(o, ctx.KeyGroups, ctx.MaxParallelism)
+		rng := ctx.OwnedKeyGroups()
+		if rng.Empty() {
+			return nil, fmt.Errorf("kafkastore: subtask %d of operator %q owns no key group of its job's slice %d of %d (key groups %v): run a sliced job's keyed operators at parallelism 1",
+				ctx.Subtask, ctx.Name, ctx.Slice, ctx.Slices, ctx.KeyGroups)
+		}
+		return Open(o, rng, ctx.MaxParallelism)
 	}
 }
 
@@ -677,7 +700,7 @@ func (s *Store) Get(id agent.RunID) (*agent.ActionState, error) {
 // after the call.
 func (s *Store) Put(st *agent.ActionState) error {
 	if !s.rng.Contains(st.KeyGroup) {
-		return fmt.Errorf("kafkastore: state of key group %d put into the store of key groups %v", st.KeyGroup, s.rng)
+		return fmt.Errorf("kafkastore: state of key group %d put into the store of key groups %v (in a clustered job, key the agent by the job's key)", st.KeyGroup, s.rng)
 	}
 	o := s.takeOut()
 	// One buffer: the value, then the key, then the header values.
@@ -856,16 +879,38 @@ func (s *Store) PruneCheckpoint(checkpoint int64, upTo []agent.KeySeq) error {
 		if checkpoint > s.horizon {
 			s.horizon = checkpoint
 			for p := s.first; p <= s.last; p++ {
-				// One key per subtask range and partition: compaction
-				// keeps the latest horizon of each.
-				key := fmt.Sprintf("weir.prune-horizon/%d-%d/%d", s.rng.Start, s.rng.End, p)
-				recs = append(recs, &kgo.Record{Topic: s.opts.Topic, Partition: p, Key: []byte(key),
+				recs = append(recs, &kgo.Record{Topic: s.opts.Topic, Partition: p, Key: horizonKey(s.rng, p),
 					Value:   binary.BigEndian.AppendUint64(nil, uint64(checkpoint)),
 					Headers: []kgo.RecordHeader{{Key: horizonHeader, Value: binary.BigEndian.AppendUint64(nil, uint64(checkpoint))}}})
 			}
 		}
 		return recs, make([]*entry, len(recs))
 	})
+}
+
+// horizonKey is the record key of the prune horizon of the store of key
+// groups rng in partition p; compaction keeps the latest of each.
+func horizonKey(rng keygroup.Range, p int32) []byte {
+	return fmt.Appendf(nil, "%s%d-%d/%d", horizonPrefix, rng.Start, rng.End, p)
+}
+
+const horizonPrefix = "weir.prune-horizon/"
+
+// horizonRange returns the key groups of the store that wrote the
+// prune-horizon record of key k (horizonKey), ok false when k is not one.
+func horizonRange(k []byte) (keygroup.Range, bool) {
+	rest, ok := strings.CutPrefix(string(k), horizonPrefix)
+	if !ok {
+		return keygroup.Range{}, false
+	}
+	rs, _, ok := strings.Cut(rest, "/")
+	a, b, ok2 := strings.Cut(rs, "-")
+	start, err1 := strconv.Atoi(a)
+	end, err2 := strconv.Atoi(b)
+	if !ok || !ok2 || err1 != nil || err2 != nil || end < start {
+		return keygroup.Range{}, false
+	}
+	return keygroup.Range{Start: start, End: end}, true
 }
 
 // PruneHorizon implements agent.Checkpointed (guarantee 8).
@@ -1123,8 +1168,16 @@ func (s *Store) replay(r *kgo.Record) error {
 	for _, h := range r.Headers {
 		switch {
 		case h.Key == horizonHeader && len(h.Value) == 8:
-			// Any horizon of the partitions read counts: it is a
-			// checkpoint id, the same for every subtask.
+			// A horizon counts when the key groups of the store that
+			// wrote it overlap this store's: within one job, the
+			// subtasks before a change of parallelism whose states this
+			// store takes over (their checkpoint ids are this job's).
+			// Another slice of a clustered job (a keyed task of package
+			// cluster) numbers its checkpoints apart, and its horizon
+			// says nothing of this store's states.
+			if r, ok := horizonRange(r.Key); ok && r.Intersect(s.rng).Empty() {
+				return nil
+			}
 			s.mu.Lock()
 			s.horizon = max(s.horizon, int64(binary.BigEndian.Uint64(h.Value)))
 			s.mu.Unlock()

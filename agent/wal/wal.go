@@ -92,10 +92,19 @@ type Options struct {
 }
 
 // Factory returns an agent.StoreFactory keeping the logs of each operator
-// in dir/<operator uid>.
+// in dir/<operator uid>, one log per subtask, of the key groups whose keys
+// can reach the subtask (runtime.Context.OwnedKeyGroups: narrowed to the
+// job's slice when the job is one, as a keyed task of package cluster is;
+// so the keyed tasks of a clustered job that run on one machine share the
+// directory, each with its own log).
 func Factory(dir string, opts Options) agent.StoreFactory {
 	return func(ctx *runtime.Context) (agent.ActionStateStore, error) {
-		return Open(filepath.Join(dir, sanitize(ctx.UID)), ctx.KeyGroups, opts)
+		rng := ctx.OwnedKeyGroups()
+		if rng.Empty() {
+			return nil, fmt.Errorf("wal: subtask %d of operator %q owns no key group of its job's slice %d of %d (key groups %v): run a sliced job's keyed operators at parallelism 1",
+				ctx.Subtask, ctx.Name, ctx.Slice, ctx.Slices, ctx.KeyGroups)
+		}
+		return Open(filepath.Join(dir, sanitize(ctx.UID)), rng, opts)
 	}
 }
 
@@ -723,6 +732,11 @@ func (s *Store) Get(id agent.RunID) (*agent.ActionState, error) {
 // Put implements agent.ActionStateStore. The state must not be modified
 // after the call.
 func (s *Store) Put(st *agent.ActionState) error {
+	if !s.rng.Contains(st.KeyGroup) {
+		// Its log would keep it, but no reopen of this range would read
+		// it back: its side effects would repeat.
+		return fmt.Errorf("wal: state of key group %d put into the store of key groups %v (in a clustered job, key the agent by the job's key)", st.KeyGroup, s.rng)
+	}
 	return s.write(recPut, func(e *encoder, dst []byte) ([]byte, error) { return e.appendState(dst, st) },
 		func(size int64) { s.applyPut(st, size) })
 }

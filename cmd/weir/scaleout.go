@@ -34,7 +34,17 @@ again with each process count of --throughput to measure its speed.
   lostOutputs, duplicateOutputs     must be 0
   resultsMatchSingleProcess         must be true
   rebalanceSeconds                  kill to every task of the killed process running again
-  recordsPerSecByProcesses          throughput by process count (one machine: cannot scale on 2 cores)`,
+  recordsPerSecByProcesses          throughput by process count (one machine: cannot scale on 2 cores)
+
+With --agent kafka,wal it then runs an agent job the same way, once per action-state store (its
+own broker; the WAL's workers share one directory, as on one machine): each input's action makes
+one durable call to a side-effect service on 127.0.0.1 that counts calls per idempotency key; once
+--kill-after of the effects are made, a worker running a keyed task is killed with SIGKILL, then
+one is added. Under "agent", per store:
+
+  lostInputs, lostOutputs, duplicateOutputs   must be 0 (every input answered once, read_committed)
+  effects, duplicateEffects                   effects == inputs; duplicateEffects (asked under a second key) must be 0
+  residualWindowEffects, residualBound        calls repeated under their key (a service ignoring keys applies them twice), at most the bound`,
 		Args: noArgs,
 		PreRunE: func(cmd *cobra.Command, _ []string) error {
 			k := &checks{c: cmd}
@@ -52,6 +62,13 @@ again with each process count of --throughput to measure its speed.
 			for _, n := range cfg.Throughput {
 				k.intRange("throughput", int64(n), 1, 64)
 			}
+			for _, st := range cfg.Agent {
+				k.oneOf("agent", st, "kafka", "wal")
+			}
+			k.intRange("agent-inputs", int64(cfg.AgentInputs), 1, 0)
+			k.intRange("agent-keys", int64(cfg.AgentKeys), 1, 0)
+			k.intRange("agent-pace", int64(cfg.AgentPace), 1, -1)
+			k.duration("call-delay", cfg.CallDelay, time.Microsecond)
 			return k.err
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -91,6 +108,12 @@ again with each process count of --throughput to measure its speed.
 					fmt.Fprintf(out, "  clustered, %d processes: %.0f records/s; CPU per record: workers %.1f µs, broker %.1f µs\n",
 						n, res.RecordsPerSecByProcesses[k], res.WorkerCPUMicrosPerRecord[k], res.BrokerCPUMicrosPerRecord[k])
 				}
+				for _, a := range res.Agent {
+					fmt.Fprintf(out, "  agent, %s store: %d inputs; %d killed owning %d keyed tasks, %d keyed restarts; inputs lost %d, outputs lost %d, duplicated %d\n",
+						a.Store, a.Inputs, a.Killed, a.KilledKeyedTasks, a.KeyedRestarts, a.LostInputs, a.LostOutputs, a.DuplicateOutputs)
+					fmt.Fprintf(out, "    effects %d, under a second key %d; calls repeated under their key %d (bound %d)\n",
+						a.Effects, a.DuplicateEffects, a.ResidualWindowEffects, a.ResidualBound)
+				}
 			}
 			if !res.OK() {
 				return fmt.Errorf("experiment scaleout: outputs were lost, repeated or differ from one process (see above)")
@@ -110,6 +133,11 @@ again with each process count of --throughput to measure its speed.
 	f.IntSliceVar(&cfg.Throughput, "throughput", []int{1, 2, 4}, "process counts of the throughput runs (empty: none)")
 	f.DurationVar(&cfg.Timeout, "timeout", 5*time.Minute, "bound on each run")
 	f.Uint64Var(&cfg.Seed, "seed", 1, "seed of the input")
+	f.StringSliceVar(&cfg.Agent, "agent", nil, "action-state stores of the agent kill runs after the others: kafka, wal (none by default)")
+	f.IntVar(&cfg.AgentInputs, "agent-inputs", 2000, "inputs of each agent run")
+	f.IntVar(&cfg.AgentKeys, "agent-keys", 64, "keys the agent runs' inputs spread over")
+	f.IntVar(&cfg.AgentPace, "agent-pace", 50, "inputs per second of each source task in the agent runs")
+	f.DurationVar(&cfg.CallDelay, "call-delay", 5*time.Millisecond, "the side-effect service's time per call in the agent runs")
 	f.BoolVar(&asJSON, "json", false, "print the result as one JSON object")
 	f.BoolVar(&verbose, "verbose", false, "log progress and the workers' warnings to stderr")
 	return c

@@ -182,7 +182,7 @@ func Run(ctx context.Context, cfg Config) ([]Result, error) {
 		return nil, err
 	}
 	defer b.Close()
-	svc := newService()
+	svc := NewService()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
@@ -238,7 +238,7 @@ type trialResult struct {
 	effects, duplicateEffects, repeats        int
 }
 
-func runTrial(ctx context.Context, cfg Config, b *broker.Broker, service string, svc *service, work, store string, trial int, rng *rand.Rand) (trialResult, error) {
+func runTrial(ctx context.Context, cfg Config, b *broker.Broker, service string, svc *Service, work, store string, trial int, rng *rand.Rand) (trialResult, error) {
 	var tr trialResult
 	in, out := fmt.Sprintf("in-%d", trial), fmt.Sprintf("out-%d", trial)
 	for _, t := range []string{in, out} {
@@ -365,9 +365,10 @@ func produceInputs(ctx context.Context, brokers []string, topic string, cfg Conf
 	return cl.ProduceSync(ctx, recs...).FirstErr()
 }
 
-// service is the side-effect service: it applies an effect once per
-// idempotency key and counts the calls that repeat a key.
-type service struct {
+// Service is the side-effect service: it applies an effect once per
+// idempotency key and counts the calls that repeat a key, per trial. The
+// scale-out experiment's agent job (internal/scaleout) calls it too.
+type Service struct {
 	mu     sync.Mutex
 	trials map[int]*serviceTrial
 }
@@ -378,9 +379,10 @@ type serviceTrial struct {
 	repeats int
 }
 
-func newService() *service { return &service{trials: map[int]*serviceTrial{}} }
+// NewService returns a service with no calls.
+func NewService() *Service { return &Service{trials: map[int]*serviceTrial{}} }
 
-func (s *service) trial(t int) *serviceTrial {
+func (s *Service) trial(t int) *serviceTrial {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st := s.trials[t]
@@ -391,7 +393,34 @@ func (s *service) trial(t int) *serviceTrial {
 	return st
 }
 
-func (s *service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+// Counts returns, for trial t, the number of distinct idempotency keys
+// each input id's effect was asked for under (an effect applied once per
+// key: more than one is a duplicate effect), and the calls that repeated
+// a key (what a service ignoring the key would have applied twice).
+func (s *Service) Counts(t int) (keysOf map[int]int, repeats int) {
+	st := s.trial(t)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	keysOf = make(map[int]int, len(st.keysOf))
+	for id, n := range st.keysOf {
+		keysOf[id] = n
+	}
+	return keysOf, st.repeats
+}
+
+// Effects returns the number of effects applied in trial t so far (one
+// per distinct idempotency key).
+func (s *Service) Effects(t int) int {
+	st := s.trial(t)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(st.calls)
+}
+
+// ServeHTTP serves POST /effect?trial=T&id=I[&delay=D] with an
+// Idempotency-Key header: it sleeps D, counts the call and answers
+// "done-I".
+func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	trial, err1 := strconv.Atoi(q.Get("trial"))
 	id, err2 := strconv.Atoi(q.Get("id"))

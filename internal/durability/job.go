@@ -125,8 +125,15 @@ func RunChild(ctx context.Context, s ChildSpec) error {
 // call makes the side effect: a POST to the service carrying the
 // idempotency key.
 func call(ctx context.Context, client *http.Client, s ChildSpec, id int, key string) (string, error) {
-	u := s.Service + "/effect?" + url.Values{"trial": {strconv.Itoa(s.Trial)}, "id": {strconv.Itoa(id)},
-		"delay": {s.CallDelay.String()}}.Encode()
+	return CallService(ctx, client, s.Service, s.Trial, id, key, s.CallDelay)
+}
+
+// CallService makes input id's side effect in trial: a POST to the
+// Service at base (http://host:port) carrying the idempotency key; the
+// service takes delay to answer. It returns the service's answer.
+func CallService(ctx context.Context, client *http.Client, base string, trial, id int, key string, delay time.Duration) (string, error) {
+	u := base + "/effect?" + url.Values{"trial": {strconv.Itoa(trial)}, "id": {strconv.Itoa(id)},
+		"delay": {delay.String()}}.Encode()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, nil)
 	if err != nil {
 		return "", err

@@ -74,6 +74,16 @@ type Config struct {
 	Log io.Writer
 	// Dir holds the checkpoints (a temporary directory, removed after).
 	Dir string
+	// Agent lists the action-state stores ("kafka", "wal") of the agent
+	// kill runs (RunAgent), one per store after the others; none by
+	// default.
+	Agent []string
+	// AgentInputs (2000) over AgentKeys keys (64) are the agent runs'
+	// inputs; CallDelay (5ms) is the side-effect service's time per call;
+	// AgentPace (0: Pace) bounds each source task's inputs per second.
+	AgentInputs, AgentKeys int
+	CallDelay              time.Duration
+	AgentPace              int
 }
 
 func (c Config) withDefaults() (Config, error) {
@@ -125,6 +135,29 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Program == "" {
 		c.Program = os.Args[0]
 	}
+	for _, st := range c.Agent {
+		if st != "kafka" && st != "wal" {
+			return c, fmt.Errorf("scaleout: agent store %q: want kafka or wal", st)
+		}
+	}
+	if err := def(&c.AgentInputs, 2000, "agent inputs"); err != nil {
+		return c, err
+	}
+	if err := def(&c.AgentKeys, 64, "agent keys"); err != nil {
+		return c, err
+	}
+	if c.CallDelay == 0 {
+		c.CallDelay = 5 * time.Millisecond
+	}
+	if c.CallDelay < 0 {
+		return c, fmt.Errorf("scaleout: call delay %v: want 0 (meaning 5ms) or a positive duration", c.CallDelay)
+	}
+	if c.AgentPace == 0 {
+		c.AgentPace = c.Pace
+	}
+	if c.AgentPace < 0 {
+		return c, fmt.Errorf("scaleout: agent pace %d: want 0 (the pace of the kill run) or a positive number of inputs per second", c.AgentPace)
+	}
 	return c, nil
 }
 
@@ -168,10 +201,17 @@ type Result struct {
 	// cost model in docs/scale-out.md is checked against.
 	WorkerCPUMicrosPerRecord map[string]float64 `json:"workerCpuMicrosPerRecord,omitempty"`
 	BrokerCPUMicrosPerRecord map[string]float64 `json:"brokerCpuMicrosPerRecord,omitempty"`
+	// Agent holds the agent kill runs (Config.Agent), one per store.
+	Agent []AgentResult `json:"agent,omitempty"`
 }
 
-// OK reports whether the run kept exactly-once.
+// OK reports whether the run kept exactly-once, the agent runs included.
 func (r Result) OK() bool {
+	for _, a := range r.Agent {
+		if !a.OK() {
+			return false
+		}
+	}
 	return r.LostOutputs == 0 && r.DuplicateOutputs == 0 && r.ResultsMatchSingleProcess && r.ThroughputRunsMatch
 }
 
@@ -248,7 +288,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	if err := createTopic(ctx, brokers, s.OutTopic, 2); err != nil {
 		return res, err
 	}
-	kr, err := killRun(ctx, cfg, s, logf)
+	kr, err := killRun(ctx, cfg, s, logf, nil)
 	if err != nil {
 		return res, err
 	}
@@ -291,6 +331,17 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		res.ThroughputRunsMatch = res.ThroughputRunsMatch && match
 		logf("%d processes: %.1fs, %.0f records/s; %d lost, %d duplicated", n, secs, float64(cfg.Records)/secs, lost, dup)
 	}
+
+	// The agent kill runs, each on a broker of its own.
+	for _, store := range cfg.Agent {
+		acfg := cfg
+		acfg.Dir = filepath.Join(dir, "agent-"+store)
+		ar, err := RunAgent(ctx, acfg, store)
+		if err != nil {
+			return res, err
+		}
+		res.Agent = append(res.Agent, ar)
+	}
 	return res, nil
 }
 
@@ -325,13 +376,16 @@ func runLocal(ctx context.Context, cfg Config, brokers []string, input string) (
 
 type killResult struct {
 	killed, added, killedTasks int
+	killedKeyed                int // keyed tasks among killedTasks
 	rebalance, seconds         float64
+	evs                        []cluster.TaskEvent // every task event of the run
 }
 
 // killRun starts cfg.Processes workers, kills one with SIGKILL once
-// cfg.KillAfter of the input has reached the exchange topic, waits until
-// its tasks run elsewhere, adds a worker, and waits for the job to end.
-func killRun(ctx context.Context, cfg Config, s WorkerSpec, logf func(string, ...any)) (killResult, error) {
+// cfg.KillAfter of the input has reached the exchange topic (or, with
+// progressed, once it reports true), waits until its tasks run
+// elsewhere, adds a worker, and waits for the job to end.
+func killRun(ctx context.Context, cfg Config, s WorkerSpec, logf func(string, ...any), progressed func() bool) (killResult, error) {
 	var kr killResult
 	// Created here (the workers would), so that the progress check sees
 	// it from the start.
@@ -355,7 +409,11 @@ func killRun(ctx context.Context, cfg Config, s WorkerSpec, logf func(string, ..
 			g.killAll()
 			return kr, errors.New("scaleout: the kill run made no progress")
 		}
-		if n := exchangeRecords(ctx, adm, exchange); float64(n) >= cfg.KillAfter*float64(cfg.Records) {
+		if progressed != nil {
+			if progressed() {
+				break
+			}
+		} else if n := exchangeRecords(ctx, adm, exchange); float64(n) >= cfg.KillAfter*float64(cfg.Records) {
 			break
 		}
 		if n := g.exited(); n > 0 {
@@ -373,6 +431,11 @@ func killRun(ctx context.Context, cfg Config, s WorkerSpec, logf func(string, ..
 	killAt := time.Now()
 	victim.cmd.Process.Signal(syscall.SIGKILL)
 	kr.killed, kr.killedTasks = 1, len(tasks)
+	for _, t := range tasks {
+		if strings.HasPrefix(t, "keyed-") {
+			kr.killedKeyed++
+		}
+	}
 	logf("killed %s (pid %d) owning %v", victim.name, victim.cmd.Process.Pid, tasks)
 	for {
 		at, ok := g.retaken(tasks, victim.name, killAt)
@@ -393,6 +456,9 @@ func killRun(ctx context.Context, cfg Config, s WorkerSpec, logf func(string, ..
 		return kr, err
 	}
 	kr.seconds = time.Since(start).Seconds()
+	g.mu.Lock()
+	kr.evs = append([]cluster.TaskEvent(nil), g.evs...)
+	g.mu.Unlock()
 	return kr, nil
 }
 
@@ -483,7 +549,8 @@ func (g *gang) owners() (map[string]string, map[string]bool) {
 }
 
 // score ranks a worker's tasks for the kill: a worker running tasks of
-// both stages first, then the one running the most.
+// both stages first, then one running a keyed task, then the one running
+// the most.
 func score(tasks []string) int {
 	src, keyed := 0, 0
 	for _, t := range tasks {
@@ -496,6 +563,9 @@ func score(tasks []string) int {
 	n := len(tasks)
 	if src > 0 && keyed > 0 {
 		n += 1000
+	}
+	if keyed > 0 {
+		n += 500
 	}
 	return n
 }

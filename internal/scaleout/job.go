@@ -59,7 +59,7 @@ func WindowJob(outTopic string, pace int) cluster.Job[Event, Event, string, Tota
 			if pace <= 0 {
 				return valid
 			}
-			return weir.Transform(valid, "pace", func() runtime.OneInputOperator[Event, Event] { return &pacer{perSec: pace} })
+			return weir.Transform(valid, "pace", func() runtime.OneInputOperator[Event, Event] { return &pacer[Event]{perSec: pace} })
 		},
 		Key: func(e Event) string { return e.Key },
 		Keyed: func(ks weir.KeyedStream[string, Event]) weir.Stream[Total] {
@@ -162,14 +162,14 @@ func Compare(want, got map[Total]int) (lost, duplicated int) {
 }
 
 // pacer passes records on at no more than perSec per second.
-type pacer struct {
-	runtime.Base[Event]
+type pacer[T any] struct {
+	runtime.Base[T]
 	perSec int
 	n      int64
 	start  time.Time
 }
 
-func (p *pacer) ProcessRecord(r runtime.Record[Event]) error {
+func (p *pacer[T]) ProcessRecord(r runtime.Record[T]) error {
 	if p.n == 0 {
 		p.start = time.Now()
 	}
@@ -184,4 +184,4 @@ func (p *pacer) ProcessRecord(r runtime.Record[Event]) error {
 	return nil
 }
 
-func (p *pacer) EndInput() error { return nil }
+func (p *pacer[T]) EndInput() error { return nil }

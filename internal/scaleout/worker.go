@@ -32,6 +32,8 @@ type WorkerSpec struct {
 	Member             string        `json:"member"`
 	// Pace bounds each source task's records per second (0: no bound).
 	Pace int `json:"pace,omitempty"`
+	// Agent, if set, makes the worker run AgentJob instead of WindowJob.
+	Agent *AgentSpec `json:"agent,omitempty"`
 }
 
 // config is the cluster configuration of a worker (and of the reference
@@ -52,7 +54,7 @@ const SessionTimeout = 3 * time.Second
 
 // MaybeRunWorker runs a worker and exits if the process was started as one
 // (WorkerEnv set); otherwise it returns at once. A worker runs its share of
-// the clustered WindowJob until every task has finished, printing each
+// the clustered WindowJob (or AgentJob) until every task has finished, printing each
 // task event to stdout as a JSON line; SIGTERM makes it hand its tasks over
 // and leave.
 func MaybeRunWorker() {
@@ -75,7 +77,13 @@ func MaybeRunWorker() {
 		defer mu.Unlock()
 		enc.Encode(ev)
 	}
-	if err := cluster.Run(ctx, cfg, WindowJob(s.OutTopic, s.Pace)); err != nil && ctx.Err() == nil {
+	var err error
+	if s.Agent != nil {
+		err = cluster.Run(ctx, cfg, AgentJob(s.OutTopic, *s.Agent))
+	} else {
+		err = cluster.Run(ctx, cfg, WindowJob(s.OutTopic, s.Pace))
+	}
+	if err != nil && ctx.Err() == nil {
 		fmt.Fprintln(os.Stderr, "scaleout worker:", err)
 		os.Exit(1)
 	}
