@@ -93,7 +93,11 @@
 //     is recorded, durably, before its outputs leave; Durable records each
 //     call's result (or error, or null) as soon as it returns, and so do
 //     the model and tool calls of RunnerContext.Chat and CallTool (every
-//     step of ReAct) unless Options.NonDurableCalls. After a
+//     step of ReAct) unless Options.NonDurableCalls; with a store that
+//     is a Queuer (wal, kafkastore) the action goes on while that record
+//     is written and waits for it before its next durable call starts and
+//     before it completes, so at most one call per running action has
+//     taken effect without its result being durable. After a
 //     restore a recorded completed action is not run again: its writes and
 //     events are applied from the store; an unfinished one runs again and
 //     its recorded calls return their recorded results. A call that

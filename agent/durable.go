@@ -28,6 +28,9 @@ type durableRun struct {
 	// job even with Options.ContinueOnError (and even if the action
 	// swallowed it), since the store can no longer record.
 	storeErr error
+	// pending is the queued record of the last call's result (the store
+	// is a Queuer), not yet known to be durable; settle waits for it.
+	pending Pending
 	// Counters of the operator, bumped from the action goroutine.
 	onReplay, onDiverge func()
 }
@@ -37,6 +40,26 @@ func (d *durableRun) failed(err error) {
 	if d.storeErr == nil {
 		d.storeErr = err
 	}
+}
+
+// settle waits until the record of the last call's result, if one is
+// queued, is durable. It is called before a durable call starts (so that
+// at most one call per run has taken effect without its result recorded,
+// as without Queuer) and when the action has returned (before its outputs
+// can leave).
+func (d *durableRun) settle() error {
+	p := d.pending
+	if p == nil {
+		return d.storeErr
+	}
+	d.pending = nil
+	if err := p.Wait(); err != nil {
+		err = fmt.Errorf("agent: recording a durable call's result in the action-state store: %w", err)
+		d.failed(err)
+		return err
+	}
+	killpoint.Hit("agent.after-record")
+	return nil
 }
 
 // RecordedError is the error of a durable call replayed from the store:
@@ -111,16 +134,35 @@ func durable[T any](c *RunnerContext, name string, args any, fn func(context.Con
 	if d == nil {
 		return fn(c.ctx, key)
 	}
-	record := func(cr CallResult) error {
+	// The previous call's result must be durable before this call can
+	// take effect.
+	if err := d.settle(); err != nil {
+		return zero, err
+	}
+	// record records cr as the call's result: queued, when the store is
+	// a Queuer and the caller need not wait (settle waits later), else
+	// written and waited for.
+	record := func(cr CallResult, wait bool) error {
 		if pos < len(d.calls) {
 			d.calls[pos] = cr
 		} else {
 			d.calls = append(d.calls, cr)
 		}
-		if err := d.store.Put(&ActionState{ID: id, Pos: d.pos, KeyGroup: d.kg, Calls: slices.Clone(d.calls)}); err != nil {
+		st := &ActionState{ID: id, Pos: d.pos, KeyGroup: d.kg, Calls: slices.Clone(d.calls)}
+		var err error
+		q, queue := d.store.(Queuer)
+		if queue && !wait {
+			d.pending, err = q.PutQueued(st)
+		} else {
+			err = d.store.Put(st)
+		}
+		if err != nil {
 			err = fmt.Errorf("agent: recording durable call %q in the action-state store: %w", name, err)
 			d.failed(err)
 			return err
+		}
+		if d.pending == nil && !cr.Pending {
+			killpoint.Hit("agent.after-record") // else settle hits it
 		}
 		return nil
 	}
@@ -150,7 +192,7 @@ func durable[T any](c *RunnerContext, name string, args any, fn func(context.Con
 					if err != nil {
 						return v, err
 					}
-					if err := record(cr); err != nil {
+					if err := record(cr, false); err != nil {
 						return v, err
 					}
 					return v, nil
@@ -191,7 +233,9 @@ func durable[T any](c *RunnerContext, name string, args any, fn func(context.Con
 		}
 	}
 	if reconcile != nil {
-		if err := record(CallResult{Name: name, ArgsDigest: digest, Pending: true}); err != nil {
+		// The pending mark must be durable before the call can take
+		// effect: a restore reconciles only a call it finds pending.
+		if err := record(CallResult{Name: name, ArgsDigest: digest, Pending: true}, true); err != nil {
 			return zero, err
 		}
 	}
@@ -206,10 +250,9 @@ live:
 	if rerr != nil {
 		return v, rerr
 	}
-	if perr := record(cr); perr != nil {
+	if perr := record(cr, false); perr != nil {
 		return v, perr
 	}
-	killpoint.Hit("agent.after-record")
 	return v, err
 }
 

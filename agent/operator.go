@@ -798,15 +798,37 @@ func (o *operator[K, IN, OUT]) execute(c *completion[K, IN]) {
 		c.err = c.rc.action.Run(c.rc, *c.rc.ev)
 	}()
 	o.timer.since(start)
-	if d := c.rc.durable; d != nil && c.err == nil {
-		// The store may keep st: it gets its own copies of the slices (the
-		// completion, and with it rc.sent's storage, is recycled).
-		st := &ActionState{ID: d.id, Pos: d.pos, KeyGroup: d.kg, Completed: true, Calls: slices.Clone(d.calls),
-			Short: writesOf(c.rc.short.writes), Sensory: writesOf(c.rc.sensory.writes), Sent: slices.Clone(c.rc.sent)}
-		if err := d.store.Put(st); err != nil {
-			c.err = fmt.Errorf("recording the completed action in the action-state store (its outputs are held back): %w", err)
-			d.failed(c.err)
+	d := c.rc.durable
+	if d == nil {
+		return
+	}
+	if c.err != nil {
+		// The last call's record, if queued, must be durable (or its
+		// error known) before the failure is applied.
+		d.settle()
+		return
+	}
+	// The store may keep st: it gets its own copies of the slices (the
+	// completion, and with it rc.sent's storage, is recycled).
+	st := &ActionState{ID: d.id, Pos: d.pos, KeyGroup: d.kg, Completed: true, Calls: slices.Clone(d.calls),
+		Short: writesOf(c.rc.short.writes), Sensory: writesOf(c.rc.sensory.writes), Sent: slices.Clone(c.rc.sent)}
+	// With a Queuer the completed state is queued before waiting for the
+	// last call's record, so that both are usually written together: the
+	// action waits for one write, not two in a row.
+	var err error
+	if q, ok := d.store.(Queuer); ok && d.pending != nil {
+		var p Pending
+		if p, err = q.PutQueued(st); err == nil {
+			if err = d.settle(); err == nil {
+				err = p.Wait()
+			}
 		}
+	} else if err = d.settle(); err == nil {
+		err = d.store.Put(st)
+	}
+	if err != nil {
+		c.err = fmt.Errorf("recording the completed action in the action-state store (its outputs are held back): %w", err)
+		d.failed(c.err)
 	}
 }
 

@@ -102,6 +102,33 @@ type Checkpointed interface {
 	PruneHorizon() int64
 }
 
+// Queuer is an optional capability of an ActionStateStore whose writes go
+// through one ordered queue (a log: the WAL, the Kafka store): a write can
+// be queued at once and waited for apart. The operator finds it by type
+// assertion and uses it for the record of a durable call's result, which
+// the action need not wait for before it goes on, only before its next
+// durable call starts and before it completes (docs/agents.md, "When an
+// action waits for the store"): the record is written as early as with
+// Put, and the action's wait for it overlaps with its own work and with
+// the write of its completed state.
+type Queuer interface {
+	// PutQueued is Put without the wait: st is recorded in memory (Get
+	// and Latest see it) and queued for writing, and the returned Pending
+	// reports when it is durable. Writes become durable in the order they
+	// were queued (a write is durable only once every write queued before
+	// it is), and a write that fails fails every later one. The store may
+	// keep st: the caller does not modify it afterwards.
+	PutQueued(st *ActionState) (Pending, error)
+}
+
+// Pending is a write queued by Queuer.PutQueued.
+type Pending interface {
+	// Wait returns once the write is durable, with nil, or with the error
+	// that keeps it from being durable (Put's error). It may be called
+	// more than once, from any goroutine.
+	Wait() error
+}
+
 // ErrStatesMissing is wrapped by the errors of a Checkpointed store's
 // Restore, and of the operator's restore, when the store lacks states the
 // restored checkpoint needs: actions of inputs finished after it would run

@@ -23,11 +23,21 @@
 //     action of a zero-latency run minus that of the same pipeline with the
 //     action's code called inline in a map (source, model reply, sink): the
 //     operator's own cost per action, outside user code.
+//  6. callToOutputMeanMicros and callToOutputP99Micros: per input, the
+//     time from the model call's return (in the action) to its output
+//     reaching the sink: what the operator adds to an in-flight slot after
+//     the call, the action-state store's writes included. With a store
+//     against the run without one it is the store's share of the slot
+//     time, a figure that the machine's load distorts less than the
+//     efficiency. cpuMicrosPerInput is the process CPU time (user +
+//     system, getrusage) of the run over its inputs (with the Kafka store
+//     the embedded broker's included).
 package agentbench
 
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -110,10 +120,18 @@ type Result struct {
 	MaxInFlightCalls    int64   `json:"maxInFlightCalls"`
 	ActionsRun          int64   `json:"actionsRun"`
 	CPUMicrosPerAction  float64 `json:"cpuMicrosPerAction,omitempty"`
+	// CallToOutputMeanMicros and CallToOutputP99Micros: the time from a
+	// model call's return to the input's output at the sink (item 6 of
+	// the package documentation); CPUMicrosPerInput the process CPU time
+	// of the run per input.
+	CallToOutputMeanMicros float64 `json:"callToOutputMeanMicros"`
+	CallToOutputP99Micros  float64 `json:"callToOutputP99Micros"`
+	CPUMicrosPerInput      float64 `json:"cpuMicrosPerInput,omitempty"`
 }
 
 // Input is the record type of the workload.
 type Input struct {
+	ID   int64  `json:"id"` // the input's index, also its timestamp
 	Key  string `json:"key"`
 	Text string `json:"text"`
 }
@@ -132,7 +150,7 @@ func Keys(n int) []string {
 func InputAt(keys []string, i int64) weir.Record[Input] {
 	h := uint64(i)*0x9E3779B97F4A7C15 + 0x7F4A7C15
 	h ^= h >> 31
-	return weir.Record[Input]{Value: Input{Key: keys[h%uint64(len(keys))], Text: "question " + strconv.FormatInt(i, 10)}, Timestamp: i}
+	return weir.Record[Input]{Value: Input{ID: i, Key: keys[h%uint64(len(keys))], Text: "question " + strconv.FormatInt(i, 10)}, Timestamp: i}
 }
 
 // countingModel wraps the offline model and tracks concurrent calls.
@@ -168,6 +186,26 @@ func Action(c *agent.RunnerContext, ev agent.Event) error {
 	return nil
 }
 
+// timedAction is Action noting, per input, when its model call returned
+// (nanoseconds since t0) in called.
+func timedAction(called []atomic.Int64, t0 time.Time) func(*agent.RunnerContext, agent.Event) error {
+	return func(c *agent.RunnerContext, ev agent.Event) error {
+		in, err := agent.Input[Input](ev)
+		if err != nil {
+			return err
+		}
+		resp, err := c.Chat("offline", model.Request{Messages: []model.Message{model.User(in.Text)}})
+		if err != nil {
+			return err
+		}
+		if in.ID >= 0 && in.ID < int64(len(called)) {
+			called[in.ID].Store(int64(time.Since(t0)))
+		}
+		c.Output(resp.Message.Content)
+		return nil
+	}
+}
+
 // sink checks outputs against watermarks and timestamps the 10% and 90%
 // marks.
 type sink struct {
@@ -181,6 +219,12 @@ type sinkState struct {
 	total                     int64 // set before the run
 	mu                        sync.Mutex
 	t10, t90, tEnd            time.Time
+	// t0 and called are the action's (timedAction); lag[i] is the time
+	// from input i's call returning to its output here (nanoseconds; the
+	// sink has one subtask).
+	t0     time.Time
+	called []atomic.Int64
+	lag    []int64
 }
 
 func (s *sink) Open(ctx *runtime.Context, out runtime.Output[struct{}]) error {
@@ -191,6 +235,11 @@ func (s *sink) Open(ctx *runtime.Context, out runtime.Output[struct{}]) error {
 func (s *sink) ProcessRecord(r runtime.Record[string]) error {
 	if r.Timestamp <= s.wm {
 		s.st.violations.Add(1)
+	}
+	if i := r.Timestamp; i >= 0 && i < int64(len(s.st.lag)) {
+		if c := s.st.called[i].Load(); c > 0 {
+			s.st.lag[i] = int64(time.Since(s.st.t0)) - c
+		}
 	}
 	n := s.st.n.Add(1)
 	if n == s.st.total/10 || n == s.st.total*9/10 || n == s.st.total {
@@ -229,11 +278,11 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	keys := Keys(cfg.Keys)
 	src := weir.Generate(env, "inputs", int64(cfg.Inputs), func(i int64) weir.Record[Input] { return InputAt(keys, i) },
 		watermark.ForMonotonous[Input]())
+	st := &sinkState{t0: time.Now(), called: make([]atomic.Int64, cfg.Inputs), lag: make([]int64, cfg.Inputs)}
 	a := &agent.Agent{Models: map[string]model.ChatModel{"offline": cm},
-		Actions: []agent.Action{agent.NewAction("answer", Action, agent.TypeInput)}}
+		Actions: []agent.Action{agent.NewAction("answer", timedAction(st.called, st.t0), agent.TypeInput)}}
 	opts := agent.Options{MaxConcurrentKeys: cfg.MaxConcurrentKeys, Blocking: cfg.Blocking, Store: cfg.Store}
 	out := agent.Apply[string, Input, string](weir.KeyBy(src, func(in Input) string { return in.Key }), "agent", a, opts).Parallelism(cfg.Parallelism)
-	st := &sinkState{}
 	st.total = int64(cfg.Inputs)
 	weir.Transform(out, "sink", func() runtime.OneInputOperator[string, struct{}] { return &sink{st: st} }).Parallelism(1)
 
@@ -258,9 +307,9 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 			}
 		}
 	}()
-	start := time.Now()
+	start, c0 := time.Now(), cpuTime()
 	err := env.Execute(ctx)
-	elapsed := time.Since(start)
+	elapsed, cpu := time.Since(start), cpuTime()-c0
 	close(stop)
 	wg.Wait()
 	if err != nil {
@@ -282,6 +331,10 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	if r.LatencyDist == "" {
 		r.LatencyDist = "fixed"
 	}
+	if cpuSupported {
+		r.CPUMicrosPerInput = float64(cpu) / 1e3 / float64(cfg.Inputs)
+	}
+	r.CallToOutputMeanMicros, r.CallToOutputP99Micros = lagStats(st.lag)
 	r.OverallPerSec = float64(cfg.Inputs) / elapsed.Seconds()
 	r.ThroughputPerSec = r.OverallPerSec
 	if st.t90.After(st.t10) && cfg.Inputs >= 100 {
@@ -292,6 +345,24 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		r.Efficiency = r.ThroughputPerSec / r.IdealPerSec
 	}
 	return r, nil
+}
+
+// lagStats returns the mean and the 99th percentile of the lags measured
+// (zero entries are inputs not measured), in microseconds.
+func lagStats(lag []int64) (mean, p99 float64) {
+	ls := make([]int64, 0, len(lag))
+	var sum int64
+	for _, l := range lag {
+		if l > 0 {
+			ls = append(ls, l)
+			sum += l
+		}
+	}
+	if len(ls) == 0 {
+		return 0, 0
+	}
+	slices.Sort(ls)
+	return float64(sum) / float64(len(ls)) / 1e3, float64(ls[len(ls)*99/100]) / 1e3
 }
 
 // meanLatency is the mean of the model's latency distribution, computed
@@ -427,6 +498,13 @@ type StoreRun struct {
 	IdealPerSec         float64 `json:"idealPerSec"`
 	Efficiency          float64 `json:"efficiency"`
 	WatermarkViolations int64   `json:"watermarkViolations"`
+	// CallToOutputMeanMicros and CallToOutputP99Micros are the run's
+	// (Result); StoreMeanMicros is its mean less that of the run without
+	// a store (Report.Async): what the store adds to a slot.
+	CallToOutputMeanMicros float64 `json:"callToOutputMeanMicros"`
+	CallToOutputP99Micros  float64 `json:"callToOutputP99Micros"`
+	StoreMeanMicros        float64 `json:"storeMeanMicros"`
+	CPUMicrosPerInput      float64 `json:"cpuMicrosPerInput,omitempty"`
 }
 
 // Report is the result of Experiment: the headline numbers of the
@@ -473,7 +551,9 @@ func Experiment(ctx context.Context, cfg ExperimentConfig) (Report, error) {
 			return rep, fmt.Errorf("agentbench: run with store %s: %w", sc.StoreName, err)
 		}
 		rep.Stores = append(rep.Stores, StoreRun{Store: sc.StoreName, ThroughputPerSec: r.ThroughputPerSec,
-			IdealPerSec: r.IdealPerSec, Efficiency: r.Efficiency, WatermarkViolations: r.WatermarkViolations})
+			IdealPerSec: r.IdealPerSec, Efficiency: r.Efficiency, WatermarkViolations: r.WatermarkViolations,
+			CallToOutputMeanMicros: r.CallToOutputMeanMicros, CallToOutputP99Micros: r.CallToOutputP99Micros,
+			StoreMeanMicros: r.CallToOutputMeanMicros - async.CallToOutputMeanMicros, CPUMicrosPerInput: r.CPUMicrosPerInput})
 		rep.WatermarkViolations += r.WatermarkViolations
 	}
 	if cfg.BlockingInputs >= 0 {

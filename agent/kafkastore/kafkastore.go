@@ -49,7 +49,11 @@
 //     hands a batch to the producer at once and waits for all its
 //     acknowledgements, and the writes queued meanwhile form the next
 //     batch. N actions completing together cost one produce round, not N (Flink Agents flushes the producer after every write;
-//     Options.FlushEveryWrite does that, for comparison).
+//     Options.FlushEveryWrite does that, for comparison). PutQueued
+//     (agent.Queuer) queues a state without waiting; its Pending's Wait
+//     returns once it is acknowledged. One batch is in flight at a time
+//     and a failed one fails every later one, so a record is durable only
+//     once every earlier one is.
 //  3. Errors. A failed batch fails every write in it with the cause, and
 //     every later write of the store fails with it too (the operator fails
 //     the job); nothing is swallowed by a later success. Writes that the
@@ -248,6 +252,9 @@ type Store struct {
 	done    chan struct{}
 
 	writes, rounds int64 // guarded by mu
+	// coalesced counts Puts that took the place of an earlier state of
+	// the same run in a batch not sent yet (mu).
+	coalesced int64
 }
 
 // entry is one live state. A restore fills key, pos and kg from the
@@ -262,6 +269,11 @@ type entry struct {
 	raw  []byte
 	part int32
 	off  int64 // -1 until acknowledged
+	// batch is 1 + the number of the batch (Store.rounds when it was
+	// accumulating) holding the record of a Put, and idx the record's
+	// place in it; 0 for states read by a restore.
+	batch int64
+	idx   int
 }
 
 // state returns e's state, decoding it if needed (callers hold mu).
@@ -531,12 +543,17 @@ func (s *Store) usable() error {
 // await wakes the writer for batch b, which holds the caller's records,
 // and waits until b is acknowledged or failed.
 func (s *Store) await(b *batch) error {
+	s.wakeWriter()
+	<-b.done
+	return b.err
+}
+
+// wakeWriter tells the writer that a batch has records.
+func (s *Store) wakeWriter() {
 	select {
 	case s.wake <- struct{}{}:
 	default:
 	}
-	<-b.done
-	return b.err
 }
 
 // writer produces batches one at a time: it hands a batch to the client
@@ -699,15 +716,59 @@ func (s *Store) Get(id agent.RunID) (*agent.ActionState, error) {
 // Put implements agent.ActionStateStore. The state must not be modified
 // after the call.
 func (s *Store) Put(st *agent.ActionState) error {
+	if s.opts.FlushEveryWrite {
+		s.serial.Lock()
+		defer s.serial.Unlock()
+	}
+	b, err := s.queuePut(st)
+	if err != nil {
+		return err
+	}
+	return s.await(b)
+}
+
+// PutQueued implements agent.Queuer: Put without waiting for the
+// acknowledgement. With Options.FlushEveryWrite it is Put. The state must
+// not be modified after the call.
+func (s *Store) PutQueued(st *agent.ActionState) (agent.Pending, error) {
+	if s.opts.FlushEveryWrite {
+		if err := s.Put(st); err != nil {
+			return nil, err
+		}
+		return written{}, nil
+	}
+	b, err := s.queuePut(st)
+	if err != nil {
+		return nil, err
+	}
+	s.wakeWriter()
+	return b, nil
+}
+
+// written is the Pending of a write already acknowledged.
+type written struct{}
+
+func (written) Wait() error { return nil }
+
+// Wait implements agent.Pending: it returns once every record of the
+// batch is acknowledged, or with the batch's error.
+func (b *batch) Wait() error {
+	<-b.done
+	return b.err
+}
+
+// queuePut puts st into memory and its record into the current batch,
+// which it returns.
+func (s *Store) queuePut(st *agent.ActionState) (*batch, error) {
 	if !s.rng.Contains(st.KeyGroup) {
-		return fmt.Errorf("kafkastore: state of key group %d put into the store of key groups %v (in a clustered job, key the agent by the job's key)", st.KeyGroup, s.rng)
+		return nil, fmt.Errorf("kafkastore: state of key group %d put into the store of key groups %v (in a clustered job, key the agent by the job's key)", st.KeyGroup, s.rng)
 	}
 	o := s.takeOut()
 	// One buffer: the value, then the key, then the header values.
 	b, err := appendState(o.buf[:0], st)
 	if err != nil {
 		s.giveOut(o)
-		return fmt.Errorf("kafkastore: %w", err)
+		return nil, fmt.Errorf("kafkastore: %w", err)
 	}
 	nv := len(b)
 	b = st.ID.AppendEncode(b)
@@ -725,24 +786,35 @@ func (s *Store) Put(st *agent.ActionState) error {
 		key = string(st.ID.Key)
 	}
 	e := &entry{id: id, key: key, pos: st.Pos, kg: st.KeyGroup, st: st, part: part, off: -1}
-	if s.opts.FlushEveryWrite {
-		s.serial.Lock()
-		defer s.serial.Unlock()
-	}
 	s.mu.Lock()
 	if err := s.usable(); err != nil {
 		s.mu.Unlock()
 		s.giveOut(o)
-		return err
+		return nil, err
 	}
-	s.add(e)
 	bt := s.batch
-	bt.recs = append(bt.recs, &o.rec)
-	bt.entries = append(bt.entries, e)
+	e.batch = s.rounds + 1
+	if prev := s.runs[id]; prev != nil && prev.batch == e.batch && prev.pos == e.pos {
+		// The run's earlier state (a call's record) has not been sent
+		// yet: this one, which supersedes it, takes its place in the
+		// batch, and the batch writes one record of the run, not two.
+		// The earlier state's writer waits for the same batch.
+		e.idx = prev.idx
+		bt.recs[e.idx] = &o.rec
+		bt.entries[e.idx] = e
+		s.coalesced++
+	} else {
+		e.idx = len(bt.recs)
+		bt.recs = append(bt.recs, &o.rec)
+		bt.entries = append(bt.entries, e)
+		s.writes++
+	}
+	// The earlier state's outRec, if replaced, is handed back with the
+	// batch's: the client never saw it.
 	bt.outs = append(bt.outs, o)
-	s.writes++
+	s.add(e)
 	s.mu.Unlock()
-	return s.await(bt)
+	return bt, nil
 }
 
 // keyIn returns the encoded key inside a record key (agent.RunID.Encode:

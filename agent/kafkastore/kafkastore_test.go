@@ -463,3 +463,50 @@ func TestModel(t *testing.T) {
 		}
 	})
 }
+
+// TestPutQueuedCoalesces: while a batch is in flight, a run's state queued
+// by PutQueued and its later state queued after it go out as one record
+// (the later one); both writers' Waits return once it is acknowledged,
+// and a restore finds the later state.
+func TestPutQueuedCoalesces(t *testing.T) {
+	b := startBroker(t, "")
+	topic := newTopic()
+	s := open(t, options(b, topic, 1), all)
+	m0 := markerOf(t, s)
+	c := b.Cluster()
+	entered, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	c.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
+		once.Do(func() {
+			close(entered)
+			c.SleepControl(func() { <-release })
+		})
+		return nil, nil, false
+	})
+	first := make(chan error, 1)
+	go func() { first <- s.Put(storetest.State("x", 0, 0, 0, 1, true)) }()
+	<-entered // the first batch is in flight, held by the broker
+	call := storetest.State("r", 0, 0, 0, 1, false)
+	done := storetest.State("r", 0, 0, 0, 1, true)
+	p1, err := s.PutQueued(call)
+	must(t, err)
+	p2, err := s.PutQueued(done)
+	must(t, err)
+	close(release)
+	must(t, <-first)
+	must(t, p1.Wait())
+	must(t, p2.Wait())
+	s.mu.Lock()
+	writes, coalesced := s.writes, s.coalesced
+	s.mu.Unlock()
+	if writes != 2 || coalesced != 1 {
+		t.Fatalf("%d records written, %d Puts coalesced; want 2 and 1", writes, coalesced)
+	}
+	s2 := open(t, options(b, topic, 1), all)
+	must(t, s2.Restore([][]byte{m0}))
+	got, err := s2.Get(done.ID)
+	must(t, err)
+	if !storetest.Equal(got, done) {
+		t.Fatalf("after the restore Get = %+v, want the completed state", got)
+	}
+}

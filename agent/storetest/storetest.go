@@ -13,6 +13,10 @@
 //  4. Prune removes exactly the named keys' states up to the sequence
 //     numbers; other keys keep theirs.
 //  5. Concurrent Puts (the operator's action goroutines) all land.
+//  6. A store that is an agent.Queuer shows a state queued by PutQueued
+//     at once (Get, Latest), before its Wait; a later state of the same
+//     run queued after it replaces it; Wait returns nil, also when called
+//     again.
 package storetest
 
 import (
@@ -148,5 +152,23 @@ func Run(t *testing.T, open func(t *testing.T) agent.ActionStateStore) {
 	}
 	for _, st := range sts {
 		check(st, st)
+	}
+
+	// 6. Queued writes.
+	if q, ok := s.(agent.Queuer); ok {
+		d0 := State("d", 0, 0, 0, 1, false)
+		p0, err := q.PutQueued(d0)
+		must(err)
+		check(d0, d0)
+		latest("d", d0.Pos, true)
+		d0done := State("d", 0, 0, 0, 1, true)
+		p1, err := q.PutQueued(d0done)
+		must(err)
+		check(d0, d0done)
+		must(p1.Wait())
+		must(p0.Wait())
+		must(p1.Wait())
+		check(d0, d0done)
+		latest("d", d0.Pos, true)
 	}
 }

@@ -23,6 +23,9 @@
 //  2. Group commit. Concurrent writers share fsyncs: while one batch is
 //     being synced the next accumulates, so N actions finishing together
 //     cost one write and one fsync, not N, without weakening guarantee 1.
+//     PutQueued (agent.Queuer) queues a state without waiting; its
+//     Pending's Wait returns once it is durable. Batches are written in
+//     order, so a record is durable only once every earlier one is.
 //  3. Recovery. Open replays the logs; a record cut short or corrupted by
 //     a crash (bad length or checksum) ends its log: the records before it
 //     are kept, it and anything after are ignored.
@@ -213,6 +216,13 @@ type batch struct {
 	buf  []byte
 	done chan struct{}
 	err  error
+}
+
+// Wait implements agent.Pending: it returns once the batch is written and
+// synced, with its error.
+func (b *batch) Wait() error {
+	<-b.done
+	return b.err
 }
 
 // Open opens (creating if needed) the log of key groups rng in dir and
@@ -602,24 +612,35 @@ func syncDir(dir string, opts Options) error {
 }
 
 // write queues a record whose payload payload appends (applying it to
-// memory with apply, under the lock) and waits until it is durable. The
-// record is encoded before taking the lock, so that concurrent writers
-// encode in parallel; under the lock it is only copied into the batch.
+// memory with apply, under the lock) and waits until it is durable.
 func (s *Store) write(typ byte, payload func(e *encoder, dst []byte) ([]byte, error), apply func(size int64)) error {
+	b, err := s.queue(typ, payload, apply)
+	if err != nil {
+		return err
+	}
+	return b.Wait()
+}
+
+// queue queues a record as write does and returns its batch without
+// waiting. The record is encoded before taking the lock, so that
+// concurrent writers encode in parallel; under the lock it is only copied
+// into the batch. Batches are written one after the other, so a record is
+// durable only once every record queued before it is.
+func (s *Store) queue(typ byte, payload func(e *encoder, dst []byte) ([]byte, error), apply func(size int64)) (*batch, error) {
 	e := getEncoder()
 	defer putEncoder(e)
 	if err := e.record(typ, func(b []byte) ([]byte, error) { return payload(e, b) }); err != nil {
-		return fmt.Errorf("wal: %w", err)
+		return nil, fmt.Errorf("wal: %w", err)
 	}
 	s.mu.Lock()
 	if s.err != nil {
 		err := s.err
 		s.mu.Unlock()
-		return err
+		return nil, err
 	}
 	if s.closed {
 		s.mu.Unlock()
-		return errors.New("wal: the store is closed")
+		return nil, errors.New("wal: the store is closed")
 	}
 	b := s.batch
 	if b.buf == nil && len(s.spares) > 0 {
@@ -634,8 +655,7 @@ func (s *Store) write(typ byte, payload func(e *encoder, dst []byte) ([]byte, er
 	case s.wake <- struct{}{}:
 	default:
 	}
-	<-b.done
-	return b.err
+	return b, nil
 }
 
 // jsonPayload is a payload encoded by encoding/json.
@@ -739,6 +759,17 @@ func (s *Store) Put(st *agent.ActionState) error {
 	}
 	return s.write(recPut, func(e *encoder, dst []byte) ([]byte, error) { return e.appendState(dst, st) },
 		func(size int64) { s.applyPut(st, size) })
+}
+
+// PutQueued implements agent.Queuer: Put without waiting for the fsync.
+// The state must not be modified after the call.
+func (s *Store) PutQueued(st *agent.ActionState) (agent.Pending, error) {
+	b, err := s.queue(recPut, func(e *encoder, dst []byte) ([]byte, error) { return e.appendState(dst, st) },
+		func(size int64) { s.applyPut(st, size) })
+	if err != nil {
+		return nil, err
+	}
+	return b, nil
 }
 
 // Latest implements agent.ActionStateStore.

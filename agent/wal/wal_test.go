@@ -289,3 +289,68 @@ func TestHorizonAndStoreID(t *testing.T) {
 		t.Fatalf("horizon of a new directory: %d", h)
 	}
 }
+
+// TestPutQueued: a state queued by PutQueued is in memory at once and on
+// disk once its Wait returns; a write queued behind a batch being synced
+// waits for that batch too; a write error reaches Wait.
+func TestPutQueued(t *testing.T) {
+	dir := t.TempDir()
+	s := mustOpen(t, dir, all)
+	release := make(chan struct{})
+	var once sync.Once
+	s.beforeSync = func() { once.Do(func() { <-release }) }
+	first, err := s.PutQueued(state("a", 0, 0, 1, false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The first batch is held before its sync; wait until the writer
+	// has taken it, then queue the run's completed state behind it.
+	for {
+		s.mu.Lock()
+		taken := len(s.batch.buf) == 0
+		s.mu.Unlock()
+		if taken {
+			break
+		}
+		runtime.Gosched()
+	}
+	done := state("a", 0, 0, 1, true)
+	second, err := s.PutQueued(done)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := get(t, s, done); got == nil || !got.Completed {
+		t.Fatalf("queued state not in memory: %+v", got)
+	}
+	waited := make(chan error, 1)
+	go func() { waited <- second.Wait() }()
+	close(release)
+	if err := <-waited; err != nil {
+		t.Fatal(err)
+	}
+	if err := first.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if _, syncs, _, _ := s.Stats(); syncs != 2 {
+		t.Fatalf("%d syncs, want 2 (the held batch, then the second)", syncs)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = mustOpen(t, dir, all)
+	if got := get(t, s, done); got == nil || !got.Completed {
+		t.Fatalf("after reopen: %+v, want the completed state", got)
+	}
+	s.f.Close() // the disk went away
+	p, err := s.PutQueued(state("b", 0, 0, 1, true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Wait(); err == nil {
+		t.Fatal("Wait of a write that failed returned nil")
+	}
+	if _, err := s.PutQueued(state("c", 0, 0, 1, true)); err == nil {
+		t.Fatal("PutQueued after a failed write succeeded")
+	}
+	s.Close()
+}

@@ -40,6 +40,9 @@ whose latency is drawn from --latency-dist with mean --latency-mean, and reports
   heldWatermarksMax    the most watermarks the operator held at once
   cpuMicrosPerAction   the operator's CPU per action beyond a hand-written loop doing
                        the same work (zero-latency runs)
+  callToOutput*Micros  mean and 99th percentile of the time from a model call's return
+                       to its output at the sink; with a store, storeMeanMicros is the
+                       mean beyond the run without one (what the store adds to a slot)
 
 then the same workload on the blocking variant (actions on the subtask goroutine).`,
 		Args: noArgs,
@@ -104,13 +107,15 @@ then the same workload on the blocking variant (actions on the subtask goroutine
 			fmt.Fprintf(out, "ideal                %.0f actions/s (efficiency %.0f%%)\n", a.IdealPerSec, 100*a.Efficiency)
 			fmt.Fprintf(out, "watermark violations %d (%d watermarks reached the sink)\n", rep.WatermarkViolations, a.Watermarks)
 			fmt.Fprintf(out, "held watermarks max  %d\n", a.HeldWatermarksMax)
+			fmt.Fprintf(out, "call to output       mean %.0f µs, p99 %.0f µs\n", a.CallToOutputMeanMicros, a.CallToOutputP99Micros)
 			if rep.CPU != nil {
 				fmt.Fprintf(out, "CPU per action       %.2f µs beyond the hand-written loop (agent %.2f µs, loop %.2f µs per input)\n",
 					rep.CPUMicrosPerAction, rep.CPU.AgentMicros, rep.CPU.LoopMicros)
 			}
 			for _, st := range rep.Stores {
-				fmt.Fprintf(out, "with store %-9s %.0f actions/s (ideal %.0f/s, efficiency %.0f%%), %d watermark violations\n",
-					st.Store, st.ThroughputPerSec, st.IdealPerSec, 100*st.Efficiency, st.WatermarkViolations)
+				fmt.Fprintf(out, "with store %-9s %.0f actions/s (ideal %.0f/s, efficiency %.0f%%), %d watermark violations; call to output mean %.0f µs (+%.0f µs), p99 %.0f µs\n",
+					st.Store, st.ThroughputPerSec, st.IdealPerSec, 100*st.Efficiency, st.WatermarkViolations,
+					st.CallToOutputMeanMicros, st.StoreMeanMicros, st.CallToOutputP99Micros)
 			}
 			if b := rep.Blocking; b != nil {
 				fmt.Fprintf(out, "blocking variant     %.0f actions/s on %d inputs (ideal %.0f/s); async is %.0f× faster\n",
