@@ -72,7 +72,9 @@ type actionTimer struct {
 	micros, runs *runtime.Counter
 }
 
-func (t actionTimer) since(start time.Time) {
-	t.micros.Add(t.now().Sub(start).Microseconds())
+func (t actionTimer) since(start time.Time) time.Duration {
+	d := t.now().Sub(start)
+	t.micros.Add(d.Microseconds())
 	t.runs.Inc()
+	return d
 }

@@ -47,6 +47,11 @@ type RunnerContext struct {
 	// plainCalls counts the durable calls of a run without a store (their
 	// positions, for the idempotency keys).
 	plainCalls int
+	// elog is the operator's event log (nil without listeners);
+	// replayedCall says the last durable call returned its recorded
+	// result.
+	elog         *eventLog
+	replayedCall bool
 }
 
 // Context returns the run's context: cancelled when the operator closes
@@ -143,6 +148,27 @@ func (c *RunnerContext) Chat(name string, req model.Request) (*model.Response, e
 		return nil, err
 	}
 	m = c.host.modelUsage(name).counted(m, c.host.callStat(chatCallPrefix+name))
+	if c.elog == nil {
+		return c.chat(name, m, req)
+	}
+	e := c.entry(LogModelCall)
+	e.Name, e.Data = name, req
+	c.elog.emit(e)
+	start := c.elog.now()
+	resp, err := c.chat(name, m, req)
+	e = c.entry(LogModelResult)
+	e.Name, e.Replayed, e.DurationMicros = name, c.replayedCall, c.elog.now().Sub(start).Microseconds()
+	if err != nil {
+		e.Error = err.Error()
+	} else {
+		e.Data = resp
+	}
+	c.elog.emit(e)
+	return resp, err
+}
+
+func (c *RunnerContext) chat(name string, m model.ChatModel, req model.Request) (*model.Response, error) {
+	c.replayedCall = false
 	if !c.durableCalls() {
 		return model.ChatStructured(c.ctx, m, req)
 	}
@@ -167,6 +193,30 @@ func (c *RunnerContext) Tools() *tool.Set { return c.host.agentDef().tools }
 // Options.NonDurableCalls, it is a plain call without a key; calling
 // through c.Tools().Call makes one such call.
 func (c *RunnerContext) CallTool(name string, args json.RawMessage) (tool.Result, error) {
+	if c.elog == nil {
+		return c.callTool(name, args)
+	}
+	e := c.entry(LogToolCall)
+	e.Name, e.Data = name, args
+	c.elog.emit(e)
+	start := c.elog.now()
+	res, err := c.callTool(name, args)
+	e = c.entry(LogToolResult)
+	e.Name, e.Replayed, e.DurationMicros = name, c.replayedCall, c.elog.now().Sub(start).Microseconds()
+	if err != nil {
+		e.Error = err.Error()
+	} else {
+		e.Data = res
+		if res.IsError {
+			e.Error = res.Content
+		}
+	}
+	c.elog.emit(e)
+	return res, err
+}
+
+func (c *RunnerContext) callTool(name string, args json.RawMessage) (tool.Result, error) {
+	c.replayedCall = false
 	tools := c.host.agentDef().tools
 	st := c.host.callStat(toolCallPrefix + name)
 	if !c.durableCalls() {

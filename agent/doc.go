@@ -133,6 +133,12 @@
 //     through Chat is counted per model name (modelCalls,
 //     modelCallErrors, modelInputTokens, modelOutputTokens, label model);
 //     a replayed call is not counted again.
+//  13. An event log, at least once. Options.Listeners get an entry for
+//     every action start, model and tool call and result, end or error,
+//     memory update and output (LogEntry), each naming the run (key,
+//     sequence number, event, action); after a restore, what is taken
+//     from the store instead of being done again is marked Replayed.
+//     Without listeners the log costs a nil check per action.
 //
 // # Limits
 //
