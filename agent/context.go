@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"time"
 
 	"github.com/weirproject/weir/agent/model"
 	"github.com/weirproject/weir/agent/tool"
@@ -25,6 +26,8 @@ type host interface {
 	// modelUsage returns the counters of the model named name (nil if
 	// there are none).
 	modelUsage(name string) *modelUsage
+	// now is the job's clock.
+	now() time.Time
 }
 
 // RunnerContext is what an action gets besides its event: the key and
@@ -33,17 +36,19 @@ type host interface {
 // goroutine only (a goroutine the action starts must not use it after the
 // action returns).
 type RunnerContext struct {
-	ctx     context.Context
-	host    host
-	key     any
-	seq     int64
-	ev      *Event
-	action  *Action
-	short   Memory
-	sensory Memory
-	sent    []Event
-	runID   *RunID
-	durable *durableRun
+	ctx    context.Context
+	host   host
+	key    any
+	seq    int64
+	ev     *Event
+	action *Action
+	// actionIdx is action's index in the agent.
+	actionIdx int
+	short     Memory
+	sensory   Memory
+	sent      []Event
+	runID     *RunID
+	durable   *durableRun
 	// plainCalls counts the durable calls of a run without a store (their
 	// positions, for the idempotency keys).
 	plainCalls int
@@ -220,13 +225,15 @@ func (c *RunnerContext) callTool(name string, args json.RawMessage) (tool.Result
 	tools := c.host.agentDef().tools
 	st := c.host.callStat(toolCallPrefix + name)
 	if !c.durableCalls() {
+		start := c.host.now()
 		res, err := tools.Call(c.ctx, name, args)
-		st.record(err != nil || res.IsError)
+		st.record(err != nil || res.IsError, c.host.now().Sub(start))
 		return res, err
 	}
 	return Durable(c, toolCallPrefix+name, toolArgs(args), func(ctx context.Context, key string) (tool.Result, error) {
+		start := c.host.now()
 		res, err := tools.Call(tool.WithIdempotencyKey(ctx, key), name, args)
-		st.record(err != nil || res.IsError)
+		st.record(err != nil || res.IsError, c.host.now().Sub(start))
 		return res, err
 	})
 }

@@ -289,10 +289,10 @@ func (o *operator[K, IN, OUT]) Open(ctx *runtime.Context, out runtime.Output[OUT
 	o.cDiverged = ctx.Counter("divergences")
 	o.cRestored = ctx.Counter("inputsRestored")
 	o.calls = newCallStats(ctx, o.def)
-	o.timer = actionTimer{now: clk.Now, micros: ctx.Counter(MetricActionMicros), runs: ctx.Counter(MetricActionsTimed)}
+	o.timer = newActionTimer(ctx, o.def, clk.Now)
 	o.usage = make(map[string]*modelUsage, len(o.def.models))
 	for name := range o.def.models {
-		o.usage[name] = newModelUsage(ctx, name)
+		o.usage[name] = newModelUsage(ctx, name, clk.Now)
 	}
 	if len(o.opts.Listeners) > 0 {
 		o.elog = &eventLog{listeners: o.opts.Listeners, operator: ctx.Name, subtask: ctx.Subtask, now: clk.Now}
@@ -755,7 +755,7 @@ func (o *operator[K, IN, OUT]) prepare(ks *keyState[K, IN]) *completion[K, IN] {
 	}
 	c.ks = ks
 	c.rc = &c.rcMem
-	*c.rc = RunnerContext{host: o, key: ks.boxed, seq: r.seq, ev: t.ev, action: o.def.actions[t.action],
+	*c.rc = RunnerContext{host: o, key: ks.boxed, seq: r.seq, ev: t.ev, action: o.def.actions[t.action], actionIdx: t.action,
 		short:   Memory{name: "short-term", base: ks.memory},
 		sensory: Memory{name: "sensory", base: r.sensory},
 		sent:    c.sent[:0], elog: o.elog}
@@ -841,7 +841,7 @@ func (o *operator[K, IN, OUT]) execute(c *completion[K, IN]) {
 		}()
 		c.err = c.rc.action.Run(c.rc, *c.rc.ev)
 	}()
-	took := o.timer.since(start)
+	took := o.timer.since(c.rc.actionIdx, start)
 	if l := o.elog; l != nil {
 		e := c.rc.entry(LogActionEnd)
 		if c.err != nil {
