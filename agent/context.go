@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"time"
 
 	"github.com/weirproject/weir/agent/model"
 	"github.com/weirproject/weir/agent/tool"
@@ -25,6 +26,8 @@ type host interface {
 	// modelUsage returns the counters of the model named name (nil if
 	// there are none).
 	modelUsage(name string) *modelUsage
+	// now is the job's clock.
+	now() time.Time
 }
 
 // RunnerContext is what an action gets besides its event: the key and
@@ -33,20 +36,27 @@ type host interface {
 // goroutine only (a goroutine the action starts must not use it after the
 // action returns).
 type RunnerContext struct {
-	ctx     context.Context
-	host    host
-	key     any
-	seq     int64
-	ev      *Event
-	action  *Action
-	short   Memory
-	sensory Memory
-	sent    []Event
-	runID   *RunID
-	durable *durableRun
+	ctx    context.Context
+	host   host
+	key    any
+	seq    int64
+	ev     *Event
+	action *Action
+	// actionIdx is action's index in the agent.
+	actionIdx int
+	short     Memory
+	sensory   Memory
+	sent      []Event
+	runID     *RunID
+	durable   *durableRun
 	// plainCalls counts the durable calls of a run without a store (their
 	// positions, for the idempotency keys).
 	plainCalls int
+	// elog is the operator's event log (nil without listeners);
+	// replayedCall says the last durable call returned its recorded
+	// result.
+	elog         *eventLog
+	replayedCall bool
 }
 
 // Context returns the run's context: cancelled when the operator closes
@@ -143,6 +153,27 @@ func (c *RunnerContext) Chat(name string, req model.Request) (*model.Response, e
 		return nil, err
 	}
 	m = c.host.modelUsage(name).counted(m, c.host.callStat(chatCallPrefix+name))
+	if c.elog == nil {
+		return c.chat(name, m, req)
+	}
+	e := c.entry(LogModelCall)
+	e.Name, e.Data = name, req
+	c.elog.emit(e)
+	start := c.elog.now()
+	resp, err := c.chat(name, m, req)
+	e = c.entry(LogModelResult)
+	e.Name, e.Replayed, e.DurationMicros = name, c.replayedCall, c.elog.now().Sub(start).Microseconds()
+	if err != nil {
+		e.Error = err.Error()
+	} else {
+		e.Data = resp
+	}
+	c.elog.emit(e)
+	return resp, err
+}
+
+func (c *RunnerContext) chat(name string, m model.ChatModel, req model.Request) (*model.Response, error) {
+	c.replayedCall = false
 	if !c.durableCalls() {
 		return model.ChatStructured(c.ctx, m, req)
 	}
@@ -167,16 +198,42 @@ func (c *RunnerContext) Tools() *tool.Set { return c.host.agentDef().tools }
 // Options.NonDurableCalls, it is a plain call without a key; calling
 // through c.Tools().Call makes one such call.
 func (c *RunnerContext) CallTool(name string, args json.RawMessage) (tool.Result, error) {
+	if c.elog == nil {
+		return c.callTool(name, args)
+	}
+	e := c.entry(LogToolCall)
+	e.Name, e.Data = name, args
+	c.elog.emit(e)
+	start := c.elog.now()
+	res, err := c.callTool(name, args)
+	e = c.entry(LogToolResult)
+	e.Name, e.Replayed, e.DurationMicros = name, c.replayedCall, c.elog.now().Sub(start).Microseconds()
+	if err != nil {
+		e.Error = err.Error()
+	} else {
+		e.Data = res
+		if res.IsError {
+			e.Error = res.Content
+		}
+	}
+	c.elog.emit(e)
+	return res, err
+}
+
+func (c *RunnerContext) callTool(name string, args json.RawMessage) (tool.Result, error) {
+	c.replayedCall = false
 	tools := c.host.agentDef().tools
 	st := c.host.callStat(toolCallPrefix + name)
 	if !c.durableCalls() {
+		start := c.host.now()
 		res, err := tools.Call(c.ctx, name, args)
-		st.record(err != nil || res.IsError)
+		st.record(err != nil || res.IsError, c.host.now().Sub(start))
 		return res, err
 	}
 	return Durable(c, toolCallPrefix+name, toolArgs(args), func(ctx context.Context, key string) (tool.Result, error) {
+		start := c.host.now()
 		res, err := tools.Call(tool.WithIdempotencyKey(ctx, key), name, args)
-		st.record(err != nil || res.IsError)
+		st.record(err != nil || res.IsError, c.host.now().Sub(start))
 		return res, err
 	})
 }

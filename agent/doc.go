@@ -80,8 +80,11 @@
 //     inFlightInputs and runningKeys, counters actionsRun, actionErrors,
 //     eventsUnhandled and inputsRestored (unfinished inputs a restore
 //     resumed), calls per model and tool with their errors (modelCalls,
-//     toolCalls, callstats.go) and the time actions take (actionMicros
-//     over actionsTimed); Status names the keys holding the oldest watermark,
+//     toolCalls, callstats.go), the time actions take (actionMicros
+//     over actionsTimed, and histograms per action, model and tool:
+//     actionLatencySeconds, modelCallLatencySeconds,
+//     toolCallLatencySeconds) and the model clients' retries (modelRetries,
+//     modelRateLimitedRetries); Status names the keys holding the oldest watermark,
 //     and a warning is logged when it has waited longer than
 //     Options.StallWarning.
 //  10. Exactly-once side effects, with a store (Options.Store; package wal
@@ -137,6 +140,12 @@
 //     through Chat is counted per model name (modelCalls,
 //     modelCallErrors, modelInputTokens, modelOutputTokens, label model);
 //     a replayed call is not counted again.
+//  13. An event log, at least once. Options.Listeners get an entry for
+//     every action start, model and tool call and result, end or error,
+//     memory update and output (LogEntry), each naming the run (key,
+//     sequence number, event, action); after a restore, what is taken
+//     from the store instead of being done again is marked Replayed.
+//     Without listeners the log costs a nil check per action.
 //
 // # Limits
 //

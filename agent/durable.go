@@ -202,6 +202,7 @@ func durable[T any](c *RunnerContext, name string, args any, fn func(context.Con
 				goto live
 			}
 			if !r.Pending {
+				c.replayedCall = true
 				d.calls = append(d.calls, r)
 				if d.onReplay != nil {
 					d.onReplay()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"reflect"
 	"runtime/debug"
 	"slices"
@@ -72,6 +73,12 @@ type Options struct {
 	// effects. false means such a restore fails the job with an error
 	// saying what is missing.
 	AllowRepeatedSideEffects bool
+	// Listeners receive the event log of every action run: starts, model
+	// and tool calls and their results, outputs, memory updates, errors
+	// and replays (see LogEntry; package agent/eventlog writes it to a
+	// JSON-lines file or a Kafka topic). nil means no log, at the cost of
+	// a nil check per action.
+	Listeners []Listener
 }
 
 // Validate reports what is wrong with the options (nil if nothing is): the
@@ -149,12 +156,14 @@ const (
 // action must not use its RunnerContext after it returns), so a run
 // allocates nothing of the operator's own in the steady state.
 type completion[K comparable, IN any] struct {
-	ks    *keyState[K, IN]
-	rc    *RunnerContext
-	err   error
-	next  *completion[K, IN]
-	rcMem RunnerContext // rc points here
-	sent  [2]Event      // initial storage of rc.sent
+	ks   *keyState[K, IN]
+	rc   *RunnerContext
+	err  error
+	next *completion[K, IN]
+	// replayed says the run was a completed one replayed from the store.
+	replayed bool
+	rcMem    RunnerContext // rc points here
+	sent     [2]Event      // initial storage of rc.sent
 }
 
 // operator is one subtask of an agent operator.
@@ -219,6 +228,8 @@ type operator[K comparable, IN, OUT any] struct {
 	// usage holds the counters of each model of the agent, by name; made
 	// in Open, read-only after.
 	usage map[string]*modelUsage
+	// elog is the event log; nil without Options.Listeners.
+	elog *eventLog
 }
 
 // pendingPrune is what a checkpoint covers: the inputs finished before its
@@ -278,10 +289,13 @@ func (o *operator[K, IN, OUT]) Open(ctx *runtime.Context, out runtime.Output[OUT
 	o.cDiverged = ctx.Counter("divergences")
 	o.cRestored = ctx.Counter("inputsRestored")
 	o.calls = newCallStats(ctx, o.def)
-	o.timer = actionTimer{now: clk.Now, micros: ctx.Counter(MetricActionMicros), runs: ctx.Counter(MetricActionsTimed)}
+	o.timer = newActionTimer(ctx, o.def, clk.Now)
 	o.usage = make(map[string]*modelUsage, len(o.def.models))
 	for name := range o.def.models {
-		o.usage[name] = newModelUsage(ctx, name)
+		o.usage[name] = newModelUsage(ctx, name, clk.Now)
+	}
+	if len(o.opts.Listeners) > 0 {
+		o.elog = &eventLog{listeners: o.opts.Listeners, operator: ctx.Name, subtask: ctx.Subtask, now: clk.Now}
 	}
 	if o.opts.Store != nil {
 		st, err := o.opts.Store(ctx)
@@ -365,7 +379,19 @@ func (o *operator[K, IN, OUT]) ProcessIdle(idle bool) error {
 
 // EndInput waits until every input has finished and every held mark has
 // left.
-func (o *operator[K, IN, OUT]) EndInput() error { return o.finishAll() }
+func (o *operator[K, IN, OUT]) EndInput() error {
+	err := o.finishAll()
+	o.flushLog()
+	return err
+}
+
+// flushLog flushes the event log's buffering listeners; an error is
+// logged, not fatal (the log is an observation of the job).
+func (o *operator[K, IN, OUT]) flushLog() {
+	if err := o.elog.flush(); err != nil {
+		o.logger.Warn("agent: writing the event log failed", "err", err)
+	}
+}
 
 // finishAll waits, serving the operator's letters, until every input has
 // finished and every held mark has left.
@@ -390,6 +416,7 @@ func (o *operator[K, IN, OUT]) Close() error {
 		o.jobsClosed = true // Close may be called again
 	}
 	o.wg.Wait()
+	o.flushLog()
 	if o.store != nil {
 		if err := o.store.Close(); err != nil {
 			o.logger.Warn("agent: closing the action-state store", "err", err)
@@ -419,6 +446,7 @@ func (o *operator[K, IN, OUT]) SnapshotState(w *runtime.SnapshotWriter) error {
 			return err
 		}
 	}
+	o.flushLog()
 	if o.store != nil && len(o.finished) > 0 {
 		o.prunes = append(o.prunes, pendingPrune{id: w.CheckpointID(), upTo: o.finished})
 		o.finished = map[string]int64{}
@@ -727,10 +755,10 @@ func (o *operator[K, IN, OUT]) prepare(ks *keyState[K, IN]) *completion[K, IN] {
 	}
 	c.ks = ks
 	c.rc = &c.rcMem
-	*c.rc = RunnerContext{host: o, key: ks.boxed, seq: r.seq, ev: t.ev, action: o.def.actions[t.action],
+	*c.rc = RunnerContext{host: o, key: ks.boxed, seq: r.seq, ev: t.ev, action: o.def.actions[t.action], actionIdx: t.action,
 		short:   Memory{name: "short-term", base: ks.memory},
 		sensory: Memory{name: "sensory", base: r.sensory},
-		sent:    c.sent[:0]}
+		sent:    c.sent[:0], elog: o.elog}
 	if o.store != nil {
 		c.rc.durable = &durableRun{store: o.store, kg: ks.kg, pos: Position{Seq: r.seq, EventID: t.ev.ID, Action: t.action},
 			onReplay: o.cCallsReplayed.Inc, onDiverge: o.cDiverged.Inc}
@@ -784,9 +812,25 @@ func (o *operator[K, IN, OUT]) execute(c *completion[K, IN]) {
 	if d := c.rc.durable; d != nil {
 		done, err := o.recall(c.rc, d)
 		if err != nil || done {
-			c.err = err
+			c.err, c.replayed = err, done && err == nil
+			if l := o.elog; l != nil {
+				if c.replayed {
+					e := c.rc.entry(LogActionReplayed)
+					e.Replayed = true
+					l.emit(e)
+				} else {
+					e := c.rc.entry(LogActionError)
+					e.Error = err.Error()
+					l.emit(e)
+				}
+			}
 			return
 		}
+	}
+	if l := o.elog; l != nil {
+		e := c.rc.entry(LogActionStart)
+		e.Data = c.rc.ev
+		l.emit(e)
 	}
 	start := o.timer.now()
 	func() {
@@ -797,7 +841,15 @@ func (o *operator[K, IN, OUT]) execute(c *completion[K, IN]) {
 		}()
 		c.err = c.rc.action.Run(c.rc, *c.rc.ev)
 	}()
-	o.timer.since(start)
+	took := o.timer.since(c.rc.actionIdx, start)
+	if l := o.elog; l != nil {
+		e := c.rc.entry(LogActionEnd)
+		if c.err != nil {
+			e.Kind, e.Error = LogActionError, c.err.Error()
+		}
+		e.DurationMicros = took.Microseconds()
+		l.emit(e)
+	}
 	d := c.rc.durable
 	if d == nil {
 		return
@@ -938,6 +990,9 @@ func (o *operator[K, IN, OUT]) apply(c *completion[K, IN]) {
 		}
 		o.logger.Warn("agent: action failed; skipping it", "err", err)
 	} else {
+		if o.elog != nil {
+			o.logApplied(c)
+		}
 		ks.memory = applyWrites(ks.memory, rc.short.writes)
 		r.sensory = applyWrites(r.sensory, rc.sensory.writes)
 		for i := range rc.sent {
@@ -959,6 +1014,24 @@ func (o *operator[K, IN, OUT]) apply(c *completion[K, IN]) {
 	}
 	o.cActions.Inc()
 	r.popTask()
+}
+
+// logApplied logs what applying c commits: the short-term memory writes
+// and the outputs (on the subtask goroutine, before c is recycled).
+func (o *operator[K, IN, OUT]) logApplied(c *completion[K, IN]) {
+	rc := c.rc
+	if len(rc.short.writes) > 0 {
+		e := rc.entry(LogMemory)
+		e.Name, e.Data, e.Replayed = "short-term", maps.Clone(rc.short.writes), c.replayed
+		o.elog.emit(e)
+	}
+	for i := range rc.sent {
+		if rc.sent[i].Type == TypeOutput {
+			e := rc.entry(LogOutput)
+			e.Data, e.Replayed = rc.sent[i].Value, c.replayed
+			o.elog.emit(e)
+		}
+	}
 }
 
 func (o *operator[K, IN, OUT]) emit(ev *Event, ts int64) error {

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"time"
 
 	"github.com/weirproject/weir/agent/model"
 	"github.com/weirproject/weir/runtime"
@@ -19,30 +20,55 @@ const (
 	MetricModelOutputTokens = "modelOutputTokens"
 )
 
-// modelUsage holds the token counters of one model of an agent.
+// modelUsage holds the token counters, latency histogram and retry
+// counters of one model of an agent.
 type modelUsage struct {
-	input, output *runtime.Counter
+	input, output        *runtime.Counter
+	latency              *runtime.Histogram
+	retries, rateLimited *runtime.Counter
+	now                  func() time.Time
+	// observe counts the retries the client reports (made once, so that
+	// a call allocates only its context).
+	observe model.RetryObserver
 }
 
-func newModelUsage(ctx *runtime.Context, name string) *modelUsage {
+func newModelUsage(ctx *runtime.Context, name string, now func() time.Time) *modelUsage {
 	l := runtime.Label{Name: "model", Value: name}
-	return &modelUsage{
-		input:  ctx.LabeledCounter(MetricModelInputTokens, l),
-		output: ctx.LabeledCounter(MetricModelOutputTokens, l),
+	u := &modelUsage{
+		input:       ctx.LabeledCounter(MetricModelInputTokens, l),
+		output:      ctx.LabeledCounter(MetricModelOutputTokens, l),
+		latency:     latencyHistogram(ctx, MetricModelLatency, l),
+		retries:     ctx.LabeledCounter(MetricModelRetries, l),
+		rateLimited: ctx.LabeledCounter(MetricModelRateLimited, l),
+		now:         now,
 	}
+	u.observe = func(_ error, _ time.Duration, rateLimited bool) {
+		u.retries.Inc()
+		if rateLimited {
+			u.rateLimited.Inc()
+		}
+	}
+	return u
 }
 
-// counted returns m with every call counted in st (calls, errors) and its
-// tokens in u: each attempt of a structured call is a call. m itself when
-// both are nil.
+// counted returns m with every call counted in st (calls, errors) and u
+// (tokens, latency, the client's retries): each attempt of a structured
+// call is a call. m itself when both are nil.
 func (u *modelUsage) counted(m model.ChatModel, st *callStat) model.ChatModel {
 	if u == nil && st == nil {
 		return m
 	}
 	return model.Func(func(ctx context.Context, req model.Request) (*model.Response, error) {
-		resp, err := m.Chat(ctx, req)
-		st.record(err != nil)
-		if err == nil && resp != nil && u != nil {
+		if u == nil {
+			resp, err := m.Chat(ctx, req)
+			st.record(err != nil, 0)
+			return resp, err
+		}
+		start := u.now()
+		resp, err := m.Chat(model.WithRetryObserver(ctx, u.observe), req)
+		u.latency.Observe(u.now().Sub(start).Microseconds())
+		st.record(err != nil, 0)
+		if err == nil && resp != nil {
 			u.input.Add(int64(resp.Usage.PromptTokens))
 			u.output.Add(int64(resp.Usage.CompletionTokens))
 		}
@@ -52,3 +78,6 @@ func (u *modelUsage) counted(m model.ChatModel, st *callStat) model.ChatModel {
 
 // modelUsage implements host.
 func (o *operator[K, IN, OUT]) modelUsage(name string) *modelUsage { return o.usage[name] }
+
+// now implements host.
+func (o *operator[K, IN, OUT]) now() time.Time { return o.timer.now() }

@@ -354,13 +354,17 @@ func figures(f dashboard.Frame) map[string]string {
 		put(k+"actionErrors", a.ActionErrors)
 		put(k+"meanLatencyMs", a.MeanLatencyMs)
 		put(k+"totalLatencyMs", a.TotalLatencyMs)
-		for _, c := range a.Models {
-			put(k+"model."+c.Name+".calls", c.Calls)
-			put(k+"model."+c.Name+".errors", c.Errors)
-		}
-		for _, c := range a.Tools {
-			put(k+"tool."+c.Name+".calls", c.Calls)
-			put(k+"tool."+c.Name+".errors", c.Errors)
+		put(k+"p99LatencyMs", a.P99LatencyMs)
+		for kind, cs := range map[string][]dashboard.Calls{"model": a.Models, "tool": a.Tools} {
+			for _, c := range cs {
+				ck := k + kind + "." + c.Name + "."
+				put(ck+"calls", c.Calls)
+				put(ck+"errors", c.Errors)
+				put(ck+"retries", c.Retries)
+				put(ck+"rateLimited", c.RateLimited)
+				put(ck+"tokens", c.InputTokens+c.OutputTokens)
+				put(ck+"p99LatencyMs", c.P99LatencyMs)
+			}
 		}
 	}
 	put("cp.completed", f.Checkpoints.Completed)

@@ -127,8 +127,11 @@ type AgentFrame struct {
 	ActionErrors   int64   `json:"actionErrors"`
 	MeanLatencyMs  float64 `json:"meanLatencyMs"`  // over the interval (0 without runs)
 	TotalLatencyMs float64 `json:"totalLatencyMs"` // mean since the start
-	Models         []Calls `json:"models"`
-	Tools          []Calls `json:"tools"`
+	// P99LatencyMs is the 99th percentile of the action runs since the
+	// start, as the upper bound of its histogram bucket (0 without runs).
+	P99LatencyMs float64 `json:"p99LatencyMs"`
+	Models       []Calls `json:"models"`
+	Tools        []Calls `json:"tools"`
 }
 
 // Calls counts the calls to one model or tool.
@@ -136,6 +139,15 @@ type Calls struct {
 	Name   string `json:"name"`
 	Calls  int64  `json:"calls"`
 	Errors int64  `json:"errors"`
+	// Retries made inside the calls (models), RateLimited those that
+	// waited out a 429, and the tokens the replies reported.
+	Retries      int64 `json:"retries,omitempty"`
+	RateLimited  int64 `json:"rateLimited,omitempty"`
+	InputTokens  int64 `json:"inputTokens,omitempty"`
+	OutputTokens int64 `json:"outputTokens,omitempty"`
+	// P99LatencyMs is the 99th percentile of the calls' time since the
+	// start (the upper bound of its histogram bucket).
+	P99LatencyMs float64 `json:"p99LatencyMs"`
 }
 
 // DeadLettersFrame counts dead letters per source and keeps the latest.

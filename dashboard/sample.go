@@ -317,8 +317,20 @@ func buildFrame(seq int64, prev *Frame, in sampleInput) *Frame {
 			if n := delta(ix[name][agent.MetricActionsTimed]); n > 0 {
 				a.MeanLatencyMs = round(float64(delta(ix[name][agent.MetricActionMicros]))/float64(n)/1000, 3)
 			}
+			a.P99LatencyMs = quantileMs(ix[name][agent.MetricActionLatency], "", "", 0.99)
 			a.Models = calls(ix[name][agent.MetricModelCalls], ix[name][agent.MetricModelCallErrors], "model")
+			for i := range a.Models {
+				c, n := &a.Models[i], a.Models[i].Name
+				c.Retries = sumLabel(ix[name][agent.MetricModelRetries], "model", n)
+				c.RateLimited = sumLabel(ix[name][agent.MetricModelRateLimited], "model", n)
+				c.InputTokens = sumLabel(ix[name][agent.MetricModelInputTokens], "model", n)
+				c.OutputTokens = sumLabel(ix[name][agent.MetricModelOutputTokens], "model", n)
+				c.P99LatencyMs = quantileMs(ix[name][agent.MetricModelLatency], "model", n, 0.99)
+			}
 			a.Tools = calls(ix[name][agent.MetricToolCalls], ix[name][agent.MetricToolCallErrors], "tool")
+			for i := range a.Tools {
+				a.Tools[i].P99LatencyMs = quantileMs(ix[name][agent.MetricToolLatency], "tool", a.Tools[i].Name, 0.99)
+			}
 			f.Agents = append(f.Agents, a)
 		case ix.has(name, asyncio.MetricOldestHeldSince):
 			for _, m := range ix[name][asyncio.MetricHeldWatermarks] {
@@ -420,6 +432,52 @@ func calls(cs, errs []runtime.Metric, lbl string) []Calls {
 		out = append(out, *by[n])
 	}
 	return out
+}
+
+// sumLabel sums the metrics whose label lbl is v.
+func sumLabel(ms []runtime.Metric, lbl, v string) int64 {
+	var s int64
+	for _, m := range ms {
+		if label(m, lbl) == v {
+			s += m.Value
+		}
+	}
+	return s
+}
+
+// quantileMs estimates quantile q of the histograms (over the subtasks;
+// only those whose label lbl is v when lbl is set), in milliseconds: the
+// upper bound of the bucket that holds it (histograms in seconds). 0 when
+// there are no observations; the largest bound when q falls beyond it.
+func quantileMs(ms []runtime.Metric, lbl, v string, q float64) float64 {
+	var bounds []float64
+	var cum []uint64
+	var count uint64
+	for _, m := range ms {
+		h := m.Histogram
+		if h == nil || (lbl != "" && label(m, lbl) != v) {
+			continue
+		}
+		if bounds == nil {
+			bounds, cum = h.Bounds, make([]uint64, len(h.Bounds))
+		}
+		for i := range cum {
+			if i < len(h.Cumulative) {
+				cum[i] += h.Cumulative[i]
+			}
+		}
+		count += h.Count
+	}
+	if count == 0 {
+		return 0
+	}
+	rank := uint64(math.Ceil(q * float64(count)))
+	for i, c := range cum {
+		if c >= rank {
+			return round(bounds[i]*1000, 3)
+		}
+	}
+	return round(bounds[len(bounds)-1]*1000, 3)
 }
 
 func round(v float64, digits int) float64 {

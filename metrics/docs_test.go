@@ -28,7 +28,7 @@ func documented(t *testing.T) map[string][]string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	row := regexp.MustCompile("^\\| `(weir_[a-z_]+)` \\| (counter|gauge) \\| ([a-z, ]+) \\|")
+	row := regexp.MustCompile("^\\| `(weir_[a-z_]+)` \\| (counter|gauge|histogram) \\| ([a-z, ]+) \\|")
 	out := map[string][]string{}
 	for _, line := range strings.Split(string(b), "\n") {
 		m := row.FindStringSubmatch(line)
@@ -53,7 +53,7 @@ func documented(t *testing.T) map[string][]string {
 // constants named Metric... or Counter... holding a metric name.
 func registered(t *testing.T) map[string][]string {
 	t.Helper()
-	call := regexp.MustCompile(`\b(?:Counter|Gauge|LabeledCounter|LabeledGauge|counter|gauge)\(([^()]*)\)`)
+	call := regexp.MustCompile(`\b(?:Counter|Gauge|LabeledCounter|LabeledGauge|LabeledHistogram|counter|gauge|histogram)\(([^()]*)\)`)
 	lastLiteral := regexp.MustCompile(`"([a-zA-Z]+)"[^"]*$`)
 	constant := regexp.MustCompile(`(?m)^\s*(?:const\s+)?(?:Metric|Counter|Gauge)\w*\s*=\s*"([a-zA-Z]+)"`)
 	out := map[string][]string{}
@@ -166,9 +166,13 @@ func parseExposition(t *testing.T, r io.Reader) map[string][]string {
 	t.Helper()
 	labelName := regexp.MustCompile(`([a-zA-Z_][a-zA-Z0-9_]*)="`)
 	out := map[string][]string{}
+	histograms := map[string]bool{}
 	sc := bufio.NewScanner(r)
 	for sc.Scan() {
 		line := sc.Text()
+		if f := strings.Fields(line); len(f) == 4 && f[0] == "#" && f[1] == "TYPE" && f[3] == "histogram" {
+			histograms[f[2]] = true
+		}
 		if line == "" || strings.HasPrefix(line, "#") {
 			continue
 		}
@@ -176,10 +180,19 @@ func parseExposition(t *testing.T, r io.Reader) map[string][]string {
 		var labels []string
 		if i := strings.LastIndex(rest, "}"); i >= 0 {
 			for _, m := range labelName.FindAllStringSubmatch(rest[:i], -1) {
-				labels = append(labels, m[1])
+				if m[1] != "le" {
+					labels = append(labels, m[1])
+				}
 			}
 		} else {
 			name, _, _ = strings.Cut(line, " ")
+		}
+		// A histogram's series (_bucket with its le label, _sum, _count)
+		// are the one metric the docs list.
+		for _, suffix := range []string{"_bucket", "_sum", "_count"} {
+			if base, ok := strings.CutSuffix(name, suffix); ok && histograms[base] {
+				name = base
+			}
 		}
 		if prev, ok := out[name]; ok && !slices.Equal(prev, labels) {
 			t.Errorf("%s is served with labels %v and %v", name, prev, labels)

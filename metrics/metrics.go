@@ -1,11 +1,12 @@
-// Package metrics exposes a job's counters and gauges (runtime.Metrics) to
+// Package metrics exposes a job's counters, gauges and histograms (runtime.Metrics) to
 // Prometheus. It is the only weir package that imports the Prometheus
 // client, so the engine does not depend on a metrics library.
 //
 // Every runtime metric becomes weir_<name> (snake case) with labels
 // operator and subtask, followed by the metric's own labels
 // (runtime.Metric.Labels, such as topic and partition); counters are
-// Prometheus counters, gauges gauges.
+// Prometheus counters, gauges gauges, histograms histograms (the _bucket,
+// _sum and _count series).
 package metrics
 
 import (
@@ -51,6 +52,14 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		if d == nil {
 			d = prometheus.NewDesc(name, "weir metric "+m.Name, names, nil)
 			descs[key] = d
+		}
+		if h := m.Histogram; h != nil {
+			buckets := make(map[float64]uint64, len(h.Bounds))
+			for i, b := range h.Bounds {
+				buckets[b] = h.Cumulative[i]
+			}
+			ch <- prometheus.MustNewConstHistogram(d, h.Count, h.Sum, buckets, values...)
+			continue
 		}
 		t := prometheus.CounterValue
 		if m.Gauge {

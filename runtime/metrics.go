@@ -45,6 +45,8 @@ type Metric struct {
 	// given (nil for most metrics). Every metric of one Name carries the
 	// same label names.
 	Labels []Label
+	// Histogram is set for a histogram (Value is then its count).
+	Histogram *HistogramValue
 }
 
 type metricKey struct {
@@ -70,14 +72,15 @@ func encodeLabels(ls []Label) string {
 	return b.String()
 }
 
-// Metrics holds the counters and gauges of a job. The Prometheus adapter
+// Metrics holds the counters, gauges and histograms of a job. The Prometheus adapter
 // (package metrics) reads them through Snapshot.
 type Metrics struct {
-	mu       sync.Mutex
-	counters map[metricKey]*Counter
-	gauges   map[metricKey]*Gauge
-	labels   map[metricKey][]Label // of labelled counters and gauges
-	notes    noteRing
+	mu         sync.Mutex
+	counters   map[metricKey]*Counter
+	gauges     map[metricKey]*Gauge
+	histograms map[metricKey]*Histogram
+	labels     map[metricKey][]Label // of labelled counters, gauges and histograms
+	notes      noteRing
 }
 
 func (m *Metrics) counter(op string, sub int, name string, labels ...Label) *Counter {
@@ -134,6 +137,11 @@ func (m *Metrics) Snapshot() []Metric {
 		out = append(out, Metric{Operator: k.op, Subtask: k.subtask, Name: k.name, Value: g.Value(), Gauge: true,
 			Labels: m.labels[k]})
 	}
+	for k, h := range m.histograms {
+		v := h.value()
+		out = append(out, Metric{Operator: k.op, Subtask: k.subtask, Name: k.name, Value: int64(v.Count),
+			Labels: m.labels[k], Histogram: v})
+	}
 	m.mu.Unlock()
 	sort.Slice(out, func(i, j int) bool {
 		a, b := out[i], out[j]
@@ -160,4 +168,76 @@ func (m *Metrics) Sum(op, name string) int64 {
 		}
 	}
 	return s
+}
+
+// Histogram counts observations (int64, in the unit its name says) into
+// fixed buckets, safe for concurrent use: an observation is a short scan
+// of the bounds and three atomic adds, no lock.
+type Histogram struct {
+	bounds []int64        // upper bounds, inclusive, ascending
+	counts []atomic.Int64 // per bucket (not cumulative); the last is +Inf
+	sum    atomic.Int64
+	count  atomic.Int64
+	scale  float64
+}
+
+// Observe counts v.
+func (h *Histogram) Observe(v int64) {
+	i := 0
+	for i < len(h.bounds) && v > h.bounds[i] {
+		i++
+	}
+	h.counts[i].Add(1)
+	h.sum.Add(v)
+	h.count.Add(1)
+}
+
+// Count returns the number of observations.
+func (h *Histogram) Count() int64 { return h.count.Load() }
+
+// HistogramValue is a histogram as read at one moment, scaled to the unit
+// it is exported in (Prometheus' cumulative buckets).
+type HistogramValue struct {
+	// Bounds are the buckets' upper bounds (inclusive), ascending, and
+	// Cumulative[i] the observations at or below Bounds[i].
+	Bounds     []float64
+	Cumulative []uint64
+	Sum        float64
+	Count      uint64
+}
+
+func (h *Histogram) value() *HistogramValue {
+	v := &HistogramValue{Bounds: make([]float64, len(h.bounds)), Cumulative: make([]uint64, len(h.bounds))}
+	var c uint64
+	for i, b := range h.bounds {
+		c += uint64(h.counts[i].Load())
+		v.Bounds[i], v.Cumulative[i] = float64(b)*h.scale, c
+	}
+	// Count and sum read after the buckets: a concurrent observation may
+	// be in one and not the others for one scrape; Count is at least the
+	// last bucket's.
+	v.Count = max(uint64(h.count.Load()), c)
+	v.Sum = float64(h.sum.Load()) * h.scale
+	return v
+}
+
+func (m *Metrics) histogram(op string, sub int, name string, scale float64, bounds []int64, labels ...Label) *Histogram {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.histograms == nil {
+		m.histograms = map[metricKey]*Histogram{}
+	}
+	if m.labels == nil {
+		m.labels = map[metricKey][]Label{}
+	}
+	k := metricKey{op, sub, name, encodeLabels(labels)}
+	h := m.histograms[k]
+	if h == nil {
+		h = &Histogram{bounds: append([]int64(nil), bounds...), counts: make([]atomic.Int64, len(bounds)+1), scale: scale}
+		m.histograms[k] = h
+		if len(labels) > 0 {
+			m.labels[k] = append([]Label(nil), labels...)
+		}
+	}
+	return h
 }

@@ -191,6 +191,16 @@ func (c *Context) LabeledCounter(name string, labels ...Label) *Counter {
 	return c.task.job.cfg.Metrics.counter(c.Name, c.Subtask, name, labels...)
 }
 
+// LabeledHistogram returns the histogram of this operator subtask with the
+// given name and labels, creating it on first use with the given bucket
+// upper bounds (inclusive, ascending, in the unit observations are made
+// in); scale converts that unit to the exported one (1e-6 for
+// microseconds observed and seconds exported). Every histogram of one name
+// must carry the same label names and bounds.
+func (c *Context) LabeledHistogram(name string, scale float64, bounds []int64, labels ...Label) *Histogram {
+	return c.task.job.cfg.Metrics.histogram(c.Name, c.Subtask, name, scale, bounds, labels...)
+}
+
 // Note records a rare event of this operator subtask (a dead letter, a
 // failure skipped) with a text for people; the job keeps the latest ones
 // (Metrics.Notes). It takes a lock and keeps text: call it for exceptional

@@ -59,6 +59,15 @@ type AnthropicConfig struct {
 	// Retry is how failed calls are retried (429, 408, 409, 5xx including
 	// Anthropic's 529 "overloaded", and network errors); see RetryPolicy.
 	Retry RetryPolicy
+	// RateLimit, when set, lets every attempt through this limiter (see
+	// Limiter): calls wait for the request rate, token budget and
+	// concurrency it allows, and a 429 pauses it for the Retry-After the
+	// server sent (retry-after-ms or Retry-After; every call sharing the
+	// limiter waits) and is tried again without counting against
+	// Retry.Attempts, up to RateLimit.MaxRateLimitedRetries times. nil
+	// means no limiter: a 429 is retried as Retry says, honouring
+	// Retry-After for that call only.
+	RateLimit *Limiter
 	// Headers are added to every request.
 	Headers map[string]string
 	// Stream makes every call a streaming one (server-sent events),
@@ -87,6 +96,7 @@ type AnthropicClient struct {
 	retry      RetryPolicy
 	stream     bool
 	structured string
+	limiter    *Limiter
 }
 
 // Anthropic returns a client for cfg (see AnthropicConfig for defaults).
@@ -129,7 +139,7 @@ func Anthropic(cfg AnthropicConfig) *AnthropicClient {
 		maxTokens = DefaultAnthropicMaxTokens
 	}
 	return &AnthropicClient{client: anthropic.NewClient(opts...), model: cfg.Model, baseURL: strings.TrimRight(base, "/"),
-		maxTokens: maxTokens, retry: cfg.Retry, stream: cfg.Stream, structured: cfg.StructuredOutput}
+		maxTokens: maxTokens, retry: cfg.Retry, stream: cfg.Stream, structured: cfg.StructuredOutput, limiter: cfg.RateLimit}
 }
 
 // String names the endpoint and model (never the key).
@@ -154,7 +164,7 @@ func (c *AnthropicClient) Chat(ctx context.Context, req Request) (*Response, err
 	if key, ok := IdempotencyKey(ctx); ok {
 		opts = append(opts, option.WithHeader(IdempotencyHeader, key))
 	}
-	return c.retry.Do(ctx, func(ctx context.Context) (*Response, error) {
+	return c.retry.do(ctx, c.limiter, func(ctx context.Context) (*Response, error) {
 		msg, err := c.call(ctx, params, opts)
 		if err != nil {
 			return nil, c.convertError(ctx, params.Model, err)
@@ -403,7 +413,7 @@ func (c *AnthropicClient) convertError(ctx context.Context, modelName string, er
 		e := &APIError{StatusCode: ae.StatusCode, Type: string(ae.Type()), Message: ae.Message,
 			Model: modelName, Endpoint: c.baseURL, KeyEnv: "ANTHROPIC_API_KEY"}
 		if ae.Response != nil {
-			e.RetryAfter = retryAfter(ae.Response.Header.Get("Retry-After"))
+			e.RetryAfter = retryAfterHeader(ae.Response.Header)
 		}
 		if e.StatusCode < 300 {
 			// An error event inside a stream that had started well: the

@@ -34,7 +34,18 @@
 //     honouring Retry-After (RetryPolicy); other errors (400, 401, 404,
 //     malformed replies) are not. Whatever still fails reaches the caller
 //     (the action) as an error: *APIError (status, type, code, message,
-//     and what to check) when the server answered.
+//     and what to check) when the server answered. A RetryObserver on the
+//     context (WithRetryObserver) is told of every retry.
+//  9. Rate limits. A Limiter (RateLimit: requests per interval in a
+//     sliding window, a token budget charged with the usage replies
+//     report, a bound on calls in flight) makes calls wait instead of
+//     fail; reservations are first come, first served. A client with
+//     OpenAIConfig.RateLimit or AnthropicConfig.RateLimit lets every
+//     attempt through it, and a 429 pauses it for the server's
+//     retry-after-ms or Retry-After (every call sharing it waits) and is
+//     tried again without counting against RetryPolicy.Attempts, up to
+//     RateLimit.MaxRateLimitedRetries times; WithRateLimit does the same
+//     for any ChatModel.
 //  5. Cancellation. Calls and back-off waits end when the context is done.
 //  6. Determinism. Offline's reply and latency depend only on its Seed and
 //     the request (FNV-1a hash); Latency.Sample maps a quantile to a

@@ -52,6 +52,15 @@ type OpenAIConfig struct {
 	// Retry is how failed calls are retried (429, 408, 409, 5xx and network
 	// errors); see RetryPolicy for the defaults.
 	Retry RetryPolicy
+	// RateLimit, when set, lets every attempt through this limiter (see
+	// Limiter): calls wait for the request rate, token budget and
+	// concurrency it allows, and a 429 pauses it for the Retry-After the
+	// server sent (retry-after-ms or Retry-After; every call sharing the
+	// limiter waits) and is tried again without counting against
+	// Retry.Attempts, up to RateLimit.MaxRateLimitedRetries times. nil
+	// means no limiter: a 429 is retried as Retry says, honouring
+	// Retry-After for that call only.
+	RateLimit *Limiter
 	// Headers are added to every request.
 	Headers map[string]string
 }
@@ -66,6 +75,7 @@ type OpenAIClient struct {
 	baseURL string
 	retry   RetryPolicy
 	stream  bool
+	limiter *Limiter
 }
 
 // OpenAI returns a client for cfg (see OpenAIConfig for defaults).
@@ -106,7 +116,7 @@ func OpenAI(cfg OpenAIConfig) *OpenAIClient {
 	for k, v := range cfg.Query {
 		opts = append(opts, option.WithQuery(k, v))
 	}
-	return &OpenAIClient{client: openai.NewClient(opts...), model: cfg.Model, baseURL: strings.TrimRight(base, "/"), retry: cfg.Retry, stream: cfg.Stream}
+	return &OpenAIClient{client: openai.NewClient(opts...), model: cfg.Model, baseURL: strings.TrimRight(base, "/"), retry: cfg.Retry, stream: cfg.Stream, limiter: cfg.RateLimit}
 }
 
 // DefaultOllamaBaseURL is Ollama's OpenAI-compatible endpoint on this
@@ -204,7 +214,7 @@ func (c *OpenAIClient) Chat(ctx context.Context, req Request) (*Response, error)
 	if c.stream {
 		params.StreamOptions.IncludeUsage = param.NewOpt(true)
 	}
-	return c.retry.Do(ctx, func(ctx context.Context) (*Response, error) {
+	return c.retry.do(ctx, c.limiter, func(ctx context.Context) (*Response, error) {
 		cc, err := c.call(ctx, params, opts)
 		if err != nil {
 			return nil, c.convertError(ctx, params.Model, err)
@@ -351,7 +361,7 @@ func (c *OpenAIClient) convertError(ctx context.Context, modelName shared.ChatMo
 		e := &APIError{StatusCode: oe.StatusCode, Type: oe.Type, Code: oe.Code, Message: oe.Message,
 			Model: string(modelName), Endpoint: c.baseURL}
 		if oe.Response != nil {
-			e.RetryAfter = retryAfter(oe.Response.Header.Get("Retry-After"))
+			e.RetryAfter = retryAfterHeader(oe.Response.Header)
 		}
 		return e
 	}
@@ -359,6 +369,18 @@ func (c *OpenAIClient) convertError(ctx context.Context, modelName shared.ChatMo
 		return fmt.Errorf("model: call to %s: %w", c.baseURL, ctx.Err())
 	}
 	return fmt.Errorf("model: request to %s failed: %w", c.baseURL, err)
+}
+
+// retryAfterHeader is the wait a reply asks for: retry-after-ms (OpenAI's,
+// in milliseconds) when present, else Retry-After (seconds or an HTTP
+// date).
+func retryAfterHeader(h http.Header) time.Duration {
+	if ms := h.Get("retry-after-ms"); ms != "" {
+		if v, err := strconv.ParseFloat(ms, 64); err == nil && v >= 0 {
+			return time.Duration(v * float64(time.Millisecond))
+		}
+	}
+	return retryAfter(h.Get("Retry-After"))
 }
 
 func retryAfter(h string) time.Duration {

@@ -58,29 +58,95 @@ func sleep(ctx context.Context, d time.Duration) error {
 // returned wrapped with the number of attempts (errors.As still finds an
 // *APIError in it).
 func (p RetryPolicy) Do(ctx context.Context, f func(ctx context.Context) (*Response, error)) (*Response, error) {
+	return p.do(ctx, nil, f)
+}
+
+// do is Do with every attempt let through by l (nil: no limiter). With a
+// limiter a 429 pauses l for the wait the server asked for (else the
+// back-off) and the attempt is made again through l, up to
+// RateLimit.MaxRateLimitedRetries times, without counting against
+// p.Attempts: the caller waits instead of failing.
+func (p RetryPolicy) do(ctx context.Context, l *Limiter, f func(ctx context.Context) (*Response, error)) (*Response, error) {
 	p = p.withDefaults()
+	obs := retryObserver(ctx)
 	wait := p.Initial
-	for attempt := 1; ; attempt++ {
+	limited := 0
+	for attempt := 1; ; {
+		if l != nil {
+			if err := l.Acquire(ctx); err != nil {
+				return nil, fmt.Errorf("model: cancelled while waiting for the rate limiter: %w", err)
+			}
+		}
 		resp, err := f(ctx)
+		if l != nil {
+			var u Usage
+			if err == nil && resp != nil {
+				u = resp.Usage
+			}
+			l.Release(u)
+		}
 		if err == nil {
 			return resp, nil
 		}
+		api := (*APIError)(nil)
+		errors.As(err, &api)
+		if l != nil && api != nil && api.StatusCode == 429 {
+			d := api.RetryAfter
+			again := limited < l.max429 && ctx.Err() == nil
+			if d <= 0 && again {
+				d = wait/2 + rand.N(wait/2+1)
+				wait = min(wait*2, p.Max)
+			}
+			l.RateLimited(d)
+			if again {
+				limited++
+				if obs != nil {
+					obs(err, d, true)
+				}
+				continue
+			}
+		}
 		if attempt >= p.Attempts || !Retryable(ctx, err) {
-			if attempt > 1 {
-				return nil, fmt.Errorf("model: giving up after %d attempts: %w", attempt, err)
+			if attempt > 1 || limited > 0 {
+				return nil, fmt.Errorf("model: giving up after %d attempts: %w", attempt+limited, err)
 			}
 			return nil, err
 		}
 		d := wait/2 + rand.N(wait/2+1)
-		if api := (*APIError)(nil); errors.As(err, &api) && api.RetryAfter > d {
+		if api != nil && api.RetryAfter > d {
 			d = api.RetryAfter
 		}
 		d = min(d, p.Max)
+		if obs != nil {
+			obs(err, d, false)
+		}
 		if serr := p.Sleep(ctx, d); serr != nil {
 			return nil, fmt.Errorf("model: cancelled while waiting to retry (attempt %d failed: %w)", attempt, err)
 		}
 		wait = min(wait*2, p.Max)
+		attempt++
 	}
+}
+
+// RetryObserver is told of every retry of a model call made under a
+// context carrying it (WithRetryObserver): the error of the attempt that
+// failed, the wait before the next, and whether the wait is a rate limit's
+// (a 429 waited out through a Limiter). It is called on the caller's
+// goroutine, before the wait.
+type RetryObserver func(err error, wait time.Duration, rateLimited bool)
+
+type retryObserverCtx struct{}
+
+// WithRetryObserver returns ctx carrying obs: the clients' retry loops
+// (RetryPolicy, WithRetry, WithRateLimit) tell it of every retry. The
+// agent operator sets one per model call to count retries per model.
+func WithRetryObserver(ctx context.Context, obs RetryObserver) context.Context {
+	return context.WithValue(ctx, retryObserverCtx{}, obs)
+}
+
+func retryObserver(ctx context.Context) RetryObserver {
+	obs, _ := ctx.Value(retryObserverCtx{}).(RetryObserver)
+	return obs
 }
 
 // WithRetry returns m with calls retried by p.

@@ -123,6 +123,12 @@ func TestBadCommandLines(t *testing.T) {
 		{[]string{"experiment", "durability", "--seed", "0"}, "weir experiment durability: --seed 0"},
 		{[]string{"experiment", "durability", "--stores", "redis"}, `weir experiment durability: --stores "redis"`},
 		{[]string{"experiment", "durability", "x"}, "weir experiment durability: unexpected argument"},
+		{[]string{"agent", "log"}, "weir agent log: give --file FILE or --topic TOPIC"},
+		{[]string{"agent", "log", "--file", file, "--topic", "t"}, "weir agent log: --file and --topic: give one of them"},
+		{[]string{"agent", "log", "--topic", "t"}, `weir agent log: --topic "t": give --brokers`},
+		{[]string{"agent", "log", "--topic", "t", "--brokers", "9092"}, `weir agent log: --brokers "9092": want host:port`},
+		{[]string{"agent", "log", "--file", filepath.Join(tmp, "none")}, `weir agent log: --file "`},
+		{[]string{"agent", "log", "--file", file, "x"}, "weir agent log: unexpected argument"},
 	}
 	for _, c := range cases {
 		t.Run(strings.Join(c.args, " "), func(t *testing.T) {

@@ -102,7 +102,7 @@ func newRoot() *cobra.Command {
 		return usagef(c, "%v", err)
 	})
 	root.AddCommand(keysCmd(), demoCmd(), benchCmd(), savepointCmd(), brokerCmd(), experimentCmd())
-	root.AddCommand(runCmd(), validateCmd())
+	root.AddCommand(runCmd(), validateCmd(), agentRootCmd())
 	return root
 }
 

@@ -208,17 +208,22 @@ function renderAgents(f) {
   for (const a of f.agents) {
     const k = `agent.${a.operator}.`;
     out.push(el("h3", {}, a.operator));
-    out.push(table(["in flight ", "running keys ", "actions ", "actions/s ", "errors ", "latency now ", "latency mean "], [el("tr", {},
+    out.push(table(["in flight ", "running keys ", "actions ", "actions/s ", "errors ", "latency now ", "latency mean ", "p99 ≤ "], [el("tr", {},
       td(k + "inFlight", a.inFlight, num(a.inFlight)), td(k + "runningKeys", a.runningKeys, num(a.runningKeys)),
       td(k + "actionsRun", a.actionsRun, num(a.actionsRun)), td(k + "actionsPerSec", a.actionsPerSec, rate(a.actionsPerSec)),
       td(k + "actionErrors", a.actionErrors, num(a.actionErrors), a.actionErrors ? "bad" : ""),
       td(k + "meanLatencyMs", a.meanLatencyMs, a.meanLatencyMs ? dur(a.meanLatencyMs) : "–"),
-      td(k + "totalLatencyMs", a.totalLatencyMs, a.totalLatencyMs ? dur(a.totalLatencyMs) : "–"))]));
+      td(k + "totalLatencyMs", a.totalLatencyMs, a.totalLatencyMs ? dur(a.totalLatencyMs) : "–"),
+      td(k + "p99LatencyMs", a.p99LatencyMs, a.p99LatencyMs ? dur(a.p99LatencyMs) : "–"))]));
     const calls = [...a.models.map(c => ["model", c]), ...a.tools.map(c => ["tool", c])].map(([kind, c]) => el("tr", {},
       el("td", {}, kind), el("td", {}, c.name),
       td(`${k}${kind}.${c.name}.calls`, c.calls, num(c.calls)),
-      td(`${k}${kind}.${c.name}.errors`, c.errors, num(c.errors), c.errors ? "bad" : "")));
-    if (calls.length) out.push(table(["", "model or tool", "calls ", "errors "], calls));
+      td(`${k}${kind}.${c.name}.errors`, c.errors, num(c.errors), c.errors ? "bad" : ""),
+      td(`${k}${kind}.${c.name}.retries`, c.retries || 0, num(c.retries || 0)),
+      td(`${k}${kind}.${c.name}.rateLimited`, c.rateLimited || 0, num(c.rateLimited || 0)),
+      td(`${k}${kind}.${c.name}.tokens`, (c.inputTokens || 0) + (c.outputTokens || 0), kind === "model" ? `${num(c.inputTokens || 0)} / ${num(c.outputTokens || 0)}` : "–"),
+      td(`${k}${kind}.${c.name}.p99LatencyMs`, c.p99LatencyMs, c.p99LatencyMs ? dur(c.p99LatencyMs) : "–")));
+    if (calls.length) out.push(table(["", "model or tool", "calls ", "errors ", "retries ", "429 waits ", "tokens in / out ", "p99 ≤ "], calls));
   }
   put("agents", ...out);
 }

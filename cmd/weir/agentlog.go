@@ -1,0 +1,97 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/weirproject/weir/agent"
+	"github.com/weirproject/weir/agent/eventlog"
+)
+
+// agentRootCmd is `weir agent`: tools for agent jobs.
+func agentRootCmd() *cobra.Command {
+	c := &cobra.Command{Use: "agent", Short: "Tools for agent jobs (the event log)"}
+	c.AddCommand(agentLogCmd())
+	return c
+}
+
+// agentLogCmd is `weir agent log`: prints an agent's event log (package
+// agent/eventlog) from a JSON-lines file or a Kafka topic.
+func agentLogCmd() *cobra.Command {
+	var file, topic, key, brokers string
+	var asJSON bool
+	c := &cobra.Command{
+		Use:   "log",
+		Short: "Print an agent's event log from a JSON-lines file or a Kafka topic, optionally for one key",
+		Long: `Prints the event log an agent job wrote (agent.Options.Listeners with package
+agent/eventlog): every action's start, model and tool calls and their results, memory updates,
+outputs, errors and replays, one line each, in the order written (per key: the order they
+happened). --file reads a JSON-lines file; --topic reads a Kafka topic from its start to the end
+offsets it has when the command starts (--brokers). --key keeps one key's entries.`,
+		Args: noArgs,
+		PreRunE: func(cmd *cobra.Command, _ []string) error {
+			k := &checks{c: cmd}
+			switch {
+			case file == "" && topic == "":
+				k.fail("give --file FILE or --topic TOPIC")
+			case file != "" && topic != "":
+				k.fail("--file and --topic: give one of them")
+			case topic != "" && brokers == "":
+				k.fail("--topic %q: give --brokers host:port[,host:port...]", topic)
+			}
+			if topic != "" {
+				for _, b := range strings.Split(brokers, ",") {
+					k.hostPort("brokers", b)
+				}
+			}
+			if file != "" {
+				if st, err := os.Stat(file); err != nil || st.IsDir() {
+					k.fail("--file %q: want a log file written by eventlog (%v)", file, errOrDir(err))
+				}
+			}
+			return k.err
+		},
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			if ctx == nil {
+				ctx = context.Background()
+			}
+			ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			out := cmd.OutOrStdout()
+			enc := json.NewEncoder(out)
+			print := func(e agent.LogEntry) error {
+				if asJSON {
+					return enc.Encode(e)
+				}
+				_, err := fmt.Fprintln(out, e.String())
+				return err
+			}
+			if file != "" {
+				return eventlog.ReadFile(file, key, print)
+			}
+			return eventlog.ReadTopic(ctx, strings.Split(brokers, ","), topic, key, print)
+		},
+	}
+	f := c.Flags()
+	f.StringVar(&file, "file", "", "JSON-lines log file (eventlog.CreateFile)")
+	f.StringVar(&topic, "topic", "", "Kafka topic of the log (eventlog.NewKafkaWriter)")
+	f.StringVar(&brokers, "brokers", "", "Kafka brokers of --topic, host:port[,host:port...]")
+	f.StringVar(&key, "key", "", "print only this key's entries (the key as the log prints it)")
+	f.BoolVar(&asJSON, "json", false, "print each entry as a JSON line")
+	return c
+}
+
+func errOrDir(err error) string {
+	if err != nil {
+		return err.Error()
+	}
+	return "a directory"
+}
