@@ -8,7 +8,10 @@ import (
 	"log/slog"
 	"maps"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -223,4 +226,79 @@ func TestClusterEqualsLocalRun(t *testing.T) {
 	if source < ls.SourceRecords {
 		t.Errorf("members counted %d source records together, the local run %d", source, ls.SourceRecords)
 	}
+}
+
+// TestClusteredExample runs examples/pipelines/load-orders.yaml, then
+// examples/pipelines/clustered.yaml in group mode with two members, and
+// checks every committed total against the totals computed here from
+// orders.jsonl: one per customer and minute, each once.
+func TestClusteredExample(t *testing.T) {
+	b, err := broker.Start(broker.Options{Topics: map[string]int32{"orders": 3, "order-totals": 1},
+		Configs: map[string]string{"group.min.session.timeout.ms": "500"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	t.Setenv("KAFKA_BROKERS", b.Addrs()[0])
+	t.Setenv("WEIR_OUT", t.TempDir())
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if _, err := pipeline.Run(ctx, parse(t, "load-orders.yaml"), pipeline.Options{Logger: quietLog}, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	spec := parse(t, "clustered.yaml")
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	for i := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, errs[i] = pipeline.RunCluster(ctx, spec, pipeline.ClusterOptions{Group: "order-totals", Member: fmt.Sprintf("m%d", i),
+				SessionTimeout: time.Second, HeartbeatInterval: 100 * time.Millisecond, Stdout: io.Discard, Logger: quietLog}, io.Discard)
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// The totals, from the file.
+	type total struct{ orders, total, biggest float64 }
+	want := map[string]int{}
+	sums := map[[2]string]*total{}
+	in, err := os.ReadFile(filepath.Join(examples, "orders.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(in), "\n") {
+		var o struct {
+			Customer string
+			Amount   float64
+			Time     int64
+		}
+		if json.Unmarshal([]byte(l), &o) != nil || o.Amount <= 0 {
+			continue
+		}
+		k := [2]string{o.Customer, fmt.Sprint(o.Time / 60000 * 60000)}
+		if sums[k] == nil {
+			sums[k] = &total{}
+		}
+		s := sums[k]
+		s.orders++
+		s.total += o.Amount
+		s.biggest = max(s.biggest, o.Amount)
+	}
+	for k, s := range sums {
+		start, _ := strconv.ParseInt(k[1], 10, 64)
+		v, _ := json.Marshal(map[string]any{"customer": k[0], "orders": s.orders, "total": s.total, "biggest": s.biggest,
+			"windowStart": start, "windowEnd": start + 60000})
+		want[k[0]+" "+string(v)]++
+	}
+	got := committedRecords(t, b.Addrs(), "order-totals")
+	if !maps.Equal(want, got) {
+		t.Fatalf("order-totals holds %d distinct totals, want the %d computed from orders.jsonl, each once:\ngot  %v\nwant %v", len(got), len(want), got, want)
+	}
+	t.Logf("%d totals, each once", len(got))
 }
