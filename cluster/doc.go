@@ -23,7 +23,8 @@
 //
 // Each task checkpoints on its own, to CheckpointBase/tasks/<task>/, and
 // its transactional ids are derived from the task's name, the same in
-// every process. Which process runs which task is decided by a Kafka
+// every process; TaskName gives that name to the Job's callbacks, for the
+// ids of further sinks they add (side outputs). Which process runs which task is decided by a Kafka
 // consumer group (Group) over the coordination topic "<Group>-tasks",
 // which has one partition per task and never holds a record: the
 // partitions assigned to a process are the tasks it runs.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/weirproject/weir"
@@ -140,7 +141,28 @@ func taskEnv(cfg Config, task string) (*weir.Environment, string, error) {
 		Logger: cfg.Logger.With("task", task),
 		Checkpoint: runtime.CheckpointConfig{Interval: cfg.CheckpointInterval, Dir: dir, Retain: cfg.Retain,
 			RestoreFrom: restore}})
+	taskNames.Store(env, task)
 	return env, restore, nil
+}
+
+// taskNames maps the environment of each task being built or run in this
+// process to the task's name (TaskName); runOnce removes it when the
+// task's job has ended.
+var taskNames sync.Map // *weir.Environment -> string
+
+// TaskName returns the name of the task ("source-3", "keyed-0") whose
+// environment env is, while Run builds or runs it; false for any other
+// environment (BuildLocal's included). The Job's callbacks (Upstream,
+// Keyed) call it with their stream's Env() to name what must be unique per
+// task and the same in every process that runs the task: the
+// transactional ids of further exactly-once sinks (side outputs), for
+// instance "<prefix>-<Group>-<task>", as Run does for Job.Sink.
+func TaskName(env *weir.Environment) (string, bool) {
+	v, ok := taskNames.Load(env)
+	if !ok {
+		return "", false
+	}
+	return v.(string), true
 }
 
 // buildSourceTask adds source task p to env: the source topic's partition

@@ -74,6 +74,7 @@ func (t *taskRunner) runOnce(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	defer taskNames.Delete(env)
 	job, err := env.Start(ctx)
 	if err != nil {
 		return err

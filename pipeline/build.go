@@ -139,8 +139,16 @@ func Build(ctx context.Context, spec *Spec, opts Options) (j *Job, err error) {
 	if err := b.sink("sink", spec.Sink, main); err != nil {
 		return j, err
 	}
-	// Outputs are built once their streams exist: an output may be fed by
-	// a step of another output.
+	if err := b.buildOutputs(ctx); err != nil {
+		return j, err
+	}
+	return j, nil
+}
+
+// buildOutputs adds the steps and sink of every output fed so far. Outputs
+// are built once their streams exist: an output may be fed by a step of
+// another output.
+func (b *builder) buildOutputs(ctx context.Context) error {
 	built := map[string]bool{}
 	for progress := true; progress; {
 		progress = false
@@ -149,17 +157,17 @@ func Build(ctx context.Context, spec *Spec, opts Options) (j *Job, err error) {
 				continue
 			}
 			built[name], progress = true, true
-			o := spec.Outputs[name]
+			o := b.j.Spec.Outputs[name]
 			out, err := b.steps(ctx, o.Steps, b.outputs[name])
 			if err != nil {
-				return j, err
+				return err
 			}
 			if err := b.sink(name, o.Sink, out); err != nil {
-				return j, err
+				return err
 			}
 		}
 	}
-	return j, nil
+	return nil
 }
 
 // startKafka starts the embedded broker, or notes the external brokers,
@@ -182,12 +190,19 @@ func (j *Job) startKafka(ctx context.Context) error {
 	} else {
 		j.Brokers = ks.Brokers
 	}
+	return checkTopics(ctx, j.Spec, j.Brokers)
+}
+
+// checkTopics checks that every Kafka topic the pipeline names exists on
+// the cluster at brokers: an unknown one is an Errors at the topic's
+// position.
+func checkTopics(ctx context.Context, s *Spec, brokers []string) error {
+	ks := s.Kafka
 	type ref struct {
 		topic, what string
 		pos         Pos
 	}
 	var refs []ref
-	s := j.Spec
 	if k := s.Source.Kafka; k != nil {
 		for i, t := range k.Topics {
 			refs = append(refs, ref{t, "source.kafka.topics", k.TopicPos[i]})
@@ -205,7 +220,7 @@ func (j *Job) startKafka(ctx context.Context) error {
 	if len(refs) == 0 {
 		return nil
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(j.Brokers...))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
 	if err != nil {
 		return fmt.Errorf("%s: kafka: %w", ks.Pos, err)
 	}
@@ -249,6 +264,10 @@ type builder struct {
 	names   map[string]int
 	// sourceDone is set once the source is added.
 	sourceDone bool
+	// txnSuffix, in group mode, is "<group>-<task>": added to the
+	// transactional ids of exactly-once Kafka sinks, so that each task has
+	// its own, the same in every process (RunCluster).
+	txnSuffix string
 }
 
 func (b *builder) output(name string, s weir.Stream[Record]) {
@@ -282,24 +301,8 @@ func (b *builder) opName(given, def string) string {
 func (b *builder) source(ctx context.Context) (weir.Stream[Record], error) {
 	s := &b.j.Spec.Source
 	name := b.opName(s.Name, "source")
-	strategy := watermark.ForBoundedOutOfOrderness[Record](s.OutOfOrderness).WithIdleness(s.Idleness)
-	if s.EveryRecord {
-		bound := s.OutOfOrderness.Milliseconds()
-		strategy = watermark.ForGenerator(func() watermark.Generator[Record] {
-			maxTs := int64(math.MinInt64)
-			return watermark.Punctuated(func(_ Record, ts int64) (int64, bool) {
-				if ts <= maxTs {
-					return 0, false
-				}
-				maxTs = ts
-				return ts - bound - 1, true
-			})
-		}).WithIdleness(s.Idleness)
-	}
-	var ts fieldPath
-	if s.Timestamp != "" {
-		ts, _ = parseFieldPath(s.Timestamp)
-	}
+	strategy := watermarks(s)
+	ts := timestampPath(s)
 	var out weir.Stream[Record]
 	switch {
 	case s.Kafka != nil:
@@ -321,29 +324,12 @@ func (b *builder) source(ctx context.Context) (weir.Stream[Record], error) {
 			close(stop)
 			o.Stop = stop
 		}
-		meta := k.Metadata
-		src := kafka.NewSource(o, kafka.DeserializerFunc[Record](func(r *kgo.Record) (Record, error) {
-			var rec Record
-			if err := gojson.Unmarshal(r.Value, &rec); err != nil {
-				return nil, err
-			}
-			if rec == nil {
-				return nil, errors.New("not a JSON object (null)")
-			}
-			if meta != "" {
-				rec[meta] = map[string]any{"topic": r.Topic, "partition": float64(r.Partition),
-					"offset": float64(r.Offset), "timestamp": float64(r.Timestamp.UnixMilli())}
-			}
-			return rec, nil
-		}))
+		src := kafka.NewSource(o, kafkaRecords(k))
 		if err := src.Validate(); err != nil {
 			return out, fmt.Errorf("%s: %w", k.Pos, err)
 		}
 		b.j.kafkaSource = src
-		if ts != nil {
-			strategy = strategy.WithTimestamp(func(r Record, _ int64) (int64, bool) { return timestampOf(r, ts) })
-		}
-		out = weir.FromSource(b.env, name, src, strategy)
+		out = weir.FromSource(b.env, name, src, kafkaWatermarks(s))
 	case s.File != nil:
 		src := jsonl.SourceWith(jsonl.Options[Record]{Ordered: s.File.Ordered,
 			Timestamp: func(r Record) (int64, bool) { return timestampOf(r, ts) }}, s.File.Paths...)
@@ -385,11 +371,76 @@ func (b *builder) source(ctx context.Context) (weir.Stream[Record], error) {
 	}
 	out = out.UID(name)
 	b.sourceDone = true
-	if s.DeadLetters != "" {
-		dl := weir.Map(weir.DeadLetters(out), name+"-dead-letters", deadLetterRecord)
+	b.deadLetters(name, out)
+	return out, nil
+}
+
+// deadLetters feeds the source's dead letters to source.deadLetters, if
+// named; name is the source operator's.
+func (b *builder) deadLetters(name string, src weir.Stream[Record]) {
+	if s := &b.j.Spec.Source; s.DeadLetters != "" {
+		dl := weir.Map(weir.DeadLetters(src), name+"-dead-letters", deadLetterRecord)
 		b.output(s.DeadLetters, dl)
 	}
-	return out, nil
+}
+
+// watermarks is the source's watermark strategy, without its timestamps
+// (the Kafka record's timestamp, unless set by the caller).
+func watermarks(s *SourceSpec) watermark.Strategy[Record] {
+	strategy := watermark.ForBoundedOutOfOrderness[Record](s.OutOfOrderness).WithIdleness(s.Idleness)
+	if s.EveryRecord {
+		bound := s.OutOfOrderness.Milliseconds()
+		strategy = watermark.ForGenerator(func() watermark.Generator[Record] {
+			maxTs := int64(math.MinInt64)
+			return watermark.Punctuated(func(_ Record, ts int64) (int64, bool) {
+				if ts <= maxTs {
+					return 0, false
+				}
+				maxTs = ts
+				return ts - bound - 1, true
+			})
+		}).WithIdleness(s.Idleness)
+	}
+	return strategy
+}
+
+// timestampPath is source.timestamp parsed (nil without one).
+func timestampPath(s *SourceSpec) fieldPath {
+	if s.Timestamp == "" {
+		return nil
+	}
+	ts, _ := parseFieldPath(s.Timestamp) // checked by Parse
+	return ts
+}
+
+// kafkaWatermarks is a Kafka source's strategy: event time from
+// source.timestamp, or the Kafka record's timestamp without one.
+func kafkaWatermarks(s *SourceSpec) watermark.Strategy[Record] {
+	strategy := watermarks(s)
+	if ts := timestampPath(s); ts != nil {
+		strategy = strategy.WithTimestamp(func(r Record, _ int64) (int64, bool) { return timestampOf(r, ts) })
+	}
+	return strategy
+}
+
+// kafkaRecords decodes a Kafka source's records: JSON objects, with the
+// record's metadata in the field source.kafka.metadata if named.
+func kafkaRecords(k *KafkaSourceSpec) kafka.Deserializer[Record] {
+	meta := k.Metadata
+	return kafka.DeserializerFunc[Record](func(r *kgo.Record) (Record, error) {
+		var rec Record
+		if err := gojson.Unmarshal(r.Value, &rec); err != nil {
+			return nil, err
+		}
+		if rec == nil {
+			return nil, errors.New("not a JSON object (null)")
+		}
+		if meta != "" {
+			rec[meta] = map[string]any{"topic": r.Topic, "partition": float64(r.Partition),
+				"offset": float64(r.Offset), "timestamp": float64(r.Timestamp.UnixMilli())}
+		}
+		return rec, nil
+	})
 }
 
 // deadLetterRecord turns a dead letter into a record: source, split,
@@ -450,7 +501,18 @@ func (b *builder) step(ctx context.Context, steps []StepSpec, i int, in weir.Str
 	}
 	// A keyed step: the step before it is its keyBy (checked by Parse).
 	kp, _ := parseFieldPath(steps[i-1].KeyBy)
-	ks := weir.KeyBy(in, func(r Record) string { return keyString(kp.get(r)) })
+	return b.keyedStep(ctx, st, kp, weir.KeyBy(in, recordKey(kp)))
+}
+
+// recordKey is the key of a keyBy on the field path kp.
+func recordKey(kp fieldPath) func(Record) string {
+	return func(r Record) string { return keyString(kp.get(r)) }
+}
+
+// keyedStep adds a keyed step (sort, window, agent) on ks, the stream keyed
+// by the field path kp.
+func (b *builder) keyedStep(ctx context.Context, st *StepSpec, kp fieldPath, ks weir.KeyedStream[string, Record]) (weir.Stream[Record], error) {
+	in := ks.Stream
 	switch st.Kind {
 	case "sort":
 		name := b.opName(st.Name, "sort")
@@ -570,6 +632,9 @@ func (b *builder) sink(output string, s *SinkSpec, in weir.Stream[Record]) error
 			o.TransactionalIDPrefix = k.TransactionalIDPrefix
 			if o.TransactionalIDPrefix == "" {
 				o.TransactionalIDPrefix = "weir-" + b.jobName() + "-" + name
+			}
+			if b.txnSuffix != "" {
+				o.TransactionalIDPrefix += "-" + b.txnSuffix
 			}
 			info.Describe = "Kafka topic " + k.Topic + " (exactly once)"
 			kafka.ExactlyOnceSink(in, name, o).UID(name)

@@ -68,4 +68,17 @@
 // Build returns a Job whose Start gives the running runtime.Job (for
 // savepoints, cancellation, metrics and dashboards); Run is Build, Start,
 // Wait and a summary, which is what `weir run` does.
+//
+// Group mode: RunCluster runs a file as one clustered job (package
+// cluster) over every process started with the same file and
+// ClusterOptions.Group (`weir run FILE --group G`), split at its keyBy:
+// the source and the steps before it in one source task per partition of
+// the source topic, the keyed step and what follows in the keyed tasks,
+// with records crossing the exchange topic as JSON. CheckCluster says,
+// before any work and in the same Errors, what group mode cannot run (one
+// Kafka topic, one keyBy with only filter, map and tee before it, an
+// exactly-once Kafka sink, outputs to Kafka or stdout, a checkpoint
+// location, no embedded broker). Its guarantee is the cluster's C1: the
+// committed output equals Run's over the same input, provided no record
+// is late in either (P3 then holds per task).
 package pipeline

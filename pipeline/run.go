@@ -25,6 +25,14 @@ type Summary struct {
 	CheckpointsCompleted int64 `json:"checkpointsCompleted"`
 	// Stopped is set when the run was stopped before its sources ended.
 	Stopped bool `json:"stopped,omitempty"`
+	// Group and Member are set in group mode (RunCluster): the job's group
+	// and this process's name in it. There, the counts above are what this
+	// process's tasks did (replays after restores included), and Tasks
+	// lists those tasks with the number of times this process started each
+	// (a restart, or a task coming back, starts it again).
+	Group  string         `json:"group,omitempty"`
+	Member string         `json:"member,omitempty"`
+	Tasks  map[string]int `json:"tasks,omitempty"`
 }
 
 // Run builds the job of spec, starts it, waits for it to end (a bounded

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"strings"
 	"time"
@@ -73,12 +74,16 @@ func runCmd() *cobra.Command {
 		asJSON       bool
 		uiAddr       string
 		savepointDir string
+		group        pipeline.ClusterOptions
 	)
 	c := &cobra.Command{
 		Use:   "run PIPELINE.yaml",
 		Short: "Run a pipeline file (see docs/pipelines.md); records of stdout sinks on stdout, progress and summary on stderr",
 		Args:  exactArgs(1, "one pipeline file"),
 		PreRunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkGroupFlags(cmd, &group); err != nil {
+				return err
+			}
 			k := &checks{c: cmd}
 			if opts.MetricsAddr != "" {
 				k.hostPort("metrics-addr", opts.MetricsAddr)
@@ -109,6 +114,11 @@ func runCmd() *cobra.Command {
 			if err != nil {
 				return pipelineUsage(cmd, err)
 			}
+			if group.Group != "" {
+				if err := pipeline.CheckCluster(s, group); err != nil {
+					return pipelineUsage(cmd, err)
+				}
+			}
 			spec = s
 			return nil
 		},
@@ -116,6 +126,9 @@ func runCmd() *cobra.Command {
 			ctx := cmd.Context()
 			if ctx == nil {
 				ctx = context.Background()
+			}
+			if group.Group != "" {
+				return runGroup(ctx, cmd, spec, group, asJSON)
 			}
 			// The first SIGINT or SIGTERM stops the job with a savepoint
 			// and exits 0; a second one aborts with 130 (as weir demo).
@@ -198,7 +211,93 @@ func runCmd() *cobra.Command {
 	f.BoolVar(&asJSON, "json", false, "print the summary as JSON on stdout at the end")
 	f.StringVar(&uiAddr, "ui-addr", "", "serve the live dashboard on this address while the job runs (such as 127.0.0.1:8081; no host: loopback)")
 	f.StringVar(&savepointDir, "savepoint-dir", "", "where a stop by SIGINT or SIGTERM writes its savepoint (default: a new directory under $TMPDIR/weir-savepoints)")
+	f.StringVar(&group.Group, "group", "", "run the pipeline as one job over every process started with this group (Kafka consumer group; see docs/scale-out.md)")
+	f.IntVar(&group.KeyedTasks, "keyed-tasks", 4, "with --group: keyed tasks, the most processes that share the keyed work (the same in every process)")
+	f.StringVar(&group.CheckpointBase, "checkpoint-dir", "", "with --group: where every task checkpoints, s3://, gs://, azblob:// or a shared directory (overrides job.checkpoint.dir)")
+	f.StringVar(&group.Member, "member", "", "with --group: this process's name in the group (default HOST-PID)")
+	f.DurationVar(&group.SessionTimeout, "session-timeout", 3*time.Second, "with --group: how long after a process dies its tasks move (the brokers must allow it: group.min.session.timeout.ms)")
 	return c
+}
+
+// groupOnly are the flags that mean something only with --group.
+var groupOnly = []string{"keyed-tasks", "checkpoint-dir", "member", "session-timeout"}
+
+// notWithGroup are the flags of a local run that group mode does not take,
+// with the reason.
+var notWithGroup = []struct{ flag, why string }{
+	{"restore", "each task restores from its own checkpoints under --checkpoint-dir"},
+	{"savepoint-dir", "a stop hands this process's tasks over with a checkpoint each, no savepoint"},
+	{"parallelism", "each task runs at parallelism 1; start more processes (up to the tasks) to share the work"},
+	{"ui-addr", "the dashboard shows one local job"},
+	{"metrics-addr", "not served in group mode yet"},
+}
+
+// checkGroupFlags checks --group and the flags that go with it.
+func checkGroupFlags(cmd *cobra.Command, o *pipeline.ClusterOptions) error {
+	fs := cmd.Flags()
+	if !fs.Changed("group") {
+		for _, f := range groupOnly {
+			if fs.Changed(f) {
+				return usagef(cmd, "--%s: needs --group (it configures a clustered run)", f)
+			}
+		}
+		return nil
+	}
+	if o.Group == "" || strings.ContainsAny(o.Group, " /\\") {
+		return usagef(cmd, "--group %q: want a non-empty name without spaces or slashes (it names the consumer group and the job's topics)", o.Group)
+	}
+	for _, f := range notWithGroup {
+		if fs.Changed(f.flag) {
+			return usagef(cmd, "--%s: not taken with --group: %s", f.flag, f.why)
+		}
+	}
+	k := &checks{c: cmd}
+	k.intRange("keyed-tasks", int64(o.KeyedTasks), 1, 32768)
+	k.duration("session-timeout", o.SessionTimeout, 100*time.Millisecond)
+	if k.err != nil {
+		return k.err
+	}
+	if o.CheckpointBase != "" {
+		if err := checkpoint.CheckLocation(o.CheckpointBase); err != nil {
+			return usagef(cmd, "--checkpoint-dir: %v", err)
+		}
+	}
+	return nil
+}
+
+// runGroup runs the pipeline in group mode: this process's share of the
+// clustered job, until the job has finished (a bounded source) or the
+// first SIGINT or SIGTERM, which checkpoints this process's tasks, hands
+// them over and leaves the group (exit 0; a second signal aborts with
+// 130).
+func runGroup(ctx context.Context, cmd *cobra.Command, spec *pipeline.Spec, o pipeline.ClusterOptions, asJSON bool) error {
+	log := cmd.ErrOrStderr()
+	stop := shutdown.Notify(shutdown.Options{Log: log,
+		Stopping: "leaving group " + o.Group + ": this process's tasks are checkpointed and handed over (send the signal again to abort at once)"})
+	defer stop.Close()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-stop.Requested():
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	o.Stdout = cmd.OutOrStdout()
+	o.Logger = slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	s, err := pipeline.RunCluster(ctx, spec, o, log)
+	var es pipeline.Errors
+	if errors.As(err, &es) { // an unknown topic
+		return pipelineUsage(cmd, err)
+	}
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		return json.NewEncoder(cmd.OutOrStdout()).Encode(s)
+	}
+	return nil
 }
 
 // resumeCommand is the command line that restores the pipeline this command

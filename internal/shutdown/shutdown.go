@@ -45,6 +45,10 @@ type Options struct {
 	// Log receives the one line printed on each signal; nil means
 	// os.Stderr.
 	Log io.Writer
+	// Stopping says, after the signal's name, what the first signal does;
+	// "" means "stopping with a savepoint (send the signal again to abort
+	// at once, without one)".
+	Stopping string
 }
 
 // Handler watches for the stop signals. Its methods are safe for concurrent
@@ -72,6 +76,9 @@ func Notify(o Options) *Handler {
 	if o.Log == nil {
 		o.Log = os.Stderr
 	}
+	if o.Stopping == "" {
+		o.Stopping = "stopping with a savepoint (send the signal again to abort at once, without one)"
+	}
 	h := &Handler{o: o, ch: make(chan os.Signal, 2), requested: make(chan struct{}), done: make(chan struct{})}
 	signal.Notify(h.ch, o.Signals...)
 	go h.loop()
@@ -91,7 +98,7 @@ func (h *Handler) loop() {
 			}
 			h.mu.Unlock()
 			if first {
-				fmt.Fprintf(h.o.Log, "\n%s: stopping with a savepoint (send the signal again to abort at once, without one)\n", signalName(sig))
+				fmt.Fprintf(h.o.Log, "\n%s: %s\n", signalName(sig), h.o.Stopping)
 				close(h.requested)
 				continue
 			}

@@ -1,0 +1,457 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"maps"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/weirproject/weir"
+	"github.com/weirproject/weir/broker"
+	"github.com/weirproject/weir/connector/kafka"
+	"github.com/weirproject/weir/watermark"
+)
+
+// groupYAML is a pipeline that group mode runs: a filter before the keyBy,
+// a tumbling window after it, an exactly-once Kafka sink. Its cluster, its
+// output topic and its checkpoints come from the environment.
+const groupYAML = `name: per-user
+job:
+  checkpoint:
+    interval: 200ms
+    dir: ${CKPT}
+kafka:
+  brokers: ["${BROKERS}"]
+source:
+  kafka:
+    topics: [events]
+    bounded: true
+  timestamp: time
+  watermark:
+    outOfOrderness: 1s
+    emit: every-record
+steps:
+  - filter: amount > 50
+  - keyBy: user
+  - window:
+      tumbling: 5s
+      aggregate:
+        n: count
+        total: sum(amount)
+        top: max(amount)
+sink:
+  kafka: {topic: "${OUT}", delivery: exactly-once, key: user}
+`
+
+// groupBroker starts the in-process broker with the input topic loaded:
+// n events over 4 partitions, timestamps rising per partition and
+// disordered by less than the watermark bound (no record is late), with
+// whole amounts (so that sums do not depend on the order), then in
+// each partition a record a day later that the filter drops: it moves
+// every partition's watermark past the events' windows, so that an
+// unbounded run fires them all, as a bounded run does at its end.
+func groupBroker(t *testing.T, n int, topics ...string) []string {
+	t.Helper()
+	all := map[string]int32{"events": 4}
+	for _, tp := range topics {
+		all[tp] = 2
+	}
+	b, err := broker.Start(broker.Options{Topics: all, Configs: map[string]string{"group.min.session.timeout.ms": "500"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	rng := rand.New(rand.NewPCG(3, 4))
+	base := int64(1_767_225_600_000)
+	var recs []*kgo.Record
+	for i := range n {
+		v, _ := json.Marshal(map[string]any{"user": fmt.Sprintf("u%02d", rng.IntN(16)), "amount": rng.IntN(500),
+			"time": base + int64(i/4)*20 + rng.Int64N(300)})
+		recs = append(recs, &kgo.Record{Topic: "events", Partition: int32(i % 4), Value: v})
+	}
+	for p := range 4 {
+		v, _ := json.Marshal(map[string]any{"user": "flush", "amount": 0, "time": base + 24*3600*1000})
+		recs = append(recs, &kgo.Record{Topic: "events", Partition: int32(p), Value: v})
+	}
+	if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	return b.Addrs()
+}
+
+// writeGroupFile writes groupYAML into dir and sets its environment.
+func writeGroupFile(t *testing.T, dir string, brokers []string) string {
+	t.Helper()
+	file := filepath.Join(dir, "per-user.yaml")
+	if err := os.WriteFile(file, []byte(groupYAML), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("BROKERS", brokers[0])
+	return file
+}
+
+// committedOutput reads every committed record of topic (read_committed,
+// up to its end) as "key value" and counts each.
+func committedOutput(t *testing.T, brokers []string, topic string) map[string]int {
+	t.Helper()
+	stop := make(chan struct{})
+	close(stop)
+	env := weir.NewEnvironment(weir.Config{Parallelism: 1, Logger: slog.New(slog.DiscardHandler)})
+	src := kafka.NewSource(kafka.Options{Brokers: brokers, Topics: []string{topic}, ReadCommitted: true, Stop: stop}, kafka.WithMetadata(kafka.Bytes()))
+	got := weir.Collect(weir.FromSource(env, "read", src, watermark.NoWatermarks[kafka.Message[[]byte]]()))
+	if err := env.Execute(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]int{}
+	for _, m := range got.Values() {
+		out[string(m.Key)+" "+string(m.Value)]++
+	}
+	return out
+}
+
+// groupChild is one `weir run --group` child process and its task lines.
+type groupChild struct {
+	name  string
+	cmd   *exec.Cmd
+	lines *lineWatcher
+	out   bytes.Buffer
+	done  chan struct{}
+	err   error
+}
+
+func startGroupChild(t *testing.T, name string, args ...string) *groupChild {
+	t.Helper()
+	c := &groupChild{name: name, done: make(chan struct{})}
+	c.cmd = weirCmd(t, args...)
+	c.cmd.Stdout = &c.out
+	stderr, err := c.cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	c.lines = watchLines(stderr, "started")
+	go func() {
+		c.lines.text()
+		c.err = c.cmd.Wait()
+		close(c.done)
+	}()
+	t.Cleanup(func() {
+		c.cmd.Process.Kill()
+		<-c.done
+	})
+	return c
+}
+
+var taskLine = regexp.MustCompile(`weir run: task (\S+) (started|finished|stopped)`)
+
+// stderr is the child's stderr so far.
+func (c *groupChild) stderr() string {
+	c.lines.mu.Lock()
+	defer c.lines.mu.Unlock()
+	return c.lines.buf.String()
+}
+
+// running returns the tasks the child runs now, by its stderr so far.
+func (c *groupChild) running() []string {
+	text := c.stderr()
+	state := map[string]string{}
+	for _, m := range taskLine.FindAllStringSubmatch(text, -1) {
+		state[m[1]] = m[2]
+	}
+	var out []string
+	for task, s := range state {
+		if s == "started" {
+			out = append(out, task)
+		}
+	}
+	return out
+}
+
+// TestRunGroupKillOne: `weir run --group` in two processes, one killed
+// with SIGKILL while it runs tasks, once about half the input has reached
+// the exchange topic; the other takes its tasks over from their
+// checkpoints.
+// The committed output equals that of a local `weir run` of the same file:
+// no window total lost, none twice. The group run is unbounded (so that
+// the kill always comes before the end): a late record in each partition
+// fires every window, and once the output is complete the survivor is
+// stopped with SIGTERM.
+func TestRunGroupKillOne(t *testing.T) {
+	brokers := groupBroker(t, 6000, "out-local", "out-group")
+	dir := t.TempDir()
+	file := writeGroupFile(t, dir, brokers)
+
+	// The local run (in this process: weir run without --group).
+	t.Setenv("OUT", "out-local")
+	t.Setenv("CKPT", filepath.Join(dir, "local"))
+	var lout, lerr bytes.Buffer
+	if code := run([]string{"run", file}, &lout, &lerr); code != 0 {
+		t.Fatalf("local run: exit %d\n%s", code, lerr.String())
+	}
+	want := committedOutput(t, brokers, "out-local")
+	if len(want) < 50 {
+		t.Fatalf("the local run committed %d window totals; want more than 50", len(want))
+	}
+
+	t.Setenv("OUT", "out-group")
+	t.Setenv("CKPT", filepath.Join(dir, "unused"))
+	unbounded := filepath.Join(dir, "unbounded.yaml")
+	if err := os.WriteFile(unbounded, []byte(strings.Replace(groupYAML, "bounded: true", "bounded: false", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	args := func(member string) []string {
+		return []string{"run", unbounded, "--group", "per-user", "--keyed-tasks", "2", "--member", member,
+			"--checkpoint-dir", filepath.Join(dir, "group"), "--session-timeout", "1s", "--json"}
+	}
+	a := startGroupChild(t, "a", args("a")...)
+	b := startGroupChild(t, "b", args("b")...)
+
+	// (A short metadata age: the exchange topic appears after the client's
+	// first look.)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.MetadataMinAge(10*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	exchanged := func() bool {
+		ends, err := adm.ListEndOffsets(context.Background(), "per-user-exchange")
+		if err != nil {
+			return false
+		}
+		var n int64
+		ends.Each(func(o kadm.ListedOffset) { n += o.Offset })
+		return n >= 3000 // half the input (and control records), committed or not
+	}
+	deadline := time.After(2 * time.Minute)
+	wait := func(what string) {
+		select {
+		case <-a.done:
+			t.Fatalf("process a ended %s: %v\n%s", what, a.err, a.lines.text())
+		case <-b.done:
+			t.Fatalf("process b ended %s: %v\n%s", what, b.err, b.lines.text())
+		case <-deadline:
+			t.Fatalf("timed out %s\na:\n%s\nb:\n%s", what, a.stderr(), b.stderr())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	var victim, survivor *groupChild
+	var victimTasks []string
+	t0 := time.Now()
+	for victim == nil {
+		wait("before the kill")
+		if !exchanged() {
+			continue
+		}
+		for _, c := range []*groupChild{a, b} {
+			if tasks := c.running(); len(tasks) > len(victimTasks) {
+				victim, victimTasks = c, tasks
+			}
+		}
+	}
+	survivor = a
+	if victim == a {
+		survivor = b
+	}
+	before := len(survivor.stderr())
+	victim.cmd.Process.Signal(syscall.SIGKILL)
+	<-victim.done
+	t.Logf("killed %s running %v after %v", victim.name, victimTasks, time.Since(t0))
+	got := committedOutput(t, brokers, "out-group")
+	t.Logf("%d of %d window totals committed at the kill", len(got), len(want))
+
+	// The survivor takes the victim's tasks over and completes the output.
+	for {
+		after := survivor.stderr()[before:]
+		taken := true
+		for _, task := range victimTasks {
+			taken = taken && strings.Contains(after, "weir run: task "+task+" started")
+		}
+		if taken {
+			if got = committedOutput(t, brokers, "out-group"); len(got) >= len(want) {
+				break
+			}
+		}
+		select {
+		case <-survivor.done:
+			t.Fatalf("the survivor ended: %v\n%s", survivor.err, survivor.lines.text())
+		case <-deadline:
+			t.Fatalf("the survivor did not take over %v and complete the output (%d of %d):\n%s", victimTasks, len(got), len(want), survivor.stderr())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	survivor.cmd.Process.Signal(syscall.SIGTERM)
+	<-survivor.done
+	text := survivor.lines.text()
+	if survivor.err != nil {
+		t.Fatalf("survivor: %v (want exit 0 after SIGTERM)\n%s", survivor.err, text)
+	}
+	var sum struct {
+		Group   string         `json:"group"`
+		Member  string         `json:"member"`
+		Stopped bool           `json:"stopped"`
+		Tasks   map[string]int `json:"tasks"`
+	}
+	if err := json.Unmarshal(survivor.out.Bytes(), &sum); err != nil || sum.Group != "per-user" || sum.Member != survivor.name || !sum.Stopped || len(sum.Tasks) != 6 {
+		t.Errorf("survivor's --json summary %q (%v): want its group, member, stopped and the six tasks", survivor.out.String(), err)
+	}
+
+	got = committedOutput(t, brokers, "out-group")
+	lost, dup := 0, 0
+	for r, n := range want {
+		if got[r] < n {
+			lost += n - got[r]
+			t.Errorf("lost: %s", r)
+		}
+	}
+	for r, n := range got {
+		if n > want[r] {
+			dup += n - want[r]
+			t.Errorf("extra: %s (%d times, want %d)", r, n, want[r])
+		}
+	}
+	t.Logf("%d window totals; group run: %d lost, %d duplicated\nsurvivor %s:\n%s", len(want), lost, dup, survivor.name, text)
+	if !maps.Equal(want, got) {
+		t.Fatalf("the group run's committed output differs from the local run's: %d lost, %d duplicated (of %d)", lost, dup, len(want))
+	}
+}
+
+// TestRunGroupSIGTERMLeaves: SIGTERM makes a process of an unbounded
+// group run checkpoint its tasks, hand them over and leave: exit 0, every
+// task it ran stopped, and the summary names the tasks.
+func TestRunGroupSIGTERMLeaves(t *testing.T) {
+	brokers := groupBroker(t, 400, "out")
+	dir := t.TempDir()
+	file := writeGroupFile(t, dir, brokers)
+	t.Setenv("OUT", "out")
+	t.Setenv("CKPT", filepath.Join(dir, "ckpt"))
+	if err := os.WriteFile(file, []byte(strings.Replace(groupYAML, "bounded: true", "bounded: false", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c := startGroupChild(t, "a", "run", file, "--group", "leave", "--keyed-tasks", "1", "--session-timeout", "1s")
+	// Every task started here: the four source tasks and the keyed task.
+	deadline := time.After(2 * time.Minute)
+	for len(c.running()) < 5 {
+		select {
+		case <-c.done:
+			t.Fatalf("ended: %v\n%s", c.err, c.lines.text())
+		case <-deadline:
+			t.Fatalf("not every task started:\n%s", c.lines.text())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	c.cmd.Process.Signal(syscall.SIGTERM)
+	<-c.done
+	text := c.lines.text()
+	if c.err != nil {
+		t.Fatalf("exit: %v (want status 0)\n%s", c.err, text)
+	}
+	for _, want := range []string{"SIGTERM: leaving group leave", "task keyed-0 stopped", "task source-3 stopped",
+		"per-user stopped after", "tasks run here       keyed-0, source-0, source-1, source-2, source-3"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, text)
+		}
+	}
+	// The hand-over checkpoint of each task is there for its next owner.
+	for _, task := range []string{"keyed-0", "source-0"} {
+		if m, _ := filepath.Glob(filepath.Join(dir, "ckpt", "tasks", task, "chk-*")); len(m) == 0 {
+			t.Errorf("task %s has no checkpoint", task)
+		}
+	}
+}
+
+// TestRunGroupBadInput: in group mode every bad flag, and every part of a
+// file that group mode cannot run, is refused before any work: exit 2,
+// one line naming the flag, or file:line:column and what is accepted.
+func TestRunGroupBadInput(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, y string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(y), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	t.Setenv("BROKERS", "127.0.0.1:9")
+	t.Setenv("OUT", "out")
+	t.Setenv("CKPT", filepath.Join(dir, "ckpt"))
+	good := write("good.yaml", groupYAML)
+	edit := func(name, old, new string) string {
+		if !strings.Contains(groupYAML, old) {
+			t.Fatalf("%s: %q not in the file", name, old)
+		}
+		return write(name, strings.Replace(groupYAML, old, new, 1))
+	}
+	g := func(args ...string) []string { return append([]string{"run", good, "--group", "g"}, args...) }
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run", good, "--keyed-tasks", "2"}, "weir run: --keyed-tasks: needs --group"},
+		{[]string{"run", good, "--checkpoint-dir", dir}, "weir run: --checkpoint-dir: needs --group"},
+		{[]string{"run", good, "--group", ""}, `weir run: --group "": want a non-empty name`},
+		{[]string{"run", good, "--group", "a/b"}, `weir run: --group "a/b": want a non-empty name without spaces or slashes`},
+		{g("--keyed-tasks", "0"), "weir run: --keyed-tasks 0: want an integer from 1 to 32768"},
+		{g("--session-timeout", "0s"), "weir run: --session-timeout 0s: want a duration >= 100ms"},
+		{g("--checkpoint-dir", "ftp://x/y"), `weir run: --checkpoint-dir: checkpoint: location "ftp://x/y" has scheme "ftp"`},
+		{g("--restore", dir), "weir run: --restore: not taken with --group: each task restores from its own checkpoints"},
+		{g("--parallelism", "2"), "weir run: --parallelism: not taken with --group"},
+		{g("--savepoint-dir", dir), "weir run: --savepoint-dir: not taken with --group"},
+		{g("--keyed-tasks", "200"), "weir run: " + good + ":2:1: group mode: 200 keyed tasks with job.maxParallelism 128"},
+		{[]string{"run", edit("embedded.yaml", `brokers: ["${BROKERS}"]`, "embedded: {topics: {events: 4, out: 1}}"), "--group", "g"},
+			"embedded.yaml:7:3: group mode: kafka.embedded: every process would start a broker of its own; run one broker (weir broker)"},
+		{[]string{"run", edit("file.yaml", "kafka:\n    topics: [events]\n    bounded: true", "file: {paths: [x.jsonl]}"), "--group", "g"},
+			"file.yaml:8:1: group mode: source.file: the processes share the partitions of one Kafka topic; want source.kafka with one topic"},
+		{[]string{"run", edit("topics.yaml", "topics: [events]", "topics: [events, out]"), "--group", "g"},
+			"topics.yaml:9:3: group mode: source.kafka.topics: 2 topics"},
+		{[]string{"run", edit("start.yaml", "bounded: true", "start: latest"), "--group", "g"},
+			`start.yaml:9:3: group mode: source.kafka.start "latest": each source task starts at its partition's earliest offset`},
+		{[]string{"run", edit("nokey.yaml", "  - keyBy: user\n  - window:\n      tumbling: 5s\n      aggregate:\n        n: count\n        total: sum(amount)\n        top: max(amount)\n", ""), "--group", "g"},
+			"nokey.yaml:17:5: group mode: steps: no keyBy; the processes split the pipeline at its keyBy: want exactly one"},
+		{[]string{"run", edit("twokeys.yaml", "        top: max(amount)\n", "        top: max(amount)\n  - keyBy: user\n  - sort: {}\n"), "--group", "g"},
+			"twokeys.yaml:25:5: group mode: steps[3].keyBy: a second keyBy"},
+		{[]string{"run", edit("alo.yaml", "delivery: exactly-once", "delivery: at-least-once"), "--group", "g"},
+			"alo.yaml:25:1: group mode: sink.kafka.delivery at-least-once: the clustered job writes its output exactly once (a transaction per task checkpoint); set delivery: exactly-once"},
+		{[]string{"run", edit("stdout.yaml", `kafka: {topic: "${OUT}", delivery: exactly-once, key: user}`, "stdout: {}"), "--group", "g"},
+			"stdout.yaml:25:1: group mode: sink: the clustered job writes its output to Kafka exactly once"},
+		{[]string{"run", edit("nockpt.yaml", "  checkpoint:\n    interval: 200ms\n    dir: ${CKPT}\n", "  parallelism: 2\n"), "--group", "g"},
+			"nockpt.yaml:2:1: group mode: job.checkpoint.dir: none; every task checkpoints to a location all processes reach"},
+		{[]string{"run", write("output.yaml", strings.Replace(groupYAML, "        top: max(amount)\n", "        top: max(amount)\n  - tee: copy\n", 1)+
+			"outputs:\n  copy:\n    file: {path: copy.jsonl}\n"), "--group", "g"},
+			"output.yaml:29:3: group mode: outputs.copy: a file sink cannot be shared by tasks that move between processes; want a Kafka sink (or stdout)"},
+	}
+	for _, c := range cases {
+		t.Run(strings.Join(c.args[1:], " "), func(t *testing.T) {
+			var out, errb bytes.Buffer
+			code := run(c.args, &out, &errb)
+			lines := strings.Split(strings.TrimSuffix(errb.String(), "\n"), "\n")
+			if code != 2 || out.Len() != 0 || len(lines) != 1 || !strings.Contains(lines[0], c.want) {
+				t.Errorf("exit %d, stdout %q, stderr %q; want 2, nothing, one line containing %q", code, out.String(), errb.String(), c.want)
+			}
+		})
+	}
+	if _, err := os.Stat(filepath.Join(dir, "ckpt")); err == nil {
+		t.Errorf("a checkpoint directory was created: work was done")
+	}
+}
