@@ -214,4 +214,3 @@ func loadAvg() float64 {
 	f, _ := strconv.ParseFloat(strings.Fields(string(b))[0], 64)
 	return f
 }
-
