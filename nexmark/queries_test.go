@@ -3,7 +3,6 @@ package nexmark
 import (
 	"context"
 	"fmt"
-	"os"
 	"slices"
 	"testing"
 
@@ -103,21 +102,12 @@ func TestQ2(t *testing.T) { checkQuery(t, Q2, RefQ2) }
 func TestQ3(t *testing.T) { checkQuery(t, Q3, RefQ3) }
 func TestQ5(t *testing.T) { checkQuery(t, Q5, RefQ5) }
 
-// TestQ6 runs at parallelism 1 only unless WEIR_NEXMARK_Q6_P2 is set: at
-// parallelism 2, about 1 run in 30 on a loaded machine, a q6-average
-// subtask receives closed auctions from early in the input after its
-// watermark has reached the maximum (seen with a check in its
-// ElementFn: 'Expires <= CurrentWatermark() == MaxInt64'), so the
-// seller's order is lost and some results are missing. WinningBids saw no
-// late input and closed no auction at the final watermark in those runs.
-// The cause is not found yet (reported with the branch).
-func TestQ6(t *testing.T) {
-	if os.Getenv("WEIR_NEXMARK_Q6_P2") != "" {
-		checkQuery(t, Q6, RefQ6, 1, 2)
-		return
-	}
-	checkQuery(t, Q6, RefQ6, 1)
-}
+// TestQ6 failed about 1 run in 16 at parallelism 2 on a loaded machine
+// before Source stopped finishing its last splits ahead of the end (see the
+// comment in reader.Poll and docs/nexmark.md, "Known issue"): a q6-average
+// subtask then got closed auctions after its watermark had reached the
+// maximum. 80 runs at parallelism 2 passed after the change.
+func TestQ6(t *testing.T)  { checkQuery(t, Q6, RefQ6) }
 func TestQ7(t *testing.T)  { checkQuery(t, Q7, RefQ7) }
 func TestQ8(t *testing.T)  { checkQuery(t, Q8, RefQ8) }
 func TestQ11(t *testing.T) { checkQuery(t, Q11, RefQ11) }
