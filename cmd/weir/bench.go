@@ -10,6 +10,7 @@ import (
 
 	"github.com/weirproject/weir/internal/bench"
 	"github.com/weirproject/weir/keygroup"
+	"github.com/weirproject/weir/nexmark"
 )
 
 func benchCmd() *cobra.Command {
@@ -47,7 +48,56 @@ func benchCmd() *cobra.Command {
 	c.Flags().Int64Var(&n, "records", 5_000_000, "records per scenario")
 	c.Flags().IntVar(&keys, "keys", 10_000, "distinct keys in keyed scenarios")
 	c.Flags().BoolVar(&asJSON, "json", false, "print one JSON object per scenario")
-	c.AddCommand(benchCheckpointCmd(), benchStateSizeCmd())
+	c.AddCommand(benchCheckpointCmd(), benchStateSizeCmd(), benchNexmarkCmd())
+	return c
+}
+
+func benchNexmarkCmd() *cobra.Command {
+	var query, from string
+	var events, rate int64
+	var par int
+	var seed uint64
+	var asJSON bool
+	c := &cobra.Command{
+		Use:   "nexmark",
+		Short: "Run Nexmark queries on generated events (or from the embedded broker as JSON): events/s, CPU per event, peak memory, beside the hand-written query",
+		Args:  noArgs,
+		PreRunE: func(cmd *cobra.Command, _ []string) error {
+			k := &checks{c: cmd}
+			if query != "all" {
+				k.oneOf("query", query, append(nexmark.Names(), "all")...)
+			}
+			k.intRange("events", events, 1, 0)
+			k.oneOf("from", from, "generator", "kafka")
+			k.intRange("parallelism", int64(par), 1, keygroup.UpperBound)
+			k.intRange("rate", rate, 1, 0)
+			return k.err
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			qs := []string{query}
+			if query == "all" {
+				qs = nexmark.Names()
+			}
+			out := cmd.OutOrStdout()
+			o := bench.NexmarkOptions{Queries: qs, Events: events, Kafka: from == "kafka", Parallelism: par, Seed: seed, EventsPerSecond: rate}
+			return bench.Nexmark(o, func(r bench.NexmarkResult) error {
+				if asJSON {
+					return json.NewEncoder(out).Encode(r)
+				}
+				_, err := fmt.Fprintf(out, "%-4s from %-9s %10.0f events/s  %6.3f CPU s per M events  %9.0f events/s per core  peak %4d MiB  results %d  | loop %6.3f CPU s/M (weir %.2fx), generator alone %6.3f  load %.1f\n",
+					r.Query, r.From, r.EventsPerSec, r.CPUSecondsPerMillion, r.EventsPerCoreSec, r.PeakMemoryBytes>>20, r.Results,
+					r.LoopCPUSecondsPerMillion, r.RatioToLoop, r.GeneratorCPUSecondsPerMillion, r.Load)
+				return err
+			})
+		},
+	}
+	c.Flags().StringVar(&query, "query", "q5", "query to run: "+strings.Join(nexmark.Names(), ", ")+", or all")
+	c.Flags().Int64Var(&events, "events", 10_000_000, "events per query")
+	c.Flags().StringVar(&from, "from", "generator", "where events come from: generator (in the job), kafka (pre-loaded into the embedded broker as JSON, untimed)")
+	c.Flags().IntVar(&par, "parallelism", 1, "parallelism of the job (and source splits or Kafka partitions)")
+	c.Flags().Int64Var(&rate, "rate", 10_000_000, "event-time rate of the generator in events per second (Flink Nexmark's 10M: 1M events span 100 ms)")
+	c.Flags().Uint64Var(&seed, "seed", 0, "generator seed")
+	c.Flags().BoolVar(&asJSON, "json", false, "print one JSON object per query")
 	return c
 }
 

@@ -1,0 +1,10 @@
+package nexmark
+
+import (
+	"iter"
+	"sync/atomic"
+)
+
+type iterSeq = iter.Seq[Event]
+
+type atomicInt = atomic.Int64
