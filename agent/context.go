@@ -165,17 +165,18 @@ func (c *RunnerContext) Tools() *tool.Set { return c.host.agentDef().tools }
 // idempotency key through tool.IdempotencyKey (MCP tools send it in the
 // request's _meta, tool.MCPIdempotencyMetaKey). Without a store, or with
 // Options.NonDurableCalls, it is a plain call without a key; calling
-// through c.Tools().Call makes one such call.
+// through c.Tools().Call makes one such call. The tool's context carries
+// c (RunnerOf).
 func (c *RunnerContext) CallTool(name string, args json.RawMessage) (tool.Result, error) {
 	tools := c.host.agentDef().tools
 	st := c.host.callStat(toolCallPrefix + name)
 	if !c.durableCalls() {
-		res, err := tools.Call(c.ctx, name, args)
+		res, err := tools.Call(withRunner(c.ctx, c), name, args)
 		st.record(err != nil || res.IsError)
 		return res, err
 	}
 	return Durable(c, toolCallPrefix+name, toolArgs(args), func(ctx context.Context, key string) (tool.Result, error) {
-		res, err := tools.Call(tool.WithIdempotencyKey(ctx, key), name, args)
+		res, err := tools.Call(tool.WithIdempotencyKey(withRunner(ctx, c), key), name, args)
 		st.record(err != nil || res.IsError)
 		return res, err
 	})
