@@ -78,4 +78,3 @@ func Tool(cfg ToolConfig) (tool.Tool, error) {
 		return hits, nil
 	})
 }
-
