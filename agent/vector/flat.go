@@ -33,6 +33,12 @@ type Flat struct {
 		content []string
 		meta    []map[string]string
 		pos     map[string]int
+		// tags[i] are the IDs of item i's metadata pairs in pairs,
+		// sorted: a filter is checked against them without touching the
+		// maps (which are scattered in memory: a scan checking maps was as
+		// slow as the dot products it saved). pairs only grows.
+		tags  [][]uint32
+		pairs map[string]uint32
 	}
 }
 
@@ -82,6 +88,7 @@ func (f *Flat) upsertLocked(items []Item) error {
 			f.mu.ids = append(f.mu.ids, it.ID)
 			f.mu.content = append(f.mu.content, "")
 			f.mu.meta = append(f.mu.meta, nil)
+			f.mu.tags = append(f.mu.tags, nil)
 			f.mu.vecs = append(f.mu.vecs, make([]float32, dim)...)
 		}
 		v := f.mu.vecs[i*dim : (i+1)*dim]
@@ -89,6 +96,7 @@ func (f *Flat) upsertLocked(items []Item) error {
 		embed.Normalize(v)
 		f.mu.content[i] = it.Content
 		f.mu.meta[i] = cloneMeta(it.Metadata)
+		f.mu.tags[i] = f.tagsLocked(it.Metadata, f.mu.tags[i][:0])
 	}
 	return nil
 }
@@ -112,6 +120,7 @@ func (f *Flat) deleteLocked(ids []string) {
 		if i != last {
 			copy(f.mu.vecs[i*dim:(i+1)*dim], f.mu.vecs[last*dim:])
 			f.mu.ids[i], f.mu.content[i], f.mu.meta[i] = f.mu.ids[last], f.mu.content[last], f.mu.meta[last]
+			f.mu.tags[i], f.mu.tags[last] = f.mu.tags[last], f.mu.tags[i]
 			f.mu.pos[f.mu.ids[i]] = i
 		}
 		delete(f.mu.pos, id)
@@ -119,6 +128,8 @@ func (f *Flat) deleteLocked(ids []string) {
 		f.mu.content = f.mu.content[:last]
 		f.mu.meta[last] = nil
 		f.mu.meta = f.mu.meta[:last]
+		f.mu.tags[last] = nil
+		f.mu.tags = f.mu.tags[:last]
 		f.mu.vecs = f.mu.vecs[:last*dim]
 	}
 }
@@ -150,10 +161,19 @@ func (f *Flat) searchLocked(q Query) ([]Hit, error) {
 	if n == 0 {
 		return nil, nil
 	}
+	var need []uint32
+	for k, v := range q.Filter {
+		id, ok := f.mu.pairs[pairKey(k, v)]
+		if !ok {
+			return nil, nil // no item has this pair
+		}
+		need = append(need, id)
+	}
+	slices.Sort(need)
 	qv := embed.Normalize(slices.Clone(q.Vector))
 	top := topK{k: q.K, ids: f.mu.ids}
 	for i := range n {
-		if len(q.Filter) > 0 && !q.Filter.Match(f.mu.meta[i]) {
+		if len(need) > 0 && !hasAll(f.mu.tags[i], need) {
 			continue
 		}
 		top.offer(dot(qv, f.mu.vecs[i*dim:(i+1)*dim:(i+1)*dim]), i)
@@ -166,19 +186,59 @@ func (f *Flat) searchLocked(q Query) ([]Hit, error) {
 	return hits, nil
 }
 
+func pairKey(k, v string) string { return k + "\x00" + v }
+
+// tagsLocked returns the pair IDs of md, sorted, in dst (registering new
+// pairs).
+func (f *Flat) tagsLocked(md map[string]string, dst []uint32) []uint32 {
+	if len(md) == 0 {
+		return nil
+	}
+	if f.mu.pairs == nil {
+		f.mu.pairs = make(map[string]uint32)
+	}
+	for k, v := range md {
+		pk := pairKey(k, v)
+		id, ok := f.mu.pairs[pk]
+		if !ok {
+			id = uint32(len(f.mu.pairs))
+			f.mu.pairs[pk] = id
+		}
+		dst = append(dst, id)
+	}
+	slices.Sort(dst)
+	return dst
+}
+
+// hasAll reports whether the sorted have contains every element of the
+// sorted need.
+func hasAll(have, need []uint32) bool {
+	j := 0
+	for _, x := range need {
+		for j < len(have) && have[j] < x {
+			j++
+		}
+		if j == len(have) || have[j] != x {
+			return false
+		}
+		j++
+	}
+	return true
+}
+
 // dot is the dot product of a and b (len(b) >= len(a)), four lanes at a
 // time.
 func dot(a, b []float32) float32 {
 	b = b[:len(a)]
 	var s0, s1, s2, s3 float32
-	i := 0
-	for ; i+4 <= len(a); i += 4 {
-		s0 += a[i] * b[i]
-		s1 += a[i+1] * b[i+1]
-		s2 += a[i+2] * b[i+2]
-		s3 += a[i+3] * b[i+3]
+	for len(a) >= 4 && len(b) >= 4 {
+		s0 += a[0] * b[0]
+		s1 += a[1] * b[1]
+		s2 += a[2] * b[2]
+		s3 += a[3] * b[3]
+		a, b = a[4:], b[4:]
 	}
-	for ; i < len(a); i++ {
+	for i := range a {
 		s0 += a[i] * b[i]
 	}
 	return (s0 + s1) + (s2 + s3)
@@ -333,6 +393,7 @@ func (f *Flat) UnmarshalBinary(b []byte) error {
 		g.mu.ids = append(g.mu.ids, id)
 		g.mu.content = append(g.mu.content, content)
 		g.mu.meta = append(g.mu.meta, md)
+		g.mu.tags = append(g.mu.tags, g.tagsLocked(md, nil))
 		for j := range dim {
 			g.mu.vecs = append(g.mu.vecs, math.Float32frombits(binary.LittleEndian.Uint32(raw[4*j:])))
 		}
@@ -343,6 +404,7 @@ func (f *Flat) UnmarshalBinary(b []byte) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.mu.dim, f.mu.vecs, f.mu.ids, f.mu.content, f.mu.meta, f.mu.pos = g.mu.dim, g.mu.vecs, g.mu.ids, g.mu.content, g.mu.meta, g.mu.pos
+	f.mu.tags, f.mu.pairs = g.mu.tags, g.mu.pairs
 	return nil
 }
 
