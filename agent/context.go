@@ -196,7 +196,8 @@ func (c *RunnerContext) Tools() *tool.Set { return c.host.agentDef().tools }
 // idempotency key through tool.IdempotencyKey (MCP tools send it in the
 // request's _meta, tool.MCPIdempotencyMetaKey). Without a store, or with
 // Options.NonDurableCalls, it is a plain call without a key; calling
-// through c.Tools().Call makes one such call.
+// through c.Tools().Call makes one such call. The tool's context carries
+// c (RunnerOf).
 func (c *RunnerContext) CallTool(name string, args json.RawMessage) (tool.Result, error) {
 	if c.elog == nil {
 		return c.callTool(name, args)
@@ -226,13 +227,13 @@ func (c *RunnerContext) callTool(name string, args json.RawMessage) (tool.Result
 	st := c.host.callStat(toolCallPrefix + name)
 	if !c.durableCalls() {
 		start := c.host.now()
-		res, err := tools.Call(c.ctx, name, args)
+		res, err := tools.Call(withRunner(c.ctx, c), name, args)
 		st.record(err != nil || res.IsError, c.host.now().Sub(start))
 		return res, err
 	}
 	return Durable(c, toolCallPrefix+name, toolArgs(args), func(ctx context.Context, key string) (tool.Result, error) {
 		start := c.host.now()
-		res, err := tools.Call(tool.WithIdempotencyKey(ctx, key), name, args)
+		res, err := tools.Call(tool.WithIdempotencyKey(withRunner(ctx, c), key), name, args)
 		st.record(err != nil || res.IsError, c.host.now().Sub(start))
 		return res, err
 	})

@@ -77,6 +77,12 @@ func buildAgent(ctx context.Context, a *AgentSpec) (*agent.Agent, []func() error
 			}
 			closers = append(closers, c.Close)
 			tools = append(tools, c.Tools()...)
+		case "retrieval":
+			rt, err := retrievalTool(ctx, t)
+			if err != nil {
+				return fail(fmt.Errorf("%s: %w", t.Pos, err))
+			}
+			tools = append(tools, rt)
 		}
 	}
 	set, err := tool.NewSet(tools...)

@@ -645,9 +645,13 @@ func (d *dec) tool(n ast.Node, what string) ToolSpec {
 				d.errf(k, "%s.mcp: want exactly one of command (a program and its arguments, over stdio) or url (streamable HTTP)", what)
 			}
 		}},
+		field{"retrieval", false, func(k, v ast.Node) {
+			kinds++
+			d.retrieval(v, what+".retrieval", &t)
+		}},
 	)
 	if ok && kinds != 1 {
-		d.errf(n, "%s: want exactly one of http, mcp", what)
+		d.errf(n, "%s: want exactly one of http, mcp, retrieval", what)
 	}
 	return t
 }

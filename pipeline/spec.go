@@ -211,13 +211,20 @@ type ModelSpec struct {
 // ToolSpec is an HTTP tool or an MCP server.
 type ToolSpec struct {
 	Pos         Pos
-	Kind        string // http or mcp
+	Kind        string // http, mcp or retrieval
 	Name        string
 	Description string
 	URL         string
 	Method      string
 	Parameters  map[string]any
 	Command     []string
+	// Retrieval tool (Kind "retrieval"): the JSON-lines file of documents
+	// ({id, text, metadata}) embedded when the job is built, the number of
+	// hits returned, and the embedding model (offline, or an
+	// OpenAI-compatible endpoint).
+	Documents string
+	K         int
+	Embedding *ModelSpec
 }
 
 // StoreSpec is the agent's action-state store.
