@@ -68,6 +68,9 @@ type Job struct {
 	Sinks []SinkInfo
 
 	kafkaSource interface{ CaughtUp() bool }
+	// failing names the operators that make dead letters of records they
+	// fail on (P7).
+	failing     []string
 	firstOp     string
 	closers     []func() error
 	metricsAddr string
@@ -133,30 +136,24 @@ func Build(ctx context.Context, spec *Spec, opts Options) (j *Job, err error) {
 	if err != nil {
 		return j, err
 	}
-	if main, err = b.steps(ctx, spec.Steps, main); err != nil {
+	if main, err = b.steps(ctx, "", spec.Steps, main); err != nil {
 		return j, err
 	}
 	if err := b.sink("sink", spec.Sink, main); err != nil {
 		return j, err
 	}
-	// Outputs are built once their streams exist: an output may be fed by
-	// a step of another output.
-	built := map[string]bool{}
-	for progress := true; progress; {
-		progress = false
-		for _, name := range sortedKeys(b.outputs) {
-			if built[name] {
-				continue
-			}
-			built[name], progress = true, true
-			o := spec.Outputs[name]
-			out, err := b.steps(ctx, o.Steps, b.outputs[name])
-			if err != nil {
-				return j, err
-			}
-			if err := b.sink(name, o.Sink, out); err != nil {
-				return j, err
-			}
+	// An output is built once every step feeding it is: an output may be
+	// fed by steps of other outputs, and dead letters of several steps may
+	// share one (Parse refuses cycles).
+	order, _ := outputOrder(spec)
+	for _, name := range order {
+		o := spec.Outputs[name]
+		out, err := b.steps(ctx, name, o.Steps, b.outputs[name])
+		if err != nil {
+			return j, err
+		}
+		if err := b.sink(name, o.Sink, out); err != nil {
+			return j, err
 		}
 	}
 	return j, nil
@@ -251,11 +248,28 @@ type builder struct {
 	sourceDone bool
 }
 
+// output adds s to the streams feeding output name.
 func (b *builder) output(name string, s weir.Stream[Record]) {
 	if b.outputs == nil {
 		b.outputs = map[string]weir.Stream[Record]{}
 	}
+	if prev, ok := b.outputs[name]; ok {
+		s = weir.Union(prev, s)
+	}
 	b.outputs[name] = s
+}
+
+// deadLetters returns the side-output tag for the dead letters of step st
+// of output from, after registering its stream on the step's dead-letter
+// output once the operator exists (nil: no output, they are dropped).
+func (b *builder) deadLetters(from string, st *StepSpec, name string) (*weir.OutputTag[Record], func(weir.Stream[Record])) {
+	b.j.failing = append(b.j.failing, name)
+	to := DeadLettersOf(b.j.Spec, from, st)
+	if to == "" {
+		return nil, func(weir.Stream[Record]) {}
+	}
+	tag := weir.NewOutputTag[Record](name + "-dead-letters")
+	return tag, func(s weir.Stream[Record]) { b.output(to, weir.SideOutput(s, tag)) }
 }
 
 // opName returns a unique operator name: the given one, or kind-index.
@@ -405,17 +419,18 @@ func deadLetterRecord(d weir.DeadLetter) Record {
 	return r
 }
 
-func (b *builder) steps(ctx context.Context, steps []StepSpec, in weir.Stream[Record]) (weir.Stream[Record], error) {
+// steps builds the steps of output from ("" for the main steps) on in.
+func (b *builder) steps(ctx context.Context, from string, steps []StepSpec, in weir.Stream[Record]) (weir.Stream[Record], error) {
 	var err error
 	for i := range steps {
-		if in, err = b.step(ctx, steps, i, in); err != nil {
+		if in, err = b.step(ctx, from, steps, i, in); err != nil {
 			return in, err
 		}
 	}
 	return in, nil
 }
 
-func (b *builder) step(ctx context.Context, steps []StepSpec, i int, in weir.Stream[Record]) (weir.Stream[Record], error) {
+func (b *builder) step(ctx context.Context, from string, steps []StepSpec, i int, in weir.Stream[Record]) (weir.Stream[Record], error) {
 	st := &steps[i]
 	at := st.Pos.String()
 	switch st.Kind {
@@ -428,9 +443,13 @@ func (b *builder) step(ctx context.Context, steps []StepSpec, i int, in weir.Str
 			return in, fmt.Errorf("%s: %v", st.FilterPos, err)
 		}
 		name := b.opName(st.Name, "filter")
-		return weir.Transform(in, name, func() runtime.OneInputOperator[Record, Record] {
-			return &filterOp{prog: prog, at: at}
-		}), nil
+		tag, route := b.deadLetters(from, st, name)
+		src := st.Filter
+		out := weir.Transform(in, name, func() runtime.OneInputOperator[Record, Record] {
+			return &filterOp{prog: prog, src: src, at: at, tag: tag}
+		})
+		route(out)
+		return out, nil
 	case "map":
 		var fields []mapField
 		for _, f := range sortedKeys(st.Map.Set) {
@@ -442,9 +461,12 @@ func (b *builder) step(ctx context.Context, steps []StepSpec, i int, in weir.Str
 		}
 		drop := st.Map.Drop
 		name := b.opName(st.Name, "map")
-		return weir.Transform(in, name, func() runtime.OneInputOperator[Record, Record] {
-			return &mapOp{fields: fields, drop: drop, at: at}
-		}), nil
+		tag, route := b.deadLetters(from, st, name)
+		out := weir.Transform(in, name, func() runtime.OneInputOperator[Record, Record] {
+			return &mapOp{fields: fields, drop: drop, at: at, tag: tag}
+		})
+		route(out)
+		return out, nil
 	case "keyBy":
 		return in, nil // the keyed step that follows keys the stream
 	}
@@ -522,11 +544,20 @@ func (b *builder) step(ctx context.Context, steps []StepSpec, i int, in weir.Str
 		return out, nil
 	case "agent":
 		name := b.opName(st.Name, "agent")
-		a, closers, err := buildAgent(ctx, st.Agent)
+		a, tmpl, closers, err := buildAgent(ctx, st.Agent)
 		b.j.closers = append(b.j.closers, closers...)
 		if err != nil {
 			return in, err
 		}
+		// The prompt is rendered once before the keyBy: a record it does
+		// not render for is a dead letter there, and never reaches the
+		// agent (whose action renders it again, and then cannot fail).
+		tag, route := b.deadLetters(from, st, name+"-prompt")
+		checked := weir.Transform(in, name+"-prompt", func() runtime.OneInputOperator[Record, Record] {
+			return &promptCheckOp{tmpl: tmpl, at: at, tag: tag}
+		})
+		route(checked)
+		ks = weir.KeyBy(checked, ks.Key())
 		o := agent.Options{MaxConcurrentKeys: st.Agent.MaxConcurrent, ActionTimeout: st.Agent.ActionTimeout, ContinueOnError: st.Agent.ContinueOnError}
 		if s := st.Agent.Store; s != nil {
 			if s.WALDir != "" {
