@@ -80,14 +80,14 @@ type sortOp[K comparable, T any] struct {
 	opts SortOptions[T]
 	maxP int
 
-	held  heldQueue[T]
-	seq   uint64
-	wm    int64
+	held heldQueue[T]
+	seq  uint64
+	wm   int64
 	// inIdle: the input is idle; outIdle: the operator has told its
 	// output it is idle, which it does only while it holds nothing (S6).
 	inIdle, outIdle bool
-	side  runtime.Output[T]
-	codec state.Codec[T]
+	side            runtime.Output[T]
+	codec           state.Codec[T]
 
 	violations, released *runtime.Counter
 	holding              *runtime.Gauge
