@@ -40,6 +40,14 @@
 //	    the watermark passes them again, keeping their order.
 //	S5. Metrics: "orderViolations", "recordsReleased" (counters) and
 //	    "recordsHeld" (gauge, updated at each watermark).
+//	S6. The output is idle only while the input is idle and no record is
+//	    held. An input going idle while records are held does not make the
+//	    output idle: downstream, this channel keeps holding the minimum at
+//	    the forwarded watermark, so the held records, emitted later, are
+//	    never late there (an idle channel leaves a consumer's minimum, and
+//	    the consumer's other inputs could carry it past them, as a Kafka
+//	    source's caught-up, idle splits ending one subtask before the
+//	    other did: TestSortHoldsIdleWhileHolding).
 //
 // Clock:
 //

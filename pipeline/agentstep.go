@@ -17,6 +17,7 @@ import (
 	"github.com/weirproject/weir/agent"
 	"github.com/weirproject/weir/agent/model"
 	"github.com/weirproject/weir/agent/tool"
+	"github.com/weirproject/weir/runtime"
 )
 
 // agentModel is the name of the agent step's model in agent.Agent.Models.
@@ -30,13 +31,13 @@ const agentModel = "model"
 // a call that returned before a crash is not made again after the restore.
 // MCP servers are connected here (their tools are listed at start); the
 // returned closers disconnect them.
-func buildAgent(ctx context.Context, a *AgentSpec) (*agent.Agent, []func() error, error) {
+func buildAgent(ctx context.Context, a *AgentSpec) (*agent.Agent, *template.Template, []func() error, error) {
 	var closers []func() error
-	fail := func(err error) (*agent.Agent, []func() error, error) {
+	fail := func(err error) (*agent.Agent, *template.Template, []func() error, error) {
 		for _, c := range closers {
 			c()
 		}
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	var m model.ChatModel
 	if a.Model.Offline {
@@ -107,6 +108,8 @@ func buildAgent(ctx context.Context, a *AgentSpec) (*agent.Agent, []func() error
 		}
 		var prompt strings.Builder
 		if err := tmpl.Execute(&prompt, in); err != nil {
+			// Not reached: promptCheckOp sent the records it fails for to
+			// the dead letters.
 			return fmt.Errorf("pipeline: agent prompt: %w", err)
 		}
 		var msgs []model.Message
@@ -142,8 +145,39 @@ func buildAgent(ctx context.Context, a *AgentSpec) (*agent.Agent, []func() error
 		Actions: []agent.Action{agent.NewAction("respond", run, agent.TypeInput)},
 		Models:  map[string]model.ChatModel{agentModel: m},
 		Tools:   tools,
-	}, closers, nil
+	}, tmpl, closers, nil
 }
+
+// promptCheckOp renders an agent step's prompt for each record before the
+// agent's keyBy: a record the template fails on (a field of the wrong
+// kind for it, a function that fails) is a dead letter of the step (P7)
+// instead of an action that fails the job.
+type promptCheckOp struct {
+	runtime.Base[Record]
+	tmpl *template.Template
+	at   string
+	tag  *runtime.OutputTag[Record]
+	dead stepDeadLetters
+}
+
+func (o *promptCheckOp) Open(ctx *runtime.Context, out runtime.Output[Record]) error {
+	if err := o.Base.Open(ctx, out); err != nil {
+		return err
+	}
+	o.dead.open(ctx, o.tag, o.at)
+	return nil
+}
+
+func (o *promptCheckOp) ProcessRecord(r runtime.Record[Record]) error {
+	if err := o.tmpl.Execute(io.Discard, r.Value); err != nil {
+		o.dead.fail(r, fmt.Sprintf("agent at %s: prompt: %v", o.at, err))
+		return nil
+	}
+	o.Out.Collect(r)
+	return nil
+}
+
+func (o *promptCheckOp) EndInput() error { return nil }
 
 // httpTool calls a URL with the model's arguments: POST sends them as the
 // JSON body, GET as query parameters. A reply with status 2xx is the

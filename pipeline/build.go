@@ -68,6 +68,9 @@ type Job struct {
 	Sinks []SinkInfo
 
 	kafkaSource interface{ CaughtUp() bool }
+	// failing names the operators that make dead letters of records they
+	// fail on (P7).
+	failing     []string
 	firstOp     string
 	closers     []func() error
 	metricsAddr string
@@ -133,7 +136,7 @@ func Build(ctx context.Context, spec *Spec, opts Options) (j *Job, err error) {
 	if err != nil {
 		return j, err
 	}
-	if main, err = b.steps(ctx, spec.Steps, main); err != nil {
+	if main, err = b.steps(ctx, "", spec.Steps, main); err != nil {
 		return j, err
 	}
 	if err := b.sink("sink", spec.Sink, main); err != nil {
@@ -145,26 +148,24 @@ func Build(ctx context.Context, spec *Spec, opts Options) (j *Job, err error) {
 	return j, nil
 }
 
-// buildOutputs adds the steps and sink of every output fed so far. Outputs
-// are built once their streams exist: an output may be fed by a step of
-// another output.
+// buildOutputs adds the steps and sink of every output fed so far, each
+// once every step feeding it is: an output may be fed by steps of other
+// outputs, and dead letters of several steps may share one (Parse refuses
+// cycles). A clustered job builds each half's outputs in its own tasks.
 func (b *builder) buildOutputs(ctx context.Context) error {
-	built := map[string]bool{}
-	for progress := true; progress; {
-		progress = false
-		for _, name := range sortedKeys(b.outputs) {
-			if built[name] {
-				continue
-			}
-			built[name], progress = true, true
-			o := b.j.Spec.Outputs[name]
-			out, err := b.steps(ctx, o.Steps, b.outputs[name])
-			if err != nil {
-				return err
-			}
-			if err := b.sink(name, o.Sink, out); err != nil {
-				return err
-			}
+	order, _ := outputOrder(b.j.Spec)
+	for _, name := range order {
+		in, fed := b.outputs[name]
+		if !fed {
+			continue
+		}
+		o := b.j.Spec.Outputs[name]
+		out, err := b.steps(ctx, name, o.Steps, in)
+		if err != nil {
+			return err
+		}
+		if err := b.sink(name, o.Sink, out); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -270,11 +271,28 @@ type builder struct {
 	txnSuffix string
 }
 
+// output adds s to the streams feeding output name.
 func (b *builder) output(name string, s weir.Stream[Record]) {
 	if b.outputs == nil {
 		b.outputs = map[string]weir.Stream[Record]{}
 	}
+	if prev, ok := b.outputs[name]; ok {
+		s = weir.Union(prev, s)
+	}
 	b.outputs[name] = s
+}
+
+// deadLetters returns the side-output tag for the dead letters of step st
+// of output from, after registering its stream on the step's dead-letter
+// output once the operator exists (nil: no output, they are dropped).
+func (b *builder) deadLetters(from string, st *StepSpec, name string) (*weir.OutputTag[Record], func(weir.Stream[Record])) {
+	b.j.failing = append(b.j.failing, name)
+	to := DeadLettersOf(b.j.Spec, from, st)
+	if to == "" {
+		return nil, func(weir.Stream[Record]) {}
+	}
+	tag := weir.NewOutputTag[Record](name + "-dead-letters")
+	return tag, func(s weir.Stream[Record]) { b.output(to, weir.SideOutput(s, tag)) }
 }
 
 // opName returns a unique operator name: the given one, or kind-index.
@@ -371,13 +389,13 @@ func (b *builder) source(ctx context.Context) (weir.Stream[Record], error) {
 	}
 	out = out.UID(name)
 	b.sourceDone = true
-	b.deadLetters(name, out)
+	b.sourceDeadLetters(name, out)
 	return out, nil
 }
 
-// deadLetters feeds the source's dead letters to source.deadLetters, if
-// named; name is the source operator's.
-func (b *builder) deadLetters(name string, src weir.Stream[Record]) {
+// sourceDeadLetters feeds the source's dead letters to
+// source.deadLetters, if named; name is the source operator's.
+func (b *builder) sourceDeadLetters(name string, src weir.Stream[Record]) {
 	if s := &b.j.Spec.Source; s.DeadLetters != "" {
 		dl := weir.Map(weir.DeadLetters(src), name+"-dead-letters", deadLetterRecord)
 		b.output(s.DeadLetters, dl)
@@ -456,17 +474,18 @@ func deadLetterRecord(d weir.DeadLetter) Record {
 	return r
 }
 
-func (b *builder) steps(ctx context.Context, steps []StepSpec, in weir.Stream[Record]) (weir.Stream[Record], error) {
+// steps builds the steps of output from ("" for the main steps) on in.
+func (b *builder) steps(ctx context.Context, from string, steps []StepSpec, in weir.Stream[Record]) (weir.Stream[Record], error) {
 	var err error
 	for i := range steps {
-		if in, err = b.step(ctx, steps, i, in); err != nil {
+		if in, err = b.step(ctx, from, steps, i, in); err != nil {
 			return in, err
 		}
 	}
 	return in, nil
 }
 
-func (b *builder) step(ctx context.Context, steps []StepSpec, i int, in weir.Stream[Record]) (weir.Stream[Record], error) {
+func (b *builder) step(ctx context.Context, from string, steps []StepSpec, i int, in weir.Stream[Record]) (weir.Stream[Record], error) {
 	st := &steps[i]
 	at := st.Pos.String()
 	switch st.Kind {
@@ -479,9 +498,13 @@ func (b *builder) step(ctx context.Context, steps []StepSpec, i int, in weir.Str
 			return in, fmt.Errorf("%s: %v", st.FilterPos, err)
 		}
 		name := b.opName(st.Name, "filter")
-		return weir.Transform(in, name, func() runtime.OneInputOperator[Record, Record] {
-			return &filterOp{prog: prog, at: at}
-		}), nil
+		tag, route := b.deadLetters(from, st, name)
+		src := st.Filter
+		out := weir.Transform(in, name, func() runtime.OneInputOperator[Record, Record] {
+			return &filterOp{prog: prog, src: src, at: at, tag: tag}
+		})
+		route(out)
+		return out, nil
 	case "map":
 		var fields []mapField
 		for _, f := range sortedKeys(st.Map.Set) {
@@ -493,15 +516,18 @@ func (b *builder) step(ctx context.Context, steps []StepSpec, i int, in weir.Str
 		}
 		drop := st.Map.Drop
 		name := b.opName(st.Name, "map")
-		return weir.Transform(in, name, func() runtime.OneInputOperator[Record, Record] {
-			return &mapOp{fields: fields, drop: drop, at: at}
-		}), nil
+		tag, route := b.deadLetters(from, st, name)
+		out := weir.Transform(in, name, func() runtime.OneInputOperator[Record, Record] {
+			return &mapOp{fields: fields, drop: drop, at: at, tag: tag}
+		})
+		route(out)
+		return out, nil
 	case "keyBy":
 		return in, nil // the keyed step that follows keys the stream
 	}
 	// A keyed step: the step before it is its keyBy (checked by Parse).
 	kp, _ := parseFieldPath(steps[i-1].KeyBy)
-	return b.keyedStep(ctx, st, kp, weir.KeyBy(in, recordKey(kp)))
+	return b.keyedStep(ctx, from, st, kp, weir.KeyBy(in, recordKey(kp)))
 }
 
 // recordKey is the key of a keyBy on the field path kp.
@@ -511,8 +537,9 @@ func recordKey(kp fieldPath) func(Record) string {
 
 // keyedStep adds a keyed step (sort, window, agent) on ks, the stream keyed
 // by the field path kp.
-func (b *builder) keyedStep(ctx context.Context, st *StepSpec, kp fieldPath, ks weir.KeyedStream[string, Record]) (weir.Stream[Record], error) {
+func (b *builder) keyedStep(ctx context.Context, from string, st *StepSpec, kp fieldPath, ks weir.KeyedStream[string, Record]) (weir.Stream[Record], error) {
 	in := ks.Stream
+	at := st.Pos.String()
 	switch st.Kind {
 	case "sort":
 		name := b.opName(st.Name, "sort")
@@ -584,11 +611,20 @@ func (b *builder) keyedStep(ctx context.Context, st *StepSpec, kp fieldPath, ks 
 		return out, nil
 	case "agent":
 		name := b.opName(st.Name, "agent")
-		a, closers, err := buildAgent(ctx, st.Agent)
+		a, tmpl, closers, err := buildAgent(ctx, st.Agent)
 		b.j.closers = append(b.j.closers, closers...)
 		if err != nil {
 			return in, err
 		}
+		// The prompt is rendered once before the keyBy: a record it does
+		// not render for is a dead letter there, and never reaches the
+		// agent (whose action renders it again, and then cannot fail).
+		tag, route := b.deadLetters(from, st, name+"-prompt")
+		checked := weir.Transform(in, name+"-prompt", func() runtime.OneInputOperator[Record, Record] {
+			return &promptCheckOp{tmpl: tmpl, at: at, tag: tag}
+		})
+		route(checked)
+		ks = weir.KeyBy(checked, ks.Key())
 		o := agent.Options{MaxConcurrentKeys: st.Agent.MaxConcurrent, ActionTimeout: st.Agent.ActionTimeout, ContinueOnError: st.Agent.ContinueOnError}
 		if s := st.Agent.Store; s != nil {
 			if s.WALDir != "" {

@@ -27,8 +27,10 @@ func (d *dec) check(s *Spec) {
 			d.errAt(q, "%s: bad expression: %s; want %s", what, exprMessage(err), want)
 		}
 	}
-	outputs := map[string]bool{}
-	use := func(name string, p Pos, what string) {
+	// outputs: how each output is fed, "dead" (dead letters, which any
+	// number of steps and the source may share) or "step".
+	outputs := map[string]string{}
+	feed := func(name string, p Pos, what, how string) {
 		if name == "" {
 			return
 		}
@@ -37,13 +39,14 @@ func (d *dec) check(s *Spec) {
 			d.errAt(p, "%s: unknown output %q; declare it under outputs (declared: %s)", what, name, listOrNone(sortedKeys(s.Outputs)))
 			return
 		}
-		if outputs[name] {
-			d.errAt(p, "%s: output %q is already fed by another step; give each its own output", what, name)
+		if prev := outputs[name]; prev != "" && (prev != "dead" || how != "dead") {
+			d.errAt(p, "%s: output %q is already fed by another step; give each its own output (only dead letters may share one)", what, name)
 			return
 		}
-		outputs[name] = true
+		outputs[name] = how
 		o.used = true
 	}
+	use := func(name string, p Pos, what string) { feed(name, p, what, "step") }
 	needKafka := func(p Pos, what string) {
 		if s.Kafka == nil {
 			d.errAt(p, "%s needs the Kafka cluster: add a top-level kafka section with brokers or embedded", what)
@@ -76,7 +79,7 @@ func (d *dec) check(s *Spec) {
 			compile(g.FieldPos[name], "source.generate.fields."+name, g.Fields[name], exprAny)
 		}
 	}
-	use(src.DeadLetters, src.DeadLettersPos, "source.deadLetters")
+	feed(src.DeadLetters, src.DeadLettersPos, "source.deadLetters", "dead")
 
 	checkSteps := func(steps []StepSpec, prefix string) {
 		keyed := false
@@ -92,6 +95,13 @@ func (d *dec) check(s *Spec) {
 			}
 			keyed = st.Kind == "keyBy"
 			keyPos = st.Pos
+			if st.DeadLetters != "" {
+				if prefix != "steps" && "outputs."+st.DeadLetters+".steps" == prefix {
+					d.errAt(st.DeadLettersPos, "%s.deadLetters: output %q would feed itself; name another output", what, st.DeadLetters)
+				} else {
+					feed(st.DeadLetters, st.DeadLettersPos, what+".deadLetters", "dead")
+				}
+			}
 			switch st.Kind {
 			case "filter":
 				compile(st.FilterPos, what, st.Filter, exprBool)
@@ -134,13 +144,18 @@ func (d *dec) check(s *Spec) {
 	for name, o := range s.Outputs {
 		sinks["outputs."+name] = o.Sink
 		if !o.used {
-			d.errAt(o.Pos, "outputs.%s: not used; name it in source.deadLetters, a tee step, a sort's violations or a window's late, or remove it", name)
+			d.errAt(o.Pos, "outputs.%s: not used; name it in source.deadLetters, a step's deadLetters, a tee step, a sort's violations or a window's late, or remove it", name)
 		}
 	}
 	for _, what := range sortedKeys(sinks) {
 		if k := sinks[what].Kafka; k != nil {
 			needKafka(sinks[what].Pos, what+".kafka")
 			topic(k.Topic, k.TopicPos, what+".kafka.topic")
+		}
+	}
+	if _, stuck := outputOrder(s); len(stuck) > 0 {
+		for _, name := range stuck {
+			d.errAt(s.Outputs[name].Pos, "outputs.%s: fed only through a cycle of outputs (a step of an output it feeds, directly or not, feeds it); break the cycle", name)
 		}
 	}
 	j := s.Job

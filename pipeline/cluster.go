@@ -436,8 +436,8 @@ func (r *clusterRun) taskBuilder(env *weir.Environment) *builder {
 // the steps before the keyBy, and the outputs they feed.
 func (r *clusterRun) buildUpstream(in weir.Stream[Record]) (weir.Stream[Record], *builder, error) {
 	b := r.taskBuilder(in.Env())
-	b.deadLetters("source", in)
-	out, err := b.steps(r.ctx, r.plan.before, in)
+	b.sourceDeadLetters("source", in)
+	out, err := b.steps(r.ctx, "", r.plan.before, in)
 	if err == nil {
 		err = b.buildOutputs(r.ctx)
 	}
@@ -451,9 +451,9 @@ func (r *clusterRun) buildUpstream(in weir.Stream[Record]) (weir.Stream[Record],
 // it, and the outputs they feed.
 func (r *clusterRun) buildKeyed(ks weir.KeyedStream[string, Record]) (weir.Stream[Record], *builder, error) {
 	b := r.taskBuilder(ks.Env())
-	out, err := b.keyedStep(r.ctx, r.plan.keyed, r.plan.key, ks)
+	out, err := b.keyedStep(r.ctx, "", r.plan.keyed, r.plan.key, ks)
 	if err == nil {
-		out, err = b.steps(r.ctx, r.plan.after, out)
+		out, err = b.steps(r.ctx, "", r.plan.after, out)
 	}
 	if err == nil {
 		err = b.buildOutputs(r.ctx)

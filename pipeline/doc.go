@@ -16,7 +16,7 @@
 //	           | file: {paths, ordered} | generate: {count, fields},
 //	           timestamp: FIELD.PATH, watermark: {outOfOrderness, idleness, emit},
 //	           deadLetters: OUTPUT}
-//	steps:    - filter: EXPR
+//	steps:    - filter: EXPR             (filter, map, agent: deadLetters: OUTPUT)
 //	          - map: {set: {FIELD: EXPR}, drop: [FIELD]}
 //	          - keyBy: FIELD.PATH        (then sort, window or agent)
 //	          - sort: {violations: OUTPUT, tiebreak: [EXPR, EXPR]}
@@ -64,6 +64,13 @@
 //	    file, and into an edited file whose named steps kept their names.
 //	P6. No operator modifies a record it received: a record emitted on two
 //	    outputs (a tee, a sort's violations) is shared safely.
+//	P7. One bad record never stops the job: a record a filter or map
+//	    expression fails on (or a map sets to NaN or an infinity), or an
+//	    agent's prompt does not render for, is a dead letter of the step
+//	    ({step, at, reason, value}) sent to the step's deadLetters output,
+//	    by default the source's; with neither it is dropped. Each is
+//	    counted (deadLetters, deadLettersDropped), the first reasons
+//	    logged (deadletter.go). The good path allocates nothing more.
 //
 // Build returns a Job whose Start gives the running runtime.Job (for
 // savepoints, cancellation, metrics and dashboards); Run is Build, Start,

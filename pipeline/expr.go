@@ -57,22 +57,37 @@ func exprMessage(err error) string {
 	return err.Error()
 }
 
-// filterOp keeps the records for which its program returns true.
+// filterOp keeps the records for which its program returns true; a record
+// the program fails on (or returns something else than a bool or nil for)
+// is a dead letter of the step (P7).
 type filterOp struct {
 	runtime.Base[Record]
 	prog *vm.Program
+	src  string // the expression, for reasons
 	vm   vm.VM
-	at   string // the step's position, for errors
+	at   string // the step's position
+	tag  *runtime.OutputTag[Record]
+	dead stepDeadLetters
+}
+
+func (o *filterOp) Open(ctx *runtime.Context, out runtime.Output[Record]) error {
+	if err := o.Base.Open(ctx, out); err != nil {
+		return err
+	}
+	o.dead.open(ctx, o.tag, o.at)
+	return nil
 }
 
 func (o *filterOp) ProcessRecord(r runtime.Record[Record]) error {
 	out, err := o.vm.Run(o.prog, r.Value)
 	if err != nil {
-		return fmt.Errorf("pipeline: filter at %s: %v", o.at, exprMessage(err))
+		o.dead.fail(r, fmt.Sprintf("filter at %s (%s): %v", o.at, o.src, exprMessage(err)))
+		return nil
 	}
 	keep, ok := out.(bool)
 	if !ok && out != nil {
-		return fmt.Errorf("pipeline: filter at %s returned %T, want a bool", o.at, out)
+		o.dead.fail(r, fmt.Sprintf("filter at %s (%s): returned %T %v, want a bool", o.at, o.src, out, out))
+		return nil
 	}
 	if keep {
 		o.Out.Collect(r)
@@ -89,13 +104,25 @@ type mapField struct {
 }
 
 // mapOp emits a copy of each record with its fields set (or, with drop,
-// removed); the programs all see the input record.
+// removed); the programs all see the input record. A record a program
+// fails on, or for which one returns a value JSON cannot hold (NaN, an
+// infinity), is a dead letter of the step (P7).
 type mapOp struct {
 	runtime.Base[Record]
 	fields []mapField
 	drop   []string
 	vm     vm.VM
 	at     string
+	tag    *runtime.OutputTag[Record]
+	dead   stepDeadLetters
+}
+
+func (o *mapOp) Open(ctx *runtime.Context, out runtime.Output[Record]) error {
+	if err := o.Base.Open(ctx, out); err != nil {
+		return err
+	}
+	o.dead.open(ctx, o.tag, o.at)
+	return nil
 }
 
 func (o *mapOp) ProcessRecord(r runtime.Record[Record]) error {
@@ -103,7 +130,12 @@ func (o *mapOp) ProcessRecord(r runtime.Record[Record]) error {
 	for _, f := range o.fields {
 		v, err := o.vm.Run(f.prog, r.Value)
 		if err != nil {
-			return fmt.Errorf("pipeline: map at %s: field %s: %v", o.at, f.name, exprMessage(err))
+			o.dead.fail(r, fmt.Sprintf("map at %s: field %s: %v", o.at, f.name, exprMessage(err)))
+			return nil
+		}
+		if !jsonable(v) {
+			o.dead.fail(r, fmt.Sprintf("map at %s: field %s is %v, which JSON cannot hold", o.at, f.name, v))
+			return nil
 		}
 		out[f.name] = v
 	}

@@ -4,12 +4,14 @@ import (
 	"testing"
 
 	"github.com/expr-lang/expr/vm"
+
+	"github.com/weirproject/weir/runtime"
 )
 
 // The per-record cost of an expression against the same logic written in
 // Go, on the same record (BENCHMARKS.md, lab notes):
 //
-//	go test -run '^$' -bench 'Expr' -benchmem -count 5 ./pipeline/
+//	go test -run '^$' -bench 'Expr|FilterStep' -benchmem -count 5 ./pipeline/
 
 var benchRec = Record{"id": "o-0001", "kind": "order", "item": "item-042", "customer": "customer-07",
 	"qty": 5.0, "amount": 120.0, "time": 1767225600000.0, "live": true}
@@ -93,4 +95,58 @@ func BenchmarkExprMap(b *testing.B) {
 			sinkAny = out
 		}
 	})
+}
+
+// nopOut is an operator output that drops everything.
+type nopOut struct{}
+
+func (nopOut) Collect(runtime.Record[Record]) {}
+func (nopOut) EmitWatermark(int64)            {}
+func (nopOut) EmitIdle(bool)                  {}
+
+// BenchmarkFilterStep is the filter step's operator on a record it keeps
+// ("keep") and one it drops ("drop"): the good path of P7, which must
+// allocate nothing (TestFilterStepAllocatesNothing).
+func BenchmarkFilterStep(b *testing.B) {
+	prog, err := compileExpr(`kind == "order" && amount >= 100`, exprBool)
+	if err != nil {
+		b.Fatal(err)
+	}
+	drop := cloneRecord(benchRec, 0)
+	drop["amount"] = 5.0
+	for _, c := range []struct {
+		name string
+		rec  Record
+	}{{"keep", benchRec}, {"drop", drop}} {
+		b.Run(c.name, func(b *testing.B) {
+			op := &filterOp{prog: prog}
+			op.Out = nopOut{}
+			r := runtime.Record[Record]{Value: c.rec, Timestamp: 1}
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := op.ProcessRecord(r); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// TestFilterStepAllocatesNothing (P4, P7): the filter step allocates
+// nothing per record it keeps or drops.
+func TestFilterStepAllocatesNothing(t *testing.T) {
+	prog, err := compileExpr(`kind == "order" && amount >= 100`, exprBool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	op := &filterOp{prog: prog}
+	op.Out = nopOut{}
+	drop := cloneRecord(benchRec, 0)
+	drop["amount"] = 5.0
+	for _, rec := range []Record{benchRec, drop} {
+		r := runtime.Record[Record]{Value: rec, Timestamp: 1}
+		if n := testing.AllocsPerRun(100, func() { op.ProcessRecord(r) }); n != 0 {
+			t.Errorf("%v allocations per record (amount %v), want 0", n, rec["amount"])
+		}
+	}
 }

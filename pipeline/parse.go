@@ -374,6 +374,10 @@ func (d *dec) step(what string, n ast.Node) StepSpec {
 	}
 	ok := d.object(n, what,
 		field{"name", false, func(_, v ast.Node) { d.nonEmpty(v, what+".name", "an operator name", &st.Name) }},
+		field{"deadLetters", false, func(_, v ast.Node) {
+			st.DeadLettersPos = d.pos(v)
+			d.nonEmpty(v, what+".deadLetters", "the name of an output", &st.DeadLetters)
+		}},
 		field{"filter", false, func(k, v ast.Node) {
 			set("filter")
 			st.Pos = d.pos(k)
@@ -448,6 +452,9 @@ func (d *dec) step(what string, n ast.Node) StepSpec {
 	)
 	if ok && kinds != 1 {
 		d.errf(n, "%s: want exactly one of %s (got %d)", what, strings.Join(stepKinds, ", "), kinds)
+	}
+	if kinds == 1 && st.DeadLetters != "" && !failsPerRecord(st.Kind) {
+		d.errAt(st.DeadLettersPos, "%s.deadLetters: a %s step never fails on a record; deadLetters is for filter, map and agent steps", what, st.Kind)
 	}
 	return st
 }

@@ -113,24 +113,36 @@ func keyString(v any, ok bool) string {
 	return string(b)
 }
 
-// number reads v as a float64 for sum, min, max and avg: numbers, and
-// strings that parse as numbers; ok is false for anything else.
+// number reads v as a float64 for sum, min, max and avg: finite numbers,
+// and strings that parse as finite numbers; ok is false for anything else
+// (also for "NaN" and "Inf", which would make a window's result one JSON
+// cannot hold).
 func number(v any) (float64, bool) {
+	var f float64
 	switch x := v.(type) {
 	case float64:
-		return x, true
+		f = x
 	case int:
-		return float64(x), true
+		f = float64(x)
 	case int64:
-		return float64(x), true
+		f = float64(x)
 	case json.Number:
-		f, err := x.Float64()
-		return f, err == nil
+		var err error
+		if f, err = x.Float64(); err != nil {
+			return 0, false
+		}
 	case string:
-		f, err := strconv.ParseFloat(x, 64)
-		return f, err == nil
+		var err error
+		if f, err = strconv.ParseFloat(x, 64); err != nil {
+			return 0, false
+		}
+	default:
+		return 0, false
 	}
-	return 0, false
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return 0, false
+	}
+	return f, true
 }
 
 // decodeRecord decodes one JSON object.

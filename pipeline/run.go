@@ -21,6 +21,11 @@ type Summary struct {
 	Outputs map[string]int64 `json:"outputs"`
 	// Elapsed is the running time of the job.
 	Elapsed time.Duration `json:"elapsedNs"`
+	// DeadLetters counts the records steps failed on (P7), sent to a
+	// dead-letter output or, DeadLettersDropped of them, dropped for want
+	// of one. The source's dead letters are counted by their output.
+	DeadLetters        int64 `json:"deadLetters,omitempty"`
+	DeadLettersDropped int64 `json:"deadLettersDropped,omitempty"`
 	// CheckpointsCompleted counts the job's completed checkpoints.
 	CheckpointsCompleted int64 `json:"checkpointsCompleted"`
 	// Stopped is set when the run was stopped before its sources ended.
@@ -94,11 +99,22 @@ func Run(ctx context.Context, spec *Spec, opts Options, log io.Writer) (Summary,
 	for _, si := range j.Sinks {
 		s.Outputs[si.Output] = m.Sum(si.Operator, "recordsIn")
 	}
+	for _, op := range j.failing {
+		s.DeadLetters += m.Sum(op, "deadLetters")
+		s.DeadLettersDropped += m.Sum(op, "deadLettersDropped")
+	}
 	s.CheckpointsCompleted = m.Sum("job", "checkpointsCompleted")
 	fmt.Fprintf(log, "weir run: %s %s after %v: %d records from the source\n", s.Pipeline,
 		map[bool]string{false: "finished", true: "stopped"}[s.Stopped], s.Elapsed.Round(time.Millisecond), s.SourceRecords)
 	for _, si := range j.Sinks {
 		fmt.Fprintf(log, "  %-20s %8d records to %s\n", si.Output, s.Outputs[si.Output], si.Describe)
+	}
+	if s.DeadLetters > 0 {
+		fmt.Fprintf(log, "  steps' dead letters  %8d records a step failed on", s.DeadLetters)
+		if s.DeadLettersDropped > 0 {
+			fmt.Fprintf(log, " (%d dropped: no deadLetters output)", s.DeadLettersDropped)
+		}
+		fmt.Fprintln(log)
 	}
 	if s.CheckpointsCompleted > 0 {
 		fmt.Fprintf(log, "  checkpoints          %8d completed\n", s.CheckpointsCompleted)

@@ -140,6 +140,11 @@ type StepSpec struct {
 	Sort      *SortSpec
 	Window    *WindowSpec
 	Agent     *AgentSpec
+	// DeadLetters names the output receiving the records this step fails
+	// on (filter, map and agent steps); "" means the source's deadLetters
+	// output, if any (DeadLettersOf).
+	DeadLetters    string
+	DeadLettersPos Pos
 }
 
 // MapSpec sets fields to expressions over the input record and drops
