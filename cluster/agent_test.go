@@ -75,8 +75,11 @@ func TestAgentKafkaStoreHandOver(t *testing.T) {
 	cfg := cluster.Config{Brokers: b.Addrs(), Group: "agent-kafka", SourceTopic: "in", KeyedTasks: 2, CheckpointBase: t.TempDir(),
 		CheckpointInterval: 100 * time.Millisecond, Bounded: true, SessionTimeout: time.Second, HeartbeatInterval: 100 * time.Millisecond,
 		Logger: quiet, OnTask: evs.add}
+	// Paced so that the input lasts several seconds (150 per source
+	// task at 20/s): a's bounded run must not end before b has joined and
+	// been handed a task, however slow the rebalance on a loaded machine.
 	job := scaleout.AgentJob("out", scaleout.AgentSpec{Service: url, Store: "kafka", Brokers: b.Addrs(), ActionTopic: "agent-kafka-actions",
-		CallDelay: 2 * time.Millisecond, Pace: 100})
+		CallDelay: 2 * time.Millisecond, Pace: 20})
 	run := func(c context.Context, member string) chan error {
 		done := make(chan error, 1)
 		mc := cfg
