@@ -72,18 +72,28 @@ func TestAgentKafkaStoreHandOver(t *testing.T) {
 		t.Fatal(err)
 	}
 	var evs events
+	t.Cleanup(func() {
+		if t.Failed() {
+			evs.mu.Lock()
+			defer evs.mu.Unlock()
+			for _, ev := range evs.evs {
+				t.Logf("task event: %+v", ev)
+			}
+		}
+	})
 	cfg := cluster.Config{Brokers: b.Addrs(), Group: "agent-kafka", SourceTopic: "in", KeyedTasks: 2, CheckpointBase: t.TempDir(),
-		CheckpointInterval: 100 * time.Millisecond, Bounded: true, SessionTimeout: time.Second, HeartbeatInterval: 100 * time.Millisecond,
+		CheckpointInterval: 100 * time.Millisecond, SessionTimeout: time.Second, HeartbeatInterval: 100 * time.Millisecond,
 		Logger: quiet, OnTask: evs.add}
-	// Paced so that the input lasts several seconds (150 per source
-	// task at 20/s): a's bounded run must not end before b has joined and
-	// been handed a task, however slow the rebalance on a loaded machine.
 	job := scaleout.AgentJob("out", scaleout.AgentSpec{Service: url, Store: "kafka", Brokers: b.Addrs(), ActionTopic: "agent-kafka-actions",
-		CallDelay: 2 * time.Millisecond, Pace: 20})
+		CallDelay: 2 * time.Millisecond, Pace: 100})
 	run := func(c context.Context, member string) chan error {
 		done := make(chan error, 1)
 		mc := cfg
 		mc.Member = member
+		// a runs unbounded, so that it cannot finish the input before b
+		// has joined and been handed a task, however slow the rebalance
+		// on a loaded machine; b, which takes everything over, ends.
+		mc.Bounded = member == "b"
 		go func() { done <- cluster.Run(c, mc, job) }()
 		return done
 	}
