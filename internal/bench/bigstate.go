@@ -7,10 +7,8 @@ import (
 	"os"
 	goruntime "runtime"
 	"runtime/debug"
-	"runtime/metrics"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/weirproject/weir"
@@ -107,7 +105,7 @@ func (f *sizeFn) ProcessElement(k string, _ *weir.KeyedContext[string, int64]) e
 func (f *sizeFn) OnTimer(int64, *weir.KeyedContext[string, int64]) error { return nil }
 
 // StateSize runs the job of cfg at parallelism 1 and reports its
-// throughput and peak memory: the Go runtime's total (sampled every 20 ms)
+// throughput and peak memory: the Go runtime's (samplePeak, every 10 ms)
 // and the process's peak resident set (getrusage; meaningful when the
 // process runs nothing else, as `weir bench state-size` does).
 func StateSize(cfg StateSizeConfig) (StateSizeResult, error) {
@@ -143,34 +141,14 @@ func StateSize(cfg StateSizeConfig) (StateSizeResult, error) {
 			return &sizeFn{bytes: cfg.ValueBytes, found: &found}
 		})
 
-	stop := make(chan struct{})
-	peak := make(chan int64, 1)
-	go func() {
-		sample := []metrics.Sample{{Name: "/memory/classes/total:bytes"}}
-		var max int64
-		t := time.NewTicker(20 * time.Millisecond)
-		defer t.Stop()
-		for {
-			metrics.Read(sample)
-			if v := int64(sample[0].Value.Uint64()); v > max {
-				max = v
-			}
-			select {
-			case <-t.C:
-			case <-stop:
-				peak <- max
-				return
-			}
-		}
-	}()
 	goruntime.GC()
-	c0 := processCPU()
+	peak := samplePeak()
+	c0 := cpuNanos()
 	start := time.Now()
 	err := env.Execute(context.Background())
 	elapsed := time.Since(start)
-	cpu := processCPU() - c0
-	close(stop)
-	r.PeakGoMemBytes = <-peak
+	cpu := cpuNanos() - c0
+	r.PeakGoMemBytes = int64(peak())
 	if err != nil {
 		return r, err
 	}
@@ -178,10 +156,7 @@ func StateSize(cfg StateSizeConfig) (StateSizeResult, error) {
 	r.RecordsPerSec = float64(r.Records) / elapsed.Seconds()
 	r.CPUNsPerRecord = float64(cpu) / float64(r.Records)
 	r.Found = found.Load()
-	var ru syscall.Rusage
-	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
-		r.PeakRSSBytes = ru.Maxrss * 1024 // kilobytes on Linux
-	}
+	r.PeakRSSBytes = maxRSS()
 	if r.PeakRSSBytes > 0 {
 		r.StateOverPeakRSS = float64(r.StateBytes) / float64(r.PeakRSSBytes)
 	}

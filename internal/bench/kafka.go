@@ -6,7 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"sync"
-	"syscall"
 	"time"
 
 	gojson "github.com/goccy/go-json"
@@ -104,18 +103,18 @@ func KafkaKeyedCount(n int64, nKeys, par int) (Result, error) {
 		src := kafka.NewSource(kafka.Options{Brokers: b.Addrs(), Topics: []string{kafkaTopic}, Stop: stop}, kafka.JSON[Event]())
 		var total int64
 		countPerKey(weir.FromSource(env, "events", src, monotone[Event]()), &total)
-		c0 := processCPU()
+		c0 := cpuNanos()
 		t, err := run(env)
-		ecpu = append(ecpu, processCPU()-c0)
+		ecpu = append(ecpu, time.Duration(cpuNanos()-c0))
 		if err == nil && total != n {
 			return 0, fmt.Errorf("kafka keyed count: %d outputs, want %d", total, n)
 		}
 		return t, err
 	}
 	loop := func() (time.Duration, error) {
-		c0 := processCPU()
+		c0 := cpuNanos()
 		t, err := KafkaKeyedCountLoop(b.Addrs(), n)
-		lcpu = append(lcpu, processCPU()-c0)
+		lcpu = append(lcpu, time.Duration(cpuNanos()-c0))
 		return t, err
 	}
 	e, l, err := sides(engine, loop)
@@ -166,12 +165,3 @@ func KafkaKeyedCountLoop(brokers []string, n int64) (time.Duration, error) {
 // discard is the engine's logger: the source's lines about stopping would
 // interleave with benchmark output.
 var discard = slog.New(slog.NewTextHandler(io.Discard, nil))
-
-// processCPU is the process's user and system CPU time so far.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
