@@ -264,6 +264,13 @@ func (c *keyedCore[K, OUT]) ProcessWatermark(ts int64) error {
 	return nil
 }
 
+// Holds implements runtime.Holder: while event-time timers are pending,
+// the operator's output does not go idle (runtime I8), so what they emit
+// later is not late downstream.
+func (c *keyedCore[K, OUT]) Holds() bool {
+	return c.kctx.timers != nil && c.kctx.timers.NumEventTimeTimers() > 0
+}
+
 // Close releases the state backend (a Pebble backend's files).
 func (c *keyedCore[K, OUT]) Close() error {
 	if c.kctx.backend == nil {

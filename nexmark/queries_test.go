@@ -104,7 +104,7 @@ func TestQ5(t *testing.T) { checkQuery(t, Q5, RefQ5) }
 
 // TestQ6 failed about 1 run in 16 at parallelism 2 on a loaded machine
 // before Source stopped finishing its last splits ahead of the end (see the
-// comment in reader.Poll and docs/nexmark.md, "Known issue"): a q6-average
+// comment in reader.Poll and docs/nexmark.md, "Fixed: a finished source subtask was idle for a moment"): a q6-average
 // subtask then got closed auctions after its watermark had reached the
 // maximum. 80 runs at parallelism 2 passed after the change.
 func TestQ6(t *testing.T)  { checkQuery(t, Q6, RefQ6) }

@@ -96,11 +96,10 @@ func (r *reader) Poll(out runtime.SourceOutput[Event]) (runtime.PollStatus, erro
 	}
 	// Splits that ended are finished (they stop holding the watermark)
 	// only while others go on. The last ones are left to the end of the
-	// reader, which emits the maximum watermark: finishing every split
-	// first would make the subtask idle for a moment, and a downstream
-	// operator that then takes its other inputs' maximum watermark would
-	// see this subtask's consumers' timer output late (docs/nexmark.md,
-	// "Known issue").
+	// reader, which emits the maximum watermark (the runtime would keep
+	// finishing them from making the subtask idle before it, but there is
+	// no need to finish what ends anyway; docs/nexmark.md, "Fixed: a
+	// finished source subtask was idle for a moment").
 	if live > 0 {
 		for _, s := range r.ended {
 			out.FinishSplit(s)

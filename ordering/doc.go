@@ -47,7 +47,9 @@
 //	    never late there (an idle channel leaves a consumer's minimum, and
 //	    the consumer's other inputs could carry it past them, as a Kafka
 //	    source's caught-up, idle splits ending one subtask before the
-//	    other did: TestSortHoldsIdleWhileHolding).
+//	    other did: TestSortHoldsIdleWhileHolding). The sort states it as a
+//	    runtime.Holder; the runtime's rule for every such operator (runtime
+//	    I8) does the rest.
 //
 // Clock:
 //

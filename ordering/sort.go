@@ -80,14 +80,11 @@ type sortOp[K comparable, T any] struct {
 	opts SortOptions[T]
 	maxP int
 
-	held heldQueue[T]
-	seq  uint64
-	wm   int64
-	// inIdle: the input is idle; outIdle: the operator has told its
-	// output it is idle, which it does only while it holds nothing (S6).
-	inIdle, outIdle bool
-	side            runtime.Output[T]
-	codec           state.Codec[T]
+	held  heldQueue[T]
+	seq   uint64
+	wm    int64
+	side  runtime.Output[T]
+	codec state.Codec[T]
 
 	violations, released *runtime.Counter
 	holding              *runtime.Gauge
@@ -145,36 +142,13 @@ func (o *sortOp[K, T]) ProcessWatermark(ts int64) error {
 	}
 	o.holding.Set(int64(o.held.len()))
 	o.Out.EmitWatermark(ts)
-	o.maybeGoIdle()
 	return nil
 }
 
-// ProcessIdle forwards the input's idle status, except that the output is
-// not declared idle while records are held (S6): they will be emitted
-// later, above the watermark the operator has forwarded, and a consumer
-// that had let this input leave its minimum could have moved past them
-// (another of its inputs ending, for example), making records late that
-// were never behind any watermark. It goes idle once nothing is held.
-func (o *sortOp[K, T]) ProcessIdle(idle bool) error {
-	o.inIdle = idle
-	if !idle {
-		if o.outIdle {
-			o.outIdle = false
-			o.Out.EmitIdle(false)
-		}
-		return nil
-	}
-	o.maybeGoIdle()
-	return nil
-}
-
-// maybeGoIdle declares the output idle if the input is and nothing is held.
-func (o *sortOp[K, T]) maybeGoIdle() {
-	if o.inIdle && !o.outIdle && o.held.len() == 0 {
-		o.outIdle = true
-		o.Out.EmitIdle(true)
-	}
-}
+// Holds implements runtime.Holder: while records are held, the runtime
+// keeps the input's idle status from the operator, so its output stays
+// active (S6, runtime I8).
+func (o *sortOp[K, T]) Holds() bool { return o.held.len() > 0 }
 
 func (o *sortOp[K, T]) emitHeld(h *heldRec[T]) {
 	o.Out.Collect(runtime.Record[T]{Value: h.v, Timestamp: h.ts})

@@ -34,6 +34,12 @@
 //	    see every operator between calls). The subtask loop runs everything
 //	    else afterwards; letters of one operator run in posting order.
 //	    (mailbox.go states the mailbox's own invariants, M1..M5.)
+//	I8. An operator that holds output for later (a Holder: buffered
+//	    records, pending event-time timers) is not told that its input is
+//	    idle while it holds any: its output stays active at its last
+//	    watermark, so a consumer keeps it in its minimum and what it emits
+//	    later is never late there. The idle status reaches it once it holds
+//	    nothing (idlehold.go, H1..H3).
 //
 // # Not guaranteed
 //

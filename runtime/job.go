@@ -490,6 +490,8 @@ type task struct {
 	mailbox     mailbox
 	timers      procTimers
 	align       aligner
+	// idleGates are the gates of the chain's Holder operators (idlehold.go).
+	idleGates []idleGateOf
 	// finalCheckpointDone is set (by a mailbox letter) when the final
 	// checkpoint of a bounded job has completed.
 	finalCheckpointDone bool
@@ -644,12 +646,12 @@ func (t *task) serve() bool {
 	}
 	select {
 	case <-t.mailbox.wake:
-		t.mailbox.runAll()
+		t.runLetters()
 	default:
 	}
 	select {
 	case <-t.timers.C():
-		t.timers.fire()
+		t.fireTimers()
 	default:
 	}
 	return true
@@ -664,9 +666,9 @@ func (t *task) yield() error {
 	}
 	select {
 	case <-t.mailbox.wake:
-		t.mailbox.runAll()
+		t.runLetters()
 	case <-t.timers.C():
-		t.timers.fire()
+		t.fireTimers()
 	case <-t.done:
 		return context.Canceled
 	}

@@ -20,9 +20,11 @@ type oneInputImpl[IN, OUT any] struct {
 }
 
 func (m *oneInputImpl[IN, OUT]) instantiate(ctx *Context, out any, sides []control) (instance, error) {
-	return &oneInputInstance[IN, OUT]{op: m.newOp(), ctx: ctx, out: mainOutput[OUT](out, sides),
+	x := &oneInputInstance[IN, OUT]{op: m.newOp(), ctx: ctx, out: mainOutput[OUT](out, sides),
 		recordsIn: ctx.task.job.cfg.Metrics.counter(ctx.Name, ctx.Subtask, "recordsIn"),
-		wm:        newWatermarkGauge(ctx)}, nil
+		wm:        newWatermarkGauge(ctx)}
+	x.idle = idleStatus(ctx, x.op, x.op.ProcessIdle)
+	return x, nil
 }
 
 // MetricWatermark is the gauge of every operator subtask holding its
@@ -47,6 +49,8 @@ type oneInputInstance[IN, OUT any] struct {
 	out       Output[OUT]
 	recordsIn *Counter
 	wm        *Gauge // MetricWatermark
+	// idle passes the input's status to the operator (idlehold.go).
+	idle func(bool) error
 	// unpublished counts records received through Collect (chained) not
 	// yet added to recordsIn.
 	unpublished int64
@@ -98,7 +102,7 @@ func (x *oneInputInstance[IN, OUT]) EmitWatermark(ts int64) {
 }
 
 func (x *oneInputInstance[IN, OUT]) EmitIdle(idle bool) {
-	if err := x.op.ProcessIdle(idle); err != nil {
+	if err := x.idle(idle); err != nil {
 		x.ctx.task.fail(x.ctx.Name, err)
 	}
 }
@@ -116,10 +120,10 @@ func (x *oneInputInstance[IN, OUT]) run(t *task) error {
 		select {
 		case b = <-g.inbox:
 		case <-t.mailbox.wake:
-			t.mailbox.runAll()
+			t.runLetters()
 			goto check
 		case <-t.timers.C():
-			t.timers.fire()
+			t.fireTimers()
 			goto check
 		case <-t.done:
 			return errCancelled
@@ -128,10 +132,10 @@ func (x *oneInputInstance[IN, OUT]) run(t *task) error {
 			select {
 			case b = <-g.inbox:
 			case <-t.mailbox.wake:
-				t.mailbox.runAll()
+				t.runLetters()
 				goto check
 			case <-t.timers.C():
-				t.timers.fire()
+				t.fireTimers()
 				goto check
 			case <-t.done:
 				return errCancelled

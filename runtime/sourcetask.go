@@ -58,6 +58,18 @@ type sourceInstance[T any] struct {
 	// when the last was, to bound their rate.
 	noted   int
 	notedAt int64
+	// finishing is set while a split is removed (FinishSplit) and at the
+	// end; idlePending is an idle status the splits reported then, sent
+	// when the Poll returns unless the source ended (combined.MarkIdle).
+	finishing, idlePending bool
+	// outIdle is the status downstream saw last.
+	outIdle bool
+}
+
+// sendIdle sends a status change downstream.
+func (x *sourceInstance[T]) sendIdle(idle bool) {
+	x.outIdle = idle
+	x.out.EmitIdle(idle)
 }
 
 // publish adds the records read since the last call to the shared counter
@@ -120,7 +132,9 @@ func (x *sourceInstance[T]) AddSplit(split int) {
 // FinishSplit implements SourceOutput.
 func (x *sourceInstance[T]) FinishSplit(split int) {
 	x.AddSplit(split)
+	x.finishing = true
 	x.splits.Remove(split)
+	x.finishing = false
 	x.known[split] = false // the id may start a new split later
 }
 
@@ -164,8 +178,30 @@ func (c combined[T]) EmitWatermark(ts int64) {
 	c.x.watermarkAt.Set(ts)
 	c.x.out.EmitWatermark(ts)
 }
-func (c combined[T]) MarkIdle()   { c.x.out.EmitIdle(true) }
-func (c combined[T]) MarkActive() { c.x.out.EmitIdle(false) }
+
+// MarkIdle sends the idle status, or, when a finished split's removal
+// caused it, keeps it until the Poll returns: a reader that finishes its
+// last split and then reports Done ends with the maximum watermark and no
+// idle moment before it (an idle moment would let consumers move past
+// what this subtask's downstream operators still emit), and one that
+// finishes a split and adds another in the same Poll never goes idle.
+func (c combined[T]) MarkIdle() {
+	if c.x.finishing {
+		c.x.idlePending = true
+		return
+	}
+	c.x.sendIdle(true)
+}
+
+// MarkActive sends the active status, or cancels a kept idle one
+// (downstream never saw it).
+func (c combined[T]) MarkActive() {
+	if c.x.idlePending {
+		c.x.idlePending = false
+		return
+	}
+	c.x.sendIdle(false)
+}
 
 func (x *sourceInstance[T]) run(t *task) error {
 	if iv := t.job.cfg.AutoWatermarkInterval; iv > 0 {
@@ -191,6 +227,10 @@ func (x *sourceInstance[T]) run(t *task) error {
 			return t.err
 		}
 		st, err := x.reader.Poll(x)
+		if x.idlePending && st != Done {
+			x.idlePending = false
+			x.sendIdle(true)
+		}
 		if err != nil {
 			return fmt.Errorf("operator %q (subtask %d of %d): read: %w", x.ctx.Name, t.subtask, t.parallelism, err)
 		}
@@ -201,20 +241,23 @@ func (x *sourceInstance[T]) run(t *task) error {
 			select {
 			case <-x.reader.Ready():
 			case <-t.mailbox.wake:
-				t.mailbox.runAll()
+				t.runLetters()
 			case <-t.timers.C():
-				t.timers.fire()
+				t.fireTimers()
 			case <-t.done:
 				return errCancelled
 			}
 		case Done:
 			// A bounded source ends with the maximum watermark (every split
 			// has finished).
+			x.finishing = true
 			x.splits.OnPeriodicEmit()
-			if x.splits.IsIdle() {
+			x.finishing = false
+			x.idlePending = false // the maximum watermark follows: never idle before it
+			if x.outIdle {
 				// A watermark implies active (as a combiner's output does),
 				// also for an operator chained to this source.
-				x.out.EmitIdle(false)
+				x.sendIdle(false)
 			}
 			combined[T]{x}.EmitWatermark(watermark.Max)
 			if t.err != nil {

@@ -8,7 +8,7 @@ type twoInputImpl[IN1, IN2, OUT any] struct {
 
 func (m *twoInputImpl[IN1, IN2, OUT]) instantiate(ctx *Context, out any, sides []control) (instance, error) {
 	x := &twoInputInstance[IN1, IN2, OUT]{op: m.newOp(), ctx: ctx, out: mainOutput[OUT](out, sides)}
-	x.both = watermark.NewCombiner(2, opWatermarks{x.ctx, x.op.ProcessWatermark, x.op.ProcessIdle, newWatermarkGauge(ctx)})
+	x.both = watermark.NewCombiner(2, opWatermarks{x.ctx, x.op.ProcessWatermark, idleStatus(ctx, x.op, x.op.ProcessIdle), newWatermarkGauge(ctx)})
 	return x, nil
 }
 
@@ -97,9 +97,9 @@ func (x *twoInputInstance[IN1, IN2, OUT]) run(t *task) error {
 		case b2 = <-inbox2:
 			got2 = true
 		case <-t.mailbox.wake:
-			t.mailbox.runAll()
+			t.runLetters()
 		case <-t.timers.C():
-			t.timers.fire()
+			t.fireTimers()
 		case <-t.done:
 			return errCancelled
 		default:
@@ -110,9 +110,9 @@ func (x *twoInputInstance[IN1, IN2, OUT]) run(t *task) error {
 			case b2 = <-inbox2:
 				got2 = true
 			case <-t.mailbox.wake:
-				t.mailbox.runAll()
+				t.runLetters()
 			case <-t.timers.C():
-				t.timers.fire()
+				t.fireTimers()
 			case <-t.done:
 				return errCancelled
 			}

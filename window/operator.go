@@ -363,6 +363,13 @@ func (o *operator[K, T, OUT]) onTimer(t timer.Timer[K, Window]) {
 	}
 }
 
+// Holds implements runtime.Holder: while event-time timers are pending
+// (windows to fire or clean up), the operator's output does not go idle
+// (runtime I8), so what they emit later is not late downstream.
+func (o *operator[K, T, OUT]) Holds() bool {
+	return o.timers != nil && o.timers.NumEventTimeTimers() > 0
+}
+
 // ProcessWatermark fires the event-time timers the watermark reaches, in
 // timestamp order, then forwards it.
 func (o *operator[K, T, OUT]) ProcessWatermark(ts int64) error {
