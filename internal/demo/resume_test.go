@@ -80,8 +80,14 @@ func TestDemoResumeOnSameData(t *testing.T) {
 	if s2.HistoryViolations != 0 {
 		t.Fatalf("%d records read during the resumed run's catch-up arrived behind the watermark, want 0", s2.HistoryViolations)
 	}
-	if s2.Late != s2.HeldBack || s2.OrderViolations != s2.HeldBack {
-		t.Fatalf("resumed run: %d late and %d order violations, want exactly the %d held-back records", s2.Late, s2.OrderViolations, s2.HeldBack)
+	// A held-back record is two hours behind the clock, and behind the
+	// sort's watermark (an order violation); the window downstream may
+	// still be waiting for the other sort subtask (one that holds records
+	// keeps its output active at its last watermark: runtime I8), and
+	// then counts it in its window rather than as late. So at most the
+	// held-back records are late, never others.
+	if s2.Late > s2.HeldBack || s2.OrderViolations != s2.HeldBack {
+		t.Fatalf("resumed run: %d late and %d order violations, want only the %d held-back records", s2.Late, s2.OrderViolations, s2.HeldBack)
 	}
 	if s2.Sorted < s2.Produced {
 		t.Fatalf("resumed run sorted %d records, fewer than the %d it produced", s2.Sorted, s2.Produced)
