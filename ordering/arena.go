@@ -30,12 +30,13 @@ import (
 type encodedQueue[T any] struct {
 	q     heldQueue[span]
 	codec state.Codec[T]
-	slabs [][]byte // slab id -> bytes; nil once recycled
-	live  []int32  // slab id -> records held in it
-	ids   []uint32 // recycled slab ids, for reuse
-	spare [][]byte // recycled slab memory, at most maxSpareSlabs
-	cur   uint32   // the slab appended to (valid when len(slabs) > 0)
-	err   error    // first Decode error of a release
+	slabs [][]byte   // slab id -> bytes; nil once recycled
+	live  []int32    // slab id -> records held in it
+	ids   []uint32   // recycled slab ids, for reuse
+	spare [][]byte   // recycled slab memory, at most maxSpareSlabs
+	cur   uint32     // the slab appended to (valid when len(slabs) > 0)
+	err   error      // first Decode error of a release
+	out   heldRec[T] // the record being emitted (a field: no allocation per record)
 	// slab is the slab size (0: slabSize; tests use small ones).
 	slab int
 }
@@ -156,8 +157,11 @@ func (e *encodedQueue[T]) release(wm int64, emit func(*heldRec[T])) (int, error)
 			}
 			return
 		}
-		emit(&heldRec[T]{ts: h.ts, t1: h.t1, t2: h.t2, seq: h.seq, v: v})
+		e.out = heldRec[T]{ts: h.ts, t1: h.t1, t2: h.t2, seq: h.seq, v: v}
+		emit(&e.out)
 	})
+	var zero heldRec[T]
+	e.out = zero // let the GC have the last value
 	return n, e.err
 }
 
