@@ -109,10 +109,13 @@ type Config struct {
 	LiveRate int
 	// SortParallelism is the parallelism of the sort.
 	SortParallelism int
-	// HeldValues makes the sort hold its records as values rather than
-	// encoded by eventCodec (ordering.SortOptions.HeldCodec), for
-	// comparing the two.
-	HeldValues bool
+	// HeldEncoded makes the sort hold its records encoded by eventCodec
+	// (ordering.SortOptions.HeldCodec) rather than as values, for
+	// comparing the two: encoded, the GC does not scan the held history,
+	// but each record costs an encode, a decode and the decoded Item's
+	// allocation, which in this experiment cost more CPU than the scanning
+	// saved (BENCHMARKS.md, "Ordering by event time").
+	HeldEncoded bool
 	// Seed makes the history (and the start delays) reproducible.
 	Seed uint64
 	// Policies to run, in order; empty means all three.
@@ -254,10 +257,11 @@ type Event struct {
 	Offset    int64 `json:"-"`
 }
 
-// eventCodec is a binary state.Codec for Event, with which the sort holds
-// the history encoded, out of the garbage collector's sight
-// (ordering.SortOptions.HeldCodec): uvarint(len(Item)) Item, then TS,
-// Topic, Partition and Offset as varints and Live as one byte.
+// eventCodec is a binary state.Codec for Event, with which the sort can
+// hold the history encoded, out of the garbage collector's sight
+// (Config.HeldEncoded, ordering.SortOptions.HeldCodec):
+// uvarint(len(Item)) Item, then TS, Topic, Partition and Offset as varints
+// and Live as one byte.
 type eventCodec struct{}
 
 func (eventCodec) Append(b []byte, e Event) ([]byte, error) {
@@ -605,7 +609,7 @@ func buildJob(cfg Config, policy string, addrs []string, dl [][]time.Duration, h
 	in := weir.Union(streams[0], streams[1:]...)
 	sortOpts := ordering.SortOptions[Event]{
 		Tiebreak: func(e Event) (int64, int64) { return int64(e.Topic)<<32 | int64(e.Partition), e.Offset }}
-	if !cfg.HeldValues {
+	if cfg.HeldEncoded {
 		sortOpts.HeldCodec = eventCodec{}
 	}
 	sorted := ordering.Sort(weir.KeyBy(in, func(e Event) string { return e.Item }), "sort", sortOpts)
