@@ -5,7 +5,8 @@ import (
 )
 
 // The reference generator's fixed numbers (Beam's GeneratorConfig and the
-// model generators; the Flink Nexmark generator keeps them).
+// model generators; the Flink Nexmark generator keeps them), each checked
+// against both sources (docs/nexmark.md, "The constants").
 const (
 	// FirstPersonID is the id of the first person; ids then count up.
 	FirstPersonID = 1000

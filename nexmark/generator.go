@@ -1,9 +1,12 @@
 package nexmark
 
 import (
+	"fmt"
 	"iter"
 	"math"
+	"math/bits"
 	"strconv"
+	"strings"
 )
 
 // Generator makes the events of one configuration. Event(n) depends only
@@ -34,13 +37,36 @@ var (
 )
 
 const (
-	poolSize   = 1 << 16
-	tableSize  = 1 << 12
-	urlPrefix  = "https://www.nexmark.com/"
-	letters    = "abcdefghijklmnopqrstuvwxyz"
-	maxNameLen = 20
-	maxDescLen = 100
+	poolSize  = 1 << 16
+	tableSize = 1 << 12
+	urlPrefix = "https://www.nexmark.com/"
+	letters   = "abcdefghijklmnopqrstuvwxyz"
+	// maxNameLen and maxDescLen: an item name is 3 to 19 characters, a
+	// description 3 to 99 (the reference's nextString(20) and (100)).
+	maxNameLen   = 20
+	maxDescLen   = 100
+	minStringLen = 3
+	// specialOdds: a generated string's character is a space (or '_' in
+	// URLs) with probability 1/specialOdds.
+	specialOdds = 13
+	// channelIDOdds: a non-hot channel's URL has a channel_id parameter
+	// unless a draw of [0, channelIDOdds) gives 0 (9 in 10).
+	channelIDOdds = 10
+	// bidFixedSize is what the reference counts of a bid before padding
+	// it with extra (its four 8-byte numbers; not the channel or URL).
+	bidFixedSize = 8 * 4
 )
+
+// channelID is the reference's channel_id of channel i: the absolute value
+// of i's 32 bits reversed, as Java's Math.abs(Integer.reverse(i)) (which
+// leaves the minimum int32, channel 1's, negative).
+func channelID(i int) int32 {
+	v := int32(bits.Reverse32(uint32(i)))
+	if v < 0 {
+		v = -v
+	}
+	return v
+}
 
 // New returns a Generator for cfg, or the error of cfg.Validate.
 func New(cfg Config) (*Generator, error) {
@@ -53,8 +79,10 @@ func New(cfg Config) (*Generator, error) {
 	r := newRand(cfg.Seed, math.MaxInt64)
 	pool := make([]byte, poolSize)
 	for i := range pool {
-		// Letters with a space now and then, like words.
-		if r.intn(8) == 0 {
+		// Letters with a space now and then, like words: the reference's
+		// nextString puts its special character (a space) at each position
+		// with probability 1/13.
+		if r.intn(specialOdds) == 0 {
 			pool[i] = ' '
 		} else {
 			pool[i] = letters[r.intn(len(letters))]
@@ -66,26 +94,35 @@ func New(cfg Config) (*Generator, error) {
 			g.names = append(g.names, f+" "+l)
 		}
 	}
-	word := func(n int) string {
-		b := make([]byte, n)
+	// word is the reference's nextString(maxLen, special): 3 to maxLen-1
+	// characters, each special with probability 1/13, else a lowercase
+	// letter; spaces trimmed from both ends.
+	word := func(maxLen int, special byte) string {
+		b := make([]byte, minStringLen+r.intn(maxLen-minStringLen))
 		for i := range b {
-			b[i] = letters[r.intn(len(letters))]
+			if r.intn(specialOdds) == 0 {
+				b[i] = special
+			} else {
+				b[i] = letters[r.intn(len(letters))]
+			}
 		}
-		return string(b)
+		return strings.TrimSpace(string(b))
+	}
+	url := func() string {
+		return urlPrefix + word(5, '_') + "/" + word(5, '_') + "/" + word(5, '_') + "/item.htm?query=1"
 	}
 	for range tableSize {
-		g.emails = append(g.emails, word(7)+"@"+word(5)+".com")
-		g.cards = append(g.cards, strconv.Itoa(1000+r.intn(9000))+" "+strconv.Itoa(1000+r.intn(9000))+" "+
-			strconv.Itoa(1000+r.intn(9000))+" "+strconv.Itoa(1000+r.intn(9000)))
+		g.emails = append(g.emails, word(7, ' ')+"@"+word(5, ' ')+".com")
+		g.cards = append(g.cards, fmt.Sprintf("%04d %04d %04d %04d", r.intn(10000), r.intn(10000), r.intn(10000), r.intn(10000)))
 	}
 	for i := range hotChannels {
-		g.hotURLs[i] = urlPrefix + word(5) + "/" + word(5) + "/" + word(5) + "/item.htm?query=1"
+		g.hotURLs[i] = url()
 	}
 	for i := range numChannels {
 		g.channels = append(g.channels, "channel-"+strconv.Itoa(i))
-		u := urlPrefix + word(5) + "/" + word(5) + "/" + word(5) + "/item.htm?query=1"
-		if r.intn(2) == 0 {
-			u += "&channel_id=" + strconv.Itoa(int(uint32(i*2654435761)>>8))
+		u := url()
+		if r.intn(channelIDOdds) > 0 {
+			u += "&channel_id=" + strconv.Itoa(int(channelID(i)))
 		}
 		g.urls = append(g.urls, u)
 	}
@@ -275,7 +312,7 @@ func (g *Generator) bid(n int64, r *rng, ts int64, b *Bid) {
 		b.Channel, b.URL = g.channels[i], g.urls[i]
 	}
 	b.DateTime = ts
-	b.Extra = g.extra(r, 8*4+len(b.Channel)+len(b.URL), g.cfg.AvgBidByteSize)
+	b.Extra = g.extra(r, bidFixedSize, g.cfg.AvgBidByteSize)
 }
 
 // price is the reference's: round(10^(6u) * 100) cents for u uniform in
@@ -284,11 +321,12 @@ func price(r *rng) int64 {
 	return int64(math.Round(math.Pow(10, r.float64()*6) * 100))
 }
 
-// text returns a string of 3 to maxLen characters.
+// text returns a string of 3 to maxLen-1 characters with spaces trimmed
+// from its ends (so possibly shorter), as the reference's nextString.
 func (g *Generator) text(r *rng, maxLen int) string {
-	n := 3 + r.intn(maxLen-2)
+	n := minStringLen + r.intn(maxLen-minStringLen)
 	off := r.intn(len(g.pool) - n)
-	return g.pool[off : off+n]
+	return strings.TrimSpace(g.pool[off : off+n])
 }
 
 // extra pads an event of size bytes towards avg bytes, as the reference's

@@ -3,7 +3,11 @@ package nexmark
 import (
 	"context"
 	"encoding/json"
+	"math/bits"
+	"regexp"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 
 	gojson "github.com/goccy/go-json"
@@ -82,6 +86,78 @@ func TestGeneratorShape(t *testing.T) {
 	if bids := counts[KindBid]; hot < bids*4/10 || hot > bids*7/10 {
 		t.Fatalf("%d of %d bids on hot auctions, want about half", hot, bids)
 	}
+}
+
+// The strings and sizes follow the reference generators (Beam's and Flink
+// Nexmark's PersonGenerator, AuctionGenerator, BidGenerator and
+// StringsGenerator; docs/nexmark.md lists what was checked): credit cards
+// of four zero-padded groups of 0000-9999, item names of 3-19 and
+// descriptions of 3-99 characters without spaces at the ends, a bid's
+// extra padding 100 - 32 bytes give or take 20 % (the reference counts only
+// a bid's four numbers), hot channels on half the bids, and 9 in 10 other
+// channels' URLs carrying a channel_id of the channel number's reversed
+// bits.
+func TestGeneratorMatchesReferenceShapes(t *testing.T) {
+	g := testGenerator(t, 3)
+	card := regexp.MustCompile(`^[0-9]{4} [0-9]{4} [0-9]{4} [0-9]{4}$`)
+	var bids, hotChan, otherChan, withID, extraSum int
+	for n := range int64(50 * 400) {
+		e := g.Event(n)
+		switch e.Kind {
+		case KindPerson:
+			if !card.MatchString(e.Person.CreditCard) {
+				t.Fatalf("event %d: credit card %q, want four groups of 4 digits", n, e.Person.CreditCard)
+			}
+		case KindAuction:
+			for _, s := range []struct {
+				v   string
+				max int
+			}{{e.Auction.ItemName, 19}, {e.Auction.Description, 99}} {
+				if len(s.v) > s.max || strings.TrimSpace(s.v) != s.v {
+					t.Fatalf("event %d: %q: want at most %d characters, no spaces at the ends", n, s.v, s.max)
+				}
+			}
+		case KindBid:
+			b := e.Bid
+			bids++
+			extraSum += len(b.Extra)
+			if l := len(b.Extra); l < 68-14 || l > 68+14 {
+				t.Fatalf("event %d: bid extra of %d bytes, want 68 +- 20 %%", n, l)
+			}
+			if slices.Contains(hotChannels[:], b.Channel) {
+				hotChan++
+				continue
+			}
+			otherChan++
+			i, err := strconv.Atoi(strings.TrimPrefix(b.Channel, "channel-"))
+			if err != nil {
+				t.Fatalf("event %d: channel %q", n, b.Channel)
+			}
+			if _, id, ok := strings.Cut(b.URL, "&channel_id="); ok {
+				withID++
+				if want := strconv.Itoa(int(javaAbs(int32(bits.Reverse32(uint32(i)))))); id != want {
+					t.Fatalf("event %d: channel %d has channel_id %s, want %s", n, i, id, want)
+				}
+			}
+		}
+	}
+	if hotChan < bids*4/10 || hotChan > bids*6/10 {
+		t.Fatalf("%d of %d bids on hot channels, want about half", hotChan, bids)
+	}
+	if withID < otherChan*8/10 || withID > otherChan*95/100 {
+		t.Fatalf("%d of %d other channels' URLs have a channel_id, want about 9 in 10", withID, otherChan)
+	}
+	if avg := float64(extraSum) / float64(bids); avg < 66 || avg > 70 {
+		t.Fatalf("bid extra averages %.1f bytes, want about 68", avg)
+	}
+}
+
+// javaAbs is Java's Math.abs on an int: the minimum stays negative.
+func javaAbs(v int32) int32 {
+	if v < 0 {
+		return -v
+	}
+	return v
 }
 
 func enumerate(seq iterSeq) func(func(int64, Event) bool) {

@@ -21,7 +21,10 @@
 //	    arrival: sorted runs per first tiebreak value, such as a Kafka
 //	    partition, merged at release, plus a heap for records that arrive
 //	    out of their run's order (held.go); it does no per-key state or
-//	    timer work per record).
+//	    timer work per record). Records are held as values, or, with
+//	    SortOptions.HeldCodec and a T containing pointers, encoded in byte
+//	    slabs the garbage collector does not scan (arena.go); the order
+//	    and what is released are the same either way.
 //	S2. Records of one key with equal timestamps are released in Tiebreak
 //	    order (then arrival order); with (partition, offset) as tiebreak the
 //	    output of a replay is the same.

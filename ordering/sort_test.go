@@ -13,6 +13,7 @@ import (
 
 	"github.com/weirproject/weir"
 	"github.com/weirproject/weir/runtime"
+	"github.com/weirproject/weir/state"
 	"github.com/weirproject/weir/watermark"
 )
 
@@ -92,8 +93,14 @@ func checkSorted(t *testing.T, recs []runtime.Record[ev]) {
 }
 
 // S1, S2: shuffled input comes out sorted per key, ties by (partition,
-// offset), at parallelism 2.
+// offset), at parallelism 2; with records held as values and encoded
+// (HeldCodec).
 func TestSortOrdersPerKey(t *testing.T) {
+	t.Run("values", func(t *testing.T) { testSortOrdersPerKey(t, nil) })
+	t.Run("encoded", func(t *testing.T) { testSortOrdersPerKey(t, state.JSONCodec[ev]()) })
+}
+
+func testSortOrdersPerKey(t *testing.T, held state.Codec[ev]) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	var in []ev
 	for i := range 2000 {
@@ -102,7 +109,7 @@ func TestSortOrdersPerKey(t *testing.T) {
 	env := weir.NewEnvironment(weir.Config{Parallelism: 2, Logger: quiet})
 	src := weir.FromSlice(env, "in", in, watermark.ForBoundedOutOfOrderness[ev](50*time.Millisecond).
 		WithTimestamp(func(e ev, _ int64) (int64, bool) { return e.TS, true }))
-	sorted := Sort(weir.KeyBy(src, func(e ev) string { return e.Key }), "sort", SortOptions[ev]{Tiebreak: tiebreak})
+	sorted := Sort(weir.KeyBy(src, func(e ev) string { return e.Key }), "sort", SortOptions[ev]{Tiebreak: tiebreak, HeldCodec: held})
 	o := sinkTo(sorted)
 	if err := env.Execute(context.Background()); err != nil {
 		t.Fatal(err)

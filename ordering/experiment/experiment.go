@@ -54,7 +54,9 @@ package experiment
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -107,6 +109,13 @@ type Config struct {
 	LiveRate int
 	// SortParallelism is the parallelism of the sort.
 	SortParallelism int
+	// HeldEncoded makes the sort hold its records encoded by eventCodec
+	// (ordering.SortOptions.HeldCodec) rather than as values, for
+	// comparing the two: encoded, the GC does not scan the held history,
+	// but each record costs an encode, a decode and the decoded Item's
+	// allocation, which in this experiment cost more CPU than the scanning
+	// saved (BENCHMARKS.md, "Ordering by event time").
+	HeldEncoded bool
 	// Seed makes the history (and the start delays) reproducible.
 	Seed uint64
 	// Policies to run, in order; empty means all three.
@@ -246,6 +255,48 @@ type Event struct {
 	Topic     int   `json:"-"`
 	Partition int32 `json:"-"`
 	Offset    int64 `json:"-"`
+}
+
+// eventCodec is a binary state.Codec for Event, with which the sort can
+// hold the history encoded, out of the garbage collector's sight
+// (Config.HeldEncoded, ordering.SortOptions.HeldCodec):
+// uvarint(len(Item)) Item, then TS, Topic, Partition and Offset as varints
+// and Live as one byte.
+type eventCodec struct{}
+
+func (eventCodec) Append(b []byte, e Event) ([]byte, error) {
+	b = binary.AppendUvarint(b, uint64(len(e.Item)))
+	b = append(b, e.Item...)
+	b = binary.AppendVarint(b, e.TS)
+	b = binary.AppendVarint(b, int64(e.Topic))
+	b = binary.AppendVarint(b, int64(e.Partition))
+	b = binary.AppendVarint(b, e.Offset)
+	if e.Live {
+		return append(b, 1), nil
+	}
+	return append(b, 0), nil
+}
+
+func (eventCodec) Decode(b []byte) (Event, error) {
+	var e Event
+	n, m := binary.Uvarint(b)
+	if m <= 0 || uint64(len(b)-m) < n {
+		return e, errors.New("experiment: event encoding cut short in its item")
+	}
+	e.Item, b = string(b[m:m+int(n)]), b[m+int(n):]
+	var v [4]int64
+	for i := range v {
+		x, m := binary.Varint(b)
+		if m <= 0 {
+			return e, errors.New("experiment: event encoding cut short in its numbers")
+		}
+		v[i], b = x, b[m:]
+	}
+	if len(b) != 1 {
+		return e, errors.New("experiment: event encoding has no live flag or bytes after it")
+	}
+	e.TS, e.Topic, e.Partition, e.Offset, e.Live = v[0], int(v[1]), int32(v[2]), v[3], b[0] == 1
+	return e, nil
 }
 
 // Run runs the configured policies one after the other and writes one JSON
@@ -556,8 +607,12 @@ func buildJob(cfg Config, policy string, addrs []string, dl [][]time.Duration, h
 	}
 	streams = append(streams, ordering.Clock[Event](env, "clock", cfg.Lag, cfg.Tick))
 	in := weir.Union(streams[0], streams[1:]...)
-	sorted := ordering.Sort(weir.KeyBy(in, func(e Event) string { return e.Item }), "sort", ordering.SortOptions[Event]{
-		Tiebreak: func(e Event) (int64, int64) { return int64(e.Topic)<<32 | int64(e.Partition), e.Offset }})
+	sortOpts := ordering.SortOptions[Event]{
+		Tiebreak: func(e Event) (int64, int64) { return int64(e.Topic)<<32 | int64(e.Partition), e.Offset }}
+	if cfg.HeldEncoded {
+		sortOpts.HeldCodec = eventCodec{}
+	}
+	sorted := ordering.Sort(weir.KeyBy(in, func(e Event) string { return e.Item }), "sort", sortOpts)
 	m := &measure{last: map[string]int64{}, histDone: make(chan struct{}), histWant: histN}
 	if histN == 0 {
 		m.doneOnce.Do(func() { close(m.histDone) })

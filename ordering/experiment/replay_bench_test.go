@@ -20,7 +20,8 @@ import (
 //	go test -run XXX -bench Replay -benchtime 3x -cpuprofile cpu.out ./ordering/experiment/
 //
 // WEIR_REPLAY_RECORDS=200000 replays a history of that many records
-// instead of the default. Besides the rates it reports the process CPU time
+// instead of the default; WEIR_REPLAY_HELD=encoded has the sort hold its
+// records encoded (SortOptions.HeldCodec) instead of as values. Besides the rates it reports the process CPU time
 // per history event of each pass (weir-cpu-us/event, raw-cpu-us/event):
 // everything the process does meanwhile, the embedded broker included, and
 // for weir the job's start and stop; on a shared machine the rate is
@@ -34,6 +35,9 @@ func BenchmarkReplay(b *testing.B) {
 		}
 		cfg.HistoryRecords = n
 	}
+	// WEIR_REPLAY_HELD=encoded holds the sort's records encoded (the
+	// comparison for SortOptions.HeldCodec).
+	cfg.HeldEncoded = os.Getenv("WEIR_REPLAY_HELD") == "encoded"
 	if testing.Verbose() {
 		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}
