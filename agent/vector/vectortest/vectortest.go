@@ -45,8 +45,9 @@ import (
 // Open returns an empty store whose vectors have dim dimensions (dim is
 // between 1 and 12). Run calls it once per check and once per rapid case;
 // the store must be empty and independent of those opened before it (a
-// new namespace or table of a database store). Cleanup is the opener's
-// (t.Cleanup on the test it is given).
+// new namespace or table of a database store). A store with a Close()
+// method is closed at the end of its rapid case; other cleanup is the
+// opener's (t.Cleanup on the test it is given).
 type Open func(t *testing.T, dim int) vector.Store
 
 // Run runs the suite on the stores open makes (the checks listed in the
@@ -263,6 +264,14 @@ func (g gens) query(t *rapid.T) vector.Query {
 	return q
 }
 
+// closeStore closes a store that has a Close method (a database store's
+// connections).
+func closeStore(s vector.Store) {
+	if c, ok := s.(interface{ Close() }); ok {
+		c.Close()
+	}
+}
+
 func apply(ctx context.Context, s vector.Store, c vector.Change) error {
 	if c.Delete {
 		return s.Delete(ctx, c.Item.ID)
@@ -275,6 +284,7 @@ func matchesModel(t *testing.T, open Open) {
 		ctx := context.Background()
 		g := newGens(rt)
 		s := open(t, g.dim)
+		defer closeStore(s)
 		m := NewModel()
 		for step := range rapid.IntRange(1, 40).Draw(rt, "steps") {
 			if rapid.IntRange(0, 2).Draw(rt, "search") == 0 {
@@ -302,6 +312,7 @@ func replayIsIdempotent(t *testing.T, open Open) {
 		ctx := context.Background()
 		g := newGens(rt)
 		s := open(t, g.dim)
+		defer closeStore(s)
 		m := NewModel()
 		var log []vector.Change
 		for step := range rapid.IntRange(1, 25).Draw(rt, "changes") {
