@@ -6,11 +6,9 @@
 // retrieval tool for agents: the model calls it with a query text, it
 // embeds the text and returns the top hits).
 //
-// A note on databases: the Store interface is what a database-backed
-// store (Postgres with pgvector, ...) would implement. None is included:
-// pgvector could not be installed where this package is developed and
-// tested (Debian 12 ships Postgres 15 without it), and an untested client
-// would be worse than none.
+// A database-backed store: package agent/vector/pgvector (Postgres with
+// pgvector) implements Store; package agent/vector/vectortest is the
+// conformance suite that it and Flat both run.
 //
 // # Guarantees
 //
