@@ -77,7 +77,12 @@ func StartFakeOpenAI(cfg FakeOpenAIConfig) (*FakeOpenAI, error) {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		apiError(w, http.StatusNotFound, "invalid_request_error", "unknown_url", fmt.Sprintf("Unknown request URL: %s %s.", r.Method, r.URL.Path))
 	})
-	f.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: nil}
+	// No read or idle time-outs: a time-out closing an idle keep-alive
+	// connection races with the client reusing it, and the client's
+	// retry of that is a fault nobody injected (net/http retries it
+	// itself only for requests carrying an Idempotency-Key).
+	f.srv = &http.Server{Handler: mux} //nolint:gosec // a local test server
+
 	go f.srv.Serve(ln) //nolint:errcheck // ends with ErrServerClosed on Close
 	return f, nil
 }
