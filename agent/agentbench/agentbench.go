@@ -32,13 +32,26 @@
 //     efficiency. cpuMicrosPerInput is the process CPU time (user +
 //     system, getrusage) of the run over its inputs (with the Kafka store
 //     the embedded broker's included).
+//  7. Realistic models (Config.Model, Faults, TreeDepth, TreeFanout): the
+//     calls go to the offline model or through the OpenAI client (official
+//     SDK, HTTP) to a FakeOpenAI on 127.0.0.1; a fraction of attempts is
+//     answered 429 or fails transiently and is retried by the client; each
+//     input runs an execution tree of actions. idealPerSec is then the
+//     in-flight capacity ÷ ExpectedActionTime (the mean latency plus the
+//     expected retry waits), in actions per second; the run reports the
+//     retries, the faults injected, p50/p99 action time, the process CPU
+//     per action, and fails unless every action's output reached the sink
+//     exactly once. docs/agents.md, "Realistic models", defines it all.
 package agentbench
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -76,7 +89,85 @@ type Config struct {
 	// call and completed action recorded); StoreName names it in reports.
 	Store     agent.StoreFactory `json:"-"`
 	StoreName string             `json:"store,omitempty"`
+	// Model is where the calls go: "offline" (or "") the offline model in
+	// the process; "http" the project's OpenAI client (model.OpenAI, the
+	// official SDK over HTTP and JSON, with its retry policy and a
+	// model.Limiter) against a FakeOpenAI on 127.0.0.1 started for the
+	// run, replying and taking as long as the offline model would.
+	Model string `json:"model,omitempty"`
+	// Stream makes the HTTP client stream its calls (server-sent events);
+	// ignored offline.
+	Stream bool `json:"stream,omitempty"`
+	// Faults are injected into the calls (both modes; see Faults). With
+	// faults the offline model is called through model.WithRetry and
+	// model.WithRateLimit, the retry path the HTTP client has built in;
+	// without, offline calls go to the model directly.
+	Faults Faults `json:"faults,omitempty"`
+	// RetryInitial is the retry policy's first back-off (doubling up to
+	// 30s, 4 attempts); 0 means the client's default, 500ms.
+	RetryInitial time.Duration `json:"retryInitialNs,omitempty"`
+	// TreeDepth and TreeFanout shape each input's execution tree: an
+	// action at depth d < TreeDepth sends TreeFanout child events, each
+	// handled by a further action (one model call, one output), so an
+	// input runs 1 + K + ... + K^TreeDepth actions (K = TreeFanout). 0
+	// and 0 mean one action per input; TreeFanout 0 with TreeDepth > 0
+	// means 1.
+	TreeDepth  int `json:"treeDepth,omitempty"`
+	TreeFanout int `json:"treeFanout,omitempty"`
 }
+
+// Validate says what is wrong with c, if anything.
+func (c Config) Validate() error {
+	var errs []error
+	if err := c.Latency.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.Faults.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	switch c.Model {
+	case "", "offline", "http":
+	default:
+		errs = append(errs, fmt.Errorf("agentbench: model %q: want offline or http", c.Model))
+	}
+	if c.TreeDepth < 0 || c.TreeFanout < 0 {
+		errs = append(errs, fmt.Errorf("agentbench: tree depth %d, fan-out %d: want integers >= 0", c.TreeDepth, c.TreeFanout))
+	} else if n := c.ActionsPerInput(); n <= 0 || n > maxActionsPerInput {
+		errs = append(errs, fmt.Errorf("agentbench: tree depth %d with fan-out %d: want at most %d actions per input", c.TreeDepth, c.TreeFanout, maxActionsPerInput))
+	}
+	if c.RetryInitial < 0 {
+		errs = append(errs, fmt.Errorf("agentbench: retry back-off %v: want 0 (500ms) or a positive duration", c.RetryInitial))
+	}
+	return errors.Join(errs...)
+}
+
+// maxActionsPerInput bounds an input's execution tree.
+const maxActionsPerInput = 10_000
+
+// ActionsPerInput is the number of actions of one input's execution
+// tree: 1 + K + ... + K^TreeDepth (-1 when that exceeds the bound
+// Validate accepts).
+func (c Config) ActionsPerInput() int64 {
+	k := int64(max(c.TreeFanout, 1))
+	n, level := int64(1), int64(1)
+	for range c.TreeDepth {
+		level *= k
+		n += level
+		if n > maxActionsPerInput {
+			return -1
+		}
+	}
+	return n
+}
+
+// retryPolicy is the client's retry policy of a run.
+func (c Config) retryPolicy() model.RetryPolicy {
+	return model.RetryPolicy{Attempts: retryAttempts, Initial: c.RetryInitial}
+}
+
+// retryAttempts is the attempts of a call: injected faults stop one
+// short of them (Faults.MaxInARow), so every call succeeds.
+const retryAttempts = 4
 
 func (c Config) withDefaults() Config {
 	if c.Inputs <= 0 {
@@ -127,6 +218,43 @@ type Result struct {
 	CallToOutputMeanMicros float64 `json:"callToOutputMeanMicros"`
 	CallToOutputP99Micros  float64 `json:"callToOutputP99Micros"`
 	CPUMicrosPerInput      float64 `json:"cpuMicrosPerInput,omitempty"`
+
+	// Model is "offline" or "http" (Config.Model), Stream whether the
+	// HTTP client streamed.
+	Model  string `json:"model"`
+	Stream bool   `json:"stream,omitempty"`
+	// Actions is the number of actions (and outputs) of the run: Inputs ×
+	// ActionsPerInput (Config.TreeDepth, TreeFanout). ThroughputPerSec,
+	// OverallPerSec and IdealPerSec count actions.
+	ActionsPerInput int64 `json:"actionsPerInput"`
+	Actions         int64 `json:"actions"`
+	// Faults are those injected, and ExpectedActionMs the mean action
+	// time the ideal is computed from (ExpectedActionTime: the mean
+	// latency plus the expected retries' waits).
+	Faults           Faults  `json:"faults"`
+	ExpectedActionMs float64 `json:"expectedActionMs"`
+	// Injected is what the model (offline) or the fake server (http) saw
+	// and injected: every attempt, and the faulted ones by kind.
+	Injected FaultCounts `json:"injected"`
+	// ModelRetries and RateLimitedRetries are the retries the client made
+	// (agent metrics modelRetries, modelRateLimitedRetries): every
+	// injected fault is retried once, so ModelRetries equals
+	// Injected.Faulted(), RateLimitedRetries Injected.RateLimited.
+	ModelRetries       int64 `json:"modelRetries"`
+	RateLimitedRetries int64 `json:"rateLimitedRetries"`
+	// ActionP50Ms and ActionP99Ms are percentiles of the actions' run
+	// time (the model call with its retries, waits for the limiter
+	// included).
+	ActionP50Ms float64 `json:"actionP50Ms"`
+	ActionP99Ms float64 `json:"actionP99Ms"`
+	// ProcessCPUMicrosPerAction is the process CPU time (user + system,
+	// getrusage) of the run over its actions: the operator, the client,
+	// and the fake server or embedded broker, all in this process.
+	ProcessCPUMicrosPerAction float64 `json:"processCpuMicrosPerAction,omitempty"`
+	// Duplicates and Missing count actions whose output reached the sink
+	// more than once, and not at all (Run fails unless both are 0).
+	Duplicates int64 `json:"duplicates"`
+	Missing    int64 `json:"missing"`
 }
 
 // Input is the record type of the workload.
@@ -153,9 +281,9 @@ func InputAt(keys []string, i int64) weir.Record[Input] {
 	return weir.Record[Input]{Value: Input{ID: i, Key: keys[h%uint64(len(keys))], Text: "question " + strconv.FormatInt(i, 10)}, Timestamp: i}
 }
 
-// countingModel wraps the offline model and tracks concurrent calls.
+// countingModel wraps the workload's model and tracks concurrent calls.
 type countingModel struct {
-	m        *model.Offline
+	m        model.ChatModel
 	inFlight atomic.Int64
 	max      atomic.Int64
 }
@@ -186,28 +314,69 @@ func Action(c *agent.RunnerContext, ev agent.Event) error {
 	return nil
 }
 
-// timedAction is Action noting, per input, when its model call returned
-// (nanoseconds since t0) in called.
-func timedAction(called []atomic.Int64, t0 time.Time) func(*agent.RunnerContext, agent.Event) error {
+// Node is the value of a child event: the input it descends from, its
+// number in the input's execution tree (breadth first: the input's
+// action is 0, the children of node n are n·K+1 ... n·K+K) and its depth.
+type Node struct {
+	ID    int64 `json:"id"`
+	Node  int64 `json:"node"`
+	Depth int   `json:"depth"`
+}
+
+// childEvent is the type of the tree's child events.
+const childEvent = "child"
+
+// treeAction is the workload's action: ask the model about the node,
+// output "g answer" (g = the node's index among all actions of the run),
+// send the node's children; it notes, per action, when its model call
+// returned (nanoseconds since t0) in called and how long the action ran
+// in took.
+func treeAction(cfg Config, called, took []atomic.Int64, t0 time.Time) func(*agent.RunnerContext, agent.Event) error {
+	apn, k := cfg.ActionsPerInput(), int64(max(cfg.TreeFanout, 1))
 	return func(c *agent.RunnerContext, ev agent.Event) error {
-		in, err := agent.Input[Input](ev)
+		start := time.Now()
+		var n Node
+		if ev.Type == agent.TypeInput {
+			in, err := agent.Input[Input](ev)
+			if err != nil {
+				return err
+			}
+			n.ID = in.ID
+		} else {
+			var err error
+			if n, err = agent.ValueAs[Node](ev); err != nil {
+				return err
+			}
+		}
+		text := "question " + strconv.FormatInt(n.ID, 10)
+		if n.Node > 0 {
+			text += "/" + strconv.FormatInt(n.Node, 10)
+		}
+		resp, err := c.Chat("model", model.Request{Messages: []model.Message{model.User(text)}})
 		if err != nil {
 			return err
 		}
-		resp, err := c.Chat("offline", model.Request{Messages: []model.Message{model.User(in.Text)}})
-		if err != nil {
-			return err
+		g := n.ID*apn + n.Node
+		if g >= 0 && g < int64(len(called)) {
+			called[g].Store(int64(time.Since(t0)))
 		}
-		if in.ID >= 0 && in.ID < int64(len(called)) {
-			called[in.ID].Store(int64(time.Since(t0)))
+		c.Output(strconv.FormatInt(g, 10) + " " + resp.Message.Content)
+		if n.Depth < cfg.TreeDepth {
+			for j := range k {
+				if err := c.Send(agent.NewEvent(childEvent, Node{ID: n.ID, Node: n.Node*k + 1 + j, Depth: n.Depth + 1}, nil)); err != nil {
+					return err
+				}
+			}
 		}
-		c.Output(resp.Message.Content)
+		if g >= 0 && g < int64(len(took)) {
+			took[g].Store(int64(time.Since(start)))
+		}
 		return nil
 	}
 }
 
-// sink checks outputs against watermarks and timestamps the 10% and 90%
-// marks.
+// sink checks outputs against watermarks, counts each action's outputs
+// and timestamps the 10% and 90% marks.
 type sink struct {
 	runtime.Base[struct{}]
 	st *sinkState
@@ -219,12 +388,15 @@ type sinkState struct {
 	total                     int64 // set before the run
 	mu                        sync.Mutex
 	t10, t90, tEnd            time.Time
-	// t0 and called are the action's (timedAction); lag[i] is the time
-	// from input i's call returning to its output here (nanoseconds; the
-	// sink has one subtask).
-	t0     time.Time
-	called []atomic.Int64
-	lag    []int64
+	// t0 and called are the action's (treeAction); lag[g] is the time
+	// from action g's call returning to its output here (nanoseconds),
+	// outputs[g] the number of its outputs (the sink has one subtask).
+	t0      time.Time
+	called  []atomic.Int64
+	lag     []int64
+	outputs []int32
+	// malformed counts outputs without an action index.
+	malformed int64
 }
 
 func (s *sink) Open(ctx *runtime.Context, out runtime.Output[struct{}]) error {
@@ -236,9 +408,18 @@ func (s *sink) ProcessRecord(r runtime.Record[string]) error {
 	if r.Timestamp <= s.wm {
 		s.st.violations.Add(1)
 	}
-	if i := r.Timestamp; i >= 0 && i < int64(len(s.st.lag)) {
-		if c := s.st.called[i].Load(); c > 0 {
-			s.st.lag[i] = int64(time.Since(s.st.t0)) - c
+	g := int64(-1)
+	if i := strings.IndexByte(r.Value, ' '); i > 0 {
+		if v, err := strconv.ParseInt(r.Value[:i], 10, 64); err == nil && v >= 0 && v < int64(len(s.st.outputs)) {
+			g = v
+		}
+	}
+	if g < 0 {
+		s.st.malformed++
+	} else {
+		s.st.outputs[g]++
+		if c := s.st.called[g].Load(); c > 0 {
+			s.st.lag[g] = int64(time.Since(s.st.t0)) - c
 		}
 	}
 	n := s.st.n.Add(1)
@@ -267,23 +448,79 @@ func (s *sink) ProcessWatermark(ts int64) error {
 
 func (s *sink) EndInput() error { return nil }
 
+// runModel is a run's model and what counts its faults.
+type runModel struct {
+	m      *countingModel
+	counts func() FaultCounts
+	close  func()
+}
+
+// newRunModel builds the model of cfg (see Config.Model): offline, or the
+// OpenAI client against a fake server started here, with the faults.
+func newRunModel(cfg Config, slots int) (*runModel, error) {
+	faults := cfg.Faults
+	faults.MaxInARow = retryAttempts - 1
+	limiter := model.MustLimiter(model.RateLimit{})
+	if cfg.Model == "http" {
+		srv, err := StartFakeOpenAI(FakeOpenAIConfig{Seed: cfg.Seed, Latency: cfg.Latency, Faults: faults})
+		if err != nil {
+			return nil, err
+		}
+		// As many idle connections as calls in flight: the default (2 per
+		// host) would open a connection per call.
+		tr := &http.Transport{MaxIdleConns: slots + 16, MaxIdleConnsPerHost: slots + 16, IdleConnTimeout: time.Minute}
+		client := model.OpenAI(model.OpenAIConfig{BaseURL: srv.URL, APIKey: "fake-key", Model: "fake-model", Stream: cfg.Stream,
+			HTTPClient: &http.Client{Transport: tr}, Retry: cfg.retryPolicy(), RateLimit: limiter})
+		return &runModel{m: &countingModel{m: client}, counts: func() FaultCounts { return srv.Stats().FaultCounts },
+			close: func() { srv.Close(); tr.CloseIdleConnections() }}, nil
+	}
+	off := &model.Offline{Seed: cfg.Seed, Latency: cfg.Latency}
+	inj := newInjector(faults, cfg.Seed)
+	var m model.ChatModel = off
+	if faults.RateLimitRate > 0 || faults.ErrorRate > 0 {
+		m = model.WithRetry(model.WithRateLimit(&faultyOffline{m: off, j: inj}, limiter), cfg.retryPolicy())
+	} else {
+		m = model.Func(func(ctx context.Context, req model.Request) (*model.Response, error) {
+			inj.attempts.Add(1)
+			return off.Chat(ctx, req)
+		})
+	}
+	return &runModel{m: &countingModel{m: m}, counts: inj.counts, close: func() {}}, nil
+}
+
 // Run runs one experiment.
 func Run(ctx context.Context, cfg Config) (Result, error) {
 	cfg = cfg.withDefaults()
-	if err := cfg.Latency.Validate(); err != nil {
+	if err := cfg.Validate(); err != nil {
 		return Result{}, err
 	}
-	cm := &countingModel{m: &model.Offline{Seed: cfg.Seed, Latency: cfg.Latency}}
+	slots := cfg.MaxConcurrentKeys * cfg.Parallelism
+	if cfg.Blocking {
+		slots = cfg.Parallelism
+	}
+	rm, err := newRunModel(cfg, slots)
+	if err != nil {
+		return Result{}, err
+	}
+	defer rm.close()
+	cm := rm.m
+	apn := cfg.ActionsPerInput()
+	actions := int64(cfg.Inputs) * apn
 	env := weir.NewEnvironment(weir.Config{Parallelism: 1, AutoWatermarkInterval: cfg.WatermarkInterval})
 	keys := Keys(cfg.Keys)
 	src := weir.Generate(env, "inputs", int64(cfg.Inputs), func(i int64) weir.Record[Input] { return InputAt(keys, i) },
 		watermark.ForMonotonous[Input]())
-	st := &sinkState{t0: time.Now(), called: make([]atomic.Int64, cfg.Inputs), lag: make([]int64, cfg.Inputs)}
-	a := &agent.Agent{Models: map[string]model.ChatModel{"offline": cm},
-		Actions: []agent.Action{agent.NewAction("answer", timedAction(st.called, st.t0), agent.TypeInput)}}
+	st := &sinkState{t0: time.Now(), called: make([]atomic.Int64, actions), lag: make([]int64, actions), outputs: make([]int32, actions)}
+	took := make([]atomic.Int64, actions)
+	act := treeAction(cfg, st.called, took, st.t0)
+	a := &agent.Agent{Models: map[string]model.ChatModel{"model": cm},
+		Actions: []agent.Action{agent.NewAction("answer", act, agent.TypeInput)}}
+	if cfg.TreeDepth > 0 {
+		a.Actions = append(a.Actions, agent.NewAction("child", act, childEvent))
+	}
 	opts := agent.Options{MaxConcurrentKeys: cfg.MaxConcurrentKeys, Blocking: cfg.Blocking, Store: cfg.Store}
 	out := agent.Apply[string, Input, string](weir.KeyBy(src, func(in Input) string { return in.Key }), "agent", a, opts).Parallelism(cfg.Parallelism)
-	st.total = int64(cfg.Inputs)
+	st.total = actions
 	weir.Transform(out, "sink", func() runtime.OneInputOperator[string, struct{}] { return &sink{st: st} }).Parallelism(1)
 
 	var heldMax atomic.Int64
@@ -308,43 +545,82 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		}
 	}()
 	start, c0 := time.Now(), cpuTime()
-	err := env.Execute(ctx)
+	err = env.Execute(ctx)
 	elapsed, cpu := time.Since(start), cpuTime()-c0
 	close(stop)
 	wg.Wait()
 	if err != nil {
 		return Result{}, err
 	}
-	if st.n.Load() != int64(cfg.Inputs) {
-		return Result{}, fmt.Errorf("agentbench: %d outputs for %d inputs", st.n.Load(), cfg.Inputs)
-	}
-	mean := meanLatency(cm.m)
 	r := Result{Mode: "async", Inputs: int64(cfg.Inputs), Keys: cfg.Keys, MaxConcurrentKeys: cfg.MaxConcurrentKeys,
-		Parallelism: cfg.Parallelism, LatencyDist: cfg.Latency.Dist, MeanLatencyMs: float64(mean) / 1e6,
+		Parallelism: cfg.Parallelism, LatencyDist: cfg.Latency.Dist,
 		Seconds: elapsed.Seconds(), WatermarkViolations: st.violations.Load(), Watermarks: st.watermarks.Load(),
-		HeldWatermarksMax: heldMax.Load(), MaxInFlightCalls: cm.max.Load(), ActionsRun: env.Metrics().Sum("agent", "actionsRun")}
-	slots := cfg.MaxConcurrentKeys * cfg.Parallelism
+		HeldWatermarksMax: heldMax.Load(), MaxInFlightCalls: cm.max.Load(), ActionsRun: env.Metrics().Sum("agent", "actionsRun"),
+		Model: cfg.Model, Stream: cfg.Stream && cfg.Model == "http", ActionsPerInput: apn, Actions: actions, Faults: cfg.Faults,
+		Injected: rm.counts(), ModelRetries: env.Metrics().Sum("agent", agent.MetricModelRetries),
+		RateLimitedRetries: env.Metrics().Sum("agent", agent.MetricModelRateLimited)}
+	for _, n := range st.outputs {
+		switch {
+		case n == 0:
+			r.Missing++
+		case n > 1:
+			r.Duplicates += int64(n - 1)
+		}
+	}
+	if r.Missing > 0 || r.Duplicates > 0 || st.malformed > 0 || st.n.Load() != actions {
+		return r, fmt.Errorf("agentbench: %d outputs for %d actions (%d missing, %d duplicates, %d malformed)",
+			st.n.Load(), actions, r.Missing, r.Duplicates, st.malformed)
+	}
+	mean := meanLatency(cfg.Latency)
+	r.MeanLatencyMs = float64(mean) / 1e6
 	if cfg.Blocking {
 		r.Mode = "blocking"
-		slots = cfg.Parallelism
 	}
 	if r.LatencyDist == "" {
 		r.LatencyDist = "fixed"
 	}
+	if r.Model == "" {
+		r.Model = "offline"
+	}
 	if cpuSupported {
 		r.CPUMicrosPerInput = float64(cpu) / 1e3 / float64(cfg.Inputs)
+		r.ProcessCPUMicrosPerAction = float64(cpu) / 1e3 / float64(actions)
 	}
 	r.CallToOutputMeanMicros, r.CallToOutputP99Micros = lagStats(st.lag)
-	r.OverallPerSec = float64(cfg.Inputs) / elapsed.Seconds()
+	r.ActionP50Ms, r.ActionP99Ms = percentilesMs(took)
+	r.OverallPerSec = float64(actions) / elapsed.Seconds()
 	r.ThroughputPerSec = r.OverallPerSec
-	if st.t90.After(st.t10) && cfg.Inputs >= 100 {
-		r.ThroughputPerSec = float64(cfg.Inputs*8/10) / st.t90.Sub(st.t10).Seconds()
+	if st.t90.After(st.t10) && actions >= 100 {
+		r.ThroughputPerSec = float64(actions*8/10) / st.t90.Sub(st.t10).Seconds()
 	}
-	if mean > 0 {
-		r.IdealPerSec = float64(slots) / mean.Seconds()
+	expected := mean
+	if cfg.Faults.RateLimitRate > 0 || cfg.Faults.ErrorRate > 0 {
+		f := cfg.Faults
+		f.MaxInARow = retryAttempts - 1
+		expected = ExpectedActionTime(mean, f, cfg.retryPolicy())
+	}
+	r.ExpectedActionMs = float64(expected) / 1e6
+	if expected > 0 {
+		r.IdealPerSec = float64(slots) / expected.Seconds()
 		r.Efficiency = r.ThroughputPerSec / r.IdealPerSec
 	}
 	return r, nil
+}
+
+// percentilesMs returns the 50th and 99th percentiles of ds (nanoseconds;
+// zero entries not measured) in milliseconds.
+func percentilesMs(ds []atomic.Int64) (p50, p99 float64) {
+	v := make([]int64, 0, len(ds))
+	for i := range ds {
+		if d := ds[i].Load(); d > 0 {
+			v = append(v, d)
+		}
+	}
+	if len(v) == 0 {
+		return 0, 0
+	}
+	slices.Sort(v)
+	return float64(v[len(v)/2]) / 1e6, float64(v[len(v)*99/100]) / 1e6
 }
 
 // lagStats returns the mean and the 99th percentile of the lags measured
@@ -365,13 +641,13 @@ func lagStats(lag []int64) (mean, p99 float64) {
 	return float64(sum) / float64(len(ls)) / 1e3, float64(ls[len(ls)*99/100]) / 1e3
 }
 
-// meanLatency is the mean of the model's latency distribution, computed
-// from its quantile function.
-func meanLatency(o *model.Offline) time.Duration {
+// meanLatency is the mean of the latency distribution, computed from its
+// quantile function.
+func meanLatency(l model.Latency) time.Duration {
 	const n = 10000
 	var sum float64
 	for i := range n {
-		sum += float64(o.Latency.Sample((float64(i) + 0.5) / n))
+		sum += float64(l.Sample((float64(i) + 0.5) / n))
 	}
 	return time.Duration(sum / n)
 }
@@ -505,6 +781,20 @@ type StoreRun struct {
 	CallToOutputP99Micros  float64 `json:"callToOutputP99Micros"`
 	StoreMeanMicros        float64 `json:"storeMeanMicros"`
 	CPUMicrosPerInput      float64 `json:"cpuMicrosPerInput,omitempty"`
+	// ProcessCPUMicrosPerAction is the run's (Result), and
+	// StoreCPUMicrosPerAction that less the run without a store's: the
+	// store's CPU per action.
+	ProcessCPUMicrosPerAction float64 `json:"processCpuMicrosPerAction,omitempty"`
+	StoreCPUMicrosPerAction   float64 `json:"storeCpuMicrosPerAction,omitempty"`
+	// ActionP50Ms, ActionP99Ms, ModelRetries, RateLimitedRetries and
+	// Injected are the run's (Result).
+	ActionP50Ms        float64     `json:"actionP50Ms"`
+	ActionP99Ms        float64     `json:"actionP99Ms"`
+	ModelRetries       int64       `json:"modelRetries"`
+	RateLimitedRetries int64       `json:"rateLimitedRetries"`
+	Injected           FaultCounts `json:"injected"`
+	// Result is the whole result of the run.
+	Result Result `json:"-"`
 }
 
 // Report is the result of Experiment: the headline numbers of the
@@ -519,6 +809,13 @@ type Report struct {
 	// CPUMicrosPerAction is CPU.Overhead() of zero-latency runs: the
 	// operator's CPU per action outside user code.
 	CPUMicrosPerAction float64 `json:"cpuMicrosPerAction"`
+	// ProcessCPUMicrosPerAction, ActionP50Ms, ActionP99Ms, ModelRetries
+	// and RateLimitedRetries are the asynchronous run's (Result).
+	ProcessCPUMicrosPerAction float64 `json:"processCpuMicrosPerAction,omitempty"`
+	ActionP50Ms               float64 `json:"actionP50Ms"`
+	ActionP99Ms               float64 `json:"actionP99Ms"`
+	ModelRetries              int64   `json:"modelRetries"`
+	RateLimitedRetries        int64   `json:"rateLimitedRetries"`
 	// BlockingPerSec is the throughput of the blocking variant, and
 	// SpeedupVsBlocking the asynchronous throughput over it.
 	BlockingPerSec    float64 `json:"blockingPerSec,omitempty"`
@@ -542,10 +839,13 @@ func Experiment(ctx context.Context, cfg ExperimentConfig) (Report, error) {
 		return Report{}, err
 	}
 	rep := Report{Inputs: async.Inputs, ThroughputPerSec: async.ThroughputPerSec, IdealPerSec: async.IdealPerSec,
-		Efficiency: async.Efficiency, WatermarkViolations: async.WatermarkViolations, HeldWatermarksMax: async.HeldWatermarksMax, Async: async}
+		Efficiency: async.Efficiency, WatermarkViolations: async.WatermarkViolations, HeldWatermarksMax: async.HeldWatermarksMax, Async: async,
+		ProcessCPUMicrosPerAction: async.ProcessCPUMicrosPerAction, ActionP50Ms: async.ActionP50Ms, ActionP99Ms: async.ActionP99Ms,
+		ModelRetries: async.ModelRetries, RateLimitedRetries: async.RateLimitedRetries}
 	for _, sc := range cfg.Stores {
 		sc.Inputs, sc.Keys, sc.MaxConcurrentKeys, sc.Parallelism = c.Inputs, c.Keys, c.MaxConcurrentKeys, c.Parallelism
 		sc.Latency, sc.WatermarkInterval, sc.Seed, sc.Blocking = c.Latency, c.WatermarkInterval, c.Seed, false
+		sc.Model, sc.Stream, sc.Faults, sc.RetryInitial, sc.TreeDepth, sc.TreeFanout = c.Model, c.Stream, c.Faults, c.RetryInitial, c.TreeDepth, c.TreeFanout
 		r, err := Run(ctx, sc)
 		if err != nil {
 			return rep, fmt.Errorf("agentbench: run with store %s: %w", sc.StoreName, err)
@@ -553,7 +853,11 @@ func Experiment(ctx context.Context, cfg ExperimentConfig) (Report, error) {
 		rep.Stores = append(rep.Stores, StoreRun{Store: sc.StoreName, ThroughputPerSec: r.ThroughputPerSec,
 			IdealPerSec: r.IdealPerSec, Efficiency: r.Efficiency, WatermarkViolations: r.WatermarkViolations,
 			CallToOutputMeanMicros: r.CallToOutputMeanMicros, CallToOutputP99Micros: r.CallToOutputP99Micros,
-			StoreMeanMicros: r.CallToOutputMeanMicros - async.CallToOutputMeanMicros, CPUMicrosPerInput: r.CPUMicrosPerInput})
+			StoreMeanMicros: r.CallToOutputMeanMicros - async.CallToOutputMeanMicros, CPUMicrosPerInput: r.CPUMicrosPerInput,
+			ProcessCPUMicrosPerAction: r.ProcessCPUMicrosPerAction,
+			StoreCPUMicrosPerAction:   r.ProcessCPUMicrosPerAction - async.ProcessCPUMicrosPerAction,
+			ActionP50Ms:               r.ActionP50Ms, ActionP99Ms: r.ActionP99Ms, ModelRetries: r.ModelRetries,
+			RateLimitedRetries: r.RateLimitedRetries, Injected: r.Injected, Result: r})
 		rep.WatermarkViolations += r.WatermarkViolations
 	}
 	if cfg.BlockingInputs >= 0 {
@@ -581,6 +885,9 @@ func Experiment(ctx context.Context, cfg ExperimentConfig) (Report, error) {
 			z.Inputs = 100_000
 		}
 		z.Latency = model.Latency{Dist: "fixed"}
+		// The operator's own cost: the plain workload on the offline
+		// model, as the hand-written loop does it.
+		z.Model, z.Stream, z.Faults, z.TreeDepth, z.TreeFanout = "", false, Faults{}, 0, 0
 		cpu, err := MeasureCPU(ctx, z)
 		if err != nil {
 			return rep, err

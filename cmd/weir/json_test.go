@@ -32,6 +32,9 @@ func TestJSONOnlyOnStdout(t *testing.T) {
 			"--items", "10", "--history-records", "2000", "--live", "0s", "--policy", "end-offsets", "-v"}, "policy"},
 		{"experiment agent", []string{"experiment", "agent", "--json", "--inputs", "200", "--keys", "10",
 			"--latency-mean", "1ms", "--blocking-inputs", "-1", "--cpu-inputs", "-1", "--stores="}, "throughputPerSec"},
+		{"experiment agent http", []string{"experiment", "agent", "--json", "--inputs", "100", "--keys", "10", "--model", "http", "--stream",
+			"--tree-depth", "1", "--tree-fanout", "2", "--rate-limit-rate", "0.1", "--error-rate", "0.1", "--retry-after", "1ms",
+			"--retry-initial", "1ms", "--latency-mean", "1ms", "--blocking-inputs", "-1", "--cpu-inputs", "-1", "--stores=wal"}, "modelRetries"},
 		{"experiment durability", []string{"experiment", "durability", "--json", "--trials", "1", "--inputs", "4",
 			"--keys", "2", "--max-kills", "1", "--parallelism", "1", "--stores", "wal", "--verbose"}, "lostInputs"},
 	}

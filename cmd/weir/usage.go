@@ -58,6 +58,13 @@ func (k *checks) duration(flag string, v, lo time.Duration) {
 	}
 }
 
+// fraction checks that flag holds a number from 0 to 1.
+func (k *checks) fraction(flag string, v float64) {
+	if !(v >= 0 && v <= 1) {
+		k.fail("--%s %v: want a fraction from 0 to 1", flag, v)
+	}
+}
+
 // oneOf checks that flag holds one of the accepted values.
 func (k *checks) oneOf(flag, v string, accepted ...string) {
 	if !slices.Contains(accepted, v) {
