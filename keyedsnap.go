@@ -1,9 +1,7 @@
 package weir
 
 import (
-	"encoding/binary"
-	"fmt"
-
+	"github.com/weirproject/weir/internal/keyedckpt"
 	"github.com/weirproject/weir/runtime"
 	"github.com/weirproject/weir/state"
 	"github.com/weirproject/weir/timer"
@@ -23,42 +21,11 @@ import (
 // The keyed state is snapshotted copy-on-write: the synchronous part only
 // freezes the backend (state.Backend.Freeze) and serializes the timers;
 // the state is serialized in the snapshot's asynchronous part
-// (runtime.SnapshotWriter.Async) while the subtask processes records.
+// (runtime.SnapshotWriter.Async) while the subtask processes records. A
+// checkpoint of a Pebble backend is native (incremental: the database's
+// files, uploaded once) when the checkpoint storage supports it.
 func SnapshotKeyed[K comparable, N comparable](w *runtime.SnapshotWriter, ctx *runtime.Context, b *state.Backend[K], t *timer.Service[K, N]) error {
-	rng := ctx.KeyGroups
-	timers := make([][]byte, rng.Len())
-	for kg := rng.Start; kg <= rng.End; kg++ {
-		tb, err := t.SnapshotKeyGroup(kg)
-		if err != nil {
-			return fmt.Errorf("snapshot of key group %d: %w", kg, err)
-		}
-		timers[kg-rng.Start] = tb
-	}
-	if base := w.NativeBase(); base != "" && b.Kind() == state.BackendPebble {
-		return snapshotNative(w, ctx, b, base, timers)
-	}
-	fz := b.Freeze()
-	w.Async(func() error {
-		defer fz.Close()
-		var sb []byte // reused: each key group's blob is copied once, exactly sized
-		for kg := rng.Start; kg <= rng.End; kg++ {
-			var err error
-			if sb, err = fz.AppendSnapshotKeyGroup(sb[:0], kg); err != nil {
-				return fmt.Errorf("snapshot of key group %d: %w", kg, err)
-			}
-			tb := timers[kg-rng.Start]
-			if len(sb) == 0 && len(tb) == 0 {
-				continue
-			}
-			blob := binary.AppendUvarint(make([]byte, 0, len(sb)+len(tb)+binary.MaxVarintLen64), uint64(len(sb)))
-			blob = append(append(blob, sb...), tb...)
-			if err := w.KeyGroup(kg, blob); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	return nil
+	return keyedckpt.Snapshot(w, ctx, b, t)
 }
 
 // RestoreKeyed loads what SnapshotKeyed wrote for the key groups this
@@ -66,24 +33,5 @@ func SnapshotKeyed[K comparable, N comparable](w *runtime.SnapshotWriter, ctx *r
 // each key group, if not nil (the window operator inspects restored
 // timers). Operators call it from Open.
 func RestoreKeyed[K comparable, N comparable](ctx *runtime.Context, b *state.Backend[K], t *timer.Service[K, N], restored func(kg int)) error {
-	if err := restoreNative(ctx, b); err != nil {
-		return fmt.Errorf("restore of operator %q subtask %d: %w", ctx.UID, ctx.Subtask, err)
-	}
-	return ctx.Restored().ForEachKeyGroup(func(kg int, blob []byte) error {
-		n, m := binary.Uvarint(blob)
-		if m <= 0 || uint64(len(blob)-m) < n {
-			return fmt.Errorf("corrupt keyed-state blob of key group %d", kg)
-		}
-		sb, tb := blob[m:m+int(n)], blob[m+int(n):]
-		if err := b.RestoreKeyGroup(kg, sb); err != nil {
-			return err
-		}
-		if err := t.RestoreKeyGroup(kg, tb); err != nil {
-			return err
-		}
-		if restored != nil {
-			restored(kg)
-		}
-		return nil
-	})
+	return keyedckpt.Restore(ctx, b, t, restored)
 }

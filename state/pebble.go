@@ -202,9 +202,8 @@ type pebbleStore struct {
 	// unchecked names states with entries restored from canonical blobs
 	// that no registered state has decoded yet (invariant 4).
 	unchecked map[string]bool
-	// instance and uploader belong to native snapshots (pebble_native.go).
+	// instance belongs to native snapshots (pebble_native.go).
 	instance string
-	uploader any
 	// mu guards views and closing, shared with the goroutines of Frozen
 	// views: Close while a view is open defers closing the database to
 	// the view's Close.

@@ -109,7 +109,8 @@ type NativePart struct {
 
 // InstanceID returns a random id of the backend's current database
 // instance (it changes with RestoreNative), "" for the memory backend.
-// Native snapshots use it to name their shared files.
+// Native snapshots use it to name their shared files, and the checkpoint
+// side keeps its bookkeeping of uploaded files per instance id.
 func (b *Backend[K]) InstanceID() string {
 	if b.pb == nil {
 		return ""
@@ -120,24 +121,6 @@ func (b *Backend[K]) InstanceID() string {
 		b.pb.instance = hex.EncodeToString(r[:])
 	}
 	return b.pb.instance
-}
-
-// NativeUploader returns what SetNativeUploader stored: the caller's
-// bookkeeping of uploaded shared files, kept for the life of the database
-// instance.
-func (b *Backend[K]) NativeUploader() any {
-	if b.pb == nil {
-		return nil
-	}
-	return b.pb.uploader
-}
-
-// SetNativeUploader stores u with the database instance (see
-// NativeUploader).
-func (b *Backend[K]) SetNativeUploader(u any) {
-	if b.pb != nil {
-		b.pb.uploader = u
-	}
 }
 
 // CheckpointNative writes a native snapshot of the Pebble backend for
@@ -241,7 +224,7 @@ func (b *Backend[K]) restoreNative(parts []NativePart) (int, error) {
 		}
 		return best, err
 	}
-	p.db, p.instance, p.uploader, p.keyEpoch = db, "", nil, 0
+	p.db, p.instance, p.keyEpoch = db, "", 0
 	// Range deletions for the key groups that left (the demand).
 	if base.Start < b.rng.Start {
 		if err := db.DeleteRange(kgPrefix(0), kgPrefix(b.rng.Start), noSync); err != nil {

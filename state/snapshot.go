@@ -2,10 +2,10 @@ package state
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"slices"
 
+	"github.com/weirproject/weir/codec"
 	"github.com/weirproject/weir/keygroup"
 )
 
@@ -17,13 +17,13 @@ const SnapshotVersion = 1
 // ErrCorruptSnapshot is wrapped by the errors RestoreKeyGroup returns for a
 // blob that is not well formed (truncated, overlong, counts or lengths that
 // do not add up, unsorted state names, unknown kinds, trailing bytes).
-// Package timer wraps it too.
-var ErrCorruptSnapshot = errors.New("state: corrupt snapshot")
+// Packages timer and window wrap it too. It is codec.ErrCorruptSnapshot.
+var ErrCorruptSnapshot = codec.ErrCorruptSnapshot
 
 // ErrSnapshotVersion is wrapped by the error RestoreKeyGroup returns for a
 // blob written in a format version this build does not read. Package timer
-// wraps it too.
-var ErrSnapshotVersion = errors.New("state: unsupported snapshot format version")
+// wraps it too. It is codec.ErrSnapshotVersion.
+var ErrSnapshotVersion = codec.ErrSnapshotVersion
 
 // table is what a Backend needs of each registered state: the exported Table
 // view plus the snapshot hooks. All five state kinds implement it.

@@ -577,3 +577,20 @@ func TestRestoreKeepsCurrentKeyCoherent(t *testing.T) {
 		t.Fatalf("update after restore went to a stale entry: stored %d", seen)
 	}
 }
+
+// TestSnapshotOfLossyTypeNamesState checks that the JSON codec's refusal of
+// a type with unexported fields shows up as a snapshot error naming the
+// state and the field.
+func TestSnapshotOfLossyTypeNamesState(t *testing.T) {
+	type hidden struct {
+		Name   string
+		secret string
+	}
+	b := full()
+	st := MustValue[string, hidden](b, "h")
+	set(b, "k")
+	st.Update(hidden{"a", "b"})
+	if _, err := b.SnapshotKeyGroup(kgOf("k")); err == nil || !strings.Contains(err.Error(), `"h"`) || !strings.Contains(err.Error(), "secret") {
+		t.Fatalf("snapshot of a lossy type: %v", err)
+	}
+}

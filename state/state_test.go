@@ -404,3 +404,9 @@ func TestTableForEachAny(t *testing.T) {
 		t.Fatalf("%v", got)
 	}
 }
+
+// fataler is what testing.TB and *rapid.T share.
+type fataler interface {
+	Helper()
+	Fatalf(format string, args ...any)
+}

@@ -42,7 +42,7 @@
 //     RestoreKeyGroup(kg, blob) adds them back in any service whose range
 //     holds kg (any parallelism), all or nothing, and returns an error, never
 //     panics, on a malformed blob. Keys and namespaces are encoded by codecs
-//     (NewServiceWithCodecs; state.DefaultCodec by default).
+//     (NewServiceWithCodecs; codec.Default by default).
 //  8. Cost. With b distinct timestamps queued: Add is O(1) amortized when
 //     a timer with its timestamp is queued (one map access on (key,
 //     namespace) once the timestamp has more than a few timers, a scan

@@ -3,8 +3,8 @@ package timer
 import (
 	"math"
 
+	"github.com/weirproject/weir/codec"
 	"github.com/weirproject/weir/keygroup"
-	"github.com/weirproject/weir/state"
 )
 
 // Service is the timer service of one keyed operator subtask: one event-time
@@ -21,8 +21,8 @@ type Service[K comparable, N comparable] struct {
 	firingProc  bool  // inside AdvanceProcessingTime
 	procNow     int64 // the now of the running AdvanceProcessingTime pass
 
-	kc state.Codec[K] // key codec for snapshots (SetKeyCodec)
-	nc state.Codec[N] // namespace codec for snapshots (SetNamespaceCodec)
+	kc codec.Codec[K] // key codec for snapshots (SetKeyCodec)
+	nc codec.Codec[N] // namespace codec for snapshots (SetNamespaceCodec)
 }
 
 // NewService returns a timer service for the key groups of r, with the
@@ -33,8 +33,8 @@ func NewService[K comparable, N comparable](r keygroup.Range) *Service[K, N] {
 		event:     NewQueue[K, N](r),
 		proc:      NewQueue[K, N](r),
 		watermark: math.MinInt64,
-		kc:        state.DefaultCodec[K](),
-		nc:        state.DefaultCodec[N](),
+		kc:        codec.Default[K](),
+		nc:        codec.Default[N](),
 	}
 }
 

@@ -4,9 +4,9 @@ import (
 	"encoding/binary"
 	"fmt"
 
+	"github.com/weirproject/weir/codec"
 	"github.com/weirproject/weir/internal/wire"
 	"github.com/weirproject/weir/keygroup"
-	"github.com/weirproject/weir/state"
 )
 
 // SnapshotVersion is the version of the timer key-group snapshot format that
@@ -25,10 +25,10 @@ const SnapshotVersion = 1
 
 // NewServiceWithCodecs is NewService with the codecs of keys and namespaces
 // used by SnapshotKeyGroup and RestoreKeyGroup; nil means the default,
-// state.DefaultCodec of the type. The timer and state snapshots are separate
+// codec.Default of the type. The timer and state snapshots are separate
 // blobs, but an operator should give its Service and its state.Backend the
 // same key codec so that a key has the same bytes in both.
-func NewServiceWithCodecs[K comparable, N comparable](r keygroup.Range, kc state.Codec[K], nc state.Codec[N]) *Service[K, N] {
+func NewServiceWithCodecs[K comparable, N comparable](r keygroup.Range, kc codec.Codec[K], nc codec.Codec[N]) *Service[K, N] {
 	s := NewService[K, N](r)
 	s.SetKeyCodec(kc)
 	s.SetNamespaceCodec(nc)
@@ -36,19 +36,19 @@ func NewServiceWithCodecs[K comparable, N comparable](r keygroup.Range, kc state
 }
 
 // SetKeyCodec sets the codec of timer keys for snapshots; nil restores the
-// default, state.DefaultCodec[K]().
-func (s *Service[K, N]) SetKeyCodec(c state.Codec[K]) {
+// default, codec.Default[K]().
+func (s *Service[K, N]) SetKeyCodec(c codec.Codec[K]) {
 	if c == nil {
-		c = state.DefaultCodec[K]()
+		c = codec.Default[K]()
 	}
 	s.kc = c
 }
 
 // SetNamespaceCodec sets the codec of timer namespaces for snapshots; nil
-// restores the default, state.DefaultCodec[N]().
-func (s *Service[K, N]) SetNamespaceCodec(c state.Codec[N]) {
+// restores the default, codec.Default[N]().
+func (s *Service[K, N]) SetNamespaceCodec(c codec.Codec[N]) {
 	if c == nil {
-		c = state.DefaultCodec[N]()
+		c = codec.Default[N]()
 	}
 	s.nc = c
 }
@@ -106,8 +106,8 @@ func (s *Service[K, N]) AppendSnapshotKeyGroup(dst []byte, kg int) ([]byte, erro
 // retained.
 //
 // The whole blob is decoded before any timer is added, so on error nothing
-// changes. Malformed blobs give errors wrapping state.ErrCorruptSnapshot,
-// unknown versions state.ErrSnapshotVersion; it never panics on bad input.
+// changes. Malformed blobs give errors wrapping codec.ErrCorruptSnapshot,
+// unknown versions codec.ErrSnapshotVersion; it never panics on bad input.
 func (s *Service[K, N]) RestoreKeyGroup(kg int, blob []byte) error {
 	if !s.Range().Contains(kg) {
 		return fmt.Errorf("timer: cannot restore key group %d: outside this service's key-group range %v", kg, s.Range())
@@ -116,13 +116,13 @@ func (s *Service[K, N]) RestoreKeyGroup(kg int, blob []byte) error {
 		return nil
 	}
 	wrap := func(err error) error { return fmt.Errorf("timer: restoring key group %d: %w", kg, err) }
-	r := wire.NewReader(blob, state.ErrCorruptSnapshot)
+	r := wire.NewReader(blob, codec.ErrCorruptSnapshot)
 	ver, err := r.Uvarint("format version")
 	if err != nil {
 		return wrap(err)
 	}
 	if ver != SnapshotVersion {
-		return wrap(fmt.Errorf("%w %d (this build reads timer snapshot version %d)", state.ErrSnapshotVersion, ver, SnapshotVersion))
+		return wrap(fmt.Errorf("%w %d (this build reads timer snapshot version %d)", codec.ErrSnapshotVersion, ver, SnapshotVersion))
 	}
 	gotKG, err := r.Uvarint("key group")
 	if err != nil {

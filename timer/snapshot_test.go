@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/weirproject/weir/codec"
 	"github.com/weirproject/weir/keygroup"
-	"github.com/weirproject/weir/state"
 	"pgregory.net/rapid"
 )
 
@@ -174,7 +174,7 @@ func TestRestoreErrors(t *testing.T) {
 
 	for _, v := range []byte{0, 2} {
 		err := fullService().RestoreKeyGroup(kg, append([]byte{v}, blob[1:]...))
-		if !errors.Is(err, state.ErrSnapshotVersion) || !strings.Contains(err.Error(), fmt.Sprintf("version %d", v)) {
+		if !errors.Is(err, codec.ErrSnapshotVersion) || !strings.Contains(err.Error(), fmt.Sprintf("version %d", v)) {
 			t.Errorf("version %d: %v", v, err)
 		}
 	}
@@ -191,7 +191,7 @@ func TestRestoreErrors(t *testing.T) {
 		t.Helper()
 		s := fullService()
 		err := s.RestoreKeyGroup(kg, bad)
-		if !errors.Is(err, state.ErrCorruptSnapshot) {
+		if !errors.Is(err, codec.ErrCorruptSnapshot) {
 			t.Fatalf("%s: %v, want ErrCorruptSnapshot", what, err)
 		}
 		if n := s.NumEventTimeTimers() + s.NumProcessingTimeTimers(); n != 0 {
@@ -218,11 +218,11 @@ func TestRestoreErrors(t *testing.T) {
 type rejectLater struct{}
 
 func (rejectLater) Append(dst []byte, w window) ([]byte, error) {
-	return state.JSONCodec[window]().Append(dst, w)
+	return codec.JSON[window]().Append(dst, w)
 }
 
 func (rejectLater) Decode(src []byte) (window, error) {
-	w, err := state.JSONCodec[window]().Decode(src)
+	w, err := codec.JSON[window]().Decode(src)
 	if err == nil && w.Start == 10 {
 		err = errors.New("too late")
 	}

@@ -18,9 +18,9 @@
 #   ./agent/wal         FuzzReplay            WAL segments (replay on Open)
 #   ./checkpoint        FuzzRead              checkpoint and savepoint files
 #   ./connector/jsonl   FuzzSource            JSON Lines files
+#   ./codec             FuzzKeyCodecs         key, namespace and value codecs
 #   ./connector/kafka   FuzzJSONDeserializer  Kafka record values (JSON)
 #   ./pipeline          FuzzParse             pipeline files (YAML)
-#   ./state             FuzzKeyCodecs         key, namespace and value codecs
 #   ./state             FuzzRestoreKeyGroup   keyed-state snapshot blobs
 #   ./timer             FuzzServiceRestoreKeyGroup  timer snapshot blobs
 set -euo pipefail

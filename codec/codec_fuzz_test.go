@@ -1,4 +1,4 @@
-package state
+package codec
 
 import (
 	"bytes"
@@ -47,12 +47,12 @@ func canonical[T comparable](t *testing.T, c Codec[T], src []byte) {
 }
 
 // FuzzKeyCodecs feeds arbitrary bytes (keys, namespaces and values of a
-// restored snapshot are outside bytes) to the codecs DefaultCodec picks.
+// restored snapshot are outside bytes) to the codecs Default picks.
 // Decode must never panic; the built-in codecs must be canonical
 // (canonical above); the JSON codec's encoding of a decoded value must
 // survive decode-encode unchanged.
 //
-//	go test ./state -run '^$' -fuzz FuzzKeyCodecs -fuzztime 60s -parallel 1
+//	go test ./codec -run '^$' -fuzz FuzzKeyCodecs -fuzztime 60s -parallel 1
 func FuzzKeyCodecs(f *testing.F) {
 	for _, s := range [][]byte{nil, {0}, {1}, {0x80, 0x00}, {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01},
 		[]byte("key-1"), []byte(`{"name":"a","id":3,"tags":["x"],"attrs":{"k":7},"ptr":1.5}`), []byte(`null`),
@@ -60,28 +60,28 @@ func FuzzKeyCodecs(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, src []byte) {
-		canonical(t, DefaultCodec[string](), src)
-		canonical(t, DefaultCodec[int](), src)
-		canonical(t, DefaultCodec[int8](), src)
-		canonical(t, DefaultCodec[int32](), src)
-		canonical(t, DefaultCodec[int64](), src)
-		canonical(t, DefaultCodec[uint](), src)
-		canonical(t, DefaultCodec[uint8](), src)
-		canonical(t, DefaultCodec[uint16](), src)
-		canonical(t, DefaultCodec[uint64](), src)
-		canonical(t, DefaultCodec[bool](), src)
-		canonical(t, DefaultCodec[float64](), src)
-		canonical(t, DefaultCodec[float32](), src)
-		canonical(t, DefaultCodec[struct{}](), src)
+		canonical(t, Default[string](), src)
+		canonical(t, Default[int](), src)
+		canonical(t, Default[int8](), src)
+		canonical(t, Default[int32](), src)
+		canonical(t, Default[int64](), src)
+		canonical(t, Default[uint](), src)
+		canonical(t, Default[uint8](), src)
+		canonical(t, Default[uint16](), src)
+		canonical(t, Default[uint64](), src)
+		canonical(t, Default[bool](), src)
+		canonical(t, Default[float64](), src)
+		canonical(t, Default[float32](), src)
+		canonical(t, Default[struct{}](), src)
 
-		bc := DefaultCodec[[]byte]()
+		bc := Default[[]byte]()
 		if v, err := bc.Decode(src); err == nil {
 			if enc, _ := bc.Append(nil, v); !bytes.Equal(enc, src) || (len(src) > 0 && &v[0] == &src[0]) {
 				t.Fatalf("[]byte codec: %x round-trips as %x (or aliases its input)", src, enc)
 			}
 		}
 
-		jc := DefaultCodec[fuzzKey]()
+		jc := Default[fuzzKey]()
 		v, err := jc.Decode(src)
 		if err != nil {
 			return

@@ -1,42 +1,84 @@
-package weir
+package keyedckpt
 
 // Native (incremental) checkpoints of keyed operators on the Pebble state
-// backend, the alternative path of SnapshotKeyed and RestoreKeyed.
+// backend, the alternative path of Snapshot and Restore.
 //
 // Invariants:
 //
 //  1. Only checkpoints are native (SnapshotWriter.NativeBase is "" for
 //     savepoints), so savepoints stay canonical and backend-independent.
 //  2. The synchronous part is state.Backend.CheckpointNative (hard links
-//     and a copy of the write-ahead log, no flush); the asynchronous part uploads the SSTs not
-//     uploaded before into BASE/shared/<uid>-<subtask>-<instance>/ with a
-//     checkpoint.Uploader kept with the database instance, and stores the
-//     handle with SubtaskState.Native.
+//     and a copy of the write-ahead log, no flush); the asynchronous part
+//     uploads the SSTs not uploaded before into
+//     BASE/shared/<uid>-<subtask>-<instance>/ with a checkpoint.Uploader
+//     kept per database instance (uploaders, below), and stores the handle
+//     with SubtaskState.Native.
 //  3. Timers stay in per-key-group blobs (uvarint(0) timerBlob: an empty
 //     state blob), so they restore at any parallelism as before.
 //  4. A restore materializes the overlapping old databases beside the
 //     working directory and hands them to state.Backend.RestoreNative
 //     (Pebble), or rewrites them into canonical key groups (memory).
+//  5. The uploader of a database instance lives as long as the instance:
+//     it is found by the instance id (state.Backend.InstanceID, random and
+//     new with every database the backend opens or restores), and dropped
+//     once the backend is garbage (runtime.AddCleanup), so the state
+//     package carries no checkpoint bookkeeping.
 
 import (
 	"encoding/binary"
 	"fmt"
 	"os"
+	goruntime "runtime"
+	"sync"
 
 	"github.com/weirproject/weir/checkpoint"
 	"github.com/weirproject/weir/runtime"
 	"github.com/weirproject/weir/state"
 )
 
+// uploaders holds, per database instance id, the uploader of its shared
+// files, or the shared files it was restored from (seed) until the first
+// checkpoint makes the uploader (invariant 5).
+var uploaders = struct {
+	sync.Mutex
+	m map[string]*instanceFiles
+}{m: map[string]*instanceFiles{}}
+
+type instanceFiles struct {
+	up   *checkpoint.Uploader
+	seed []checkpoint.SharedFile
+}
+
+// filesOf returns the bookkeeping of b's current database instance,
+// registering it (and its removal once b is garbage) on first use.
+func filesOf[K comparable](b *state.Backend[K]) *instanceFiles {
+	id := b.InstanceID()
+	uploaders.Lock()
+	defer uploaders.Unlock()
+	f := uploaders.m[id]
+	if f == nil {
+		f = &instanceFiles{}
+		uploaders.m[id] = f
+		goruntime.AddCleanup(b, func(id string) {
+			uploaders.Lock()
+			delete(uploaders.m, id)
+			uploaders.Unlock()
+		}, id)
+	}
+	return f
+}
+
 func snapshotNative[K comparable](w *runtime.SnapshotWriter, ctx *runtime.Context, b *state.Backend[K], base string, timers [][]byte) error {
 	rng := ctx.KeyGroups
-	up, _ := b.NativeUploader().(*checkpoint.Uploader)
+	files := filesOf(b)
+	up := files.up
 	if up == nil {
 		up = checkpoint.NewUploader(base, fmt.Sprintf("%s-%d-%s", fileSafe(ctx.UID), ctx.Subtask, b.InstanceID()))
-		if seed, ok := b.NativeUploader().([]checkpoint.SharedFile); ok {
-			up.Seed(seed) // the restored files are not uploaded again
+		if files.seed != nil {
+			up.Seed(files.seed) // the restored files are not uploaded again
+			files.seed = nil
 		}
-		b.SetNativeUploader(up)
+		files.up = up
 	}
 	stage, err := b.CheckpointNative(w.CheckpointID())
 	if err != nil {
@@ -107,7 +149,7 @@ func restoreNative[K comparable](ctx *runtime.Context, b *state.Backend[K]) erro
 	if err != nil {
 		return err
 	}
-	b.SetNativeUploader(natives[best].Shared)
+	filesOf(b).seed = natives[best].Shared
 	return nil
 }
 
