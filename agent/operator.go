@@ -230,6 +230,8 @@ type operator[K comparable, IN, OUT any] struct {
 	usage map[string]*modelUsage
 	// elog is the event log; nil without Options.Listeners.
 	elog *eventLog
+	// condAct is the activation of trigger conditions (subtask goroutine).
+	condAct eventActivation
 }
 
 // pendingPrune is what a checkpoint covers: the inputs finished before its
@@ -687,14 +689,36 @@ func (o *operator[K, IN, OUT]) begin(ks *keyState[K, IN]) {
 	ks.run = r
 }
 
+// addTasks queues the actions listening to ev: those of its type whose
+// condition, if they have one, it meets. An event no action takes is
+// counted as dropped. A condition that fails fails the job, or with
+// Options.ContinueOnError counts as an action error and does not trigger
+// its action.
 func (o *operator[K, IN, OUT]) addTasks(r *runState, ev *Event) {
 	acts := o.def.byType[ev.Type]
-	if len(acts) == 0 {
-		o.cDropped.Inc()
-		return
-	}
+	added := false
 	for _, a := range acts {
+		if cond := o.def.conds[a]; cond != nil {
+			ok, err := cond.match(&o.condAct, ev)
+			if err != nil {
+				err = conditionFailed(o.def.actions[a], ev, err)
+				o.cErrors.Inc()
+				if !o.opts.ContinueOnError {
+					o.fail(err)
+					return
+				}
+				o.logger.Warn("agent: a trigger condition failed; the action does not run for this event", "err", err)
+				continue
+			}
+			if !ok {
+				continue
+			}
+		}
 		r.tasks = append(r.tasks, task{ev: ev, action: a})
+		added = true
+	}
+	if !added {
+		o.cDropped.Inc()
 	}
 }
 
