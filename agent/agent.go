@@ -38,6 +38,12 @@ type Action struct {
 	Name string
 	// On lists the event types the action listens to.
 	On []string
+	// When, if set, is a CEL condition over the event (see CheckCondition
+	// and docs/agents.md): the action runs only for the events of its On
+	// types for which it is true, e.g. `event.value.amount > 100`. It is
+	// compiled and type-checked when the agent is applied, and evaluated
+	// on the subtask goroutine for every event of those types.
+	When string
 	// Run is the action's code.
 	Run func(ctx *RunnerContext, ev Event) error
 }
@@ -46,6 +52,13 @@ type Action struct {
 // given types.
 func NewAction(name string, run func(ctx *RunnerContext, ev Event) error, on ...string) Action {
 	return Action{Name: name, On: on, Run: run}
+}
+
+// WithCondition returns a copy of a with the trigger condition cond (see
+// Action.When).
+func (a Action) WithCondition(cond string) Action {
+	a.When = cond
+	return a
 }
 
 // Config is an agent's read-only configuration.
@@ -101,7 +114,9 @@ func (c Config) Decode(name string, dst any) (bool, error) {
 
 // compiled is an Agent checked and indexed for the operator.
 type compiled struct {
-	actions  []*Action
+	actions []*Action
+	// conds holds the compiled condition of each action (nil: none).
+	conds    []*condition
 	byName   map[string]int
 	byType   map[string][]int
 	models   map[string]model.ChatModel
@@ -132,6 +147,13 @@ func compile(a *Agent) (*compiled, error) {
 		if len(act.On) == 0 {
 			return nil, fmt.Errorf("agent: action %q listens to no event type; set On (e.g. %q)", act.Name, TypeInput)
 		}
+		var cond *condition
+		if act.When != "" {
+			var err error
+			if cond, err = compileCondition(act.When); err != nil {
+				return nil, fmt.Errorf("agent: action %q: %w", act.Name, err)
+			}
+		}
 		c.byName[act.Name] = len(c.actions)
 		for _, t := range act.On {
 			if t == TypeOutput {
@@ -145,6 +167,7 @@ func compile(a *Agent) (*compiled, error) {
 			}
 		}
 		c.actions = append(c.actions, act)
+		c.conds = append(c.conds, cond)
 	}
 	ts, err := tool.NewSet(a.Tools...)
 	if err != nil {

@@ -28,6 +28,13 @@
 //
 // ReAct builds a ready-made agent that runs a model and tools in turn.
 //
+// An action may add a CEL condition over the event to its types
+// (Action.When, e.g. `event.value.amount > 100`), compiled and
+// type-checked when the agent is applied. Short-term entries may have a
+// time to live (Memory.SetTTL: processing time, a checkpointed timer per
+// entry), and committed changes of short-term memory send
+// TypeMemoryUpdated events to the actions that listen to them.
+//
 // # Guarantees
 //
 //  1. One input per key at a time. A key's inputs start in arrival order,

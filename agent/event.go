@@ -26,7 +26,26 @@ const (
 	TypeToolRequest = "tool_request"
 	// TypeToolResponse carries a tool's result (see NewToolResponse).
 	TypeToolResponse = "tool_response"
+	// TypeMemoryUpdated is sent by the operator for every short-term
+	// memory entry an action's committed writes change, when some action
+	// listens to it; the Value is a MemoryUpdate (read it with
+	// MemoryUpdateOf). The events belong to the input whose action wrote,
+	// after the events that action sent, in the order of the names.
+	TypeMemoryUpdated = "memory_updated"
 )
+
+// MemoryUpdate is the payload of a TypeMemoryUpdated event: the key, the
+// entry's name, and its JSON before and after the write (Old nil: it was
+// not set, or had expired; New nil: it was deleted).
+type MemoryUpdate struct {
+	Key  any             `json:"key"`
+	Name string          `json:"name"`
+	Old  json.RawMessage `json:"old,omitempty"`
+	New  json.RawMessage `json:"new,omitempty"`
+}
+
+// MemoryUpdateOf returns the payload of a memory-updated event.
+func MemoryUpdateOf(ev Event) (MemoryUpdate, error) { return ValueAs[MemoryUpdate](ev) }
 
 // Event is what actions receive and send: a type, a payload (Value) and
 // further named attributes (Attrs), and its lineage. Value and attributes

@@ -14,6 +14,9 @@ import (
 type keyState[K comparable, IN any] struct {
 	nextSeq int64
 	memory  map[string]json.RawMessage
+	// expiry holds the deadlines (processing time, ms) of the short-term
+	// entries that have a TTL; each has a processing-time timer.
+	expiry  map[string]int64
 	run     *runState
 	pending []pendingInput[IN] // pending[head:] wait, oldest first
 	head    int
@@ -22,6 +25,9 @@ type keyState[K comparable, IN any] struct {
 	boxed  any // key as an interface value, made once
 	kg     int
 	queued bool
+	// purgeDue says a TTL timer fired while an action of the key was
+	// running: expired entries go when the input finishes.
+	purgeDue bool
 }
 
 func (ks *keyState[K, IN]) hasPending() bool { return ks.head < len(ks.pending) }
@@ -73,6 +79,7 @@ func (r *runState) popTask() {
 type keyStateJSON struct {
 	NextSeq int64                      `json:"next_seq"`
 	Memory  map[string]json.RawMessage `json:"memory,omitempty"`
+	Expiry  map[string]int64           `json:"expiry,omitempty"`
 	Run     *runJSON                   `json:"run,omitempty"`
 	Pending []pendingJSON              `json:"pending,omitempty"`
 }
@@ -104,7 +111,7 @@ type keyStateCodec[K comparable, IN any] struct {
 }
 
 func (c keyStateCodec[K, IN]) Append(dst []byte, ks *keyState[K, IN]) ([]byte, error) {
-	j := keyStateJSON{NextSeq: ks.nextSeq, Memory: ks.memory}
+	j := keyStateJSON{NextSeq: ks.nextSeq, Memory: ks.memory, Expiry: ks.expiry}
 	for _, p := range ks.pending[ks.head:] {
 		b, err := c.in.Append(nil, p.value)
 		if err != nil {
@@ -131,7 +138,7 @@ func (c keyStateCodec[K, IN]) Decode(src []byte) (*keyState[K, IN], error) {
 	if err := json.Unmarshal(src, &j); err != nil {
 		return nil, fmt.Errorf("agent: corrupt checkpointed key state: %w", err)
 	}
-	ks := &keyState[K, IN]{nextSeq: j.NextSeq, memory: j.Memory}
+	ks := &keyState[K, IN]{nextSeq: j.NextSeq, memory: j.Memory, expiry: j.Expiry}
 	for _, p := range j.Pending {
 		v, err := c.in.Decode(p.Value)
 		if err != nil {

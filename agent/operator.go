@@ -2,13 +2,17 @@ package agent
 
 import (
 	"context"
+	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
+	"math"
 	"reflect"
 	"runtime/debug"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,6 +24,7 @@ import (
 	"github.com/weirproject/weir/keygroup"
 	"github.com/weirproject/weir/runtime"
 	"github.com/weirproject/weir/state"
+	"github.com/weirproject/weir/timer"
 )
 
 // Options configure Apply. The zero value is usable: every field documents
@@ -230,6 +235,15 @@ type operator[K comparable, IN, OUT any] struct {
 	usage map[string]*modelUsage
 	// elog is the event log; nil without Options.Listeners.
 	elog *eventLog
+	// condAct is the activation of trigger conditions (subtask goroutine).
+	condAct eventActivation
+	// ttl holds a processing-time timer per short-term entry with a TTL
+	// (namespace: the entry's name); nextWake is the earliest wake-up
+	// asked of the runtime for it.
+	ttl       *timer.Service[K, string]
+	nextWake  int64
+	cExpired  *runtime.Counter
+	cMemEvent *runtime.Counter
 }
 
 // pendingPrune is what a checkpoint covers: the inputs finished before its
@@ -277,6 +291,11 @@ func (o *operator[K, IN, OUT]) Open(ctx *runtime.Context, out runtime.Output[OUT
 	}
 	clk := ctx.Clock
 	o.q.Now = func() int64 { return clock.NowMillis(clk) }
+	o.ttl = timer.NewServiceWithCodecs[K, string](ctx.KeyGroups, o.kc, nil)
+	o.nextWake = math.MaxInt64
+	o.ttl.OnProcessingHeadChange(o.scheduleTTL)
+	o.cExpired = ctx.Counter("memoryExpired")
+	o.cMemEvent = ctx.Counter("memoryUpdateEvents")
 	o.gHeld = ctx.Gauge("heldWatermarks")
 	o.gAge = ctx.Gauge("oldestHeldWatermarkAgeMs")
 	o.gInFlight = ctx.Gauge("inFlightInputs")
@@ -469,8 +488,13 @@ func (o *operator[K, IN, OUT]) SnapshotState(w *runtime.SnapshotWriter) error {
 		if o.keys.NumKeysInKeyGroup(kg) == 0 {
 			continue
 		}
-		blob, err := o.backend.AppendSnapshotKeyGroup([]byte{snapshotFormat}, kg)
+		st, err := o.backend.AppendSnapshotKeyGroup(nil, kg)
 		if err != nil {
+			return err
+		}
+		blob := binary.AppendUvarint([]byte{snapshotFormat}, uint64(len(st)))
+		blob = append(blob, st...)
+		if blob, err = o.ttl.AppendSnapshotKeyGroup(blob, kg); err != nil {
 			return err
 		}
 		if err := w.KeyGroup(kg, blob); err != nil {
@@ -553,8 +577,10 @@ func (o *operator[K, IN, OUT]) NotifyCheckpointComplete(id int64) error {
 // aborted checkpoint covered is pruned with the next one that completes.
 func (o *operator[K, IN, OUT]) NotifyCheckpointAborted(id int64) { delete(o.savepoints, id) }
 
-// snapshotFormat is the first byte of every key-group blob.
-const snapshotFormat = 1
+// snapshotFormat is the first byte of every key-group blob: 2 is
+// uvarint(len(state)) state timers (the TTL timers, timer.Service's
+// format); 1, which restores too, was the state alone.
+const snapshotFormat = 2
 
 func (o *operator[K, IN, OUT]) restore(ctx *runtime.Context) error {
 	r := ctx.Restored()
@@ -589,10 +615,21 @@ func (o *operator[K, IN, OUT]) restore(ctx *runtime.Context) error {
 		}
 	}
 	err := r.ForEachKeyGroup(func(kg int, data []byte) error {
-		if len(data) == 0 || data[0] != snapshotFormat {
+		if len(data) == 0 || data[0] > snapshotFormat || data[0] == 0 {
 			return fmt.Errorf("agent: key-group blob in unknown format %v; was it written by a newer weir?", data[:min(1, len(data))])
 		}
-		return o.backend.RestoreKeyGroup(kg, data[1:])
+		if data[0] == 1 {
+			return o.backend.RestoreKeyGroup(kg, data[1:])
+		}
+		n, w := binary.Uvarint(data[1:])
+		if w <= 0 || uint64(len(data)-1-w) < n {
+			return fmt.Errorf("agent: corrupt key-group blob %d (state length)", kg)
+		}
+		st := data[1+w : 1+w+int(n)]
+		if err := o.backend.RestoreKeyGroup(kg, st); err != nil {
+			return err
+		}
+		return o.ttl.RestoreKeyGroup(kg, data[1+w+int(n):])
 	})
 	if err != nil {
 		return err
@@ -616,6 +653,9 @@ func (o *operator[K, IN, OUT]) restore(ctx *runtime.Context) error {
 				o.enqueue(ks)
 			}
 		})
+	}
+	if next, ok := o.ttl.NextProcessingTime(); ok {
+		o.scheduleTTL(next)
 	}
 	o.cRestored.Add(int64(o.unfinished))
 	if o.unfinished > 0 {
@@ -687,14 +727,36 @@ func (o *operator[K, IN, OUT]) begin(ks *keyState[K, IN]) {
 	ks.run = r
 }
 
+// addTasks queues the actions listening to ev: those of its type whose
+// condition, if they have one, it meets. An event no action takes is
+// counted as dropped. A condition that fails fails the job, or with
+// Options.ContinueOnError counts as an action error and does not trigger
+// its action.
 func (o *operator[K, IN, OUT]) addTasks(r *runState, ev *Event) {
 	acts := o.def.byType[ev.Type]
-	if len(acts) == 0 {
-		o.cDropped.Inc()
-		return
-	}
+	added := false
 	for _, a := range acts {
+		if cond := o.def.conds[a]; cond != nil {
+			ok, err := cond.match(&o.condAct, ev)
+			if err != nil {
+				err = conditionFailed(o.def.actions[a], ev, err)
+				o.cErrors.Inc()
+				if !o.opts.ContinueOnError {
+					o.fail(err)
+					return
+				}
+				o.logger.Warn("agent: a trigger condition failed; the action does not run for this event", "err", err)
+				continue
+			}
+			if !ok {
+				continue
+			}
+		}
 		r.tasks = append(r.tasks, task{ev: ev, action: a})
+		added = true
+	}
+	if !added {
+		o.cDropped.Inc()
 	}
 }
 
@@ -726,6 +788,10 @@ func (o *operator[K, IN, OUT]) finish(ks *keyState[K, IN]) {
 			o.finished[string(kb)] = ks.run.seq
 		}
 	}
+	if ks.purgeDue {
+		ks.purgeDue = false
+		o.purgeExpired(ks)
+	}
 	if r := ks.run; len(o.freeR) < 4*o.opts.MaxConcurrentKeys {
 		*r = runState{}
 		o.freeR = append(o.freeR, r)
@@ -756,9 +822,12 @@ func (o *operator[K, IN, OUT]) prepare(ks *keyState[K, IN]) *completion[K, IN] {
 	c.ks = ks
 	c.rc = &c.rcMem
 	*c.rc = RunnerContext{host: o, key: ks.boxed, seq: r.seq, ev: t.ev, action: o.def.actions[t.action], actionIdx: t.action,
-		short:   Memory{name: "short-term", base: ks.memory},
+		short:   Memory{name: "short-term", base: ks.memory, expiry: ks.expiry, short: true},
 		sensory: Memory{name: "sensory", base: r.sensory},
 		sent:    c.sent[:0], elog: o.elog}
+	if len(ks.expiry) > 0 {
+		c.rc.short.now = clock.NowMillis(o.Ctx.Clock)
+	}
 	if o.store != nil {
 		c.rc.durable = &durableRun{store: o.store, kg: ks.kg, pos: Position{Seq: r.seq, EventID: t.ev.ID, Action: t.action},
 			onReplay: o.cCallsReplayed.Inc, onDiverge: o.cDiverged.Inc}
@@ -993,7 +1062,7 @@ func (o *operator[K, IN, OUT]) apply(c *completion[K, IN]) {
 		if o.elog != nil {
 			o.logApplied(c)
 		}
-		ks.memory = applyWrites(ks.memory, rc.short.writes)
+		updates := o.applyShort(ks, rc.short.writes)
 		r.sensory = applyWrites(r.sensory, rc.sensory.writes)
 		for i := range rc.sent {
 			ev := &rc.sent[i]
@@ -1011,6 +1080,12 @@ func (o *operator[K, IN, OUT]) apply(c *completion[K, IN]) {
 			*e = *ev
 			o.addTasks(r, e)
 		}
+		for _, u := range updates {
+			e := &Event{Type: TypeMemoryUpdated, Value: u, ID: r.nextID, Parent: rc.ev.ID, Action: rc.action.Name}
+			r.nextID++
+			o.cMemEvent.Inc()
+			o.addTasks(r, e)
+		}
 	}
 	o.cActions.Inc()
 	r.popTask()
@@ -1022,7 +1097,9 @@ func (o *operator[K, IN, OUT]) logApplied(c *completion[K, IN]) {
 	rc := c.rc
 	if len(rc.short.writes) > 0 {
 		e := rc.entry(LogMemory)
-		e.Name, e.Data, e.Replayed = "short-term", maps.Clone(rc.short.writes), c.replayed
+		w := maps.Clone(rc.short.writes)
+		maps.DeleteFunc(w, func(k string, _ json.RawMessage) bool { return strings.HasPrefix(k, ttlPrefix) })
+		e.Name, e.Data, e.Replayed = "short-term", w, c.replayed
 		o.elog.emit(e)
 	}
 	for i := range rc.sent {

@@ -66,18 +66,28 @@ func buildAgent(ctx context.Context, a *AgentSpec) (*agent.Agent, *template.Temp
 			}
 			tools = append(tools, ht)
 		case "mcp":
+			opts, err := mcpOptions(t)
+			if err != nil {
+				return fail(fmt.Errorf("%s: %w", t.Pos, err))
+			}
 			var c *tool.MCPClient
-			var err error
 			if len(t.Command) > 0 {
-				c, err = tool.MCPStdio(ctx, exec.Command(t.Command[0], t.Command[1:]...))
+				c, err = tool.MCPStdioWith(ctx, exec.Command(t.Command[0], t.Command[1:]...), opts)
 			} else {
-				c, err = tool.MCPHTTP(ctx, t.URL, nil)
+				c, err = tool.MCPHTTPWith(ctx, t.URL, opts)
 			}
 			if err != nil {
 				return fail(fmt.Errorf("%s: MCP server: %w", t.Pos, err))
 			}
 			closers = append(closers, c.Close)
 			tools = append(tools, c.Tools()...)
+			if t.Resources {
+				rt, err := c.ResourceTool(ctx, "")
+				if err != nil {
+					return fail(fmt.Errorf("%s: MCP server: %w", t.Pos, err))
+				}
+				tools = append(tools, rt)
+			}
 		case "retrieval":
 			rt, err := retrievalTool(ctx, t)
 			if err != nil {
@@ -141,8 +151,21 @@ func buildAgent(ctx context.Context, a *AgentSpec) (*agent.Agent, *template.Temp
 		c.Output(out)
 		return nil
 	}
+	actions := []agent.Action{agent.NewAction("respond", run, agent.TypeInput)}
+	if a.When != "" {
+		// Records that do not meet the condition pass through unchanged.
+		actions[0] = actions[0].WithCondition(a.When)
+		actions = append(actions, agent.NewAction("pass", func(c *agent.RunnerContext, ev agent.Event) error {
+			in, err := agent.Input[Record](ev)
+			if err != nil {
+				return err
+			}
+			c.Output(in)
+			return nil
+		}, agent.TypeInput).WithCondition("!("+a.When+")"))
+	}
 	return &agent.Agent{
-		Actions: []agent.Action{agent.NewAction("respond", run, agent.TypeInput)},
+		Actions: actions,
 		Models:  map[string]model.ChatModel{agentModel: m},
 		Tools:   tools,
 	}, tmpl, closers, nil
@@ -250,4 +273,28 @@ func httpTool(t ToolSpec) (tool.Tool, error) {
 			return tool.Result{Content: string(body)}, nil
 		},
 	}, nil
+}
+
+// mcpOptions turns an MCP tool's headers and retries into tool.MCPOptions.
+// Header values expand environment variables (${VAR}, ${VAR:-default});
+// an error names the variable, never a value.
+func mcpOptions(t ToolSpec) (tool.MCPOptions, error) {
+	var opts tool.MCPOptions
+	if len(t.Headers) > 0 {
+		opts.Headers = make(map[string]string, len(t.Headers))
+		for name, v := range t.Headers {
+			val, err := expandEnv(v)
+			if err != nil {
+				return opts, fmt.Errorf("mcp.headers.%s: %w", name, err)
+			}
+			if val == "" {
+				return opts, fmt.Errorf("mcp.headers.%s: the value is empty; set the environment variable it names", name)
+			}
+			opts.Headers[name] = val
+		}
+	}
+	if r := t.Retry; r != nil {
+		opts.Retry = tool.MCPRetry{Attempts: r.Attempts, Initial: r.Initial, Max: r.Max, Timeout: r.Timeout}
+	}
+	return opts, nil
 }

@@ -1,8 +1,11 @@
 package pipeline
 
 import (
+	"errors"
 	"fmt"
 	"text/template"
+
+	"github.com/weirproject/weir/agent"
 )
 
 // check runs the checks that need the whole spec: expressions compile,
@@ -121,6 +124,23 @@ func (d *dec) check(s *Spec) {
 			case "agent":
 				if _, err := template.New("prompt").Option("missingkey=zero").Parse(st.Agent.Prompt); err != nil {
 					d.errAt(st.Agent.PromptPos, "%s.prompt: bad template: %v; want a Go text/template such as 'Review order {{.id}}'", what, err)
+				}
+				if a := st.Agent; a.When != "" {
+					if err := agent.CheckCondition(a.When); err != nil {
+						q := a.WhenPos
+						var ce *agent.ConditionError
+						msg := err.Error()
+						if errors.As(err, &ce) {
+							msg = ce.Msg
+							if ce.Line > 1 {
+								q.Line += ce.Line - 1
+								q.Col = ce.Column
+							} else {
+								q.Col += ce.Column - 1
+							}
+						}
+						d.errAt(q, "%s.when: bad condition: %s; want a CEL condition over the record such as event.value.amount > 100 (fields under event.value)", what, msg)
+					}
 				}
 				if st.Agent.Store != nil && st.Agent.Store.Topic != "" {
 					needKafka(st.Agent.Store.Pos, what+".store.kafka")

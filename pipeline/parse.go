@@ -545,6 +545,14 @@ func (d *dec) agent(k, n ast.Node, what string) *AgentSpec {
 			})
 		}},
 		field{"maxSteps", false, func(_, v ast.Node) { d.intField(v, what+".maxSteps", 1, 100, &a.MaxSteps) }},
+		field{"when", false, func(_, v ast.Node) {
+			// Read raw, like filter expressions (never env-expanded).
+			if s, ok := scalarText(v); ok && strings.TrimSpace(s) != "" {
+				a.When, a.WhenPos = s, exprPos(d.pos(v), v)
+			} else {
+				d.errf(v, "%s.when: got %s, want a CEL condition such as event.value.amount > 100", what, describe(v))
+			}
+		}},
 		field{"output", false, func(_, v ast.Node) { d.nonEmpty(v, what+".output", "a field name", &a.Output) }},
 		field{"maxConcurrentKeys", false, func(_, v ast.Node) { d.intField(v, what+".maxConcurrentKeys", 1, 1<<20, &a.MaxConcurrent) }},
 		field{"actionTimeout", false, func(_, v ast.Node) { d.duration(v, what+".actionTimeout", true, &a.ActionTimeout) }},
@@ -646,10 +654,53 @@ func (d *dec) tool(n ast.Node, what string) ToolSpec {
 			t.Kind = "mcp"
 			d.object(v, what+".mcp",
 				field{"command", false, func(_, v ast.Node) { d.strings(v, what+".mcp.command", &t.Command, nil) }},
-				field{"url", false, func(_, v ast.Node) { d.nonEmpty(v, what+".mcp.url", "the MCP server's HTTP endpoint", &t.URL) }},
+				field{"url", false, func(_, v ast.Node) {
+					if d.nonEmpty(v, what+".mcp.url", "the MCP server's HTTP endpoint", &t.URL) &&
+						!strings.HasPrefix(t.URL, "http://") && !strings.HasPrefix(t.URL, "https://") {
+						d.errf(v, "%s.mcp.url: %q: want an http:// or https:// URL", what, t.URL)
+					}
+				}},
+				field{"headers", false, func(_, v ast.Node) {
+					t.HeadersPos = d.pos(v)
+					m, ok := d.anyValue(v, 0).(map[string]any)
+					if !ok {
+						d.errf(v, "%s.mcp.headers: want a map of header names to values, such as {Authorization: 'Bearer ${MCP_TOKEN}'}", what)
+						return
+					}
+					t.Headers = map[string]string{}
+					for name, val := range m {
+						sv, ok := val.(string)
+						if !ok || name == "" {
+							d.errf(v, "%s.mcp.headers.%s: want a string value (environment variables as ${VAR})", what, name)
+							continue
+						}
+						// Checked here, expanded when the job is built: the
+						// spec keeps the reference, not the secret.
+						if x, err := expandEnv(sv); err != nil {
+							d.errf(v, "%s.mcp.headers.%s: %v", what, name, err)
+						} else if x == "" {
+							d.errf(v, "%s.mcp.headers.%s: the value is empty; set the environment variable it names", what, name)
+						}
+						t.Headers[name] = sv
+					}
+				}},
+				field{"retries", false, func(_, v ast.Node) {
+					r := &MCPRetrySpec{}
+					t.Retry = r
+					d.object(v, what+".mcp.retries",
+						field{"attempts", false, func(_, v ast.Node) { d.intField(v, what+".mcp.retries.attempts", 1, 100, &r.Attempts) }},
+						field{"initial", false, func(_, v ast.Node) { d.duration(v, what+".mcp.retries.initial", true, &r.Initial) }},
+						field{"max", false, func(_, v ast.Node) { d.duration(v, what+".mcp.retries.max", true, &r.Max) }},
+						field{"timeout", false, func(_, v ast.Node) { d.duration(v, what+".mcp.retries.timeout", true, &r.Timeout) }},
+					)
+				}},
+				field{"resources", false, func(_, v ast.Node) { d.boolean(v, what+".mcp.resources", &t.Resources) }},
 			)
 			if (len(t.Command) == 0) == (t.URL == "") {
 				d.errf(k, "%s.mcp: want exactly one of command (a program and its arguments, over stdio) or url (streamable HTTP)", what)
+			}
+			if len(t.Headers) > 0 && t.URL == "" {
+				d.errAt(t.HeadersPos, "%s.mcp.headers: headers apply to an MCP server over HTTP (url); a command gets its settings from its environment", what)
 			}
 		}},
 		field{"retrieval", false, func(k, v ast.Node) {

@@ -185,12 +185,17 @@ type AggregateSpec struct {
 
 // AgentSpec configures the agent operator.
 type AgentSpec struct {
-	Model           ModelSpec
-	System          string
-	Prompt          string
-	PromptPos       Pos
-	Tools           []ToolSpec
-	MaxSteps        int
+	Model     ModelSpec
+	System    string
+	Prompt    string
+	PromptPos Pos
+	Tools     []ToolSpec
+	MaxSteps  int
+	// When is a CEL condition over the input (event.value.<field>): the
+	// agent runs for the records that meet it; the others pass through
+	// unchanged. "" means every record.
+	When            string
+	WhenPos         Pos
 	Output          string
 	Store           *StoreSpec
 	MaxConcurrent   int
@@ -223,6 +228,14 @@ type ToolSpec struct {
 	Method      string
 	Parameters  map[string]any
 	Command     []string
+	// MCP over HTTP: headers of every request (values may name
+	// environment variables, $VAR or ${VAR}, expanded when the job is
+	// built and never logged), retries of transient failures, and
+	// whether to offer the server's resources as a read_resource tool.
+	Headers    map[string]string
+	HeadersPos Pos
+	Retry      *MCPRetrySpec
+	Resources  bool
 	// Retrieval tool (Kind "retrieval"): the JSON-lines file of documents
 	// ({id, text, metadata}) embedded when the job is built, the number of
 	// hits returned, and the embedding model (offline, or an
@@ -230,6 +243,14 @@ type ToolSpec struct {
 	Documents string
 	K         int
 	Embedding *ModelSpec
+}
+
+// MCPRetrySpec bounds the retries of an MCP server's requests.
+type MCPRetrySpec struct {
+	Attempts int
+	Initial  time.Duration
+	Max      time.Duration
+	Timeout  time.Duration
 }
 
 // StoreSpec is the agent's action-state store.

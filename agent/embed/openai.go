@@ -5,15 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"os"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/openai/openai-go/v3"
-	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/packages/param"
 
+	"github.com/weirproject/weir/agent/internal/openaiopts"
 	"github.com/weirproject/weir/agent/model"
 )
 
@@ -80,42 +78,14 @@ func OpenAI(cfg OpenAIConfig) (*OpenAIClient, error) {
 	case cfg.BatchSize < 0:
 		return nil, fmt.Errorf("embed: OpenAIConfig.BatchSize is %d; use a positive number, or 0 for %d", cfg.BatchSize, DefaultBatchSize)
 	}
-	base := cfg.BaseURL
-	if base == "" {
-		base = os.Getenv("OPENAI_BASE_URL")
-	}
-	if base == "" {
-		base = model.DefaultOpenAIBaseURL
-	}
-	key := cfg.APIKey
-	if key == "" {
-		key = os.Getenv("OPENAI_API_KEY")
-	}
-	timeout := cfg.Timeout
-	if timeout <= 0 {
-		timeout = time.Minute
-	}
-	opts := []option.RequestOption{option.WithBaseURL(base), option.WithMaxRetries(0), option.WithRequestTimeout(timeout)}
-	if cfg.APIKeyHeader == "" {
-		opts = append(opts, option.WithAPIKey(key))
-	} else {
-		opts = append(opts, option.WithAPIKey(""), option.WithAdminAPIKey(""), option.WithHeader(cfg.APIKeyHeader, key))
-	}
-	if cfg.HTTPClient != nil {
-		opts = append(opts, option.WithHTTPClient(cfg.HTTPClient))
-	}
-	for k, v := range cfg.Headers {
-		opts = append(opts, option.WithHeader(k, v))
-	}
-	for k, v := range cfg.Query {
-		opts = append(opts, option.WithQuery(k, v))
-	}
+	opts, base := openaiopts.Options(openaiopts.Config{BaseURL: cfg.BaseURL, APIKey: cfg.APIKey, APIKeyHeader: cfg.APIKeyHeader,
+		Timeout: cfg.Timeout, DefaultTimeout: time.Minute, HTTPClient: cfg.HTTPClient, Headers: cfg.Headers, Query: cfg.Query})
 	batch := cfg.BatchSize
 	if batch == 0 {
 		batch = DefaultBatchSize
 	}
 	return &OpenAIClient{client: openai.NewClient(opts...), model: cfg.Model, dims: cfg.Dimensions, batch: batch,
-		baseURL: strings.TrimRight(base, "/"), retry: cfg.Retry}, nil
+		baseURL: base, retry: cfg.Retry}, nil
 }
 
 // String names the endpoint and model (never the key).

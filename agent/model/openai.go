@@ -16,11 +16,13 @@ import (
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/packages/param"
 	"github.com/openai/openai-go/v3/shared"
+
+	"github.com/weirproject/weir/agent/internal/openaiopts"
 )
 
 // DefaultOpenAIBaseURL is the base URL when neither the config nor
 // OPENAI_BASE_URL sets one.
-const DefaultOpenAIBaseURL = "https://api.openai.com/v1"
+const DefaultOpenAIBaseURL = openaiopts.DefaultBaseURL
 
 // OpenAIConfig configures a client of an OpenAI-compatible chat-completions
 // endpoint (OpenAI, Azure-style gateways, vLLM, LM Studio, Ollama, ...).
@@ -80,43 +82,9 @@ type OpenAIClient struct {
 
 // OpenAI returns a client for cfg (see OpenAIConfig for defaults).
 func OpenAI(cfg OpenAIConfig) *OpenAIClient {
-	base := cfg.BaseURL
-	if base == "" {
-		base = os.Getenv("OPENAI_BASE_URL")
-	}
-	if base == "" {
-		base = DefaultOpenAIBaseURL
-	}
-	key := cfg.APIKey
-	if key == "" {
-		key = os.Getenv("OPENAI_API_KEY")
-	}
-	timeout := cfg.Timeout
-	if timeout <= 0 {
-		timeout = 2 * time.Minute
-	}
-	opts := []option.RequestOption{
-		option.WithBaseURL(base),
-		option.WithMaxRetries(0),
-		option.WithRequestTimeout(timeout),
-	}
-	if cfg.APIKeyHeader == "" {
-		opts = append(opts, option.WithAPIKey(key))
-	} else {
-		// Empty keys send no Authorization header, also when the
-		// environment has OPENAI_API_KEY (the SDK reads it by default).
-		opts = append(opts, option.WithAPIKey(""), option.WithAdminAPIKey(""), option.WithHeader(cfg.APIKeyHeader, key))
-	}
-	if cfg.HTTPClient != nil {
-		opts = append(opts, option.WithHTTPClient(cfg.HTTPClient))
-	}
-	for k, v := range cfg.Headers {
-		opts = append(opts, option.WithHeader(k, v))
-	}
-	for k, v := range cfg.Query {
-		opts = append(opts, option.WithQuery(k, v))
-	}
-	return &OpenAIClient{client: openai.NewClient(opts...), model: cfg.Model, baseURL: strings.TrimRight(base, "/"), retry: cfg.Retry, stream: cfg.Stream, limiter: cfg.RateLimit}
+	opts, base := openaiopts.Options(openaiopts.Config{BaseURL: cfg.BaseURL, APIKey: cfg.APIKey, APIKeyHeader: cfg.APIKeyHeader,
+		Timeout: cfg.Timeout, DefaultTimeout: 2 * time.Minute, HTTPClient: cfg.HTTPClient, Headers: cfg.Headers, Query: cfg.Query})
+	return &OpenAIClient{client: openai.NewClient(opts...), model: cfg.Model, baseURL: base, retry: cfg.Retry, stream: cfg.Stream, limiter: cfg.RateLimit}
 }
 
 // DefaultOllamaBaseURL is Ollama's OpenAI-compatible endpoint on this

@@ -52,7 +52,25 @@ func testServer(release <-chan struct{}) *mcp.Server {
 			return nil, nil, errors.New("released")
 		}
 	})
+	addPromptAndResource(s)
 	return s
+}
+
+// addPromptAndResource gives s the prompt "review" (argument order) and
+// the resource weir://policy.
+func addPromptAndResource(s *mcp.Server) {
+	s.AddPrompt(&mcp.Prompt{Name: "review", Description: "Reviews an order",
+		Arguments: []*mcp.PromptArgument{{Name: "order", Description: "the order id", Required: true}}},
+		func(_ context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+			return &mcp.GetPromptResult{Messages: []*mcp.PromptMessage{
+				{Role: "user", Content: &mcp.TextContent{Text: "Review order " + req.Params.Arguments["order"]}},
+				{Role: "assistant", Content: &mcp.TextContent{Text: "Which policy applies?"}},
+			}}, nil
+		})
+	s.AddResource(&mcp.Resource{URI: "weir://policy", Name: "policy", Description: "The refund policy", MIMEType: "text/plain"},
+		func(_ context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: req.Params.URI, MIMEType: "text/plain", Text: "Refunds within 30 days."}}}, nil
+		})
 }
 
 const serverEnv = "WEIR_TOOL_TEST_MCP_SERVER"
@@ -188,6 +206,7 @@ func TestMCPStdio(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkMCPTools(t, c)
+	checkMCPPromptsAndResources(t, c)
 	if err := c.Close(); err != nil {
 		t.Fatalf("close: %v", err)
 	}
@@ -211,6 +230,7 @@ func TestMCPStreamableHTTP(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkMCPTools(t, c)
+	checkMCPPromptsAndResources(t, c)
 	close(release)
 	if err := c.Close(); err != nil {
 		t.Fatalf("close: %v", err)
