@@ -1,28 +1,105 @@
 package checkpoint
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/url"
-	"os"
 	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
-
-	gcblob "gocloud.dev/blob"
-	"gocloud.dev/gcerrors"
 )
 
 // Schemes are the URL schemes a checkpoint or savepoint location may have
 // (a location without a scheme is a local directory path).
 var Schemes = []string{"file", "s3", "gs", "azblob"}
 
-// bucketSchemes are the schemes served by gocloud.dev/blob; their drivers
-// register in drivers_*.go.
-var bucketSchemes = map[string]bool{"s3": true, "gs": true, "azblob": true}
+// bucketSchemes are the object-store schemes, each served by a driver
+// package that registers it (RegisterScheme), and the build tag of
+// cmd/weir that links the driver in.
+var bucketSchemes = map[string]struct{ pkg, tag string }{
+	"s3":     {"checkpoint/s3", "weir_s3"},
+	"gs":     {"checkpoint/gcs", "weir_gcs"},
+	"azblob": {"checkpoint/azure", "weir_azure"},
+}
+
+// drivers holds the registered openers by scheme, and the buckets opened
+// so far by bucketKey, for the life of the process: a job writes a
+// checkpoint every few seconds to the same bucket, and opening one loads
+// credentials and builds a client.
+var drivers struct {
+	sync.Mutex
+	open    map[string]func(*url.URL) (Store, error)
+	buckets map[string]Store
+}
+
+// RegisterScheme makes locations with scheme (s3, gs or azblob) open with
+// open. The driver packages call it from their init: import
+// github.com/weirproject/weir/checkpoint/s3, .../checkpoint/gcs or
+// .../checkpoint/azure for its side effect to accept that scheme (cmd/weir
+// does with the build tags weir_s3, weir_gcs, weir_azure or weir_cloud).
+// open gets the bucket's URL (scheme, bucket as host, the query; no path)
+// and is called once per bucket; its Store is kept for the life of the
+// process. RegisterScheme panics on another scheme or a second
+// registration.
+func RegisterScheme(scheme string, open func(bucket *url.URL) (Store, error)) {
+	if _, ok := bucketSchemes[scheme]; !ok || open == nil {
+		panic(fmt.Sprintf("checkpoint: RegisterScheme(%q): not an object-store scheme (s3, gs, azblob) or a nil opener", scheme))
+	}
+	drivers.Lock()
+	defer drivers.Unlock()
+	if drivers.open[scheme] != nil {
+		panic(fmt.Sprintf("checkpoint: RegisterScheme(%q) called twice", scheme))
+	}
+	if drivers.open == nil {
+		drivers.open = map[string]func(*url.URL) (Store, error){}
+	}
+	drivers.open[scheme] = open
+}
+
+// isBucket tells whether scheme is an object-store scheme.
+func isBucket(scheme string) bool {
+	_, ok := bucketSchemes[scheme]
+	return ok
+}
+
+// registered tells whether scheme's driver is registered.
+func registered(scheme string) bool {
+	drivers.Lock()
+	defer drivers.Unlock()
+	return drivers.open[scheme] != nil
+}
+
+// openBucket returns the Store of the bucket at u.
+func openBucket(u *url.URL) (Store, error) {
+	k := bucketKey(u)
+	drivers.Lock()
+	defer drivers.Unlock()
+	if s, ok := drivers.buckets[k]; ok {
+		return s, nil
+	}
+	open := drivers.open[u.Scheme]
+	if open == nil {
+		return nil, missingDriver(u.String(), u.Scheme)
+	}
+	s, err := open(u)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint: open bucket %s://%s: %w", u.Scheme, u.Host, err)
+	}
+	if drivers.buckets == nil {
+		drivers.buckets = map[string]Store{}
+	}
+	drivers.buckets[k] = s
+	return s, nil
+}
+
+// missingDriver is the error of a location whose scheme's driver is not
+// linked in: it names the command that installs a weir with it.
+func missingDriver(loc, scheme string) error {
+	d := bucketSchemes[scheme]
+	return fmt.Errorf("checkpoint: location %q: this build has no %s driver; install weir with it: go install -tags %s github.com/weirproject/weir/cmd/weir@latest (-tags weir_cloud: s3, gs and azblob; in Go code: import _ \"github.com/weirproject/weir/%s\")",
+		loc, scheme, d.tag, d.pkg)
+}
 
 // CheckLocation returns an error, one line naming what is wrong and what
 // is accepted, unless loc is a directory path or a URL whose scheme is one
@@ -77,12 +154,12 @@ func parseLocation(loc string) (*url.URL, string, error) {
 			return nil, "", fmt.Errorf("checkpoint: location %q has no path; write file:///absolute/path", loc)
 		}
 		return nil, u.Path, nil
-	case bucketSchemes[u.Scheme]:
+	case isBucket(u.Scheme):
 		if u.Host == "" {
 			return nil, "", fmt.Errorf("checkpoint: location %q names no bucket; write %s://BUCKET/PREFIX", loc, u.Scheme)
 		}
-		if !gcblob.DefaultURLMux().ValidBucketScheme(u.Scheme) {
-			return nil, "", fmt.Errorf("checkpoint: location %q: this weir was built without the %s driver (a weir_no* build tag); build it without that tag", loc, u.Scheme)
+		if !registered(u.Scheme) {
+			return nil, "", missingDriver(loc, u.Scheme)
 		}
 		key := strings.Trim(u.Path, "/")
 		b := *u
@@ -138,166 +215,3 @@ func bucketKey(u *url.URL) string {
 	}
 	return b.String()
 }
-
-// buckets holds the buckets opened so far, by bucketKey, for the life of
-// the process: a job writes a checkpoint every few seconds to the same
-// bucket, and opening one loads credentials and builds a client.
-var buckets struct {
-	sync.Mutex
-	m map[string]Store
-}
-
-// openBucket returns the Store of the bucket at u.
-func openBucket(u *url.URL) (Store, error) {
-	k := bucketKey(u)
-	buckets.Lock()
-	defer buckets.Unlock()
-	if s, ok := buckets.m[k]; ok {
-		return s, nil
-	}
-	b, err := gcblob.OpenBucket(context.Background(), u.String())
-	if err != nil {
-		return nil, fmt.Errorf("checkpoint: open bucket %s://%s: %w", u.Scheme, u.Host, err)
-	}
-	if buckets.m == nil {
-		buckets.m = map[string]Store{}
-	}
-	s := BucketStore(b)
-	buckets.m[k] = s
-	return s, nil
-}
-
-// BucketStore returns the Store of a gocloud.dev/blob bucket. Every write
-// is one object, atomic (visible whole or not at all) and durable when it
-// returns; there is no rename, so a snapshot's commit point is its
-// manifest, written after all its data objects. Keys are used as they are
-// (open the bucket with gocloud.dev/blob.PrefixedBucket to place snapshots under a
-// prefix).
-func BucketStore(b *gcblob.Bucket) Store { return &bucketStore{b: b} }
-
-type bucketStore struct{ b *gcblob.Bucket }
-
-// notExist maps a bucket's "not found" to os.ErrNotExist.
-func notExist(err error) error {
-	if gcerrors.Code(err) == gcerrors.NotFound {
-		return fmt.Errorf("%w: %v", os.ErrNotExist, err)
-	}
-	return err
-}
-
-func (s *bucketStore) Create(key string) (ObjectWriter, error) {
-	ctx, cancel := context.WithCancel(context.Background())
-	w, err := s.b.NewWriter(ctx, key, &gcblob.WriterOptions{ContentType: "application/octet-stream"})
-	if err != nil {
-		cancel()
-		return nil, fmt.Errorf("checkpoint: create object %s: %w", key, err)
-	}
-	return &bucketWriter{w: w, cancel: cancel, key: key}, nil
-}
-
-type bucketWriter struct {
-	w      *gcblob.Writer
-	cancel context.CancelFunc
-	key    string
-}
-
-func (w *bucketWriter) Write(p []byte) (int, error) {
-	n, err := w.w.Write(p)
-	if err != nil {
-		err = fmt.Errorf("checkpoint: write object %s: %w", w.key, err)
-	}
-	return n, err
-}
-
-func (w *bucketWriter) Close() error {
-	defer w.cancel()
-	if err := w.w.Close(); err != nil {
-		return fmt.Errorf("checkpoint: write object %s: %w", w.key, err)
-	}
-	return nil
-}
-
-// Abort cancels the upload before Close, which then discards it.
-func (w *bucketWriter) Abort() {
-	w.cancel()
-	w.w.Close()
-}
-
-func (s *bucketStore) Publish(key string, data []byte) error {
-	w, err := s.Create(key)
-	if err != nil {
-		return err
-	}
-	if _, err := w.Write(data); err != nil {
-		w.Abort()
-		return err
-	}
-	return w.Close()
-}
-
-func (s *bucketStore) Size(key string) (int64, error) {
-	a, err := s.b.Attributes(context.Background(), key)
-	if err != nil {
-		return 0, notExist(err)
-	}
-	return a.Size, nil
-}
-
-func (s *bucketStore) ReadRange(key string, off, n int64) (io.ReadCloser, error) {
-	if n == 0 {
-		// An empty range is no request (S3 refuses it as InvalidRange).
-		return io.NopCloser(strings.NewReader("")), nil
-	}
-	r, err := s.b.NewRangeReader(context.Background(), key, off, n, nil)
-	if err != nil {
-		return nil, notExist(err)
-	}
-	return r, nil
-}
-
-func (s *bucketStore) List(dir string) ([]Entry, error) {
-	prefix := ""
-	if dir != "" {
-		prefix = dir + "/"
-	}
-	it := s.b.List(&gcblob.ListOptions{Prefix: prefix, Delimiter: "/"})
-	var out []Entry
-	for {
-		o, err := it.Next(context.Background())
-		if err == io.EOF {
-			return out, nil
-		}
-		if err != nil {
-			return nil, fmt.Errorf("checkpoint: list %s: %w", prefix, err)
-		}
-		name := strings.TrimSuffix(strings.TrimPrefix(o.Key, prefix), "/")
-		if name != "" {
-			out = append(out, Entry{Name: name, IsDir: o.IsDir})
-		}
-	}
-}
-
-func (s *bucketStore) Delete(key string) error {
-	if err := s.b.Delete(context.Background(), key); err != nil && gcerrors.Code(err) != gcerrors.NotFound {
-		return fmt.Errorf("checkpoint: delete object %s: %w", key, err)
-	}
-	return nil
-}
-
-func (s *bucketStore) DeleteDir(dir string) error {
-	it := s.b.List(&gcblob.ListOptions{Prefix: dir + "/"})
-	for {
-		o, err := it.Next(context.Background())
-		if err == io.EOF {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("checkpoint: list %s/: %w", dir, err)
-		}
-		if err := s.Delete(o.Key); err != nil {
-			return err
-		}
-	}
-}
-
-func (s *bucketStore) Sync(string) error { return nil }

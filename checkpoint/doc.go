@@ -3,7 +3,8 @@
 // location with retention) and savepoints (taken on request, kept wherever
 // the user says). A location is a local directory (a path or file:///path)
 // or a prefix in an object-store bucket (s3://, gs://, azblob://, through
-// gocloud.dev/blob); both hold one documented, versioned format (see
+// gocloud.dev/blob, each accepted when its driver package is linked in:
+// checkpoint/s3, checkpoint/gcs, checkpoint/azure); both hold one documented, versioned format (see
 // docs/checkpoints.md), object for file, so a snapshot copied from one to
 // the other reads the same:
 //

@@ -88,10 +88,11 @@ type manifestBlob struct {
 // a file:// URL (the same directory), or an object-store URL (s3://, gs://,
 // azblob://, see Schemes and CheckLocation), in one layout (see the package
 // documentation): a path goes through DirStore on FS, a bucket URL through
-// BucketStore. The zero value uses the operating system's file system;
-// tests inject faults through FS (package internal/faultfs). The
-// package-level functions (Write, Read, List, Latest, Retain) are those of
-// the zero Storage.
+// the Store its driver registered (RegisterScheme; checkpoint/bucket.Store).
+// The zero value uses the operating system's file system; tests inject
+// faults through FS (package internal/faultfs). The package-level
+// functions (Write, Read, List, Latest, Retain) are those of the zero
+// Storage.
 //
 // Native state's shared files (NativeState.Materialize, Uploader) are read
 // and written through the operating system's file system or the bucket:

@@ -12,7 +12,7 @@ import (
 )
 
 // Store is where snapshots are kept: a local directory (DirStore) or an
-// object-store bucket (BucketStore). Keys are slash-separated paths; a
+// object-store bucket (package checkpoint/bucket). Keys are slash-separated paths; a
 // "directory" is a key prefix followed by a slash. Snapshots are written,
 // read, listed and retired only through these methods, so the two kinds of
 // store hold the same layout and a snapshot copied from one to the other

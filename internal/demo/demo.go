@@ -237,6 +237,13 @@ type Summary struct {
 	LateAmount  int64         `json:"lateAmount"`
 	DeadLetters int64         `json:"deadLetters"`
 	Elapsed     time.Duration `json:"elapsedNs"`
+	// Windows are the window totals as they were emitted, LateRecords the
+	// records the windows sent to the late output, and Decisions the
+	// inventory agent's outputs (not in the JSON summary: tests compare
+	// them window by window and order by order).
+	Windows     []Total    `json:"-"`
+	LateRecords []Event    `json:"-"`
+	Decisions   []Decision `json:"-"`
 	// Stopped is set when the run stopped before the end (interrupted or
 	// after a savepoint); Savepoint names the savepoint taken.
 	Stopped   bool   `json:"stopped,omitempty"`
@@ -645,7 +652,9 @@ func Run(ctx context.Context, w io.Writer, o Options) (Summary, error) {
 		s.Windowed += t.Events
 		s.Amount += t.Amount
 	}
-	for _, l := range lateOut.Values() {
+	s.Windows = recs
+	s.LateRecords = lateOut.Values()
+	for _, l := range s.LateRecords {
 		s.Late++
 		s.LateAmount += l.Amount
 	}
@@ -659,6 +668,7 @@ func Run(ctx context.Context, w io.Writer, o Options) (Summary, error) {
 	s.AgentInputs = int64(len(agentIn.Values()))
 	s.AgentResumed = job.Metrics().Sum("inventory-agent", "inputsRestored")
 	decided := agentOut.Values()
+	s.Decisions = decided
 	s.AgentDecisions = int64(len(decided))
 	orders := map[string]bool{}
 	for _, d := range decided {

@@ -1,6 +1,8 @@
 // Package s3test starts an S3 server in the test's process (gofakes3 with
 // its in-memory backend) for tests of weir's object-store checkpoints: a
-// real S3 protocol server, not a mock of the client. Only tests import it.
+// real S3 protocol server, not a mock of the client. Importing it links
+// the s3 driver of checkpoint locations (package checkpoint/s3). Only tests
+// import it.
 package s3test
 
 import (
@@ -12,10 +14,11 @@ import (
 	"testing"
 
 	"gocloud.dev/blob"
-	_ "gocloud.dev/blob/s3blob" // s3://
 
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
+
+	_ "github.com/weirproject/weir/checkpoint/s3" // s3:// locations (and gocloud.dev's s3blob for Keys)
 )
 
 // Bucket is the bucket Start creates.

@@ -1,5 +1,0 @@
-//go:build !weir_noazure
-
-package checkpoint
-
-import _ "gocloud.dev/blob/azureblob" // azblob://

@@ -1,5 +1,0 @@
-//go:build !weir_nogcs
-
-package checkpoint
-
-import _ "gocloud.dev/blob/gcsblob" // gs://
