@@ -67,7 +67,7 @@ func TestAgentWhenAndMCPConfigErrors(t *testing.T) {
 	t.Setenv("WEIR_TEST_EMPTY", "")
 	head := "source:\n  file: {paths: [in.jsonl]}\n  timestamp: time\nsink:\n  stdout: {}\nsteps:\n  - keyBy: u\n"
 	cases := []struct{ name, src, want string }{
-		{"unknown field", head + "  - agent: {prompt: p, when: 'event.valu.x > 1'}\n", "p.yaml:8:31: steps[1].agent.when: bad condition: undefined field 'valu'"},
+		{"unknown field", head + "  - agent: {prompt: p, when: 'event.valu.x > 1'}\n", "p.yaml:8:36: steps[1].agent.when: bad condition: undefined field 'valu'"},
 		{"not bool", head + "  - agent: {prompt: p, when: event.id + 1}\n", "p.yaml:8:30: steps[1].agent.when: bad condition: the condition is a int, not a bool"},
 		{"syntax", head + "  - agent:\n      prompt: p\n      when: event.id >\n", "p.yaml:10:"},
 		{"header not string", head + "  - agent: {prompt: p, tools: [{mcp: {url: 'http://h/mcp', headers: {X: [1]}}}]}\n", "steps[1].agent.tools[0].mcp.headers.X: want a string value"},
