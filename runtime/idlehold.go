@@ -40,6 +40,7 @@ type Holder interface {
 // idleGate stands between an input's combined status and an operator that
 // implements Holder (H1, H2).
 type idleGate struct {
+	name     string // the operator's, for failures
 	h        Holder
 	deliver  func(idle bool) error
 	withheld bool // the input is idle, the operator was not told
@@ -78,22 +79,16 @@ func idleStatus(ctx *Context, op any, deliver func(bool) error) func(bool) error
 	if !ok {
 		return deliver
 	}
-	g := &idleGate{h: h, deliver: deliver}
-	t := ctx.task
-	t.idleGates = append(t.idleGates, idleGateOf{g, ctx.Name})
+	g := &idleGate{name: ctx.Name, h: h, deliver: deliver}
+	ctx.task.idleGates = append(ctx.task.idleGates, g)
 	return g.status
-}
-
-type idleGateOf struct {
-	g    *idleGate
-	name string
 }
 
 // recheckIdle runs H2 for the task's gates, after letters and timers ran.
 func (t *task) recheckIdle() {
-	for _, x := range t.idleGates {
-		if err := x.g.recheck(); err != nil {
-			t.fail(x.name, err)
+	for _, g := range t.idleGates {
+		if err := g.recheck(); err != nil {
+			t.fail(g.name, err)
 		}
 	}
 }

@@ -491,7 +491,7 @@ type task struct {
 	timers      procTimers
 	align       aligner
 	// idleGates are the gates of the chain's Holder operators (idlehold.go).
-	idleGates []idleGateOf
+	idleGates []*idleGate
 	// finalCheckpointDone is set (by a mailbox letter) when the final
 	// checkpoint of a bounded job has completed.
 	finalCheckpointDone bool

@@ -71,6 +71,9 @@ subtask goroutine).`,
 			k.duration("latency-mean", mean, 0)
 			k.duration("watermark-interval", cfg.WatermarkInterval, time.Millisecond)
 			k.oneOf("model", cfg.Model, "offline", "http")
+			if cfg.Stream && cfg.Model != "http" {
+				k.fail("--stream with --model %q: streaming applies to --model http only (the offline model answers in one piece)", cfg.Model)
+			}
 			if !(sigma >= 0 && sigma <= 4) {
 				k.fail("--latency-sigma %v: want 0 (the default: 0.5) to 4 (lognormal sigma; uniform half-width as a fraction of the mean, at most 1)", sigma)
 			}

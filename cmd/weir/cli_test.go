@@ -117,6 +117,7 @@ func TestBadCommandLines(t *testing.T) {
 		{[]string{"experiment", "agent", "--rate-limit-rate", "1.5"}, "weir experiment agent: --rate-limit-rate 1.5"},
 		{[]string{"experiment", "agent", "--error-rate", "-0.1"}, "weir experiment agent: --error-rate -0.1"},
 		{[]string{"experiment", "agent", "--error-rate", "0.6", "--rate-limit-rate", "0.6"}, "weir experiment agent: --rate-limit-rate 0.6 with --error-rate 0.6"},
+		{[]string{"experiment", "agent", "--stream"}, "weir experiment agent: --stream with --model \"offline\": streaming applies to --model http only"},
 		{[]string{"experiment", "agent", "--retry-after", "0s"}, "weir experiment agent: --retry-after 0s"},
 		{[]string{"experiment", "agent", "--retry-initial", "0s"}, "weir experiment agent: --retry-initial 0s"},
 		{[]string{"experiment", "agent", "--tree-depth", "-1"}, "weir experiment agent: --tree-depth -1"},
