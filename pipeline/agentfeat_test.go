@@ -1,7 +1,9 @@
 package pipeline_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -9,6 +11,7 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -110,13 +113,42 @@ func TestAgentMCPHeadersAndRetries(t *testing.T) {
 		}
 		return &auth.TokenInfo{Expiration: time.Now().Add(time.Hour)}, nil
 	}
-	var posts atomic.Int64
 	h := auth.RequireBearerToken(verify, nil)(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil))
+	// The first attempt of every tool call fails with 503 and the retry
+	// succeeds. Attempts are counted per sku: calls for one key run one
+	// after another, so the count does not depend on how the keys
+	// interleave (a shared counter did, and failed a call three times in a
+	// row under load).
+	var mu sync.Mutex
+	attempts := map[string]int{}
+	var failed atomic.Int64
 	flaky := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		// Every third POST after the session is up fails once.
-		if r.Method == http.MethodPost && posts.Add(1) > 3 && posts.Load()%3 == 0 {
-			http.Error(w, "overloaded", http.StatusServiceUnavailable)
-			return
+		if r.Method == http.MethodPost {
+			body, err := io.ReadAll(r.Body)
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusBadRequest)
+				return
+			}
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			var msg struct {
+				Method string `json:"method"`
+				Params struct {
+					Arguments struct {
+						Sku string `json:"sku"`
+					} `json:"arguments"`
+				} `json:"params"`
+			}
+			if json.Unmarshal(body, &msg) == nil && msg.Method == "tools/call" {
+				mu.Lock()
+				attempts[msg.Params.Arguments.Sku]++
+				first := attempts[msg.Params.Arguments.Sku]%2 == 1
+				mu.Unlock()
+				if first {
+					failed.Add(1)
+					http.Error(w, "overloaded", http.StatusServiceUnavailable)
+					return
+				}
+			}
 		}
 		h.ServeHTTP(w, r)
 	})
@@ -156,8 +188,8 @@ sink:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.Outputs["sink"] != 10 || calls.Load() != 10 {
-		t.Fatalf("%d outputs, %d tool calls; want 10 and 10", s.Outputs["sink"], calls.Load())
+	if s.Outputs["sink"] != 10 || calls.Load() != 10 || failed.Load() != 10 {
+		t.Fatalf("%d outputs, %d tool calls, %d failed attempts; want 10, 10 and 10", s.Outputs["sink"], calls.Load(), failed.Load())
 	}
 	for _, r := range committed(t, filepath.Join(dir, "out")) {
 		if !strings.Contains(r["answer"].(string), "stock level 17") {
