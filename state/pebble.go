@@ -82,6 +82,14 @@ type Options struct {
 	// removed, and native checkpoints are uploaded and restored, through
 	// the operating system.
 	FS vfs.FS
+	// CacheBytes bounds the write-back cache in front of the database
+	// (pebble_cache.go): per-record reads and writes go to a Go map of
+	// encoded entries, written to Pebble in one batch when it passes
+	// this size and before every scan, snapshot and checkpoint. 0 means
+	// DefaultCacheBytes (4 MiB); NoCache (-1) turns the cache off, so
+	// that every access reads or writes Pebble. Other negative values
+	// are an error.
+	CacheBytes int64
 }
 
 // Open returns an empty backend of the kind o selects for the key groups of
@@ -94,6 +102,9 @@ func Open[K comparable](o Options, r keygroup.Range) (*Backend[K], error) {
 	case BackendPebble:
 	default:
 		return nil, fmt.Errorf("state: unknown state backend %q (use %q or %q)", o.Kind, BackendMemory, BackendPebble)
+	}
+	if err := checkCacheBytes(o.CacheBytes); err != nil {
+		return nil, err
 	}
 	dir := o.Dir
 	if dir == "" {
@@ -116,6 +127,13 @@ func Open[K comparable](o Options, r keygroup.Range) (*Backend[K], error) {
 	}
 	b := NewBackend[K](r)
 	b.pb = &pebbleStore{db: db, dir: dir, memTable: o.MemTableSize, fs: fs}
+	switch o.CacheBytes {
+	case NoCache:
+	case 0:
+		b.pb.cache = newWCache(DefaultCacheBytes)
+	default:
+		b.pb.cache = newWCache(o.CacheBytes)
+	}
 	return b, nil
 }
 
@@ -159,6 +177,7 @@ func (b *Backend[K]) Close() error {
 	}
 	p := b.pb
 	b.pb = nil
+	p.dropCache() // the database is removed (invariant 6 of pebble_cache.go)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.views > 0 {
@@ -199,6 +218,10 @@ type pebbleStore struct {
 	keyEpoch uint64
 	kbuf     []byte // scratch for keys
 	vbuf     []byte // scratch for values
+	mbuf     []byte // scratch for merged list values
+	// cache is the write-back cache (pebble_cache.go), nil when
+	// Options.CacheBytes is NoCache.
+	cache *wcache
 	// unchecked names states with entries restored from canonical blobs
 	// that no registered state has decoded yet (invariant 4).
 	unchecked map[string]bool
@@ -260,9 +283,21 @@ func pebblePanic(what string, err error) {
 	panic(fmt.Sprintf("state: Pebble backend: %s: %v", what, err))
 }
 
-// get returns a copy of the value of k (valid until the next get), and
-// whether it exists.
+// get, set, merge, del, delPrefix and scan are the only accesses of the
+// database by the states (and the timers): they keep the write-back cache
+// coherent (pebble_cache.go).
+
+// get returns a copy of the value of k (valid until the next call of a
+// pebbleStore method), and whether it exists.
 func (p *pebbleStore) get(k []byte) ([]byte, bool) {
+	if p.cache != nil {
+		return p.cacheGet(k)
+	}
+	return p.dbGet(k)
+}
+
+// dbGet is get from the database alone.
+func (p *pebbleStore) dbGet(k []byte) ([]byte, bool) {
 	v, c, err := p.db.Get(k)
 	if errors.Is(err, pebble.ErrNotFound) {
 		return nil, false
@@ -275,7 +310,12 @@ func (p *pebbleStore) get(k []byte) ([]byte, bool) {
 	return p.vbuf, true
 }
 
+// set makes v (copied) the value of k.
 func (p *pebbleStore) set(k, v []byte) {
+	if p.cache != nil {
+		p.cacheSet(k, v)
+		return
+	}
 	if err := p.db.Set(k, v, noSync); err != nil {
 		pebblePanic("set", err)
 	}
@@ -283,12 +323,21 @@ func (p *pebbleStore) set(k, v []byte) {
 
 // merge adds a merge operand to k (a list append: pebble_merge.go).
 func (p *pebbleStore) merge(k, v []byte) {
+	if p.cache != nil {
+		p.cacheMerge(k, v)
+		return
+	}
 	if err := p.db.Merge(k, v, noSync); err != nil {
 		pebblePanic("merge", err)
 	}
 }
 
+// del deletes k.
 func (p *pebbleStore) del(k []byte) {
+	if p.cache != nil {
+		p.cacheDel(k)
+		return
+	}
 	if err := p.db.Delete(k, noSync); err != nil {
 		pebblePanic("delete", err)
 	}
@@ -296,6 +345,10 @@ func (p *pebbleStore) del(k []byte) {
 
 // delPrefix deletes every key with prefix pfx by a range deletion.
 func (p *pebbleStore) delPrefix(pfx []byte) {
+	p.mustFlush()
+	if err := p.dropPrefix(pfx); err != nil {
+		pebblePanic("iterate", err)
+	}
 	if err := p.db.DeleteRange(pfx, prefixEnd(pfx), noSync); err != nil {
 		pebblePanic("delete range", err)
 	}
@@ -303,9 +356,10 @@ func (p *pebbleStore) delPrefix(pfx []byte) {
 
 // scan calls f for every entry with prefix pfx in key order, with the key
 // after the prefix and the value (both valid during the call only), until f
-// returns false. The iterator sees the database as of the call, so f may
-// write.
+// returns false. The iterator sees the database as of the call (after a
+// flush of the write-back cache), so f may write.
 func (p *pebbleStore) scan(pfx []byte, f func(rest, v []byte) bool) {
+	p.mustFlush()
 	if err := scanDB(p.db, pfx, f); err != nil {
 		pebblePanic("iterate", err)
 	}
@@ -421,6 +475,9 @@ func (b *Backend[K]) snapshotPebble(dst []byte, kg int) ([]byte, error) {
 	if !b.rng.Contains(kg) {
 		return dst, fmt.Errorf("state: cannot snapshot key group %d: outside this backend's key-group range %v", kg, b.rng)
 	}
+	if err := b.pb.flush(); err != nil {
+		return dst, fmt.Errorf("state: snapshot of key group %d: %w", kg, err)
+	}
 	secs, err := sectionsOf(b.pb.db, kg)
 	if err != nil {
 		return dst, fmt.Errorf("state: snapshot of key group %d: %w", kg, err)
@@ -529,6 +586,11 @@ func (b *Backend[K]) restorePebble(kg int, blob []byte) error {
 		return nil
 	}
 	wrap := func(err error) error { return fmt.Errorf("state: restoring key group %d: %w", kg, err) }
+	// The restored entries replace cached ones: flush the cache before
+	// and drop it after (invariants 3 and 4 of pebble_cache.go).
+	if err := b.pb.flush(); err != nil {
+		return wrap(err)
+	}
 	batch := b.pb.db.NewBatch()
 	defer batch.Close()
 	var restored []string
@@ -570,6 +632,7 @@ func (b *Backend[K]) restorePebble(kg int, blob []byte) error {
 	if err := b.pb.db.Apply(batch, noSync); err != nil {
 		return wrap(err)
 	}
+	b.pb.dropCache()
 	for _, name := range restored {
 		if b.pb.unchecked == nil {
 			b.pb.unchecked = map[string]bool{}
@@ -717,6 +780,7 @@ func uvarintLen(x int) int {
 // part rewrites key groups while the subtask writes.
 func (b *Backend[K]) freezePebble() *Frozen[K] {
 	p := b.pb
+	p.mustFlush() // the snapshot sees every write
 	p.mu.Lock()
 	p.views++
 	p.mu.Unlock()

@@ -132,6 +132,9 @@ func (b *Backend[K]) CheckpointNative(id int64) (string, error) {
 		return "", fmt.Errorf("state: native snapshots need the Pebble backend")
 	}
 	dir := fmt.Sprintf("%s.chk-%d", b.pb.dir, id)
+	if err := b.pb.flush(); err != nil {
+		return "", err
+	}
 	if err := os.RemoveAll(dir); err != nil {
 		return "", fmt.Errorf("state: clearing the staging directory %s: %w", dir, err)
 	}
@@ -153,6 +156,9 @@ func (b *Backend[K]) CheckpointNative(id int64) (string, error) {
 func (b *Backend[K]) Flush() error {
 	if b.pb == nil {
 		return nil
+	}
+	if err := b.pb.flush(); err != nil {
+		return err
 	}
 	if err := b.pb.db.Flush(); err != nil {
 		return fmt.Errorf("state: flushing the Pebble memtable: %w", err)
@@ -206,6 +212,7 @@ func (b *Backend[K]) restoreNative(parts []NativePart) (int, error) {
 	if err := unmarkOpenLog(base.Dir); err != nil {
 		return best, err
 	}
+	p.dropCache() // the database is replaced (invariant 6 of pebble_cache.go)
 	if err := p.db.Close(); err != nil {
 		return best, fmt.Errorf("state: closing the Pebble database for a restore: %w", err)
 	}

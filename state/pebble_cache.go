@@ -1,0 +1,347 @@
+package state
+
+// The write-back cache of the Pebble backend (Options.CacheBytes): a Go map
+// from encoded Pebble key to the key's encoded value (or its absence, or
+// list appends not yet merged) in front of the database, so that the
+// per-record get and set of a key cost a map lookup, not a Pebble read and
+// a Pebble commit (issue 15: ~3 µs per ValueState get+update).
+//
+// Invariants:
+//
+//  1. Read-your-writes. pebbleStore.get, set, del and merge are the only
+//     per-key accesses of the database, and with the cache on each goes
+//     to the cache first: a cached entry is the key's current value (kind
+//     cSet), its absence (cAbsent), or list operands appended since the
+//     last flush to a value the cache does not know (cMerge). A get of a
+//     key not cached reads Pebble and caches what it found (clean); a
+//     get of a cMerge entry reads Pebble, appends the operands and turns
+//     the entry into a dirty cSet.
+//  2. Dirty entries are exactly those whose content is not in Pebble;
+//     flush writes them (Set, Delete or Merge) in one pebble.Batch and
+//     makes them clean (cMerge entries are dropped: their value is known
+//     only to Pebble). So after a flush the database holds every write.
+//  3. Flush before every other read of the database: scan (and so counts,
+//     ForEach, registration checks and the Pebble-backed timers' scans),
+//     delPrefix (ClearKeyGroup, MapState.Clear), snapshots, Freeze (its
+//     Pebble snapshot sees every write: invariant 8 of the package),
+//     CheckpointNative and Backend.Flush (a restart restores every write
+//     made before the barrier: invariant 5 of pebble.go), and the
+//     canonical restore (whose writes must come after the cached ones).
+//  4. Writes that bypass the cache (delPrefix's range deletion, restores)
+//     drop the cached entries they may change, after the flush, so a
+//     clean entry is always equal to the database.
+//  5. No empty entries (invariant 3 of pebble.go): a cached delete is
+//     flushed as a Pebble Delete, and merge operands are list values with
+//     at least one item.
+//  6. Bounded: an entry costs cacheEntryBytes plus its key and the capacity
+//     of its value; when the total passes Options.CacheBytes (default
+//     DefaultCacheBytes), the cache flushes and drops every entry. Close
+//     and RestoreNative drop the cache without flushing: the working
+//     database is then removed or replaced (invariant 5 of pebble.go).
+//  7. The cache is the subtask goroutine's alone; Frozen views read a
+//     Pebble snapshot taken after a flush and never touch it.
+
+import (
+	"encoding/binary"
+	"fmt"
+)
+
+// DefaultCacheBytes is the size of the Pebble backend's write-back cache
+// when Options.CacheBytes is 0.
+const DefaultCacheBytes = 4 << 20
+
+// NoCache, as Options.CacheBytes, turns the write-back cache off: every
+// state access reads or writes Pebble.
+const NoCache = -1
+
+// cacheEntryBytes is what an entry costs besides its key and value bytes:
+// the map slot, the entry and the slice and string headers.
+const cacheEntryBytes = 96
+
+// The kinds of cached entries.
+const (
+	cSet    = iota // v is the key's value
+	cAbsent        // the key has no value
+	cMerge         // v is a list value to append to the key's value in Pebble
+)
+
+type centry struct {
+	key   string
+	v     []byte
+	kind  uint8
+	dirty bool
+}
+
+// wcache is the write-back cache of a pebbleStore.
+type wcache struct {
+	m     map[string]*centry
+	dirty []*centry // the dirty entries, each once
+	free  []*centry // dropped entries, for reuse with their value buffers
+	bytes int64     // the live entries' cost (invariant 6)
+	limit int64
+	// freeBytes is the capacity of the value buffers in free, at most a
+	// quarter of limit.
+	freeBytes int64
+	kbuf      []byte // scratch for keys while flushing
+}
+
+func newWCache(limit int64) *wcache {
+	return &wcache{m: make(map[string]*centry), limit: limit}
+}
+
+// checkCacheBytes validates Options.CacheBytes.
+func checkCacheBytes(n int64) error {
+	if n < NoCache {
+		return fmt.Errorf("state: Options.CacheBytes %d: want 0 (the default, %d bytes), a positive size in bytes, or NoCache (-1) to turn the cache off", n, DefaultCacheBytes)
+	}
+	return nil
+}
+
+// entry returns the entry of k and whether it was cached; an entry made
+// for a key not cached is a clean cAbsent, which says nothing of Pebble
+// until the caller sets it.
+func (c *wcache) entry(k []byte) (*centry, bool) {
+	if e := c.m[string(k)]; e != nil {
+		return e, true
+	}
+	var e *centry
+	if n := len(c.free); n > 0 {
+		e = c.free[n-1]
+		c.free = c.free[:n-1]
+		c.freeBytes -= int64(cap(e.v))
+		e.v = e.v[:0]
+	} else {
+		e = &centry{}
+	}
+	e.key, e.kind, e.dirty = string(k), cAbsent, false
+	c.m[e.key] = e
+	c.bytes += int64(cacheEntryBytes + len(e.key) + cap(e.v))
+	return e, false
+}
+
+// setV makes v the entry's bytes, accounting for a change of capacity.
+func (c *wcache) setV(e *centry, v []byte) {
+	old := cap(e.v)
+	e.v = append(e.v[:0], v...)
+	c.bytes += int64(cap(e.v) - old)
+}
+
+func (c *wcache) markDirty(e *centry) {
+	if !e.dirty {
+		e.dirty = true
+		c.dirty = append(c.dirty, e)
+	}
+}
+
+// cacheGet is pebbleStore.get with the cache on.
+func (p *pebbleStore) cacheGet(k []byte) ([]byte, bool) {
+	c := p.cache
+	e := c.m[string(k)]
+	if e != nil && e.kind != cMerge {
+		if e.kind == cAbsent {
+			return nil, false
+		}
+		p.vbuf = append(p.vbuf[:0], e.v...)
+		return p.vbuf, true
+	}
+	v, ok := p.dbGet(k)
+	if e == nil {
+		e, _ = c.entry(k)
+		if ok {
+			c.setV(e, v)
+			e.kind = cSet
+		}
+	} else { // cMerge: the operands go after what Pebble holds (dirty still)
+		if ok {
+			p.mbuf = appendLists(append(p.mbuf[:0], v...), e.v)
+			c.setV(e, p.mbuf)
+		}
+		e.kind = cSet
+	}
+	found := e.kind == cSet
+	if found {
+		p.vbuf = append(p.vbuf[:0], e.v...)
+	}
+	p.maybeEvict()
+	if !found {
+		return nil, false
+	}
+	return p.vbuf, true
+}
+
+func (p *pebbleStore) cacheSet(k, v []byte) {
+	c := p.cache
+	e, _ := c.entry(k)
+	c.setV(e, v)
+	e.kind = cSet
+	c.markDirty(e)
+	p.maybeEvict()
+}
+
+func (p *pebbleStore) cacheDel(k []byte) {
+	c := p.cache
+	e, cached := c.entry(k)
+	if cached && e.kind == cAbsent && !e.dirty {
+		return // absent in Pebble too
+	}
+	e.v = e.v[:0]
+	e.kind = cAbsent
+	c.markDirty(e)
+	p.maybeEvict()
+}
+
+// cacheMerge appends the list value op to k's list: in place if the cache
+// knows the list (cost: the size of op, as a Pebble merge), as an operand
+// to flush as a Pebble merge otherwise.
+func (p *pebbleStore) cacheMerge(k, op []byte) {
+	c := p.cache
+	e, cached := c.entry(k)
+	if !cached {
+		e.kind = cMerge
+	}
+	old := cap(e.v)
+	if e.kind == cAbsent {
+		e.kind = cSet
+	}
+	e.v = appendLists(e.v, op)
+	c.bytes += int64(cap(e.v) - old)
+	c.markDirty(e)
+	p.maybeEvict()
+}
+
+// appendLists appends the items of list value b to list value a (both "n
+// item*n", a possibly empty) and returns the result, reusing a's storage:
+// the count is rewritten in place unless its length changes, so appending
+// costs the size of b.
+func appendLists(a, b []byte) []byte {
+	nb, mb := binary.Uvarint(b)
+	if mb <= 0 {
+		pebblePanic("merging list values", fmt.Errorf("%w: list value without a count", ErrCorruptSnapshot))
+	}
+	if len(a) == 0 {
+		return append(a, b...)
+	}
+	na, ma := binary.Uvarint(a)
+	if ma <= 0 {
+		pebblePanic("merging list values", fmt.Errorf("%w: list value without a count", ErrCorruptSnapshot))
+	}
+	n := na + nb
+	if uvarintLen(int(n)) == ma {
+		binary.PutUvarint(a[:ma], n)
+		return append(a, b[mb:]...)
+	}
+	out := binary.AppendUvarint(make([]byte, 0, len(a)+len(b)+1), n)
+	out = append(out, a[ma:]...)
+	return append(out, b[mb:]...)
+}
+
+// maybeEvict flushes and drops every entry once the cache passes its
+// bound (invariant 6).
+func (p *pebbleStore) maybeEvict() {
+	if p.cache.bytes > p.cache.limit {
+		p.mustFlush()
+		p.dropCache()
+	}
+}
+
+// flush writes the dirty entries into Pebble in one batch (invariant 2).
+// It does nothing without a cache or dirty entries.
+func (p *pebbleStore) flush() error {
+	c := p.cache
+	if c == nil || len(c.dirty) == 0 {
+		return nil
+	}
+	b := p.db.NewBatch()
+	defer b.Close()
+	var err error
+	for _, e := range c.dirty {
+		c.kbuf = append(c.kbuf[:0], e.key...)
+		switch e.kind {
+		case cSet:
+			err = b.Set(c.kbuf, e.v, nil)
+		case cAbsent:
+			err = b.Delete(c.kbuf, nil)
+		case cMerge:
+			err = b.Merge(c.kbuf, e.v, nil)
+		}
+		if err != nil {
+			return fmt.Errorf("state: Pebble backend: flushing the write-back cache: %w", err)
+		}
+	}
+	if err := p.db.Apply(b, noSync); err != nil {
+		return fmt.Errorf("state: Pebble backend: flushing the write-back cache: %w", err)
+	}
+	for i, e := range c.dirty {
+		e.dirty = false
+		if e.kind == cMerge {
+			c.drop(e)
+		}
+		c.dirty[i] = nil
+	}
+	c.dirty = c.dirty[:0]
+	return nil
+}
+
+// mustFlush is flush for callers without an error result (invariant 6 of
+// pebble.go).
+func (p *pebbleStore) mustFlush() {
+	if err := p.flush(); err != nil {
+		panic(err.Error())
+	}
+}
+
+// drop removes a clean entry from the cache.
+func (c *wcache) drop(e *centry) {
+	delete(c.m, e.key)
+	c.bytes -= int64(cacheEntryBytes + len(e.key) + cap(e.v))
+	c.recycle(e)
+}
+
+// recycle keeps a dropped entry and its value buffer for reuse while the
+// free buffers stay under a quarter of the bound.
+func (c *wcache) recycle(e *centry) {
+	e.key, e.dirty = "", false
+	if c.freeBytes+int64(cap(e.v)) <= c.limit/4 {
+		c.freeBytes += int64(cap(e.v))
+		c.free = append(c.free, e)
+	}
+}
+
+// dropCache drops every entry, dirty ones included (callers flush first
+// unless the database is going away).
+func (p *pebbleStore) dropCache() {
+	c := p.cache
+	if c == nil {
+		return
+	}
+	for _, e := range c.m {
+		c.recycle(e)
+	}
+	clear(c.m)
+	clear(c.dirty)
+	c.dirty = c.dirty[:0]
+	c.bytes = 0
+}
+
+// dropPrefix drops the cached entries of the keys in Pebble with prefix
+// pfx, which a range deletion is about to delete (invariant 4); the cache
+// must be flushed. Keys with prefix pfx not in Pebble can only be cached
+// as clean cAbsent entries, which stay true. A key-group prefix drops the
+// whole cache instead of reading the key group.
+func (p *pebbleStore) dropPrefix(pfx []byte) error {
+	c := p.cache
+	if c == nil || len(c.m) == 0 {
+		return nil
+	}
+	if len(pfx) <= 2 {
+		p.dropCache()
+		return nil
+	}
+	return scanDB(p.db, pfx, func(rest, _ []byte) bool {
+		c.kbuf = append(append(c.kbuf[:0], pfx...), rest...)
+		if e := c.m[string(c.kbuf)]; e != nil {
+			c.drop(e)
+		}
+		return true
+	})
+}
