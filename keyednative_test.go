@@ -304,7 +304,11 @@ func TestNativeCheckpointCapturesTheMemtable(t *testing.T) {
 // private file; a restore from the second checkpoint sees every write.
 func TestNativeCheckpointSharesClosedLogs(t *testing.T) {
 	rng := keygroup.Range{Start: 0, End: 127}
-	b, _, put := pebbleValues(t, rng, func(i int) string { return fmt.Sprintf("%0100d", i) })
+	// Without the write-back cache: each write is a Pebble commit, so that
+	// the memtables (and logs) rotate as they fill, which this test needs
+	// (the cache's flushes write one large batch instead).
+	b, _, put := pebbleValuesWith(t, rng, state.Options{Kind: state.BackendPebble, CacheBytes: state.NoCache},
+		func(i int) string { return fmt.Sprintf("%0100d", i) })
 	base := filepath.Join(t.TempDir(), "chk")
 	up := checkpoint.NewUploader(base, "v-0-"+b.InstanceID())
 	take := func(id int64) *checkpoint.NativeState {
@@ -373,7 +377,14 @@ func uploadNative(t *testing.T, b *state.Backend[string], up *checkpoint.Uploade
 
 func pebbleValues(t *testing.T, rng keygroup.Range, value func(int) string) (*state.Backend[string], *state.ValueState[string, string], func(from, to int)) {
 	t.Helper()
-	b, err := state.Open[string](state.Options{Kind: state.BackendPebble, Dir: filepath.Join(t.TempDir(), "db")}, rng)
+	return pebbleValuesWith(t, rng, state.Options{Kind: state.BackendPebble}, value)
+}
+
+// pebbleValuesWith is pebbleValues with the backend's options.
+func pebbleValuesWith(t *testing.T, rng keygroup.Range, o state.Options, value func(int) string) (*state.Backend[string], *state.ValueState[string, string], func(from, to int)) {
+	t.Helper()
+	o.Dir = filepath.Join(t.TempDir(), "db")
+	b, err := state.Open[string](o, rng)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,9 +25,16 @@ type StateBackendConfig struct {
 	// operator subtask (Dir/<uid>-<subtask>). Two running jobs must not
 	// share it. Empty means a new directory under os.TempDir per subtask.
 	Dir string
+	// CacheBytes bounds each Pebble backend's write-back cache (see
+	// state.Options.CacheBytes): 0 is the default, 4 MiB; state.NoCache
+	// (-1) turns it off.
+	CacheBytes int64
 }
 
 func (c StateBackendConfig) validate() error {
+	if c.CacheBytes < state.NoCache {
+		return fmt.Errorf("runtime: StateBackendConfig.CacheBytes %d: want 0 (the default), a size in bytes, or state.NoCache (-1)", c.CacheBytes)
+	}
 	switch c.Kind {
 	case "", state.BackendMemory, state.BackendPebble:
 		return nil
@@ -38,7 +45,7 @@ func (c StateBackendConfig) validate() error {
 // StateOptions returns the options with which a keyed operator subtask opens
 // its state backend: state.Open[K](ctx.StateOptions(), ctx.KeyGroups).
 func (c *Context) StateOptions() state.Options {
-	o := state.Options{Kind: c.stateBackend.Kind}
+	o := state.Options{Kind: c.stateBackend.Kind, CacheBytes: c.stateBackend.CacheBytes}
 	if o.Kind == state.BackendPebble && c.stateBackend.Dir != "" {
 		o.Dir = filepath.Join(c.stateBackend.Dir, fmt.Sprintf("%s-%d", safeName(c.UID), c.Subtask))
 	}

@@ -115,6 +115,9 @@ func (cfg Config) validate(g *Graph) error {
 	default:
 		bad("StateBackendConfig.Kind %q: want %q (the default) or %q", sb.Kind, state.BackendMemory, state.BackendPebble)
 	}
+	if sb.CacheBytes < state.NoCache {
+		bad("StateBackendConfig.CacheBytes %d: want 0 (the default, %d bytes), a size in bytes, or state.NoCache (-1) to turn the Pebble write-back cache off", sb.CacheBytes, state.DefaultCacheBytes)
+	}
 	return errors.Join(errs...)
 }
 

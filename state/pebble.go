@@ -41,6 +41,7 @@ package state
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -86,7 +87,9 @@ type Options struct {
 	// (pebble_cache.go): per-record reads and writes go to a Go map of
 	// encoded entries, written to Pebble in one batch when it passes
 	// this size and before every scan, snapshot and checkpoint. 0 means
-	// DefaultCacheBytes (4 MiB); NoCache (-1) turns the cache off, so
+	// DefaultCacheBytes (4 MiB), or half of MemTableSize if that is
+	// smaller (a larger batch would skip the memtable and make Pebble
+	// flush); NoCache (-1) turns the cache off, so
 	// that every access reads or writes Pebble. Other negative values
 	// are an error.
 	CacheBytes int64
@@ -130,7 +133,8 @@ func Open[K comparable](o Options, r keygroup.Range) (*Backend[K], error) {
 	switch o.CacheBytes {
 	case NoCache:
 	case 0:
-		b.pb.cache = newWCache(DefaultCacheBytes)
+		// A batch over half the memtable skips it and makes Pebble flush.
+		b.pb.cache = newWCache(min(DefaultCacheBytes, int64(cmp.Or(o.MemTableSize, 8<<20)/2)))
 	default:
 		b.pb.cache = newWCache(o.CacheBytes)
 	}

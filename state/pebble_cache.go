@@ -83,6 +83,9 @@ type wcache struct {
 	// quarter of limit.
 	freeBytes int64
 	kbuf      []byte // scratch for keys while flushing
+	// last is the entry found or made last, so that a read followed by a
+	// write of the same key (Value, then Update) costs one map lookup.
+	last *centry
 }
 
 func newWCache(limit int64) *wcache {
@@ -101,7 +104,7 @@ func checkCacheBytes(n int64) error {
 // for a key not cached is a clean cAbsent, which says nothing of Pebble
 // until the caller sets it.
 func (c *wcache) entry(k []byte) (*centry, bool) {
-	if e := c.m[string(k)]; e != nil {
+	if e := c.lookup(k); e != nil {
 		return e, true
 	}
 	var e *centry
@@ -115,8 +118,21 @@ func (c *wcache) entry(k []byte) (*centry, bool) {
 	}
 	e.key, e.kind, e.dirty = string(k), cAbsent, false
 	c.m[e.key] = e
+	c.last = e
 	c.bytes += int64(cacheEntryBytes + len(e.key) + cap(e.v))
 	return e, false
+}
+
+// lookup returns the entry of k, nil if k is not cached.
+func (c *wcache) lookup(k []byte) *centry {
+	if e := c.last; e != nil && e.key == string(k) {
+		return e
+	}
+	e := c.m[string(k)]
+	if e != nil {
+		c.last = e
+	}
+	return e
 }
 
 // setV makes v the entry's bytes, accounting for a change of capacity.
@@ -136,7 +152,7 @@ func (c *wcache) markDirty(e *centry) {
 // cacheGet is pebbleStore.get with the cache on.
 func (p *pebbleStore) cacheGet(k []byte) ([]byte, bool) {
 	c := p.cache
-	e := c.m[string(k)]
+	e := c.lookup(k)
 	if e != nil && e.kind != cMerge {
 		if e.kind == cAbsent {
 			return nil, false
@@ -292,6 +308,9 @@ func (p *pebbleStore) mustFlush() {
 
 // drop removes a clean entry from the cache.
 func (c *wcache) drop(e *centry) {
+	if c.last == e {
+		c.last = nil
+	}
 	delete(c.m, e.key)
 	c.bytes -= int64(cacheEntryBytes + len(e.key) + cap(e.v))
 	c.recycle(e)
@@ -318,6 +337,7 @@ func (p *pebbleStore) dropCache() {
 		c.recycle(e)
 	}
 	clear(c.m)
+	c.last = nil
 	clear(c.dirty)
 	c.dirty = c.dirty[:0]
 	c.bytes = 0
@@ -339,7 +359,7 @@ func (p *pebbleStore) dropPrefix(pfx []byte) error {
 	}
 	return scanDB(p.db, pfx, func(rest, _ []byte) bool {
 		c.kbuf = append(append(c.kbuf[:0], pfx...), rest...)
-		if e := c.m[string(c.kbuf)]; e != nil {
+		if e := c.lookup(c.kbuf); e != nil {
 			c.drop(e)
 		}
 		return true

@@ -11,6 +11,7 @@ import (
 	"github.com/weirproject/weir/internal/bench"
 	"github.com/weirproject/weir/keygroup"
 	"github.com/weirproject/weir/nexmark"
+	"github.com/weirproject/weir/state"
 )
 
 func benchCmd() *cobra.Command {
@@ -148,6 +149,7 @@ func benchCheckpointCmd() *cobra.Command {
 func benchStateSizeCmd() *cobra.Command {
 	cfg := bench.StateSizeConfig{Keys: 1_000_000, ValueBytes: 1024, Backend: "pebble"}
 	limit := "100MiB"
+	cache := "0"
 	c := &cobra.Command{
 		Use:   "state-size",
 		Short: "Run a keyed job whose state is larger than the memory it may use; print throughput and peak memory (JSON)",
@@ -162,6 +164,13 @@ peak resident set is the job's alone).`,
 			k.intRange("keys", int64(cfg.Keys), 1, 1_000_000_000)
 			k.intRange("value-bytes", int64(cfg.ValueBytes), 0, 4<<20)
 			k.oneOf("backend", cfg.Backend, "memory", "pebble")
+			if cache == "off" {
+				cfg.CacheBytes = state.NoCache
+			} else if n, err := parseBytes(cache); err != nil {
+				k.fail("--cache %q: %v (or off)", cache, err)
+			} else {
+				cfg.CacheBytes = n
+			}
 			n, err := parseBytes(limit)
 			if err != nil {
 				k.fail("--memory-limit %q: %v", limit, err)
@@ -183,6 +192,7 @@ peak resident set is the job's alone).`,
 	f.StringVar(&cfg.Backend, "backend", cfg.Backend, "state backend: memory or pebble")
 	f.StringVar(&limit, "memory-limit", limit, "Go memory limit (bytes, or with KiB, MiB, GiB; 0: none)")
 	f.StringVar(&cfg.Dir, "dir", "", "parent of the Pebble working directory (default: a new temporary directory)")
+	f.StringVar(&cache, "cache", cache, "Pebble write-back cache bound (bytes, or with KiB, MiB, GiB; 0: the default, 4 MiB; off: no cache)")
 	return c
 }
 

@@ -62,6 +62,7 @@ func TestBadCommandLines(t *testing.T) {
 		{[]string{"bench", "state-size", "--backend", "rocksdb"}, `weir bench state-size: --backend "rocksdb"`},
 		{[]string{"bench", "state-size", "--memory-limit", "lots"}, `weir bench state-size: --memory-limit "lots": want a non-negative number of bytes`},
 		{[]string{"bench", "state-size", "--value-bytes", "-1"}, "weir bench state-size: --value-bytes -1"},
+		{[]string{"bench", "state-size", "--cache", "lots"}, `weir bench state-size: --cache "lots"`},
 		{[]string{"bench", "checkpoint", "--keys", "-1"}, "weir bench checkpoint: --keys -1"},
 		{[]string{"bench", "checkpoint", "--parallelism", "0"}, "weir bench checkpoint: --parallelism 0"},
 		{[]string{"bench", "checkpoint", "--backend", "rocksdb"}, `weir bench checkpoint: --backend "rocksdb"`},

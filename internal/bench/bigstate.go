@@ -29,11 +29,15 @@ type StateSizeConfig struct {
 	// Dir holds the Pebble working directory ("" : a new one under
 	// os.TempDir, removed at the end).
 	Dir string
+	// CacheBytes is the Pebble backend's write-back cache bound
+	// (state.Options.CacheBytes: 0 the default, state.NoCache off).
+	CacheBytes int64
 }
 
 // StateSizeResult is what StateSize measured.
 type StateSizeResult struct {
 	Backend    string `json:"backend"`
+	CacheBytes int64  `json:"cacheBytes"`
 	Keys       int    `json:"keys"`
 	ValueBytes int    `json:"valueBytes"`
 	// StateBytes is the state's logical size: keys and values.
@@ -112,7 +116,7 @@ func StateSize(cfg StateSizeConfig) (StateSizeResult, error) {
 	if cfg.Keys < 1 || cfg.ValueBytes < 0 || cfg.ValueBytes > len(randomBytes) {
 		return StateSizeResult{}, fmt.Errorf("bench: state size: %d keys of %d bytes; want at least 1 key and 0 to %d bytes", cfg.Keys, cfg.ValueBytes, len(randomBytes))
 	}
-	r := StateSizeResult{Backend: cfg.Backend, Keys: cfg.Keys, ValueBytes: cfg.ValueBytes,
+	r := StateSizeResult{Backend: cfg.Backend, CacheBytes: cfg.CacheBytes, Keys: cfg.Keys, ValueBytes: cfg.ValueBytes,
 		MemoryLimitBytes: cfg.MemoryLimit, Records: 2 * int64(cfg.Keys)}
 	dir := cfg.Dir
 	if cfg.Backend == state.BackendPebble && dir == "" {
@@ -130,7 +134,7 @@ func StateSize(cfg StateSizeConfig) (StateSizeResult, error) {
 		defer debug.SetMemoryLimit(old)
 	}
 	env := weir.NewEnvironment(weir.Config{Parallelism: 1, Logger: discard,
-		StateBackend: runtime.StateBackendConfig{Kind: cfg.Backend, Dir: dir}})
+		StateBackend: runtime.StateBackendConfig{Kind: cfg.Backend, Dir: dir, CacheBytes: cfg.CacheBytes}})
 	keys := int64(cfg.Keys)
 	src := weir.Generate(env, "keys", r.Records, func(i int64) weir.Record[string] {
 		return weir.Record[string]{Value: keyName(i % keys), Timestamp: i}
