@@ -9,7 +9,8 @@
 // and with Pebble codecs run on every access (8), values are copies (a
 // pointer held in state is not the stored value), and registration does
 // not decode natively restored entries. Native snapshots for incremental
-// checkpoints are in pebble_native.go.
+// checkpoints are in pebble_native.go; the write-back cache that keeps a
+// key's reads and writes off Pebble between flushes is in pebble_cache.go.
 //
 // A Backend belongs to one operator subtask. The runtime calls SetCurrentKey
 // before handing a record or a timer to user code; every state registered on

@@ -38,6 +38,12 @@ package state
 //     a key codec that fails) panic with a message naming the state: the
 //     state API has no error results, and the runtime turns a panic of an
 //     operator into a failed job that restarts from its last checkpoint.
+//  7. States and timers touch the database only through pebbleStore's
+//     get, set, del, merge, delPrefix and scan, which keep the write-back
+//     cache (pebble_cache.go, Options.CacheBytes) coherent; every other
+//     reader of the database (snapshots, Freeze, native checkpoints,
+//     restores) flushes the cache first, so invariants 1-5 hold of the
+//     database whenever anything but a point read looks at it.
 
 import (
 	"bytes"

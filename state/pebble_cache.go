@@ -34,11 +34,17 @@ package state
 //     flushed as a Pebble Delete, and merge operands are list values with
 //     at least one item.
 //  6. Bounded: an entry costs cacheEntryBytes plus its key and the capacity
-//     of its value; when the total passes Options.CacheBytes (default
-//     DefaultCacheBytes), the cache flushes and drops every entry. Close
-//     and RestoreNative drop the cache without flushing: the working
-//     database is then removed or replaced (invariant 5 of pebble.go).
-//  7. The cache is the subtask goroutine's alone; Frozen views read a
+//     of its value; when the total passes the bound (Options.CacheBytes,
+//     by default DefaultCacheBytes or half the memtable if smaller, so a
+//     flush is an ordinary batch, not one that makes Pebble flush), the
+//     cache flushes and drops every entry, keeping value buffers of at
+//     most a quarter of the bound for reuse (so the heap holds at most
+//     about 1.25x the bound). Close and RestoreNative drop the cache
+//     without flushing: the working database is then removed or replaced
+//     (invariant 5 of pebble.go), and nothing reads it after.
+//  7. The entry found last is remembered (a read then a write of one key
+//     is one map lookup) and forgotten whenever an entry is dropped.
+//  8. The cache is the subtask goroutine's alone; Frozen views read a
 //     Pebble snapshot taken after a flush and never touch it.
 
 import (
