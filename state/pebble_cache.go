@@ -85,7 +85,7 @@ type wcache struct {
 	free  []*centry // dropped entries, for reuse with their value buffers
 	bytes int64     // the live entries' cost (invariant 6)
 	limit int64
-	// freeBytes is the capacity of the value buffers in free, at most a
+	// freeBytes is the cost of the entries in free (freeCost), at most a
 	// quarter of limit.
 	freeBytes int64
 	kbuf      []byte // scratch for keys while flushing
@@ -117,7 +117,7 @@ func (c *wcache) entry(k []byte) (*centry, bool) {
 	if n := len(c.free); n > 0 {
 		e = c.free[n-1]
 		c.free = c.free[:n-1]
-		c.freeBytes -= int64(cap(e.v))
+		c.freeBytes -= freeCost(e)
 		e.v = e.v[:0]
 	} else {
 		e = &centry{}
@@ -326,11 +326,14 @@ func (c *wcache) drop(e *centry) {
 // free buffers stay under a quarter of the bound.
 func (c *wcache) recycle(e *centry) {
 	e.key, e.dirty = "", false
-	if c.freeBytes+int64(cap(e.v)) <= c.limit/4 {
-		c.freeBytes += int64(cap(e.v))
+	if c.freeBytes+freeCost(e) <= c.limit/4 {
+		c.freeBytes += freeCost(e)
 		c.free = append(c.free, e)
 	}
 }
+
+// freeCost is what a free entry costs: its value buffer and the entry.
+func freeCost(e *centry) int64 { return int64(cap(e.v)) + 64 }
 
 // dropCache drops every entry, dirty ones included (callers flush first
 // unless the database is going away).
