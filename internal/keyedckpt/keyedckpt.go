@@ -30,15 +30,20 @@ import (
 // state is serialized in the snapshot's asynchronous part).
 func Snapshot[K comparable, N comparable](w *runtime.SnapshotWriter, ctx *runtime.Context, b *state.Backend[K], t *timer.Service[K, N]) error {
 	rng := ctx.KeyGroups
+	base := w.NativeBase()
+	native := base != "" && b.Kind() == state.BackendPebble
 	timers := make([][]byte, rng.Len())
-	for kg := rng.Start; kg <= rng.End; kg++ {
-		tb, err := t.SnapshotKeyGroup(kg)
-		if err != nil {
-			return fmt.Errorf("snapshot of key group %d: %w", kg, err)
+	if !native || !t.InStore() {
+		// Timers in the database travel with a native snapshot.
+		for kg := rng.Start; kg <= rng.End; kg++ {
+			tb, err := t.SnapshotKeyGroup(kg)
+			if err != nil {
+				return fmt.Errorf("snapshot of key group %d: %w", kg, err)
+			}
+			timers[kg-rng.Start] = tb
 		}
-		timers[kg-rng.Start] = tb
 	}
-	if base := w.NativeBase(); base != "" && b.Kind() == state.BackendPebble {
+	if native {
 		return snapshotNative(w, ctx, b, base, timers)
 	}
 	fz := b.Freeze()
@@ -69,8 +74,14 @@ func Snapshot[K comparable, N comparable](w *runtime.SnapshotWriter, ctx *runtim
 // (nothing on a fresh start); restored is called after each key group, if
 // not nil.
 func Restore[K comparable, N comparable](ctx *runtime.Context, b *state.Backend[K], t *timer.Service[K, N], restored func(kg int)) error {
-	if err := restoreNative(ctx, b); err != nil {
+	timerKGs, err := restoreNative(ctx, b, t)
+	if err != nil {
 		return fmt.Errorf("restore of operator %q subtask %d: %w", ctx.UID, ctx.Subtask, err)
+	}
+	if restored != nil {
+		for _, kg := range timerKGs {
+			restored(kg)
+		}
 	}
 	return ctx.Restored().ForEachKeyGroup(func(kg int, blob []byte) error {
 		n, m := binary.Uvarint(blob)
