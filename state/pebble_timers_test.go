@@ -1,9 +1,14 @@
 package state_test
 
 import (
+	"bytes"
 	"fmt"
 	"os"
+	"os/exec"
+	goruntime "runtime"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/weirproject/weir/keygroup"
@@ -264,4 +269,133 @@ func TestPebbleTimersMatchHeap(t *testing.T) {
 			},
 		})
 	})
+}
+
+// BenchmarkTimersRegisterFire registers b.N event-time timers (1000 keys,
+// timestamps spread over 100 instants ahead of the watermark) and fires
+// them, on a timer service in memory and one in a Pebble backend, side by
+// side: ns/op is per timer registered and fired.
+func BenchmarkTimersRegisterFire(b *testing.B) {
+	keys := make([]string, 1000)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("key-%d", i)
+	}
+	run := func(b *testing.B, s *timer.Service[string, int]) {
+		const batch = 10000
+		fired := 0
+		var wm int64
+		for done := 0; done < b.N; {
+			n := min(batch, b.N-done)
+			for i := range n {
+				k := keys[(done+i)%len(keys)]
+				s.RegisterEventTimeTimer(k, tkg(k), done+i, wm+1+int64((done+i)%100))
+			}
+			done += n
+			wm += 100
+			s.AdvanceWatermark(wm, func(ttimer) { fired++ })
+		}
+		if fired != b.N {
+			b.Fatalf("fired %d of %d timers", fired, b.N)
+		}
+	}
+	b.Run("heap", func(b *testing.B) {
+		b.ReportAllocs()
+		run(b, timer.NewService[string, int](tfull))
+	})
+	b.Run("pebble", func(b *testing.B) {
+		b.ReportAllocs()
+		p := openPeb(b, tfull)
+		defer p.close()
+		run(b, p.s)
+	})
+}
+
+// TestPebbleTimersNeedNotFitInMemory registers and fires 250,000 timers
+// (WEIR_TIMERS_N to change it) with 100-byte keys in a child process, once in memory and once in a
+// Pebble backend, and compares the child's peak Go heap: the Pebble
+// service holds a cache of 32 timers per key group, the heap service all
+// of them. (Pebble's memtables and block cache are outside the Go heap and
+// bounded by its options; the peak resident set of both is logged.)
+func TestPebbleTimersNeedNotFitInMemory(t *testing.T) {
+	if kind := os.Getenv("WEIR_TIMERS_CHILD"); kind != "" {
+		timersChild(t, kind)
+		return
+	}
+	if testing.Short() {
+		t.Skip("runs two child processes with 250,000 timers each")
+	}
+	peak := map[string]uint64{}
+	for _, kind := range []string{"heap", "pebble"} {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestPebbleTimersNeedNotFitInMemory$", "-test.v")
+		cmd.Env = append(os.Environ(), "WEIR_TIMERS_CHILD="+kind, "TMPDIR="+t.TempDir(), "WEIR_TIMERS_N="+strconv.Itoa(timersN()))
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s child: %v\n%s", kind, err, out)
+		}
+		var heapPeak, rss uint64
+		i := bytes.Index(out, []byte("peak heap "))
+		if i < 0 {
+			t.Fatalf("%s child printed no peak:\n%s", kind, out)
+		}
+		fmt.Sscanf(string(out[i:]), "peak heap %d B, peak rss %d kB", &heapPeak, &rss)
+		t.Logf("%s: %d timers registered and fired; peak Go heap %.1f MiB, peak resident set %.1f MiB", kind, timersN(), float64(heapPeak)/(1<<20), float64(rss)/1024)
+		peak[kind] = heapPeak
+	}
+	if peak["pebble"]*4 > peak["heap"] {
+		t.Fatalf("timers in Pebble peaked at %d heap bytes, in memory at %d: expected under a quarter", peak["pebble"], peak["heap"])
+	}
+}
+
+// timersN is the number of timers of TestPebbleTimersNeedNotFitInMemory.
+func timersN() int {
+	if n, err := strconv.Atoi(os.Getenv("WEIR_TIMERS_N")); err == nil && n > 0 {
+		return n
+	}
+	return 250000
+}
+
+// timersChild is the child of TestPebbleTimersNeedNotFitInMemory.
+func timersChild(t *testing.T, kind string) {
+	n := timersN()
+	var s *timer.Service[string, int]
+	if kind == "pebble" {
+		p := openPeb(t, tfull)
+		defer p.close()
+		s = p.s
+	} else {
+		s = timer.NewService[string, int](tfull)
+	}
+	var heapPeak uint64
+	var ms goruntime.MemStats
+	sample := func() {
+		goruntime.GC()
+		goruntime.ReadMemStats(&ms)
+		heapPeak = max(heapPeak, ms.HeapAlloc)
+	}
+	pad := strings.Repeat("x", 90)
+	for i := range n {
+		k := fmt.Sprintf("%s%010d", pad, i)
+		s.RegisterEventTimeTimer(k, tkg(k), 0, int64(i))
+		if i%50000 == 0 {
+			sample()
+		}
+	}
+	sample()
+	fired := 0
+	s.AdvanceWatermark(int64(n), func(tm ttimer) {
+		if tm.Timestamp != int64(fired) {
+			t.Fatalf("timer %d fired as number %d", tm.Timestamp, fired)
+		}
+		fired++
+	})
+	if fired != n {
+		t.Fatalf("fired %d of %d timers", fired, n)
+	}
+	sample()
+	status, _ := os.ReadFile("/proc/self/status")
+	var rss uint64
+	if i := bytes.Index(status, []byte("VmHWM:")); i >= 0 {
+		fmt.Sscanf(string(status[i+len("VmHWM:"):]), "%d", &rss)
+	}
+	fmt.Printf("peak heap %d B, peak rss %d kB\n", heapPeak, rss)
 }

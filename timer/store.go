@@ -3,6 +3,7 @@ package timer
 import (
 	"encoding/binary"
 	"fmt"
+	"math"
 	"slices"
 
 	"github.com/weirproject/weir/codec"
@@ -42,6 +43,8 @@ import (
 //   - heap holds the slots of the groups with g.n > 0, ordered by their
 //     first timer (ts, seq, slot); g.hpos is the group's heap position, -1
 //     when not queued;
+//   - no timer of g has a timestamp above g.maxTs (Add and Remove answer from
+//     the cache and maxTs when they can, without reading the store);
 //   - seq is above every seq of the store's entries (Reload restores it).
 
 // Store is ordered byte storage partitioned by key group, where a Service
@@ -94,6 +97,7 @@ type kgQueue[K comparable, N comparable] struct {
 	h     int    // cache[:h] are fired or removed
 	lo    []byte // lower bound of the ordered keys not cached
 	hpos  int
+	maxTs int64 // no timer of the group has a later timestamp
 }
 
 func (g *kgQueue[K, N]) live() []cached[K, N] { return g.cache[g.h:] }
@@ -118,7 +122,7 @@ type storeQueue[K comparable, N comparable] struct {
 func newStoreQueue[K comparable, N comparable](r keygroup.Range, st Store, tag byte, kc *codec.Codec[K], nc *codec.Codec[N], seq *uint64) *storeQueue[K, N] {
 	q := &storeQueue[K, N]{rng: r, st: st, tag: tag, kc: kc, nc: nc, seq: seq, groups: make([]kgQueue[K, N], r.Len())}
 	for i := range q.groups {
-		q.groups[i].hpos = -1
+		q.groups[i].hpos, q.groups[i].maxTs = -1, math.MinInt64
 	}
 	return q
 }
@@ -162,12 +166,43 @@ func identityKey(dst []byte, tag byte, ts int64, fields []byte) []byte {
 	return append(dst, fields...)
 }
 
+// Answers of lookup.
+const (
+	unknown = iota
+	absent
+	present
+)
+
+// lookup tells from memory, if it can, whether t is stored, and if so its
+// seq: a timer earlier than the last cached one (or any, when the whole
+// group is cached) would be cached, and none is later than maxTs.
+func (q *storeQueue[K, N]) lookup(g *kgQueue[K, N], t *Timer[K, N]) (int, uint64) {
+	live := g.live()
+	if len(live) == g.n || t.Timestamp < live[len(live)-1].ts {
+		for i := range live {
+			if c := &live[i]; c.ts == t.Timestamp && c.t.Key == t.Key && c.t.Namespace == t.Namespace {
+				return present, c.seq
+			}
+		}
+		return absent, 0
+	}
+	if t.Timestamp > g.maxTs {
+		return absent, 0
+	}
+	return unknown, 0
+}
+
 func (q *storeQueue[K, N]) Add(t Timer[K, N]) bool {
-	q.slot(t.KeyGroup)
+	g := &q.groups[q.slot(t.KeyGroup)]
 	q.fbuf = q.encodeFields(q.fbuf[:0], &t)
 	q.ibuf = identityKey(q.ibuf[:0], q.tag, t.Timestamp, q.fbuf)
-	if _, ok := q.st.Get(t.KeyGroup, q.ibuf); ok {
+	switch k, _ := q.lookup(g, &t); k {
+	case present:
 		return false
+	case unknown:
+		if _, ok := q.st.Get(t.KeyGroup, q.ibuf); ok {
+			return false
+		}
 	}
 	q.add(t, q.fbuf, q.ibuf)
 	return true
@@ -193,6 +228,7 @@ func (q *storeQueue[K, N]) add(t Timer[K, N], fields, ik []byte) {
 	q.st.Set(t.KeyGroup, ik, sb[:])
 	g := &q.groups[i]
 	allCached := len(g.live()) == g.n
+	g.maxTs = max(g.maxTs, t.Timestamp)
 	g.n++
 	q.n++
 	live := g.live()
@@ -307,20 +343,26 @@ func decodeEntry[K comparable, N comparable](kg int, k, v []byte, kc codec.Codec
 
 func (q *storeQueue[K, N]) Remove(t Timer[K, N]) bool {
 	i := q.slot(t.KeyGroup)
+	g := &q.groups[i]
 	q.fbuf = q.encodeFields(q.fbuf[:0], &t)
 	q.ibuf = identityKey(q.ibuf[:0], q.tag, t.Timestamp, q.fbuf)
-	v, ok := q.st.Get(t.KeyGroup, q.ibuf)
-	if !ok {
+	k, seq := q.lookup(g, &t)
+	switch k {
+	case absent:
 		return false
+	case unknown:
+		v, ok := q.st.Get(t.KeyGroup, q.ibuf)
+		if !ok {
+			return false
+		}
+		if len(v) != 8 {
+			panic(fmt.Sprintf("timer: malformed timer identity entry in key group %d: value %x", t.KeyGroup, v))
+		}
+		seq = binary.BigEndian.Uint64(v)
 	}
-	if len(v) != 8 {
-		panic(fmt.Sprintf("timer: malformed timer identity entry in key group %d: value %x", t.KeyGroup, v))
-	}
-	seq := binary.BigEndian.Uint64(v)
 	q.st.Delete(t.KeyGroup, q.ibuf)
 	q.kbuf = orderedKey(q.kbuf[:0], q.tag, t.Timestamp, seq)
 	q.st.Delete(t.KeyGroup, q.kbuf)
-	g := &q.groups[i]
 	g.n--
 	q.n--
 	live := g.live()
@@ -345,7 +387,10 @@ func (q *storeQueue[K, N]) Remove(t Timer[K, N]) bool {
 }
 
 func (q *storeQueue[K, N]) Contains(t Timer[K, N]) bool {
-	q.slot(t.KeyGroup)
+	g := &q.groups[q.slot(t.KeyGroup)]
+	if k, _ := q.lookup(g, &t); k != unknown {
+		return k == present
+	}
 	q.fbuf = q.encodeFields(q.fbuf[:0], &t)
 	q.ibuf = identityKey(q.ibuf[:0], q.tag, t.Timestamp, q.fbuf)
 	_, ok := q.st.Get(t.KeyGroup, q.ibuf)
@@ -427,7 +472,7 @@ func (q *storeQueue[K, N]) reload() (uint64, error) {
 	q.heap, q.n = q.heap[:0], 0
 	for i := range q.groups {
 		g := &q.groups[i]
-		*g = kgQueue[K, N]{hpos: -1, lo: g.lo[:0]}
+		*g = kgQueue[K, N]{hpos: -1, lo: g.lo[:0], maxTs: math.MinInt64}
 		kg := q.rng.Start + i
 		var err error
 		q.st.Scan(kg, []byte{q.tag}, []byte{q.tag + 1}, func(k, v []byte) bool {
@@ -436,6 +481,7 @@ func (q *storeQueue[K, N]) reload() (uint64, error) {
 				return false
 			}
 			maxSeq = max(maxSeq, binary.BigEndian.Uint64(k[9:]))
+			g.maxTs = int64(binary.BigEndian.Uint64(k[1:]) ^ 1<<63) // the last is the latest
 			if len(g.cache) < cacheCap {
 				var c cached[K, N]
 				if c, err = q.decode(kg, k, v); err != nil {
