@@ -9,7 +9,10 @@
 // and with Pebble codecs run on every access (8), values are copies (a
 // pointer held in state is not the stored value), and registration does
 // not decode natively restored entries. Native snapshots for incremental
-// checkpoints are in pebble_native.go.
+// checkpoints are in pebble_native.go. A Pebble backend also stores the
+// timers of its operator (Backend.TimerStore, for timer.NewServiceInStore)
+// after each key group's state entries (pebble_timers.go), so native
+// checkpoints carry them.
 //
 // A Backend belongs to one operator subtask. The runtime calls SetCurrentKey
 // before handing a record or a timer to user code; every state registered on

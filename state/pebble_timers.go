@@ -147,7 +147,7 @@ func ForEachNativeTimers(dir string, start, end int, f func(kg int, st *ReadOnly
 		return err
 	}
 	defer db.Close()
-	st := &ReadOnlyTimerStore{db: db}
+	st := &ReadOnlyTimerStore{db: db, s: TimerStore{db: func() *pebble.DB { return db }}}
 	for kg := start; kg <= end; kg++ {
 		any := false
 		if err := st.s.scan(db, kg, nil, nil, func(k, v []byte) bool { any = true; return false }); err != nil {
@@ -171,10 +171,7 @@ type ReadOnlyTimerStore struct {
 }
 
 // Get implements timer.Store.
-func (r *ReadOnlyTimerStore) Get(kg int, k []byte) ([]byte, bool) {
-	r.s.db = func() *pebble.DB { return r.db }
-	return r.s.Get(kg, k)
-}
+func (r *ReadOnlyTimerStore) Get(kg int, k []byte) ([]byte, bool) { return r.s.Get(kg, k) }
 
 // Set panics: the store is read-only.
 func (r *ReadOnlyTimerStore) Set(kg int, k, v []byte) {
