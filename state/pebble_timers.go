@@ -29,6 +29,7 @@ package state
 import (
 	"errors"
 	"fmt"
+	"io"
 
 	"github.com/cockroachdb/pebble/v2"
 )
@@ -147,7 +148,7 @@ func ForEachNativeTimers(dir string, start, end int, f func(kg int, st *ReadOnly
 		return err
 	}
 	defer db.Close()
-	st := &ReadOnlyTimerStore{db: db, s: TimerStore{db: func() *pebble.DB { return db }}}
+	st := &ReadOnlyTimerStore{view: db}
 	for kg := start; kg <= end; kg++ {
 		any := false
 		if err := st.s.scan(db, kg, nil, nil, func(k, v []byte) bool { any = true; return false }); err != nil {
@@ -163,15 +164,45 @@ func ForEachNativeTimers(dir string, start, end int, f func(kg int, st *ReadOnly
 	return nil
 }
 
-// ReadOnlyTimerStore is a timer.Store over a native snapshot, for
-// ForEachNativeTimers.
+// ReadOnlyTimerStore is a timer.Store over a native snapshot
+// (ForEachNativeTimers) or a frozen view of the backend (Frozen.TimerStore).
 type ReadOnlyTimerStore struct {
-	db *pebble.DB
-	s  TimerStore
+	view readView
+	s    TimerStore // scratch and scans
+}
+
+// readView is what a ReadOnlyTimerStore reads: a database or a snapshot.
+type readView interface {
+	pebbleView
+	Get(k []byte) ([]byte, io.Closer, error)
+}
+
+// TimerStore returns a read-only timer.Store over the frozen view of a
+// Pebble backend (nil for the memory backend), valid until Close: a
+// snapshot's asynchronous part writes the canonical blobs of the timers
+// from it (timer.AppendStoreSnapshot) while the subtask runs on.
+func (f *Frozen[K]) TimerStore() *ReadOnlyTimerStore {
+	v, ok := f.psnap.(readView)
+	if !ok {
+		return nil
+	}
+	return &ReadOnlyTimerStore{view: v}
 }
 
 // Get implements timer.Store.
-func (r *ReadOnlyTimerStore) Get(kg int, k []byte) ([]byte, bool) { return r.s.Get(kg, k) }
+func (r *ReadOnlyTimerStore) Get(kg int, k []byte) ([]byte, bool) {
+	r.s.kbuf = timerKey(r.s.kbuf, kg, k)
+	v, c, err := r.view.Get(r.s.kbuf)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, false
+	}
+	if err != nil {
+		pebblePanic("reading a timer", err)
+	}
+	r.s.vbuf = append(r.s.vbuf[:0], v...)
+	c.Close()
+	return r.s.vbuf, true
+}
 
 // Set panics: the store is read-only.
 func (r *ReadOnlyTimerStore) Set(kg int, k, v []byte) {
@@ -185,7 +216,7 @@ func (r *ReadOnlyTimerStore) Delete(kg int, k []byte) {
 
 // Scan implements timer.Store.
 func (r *ReadOnlyTimerStore) Scan(kg int, lo, hi []byte, f func(k, v []byte) bool) {
-	if err := r.s.scan(r.db, kg, lo, hi, f); err != nil {
+	if err := r.s.scan(r.view, kg, lo, hi, f); err != nil {
 		pebblePanic("iterating timers", err)
 	}
 }

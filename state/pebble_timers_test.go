@@ -215,6 +215,20 @@ func TestPebbleTimersMatchHeap(t *testing.T) {
 				// Pebble side through two subtasks of half the key groups
 				// (another parallelism) and back into one, or into the
 				// heap and back.
+				// The asynchronous snapshot's bytes, rewritten from a
+				// frozen view, are the service's own.
+				fz := peb.b.Freeze()
+				for kg := tfull.Start; kg <= tfull.End; kg++ {
+					want, err := peb.s.SnapshotKeyGroup(kg)
+					if err != nil {
+						t.Fatal(err)
+					}
+					got, err := timer.AppendStoreSnapshot(nil, kg, fz.TimerStore())
+					if err != nil || !bytes.Equal(got, want) {
+						rt.Fatalf("key group %d: AppendStoreSnapshot = %x, %v; SnapshotKeyGroup %x", kg, got, err, want)
+					}
+				}
+				fz.Close()
 				h2 := timer.NewService[string, int](tfull)
 				snapshotInto(t, heap, h2)
 				heap = h2
