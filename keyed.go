@@ -240,7 +240,7 @@ func (c *keyedCore[K, OUT]) open(ctx *runtime.Context, out runtime.Output[OUT], 
 	}
 	c.kctx = KeyedContext[K, OUT]{rt: ctx, out: out,
 		backend: backend,
-		timers:  timer.NewService[K, struct{}](ctx.KeyGroups)}
+		timers:  NewTimerService[K, struct{}](backend, nil, nil)}
 	c.fire, c.pfire = timerCallbacks(&c.kctx, &c.err, onTimer)
 	if err := RestoreKeyed(ctx, c.kctx.backend, c.kctx.timers, nil); err != nil {
 		return err

@@ -1,6 +1,7 @@
 package weir
 
 import (
+	"github.com/weirproject/weir/codec"
 	"github.com/weirproject/weir/internal/keyedckpt"
 	"github.com/weirproject/weir/runtime"
 	"github.com/weirproject/weir/state"
@@ -34,4 +35,16 @@ func SnapshotKeyed[K comparable, N comparable](w *runtime.SnapshotWriter, ctx *r
 // timers). Operators call it from Open.
 func RestoreKeyed[K comparable, N comparable](ctx *runtime.Context, b *state.Backend[K], t *timer.Service[K, N], restored func(kg int)) error {
 	return keyedckpt.Restore(ctx, b, t, restored)
+}
+
+// NewTimerService returns the timer service of a keyed operator subtask
+// whose keyed state is b, for SnapshotKeyed and RestoreKeyed: for a Pebble
+// backend its timers live in b's database (timer.NewServiceInStore over
+// state.Backend.TimerStore, as Flink's RocksDB backend keeps timers in
+// RocksDB), so they need not fit in memory and native checkpoints carry
+// them; for the memory backend they live in memory
+// (timer.NewServiceWithCodecs). kc and nc encode keys and namespaces in
+// snapshots (and in the database); nil means codec.Default of the type.
+func NewTimerService[K comparable, N comparable](b *state.Backend[K], kc codec.Codec[K], nc codec.Codec[N]) *timer.Service[K, N] {
+	return keyedckpt.NewTimers(b, kc, nc)
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/weirproject/weir"
 	"github.com/weirproject/weir/broker"
+	ckpt "github.com/weirproject/weir/checkpoint"
 	"github.com/weirproject/weir/clock"
 	"github.com/weirproject/weir/connector/kafka"
 	"github.com/weirproject/weir/runtime"
@@ -183,13 +184,38 @@ func TestLiveRejoinWithoutClock(t *testing.T) {
 // S4: held records survive a savepoint and a restore at another
 // parallelism, and are released, in order, once the watermark passes them.
 func TestSortSavepointRestore(t *testing.T) {
+	t.Run("memory", func(t *testing.T) { testSortSavepointRestore(t, [2]string{"", ""}, false) })
+	// Held in Pebble (keyed state and timers) before the savepoint, in
+	// memory after it, and the other way round: the savepoint is the same.
+	t.Run("pebble-memory", func(t *testing.T) { testSortSavepointRestore(t, [2]string{state.BackendPebble, ""}, false) })
+	t.Run("memory-pebble", func(t *testing.T) { testSortSavepointRestore(t, [2]string{"", state.BackendPebble}, false) })
+	// A native checkpoint of the Pebble mode (records and timers in the
+	// database's files), restored at another parallelism into either.
+	t.Run("pebble-checkpoint-pebble", func(t *testing.T) {
+		testSortSavepointRestore(t, [2]string{state.BackendPebble, state.BackendPebble}, true)
+	})
+	t.Run("pebble-checkpoint-memory", func(t *testing.T) {
+		testSortSavepointRestore(t, [2]string{state.BackendPebble, ""}, true)
+	})
+}
+
+func testSortSavepointRestore(t *testing.T, backends [2]string, checkpoint bool) {
 	b, cl := startBroker(t, map[string]int32{"inv": 3})
 	base := time.Now().Add(-time.Hour).UnixMilli()
 	n := history(t, cl, "inv", 3, 30, base)
 	sp := t.TempDir() + "/sp"
 	build := func(par int, restore string, withClock bool) (*weir.Environment, *kafka.Source[kafka.Message[ev]], *out) {
+		backend := backends[0]
+		if restore != "" {
+			backend = backends[1]
+		}
+		cc := runtime.CheckpointConfig{RestoreFrom: restore}
+		if checkpoint && restore == "" {
+			cc.Dir = t.TempDir()
+		}
 		env := weir.NewEnvironment(weir.Config{Parallelism: par, Logger: quiet,
-			Checkpoint: runtime.CheckpointConfig{RestoreFrom: restore}})
+			Checkpoint:   cc,
+			StateBackend: weir.StateBackendConfig{Kind: backend, Dir: t.TempDir()}})
 		src := kafka.NewSource(kafka.Options{Brokers: b.Addrs(), Topics: []string{"inv"}, Live: kafka.LiveStayIdle},
 			kafka.WithMetadata(kafka.JSON[ev]()))
 		// No watermarks from the data: everything stays held.
@@ -213,7 +239,19 @@ func TestSortSavepointRestore(t *testing.T) {
 	// Everything the source emitted precedes the savepoint's barrier.
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	if _, err := job.TriggerSavepoint(ctx, sp); err != nil {
+	if checkpoint {
+		var err error
+		if _, sp, err = job.TriggerCheckpoint(ctx); err != nil {
+			t.Fatal(err)
+		}
+		m, err := ckpt.Read(sp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Operator("sort").Subtasks[0].Native == nil {
+			t.Fatal("the checkpoint of the Pebble mode is not native")
+		}
+	} else if _, err := job.TriggerSavepoint(ctx, sp); err != nil {
 		t.Fatal(err)
 	}
 	stop()

@@ -24,7 +24,14 @@
 //	    timer work per record). Records are held as values, or, with
 //	    SortOptions.HeldCodec and a T containing pointers, encoded in byte
 //	    slabs the garbage collector does not scan (arena.go); the order
-//	    and what is released are the same either way.
+//	    and what is released are the same either way. When the job chose
+//	    the Pebble state backend, records are held instead in keyed list
+//	    state per (key, timestamp) with an event-time timer each, both in
+//	    the backend's database (sortstore.go), so a catch-up that holds
+//	    more than memory runs: per key the order is the same (a timer
+//	    releases its list sorted by tiebreak, then arrival); across keys,
+//	    equal timestamps come out in the order their (key, timestamp) was
+//	    first held.
 //	S2. Records of one key with equal timestamps are released in Tiebreak
 //	    order (then arrival order); with (partition, offset) as tiebreak the
 //	    output of a replay is the same.
@@ -37,7 +44,8 @@
 //	S4. Held records are in checkpoints and savepoints, per key group, in
 //	    the format of keyed list state per (key, timestamp) with an
 //	    event-time timer each (the operator's in-memory queue is written in
-//	    that form only when a snapshot is taken)
+//	    that form only when a snapshot is taken; the Pebble mode holds them
+//	    in that form, and its checkpoints are native)
 //	    (so a restore at another parallelism re-slices them, and snapshots
 //	    of earlier versions restore); a restored operator releases them as
 //	    the watermark passes them again, keeping their order.

@@ -102,6 +102,9 @@ type sortOp[K comparable, T any] struct {
 
 	violations, released *runtime.Counter
 	holding              *runtime.Gauge
+	// st, if not nil, holds the records instead (the Pebble backend:
+	// sortstore.go).
+	st *storedHeld[K, T]
 }
 
 func (o *sortOp[K, T]) Open(ctx *runtime.Context, out runtime.Output[T]) error {
@@ -123,6 +126,9 @@ func (o *sortOp[K, T]) Open(ctx *runtime.Context, out runtime.Output[T]) error {
 	o.violations = ctx.Counter("orderViolations")
 	o.released = ctx.Counter("recordsReleased")
 	o.holding = ctx.Gauge("recordsHeld")
+	if ctx.StateOptions().Kind == state.BackendPebble {
+		return o.openStored(ctx)
+	}
 	return o.restore(ctx)
 }
 
@@ -141,6 +147,10 @@ func (o *sortOp[K, T]) ProcessRecord(r runtime.Record[T]) error {
 }
 
 func (o *sortOp[K, T]) push(ts int64, v T) error {
+	if o.st != nil {
+		o.st.push(ts, v)
+		return nil
+	}
 	h := heldRec[T]{ts: ts, seq: o.seq, v: v}
 	o.seq++
 	if tb := o.opts.Tiebreak; tb != nil {
@@ -155,6 +165,9 @@ func (o *sortOp[K, T]) push(ts int64, v T) error {
 
 // heldLen returns the number of records held.
 func (o *sortOp[K, T]) heldLen() int {
+	if o.st != nil {
+		return o.st.n
+	}
 	if o.enc != nil {
 		return o.enc.len()
 	}
@@ -166,9 +179,12 @@ func (o *sortOp[K, T]) ProcessWatermark(ts int64) error {
 		o.wm = ts
 		var n int
 		var err error
-		if o.enc != nil {
+		switch {
+		case o.st != nil:
+			n, err = o.st.advance(ts)
+		case o.enc != nil:
 			n, err = o.enc.release(ts, o.emitHeld)
-		} else {
+		default:
 			n = o.held.release(ts, o.emitHeld)
 		}
 		if n > 0 {
@@ -193,6 +209,14 @@ func (o *sortOp[K, T]) emitHeld(h *heldRec[T]) {
 }
 
 func (o *sortOp[K, T]) EndInput() error { return nil }
+
+// Close releases the Pebble backend of a stored operator (sortstore.go).
+func (o *sortOp[K, T]) Close() error {
+	if o.st == nil {
+		return nil
+	}
+	return o.st.close()
+}
 
 // keyedState builds the keyed-state and timer form of the held records
 // (for snapshots), in release order so that arrival order within a (key,
@@ -231,6 +255,9 @@ func (o *sortOp[K, T]) keyedState(recs []heldRec[T]) (*state.Backend[K], *timer.
 // the keyed state, timers and blobs are built from the copy in the
 // snapshot's asynchronous part, while records flow.
 func (o *sortOp[K, T]) SnapshotState(w *runtime.SnapshotWriter) error {
+	if o.st != nil {
+		return o.st.snapshot(w)
+	}
 	if o.heldLen() == 0 {
 		return nil
 	}
@@ -285,24 +312,10 @@ func (o *sortOp[K, T]) restore(ctx *runtime.Context) error {
 	if err != nil {
 		return err
 	}
-	err = ctx.Restored().ForEachKeyGroup(func(kg int, blob []byte) error {
-		n, m := binary.Uvarint(blob)
-		if m <= 0 || uint64(len(blob)-m) < n {
-			return fmt.Errorf("ordering: corrupt snapshot of key group %d", kg)
-		}
-		sb, tb := blob[m:m+int(n)], blob[m+int(n):]
-		if len(sb) > 0 {
-			if err := backend.RestoreKeyGroup(kg, sb); err != nil {
-				return err
-			}
-		}
-		if len(tb) > 0 {
-			return timers.RestoreKeyGroup(kg, tb)
-		}
-		return nil
-	})
-	if err != nil {
-		return err
+	// RestoreKeyed also reads native checkpoints of the Pebble mode
+	// (sortstore.go), whose records and timers are in Pebble's files.
+	if err := weir.RestoreKeyed(ctx, backend, timers, nil); err != nil {
+		return fmt.Errorf("ordering: %w", err)
 	}
 	for kg := ctx.KeyGroups.Start; kg <= ctx.KeyGroups.End && err == nil; kg++ {
 		held.ForEach(kg, func(_ K, ts int64, vs []T) {

@@ -96,17 +96,21 @@ func checkSorted(t *testing.T, recs []runtime.Record[ev]) {
 // offset), at parallelism 2; with records held as values and encoded
 // (HeldCodec).
 func TestSortOrdersPerKey(t *testing.T) {
-	t.Run("values", func(t *testing.T) { testSortOrdersPerKey(t, nil) })
-	t.Run("encoded", func(t *testing.T) { testSortOrdersPerKey(t, state.JSONCodec[ev]()) })
+	t.Run("values", func(t *testing.T) { testSortOrdersPerKey(t, nil, "") })
+	t.Run("encoded", func(t *testing.T) { testSortOrdersPerKey(t, state.JSONCodec[ev](), "") })
+	// With the Pebble backend the records are held in keyed state and
+	// timers in its database (sortstore.go).
+	t.Run("pebble", func(t *testing.T) { testSortOrdersPerKey(t, nil, state.BackendPebble) })
 }
 
-func testSortOrdersPerKey(t *testing.T, held state.Codec[ev]) {
+func testSortOrdersPerKey(t *testing.T, held state.Codec[ev], backend string) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	var in []ev
 	for i := range 2000 {
 		in = append(in, ev{Key: fmt.Sprint("k", rng.IntN(17)), TS: int64(rng.IntN(300)), Partition: int64(rng.IntN(3)), Offset: int64(i)})
 	}
-	env := weir.NewEnvironment(weir.Config{Parallelism: 2, Logger: quiet})
+	env := weir.NewEnvironment(weir.Config{Parallelism: 2, Logger: quiet,
+		StateBackend: weir.StateBackendConfig{Kind: backend, Dir: t.TempDir()}})
 	src := weir.FromSlice(env, "in", in, watermark.ForBoundedOutOfOrderness[ev](50*time.Millisecond).
 		WithTimestamp(func(e ev, _ int64) (int64, bool) { return e.TS, true }))
 	sorted := Sort(weir.KeyBy(src, func(e ev) string { return e.Key }), "sort", SortOptions[ev]{Tiebreak: tiebreak, HeldCodec: held})

@@ -11,6 +11,9 @@
 // not decode natively restored entries. Native snapshots for incremental
 // checkpoints are in pebble_native.go; the write-back cache that keeps a
 // key's reads and writes off Pebble between flushes is in pebble_cache.go.
+// A Pebble backend also stores the timers of its operator
+// (Backend.TimerStore, for timer.NewServiceInStore) after each key group's
+// state entries (pebble_timers.go), so native checkpoints carry them.
 //
 // A Backend belongs to one operator subtask. The runtime calls SetCurrentKey
 // before handing a record or a timer to user code; every state registered on

@@ -520,6 +520,9 @@ func sectionsOf(db pebbleView, kg int) ([]*section, error) {
 	}
 	var bad error
 	err := scanDB(db, kgPrefix(kg), func(rest, v []byte) bool {
+		if isTimerKey(rest) {
+			return false // the timers follow the states (pebble_timers.go)
+		}
 		name, after, ok := fieldBody(rest)
 		if !ok || len(after) == 0 {
 			bad = fmt.Errorf("%w: malformed Pebble key %x", ErrCorruptSnapshot, rest)

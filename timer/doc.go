@@ -6,6 +6,18 @@
 // heap of the timestamps), because many timers usually share one: every
 // key's window ends at the same instant.
 //
+// A service made by NewServiceInStore keeps its timers in a Store instead
+// (the Pebble state backend's database, state.Backend.TimerStore), with
+// a small cache of each key group's first timers and a heap of key groups
+// in memory (store.go), so its timers need not fit in memory. Guarantees 1
+// to 7 hold for it too; equal timestamps keep their registration order
+// through a sequence number of the service stored with each timer, also
+// after its storage is restored natively (Reload), where "restored timers
+// in the order they are restored" becomes "in the order the service that
+// wrote them registered them" (timers restored from several old
+// databases with equal timestamp and sequence fire by key group).
+// Guarantee 8 does not: see NewServiceInStore for its costs.
+//
 // # What it guarantees
 //
 //  1. Identity. A timer is identified by (Timestamp, Key, Namespace).

@@ -52,7 +52,13 @@ func (m *model) remove(t tmr) bool {
 func keyGroupOf(key string) int { return 2 + int(key[0]-'a')%4 }
 
 func TestQueueMatchesModel(t *testing.T) {
-	checkQueueModel(t, []string{"a", "b", "c", "d", "e", "f"}, -3, 12, 2, 0)
+	checkQueueModel(t, heapQueue, []string{"a", "b", "c", "d", "e", "f"}, -3, 12, 2, 0)
+}
+
+// heapQueue makes a Queue and its invariant check, for checkQueueModel.
+func heapQueue(r keygroup.Range) (queue[string, int], func(*rapid.T)) {
+	q := NewQueue[string, int](r)
+	return q, func(rt *rapid.T) { checkQueue(rt, q) }
 }
 
 // TestQueueMatchesModelCrowded crowds many identities into few timestamps, so
@@ -64,16 +70,21 @@ func TestQueueMatchesModelCrowded(t *testing.T) {
 			keys = append(keys, fmt.Sprintf("%c%d", c, i))
 		}
 	}
-	checkQueueModel(t, keys, 0, 2, 1, 3*scanMax)
+	checkQueueModel(t, heapQueue, keys, 0, 2, 1, 3*scanMax)
 }
 
 // checkQueueModel runs random operations on a Queue and the model, with
 // timers of the given keys, timestamps in [tsMin, tsMax] and namespaces in
 // [0, nsMax], and bursts of up to burst adds.
-func checkQueueModel(t *testing.T, keys []string, tsMin, tsMax int64, nsMax, burst int) {
+func checkQueueModel(t *testing.T, mk func(keygroup.Range) (queue[string, int], func(*rapid.T)), keys []string, tsMin, tsMax int64, nsMax, burst int) {
 	r := keygroup.Range{Start: 2, End: 5}
 	rapid.Check(t, func(rt *rapid.T) {
-		q := NewQueue[string, int](r)
+		q, check := mk(r)
+		type peeker interface {
+			Peek() (tmr, bool)
+			Contains(tmr) bool
+		}
+		qp := q.(peeker)
 		m := &model{}
 		genTimer := rapid.Custom(func(rt *rapid.T) tmr {
 			key := rapid.SampledFrom(keys).Draw(rt, "key")
@@ -128,18 +139,18 @@ func checkQueueModel(t *testing.T, keys []string, tsMin, tsMax int64, nsMax, bur
 				}
 			},
 			"": func(rt *rapid.T) { // invariants, checked after every step
-				checkQueue(rt, q) // first: Contains below settles the buckets
+				check(rt) // first: Contains below settles the buckets
 				if q.Len() != len(m.ts) {
 					rt.Fatalf("Len = %d, model %d", q.Len(), len(m.ts))
 				}
-				p, ok := q.Peek()
+				p, ok := qp.Peek()
 				if ok != (len(m.ts) > 0) || (ok && p.Timestamp != m.ts[0].Timestamp) {
 					rt.Fatalf("Peek = %v %v, model head %v", p, ok, m.ts)
 				}
 				for kg := r.Start; kg <= r.End; kg++ {
 					var got []string
 					q.ForEachInKeyGroup(kg, func(x tmr) {
-						if q.Contains(x) == false {
+						if qp.Contains(x) == false {
 							rt.Fatalf("ForEachInKeyGroup yielded %v which Contains denies", x)
 						}
 						got = append(got, fmt.Sprint(x))
@@ -158,7 +169,7 @@ func checkQueueModel(t *testing.T, keys []string, tsMin, tsMax int64, nsMax, bur
 						rt.Fatalf("LenKeyGroup(%d) = %d, want %d", kg, q.LenKeyGroup(kg), len(want))
 					}
 				}
-				checkQueue(rt, q)
+				check(rt)
 			},
 		}
 		if burst > 0 {

@@ -1,6 +1,7 @@
 package timer
 
 import (
+	"fmt"
 	"math"
 
 	"github.com/weirproject/weir/codec"
@@ -12,8 +13,10 @@ import (
 // runtime's clock. It is not safe for concurrent use; it belongs to the
 // subtask's mailbox goroutine.
 type Service[K comparable, N comparable] struct {
-	event     *Queue[K, N]
-	proc      *Queue[K, N]
+	event     queue[K, N]
+	proc      queue[K, N]
+	store     Store   // NewServiceInStore; nil: the queues are Queues
+	seq       *uint64 // registration counter of store queues
 	watermark int64
 	onHead    func(ts int64)
 
@@ -36,6 +39,110 @@ func NewService[K comparable, N comparable](r keygroup.Range) *Service[K, N] {
 		kc:        codec.Default[K](),
 		nc:        codec.Default[N](),
 	}
+}
+
+// queue is what a Service needs of its queues: Queue, or storeQueue for a
+// service in a Store (store.go).
+type queue[K comparable, N comparable] interface {
+	Range() keygroup.Range
+	Add(t Timer[K, N]) bool
+	AddNew(t Timer[K, N])
+	Remove(t Timer[K, N]) bool
+	PeekTimestamp() (int64, bool)
+	Poll() (Timer[K, N], bool)
+	Len() int
+	LenKeyGroup(kg int) int
+	ForEachInKeyGroup(kg int, f func(Timer[K, N]))
+}
+
+// NewServiceInStore is NewServiceWithCodecs for a service whose timers live
+// in st (the Pebble state backend's: state.Backend.TimerStore) rather than
+// in memory, so that a job whose timers do not fit in memory runs. Memory
+// holds a count and the first few timers of each key group (store.go). The
+// codecs encode keys and namespaces in the store too, so they must be able
+// to encode every registered key and namespace (a failure panics, naming
+// the timer). The service assumes it is the only writer of st's timers;
+// after their storage was replaced (a native restore), call Reload.
+//
+// Guarantees 1 to 7 of the package hold as for NewService; the costs of
+// guarantee 8 do not: Add and Remove read one store entry and write two,
+// Poll deletes two (Peek and Contains of the first timers stay in memory),
+// a refill of a key group's cache scans the store, and ForEachInKeyGroup
+// and Reload scan it.
+func NewServiceInStore[K comparable, N comparable](r keygroup.Range, st Store, kc codec.Codec[K], nc codec.Codec[N]) *Service[K, N] {
+	if st == nil {
+		panic("timer: NewServiceInStore needs a Store (use NewServiceWithCodecs for timers in memory)")
+	}
+	s := NewServiceWithCodecs[K, N](r, kc, nc)
+	s.store, s.seq = st, new(uint64)
+	s.event = newStoreQueue[K, N](r, st, tagEvent, &s.kc, &s.nc, s.seq)
+	s.proc = newStoreQueue[K, N](r, st, tagProc, &s.kc, &s.nc, s.seq)
+	return s
+}
+
+// InStore reports whether the service keeps its timers in a Store
+// (NewServiceInStore).
+func (s *Service[K, N]) InStore() bool { return s.store != nil }
+
+// Reload rebuilds the in-memory part of a service in a Store from the
+// store's timers, after the store was replaced under it (a native restore
+// of the Pebble state backend, whose checkpoints carry the timers): the
+// counts, the key groups' first timers and the registration counter. Then
+// it calls the head-change callback with the earliest processing-time
+// timer, if any, as RestoreKeyGroup would. The timers restored fire in
+// (timestamp, registration order of the service that wrote them). It
+// scans every timer once. A service in memory has nothing to reload.
+func (s *Service[K, N]) Reload() error {
+	if s.store == nil {
+		return nil
+	}
+	var hi uint64
+	for _, q := range []queue[K, N]{s.event, s.proc} {
+		m, err := q.(*storeQueue[K, N]).reload()
+		if err != nil {
+			return err
+		}
+		hi = max(hi, m)
+	}
+	*s.seq = hi
+	if ts, ok := s.proc.PeekTimestamp(); ok && s.onHead != nil {
+		s.onHead(ts)
+	}
+	return nil
+}
+
+// RestoreKeyGroupFromStore adds the timers of key group kg that st holds in
+// the layout of NewServiceInStore (a native snapshot of the Pebble state
+// backend read back, when the timers are restored into memory), as
+// RestoreKeyGroup adds those of a blob: in their firing order, all or
+// nothing, an error on an entry the codecs cannot decode. st is not
+// changed.
+func (s *Service[K, N]) RestoreKeyGroupFromStore(kg int, st Store) error {
+	if !s.Range().Contains(kg) {
+		return fmt.Errorf("timer: cannot restore key group %d: outside this service's key-group range %v", kg, s.Range())
+	}
+	var lists [2][]Timer[K, N]
+	for i, tag := range []byte{tagEvent, tagProc} {
+		var err error
+		st.Scan(kg, []byte{tag}, []byte{tag + 1}, func(k, v []byte) bool {
+			var c cached[K, N]
+			if c, err = decodeEntry(kg, k, v, s.kc, s.nc); err != nil {
+				return false
+			}
+			lists[i] = append(lists[i], c.t)
+			return true
+		})
+		if err != nil {
+			return fmt.Errorf("timer: restoring key group %d from a store: %w", kg, err)
+		}
+	}
+	for _, t := range lists[0] {
+		s.RestoreEventTimeTimer(t)
+	}
+	for _, t := range lists[1] {
+		s.RestoreProcessingTimeTimer(t)
+	}
+	return nil
 }
 
 // Range reports the key groups this service accepts.
@@ -178,6 +285,12 @@ func (s *Service[K, N]) NumEventTimeTimers() int { return s.event.Len() }
 // NumProcessingTimeTimers reports the number of registered processing-time
 // timers.
 func (s *Service[K, N]) NumProcessingTimeTimers() int { return s.proc.Len() }
+
+// NumTimersInKeyGroup reports the number of event-time and processing-time
+// timers of key group kg. It panics if kg is outside the range.
+func (s *Service[K, N]) NumTimersInKeyGroup(kg int) int {
+	return s.event.LenKeyGroup(kg) + s.proc.LenKeyGroup(kg)
+}
 
 // ForEachEventTimeTimer calls f for every event-time timer of key group kg,
 // in unspecified order (for snapshots). f must not register or delete timers.

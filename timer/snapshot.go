@@ -76,7 +76,7 @@ func (s *Service[K, N]) AppendSnapshotKeyGroup(dst []byte, kg int) ([]byte, erro
 	dst = binary.AppendUvarint(dst, SnapshotVersion)
 	dst = binary.AppendUvarint(dst, uint64(kg))
 	var err error
-	for _, q := range []*Queue[K, N]{s.event, s.proc} {
+	for _, q := range []queue[K, N]{s.event, s.proc} {
 		dst = binary.AppendUvarint(dst, uint64(q.LenKeyGroup(kg)))
 		q.ForEachInKeyGroup(kg, func(t Timer[K, N]) {
 			if err != nil {

@@ -163,7 +163,7 @@ func (o *operator[K, T, OUT]) Open(ctx *runtime.Context, out runtime.Output[OUT]
 		return err
 	}
 	o.backend = backend
-	o.timers = timer.NewServiceWithCodecs[K, Window](ctx.KeyGroups, nil, WindowCodec{})
+	o.timers = weir.NewTimerService[K, Window](backend, nil, WindowCodec{})
 	o.contents.open(o.backend)
 	if ev, ok := o.contents.(*evicting[K, T, OUT]); ok {
 		ev.ctx.host = o

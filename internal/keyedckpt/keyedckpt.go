@@ -26,31 +26,47 @@ import (
 // Snapshot writes the keyed state of b and the timers of t, per key group
 // of ctx.KeyGroups: natively (native.go) for a checkpoint of a Pebble
 // backend when the storage asks for it, copy-on-write otherwise (the
-// synchronous part freezes the backend and serializes the timers; the
-// state is serialized in the snapshot's asynchronous part).
+// synchronous part freezes the backend and serializes the timers kept in
+// memory; the state, and the timers kept in b's database, are serialized
+// in the snapshot's asynchronous part). A t in a Store must be in b's
+// (NewTimers).
 func Snapshot[K comparable, N comparable](w *runtime.SnapshotWriter, ctx *runtime.Context, b *state.Backend[K], t *timer.Service[K, N]) error {
 	rng := ctx.KeyGroups
+	base := w.NativeBase()
+	native := base != "" && b.Kind() == state.BackendPebble
 	timers := make([][]byte, rng.Len())
-	for kg := rng.Start; kg <= rng.End; kg++ {
-		tb, err := t.SnapshotKeyGroup(kg)
-		if err != nil {
-			return fmt.Errorf("snapshot of key group %d: %w", kg, err)
+	// Timers in the Pebble database travel with a native snapshot, and a
+	// canonical one reads them from the frozen view in its asynchronous
+	// part; timers in memory are serialized now.
+	inDB := t.InStore() && b.Kind() == state.BackendPebble
+	if !inDB {
+		for kg := rng.Start; kg <= rng.End; kg++ {
+			tb, err := t.SnapshotKeyGroup(kg)
+			if err != nil {
+				return fmt.Errorf("snapshot of key group %d: %w", kg, err)
+			}
+			timers[kg-rng.Start] = tb
 		}
-		timers[kg-rng.Start] = tb
 	}
-	if base := w.NativeBase(); base != "" && b.Kind() == state.BackendPebble {
+	if native {
 		return snapshotNative(w, ctx, b, base, timers)
 	}
 	fz := b.Freeze()
 	w.Async(func() error {
 		defer fz.Close()
-		var sb []byte // reused: each key group's blob is copied once, exactly sized
+		var sb, tb []byte // reused: each key group's blob is copied once, exactly sized
 		for kg := rng.Start; kg <= rng.End; kg++ {
 			var err error
 			if sb, err = fz.AppendSnapshotKeyGroup(sb[:0], kg); err != nil {
 				return fmt.Errorf("snapshot of key group %d: %w", kg, err)
 			}
-			tb := timers[kg-rng.Start]
+			if inDB {
+				if tb, err = timer.AppendStoreSnapshot(tb[:0], kg, fz.TimerStore()); err != nil {
+					return err
+				}
+			} else {
+				tb = timers[kg-rng.Start]
+			}
 			if len(sb) == 0 && len(tb) == 0 {
 				continue
 			}
@@ -69,8 +85,14 @@ func Snapshot[K comparable, N comparable](w *runtime.SnapshotWriter, ctx *runtim
 // (nothing on a fresh start); restored is called after each key group, if
 // not nil.
 func Restore[K comparable, N comparable](ctx *runtime.Context, b *state.Backend[K], t *timer.Service[K, N], restored func(kg int)) error {
-	if err := restoreNative(ctx, b); err != nil {
+	timerKGs, err := restoreNative(ctx, b, t)
+	if err != nil {
 		return fmt.Errorf("restore of operator %q subtask %d: %w", ctx.UID, ctx.Subtask, err)
+	}
+	if restored != nil {
+		for _, kg := range timerKGs {
+			restored(kg)
+		}
 	}
 	return ctx.Restored().ForEachKeyGroup(func(kg int, blob []byte) error {
 		n, m := binary.Uvarint(blob)

@@ -13,8 +13,14 @@ package keyedckpt
 //     BASE/shared/<uid>-<subtask>-<instance>/ with a checkpoint.Uploader
 //     kept per database instance (uploaders, below), and stores the handle
 //     with SubtaskState.Native.
-//  3. Timers stay in per-key-group blobs (uvarint(0) timerBlob: an empty
-//     state blob), so they restore at any parallelism as before.
+//  3. Timers of a service in the backend's database
+//     (timer.NewServiceInStore over state.Backend.TimerStore, what
+//     NewTimers gives a Pebble backend) are in the native snapshot, under
+//     their key groups, and restore with them at any parallelism; the
+//     service then rebuilds its in-memory part (timer.Service.Reload), or,
+//     restoring into the memory backend, reads them out of the snapshot
+//     (state.ForEachNativeTimers). Timers of a service in memory stay in
+//     per-key-group blobs (uvarint(0) timerBlob: an empty state blob).
 //  4. A restore materializes the overlapping old databases beside the
 //     working directory and hands them to state.Backend.RestoreNative
 //     (Pebble), or rewrites them into canonical key groups (memory).
@@ -32,8 +38,10 @@ import (
 	"sync"
 
 	"github.com/weirproject/weir/checkpoint"
+	"github.com/weirproject/weir/codec"
 	"github.com/weirproject/weir/runtime"
 	"github.com/weirproject/weir/state"
+	"github.com/weirproject/weir/timer"
 )
 
 // uploaders holds, per database instance id, the uploader of its shared
@@ -105,34 +113,44 @@ func snapshotNative[K comparable](w *runtime.SnapshotWriter, ctx *runtime.Contex
 	return nil
 }
 
-func restoreNative[K comparable](ctx *runtime.Context, b *state.Backend[K]) error {
+// restoreNative restores the native snapshots of the subtask's key groups
+// and returns the key groups whose timers came with them.
+func restoreNative[K comparable, N comparable](ctx *runtime.Context, b *state.Backend[K], t *timer.Service[K, N]) ([]int, error) {
 	natives := ctx.Restored().Native()
 	if len(natives) == 0 {
-		return nil
+		return nil, nil
 	}
 	rng := ctx.KeyGroups
+	var timerKGs []int
 	if b.Kind() != state.BackendPebble {
 		for _, n := range natives {
 			dir, err := os.MkdirTemp("", "weir-native-")
 			if err != nil {
-				return err
+				return nil, err
 			}
 			os.Remove(dir)
 			err = n.Materialize(dir)
+			lo, hi := max(n.Start, rng.Start), min(n.End, rng.End)
 			if err == nil {
-				err = state.ForEachNativeKeyGroup(dir, max(n.Start, rng.Start), min(n.End, rng.End), b.RestoreKeyGroup)
+				err = state.ForEachNativeKeyGroup(dir, lo, hi, b.RestoreKeyGroup)
+			}
+			if err == nil {
+				err = state.ForEachNativeTimers(dir, lo, hi, func(kg int, st *state.ReadOnlyTimerStore) error {
+					timerKGs = append(timerKGs, kg)
+					return t.RestoreKeyGroupFromStore(kg, st)
+				})
 			}
 			os.RemoveAll(dir)
 			if err != nil {
-				return err
+				return nil, err
 			}
 		}
-		return nil
+		return timerKGs, nil
 	}
 	parts := make([]state.NativePart, 0, len(natives))
 	for i, n := range natives {
 		if !state.NativeFormatReadable(n.Format) {
-			return fmt.Errorf("native keyed state in format %q; this weir reads %q and %q (use a newer weir, or restart from a savepoint)", n.Format, state.NativeFormat, "pebble-v1")
+			return nil, fmt.Errorf("native keyed state in format %q; this weir reads %q and %q (use a newer weir, or restart from a savepoint)", n.Format, state.NativeFormat, "pebble-v1")
 		}
 		dir := b.NativeRestoreDir(i)
 		os.RemoveAll(dir)
@@ -141,16 +159,39 @@ func restoreNative[K comparable](ctx *runtime.Context, b *state.Backend[K]) erro
 				os.RemoveAll(p.Dir)
 			}
 			os.RemoveAll(dir)
-			return err
+			return nil, err
 		}
 		parts = append(parts, state.NativePart{Dir: dir, Start: n.Start, End: n.End})
 	}
 	best, err := b.RestoreNative(parts)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	filesOf(b).seed = natives[best].Shared
-	return nil
+	if !t.InStore() {
+		return nil, nil
+	}
+	if err := t.Reload(); err != nil {
+		return nil, err
+	}
+	for kg := rng.Start; kg <= rng.End; kg++ {
+		if t.NumTimersInKeyGroup(kg) > 0 {
+			timerKGs = append(timerKGs, kg)
+		}
+	}
+	return timerKGs, nil
+}
+
+// NewTimers returns the timer service of a keyed operator subtask whose
+// keyed state is b: in b's database for a Pebble backend
+// (timer.NewServiceInStore over b.TimerStore, so the timers need not fit in
+// memory and native checkpoints carry them), in memory otherwise. kc and nc
+// are the codecs of keys and namespaces (nil: the defaults).
+func NewTimers[K comparable, N comparable](b *state.Backend[K], kc codec.Codec[K], nc codec.Codec[N]) *timer.Service[K, N] {
+	if st := b.TimerStore(); st != nil {
+		return timer.NewServiceInStore[K, N](b.Range(), st, kc, nc)
+	}
+	return timer.NewServiceWithCodecs[K, N](b.Range(), kc, nc)
 }
 
 // fileSafe maps a uid to a file name (see runtime.Context.StateOptions).
