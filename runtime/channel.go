@@ -1,5 +1,7 @@
 package runtime
 
+import "github.com/weirproject/weir/keygroup"
+
 // Channels between subtasks.
 //
 // A channel connects one upstream subtask to one downstream subtask input.
@@ -37,6 +39,10 @@ type batch[T any] struct {
 	ctrl ctrlKind
 	val  int64
 	recs []Record[T]
+	// kgs is the key group of each record of recs on a key-by edge (the
+	// writer computed it to route the record; the keyed operator takes it
+	// instead of hashing the key again), nil on other edges.
+	kgs []int32
 }
 
 // gate is the input of one downstream subtask: its inbox and, per channel,
@@ -72,6 +78,7 @@ type outChannel[T any] struct {
 	idx     int32
 	g       *gate[T]
 	buf     []Record[T] // nil while no buffer is held
+	kgs     []int32     // key groups of buf's records (key-by edges only)
 	done    <-chan struct{}
 	records *Counter // records sent, counted per batch
 	task    *task    // told when the channel blocks the producer
@@ -104,8 +111,8 @@ func (c *outChannel[T]) send(ctrl ctrlKind, val int64) {
 	if c.records != nil && len(c.buf) > 0 {
 		c.records.Add(int64(len(c.buf)))
 	}
-	c.g.inbox <- batch[T]{ch: c.idx, ctrl: ctrl, val: val, recs: c.buf}
-	c.buf = nil
+	c.g.inbox <- batch[T]{ch: c.idx, ctrl: ctrl, val: val, recs: c.buf, kgs: c.kgs}
+	c.buf, c.kgs = nil, nil
 }
 
 func (c *outChannel[T]) add(r Record[T]) {
@@ -113,6 +120,23 @@ func (c *outChannel[T]) add(r Record[T]) {
 		return
 	}
 	c.buf = append(c.buf, r)
+	if len(c.buf) == cap(c.buf) {
+		c.send(ctrlNone, 0)
+	}
+}
+
+// addKeyed is add for a key-by edge: r's key group goes along with it. The
+// key groups of a batch are a slice of their own, handed to the consumer
+// with the batch and not reused (one allocation per batch).
+func (c *outChannel[T]) addKeyed(r Record[T], kg int32) {
+	if c.buf == nil && !c.acquire() {
+		return
+	}
+	if c.kgs == nil {
+		c.kgs = make([]int32, 0, cap(c.buf))
+	}
+	c.buf = append(c.buf, r)
+	c.kgs = append(c.kgs, kg)
 	if len(c.buf) == cap(c.buf) {
 		c.send(ctrlNone, 0)
 	}
@@ -156,11 +180,13 @@ func (p partitioning) String() string {
 
 // writer is the Output of one network edge in one upstream subtask.
 type writer[T any] struct {
-	kind    partitioning
-	chans   []*outChannel[T]
-	keyed   func(T) int // target subtask for partKey
-	next    int
-	records *Counter
+	kind     partitioning
+	chans    []*outChannel[T]
+	keyGroup func(T) int // key group of a record, for partKey
+	maxP     int         // max parallelism, for partKey
+	par      int         // the consumer's parallelism, for partKey
+	next     int
+	records  *Counter
 }
 
 var _ Output[int] = (*writer[int])(nil)
@@ -176,7 +202,8 @@ func (w *writer[T]) Collect(r Record[T]) {
 			w.next = 0
 		}
 	case partKey:
-		w.chans[w.keyed(r.Value)].add(r)
+		kg := w.keyGroup(r.Value)
+		w.chans[keygroup.OperatorIndex(kg, w.maxP, w.par)].addKeyed(r, int32(kg))
 	case partBroadcast:
 		for _, c := range w.chans {
 			c.add(r)
