@@ -49,18 +49,26 @@ type batch[T any] struct {
 // the free list the buffers go back to.
 type gate[T any] struct {
 	inbox chan batch[T]
-	free  []chan []Record[T]
+	free  []chan chanBuf[T]
+}
+
+// chanBuf is one buffer of a channel: its records and, on a key-by edge,
+// their key groups (allocated on first use, then recycled with the
+// records).
+type chanBuf[T any] struct {
+	recs []Record[T]
+	kgs  []int32
 }
 
 func newGate[T any](channels, credits, size int) *gate[T] {
 	g := &gate[T]{
 		inbox: make(chan batch[T], channels*credits),
-		free:  make([]chan []Record[T], channels),
+		free:  make([]chan chanBuf[T], channels),
 	}
 	for i := range g.free {
-		g.free[i] = make(chan []Record[T], credits)
+		g.free[i] = make(chan chanBuf[T], credits)
 		for j := 0; j < credits; j++ {
-			g.free[i] <- make([]Record[T], 0, size)
+			g.free[i] <- chanBuf[T]{recs: make([]Record[T], 0, size)}
 		}
 	}
 	return g
@@ -69,7 +77,7 @@ func newGate[T any](channels, credits, size int) *gate[T] {
 // release hands a processed buffer back to its channel.
 func (g *gate[T]) release(b batch[T]) {
 	if b.recs != nil {
-		g.free[b.ch] <- b.recs[:0]
+		g.free[b.ch] <- chanBuf[T]{recs: b.recs[:0], kgs: b.kgs[:0]}
 	}
 }
 
@@ -88,7 +96,8 @@ type outChannel[T any] struct {
 // false if the job is being cancelled.
 func (c *outChannel[T]) acquire() bool {
 	select {
-	case c.buf = <-c.g.free[c.idx]:
+	case b := <-c.g.free[c.idx]:
+		c.buf, c.kgs = b.recs, b.kgs
 		return true
 	default:
 	}
@@ -97,7 +106,8 @@ func (c *outChannel[T]) acquire() bool {
 	c.task.backpressured(true)
 	defer c.task.backpressured(false)
 	select {
-	case c.buf = <-c.g.free[c.idx]:
+	case b := <-c.g.free[c.idx]:
+		c.buf, c.kgs = b.recs, b.kgs
 		return true
 	case <-c.done:
 		return false
@@ -125,9 +135,8 @@ func (c *outChannel[T]) add(r Record[T]) {
 	}
 }
 
-// addKeyed is add for a key-by edge: r's key group goes along with it. The
-// key groups of a batch are a slice of their own, handed to the consumer
-// with the batch and not reused (one allocation per batch).
+// addKeyed is add for a key-by edge: r's key group goes along with it, in
+// a slice that travels and is recycled with the buffer.
 func (c *outChannel[T]) addKeyed(r Record[T], kg int32) {
 	if c.buf == nil && !c.acquire() {
 		return
