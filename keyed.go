@@ -213,6 +213,16 @@ func (o *keyedProcessOp[K, IN, OUT]) ProcessRecord(r Record[IN]) error {
 	return o.fn.ProcessElement(r.Value, &o.kctx)
 }
 
+// ProcessRecordInKeyGroup implements runtime.KeyGroupProcessor: over the
+// key-by edge of Process, whose key-group function is this operator's key
+// and hash (KeyGroupOf), the exchange's key group is the one setKey would
+// compute, so the key is not hashed twice.
+func (o *keyedProcessOp[K, IN, OUT]) ProcessRecordInKeyGroup(r Record[IN], kg int) error {
+	o.kctx.backend.SetCurrentKey(o.key(r.Value), kg)
+	o.kctx.ts = r.Timestamp
+	return o.fn.ProcessElement(r.Value, &o.kctx)
+}
+
 func (o *keyedProcessOp[K, IN, OUT]) EndInput() error { return o.err }
 
 // keyedCore is what the keyed process operators (one and two inputs)
@@ -227,6 +237,11 @@ type keyedCore[K comparable, OUT any] struct {
 	err   error
 	fire  func(timer.Timer[K, struct{}])
 	pfire func(timer.Timer[K, struct{}])
+
+	// kgMask is maxP-1 when maxP is a power of two greater than 1 (the
+	// default), so that setKey picks the key group with a mask instead of
+	// calling keygroup.Assign; 0 otherwise.
+	kgMask uint32
 }
 
 // open opens the state backend and the timers, restores them (nothing on
@@ -234,6 +249,9 @@ type keyedCore[K comparable, OUT any] struct {
 func (c *keyedCore[K, OUT]) open(ctx *runtime.Context, out runtime.Output[OUT], onTimer func(int64, *KeyedContext[K, OUT]) error, fnOpen func(*KeyedContext[K, OUT]) error) error {
 	c.Base.Open(ctx, out)
 	c.maxP = ctx.MaxParallelism
+	if p := uint32(c.maxP); p > 1 && p&(p-1) == 0 {
+		c.kgMask = p - 1
+	}
 	backend, err := state.Open[K](ctx.StateOptions(), ctx.KeyGroups)
 	if err != nil {
 		return err
@@ -250,7 +268,13 @@ func (c *keyedCore[K, OUT]) open(ctx *runtime.Context, out runtime.Output[OUT], 
 
 // setKey makes k the current key, for a record of timestamp ts.
 func (c *keyedCore[K, OUT]) setKey(k K, ts int64) {
-	c.kctx.backend.SetCurrentKey(k, keygroup.Assign(c.hash(k), c.maxP))
+	var kg int
+	if c.kgMask != 0 {
+		kg = int(uint32(keygroup.Murmur(c.hash(k))) & c.kgMask) // keygroup.Assign's power-of-two case, inlined
+	} else {
+		kg = keygroup.Assign(c.hash(k), c.maxP)
+	}
+	c.kctx.backend.SetCurrentKey(k, kg)
 	c.kctx.ts = ts
 }
 

@@ -1,5 +1,7 @@
 package runtime
 
+import "github.com/weirproject/weir/keygroup"
+
 // Channels between subtasks.
 //
 // A channel connects one upstream subtask to one downstream subtask input.
@@ -37,24 +39,36 @@ type batch[T any] struct {
 	ctrl ctrlKind
 	val  int64
 	recs []Record[T]
+	// kgs is the key group of each record of recs on a key-by edge (the
+	// writer computed it to route the record; the keyed operator takes it
+	// instead of hashing the key again), nil on other edges.
+	kgs []int32
 }
 
 // gate is the input of one downstream subtask: its inbox and, per channel,
 // the free list the buffers go back to.
 type gate[T any] struct {
 	inbox chan batch[T]
-	free  []chan []Record[T]
+	free  []chan chanBuf[T]
+}
+
+// chanBuf is one buffer of a channel: its records and, on a key-by edge,
+// their key groups (allocated on first use, then recycled with the
+// records).
+type chanBuf[T any] struct {
+	recs []Record[T]
+	kgs  []int32
 }
 
 func newGate[T any](channels, credits, size int) *gate[T] {
 	g := &gate[T]{
 		inbox: make(chan batch[T], channels*credits),
-		free:  make([]chan []Record[T], channels),
+		free:  make([]chan chanBuf[T], channels),
 	}
 	for i := range g.free {
-		g.free[i] = make(chan []Record[T], credits)
+		g.free[i] = make(chan chanBuf[T], credits)
 		for j := 0; j < credits; j++ {
-			g.free[i] <- make([]Record[T], 0, size)
+			g.free[i] <- chanBuf[T]{recs: make([]Record[T], 0, size)}
 		}
 	}
 	return g
@@ -63,7 +77,7 @@ func newGate[T any](channels, credits, size int) *gate[T] {
 // release hands a processed buffer back to its channel.
 func (g *gate[T]) release(b batch[T]) {
 	if b.recs != nil {
-		g.free[b.ch] <- b.recs[:0]
+		g.free[b.ch] <- chanBuf[T]{recs: b.recs[:0], kgs: b.kgs[:0]}
 	}
 }
 
@@ -72,6 +86,7 @@ type outChannel[T any] struct {
 	idx     int32
 	g       *gate[T]
 	buf     []Record[T] // nil while no buffer is held
+	kgs     []int32     // key groups of buf's records (key-by edges only)
 	done    <-chan struct{}
 	records *Counter // records sent, counted per batch
 	task    *task    // told when the channel blocks the producer
@@ -81,7 +96,8 @@ type outChannel[T any] struct {
 // false if the job is being cancelled.
 func (c *outChannel[T]) acquire() bool {
 	select {
-	case c.buf = <-c.g.free[c.idx]:
+	case b := <-c.g.free[c.idx]:
+		c.buf, c.kgs = b.recs, b.kgs
 		return true
 	default:
 	}
@@ -90,7 +106,8 @@ func (c *outChannel[T]) acquire() bool {
 	c.task.backpressured(true)
 	defer c.task.backpressured(false)
 	select {
-	case c.buf = <-c.g.free[c.idx]:
+	case b := <-c.g.free[c.idx]:
+		c.buf, c.kgs = b.recs, b.kgs
 		return true
 	case <-c.done:
 		return false
@@ -104,8 +121,8 @@ func (c *outChannel[T]) send(ctrl ctrlKind, val int64) {
 	if c.records != nil && len(c.buf) > 0 {
 		c.records.Add(int64(len(c.buf)))
 	}
-	c.g.inbox <- batch[T]{ch: c.idx, ctrl: ctrl, val: val, recs: c.buf}
-	c.buf = nil
+	c.g.inbox <- batch[T]{ch: c.idx, ctrl: ctrl, val: val, recs: c.buf, kgs: c.kgs}
+	c.buf, c.kgs = nil, nil
 }
 
 func (c *outChannel[T]) add(r Record[T]) {
@@ -113,6 +130,22 @@ func (c *outChannel[T]) add(r Record[T]) {
 		return
 	}
 	c.buf = append(c.buf, r)
+	if len(c.buf) == cap(c.buf) {
+		c.send(ctrlNone, 0)
+	}
+}
+
+// addKeyed is add for a key-by edge: r's key group goes along with it, in
+// a slice that travels and is recycled with the buffer.
+func (c *outChannel[T]) addKeyed(r Record[T], kg int32) {
+	if c.buf == nil && !c.acquire() {
+		return
+	}
+	if c.kgs == nil {
+		c.kgs = make([]int32, 0, cap(c.buf))
+	}
+	c.buf = append(c.buf, r)
+	c.kgs = append(c.kgs, kg)
 	if len(c.buf) == cap(c.buf) {
 		c.send(ctrlNone, 0)
 	}
@@ -156,11 +189,13 @@ func (p partitioning) String() string {
 
 // writer is the Output of one network edge in one upstream subtask.
 type writer[T any] struct {
-	kind    partitioning
-	chans   []*outChannel[T]
-	keyed   func(T) int // target subtask for partKey
-	next    int
-	records *Counter
+	kind     partitioning
+	chans    []*outChannel[T]
+	keyGroup func(T) int // key group of a record, for partKey
+	maxP     int         // max parallelism, for partKey
+	par      int         // the consumer's parallelism, for partKey
+	next     int
+	records  *Counter
 }
 
 var _ Output[int] = (*writer[int])(nil)
@@ -176,7 +211,8 @@ func (w *writer[T]) Collect(r Record[T]) {
 			w.next = 0
 		}
 	case partKey:
-		w.chans[w.keyed(r.Value)].add(r)
+		kg := w.keyGroup(r.Value)
+		w.chans[keygroup.OperatorIndex(kg, w.maxP, w.par)].addKeyed(r, int32(kg))
 	case partBroadcast:
 		for _, c := range w.chans {
 			c.add(r)

@@ -333,14 +333,27 @@ func TestWriterPartitioning(t *testing.T) {
 	if got := fmt.Sprint(collect(gs)); got != "[[1 2 -5] [1 2 -5]]" {
 		t.Fatalf("broadcast: %s", got)
 	}
+	// Key-by: 4 key groups over 2 subtasks (groups 0-1 to the first, 2-3
+	// to the second); each batch carries its records' key groups.
 	w, gs = mk(partKey, 2)
-	w.keyed = func(v int) int { return v % 2 }
-	for i := range 5 {
-		w.Collect(Record[int]{Value: i})
+	w.keyGroup, w.maxP, w.par = func(v int) int { return v % 4 }, 4, 2
+	for i := range 6 {
+		w.Collect(Record[int]{Value: 10 + i})
 	}
 	w.flush()
-	if got := fmt.Sprint(collect(gs)); got != "[[0 2 4] [1 3]]" {
-		t.Fatalf("key-by: %s", got)
+	var got [2][]string
+	for i, g := range gs {
+		b, _ := recv(t, g)
+		if len(b.kgs) != len(b.recs) {
+			t.Fatalf("key-by: %d key groups for %d records", len(b.kgs), len(b.recs))
+		}
+		for j, r := range b.recs {
+			got[i] = append(got[i], fmt.Sprintf("%d:%d", r.Value, b.kgs[j]))
+		}
+		g.release(b)
+	}
+	if s := fmt.Sprint(got); s != "[[12:0 13:1] [10:2 11:3 14:2 15:3]]" {
+		t.Fatalf("key-by: %s", s)
 	}
 	w, gs = mk(partForward, 1)
 	w.Collect(Record[int]{Value: 9})

@@ -3,7 +3,6 @@ package runtime
 import (
 	"fmt"
 
-	"github.com/weirproject/weir/keygroup"
 	"github.com/weirproject/weir/watermark"
 )
 
@@ -177,9 +176,10 @@ func (e *typedEdge[T]) newWriter(t *task, chans []chanRef, counter *Counter) (an
 		w.chans = append(w.chans, &outChannel[T]{idx: int32(c.idx), g: g, done: b.done, records: counter, task: t})
 	}
 	if e.p.kind == partKey {
-		maxP, par := b.maxParallelism, b.par(e.to)
+		maxP := b.maxParallelism
 		kg := e.p.keyGroup
-		w.keyed = func(v T) int { return keygroup.OperatorIndex(kg(v, maxP), maxP, par) }
+		w.maxP, w.par = maxP, b.par(e.to)
+		w.keyGroup = func(v T) int { return kg(v, maxP) }
 	}
 	return Output[T](w), w
 }

@@ -206,7 +206,11 @@ func (s *inputState[T]) handle(b batch[T]) {
 	}
 	recs := b.recs
 	to := s.to
-	if x, ok := to.(interface{ collectAll([]Record[T]) }); ok {
+	if x, ok := to.(interface {
+		collectAllInKeyGroups([]Record[T], []int32) bool
+	}); ok && b.kgs != nil && x.collectAllInKeyGroups(recs, b.kgs) {
+		// done: the operator took the key groups the writer computed
+	} else if x, ok := to.(interface{ collectAll([]Record[T]) }); ok {
 		x.collectAll(recs)
 	} else {
 		for i := range recs {
@@ -230,6 +234,28 @@ func (s *inputState[T]) handle(b batch[T]) {
 			s.align.channelEnded(s.ag, int(b.ch))
 		}
 	}
+}
+
+// collectAllInKeyGroups is collectAll for a batch of a key-by edge with the
+// key group of each record, for an operator that takes them
+// (KeyGroupProcessor). It reports false, having done nothing, if the
+// operator does not.
+func (x *oneInputInstance[IN, OUT]) collectAllInKeyGroups(recs []Record[IN], kgs []int32) bool {
+	op, ok := x.op.(KeyGroupProcessor[IN])
+	if !ok {
+		return false
+	}
+	t := x.ctx.task
+	for i := range recs {
+		t.current = x.pos
+		if err := op.ProcessRecordInKeyGroup(recs[i], int(kgs[i])); err != nil {
+			t.fail(x.ctx.Name, err)
+			return true
+		}
+	}
+	t.current = -1
+	x.recordsIn.Add(int64(len(recs)))
+	return true
 }
 
 // collectAll hands a whole batch to the operator (one interface call per

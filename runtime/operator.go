@@ -31,6 +31,20 @@ type OneInputOperator[IN, OUT any] interface {
 	Close() error
 }
 
+// KeyGroupProcessor is implemented by a keyed one-input operator that can
+// take each record's key group from the key-by exchange feeding it (which
+// computed it to route the record) instead of hashing the record's key
+// again. The runtime calls ProcessRecordInKeyGroup instead of ProcessRecord
+// for the records that arrive over a key-by edge; records from anywhere
+// else (a chained operator, another kind of edge) still go to
+// ProcessRecord. kg is the key group of the record under the job's max
+// parallelism, computed with the edge's key-group function (KeyGroups), so
+// an operator may use it only where that function is the one it would
+// apply itself.
+type KeyGroupProcessor[IN any] interface {
+	ProcessRecordInKeyGroup(r Record[IN], kg int) error
+}
+
 // TwoInputOperator is an operator with two inputs of possibly different
 // types. Its lifecycle is that of OneInputOperator; ProcessWatermark gets
 // the minimum over both inputs (a watermark.Combiner over the two), and

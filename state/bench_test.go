@@ -40,6 +40,27 @@ func BenchmarkValueGetUpdate(b *testing.B) {
 	}
 }
 
+// BenchmarkValueInsert is the first record of a key: the key is absent
+// (cleared), read, and written. It allocates the new entry.
+func BenchmarkValueInsert(b *testing.B) {
+	keys, kgs := benchKeySet()
+	be := full()
+	st := MustValue[string, int](be, "count")
+	for i, k := range keys {
+		be.SetCurrentKey(k, kgs[i])
+		st.Update(0)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		j := i % benchKeys
+		be.SetCurrentKey(keys[j], kgs[j])
+		st.Clear()
+		v, _ := st.Value()
+		st.Update(v + 1)
+	}
+}
+
 // BenchmarkBaselineMapIncrement is the floor BenchmarkValueGetUpdate is
 // measured against: a plain map[string]int increment over the same keys.
 func BenchmarkBaselineMapIncrement(b *testing.B) {

@@ -401,6 +401,7 @@ func (s *MapState[K, UK, UV]) freeze(ps []*pin) table {
 	fz := *s
 	fz.groups = slices.Clone(s.groups)
 	fz.cow = cowPins{}
+	fz.forget()
 	return &fz
 }
 
@@ -415,6 +416,7 @@ func (s *MapState[K, UK, UV]) ownSlot() int {
 func (s *MapState[K, UK, UV]) unshare(slot int) {
 	if s.cow.take(slot, &s.b.frozenLive) {
 		s.groups[slot] = cloneMaps(s.groups[slot])
+		s.forget()
 	}
 }
 

@@ -55,7 +55,12 @@ func (o op) apply(b *Backend[string], f *fixture) {
 	case 3:
 		f.lst.Update(o.strs)
 	case 4:
-		f.mp.Put(o.i32, o.f64)
+		// Read first, so that the map state's remembered map is written.
+		if _, ok := f.mp.Get(o.i32); ok || o.bit {
+			f.mp.Put(o.i32, o.f64)
+		} else {
+			f.mp.Put(o.i32+1, o.f64)
+		}
 	case 5:
 		f.mp.Remove(o.i32)
 	case 6:

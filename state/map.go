@@ -4,9 +4,15 @@ package state
 type MapState[K comparable, UK comparable, UV any] struct {
 	desc[K]
 	groups groups[map[K]map[UK]UV, K, map[UK]UV]
-	ukc    Codec[UK]
-	uvc    Codec[UV]
-	cow    cowPins
+	// cur is the current key's map, valid while curEpoch == b.epoch (0:
+	// none), so that a Get followed by a Put looks the key up once. It is
+	// never a map a Frozen view still reads (C1): it is set only outside
+	// pinned key groups, and Freeze changes the epoch (C2).
+	cur      map[UK]UV
+	curEpoch uint64
+	ukc      Codec[UK]
+	uvc      Codec[UV]
+	cow      cowPins
 }
 
 // Map registers (or looks up) the map state called name. Registering the same
@@ -38,16 +44,30 @@ func MustMapWithCodecs[K comparable, UK comparable, UV any](b *Backend[K], name 
 	return must(MapWithCodecs(b, name, ukc, uvc))
 }
 
-func (s *MapState[K, UK, UV]) cur() map[UK]UV {
-	return s.groups[s.b.slotIndex()][s.b.key]
+// curMap returns the current key's map (nil if it has none), remembering
+// it for the rest of the record when it may be written through later.
+func (s *MapState[K, UK, UV]) curMap() map[UK]UV {
+	if s.curEpoch == s.b.epoch {
+		return s.cur
+	}
+	i := s.b.slotIndex()
+	m := s.groups[i][s.b.key]
+	if m != nil && !(s.cow.on && s.cow.shared(i)) {
+		s.cur, s.curEpoch = m, s.b.epoch
+	}
+	return m
 }
+
+// forget drops the remembered map of the current key (the key's map was
+// removed or replaced).
+func (s *MapState[K, UK, UV]) forget() { s.cur, s.curEpoch = nil, 0 }
 
 // Get returns the value of uk in the current key's map.
 func (s *MapState[K, UK, UV]) Get(uk UK) (UV, bool) {
 	if s.b.pb != nil {
 		return s.pGet(uk)
 	}
-	v, ok := s.cur()[uk]
+	v, ok := s.curMap()[uk]
 	return v, ok
 }
 
@@ -57,7 +77,7 @@ func (s *MapState[K, UK, UV]) Contains(uk UK) bool {
 		_, ok := s.pGet(uk)
 		return ok
 	}
-	_, ok := s.cur()[uk]
+	_, ok := s.curMap()[uk]
 	return ok
 }
 
@@ -65,6 +85,10 @@ func (s *MapState[K, UK, UV]) Contains(uk UK) bool {
 func (s *MapState[K, UK, UV]) Put(uk UK, uv UV) {
 	if s.b.pb != nil {
 		s.pPut(uk, uv)
+		return
+	}
+	if s.curEpoch == s.b.epoch {
+		s.cur[uk] = uv
 		return
 	}
 	i := s.ownSlot()
@@ -79,6 +103,7 @@ func (s *MapState[K, UK, UV]) Put(uk UK, uv UV) {
 		g[s.b.key] = m
 	}
 	m[uk] = uv
+	s.cur, s.curEpoch = m, s.b.epoch
 }
 
 // Remove deletes uk from the current key's map; removing the last entry
@@ -97,6 +122,7 @@ func (s *MapState[K, UK, UV]) Remove(uk UK) {
 	delete(m, uk)
 	if len(m) == 0 {
 		delete(g, s.b.key)
+		s.forget()
 	}
 }
 
@@ -105,7 +131,7 @@ func (s *MapState[K, UK, UV]) Len() int {
 	if s.b.pb != nil {
 		return s.pLen()
 	}
-	return len(s.cur())
+	return len(s.curMap())
 }
 
 // Range calls f for every entry of the current key's map, in unspecified
@@ -117,7 +143,7 @@ func (s *MapState[K, UK, UV]) Range(f func(UK, UV) bool) {
 		s.pRange(f)
 		return
 	}
-	for k, v := range s.cur() {
+	for k, v := range s.curMap() {
 		if !f(k, v) {
 			return
 		}
@@ -132,6 +158,7 @@ func (s *MapState[K, UK, UV]) Clear() {
 	}
 	i := s.ownSlot()
 	delete(s.groups[i], s.b.key)
+	s.forget()
 }
 
 // NumKeys reports the number of keys with a non-empty map.
@@ -165,6 +192,7 @@ func (s *MapState[K, UK, UV]) ForEach(kg int, f func(K, UK, UV)) {
 // ClearKeyGroup drops every map of key group kg.
 func (s *MapState[K, UK, UV]) ClearKeyGroup(kg int) {
 	clearGroup(&s.desc, s.groups, &s.cow, kg)
+	s.forget()
 }
 
 // ForEachAny implements Table; value is the key's map[UK]UV.

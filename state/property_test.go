@@ -102,6 +102,42 @@ func TestStateMatchesModel(t *testing.T) {
 				mp.Clear()
 				delete(mMap, key)
 			},
+			"mapGetPut": func(rt *rapid.T) {
+				// Read, then write the same key: the write goes through
+				// the map remembered by the read.
+				uk := genInt.Draw(rt, "uk")
+				v, _ := mp.Get(uk)
+				mp.Put(uk, v+1)
+				if mMap[key] == nil {
+					mMap[key] = map[int]int{}
+				}
+				mMap[key][uk] = v + 1
+			},
+			"valueIncrement": func(rt *rapid.T) {
+				// Read, then write: an absent key is inserted without a
+				// second lookup, a present one through the cached entry.
+				v, _ := val.Value()
+				val.Update(v + 1)
+				mVal[key] = v + 1
+			},
+			"clearKeyGroup": func(rt *rapid.T) {
+				// Drops the current key's entries too; later reads and
+				// writes of the current key must not use remembered ones.
+				kg := kgs[key]
+				b.ClearKeyGroup(kg)
+				for k, g := range kgs {
+					if g != kg {
+						continue
+					}
+					delete(mVal, k)
+					delete(mLst, k)
+					delete(mMap, k)
+					for n := range 3 {
+						delete(mNVal, nk{k, n})
+						delete(mNLst, nk{k, n})
+					}
+				}
+			},
 			"nsUpdate": func(rt *rapid.T) {
 				n, v := ns(rt), genInt.Draw(rt, "v")
 				nval.Update(n, v)

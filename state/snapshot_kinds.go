@@ -106,7 +106,7 @@ func (s *ValueState[K, V]) install(kg int, staged any) {
 		s.unshare(kg - s.b.rng.Start)
 	}
 	installGroup(s.groups, kg-s.b.rng.Start, staged.(map[K]*V))
-	s.cache, s.cacheEpoch = nil, 0 // the current key's entry may have been replaced
+	s.cache, s.cacheEpoch, s.missEpoch = nil, 0, 0 // the current key's entry may have been replaced
 }
 
 func (s *ListState[K, V]) appendEntries(dst []byte, kg int) ([]byte, error) {
@@ -199,6 +199,7 @@ func (s *MapState[K, UK, UV]) install(kg int, staged any) {
 		s.unshare(kg - s.b.rng.Start)
 	}
 	installGroup(s.groups, kg-s.b.rng.Start, staged.(map[K]map[UK]UV))
+	s.forget() // the current key's map may have been replaced
 }
 
 // appendNsKey appends the key and namespace fields of a namespaced entry.

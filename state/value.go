@@ -13,6 +13,11 @@ type ValueState[K comparable, V any] struct {
 	cacheEpoch uint64 // backend epoch when cache was set; 0: none
 	vc         Codec[V]
 	cow        cowPins
+
+	// missEpoch is the backend epoch in which Value found the current key
+	// absent (0: none), so that the Update inserting it does not look it
+	// up again. Every write of the key's entry resets it.
+	missEpoch uint64
 }
 
 // Value registers (or looks up) the value state called name. Registering the
@@ -53,6 +58,7 @@ func (s *ValueState[K, V]) Value() (V, bool) {
 	i := s.b.slotIndex()
 	p := s.groups[i][s.b.key]
 	if p == nil {
+		s.missEpoch = s.b.epoch
 		var zero V
 		return zero, false
 	}
@@ -85,13 +91,16 @@ func (s *ValueState[K, V]) update(v V) {
 		m = make(map[K]*V)
 		s.groups[i] = m
 	}
-	p := m[s.b.key]
+	var p *V
+	if s.missEpoch != s.b.epoch { // else Value just found the key absent
+		p = m[s.b.key]
+	}
 	if p == nil {
 		p = new(V)
 		m[s.b.key] = p
 	}
 	*p = v
-	s.cache, s.cacheEpoch = p, s.b.epoch
+	s.cache, s.cacheEpoch, s.missEpoch = p, s.b.epoch, 0
 }
 
 // Clear removes the current key's value.
@@ -102,7 +111,7 @@ func (s *ValueState[K, V]) Clear() {
 	}
 	i := s.ownSlot()
 	delete(s.groups[i], s.b.key)
-	s.cache, s.cacheEpoch = nil, 0
+	s.cache, s.cacheEpoch, s.missEpoch = nil, 0, 0
 }
 
 // NumKeys reports the number of keys with a value, over all key groups.
@@ -134,7 +143,7 @@ func (s *ValueState[K, V]) ForEach(kg int, f func(K, V)) {
 // ClearKeyGroup drops every value of key group kg.
 func (s *ValueState[K, V]) ClearKeyGroup(kg int) {
 	clearGroup(&s.desc, s.groups, &s.cow, kg)
-	s.cache, s.cacheEpoch = nil, 0
+	s.cache, s.cacheEpoch, s.missEpoch = nil, 0, 0
 }
 
 // ForEachAny implements Table.

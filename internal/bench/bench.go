@@ -232,6 +232,7 @@ func countPerKey(src weir.Stream[Event], total *int64) {
 // parallelism (1: one goroutine; 2: the key-by crosses subtasks).
 func KeyedCount(n int64, nKeys, par int) (Result, error) {
 	keys := Keys(nKeys)
+	var ecpu, lcpu []time.Duration
 	engine := func() (time.Duration, error) {
 		env := weir.NewEnvironment(weir.Config{Parallelism: par})
 		src := weir.Generate(env, "events", n, func(i int64) weir.Record[Event] {
@@ -239,13 +240,20 @@ func KeyedCount(n int64, nKeys, par int) (Result, error) {
 		}, monotone[Event]())
 		var total int64
 		countPerKey(src, &total)
+		c0 := cpuNanos()
 		t, err := run(env)
+		ecpu = append(ecpu, time.Duration(cpuNanos()-c0))
 		if err == nil && total != n {
 			return 0, fmt.Errorf("keyed count: %d outputs, want %d", total, n)
 		}
 		return t, err
 	}
-	loop := func() (time.Duration, error) { return KeyedCountLoop(n, keys), nil }
+	loop := func() (time.Duration, error) {
+		c0 := cpuNanos()
+		t := KeyedCountLoop(n, keys)
+		lcpu = append(lcpu, time.Duration(cpuNanos()-c0))
+		return t, nil
+	}
 	e, l, err := sides(engine, loop)
 	if err != nil {
 		return Result{}, err
@@ -254,7 +262,10 @@ func KeyedCount(n int64, nKeys, par int) (Result, error) {
 	if par > 1 {
 		name = fmt.Sprintf("key-by across %d subtasks, keyed count", par)
 	}
-	return result(name, n, e, l, 0, par), nil
+	r := result(name, n, e, l, 0, par)
+	r.EngineCPUNsPerRecord = float64(median(ecpu)) / float64(n)
+	r.LoopCPUNsPerRecord = float64(median(lcpu)) / float64(n)
+	return r, nil
 }
 
 // KeyedCountLoop is KeyedCount as a plain loop over a map.

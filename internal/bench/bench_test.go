@@ -71,11 +71,15 @@ func BenchmarkChain(b *testing.B) {
 }
 
 func BenchmarkKeyedCount(b *testing.B) {
-	benchVsLoop(b, func(n int64) (Result, error) { return KeyedCount(n, 10_000, 1) })
+	r := benchVsLoop(b, func(n int64) (Result, error) { return KeyedCount(n, 10_000, 1) })
+	b.ReportMetric(r.EngineCPUNsPerRecord, "cpu-ns/rec")
+	b.ReportMetric(r.LoopCPUNsPerRecord, "loop-cpu-ns/rec")
 }
 
 func BenchmarkKeyBy2Subtasks(b *testing.B) {
-	benchVsLoop(b, func(n int64) (Result, error) { return KeyedCount(n, 10_000, 2) })
+	r := benchVsLoop(b, func(n int64) (Result, error) { return KeyedCount(n, 10_000, 2) })
+	b.ReportMetric(r.EngineCPUNsPerRecord, "cpu-ns/rec")
+	b.ReportMetric(r.LoopCPUNsPerRecord, "loop-cpu-ns/rec")
 }
 
 func TestCheckpointScenarioRuns(t *testing.T) {
