@@ -16,9 +16,9 @@ package state
 //     key not cached reads Pebble and caches what it found (clean); a
 //     get of a cMerge entry reads Pebble, appends the operands and turns
 //     the entry into a dirty cSet.
-//  2. Dirty entries are exactly those whose content is not in Pebble;
-//     flush writes them (Set, Delete or Merge) in one pebble.Batch and
-//     makes them clean (cMerge entries are dropped: their value is known
+//  2. Every entry whose content may not be in Pebble is dirty, and only
+//     those: flush writes them (Set, Delete or Merge) in one pebble.Batch
+//     and makes them clean (cMerge entries are dropped: their value is known
 //     only to Pebble). So after a flush the database holds every write.
 //  3. Flush before every other read of the database: scan (and so counts,
 //     ForEach, registration checks and the Pebble-backed timers' scans),
