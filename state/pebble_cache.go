@@ -16,9 +16,9 @@ package state
 //     key not cached reads Pebble and caches what it found (clean); a
 //     get of a cMerge entry reads Pebble, appends the operands and turns
 //     the entry into a dirty cSet.
-//  2. Dirty entries are exactly those whose content is not in Pebble;
-//     flush writes them (Set, Delete or Merge) in one pebble.Batch and
-//     makes them clean (cMerge entries are dropped: their value is known
+//  2. Every entry whose content may not be in Pebble is dirty, and only
+//     those: flush writes them (Set, Delete or Merge) in one pebble.Batch
+//     and makes them clean (cMerge entries are dropped: their value is known
 //     only to Pebble). So after a flush the database holds every write.
 //  3. Flush before every other read of the database: scan (and so counts,
 //     ForEach, registration checks and the Pebble-backed timers' scans),
@@ -35,11 +35,14 @@ package state
 //     at least one item.
 //  6. Bounded: an entry costs cacheEntryBytes plus its key and the capacity
 //     of its value; when the total passes the bound (Options.CacheBytes,
-//     by default DefaultCacheBytes or half the memtable if smaller, so a
-//     flush is an ordinary batch, not one that makes Pebble flush), the
-//     cache flushes and drops every entry, keeping value buffers of at
-//     most a quarter of the bound for reuse (so the heap holds at most
-//     about 1.25x the bound). Close and RestoreNative drop the cache
+//     by default DefaultCacheBytes or half the memtable if smaller), the
+//     cache flushes and drops every entry; when the keys and values of
+//     the dirty entries pass a quarter of the bound, it flushes them and
+//     keeps the entries (batches of 1 MiB by default: 4 MiB ones cost
+//     Pebble more CPU per record, BENCHMARKS.md, and one over half the
+//     memtable would skip it and make Pebble flush). Dropping keeps value
+//     buffers of at most a quarter of the bound for reuse (so the heap
+//     holds at most about 1.25x the bound). Close and RestoreNative drop the cache
 //     without flushing: the working database is then removed or replaced
 //     (invariant 5 of pebble.go), and nothing reads it after.
 //  7. The entry found last is remembered (a read then a write of one key
@@ -85,6 +88,9 @@ type wcache struct {
 	free  []*centry // dropped entries, for reuse with their value buffers
 	bytes int64     // the live entries' cost (invariant 6)
 	limit int64
+	// dirtyBytes is the keys and values of the dirty entries: what the
+	// next flush writes. It flushes at a quarter of limit (invariant 6).
+	dirtyBytes int64
 	// freeBytes is the cost of the entries in free (freeCost), at most a
 	// quarter of limit.
 	freeBytes int64
@@ -143,15 +149,24 @@ func (c *wcache) lookup(k []byte) *centry {
 
 // setV makes v the entry's bytes, accounting for a change of capacity.
 func (c *wcache) setV(e *centry, v []byte) {
-	old := cap(e.v)
+	old, oldLen := cap(e.v), len(e.v)
 	e.v = append(e.v[:0], v...)
+	c.grew(e, old, oldLen)
+}
+
+// grew accounts for a change of e.v from capacity old and length oldLen.
+func (c *wcache) grew(e *centry, old, oldLen int) {
 	c.bytes += int64(cap(e.v) - old)
+	if e.dirty {
+		c.dirtyBytes += int64(len(e.v) - oldLen)
+	}
 }
 
 func (c *wcache) markDirty(e *centry) {
 	if !e.dirty {
 		e.dirty = true
 		c.dirty = append(c.dirty, e)
+		c.dirtyBytes += int64(len(e.key) + len(e.v))
 	}
 }
 
@@ -206,6 +221,9 @@ func (p *pebbleStore) cacheDel(k []byte) {
 	if cached && e.kind == cAbsent && !e.dirty {
 		return // absent in Pebble too
 	}
+	if e.dirty {
+		c.dirtyBytes -= int64(len(e.v))
+	}
 	e.v = e.v[:0]
 	e.kind = cAbsent
 	c.markDirty(e)
@@ -221,12 +239,12 @@ func (p *pebbleStore) cacheMerge(k, op []byte) {
 	if !cached {
 		e.kind = cMerge
 	}
-	old := cap(e.v)
+	old, oldLen := cap(e.v), len(e.v)
 	if e.kind == cAbsent {
 		e.kind = cSet
 	}
 	e.v = appendLists(e.v, op)
-	c.bytes += int64(cap(e.v) - old)
+	c.grew(e, old, oldLen)
 	c.markDirty(e)
 	p.maybeEvict()
 }
@@ -258,11 +276,15 @@ func appendLists(a, b []byte) []byte {
 }
 
 // maybeEvict flushes and drops every entry once the cache passes its
-// bound (invariant 6).
+// bound, and flushes once the dirty entries pass a quarter of it
+// (invariant 6).
 func (p *pebbleStore) maybeEvict() {
-	if p.cache.bytes > p.cache.limit {
+	c := p.cache
+	if c.bytes > c.limit {
 		p.mustFlush()
 		p.dropCache()
+	} else if c.dirtyBytes > c.limit/4 {
+		p.mustFlush()
 	}
 }
 
@@ -301,6 +323,7 @@ func (p *pebbleStore) flush() error {
 		c.dirty[i] = nil
 	}
 	c.dirty = c.dirty[:0]
+	c.dirtyBytes = 0
 	return nil
 }
 
@@ -349,7 +372,7 @@ func (p *pebbleStore) dropCache() {
 	c.last = nil
 	clear(c.dirty)
 	c.dirty = c.dirty[:0]
-	c.bytes = 0
+	c.bytes, c.dirtyBytes = 0, 0
 }
 
 // dropPrefix drops the cached entries of the keys in Pebble with prefix
