@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
-	"maps"
 	"slices"
 	"testing"
 
@@ -13,15 +12,18 @@ import (
 	"pgregory.net/rapid"
 )
 
-// memStore is a Store in Go maps, for the tests of this package (the
-// Pebble one, state.TimerStore, is tested against the heap service in
-// package state).
+// memStore is a Store in Go maps with sorted keys, for the tests of this
+// package (the Pebble one, state.TimerStore, is tested against the heap
+// service in package state).
 type memStore struct {
 	kgs  map[int]map[string][]byte
+	keys map[int][]string // sorted
 	gets int
 }
 
-func newMemStore() *memStore { return &memStore{kgs: map[int]map[string][]byte{}} }
+func newMemStore() *memStore {
+	return &memStore{kgs: map[int]map[string][]byte{}, keys: map[int][]string{}}
+}
 
 func (m *memStore) Get(kg int, k []byte) ([]byte, bool) {
 	m.gets++
@@ -33,15 +35,29 @@ func (m *memStore) Set(kg int, k, v []byte) {
 	if m.kgs[kg] == nil {
 		m.kgs[kg] = map[string][]byte{}
 	}
+	if _, ok := m.kgs[kg][string(k)]; !ok {
+		i, _ := slices.BinarySearch(m.keys[kg], string(k))
+		m.keys[kg] = slices.Insert(m.keys[kg], i, string(k))
+	}
 	m.kgs[kg][string(k)] = slices.Clone(v)
 }
 
-func (m *memStore) Delete(kg int, k []byte) { delete(m.kgs[kg], string(k)) }
+func (m *memStore) Delete(kg int, k []byte) {
+	if _, ok := m.kgs[kg][string(k)]; !ok {
+		return
+	}
+	delete(m.kgs[kg], string(k))
+	i, _ := slices.BinarySearch(m.keys[kg], string(k))
+	m.keys[kg] = slices.Delete(m.keys[kg], i, i+1)
+}
 
 func (m *memStore) Scan(kg int, lo, hi []byte, f func(k, v []byte) bool) {
-	for _, k := range slices.Sorted(maps.Keys(m.kgs[kg])) {
-		if k < string(lo) || hi != nil && k >= string(hi) {
-			continue
+	keys := m.keys[kg]
+	i, _ := slices.BinarySearch(keys, string(lo))
+	for ; i < len(keys); i++ {
+		k := keys[i]
+		if hi != nil && k >= string(hi) {
+			return
 		}
 		if !f([]byte(k), m.kgs[kg][k]) {
 			return
