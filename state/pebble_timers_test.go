@@ -343,6 +343,13 @@ func TestPebbleTimersNeedNotFitInMemory(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs two child processes with 250,000 timers each")
 	}
+	if raceEnabled {
+		// In race-enabled builds Pebble allocates its manually managed
+		// memory (memtables, block cache) on the Go heap in half of the
+		// runs (internal/manual: useGoAllocation), 26 MiB against the heap
+		// service's 80 MiB in one CI run: the comparison would measure that.
+		t.Skip("the race detector moves Pebble's manually managed memory onto the Go heap")
+	}
 	peak := map[string]uint64{}
 	for _, kind := range []string{"heap", "pebble"} {
 		cmd := exec.Command(os.Args[0], "-test.run=^TestPebbleTimersNeedNotFitInMemory$", "-test.v")
