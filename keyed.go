@@ -232,26 +232,21 @@ func (o *keyedProcessOp[K, IN, OUT]) EndInput() error { return o.err }
 type keyedCore[K comparable, OUT any] struct {
 	runtime.Base[OUT]
 	hash  keygroup.Hasher[K]
-	maxP  int
 	kctx  KeyedContext[K, OUT]
 	err   error
 	fire  func(timer.Timer[K, struct{}])
 	pfire func(timer.Timer[K, struct{}])
 
-	// kgMask is maxP-1 when maxP is a power of two greater than 1 (the
-	// default), so that setKey picks the key group with a mask instead of
-	// calling keygroup.Assign; 0 otherwise.
-	kgMask uint32
+	// assign picks the key group of a key (keygroup.Assign for maxP,
+	// checked once at open).
+	assign keygroup.Assigner
 }
 
 // open opens the state backend and the timers, restores them (nothing on
 // a fresh start), and calls the user function's open.
 func (c *keyedCore[K, OUT]) open(ctx *runtime.Context, out runtime.Output[OUT], onTimer func(int64, *KeyedContext[K, OUT]) error, fnOpen func(*KeyedContext[K, OUT]) error) error {
 	c.Base.Open(ctx, out)
-	c.maxP = ctx.MaxParallelism
-	if p := uint32(c.maxP); p > 1 && p&(p-1) == 0 {
-		c.kgMask = p - 1
-	}
+	c.assign = keygroup.NewAssigner(ctx.MaxParallelism)
 	backend, err := state.Open[K](ctx.StateOptions(), ctx.KeyGroups)
 	if err != nil {
 		return err
@@ -268,13 +263,7 @@ func (c *keyedCore[K, OUT]) open(ctx *runtime.Context, out runtime.Output[OUT], 
 
 // setKey makes k the current key, for a record of timestamp ts.
 func (c *keyedCore[K, OUT]) setKey(k K, ts int64) {
-	var kg int
-	if c.kgMask != 0 {
-		kg = int(uint32(keygroup.Murmur(c.hash(k))) & c.kgMask) // keygroup.Assign's power-of-two case, inlined
-	} else {
-		kg = keygroup.Assign(c.hash(k), c.maxP)
-	}
-	c.kctx.backend.SetCurrentKey(k, kg)
+	c.kctx.backend.SetCurrentKey(k, c.assign.Assign(c.hash(k)))
 	c.kctx.ts = ts
 }
 

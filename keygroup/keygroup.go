@@ -65,6 +65,39 @@ func Assign(hash int32, maxParallelism int) int {
 	return int(m % uint32(maxParallelism))
 }
 
+// Assigner is Assign for one max parallelism, checked once when it is
+// made, for the per-record path: its Assign does no range check, and no
+// division when the max parallelism is a power of two (the default). The zero Assigner assigns every key to key group 0 (max
+// parallelism 1).
+type Assigner struct {
+	maxP uint32 // 0 in the zero value, read as 1
+	mask uint32 // maxP-1 when maxP is a power of two, else 0
+	pow2 bool
+}
+
+// NewAssigner returns the Assigner of maxParallelism. It panics, as Assign
+// does, if maxParallelism is not in [1, UpperBound].
+func NewAssigner(maxParallelism int) Assigner {
+	if maxParallelism < 1 || maxParallelism > UpperBound {
+		panic(maxParallelismRangeError(maxParallelism))
+	}
+	p := uint32(maxParallelism)
+	if p&(p-1) == 0 {
+		return Assigner{maxP: p, mask: p - 1, pow2: true}
+	}
+	return Assigner{maxP: p}
+}
+
+// Assign returns Assign(hash, maxParallelism) for the Assigner's max
+// parallelism.
+func (a Assigner) Assign(hash int32) int {
+	m := uint32(Murmur(hash))
+	if a.pow2 || a.maxP == 0 {
+		return int(m & a.mask)
+	}
+	return int(m % a.maxP)
+}
+
 // OperatorIndex returns the index of the subtask, in [0, parallelism), that
 // owns keyGroup when a job with the given max parallelism runs with the given
 // parallelism: keyGroup * parallelism / maxParallelism (Flink's

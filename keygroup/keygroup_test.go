@@ -254,3 +254,32 @@ func TestPanics(t *testing.T) {
 		})
 	}
 }
+
+// TestAssignerMatchesAssign: an Assigner gives Assign's key group for every
+// hash, for powers of two and other max parallelisms, and the zero
+// Assigner is max parallelism 1.
+func TestAssignerMatchesAssign(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		maxP := rapid.OneOf(rapid.IntRange(1, UpperBound), rapid.SampledFrom([]int{1, 2, 128, 4096, UpperBound})).Draw(t, "maxP")
+		a := NewAssigner(maxP)
+		for range 20 {
+			h := rapid.Int32().Draw(t, "hash")
+			if got, want := a.Assign(h), Assign(h, maxP); got != want {
+				t.Fatalf("Assigner(%d).Assign(%d) = %d, Assign = %d", maxP, h, got, want)
+			}
+			if got := (Assigner{}).Assign(h); got != 0 {
+				t.Fatalf("zero Assigner gave %d for %d", got, h)
+			}
+		}
+	})
+	for _, bad := range []int{0, -1, UpperBound + 1} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("NewAssigner(%d) did not panic", bad)
+				}
+			}()
+			NewAssigner(bad)
+		}()
+	}
+}
