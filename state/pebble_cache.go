@@ -21,7 +21,7 @@ package state
 //     and makes them clean (cMerge entries are dropped: their value is known
 //     only to Pebble). So after a flush the database holds every write.
 //  3. Flush before every other read of the database: scan (and so counts,
-//     ForEach, registration checks and the Pebble-backed timers' scans),
+//     ForEach and registration checks),
 //     delPrefix (ClearKeyGroup, MapState.Clear), snapshots, Freeze (its
 //     Pebble snapshot sees every write: invariant 8 of the package),
 //     CheckpointNative and Backend.Flush (a restart restores every write
@@ -49,6 +49,9 @@ package state
 //     is one map lookup) and forgotten whenever an entry is dropped.
 //  8. The cache is the subtask goroutine's alone; Frozen views read a
 //     Pebble snapshot taken after a flush and never touch it.
+//  9. Timers (pebble_timers.go) read and write the database directly, in
+//     their own key range: the cache never holds a timer key, so timers
+//     need no flush and a flush never touches them.
 
 import (
 	"encoding/binary"
