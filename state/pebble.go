@@ -38,9 +38,11 @@ package state
 //     a key codec that fails) panic with a message naming the state: the
 //     state API has no error results, and the runtime turns a panic of an
 //     operator into a failed job that restarts from its last checkpoint.
-//  7. States and timers touch the database only through pebbleStore's
-//     get, set, del, merge, delPrefix and scan, which keep the write-back
-//     cache (pebble_cache.go, Options.CacheBytes) coherent; every other
+//  7. States touch the database only through pebbleStore's get, set,
+//     del, merge, delPrefix and scan, which keep the write-back cache
+//     (pebble_cache.go, Options.CacheBytes) coherent (timers use the
+//     database directly, in a key range the cache never holds:
+//     pebble_timers.go); every other
 //     reader of the database (snapshots, Freeze, native checkpoints,
 //     restores) flushes the cache first, so invariants 1-5 hold of the
 //     database whenever anything but a point read looks at it.
@@ -294,8 +296,8 @@ func pebblePanic(what string, err error) {
 }
 
 // get, set, merge, del, delPrefix and scan are the only accesses of the
-// database by the states (and the timers): they keep the write-back cache
-// coherent (pebble_cache.go).
+// database by the states: they keep the write-back cache coherent
+// (pebble_cache.go).
 
 // get returns a copy of the value of k (valid until the next call of a
 // pebbleStore method), and whether it exists.
