@@ -116,7 +116,7 @@ func Build(ctx context.Context, spec *Spec, opts Options) (j *Job, err error) {
 	if opts.RestoreFrom != "" {
 		cfg.Checkpoint.RestoreFrom = opts.RestoreFrom
 	}
-	cfg.StateBackend = runtime.StateBackendConfig{Kind: spec.Job.StateBackend, Dir: spec.Job.StateDir}
+	cfg.StateBackend = runtime.StateBackendConfig{Kind: spec.Job.StateBackend, Dir: spec.Job.StateDir, CacheBytes: spec.Job.StateCacheBytes}
 	j.metricsAddr = spec.Job.MetricsAddr
 	if opts.MetricsAddr != "" {
 		j.metricsAddr = opts.MetricsAddr

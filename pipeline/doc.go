@@ -10,7 +10,7 @@
 //	name: orders-by-customer
 //	job:      {parallelism, maxParallelism, autoWatermarkInterval,
 //	           checkpoint: {interval, dir, mode}, stateBackend, stateDir,
-//	           restoreFrom, metricsAddr}
+//	           stateCache, restoreFrom, metricsAddr}
 //	kafka:    {brokers: [host:port]} or {embedded: DIR | {dir, topics, produce}}
 //	source:   {kafka: {topics | topicPattern, start, group, readCommitted, bounded, metadata}
 //	           | file: {paths, ordered} | generate: {count, fields},

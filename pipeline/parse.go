@@ -7,10 +7,13 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/goccy/go-yaml/ast"
+
+	"github.com/weirproject/weir/state"
 )
 
 // ParseFile reads and parses the pipeline file at path (Parse).
@@ -87,6 +90,12 @@ func validName(s string) bool { return nameRE.MatchString(s) }
 
 func (d *dec) job(k, n ast.Node, j *JobSpec) {
 	j.Pos = d.pos(k)
+	var cacheNode ast.Node
+	defer func() {
+		if cacheNode != nil && j.StateBackend != "pebble" {
+			d.errf(cacheNode, "job.stateCache: only with stateBackend: pebble (the memory backend has no cache); remove it or set stateBackend: pebble")
+		}
+	}()
 	d.object(n, "job",
 		field{"parallelism", false, func(_, v ast.Node) { d.intField(v, "job.parallelism", 1, 32768, &j.Parallelism) }},
 		field{"maxParallelism", false, func(_, v ast.Node) { d.intField(v, "job.maxParallelism", 1, 32768, &j.MaxParallelism) }},
@@ -106,6 +115,7 @@ func (d *dec) job(k, n ast.Node, j *JobSpec) {
 		}},
 		field{"stateBackend", false, func(_, v ast.Node) { d.oneOf(v, "job.stateBackend", &j.StateBackend, "memory", "pebble") }},
 		field{"stateDir", false, func(_, v ast.Node) { d.nonEmpty(v, "job.stateDir", "a directory", &j.StateDir) }},
+		field{"stateCache", false, func(_, v ast.Node) { cacheNode = v; d.stateCache(v, &j.StateCacheBytes) }},
 		field{"restoreFrom", false, func(_, v ast.Node) {
 			d.nonEmpty(v, "job.restoreFrom", "a savepoint or checkpoint directory", &j.RestoreFrom)
 		}},
@@ -115,6 +125,52 @@ func (d *dec) job(k, n ast.Node, j *JobSpec) {
 			}
 		}},
 	)
+}
+
+// stateCache reads job.stateCache: off, or a size in bytes (an integer, or a
+// string with KiB, MiB or GiB). 0 keeps the default.
+func (d *dec) stateCache(n ast.Node, dst *int64) {
+	const want = "want off, a number of bytes, or a size such as 16MiB (KiB, MiB, GiB)"
+	if x, ok := n.(*ast.IntegerNode); ok {
+		var v int64
+		if d.integer(x, "job.stateCache", 0, 1<<40, &v) {
+			*dst = v
+		}
+		return
+	}
+	var s string
+	if !d.str(n, "job.stateCache", &s) {
+		return
+	}
+	if s == "off" {
+		*dst = state.NoCache
+		return
+	}
+	v, ok := parseSize(s)
+	if !ok {
+		d.errf(n, "job.stateCache: %q: %s", s, want)
+		return
+	}
+	*dst = v
+}
+
+// parseSize reads a size such as 512, 64KiB, 100MiB or 2GiB, up to 1 TiB.
+func parseSize(s string) (int64, bool) {
+	mult := int64(1)
+	for _, u := range []struct {
+		suffix string
+		m      int64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}} {
+		if strings.HasSuffix(s, u.suffix) {
+			s, mult = strings.TrimSuffix(s, u.suffix), u.m
+			break
+		}
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
+	if err != nil || n < 0 || n > (1<<40)/mult {
+		return 0, false
+	}
+	return n * mult, true
 }
 
 func hostPort(s string) bool {

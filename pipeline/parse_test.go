@@ -3,6 +3,8 @@ package pipeline
 import (
 	"strings"
 	"testing"
+
+	"github.com/weirproject/weir/state"
 )
 
 const goodTail = `
@@ -28,6 +30,9 @@ func TestBadPipelines(t *testing.T) {
 		{"bad duration", "job:\n  checkpoint: {interval: 10, dir: d}\n" + goodTail, `p.yaml:2:26: job.checkpoint.interval: "10" has no unit; want a duration such as 500ms, 10s or 1h`},
 		{"bad duration text", "job:\n  checkpoint: {interval: soon, dir: d}\n" + goodTail, `p.yaml:2:26: job.checkpoint.interval: "soon" is not a duration`},
 		{"bad state backend", "job:\n  stateBackend: rocksdb\n" + goodTail, `p.yaml:2:17: job.stateBackend: "rocksdb": want one of memory, pebble`},
+		{"bad state cache", "job:\n  stateBackend: pebble\n  stateCache: lots\n" + goodTail, `p.yaml:3:15: job.stateCache: "lots": want off, a number of bytes, or a size such as 16MiB (KiB, MiB, GiB)`},
+		{"negative state cache", "job:\n  stateBackend: pebble\n  stateCache: -5\n" + goodTail, "p.yaml:3:15: job.stateCache: -5 is out of range"},
+		{"state cache on memory", "job:\n  stateCache: 16MiB\n" + goodTail, "p.yaml:2:15: job.stateCache: only with stateBackend: pebble"},
 		{"two sources", "source:\n  file: {paths: [a]}\n  generate: {count: 1, fields: {a: i}}\n  timestamp: t\nsink: {stdout: {}}\n", "p.yaml:1:1: source: want exactly one of kafka, file, generate (got 2)"},
 		{"file without timestamp", "source:\n  file: {paths: [a]}\nsink: {stdout: {}}\n", `p.yaml:1:1: source: missing key "timestamp"`},
 		{"bad filter", "steps:\n  - filter: amount >> 3\n" + goodTail, `p.yaml:2:21: steps[0].filter: bad expression: unexpected token Operator(">")`},
@@ -101,4 +106,27 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestStateCache: job.stateCache reaches the spec as bytes, off as
+// state.NoCache, absent as 0 (the default).
+func TestStateCache(t *testing.T) {
+	for _, c := range []struct {
+		val  string
+		want int64
+	}{
+		{"", 0},
+		{"  stateCache: 16MiB\n", 16 << 20},
+		{"  stateCache: 64KiB\n", 64 << 10},
+		{"  stateCache: 1048576\n", 1 << 20},
+		{"  stateCache: off\n", state.NoCache},
+	} {
+		spec, err := Parse("p.yaml", []byte("job:\n  stateBackend: pebble\n"+c.val+goodTail))
+		if err != nil {
+			t.Fatalf("%q: %v", c.val, err)
+		}
+		if spec.Job.StateCacheBytes != c.want {
+			t.Errorf("%q: StateCacheBytes = %d, want %d", c.val, spec.Job.StateCacheBytes, c.want)
+		}
+	}
 }

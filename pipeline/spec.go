@@ -40,8 +40,12 @@ type JobSpec struct {
 	CheckpointMode        string // exactly-once (default) or at-least-once
 	StateBackend          string // memory (default) or pebble
 	StateDir              string
-	RestoreFrom           string
-	MetricsAddr           string
+	// StateCacheBytes bounds the Pebble backend's write-back cache
+	// (runtime.StateBackendConfig.CacheBytes): 0 the default (4 MiB),
+	// state.NoCache (-1) off.
+	StateCacheBytes int64
+	RestoreFrom     string
+	MetricsAddr     string
 }
 
 // KafkaSpec is the Kafka cluster the pipeline's Kafka sources, sinks and
