@@ -185,6 +185,7 @@ type operator[K comparable, IN, OUT any] struct {
 
 	backend *state.Backend[K]
 	keys    *state.ValueState[K, *keyState[K, IN]]
+	keysTab state.Table // keys' key-group view (checkpoints skip empty key groups)
 	q       segq.Queue[K, mark]
 	ready   []*keyState[K, IN] // ready[rhead:]: keys waiting for a slot, FIFO
 	rhead   int
@@ -289,6 +290,7 @@ func (o *operator[K, IN, OUT]) Open(ctx *runtime.Context, out runtime.Output[OUT
 	if err != nil {
 		return err
 	}
+	o.keysTab, _ = o.backend.Table(o.keys.Name())
 	clk := ctx.Clock
 	o.q.Now = func() int64 { return clock.NowMillis(clk) }
 	o.ttl = timer.NewServiceWithCodecs[K, string](ctx.KeyGroups, o.kc, nil)
@@ -485,7 +487,7 @@ func (o *operator[K, IN, OUT]) SnapshotState(w *runtime.SnapshotWriter) error {
 	}
 	rng := o.Ctx.KeyGroups
 	for kg := rng.Start; kg <= rng.End; kg++ {
-		if o.keys.NumKeysInKeyGroup(kg) == 0 {
+		if o.keysTab.NumKeysInKeyGroup(kg) == 0 {
 			continue
 		}
 		st, err := o.backend.AppendSnapshotKeyGroup(nil, kg)
@@ -638,7 +640,7 @@ func (o *operator[K, IN, OUT]) restore(ctx *runtime.Context) error {
 	// goes into the first segment, one reference per unfinished input.
 	rng := ctx.KeyGroups
 	for kg := rng.Start; kg <= rng.End; kg++ {
-		o.keys.ForEach(kg, func(k K, ks *keyState[K, IN]) {
+		state.ForEachValue(o.keys, kg, func(k K, ks *keyState[K, IN]) {
 			ks.key, ks.boxed, ks.kg = k, k, kg
 			n := len(ks.pending) - ks.head
 			o.waiting += n

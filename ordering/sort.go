@@ -318,7 +318,7 @@ func (o *sortOp[K, T]) restore(ctx *runtime.Context) error {
 		return fmt.Errorf("ordering: %w", err)
 	}
 	for kg := ctx.KeyGroups.Start; kg <= ctx.KeyGroups.End && err == nil; kg++ {
-		held.ForEach(kg, func(_ K, ts int64, vs []T) {
+		state.ForEachNamespacedList(held, kg, func(_ K, ts int64, vs []T) {
 			for _, v := range vs {
 				if err == nil {
 					err = o.push(ts, v)

@@ -54,7 +54,7 @@ func (o *sortOp[K, T]) openStored(ctx *runtime.Context) error {
 		return err
 	}
 	for kg := ctx.KeyGroups.Start; kg <= ctx.KeyGroups.End; kg++ {
-		held.ForEach(kg, func(_ K, _ int64, vs []T) { s.n += len(vs) })
+		state.ForEachNamespacedList(held, kg, func(_ K, _ int64, vs []T) { s.n += len(vs) })
 	}
 	o.holding.Set(int64(s.n))
 	return nil

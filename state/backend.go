@@ -103,7 +103,7 @@ func (b *Backend[K]) StateNames() []string {
 // Table returns the type-erased view of the state registered as name.
 func (b *Backend[K]) Table(name string) (Table, bool) {
 	t, ok := b.tables[name]
-	return t, ok
+	return Table{t}, ok
 }
 
 // ClearKeyGroup drops every entry of key group kg from every state, releasing
@@ -117,7 +117,7 @@ func (b *Backend[K]) ClearKeyGroup(kg int) {
 	}
 	b.checkKeyGroup(kg)
 	for _, t := range b.tables {
-		t.ClearKeyGroup(kg)
+		t.clearKeyGroup(kg)
 	}
 	for name, p := range b.pending {
 		delete(p.groups, kg)
@@ -175,30 +175,44 @@ func (k Kind) String() string {
 	return fmt.Sprintf("Kind(%d)", int(k))
 }
 
-// Table is the type-erased view of one registered state, for snapshots,
-// introspection and key-group maintenance. Entry iteration through ForEachAny
-// boxes keys and values (it allocates) and is meant for snapshots, not for the
-// per-record path.
-type Table interface {
-	// Name is the name the state was registered under.
-	Name() string
-	// Kind is the kind of state.
-	Kind() Kind
-	// Type describes the state's type parameters, e.g. "map[string]int64".
-	Type() string
-	// NumKeys is the number of entries over all key groups: keys for value,
-	// list and map state, (key, namespace) pairs for namespaced state.
-	NumKeys() int
-	// NumKeysInKeyGroup is NumKeys restricted to key group kg.
-	NumKeysInKeyGroup(kg int) int
-	// ClearKeyGroup drops every entry of key group kg.
-	ClearKeyGroup(kg int)
-	// ForEachAny calls f for every entry of key group kg, in unspecified
-	// order. namespace is nil for non-namespaced state. value is V for value
-	// state, []V for list state and map[UK]UV for map state; slices and maps
-	// are the state's own and must not be modified or retained.
-	ForEachAny(kg int, f func(key, namespace, value any))
-}
+// Table is the type-erased view of one registered state, for operators,
+// snapshots and introspection: it counts, iterates and drops the entries of
+// a key group. These key-group operations are deliberately not methods of
+// the state handles (ValueState, ListState, ...), whose methods read and
+// write the current key only; get a Table with Backend.Table, or iterate one
+// key group with typed values with the functions of keygroups.go
+// (ForEachValue, ...). Entry iteration through ForEachAny boxes keys and
+// values (it allocates) and is meant for snapshots and tools, not for the
+// per-record path. The zero Table is not usable.
+type Table struct{ t table }
+
+// Name is the name the state was registered under.
+func (t Table) Name() string { return t.t.Name() }
+
+// Kind is the kind of state.
+func (t Table) Kind() Kind { return t.t.Kind() }
+
+// Type describes the state's type parameters, e.g. "map[string]int64".
+func (t Table) Type() string { return t.t.Type() }
+
+// NumKeys is the number of entries over all key groups: keys for value,
+// list and map state, (key, namespace) pairs for namespaced state.
+func (t Table) NumKeys() int { return t.t.numKeys() }
+
+// NumKeysInKeyGroup is NumKeys restricted to key group kg. It panics if kg
+// is outside the backend's range.
+func (t Table) NumKeysInKeyGroup(kg int) int { return t.t.numKeysInKeyGroup(kg) }
+
+// ClearKeyGroup drops every entry of key group kg. It panics if kg is
+// outside the backend's range.
+func (t Table) ClearKeyGroup(kg int) { t.t.clearKeyGroup(kg) }
+
+// ForEachAny calls f for every entry of key group kg, in unspecified order.
+// namespace is nil for non-namespaced state. value is V for value state, []V
+// for list state and map[UK]UV for map state; slices and maps are the
+// state's own and must not be modified or retained. f must not modify the
+// state.
+func (t Table) ForEachAny(kg int, f func(key, namespace, value any)) { t.t.forEachAny(kg, f) }
 
 // desc is shared by all state kinds.
 type desc[K comparable] struct {
@@ -283,16 +297,6 @@ func numKeysInGroup[K comparable, M ~map[K]E, E any](d *desc[K], g groups[M, K, 
 		return d.b.pNumKeysInKeyGroup(kg, d.pk, d.kind)
 	}
 	return len(g[d.b.checkKeyGroup(kg)])
-}
-
-func forEachKeyOf[K comparable, M ~map[K]E, E any](d *desc[K], g groups[M, K, E], kg int, f func(K)) {
-	if d.b.pb != nil {
-		pForEachKey(d.b, kg, d.pk, d.name, f)
-		return
-	}
-	for k := range g[d.b.checkKeyGroup(kg)] {
-		f(k)
-	}
 }
 
 func clearGroup[K comparable, M ~map[K]E, E any](d *desc[K], g groups[M, K, E], cow *cowPins, kg int) {

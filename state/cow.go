@@ -235,7 +235,7 @@ func (f *Frozen[K]) AppendSnapshotKeyGroup(dst []byte, kg int) ([]byte, error) {
 func (f *Frozen[K]) appendKeyGroup(dst []byte, kg int) ([]byte, error) {
 	entries := 0
 	for _, t := range f.tables {
-		entries += t.NumKeysInKeyGroup(kg)
+		entries += t.numKeysInKeyGroup(kg)
 	}
 	per := int(f.perEntry.Load())
 	if per == 0 {

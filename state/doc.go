@@ -28,13 +28,16 @@
 //     of lazily created Go maps (open-addressing tables with inline entries
 //     for namespaced state), so a key's entry lives in the slot of the key
 //     group given to SetCurrentKey, and one key group can be iterated
-//     (ForEach, ForEachKey, Table.ForEachAny) or dropped (ClearKeyGroup)
-//     without touching the others.
+//     (ForEachValue and the other functions of keygroups.go,
+//     Table.ForEachAny) or dropped (Backend.ClearKeyGroup,
+//     Table.ClearKeyGroup) without touching the others. These key-group
+//     operations are not methods of the state handles, whose methods touch
+//     the current key only.
 //  3. Routing. SetCurrentKey panics if the key group is outside the
 //     backend's range; accessing state before any SetCurrentKey panics.
 //  4. No garbage entries. Clearing a key's value or list, updating a list to
 //     empty, or removing the last entry of a key's map removes the key from
-//     its key group's map, so NumKeys counts only live entries. Namespaced
+//     its key group's map, so Table.NumKeys counts only live entries. Namespaced
 //     state also counts, iterates and snapshots only live (key, namespace)
 //     pairs, but when a key's last namespace is cleared it keeps the key's
 //     emptied slot for the key's next namespace (a key's windows open and

@@ -116,24 +116,18 @@ func replace[V any](cur, vs []V) []V {
 	return out
 }
 
-// NumKeys reports the number of keys with a non-empty list.
-func (s *ListState[K, V]) NumKeys() int { return numKeysOf(&s.desc, s.groups) }
+// numKeys reports the number of keys with a non-empty list.
+func (s *ListState[K, V]) numKeys() int { return numKeysOf(&s.desc, s.groups) }
 
-// NumKeysInKeyGroup reports the number of keys of key group kg with a list.
-func (s *ListState[K, V]) NumKeysInKeyGroup(kg int) int {
+// numKeysInKeyGroup reports the number of keys of key group kg with a list.
+func (s *ListState[K, V]) numKeysInKeyGroup(kg int) int {
 	return numKeysInGroup(&s.desc, s.groups, kg)
 }
 
-// ForEachKey calls f for every key of key group kg with a list, in
-// unspecified order. f must not modify this state.
-func (s *ListState[K, V]) ForEachKey(kg int, f func(K)) {
-	forEachKeyOf(&s.desc, s.groups, kg, f)
-}
-
-// ForEach calls f for every (key, list) of key group kg, in unspecified
+// forEach calls f for every (key, list) of key group kg, in unspecified
 // order. The lists are the state's own (see Get). f must not modify this
 // state.
-func (s *ListState[K, V]) ForEach(kg int, f func(K, []V)) {
+func (s *ListState[K, V]) forEach(kg int, f func(K, []V)) {
 	if s.b.pb != nil {
 		s.pForEach(kg, f)
 		return
@@ -143,12 +137,12 @@ func (s *ListState[K, V]) ForEach(kg int, f func(K, []V)) {
 	}
 }
 
-// ClearKeyGroup drops every list of key group kg.
-func (s *ListState[K, V]) ClearKeyGroup(kg int) {
+// clearKeyGroup drops every list of key group kg.
+func (s *ListState[K, V]) clearKeyGroup(kg int) {
 	clearGroup(&s.desc, s.groups, &s.cow, kg)
 }
 
-// ForEachAny implements Table.
-func (s *ListState[K, V]) ForEachAny(kg int, f func(key, namespace, value any)) {
-	s.ForEach(kg, func(k K, v []V) { f(k, nil, v) })
+// forEachAny implements table.
+func (s *ListState[K, V]) forEachAny(kg int, f func(key, namespace, value any)) {
+	s.forEach(kg, func(k K, v []V) { f(k, nil, v) })
 }

@@ -161,23 +161,17 @@ func (s *MapState[K, UK, UV]) Clear() {
 	s.forget()
 }
 
-// NumKeys reports the number of keys with a non-empty map.
-func (s *MapState[K, UK, UV]) NumKeys() int { return numKeysOf(&s.desc, s.groups) }
+// numKeys reports the number of keys with a non-empty map.
+func (s *MapState[K, UK, UV]) numKeys() int { return numKeysOf(&s.desc, s.groups) }
 
-// NumKeysInKeyGroup reports the number of keys of key group kg with a map.
-func (s *MapState[K, UK, UV]) NumKeysInKeyGroup(kg int) int {
+// numKeysInKeyGroup reports the number of keys of key group kg with a map.
+func (s *MapState[K, UK, UV]) numKeysInKeyGroup(kg int) int {
 	return numKeysInGroup(&s.desc, s.groups, kg)
 }
 
-// ForEachKey calls f for every key of key group kg with a non-empty map, in
+// forEach calls f for every (key, user key, value) of key group kg, in
 // unspecified order. f must not modify this state.
-func (s *MapState[K, UK, UV]) ForEachKey(kg int, f func(K)) {
-	forEachKeyOf(&s.desc, s.groups, kg, f)
-}
-
-// ForEach calls f for every (key, user key, value) of key group kg, in
-// unspecified order. f must not modify this state.
-func (s *MapState[K, UK, UV]) ForEach(kg int, f func(K, UK, UV)) {
+func (s *MapState[K, UK, UV]) forEach(kg int, f func(K, UK, UV)) {
 	if s.b.pb != nil {
 		s.pForEach(kg, f)
 		return
@@ -189,14 +183,14 @@ func (s *MapState[K, UK, UV]) ForEach(kg int, f func(K, UK, UV)) {
 	}
 }
 
-// ClearKeyGroup drops every map of key group kg.
-func (s *MapState[K, UK, UV]) ClearKeyGroup(kg int) {
+// clearKeyGroup drops every map of key group kg.
+func (s *MapState[K, UK, UV]) clearKeyGroup(kg int) {
 	clearGroup(&s.desc, s.groups, &s.cow, kg)
 	s.forget()
 }
 
-// ForEachAny implements Table; value is the key's map[UK]UV.
-func (s *MapState[K, UK, UV]) ForEachAny(kg int, f func(key, namespace, value any)) {
+// forEachAny implements table; value is the key's map[UK]UV.
+func (s *MapState[K, UK, UV]) forEachAny(kg int, f func(key, namespace, value any)) {
 	if s.b.pb != nil {
 		s.pForEachMap(kg, func(k K, m map[UK]UV) { f(k, nil, m) })
 		return

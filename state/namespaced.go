@@ -131,32 +131,26 @@ func (s *NamespacedValueState[K, N, V]) MergeNamespaces(target N, sources []N, m
 	}
 }
 
-// NumKeys reports the number of (key, namespace) pairs with a value.
-func (s *NamespacedValueState[K, N, V]) NumKeys() int {
+// numKeys reports the number of (key, namespace) pairs with a value.
+func (s *NamespacedValueState[K, N, V]) numKeys() int {
 	if s.b.pb != nil {
 		return s.b.pNumKeys(s.pk, s.kind)
 	}
 	return s.t.numKeys()
 }
 
-// NumKeysInKeyGroup reports the number of (key, namespace) pairs of key group
+// numKeysInKeyGroup reports the number of (key, namespace) pairs of key group
 // kg with a value.
-func (s *NamespacedValueState[K, N, V]) NumKeysInKeyGroup(kg int) int {
+func (s *NamespacedValueState[K, N, V]) numKeysInKeyGroup(kg int) int {
 	if s.b.pb != nil {
 		return s.b.pNumKeysInKeyGroup(kg, s.pk, s.kind)
 	}
 	return s.t.group(kg).n
 }
 
-// ForEachKey calls f for every (key, namespace) of key group kg with a value,
-// in unspecified order. f must not modify this state.
-func (s *NamespacedValueState[K, N, V]) ForEachKey(kg int, f func(K, N)) {
-	s.ForEach(kg, func(k K, ns N, _ V) { f(k, ns) })
-}
-
-// ForEach calls f for every (key, namespace, value) of key group kg, in
+// forEach calls f for every (key, namespace, value) of key group kg, in
 // unspecified order. f must not modify this state.
-func (s *NamespacedValueState[K, N, V]) ForEach(kg int, f func(K, N, V)) {
+func (s *NamespacedValueState[K, N, V]) forEach(kg int, f func(K, N, V)) {
 	if s.b.pb != nil {
 		s.pForEach(kg, f)
 		return
@@ -164,8 +158,8 @@ func (s *NamespacedValueState[K, N, V]) ForEach(kg int, f func(K, N, V)) {
 	s.t.forEach(kg, f)
 }
 
-// ClearKeyGroup drops every value of key group kg.
-func (s *NamespacedValueState[K, N, V]) ClearKeyGroup(kg int) {
+// clearKeyGroup drops every value of key group kg.
+func (s *NamespacedValueState[K, N, V]) clearKeyGroup(kg int) {
 	if s.b.pb != nil {
 		s.b.pClearKeyGroup(kg, s.pk)
 		return
@@ -173,9 +167,9 @@ func (s *NamespacedValueState[K, N, V]) ClearKeyGroup(kg int) {
 	s.t.clearKeyGroup(kg)
 }
 
-// ForEachAny implements Table.
-func (s *NamespacedValueState[K, N, V]) ForEachAny(kg int, f func(key, namespace, value any)) {
-	s.ForEach(kg, func(k K, ns N, v V) { f(k, ns, v) })
+// forEachAny implements table.
+func (s *NamespacedValueState[K, N, V]) forEachAny(kg int, f func(key, namespace, value any)) {
+	s.forEach(kg, func(k K, ns N, v V) { f(k, ns, v) })
 }
 
 // NamespacedListState is a list of values per (key, namespace), for example
@@ -292,33 +286,27 @@ func (s *NamespacedListState[K, N, V]) MergeNamespaces(target N, sources []N) {
 	}
 }
 
-// NumKeys reports the number of (key, namespace) pairs with a non-empty list.
-func (s *NamespacedListState[K, N, V]) NumKeys() int {
+// numKeys reports the number of (key, namespace) pairs with a non-empty list.
+func (s *NamespacedListState[K, N, V]) numKeys() int {
 	if s.b.pb != nil {
 		return s.b.pNumKeys(s.pk, s.kind)
 	}
 	return s.t.numKeys()
 }
 
-// NumKeysInKeyGroup reports the number of (key, namespace) pairs of key group
+// numKeysInKeyGroup reports the number of (key, namespace) pairs of key group
 // kg with a list.
-func (s *NamespacedListState[K, N, V]) NumKeysInKeyGroup(kg int) int {
+func (s *NamespacedListState[K, N, V]) numKeysInKeyGroup(kg int) int {
 	if s.b.pb != nil {
 		return s.b.pNumKeysInKeyGroup(kg, s.pk, s.kind)
 	}
 	return s.t.group(kg).n
 }
 
-// ForEachKey calls f for every (key, namespace) of key group kg with a list,
-// in unspecified order. f must not modify this state.
-func (s *NamespacedListState[K, N, V]) ForEachKey(kg int, f func(K, N)) {
-	s.ForEach(kg, func(k K, ns N, _ []V) { f(k, ns) })
-}
-
-// ForEach calls f for every (key, namespace, list) of key group kg, in
+// forEach calls f for every (key, namespace, list) of key group kg, in
 // unspecified order. The lists are the state's own (see Get). f must not
 // modify this state.
-func (s *NamespacedListState[K, N, V]) ForEach(kg int, f func(K, N, []V)) {
+func (s *NamespacedListState[K, N, V]) forEach(kg int, f func(K, N, []V)) {
 	if s.b.pb != nil {
 		s.pForEach(kg, f)
 		return
@@ -326,8 +314,8 @@ func (s *NamespacedListState[K, N, V]) ForEach(kg int, f func(K, N, []V)) {
 	s.t.forEach(kg, f)
 }
 
-// ClearKeyGroup drops every list of key group kg.
-func (s *NamespacedListState[K, N, V]) ClearKeyGroup(kg int) {
+// clearKeyGroup drops every list of key group kg.
+func (s *NamespacedListState[K, N, V]) clearKeyGroup(kg int) {
 	if s.b.pb != nil {
 		s.b.pClearKeyGroup(kg, s.pk)
 		return
@@ -335,7 +323,7 @@ func (s *NamespacedListState[K, N, V]) ClearKeyGroup(kg int) {
 	s.t.clearKeyGroup(kg)
 }
 
-// ForEachAny implements Table.
-func (s *NamespacedListState[K, N, V]) ForEachAny(kg int, f func(key, namespace, value any)) {
-	s.ForEach(kg, func(k K, ns N, v []V) { f(k, ns, v) })
+// forEachAny implements table.
+func (s *NamespacedListState[K, N, V]) forEachAny(kg int, f func(key, namespace, value any)) {
+	s.forEach(kg, func(k K, ns N, v []V) { f(k, ns, v) })
 }

@@ -398,18 +398,3 @@ func (b *Backend[K]) pClearKeyGroup(kg int, pk []byte) {
 	b.checkKeyGroup(kg)
 	b.pb.delPrefix(groupPrefix(kg, pk))
 }
-
-// pForEachKey calls f with every distinct key of the state in kg.
-func pForEachKey[K comparable](b *Backend[K], kg int, pk []byte, name string, f func(K)) {
-	var prev []byte
-	first := true
-	b.eachEntry(kg, pk, func(r *reader, _ []byte) {
-		kf := firstField(r.Buf)
-		if !first && string(kf) == string(prev) {
-			return
-		}
-		first = false
-		prev = append(prev[:0], kf...)
-		f(decField(r, b.kc, name, "key"))
-	})
-}

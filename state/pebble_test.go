@@ -86,6 +86,7 @@ func TestOnPebble(t *testing.T) {
 		{"ClearRemovesEntries", TestClearRemovesEntries},
 		{"MapRange", TestMapRange},
 		{"TableForEachAny", TestTableForEachAny},
+		{"ForEachFunctions", TestForEachFunctions},
 		{"SnapshotRescaleRoundTrip", TestSnapshotRescaleRoundTrip},
 		{"SnapshotFormat", TestSnapshotFormat},
 		{"SnapshotLongFields", TestSnapshotLongFields},

@@ -203,10 +203,10 @@ func TestStateMatchesModel(t *testing.T) {
 					}
 				}
 				// Entry counts: no garbage entries for cleared keys.
-				if val.NumKeys() != len(mVal) || lst.NumKeys() != len(mLst) || mp.NumKeys() != len(mMap) ||
-					nval.NumKeys() != len(mNVal) || nlst.NumKeys() != len(mNLst) {
+				if val.numKeys() != len(mVal) || lst.numKeys() != len(mLst) || mp.numKeys() != len(mMap) ||
+					nval.numKeys() != len(mNVal) || nlst.numKeys() != len(mNLst) {
 					rt.Fatalf("NumKeys %d %d %d %d %d, model %d %d %d %d %d",
-						val.NumKeys(), lst.NumKeys(), mp.NumKeys(), nval.NumKeys(), nlst.NumKeys(),
+						val.numKeys(), lst.numKeys(), mp.numKeys(), nval.numKeys(), nlst.numKeys(),
 						len(mVal), len(mLst), len(mMap), len(mNVal), len(mNLst))
 				}
 			},
@@ -218,14 +218,14 @@ func TestStateMatchesModel(t *testing.T) {
 		gotLst := map[string][]int{}
 		gotMap := map[string]map[int]int{}
 		for kg := r.Start; kg <= r.End; kg++ {
-			val.ForEach(kg, func(k string, v int) {
+			val.forEach(kg, func(k string, v int) {
 				if kgs[k] != kg {
 					rt.Fatalf("key %q of kg %d iterated in kg %d", k, kgs[k], kg)
 				}
 				gotVal[k] = v
 			})
-			lst.ForEach(kg, func(k string, v []int) { gotLst[k] = slices.Clone(v) })
-			mp.ForEach(kg, func(k string, uk, uv int) {
+			lst.forEach(kg, func(k string, v []int) { gotLst[k] = slices.Clone(v) })
+			mp.forEach(kg, func(k string, uk, uv int) {
 				if gotMap[k] == nil {
 					gotMap[k] = map[int]int{}
 				}

@@ -25,10 +25,21 @@ var ErrCorruptSnapshot = codec.ErrCorruptSnapshot
 // wraps it too. It is codec.ErrSnapshotVersion.
 var ErrSnapshotVersion = codec.ErrSnapshotVersion
 
-// table is what a Backend needs of each registered state: the exported Table
-// view plus the snapshot hooks. All five state kinds implement it.
+// table is what a Backend needs of each registered state: what the exported
+// Table view shows plus the snapshot hooks. All five state kinds implement
+// it.
 type table interface {
-	Table
+	Name() string
+	Kind() Kind
+	Type() string
+	// numKeys is the number of entries over all key groups (Table.NumKeys).
+	numKeys() int
+	// numKeysInKeyGroup is numKeys restricted to key group kg.
+	numKeysInKeyGroup(kg int) int
+	// clearKeyGroup drops every entry of key group kg.
+	clearKeyGroup(kg int)
+	// forEachAny is Table.ForEachAny.
+	forEachAny(kg int, f func(key, namespace, value any))
 	// appendEntries appends the entry count and the entries of key group kg
 	// (the body of a state section; kg is in range).
 	appendEntries(dst []byte, kg int) ([]byte, error)
@@ -99,7 +110,7 @@ func (b *Backend[K]) SnapshotKeyGroup(kg int) ([]byte, error) {
 	// that a large key group is not copied over and over as append grows it.
 	entries := 0
 	for _, t := range b.tables {
-		entries += t.NumKeysInKeyGroup(kg)
+		entries += t.numKeysInKeyGroup(kg)
 	}
 	var dst []byte
 	if entries > 0 {
@@ -137,7 +148,7 @@ func appendKeyGroup(dst []byte, kg int, rng keygroup.Range, tables map[string]ta
 	}
 	var names []string
 	for name, t := range tables {
-		if t.NumKeysInKeyGroup(kg) > 0 {
+		if t.numKeysInKeyGroup(kg) > 0 {
 			names = append(names, name)
 		}
 	}

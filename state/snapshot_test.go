@@ -388,7 +388,7 @@ func TestRestoreKindMismatch(t *testing.T) {
 		t.Fatalf("kind mismatch: %v", err)
 	}
 	registerAll(newB[string](b.Range())) // the other names are fine
-	if n := MustList[string, int64](b, "val").NumKeys(); n != 0 {
+	if n := MustList[string, int64](b, "val").numKeys(); n != 0 {
 		t.Fatalf("failed restore changed the state: %d keys", n)
 	}
 
@@ -405,7 +405,7 @@ func TestRestoreKindMismatch(t *testing.T) {
 	})
 	// The right kind still gets the entries.
 	got := map[string][]string{}
-	registerAll(b).lst.ForEach(kg, func(k string, v []string) { got[k] = v })
+	registerAll(b).lst.forEach(kg, func(k string, v []string) { got[k] = v })
 	if got := fmt.Sprint(got); got != "map[a:[x yy]]" {
 		t.Fatalf("list after failed registrations: %s", got)
 	}
@@ -444,7 +444,7 @@ func TestRestoreCodecErrorChangesNothing(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "unlucky") || !strings.Contains(err.Error(), `"b-second"`) {
 		t.Fatalf("codec error: %v", err)
 	}
-	if first.NumKeys() != 0 {
+	if first.numKeys() != 0 {
 		t.Fatal("a failed restore changed another state")
 	}
 
@@ -458,7 +458,7 @@ func TestRestoreCodecErrorChangesNothing(t *testing.T) {
 	if _, ok := c.Table("b-second"); ok {
 		t.Fatal("state registered although its restored entries failed to decode")
 	}
-	if v := MustValue[string, int64](c, "b-second"); v.NumKeys() != 1 {
+	if v := MustValue[string, int64](c, "b-second"); v.numKeys() != 1 {
 		t.Fatal("entries lost after a failed registration")
 	}
 }
@@ -572,7 +572,7 @@ func TestRestoreKeepsCurrentKeyCoherent(t *testing.T) {
 	}
 	v.Update(43)
 	var seen int
-	v.ForEach(kgOf("a"), func(_ string, x int) { seen = x })
+	v.forEach(kgOf("a"), func(_ string, x int) { seen = x })
 	if seen != 43 {
 		t.Fatalf("update after restore went to a stale entry: stored %d", seen)
 	}

@@ -63,8 +63,8 @@ func TestPerKeyIsolation(t *testing.T) {
 	if _, ok := other.Value(); ok {
 		t.Fatal("state names share entries")
 	}
-	if count.NumKeys() != 2 || seen.NumKeys() != 2 || attrs.NumKeys() != 2 || other.NumKeys() != 0 {
-		t.Fatalf("NumKeys %d %d %d %d", count.NumKeys(), seen.NumKeys(), attrs.NumKeys(), other.NumKeys())
+	if count.numKeys() != 2 || seen.numKeys() != 2 || attrs.numKeys() != 2 || other.numKeys() != 0 {
+		t.Fatalf("NumKeys %d %d %d %d", count.numKeys(), seen.numKeys(), attrs.numKeys(), other.numKeys())
 	}
 }
 
@@ -105,14 +105,14 @@ func TestNamespaceIsolation(t *testing.T) {
 	}
 	sum.Clear(w1)
 	buf.Clear(w1)
-	if sum.NumKeys() != 1 || buf.NumKeys() != 1 {
-		t.Fatalf("after clear: %d %d", sum.NumKeys(), buf.NumKeys())
+	if sum.numKeys() != 1 || buf.numKeys() != 1 {
+		t.Fatalf("after clear: %d %d", sum.numKeys(), buf.numKeys())
 	}
 	if v, _ := sum.Value(w2); v != 9 {
 		t.Fatalf("clear of w1 touched w2: %d", v)
 	}
 	var got []win
-	buf.ForEachKey(kgOf("k"), func(k string, w win) {
+	buf.forEach(kgOf("k"), func(k string, w win, _ []int) {
 		if k != "k" {
 			t.Errorf("key %q", k)
 		}
@@ -142,8 +142,8 @@ func TestMergeNamespaces(t *testing.T) {
 	if got := buf.Get(target); !slices.Equal(got, []int{1, 2, 3}) {
 		t.Fatalf("merged list %v", got)
 	}
-	if sum.NumKeys() != 1 || buf.NumKeys() != 1 {
-		t.Fatalf("sources not cleared: %d %d", sum.NumKeys(), buf.NumKeys())
+	if sum.numKeys() != 1 || buf.numKeys() != 1 {
+		t.Fatalf("sources not cleared: %d %d", sum.numKeys(), buf.numKeys())
 	}
 	// Merging into an existing target keeps it first; merging nothing is a no-op.
 	sum.Update(a, 100)
@@ -184,7 +184,7 @@ func TestKeyGroupSlots(t *testing.T) {
 	}
 	for kg := r.Start; kg <= r.End; kg++ {
 		var got []string
-		v.ForEach(kg, func(k string, _ int) {
+		v.forEach(kg, func(k string, _ int) {
 			if kgOf(k) != kg {
 				t.Errorf("key %q (kg %d) found in slot of kg %d", k, kgOf(k), kg)
 			}
@@ -200,8 +200,8 @@ func TestKeyGroupSlots(t *testing.T) {
 		if len(v.groups[kg-r.Start]) != len(w) {
 			t.Fatalf("kg %d: slot %d holds %d keys, want %d", kg, kg-r.Start, len(v.groups[kg-r.Start]), len(w))
 		}
-		for _, tb := range []Table{v, l, m, nv} {
-			if n := tb.NumKeysInKeyGroup(kg); n != len(w) {
+		for _, tb := range []table{v, l, m, nv} {
+			if n := tb.numKeysInKeyGroup(kg); n != len(w) {
 				t.Fatalf("%s kg %d: %d keys, want %d", tb.Name(), kg, n, len(w))
 			}
 		}
@@ -209,11 +209,11 @@ func TestKeyGroupSlots(t *testing.T) {
 
 	// Dropping one key group leaves the others alone.
 	victim := kgOf(want[firstKey(want)][0])
-	before := v.NumKeys()
+	before := v.numKeys()
 	b.ClearKeyGroup(victim)
-	for _, tb := range []Table{v, l, m, nv} {
-		if tb.NumKeysInKeyGroup(victim) != 0 || tb.NumKeys() != before-len(want[victim]) {
-			t.Fatalf("%s after ClearKeyGroup: %d in kg, %d total", tb.Name(), tb.NumKeysInKeyGroup(victim), tb.NumKeys())
+	for _, tb := range []table{v, l, m, nv} {
+		if tb.numKeysInKeyGroup(victim) != 0 || tb.numKeys() != before-len(want[victim]) {
+			t.Fatalf("%s after ClearKeyGroup: %d in kg, %d total", tb.Name(), tb.numKeysInKeyGroup(victim), tb.numKeys())
 		}
 	}
 }
@@ -233,7 +233,7 @@ func TestRoutingPanics(t *testing.T) {
 	expectPanic(t, "state read with no key", "no current key", func() { v.Value() })
 	expectPanic(t, "key group below range", "outside", func() { b.SetCurrentKey("k", 9) })
 	expectPanic(t, "key group above range", "outside", func() { b.SetCurrentKey("k", 20) })
-	expectPanic(t, "iterate foreign key group", "outside", func() { v.ForEachKey(3, func(string) {}) })
+	expectPanic(t, "iterate foreign key group", "outside", func() { v.forEach(3, func(string, int) {}) })
 	if b.CurrentKeyGroup() != -1 {
 		t.Fatalf("failed SetCurrentKey changed the key group: %d", b.CurrentKeyGroup())
 	}
@@ -301,19 +301,19 @@ func TestClearRemovesEntries(t *testing.T) {
 	v.Clear()
 	l.Update(nil)
 	m.Remove("a")
-	if m.NumKeys() != 1 {
+	if m.numKeys() != 1 {
 		t.Fatal("map key removed while entries remain")
 	}
 	m.Remove("b")
 	m.Remove("missing")
-	if v.NumKeys()+l.NumKeys()+m.NumKeys() != 0 {
-		t.Fatalf("entries left: %d %d %d", v.NumKeys(), l.NumKeys(), m.NumKeys())
+	if v.numKeys()+l.numKeys()+m.numKeys() != 0 {
+		t.Fatalf("entries left: %d %d %d", v.numKeys(), l.numKeys(), m.numKeys())
 	}
 	l.Add(5)
 	l.Clear()
 	m.Put("c", 3)
 	m.Clear()
-	if l.NumKeys()+m.NumKeys() != 0 {
+	if l.numKeys()+m.numKeys() != 0 {
 		t.Fatal("Clear left entries")
 	}
 }
@@ -374,7 +374,7 @@ func TestMapRange(t *testing.T) {
 		t.Fatalf("after removing evens: %d", m.Len())
 	}
 	var entries int
-	m.ForEach(kgOf("k"), func(k, uk string, uv int) {
+	m.forEach(kgOf("k"), func(k, uk string, uv int) {
 		if k != "k" || uv%2 != 1 {
 			t.Errorf("entry %s %s %d", k, uk, uv)
 		}

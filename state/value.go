@@ -114,23 +114,17 @@ func (s *ValueState[K, V]) Clear() {
 	s.cache, s.cacheEpoch, s.missEpoch = nil, 0, 0
 }
 
-// NumKeys reports the number of keys with a value, over all key groups.
-func (s *ValueState[K, V]) NumKeys() int { return numKeysOf(&s.desc, s.groups) }
+// numKeys reports the number of keys with a value, over all key groups.
+func (s *ValueState[K, V]) numKeys() int { return numKeysOf(&s.desc, s.groups) }
 
-// NumKeysInKeyGroup reports the number of keys with a value in key group kg.
-func (s *ValueState[K, V]) NumKeysInKeyGroup(kg int) int {
+// numKeysInKeyGroup reports the number of keys with a value in key group kg.
+func (s *ValueState[K, V]) numKeysInKeyGroup(kg int) int {
 	return numKeysInGroup(&s.desc, s.groups, kg)
 }
 
-// ForEachKey calls f for every key of key group kg that has a value, in
-// unspecified order. f must not modify this state.
-func (s *ValueState[K, V]) ForEachKey(kg int, f func(K)) {
-	forEachKeyOf(&s.desc, s.groups, kg, f)
-}
-
-// ForEach calls f for every (key, value) of key group kg, in unspecified
+// forEach calls f for every (key, value) of key group kg, in unspecified
 // order. f must not modify this state.
-func (s *ValueState[K, V]) ForEach(kg int, f func(K, V)) {
+func (s *ValueState[K, V]) forEach(kg int, f func(K, V)) {
 	if s.b.pb != nil {
 		s.pForEach(kg, f)
 		return
@@ -140,13 +134,13 @@ func (s *ValueState[K, V]) ForEach(kg int, f func(K, V)) {
 	}
 }
 
-// ClearKeyGroup drops every value of key group kg.
-func (s *ValueState[K, V]) ClearKeyGroup(kg int) {
+// clearKeyGroup drops every value of key group kg.
+func (s *ValueState[K, V]) clearKeyGroup(kg int) {
 	clearGroup(&s.desc, s.groups, &s.cow, kg)
 	s.cache, s.cacheEpoch, s.missEpoch = nil, 0, 0
 }
 
-// ForEachAny implements Table.
-func (s *ValueState[K, V]) ForEachAny(kg int, f func(key, namespace, value any)) {
-	s.ForEach(kg, func(k K, v V) { f(k, nil, v) })
+// forEachAny implements table.
+func (s *ValueState[K, V]) forEachAny(kg int, f func(key, namespace, value any)) {
+	s.forEach(kg, func(k K, v V) { f(k, nil, v) })
 }

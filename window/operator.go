@@ -389,16 +389,23 @@ type stats struct {
 	contents, sessionKeys, eventTimers, procTimers, triggerState int
 }
 
+// numKeys is the number of entries of the state registered as name (0 if
+// none is).
+func (o *operator[K, T, OUT]) numKeys(name string) int {
+	if t, ok := o.backend.Table(name); ok {
+		return t.NumKeys()
+	}
+	return 0
+}
+
 func (o *operator[K, T, OUT]) stats() stats {
 	s := stats{eventTimers: o.timers.NumEventTimeTimers(), procTimers: o.timers.NumProcessingTimeTimers()}
-	if t, ok := o.backend.Table(contentsName); ok {
-		s.contents = t.NumKeys()
-	}
+	s.contents = o.numKeys(contentsName)
 	if o.sessions != nil {
-		s.sessionKeys = o.sessions.NumKeys()
+		s.sessionKeys = o.numKeys(o.sessions.Name())
 	}
 	for _, st := range o.trigStates {
-		s.triggerState += st.NumKeys()
+		s.triggerState += o.numKeys(st.Name())
 	}
 	return s
 }
