@@ -227,6 +227,14 @@ func (d *desc[K]) Name() string { return d.name }
 func (d *desc[K]) Kind() Kind   { return d.kind }
 func (d *desc[K]) Type() string { return d.typ }
 
+// The handle methods implement table: the state handle a table belongs to,
+// for register.
+func (s *ValueState[K, V]) handle() any              { return s }
+func (s *ListState[K, V]) handle() any               { return s }
+func (s *MapState[K, UK, UV]) handle() any           { return s }
+func (s *NamespacedValueState[K, N, V]) handle() any { return s }
+func (s *NamespacedListState[K, N, V]) handle() any  { return s }
+
 func typeName[T any]() string { return reflect.TypeFor[T]().String() }
 
 // register returns the existing state registered as name if it has type S,
@@ -237,21 +245,23 @@ func typeName[T any]() string { return reflect.TypeFor[T]().String() }
 func register[K comparable, S table](b *Backend[K], name string, kind Kind, typ string, create func(d desc[K]) S) (S, error) {
 	var zero S
 	if existing, ok := b.tables[name]; ok {
-		if s, ok := existing.(S); ok {
+		if s, ok := existing.handle().(S); ok {
 			return s, nil
 		}
 		return zero, fmt.Errorf("state: %q is already registered as %s state %s; cannot register it as %s state %s",
 			name, existing.Kind(), existing.Type(), kind, typ)
 	}
 	s := create(desc[K]{b: b, name: name, kind: kind, typ: typ, pk: statePrefix(name, kind)})
+	var t table = s
 	load := loadPending[K]
 	if b.pb != nil {
+		t = attachPebble(b.pb, s)
 		load = (*Backend[K]).checkRegisterPebble
 	}
-	if err := load(b, name, kind, typ, s); err != nil {
+	if err := load(b, name, kind, typ, t); err != nil {
 		return zero, err
 	}
-	b.tables[name] = s
+	b.tables[name] = t
 	return s, nil
 }
 
@@ -281,29 +291,15 @@ func (g groups[M, MK, MV]) numKeys() int {
 	return n
 }
 
-// The key-group operations of the value, list and map states, one body for
-// both backends: in memory the state's per-key-group maps g (with its
-// copy-on-write pins), on Pebble the entries under the state's prefix.
-
-func numKeysOf[K comparable, M ~map[K]E, E any](d *desc[K], g groups[M, K, E]) int {
-	if d.b.pb != nil {
-		return d.b.pNumKeys(d.pk, d.kind)
-	}
-	return g.numKeys()
-}
+// The key-group operations of the value, list and map states in memory: the
+// state's per-key-group maps g, with its copy-on-write pins. (On another
+// backend the state's table is not the handle; see register.)
 
 func numKeysInGroup[K comparable, M ~map[K]E, E any](d *desc[K], g groups[M, K, E], kg int) int {
-	if d.b.pb != nil {
-		return d.b.pNumKeysInKeyGroup(kg, d.pk, d.kind)
-	}
 	return len(g[d.b.checkKeyGroup(kg)])
 }
 
 func clearGroup[K comparable, M ~map[K]E, E any](d *desc[K], g groups[M, K, E], cow *cowPins, kg int) {
-	if d.b.pb != nil {
-		d.b.pClearKeyGroup(kg, d.pk)
-		return
-	}
 	i := d.b.checkKeyGroup(kg)
 	g[i] = nil
 	cow.drop(i)

@@ -272,9 +272,8 @@ func prefixEnd(p []byte) []byte {
 
 // pkey returns the key of the current key's entry of the state with prefix
 // pk (from statePrefix), in scratch space valid until the next pkey.
-func (b *Backend[K]) pkey(pk []byte) []byte {
+func (b *Backend[K]) pkey(p *pebbleStore, pk []byte) []byte {
 	b.slotIndex() // panics without a current key
-	p := b.pb
 	if p.keyEpoch != b.epoch {
 		kf, err := appendField(p.keyField[:0], b.kc, b.key)
 		if err != nil {
@@ -467,7 +466,7 @@ func (b *Backend[K]) checkRegisterPebble(name string, kind Kind, typ string, s t
 				return false
 			}
 			if check {
-				if cerr := s.checkEntry(rest[1:], v); cerr != nil {
+				if cerr := s.(pebbleTable).checkEntry(rest[1:], v); cerr != nil {
 					err = fmt.Errorf("state: registering %q: decoding its restored entries of key group %d: %w", name, kg, cerr)
 					return false
 				}
@@ -611,13 +610,13 @@ func (b *Backend[K]) restorePebble(kg int, blob []byte) error {
 	var restored []string
 	var lastMapKey []byte
 	err := parseBlob(kg, blob, func(name string, kind Kind) (func(suffix, v []byte) error, error) {
-		var t table
+		var t pebbleTable
 		if rt, ok := b.tables[name]; ok {
 			if rt.Kind() != kind {
 				return nil, fmt.Errorf("state %q is registered as %s state %s but the snapshot holds %s state",
 					name, rt.Kind(), rt.Type(), kind)
 			}
-			t = rt
+			t = rt.(pebbleTable)
 		} else {
 			restored = append(restored, name)
 		}

@@ -66,7 +66,7 @@ func benchIndexedBatch(b *testing.B, be *Backend[string], st *ValueState[string,
 	for i := 0; b.Loop(); i++ {
 		j := i % benchKeys
 		be.SetCurrentKey(keys[j], kgs[j])
-		k := be.pkey(st.pk)
+		k := be.pkey(be.pb, st.pk)
 		v := 0
 		raw, c, err := batch.Get(k)
 		if err == nil {

@@ -135,8 +135,8 @@ func TestPebbleCacheMatchesMemory(t *testing.T) {
 					mem.ClearKeyGroup(kg)
 					peb.ClearKeyGroup(kg)
 				} else {
-					fm.lst.clearKeyGroup(kg)
-					fp.lst.clearKeyGroup(kg)
+					fm.lst.tab().clearKeyGroup(kg)
+					fp.lst.tab().clearKeyGroup(kg)
 				}
 			case 18: // a Freeze view, read later
 				views = append(views, view{peb.Freeze(), dump(mem)})
@@ -215,9 +215,9 @@ func TestPebbleCacheMatchesMemory(t *testing.T) {
 			// not after every op.
 			if rapid.IntRange(0, 9).Draw(rt, "count") == 0 {
 				same("map len", fm.mp.Len(), fp.mp.Len())
-				same("value keys", fm.val.numKeys(), fp.val.numKeys())
-				same("list keys", fm.lst.numKeys(), fp.lst.numKeys())
-				same("map keys", fm.mp.numKeysInKeyGroup(kgOf(key)), fp.mp.numKeysInKeyGroup(kgOf(key)))
+				same("value keys", fm.val.tab().numKeys(), fp.val.tab().numKeys())
+				same("list keys", fm.lst.tab().numKeys(), fp.lst.tab().numKeys())
+				same("map keys", fm.mp.tab().numKeysInKeyGroup(kgOf(key)), fp.mp.tab().numKeysInKeyGroup(kgOf(key)))
 			}
 		}
 		diff(rt, "pebble against memory", dump(peb), dump(mem))

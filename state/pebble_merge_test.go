@@ -136,7 +136,7 @@ func BenchmarkPebbleListAdd(b *testing.B) {
 					l.Add("an item of the list")
 					continue
 				}
-				key := pb.pkey(l.pk)
+				key := pb.pkey(pb.pb, l.pk)
 				old, _ := pb.pb.get(key)
 				pb.pb.set(key, appendToList(nil, old, l.vc, []string{"an item of the list"}, l.name))
 			}

@@ -50,9 +50,9 @@ type table interface {
 	// install adds the entries of a map made by decodeEntries to key group
 	// kg, replacing entries with the same key (and namespace).
 	install(kg int, staged any)
-	// checkEntry decodes one Pebble entry (key suffix after the state
-	// prefix, and value; see pebble.go) with the state's codecs.
-	checkEntry(suffix, v []byte) error
+	// handle returns the state handle (*ValueState, ...) the table
+	// belongs to.
+	handle() any
 	// freeze pins the state's key groups with ps (one pin per key-group
 	// slot) and returns a copy of the state that reads them as they are
 	// now (see cow.go).
