@@ -161,15 +161,16 @@ func attachPebble(p *pebbleStore, s table) pebbleTable {
 
 // pebbleKeyGroups are the table operations shared by the Pebble wrappers.
 type pebbleKeyGroups[K comparable] struct {
-	d *desc[K]
-	p *pebbleStore
+	d  *desc[K]
+	p  *pebbleStore
+	pk []byte // key prefix of the state's entries (statePrefix)
 }
 
 // numKeysInKeyGroup counts the entries of the state in kg (distinct keys
 // for map state).
 func (g pebbleKeyGroups[K]) numKeysInKeyGroup(kg int) int {
 	g.d.b.checkKeyGroup(kg)
-	return g.p.countKeys(groupPrefix(kg, g.d.pk), g.d.kind == KindMap)
+	return g.p.countKeys(groupPrefix(kg, g.pk), g.d.kind == KindMap)
 }
 
 // numKeys is numKeysInKeyGroup over the backend's range.
@@ -184,21 +185,21 @@ func (g pebbleKeyGroups[K]) numKeys() int {
 // clearKeyGroup drops the state's entries in kg with a range deletion.
 func (g pebbleKeyGroups[K]) clearKeyGroup(kg int) {
 	g.d.b.checkKeyGroup(kg)
-	g.p.delPrefix(groupPrefix(kg, g.d.pk))
+	g.p.delPrefix(groupPrefix(kg, g.pk))
 }
 
 // eachEntry calls f for every entry of the state in key group kg, with a
 // reader over the key suffix and the value.
 func (g pebbleKeyGroups[K]) eachEntry(kg int, f func(r *reader, v []byte)) {
 	g.d.b.checkKeyGroup(kg)
-	g.p.scan(groupPrefix(kg, g.d.pk), func(rest, v []byte) bool {
+	g.p.scan(groupPrefix(kg, g.pk), func(rest, v []byte) bool {
 		f(newReader(rest), v)
 		return true
 	})
 }
 
 // key returns the key of the current key's entry of the state.
-func (g pebbleKeyGroups[K]) key() []byte { return g.d.b.pkey(g.p, g.d.pk) }
+func (g pebbleKeyGroups[K]) key() []byte { return g.d.b.pkey(g.p, g.pk) }
 
 // ---- value state
 
@@ -208,7 +209,7 @@ type pebbleValue[K comparable, V any] struct {
 }
 
 func (s *ValueState[K, V]) attachPebble(p *pebbleStore) pebbleTable {
-	w := &pebbleValue[K, V]{s, pebbleKeyGroups[K]{&s.desc, p}}
+	w := &pebbleValue[K, V]{s, pebbleKeyGroups[K]{&s.desc, p, statePrefix(s.name, s.kind)}}
 	s.ext = w
 	return w
 }
@@ -246,7 +247,7 @@ type pebbleList[K comparable, V any] struct {
 }
 
 func (s *ListState[K, V]) attachPebble(p *pebbleStore) pebbleTable {
-	w := &pebbleList[K, V]{s, pebbleKeyGroups[K]{&s.desc, p}}
+	w := &pebbleList[K, V]{s, pebbleKeyGroups[K]{&s.desc, p, statePrefix(s.name, s.kind)}}
 	s.ext = w
 	return w
 }
@@ -297,7 +298,7 @@ type pebbleMap[K comparable, UK comparable, UV any] struct {
 }
 
 func (s *MapState[K, UK, UV]) attachPebble(p *pebbleStore) pebbleTable {
-	w := &pebbleMap[K, UK, UV]{s, pebbleKeyGroups[K]{&s.desc, p}}
+	w := &pebbleMap[K, UK, UV]{s, pebbleKeyGroups[K]{&s.desc, p, statePrefix(s.name, s.kind)}}
 	s.ext = w
 	return w
 }
@@ -384,7 +385,7 @@ type pebbleNsValue[K comparable, N comparable, V any] struct {
 }
 
 func (s *NamespacedValueState[K, N, V]) attachPebble(p *pebbleStore) pebbleTable {
-	w := &pebbleNsValue[K, N, V]{s, pebbleKeyGroups[K]{&s.desc, p}}
+	w := &pebbleNsValue[K, N, V]{s, pebbleKeyGroups[K]{&s.desc, p, statePrefix(s.name, s.kind)}}
 	s.ext = w
 	return w
 }
@@ -449,7 +450,7 @@ type pebbleNsList[K comparable, N comparable, V any] struct {
 }
 
 func (s *NamespacedListState[K, N, V]) attachPebble(p *pebbleStore) pebbleTable {
-	w := &pebbleNsList[K, N, V]{s, pebbleKeyGroups[K]{&s.desc, p}}
+	w := &pebbleNsList[K, N, V]{s, pebbleKeyGroups[K]{&s.desc, p, statePrefix(s.name, s.kind)}}
 	s.ext = w
 	return w
 }
