@@ -32,8 +32,10 @@ type Backend[K comparable] struct {
 	// snapBytesPerEntry is the size per entry of the last snapshot, to size
 	// the next one (0 before the first).
 	snapBytesPerEntry int
-	// pb is the Pebble storage (pebble.go); nil for the memory backend.
-	pb *pebbleStore
+	// store is what differs between the kinds of backend beyond the
+	// states' own storage: memBackend (mem_backend.go) or pebbleBackend
+	// (pebble.go). It is not on the per-record path.
+	store keyedStore[K]
 	// frozenLive counts the Frozen views not closed yet (see cow.go); they
 	// close on other goroutines.
 	frozenLive atomic.Int32
@@ -42,8 +44,44 @@ type Backend[K comparable] struct {
 // NewBackend returns an empty backend for the key groups of r, with no
 // current key, and DefaultCodec[K]() as its key codec (see SetKeyCodec).
 func NewBackend[K comparable](r keygroup.Range) *Backend[K] {
-	return &Backend[K]{rng: r, epoch: 1, tables: make(map[string]table), kc: DefaultCodec[K]()}
+	b := &Backend[K]{rng: r, epoch: 1, tables: make(map[string]table), kc: DefaultCodec[K]()}
+	b.store = memBackend[K]{b}
+	return b
 }
+
+// keyedStore is a kind of backend: the backend-level operations whose
+// implementation depends on where the entries are. The states' per-record
+// operations are not here (see ValueState.ext).
+type keyedStore[K comparable] interface {
+	// kind is Backend.Kind.
+	kind() string
+	// attach returns the backend's table of s, a state just created: s
+	// itself in memory, a wrapper that keeps its entries on Pebble.
+	attach(s table) table
+	// load gives the state t, about to be registered as name, the entries
+	// restored for name (or checks them); on error t is not registered.
+	load(name string, kind Kind, typ string, t table) error
+	// clearKeyGroup is Backend.ClearKeyGroup.
+	clearKeyGroup(kg int)
+	// snapshot and appendSnapshot are Backend.SnapshotKeyGroup and
+	// Backend.AppendSnapshotKeyGroup.
+	snapshot(kg int) ([]byte, error)
+	appendSnapshot(dst []byte, kg int) ([]byte, error)
+	// restore is Backend.RestoreKeyGroup.
+	restore(kg int, blob []byte) error
+	// freeze is Backend.Freeze.
+	freeze() *Frozen[K]
+	// close is Backend.Close; it is idempotent.
+	close() error
+}
+
+// Kind returns the kind of the backend: BackendMemory or BackendPebble.
+func (b *Backend[K]) Kind() string { return b.store.kind() }
+
+// Close releases the backend. A Pebble backend closes its database and
+// removes its working directory. The backend must not be used after;
+// closing twice is a no-op.
+func (b *Backend[K]) Close() error { return b.store.close() }
 
 // SetCurrentKey makes key, which belongs to key group keyGroup, the key that
 // every state of this backend reads and writes. It panics if keyGroup is
@@ -110,22 +148,7 @@ func (b *Backend[K]) Table(name string) (Table, bool) {
 // its maps (used when a key group leaves the subtask), and the restored
 // entries of kg waiting for states not registered yet. It panics if kg is
 // outside the range.
-func (b *Backend[K]) ClearKeyGroup(kg int) {
-	if b.pb != nil {
-		b.clearKeyGroupPebble(kg)
-		return
-	}
-	b.checkKeyGroup(kg)
-	for _, t := range b.tables {
-		t.clearKeyGroup(kg)
-	}
-	for name, p := range b.pending {
-		delete(p.groups, kg)
-		if len(p.groups) == 0 {
-			delete(b.pending, name)
-		}
-	}
-}
+func (b *Backend[K]) ClearKeyGroup(kg int) { b.store.clearKeyGroup(kg) }
 
 // slotIndex returns the key-group slot of the current key, panicking if no
 // key is set. It is small enough to be inlined into every state access.
@@ -220,12 +243,19 @@ type desc[K comparable] struct {
 	name string
 	kind Kind
 	typ  string
-	pk   []byte // key prefix of the state's entries (Pebble backend)
 }
 
 func (d *desc[K]) Name() string { return d.name }
 func (d *desc[K]) Kind() Kind   { return d.kind }
 func (d *desc[K]) Type() string { return d.typ }
+
+// The handle methods implement table: the state handle a table belongs to,
+// for register.
+func (s *ValueState[K, V]) handle() any              { return s }
+func (s *ListState[K, V]) handle() any               { return s }
+func (s *MapState[K, UK, UV]) handle() any           { return s }
+func (s *NamespacedValueState[K, N, V]) handle() any { return s }
+func (s *NamespacedListState[K, N, V]) handle() any  { return s }
 
 func typeName[T any]() string { return reflect.TypeFor[T]().String() }
 
@@ -237,21 +267,18 @@ func typeName[T any]() string { return reflect.TypeFor[T]().String() }
 func register[K comparable, S table](b *Backend[K], name string, kind Kind, typ string, create func(d desc[K]) S) (S, error) {
 	var zero S
 	if existing, ok := b.tables[name]; ok {
-		if s, ok := existing.(S); ok {
+		if s, ok := existing.handle().(S); ok {
 			return s, nil
 		}
 		return zero, fmt.Errorf("state: %q is already registered as %s state %s; cannot register it as %s state %s",
 			name, existing.Kind(), existing.Type(), kind, typ)
 	}
-	s := create(desc[K]{b: b, name: name, kind: kind, typ: typ, pk: statePrefix(name, kind)})
-	load := loadPending[K]
-	if b.pb != nil {
-		load = (*Backend[K]).checkRegisterPebble
-	}
-	if err := load(b, name, kind, typ, s); err != nil {
+	s := create(desc[K]{b: b, name: name, kind: kind, typ: typ})
+	t := b.store.attach(s)
+	if err := b.store.load(name, kind, typ, t); err != nil {
 		return zero, err
 	}
-	b.tables[name] = s
+	b.tables[name] = t
 	return s, nil
 }
 
@@ -281,29 +308,15 @@ func (g groups[M, MK, MV]) numKeys() int {
 	return n
 }
 
-// The key-group operations of the value, list and map states, one body for
-// both backends: in memory the state's per-key-group maps g (with its
-// copy-on-write pins), on Pebble the entries under the state's prefix.
-
-func numKeysOf[K comparable, M ~map[K]E, E any](d *desc[K], g groups[M, K, E]) int {
-	if d.b.pb != nil {
-		return d.b.pNumKeys(d.pk, d.kind)
-	}
-	return g.numKeys()
-}
+// The key-group operations of the value, list and map states in memory: the
+// state's per-key-group maps g, with its copy-on-write pins. (On another
+// backend the state's table is not the handle; see register.)
 
 func numKeysInGroup[K comparable, M ~map[K]E, E any](d *desc[K], g groups[M, K, E], kg int) int {
-	if d.b.pb != nil {
-		return d.b.pNumKeysInKeyGroup(kg, d.pk, d.kind)
-	}
 	return len(g[d.b.checkKeyGroup(kg)])
 }
 
 func clearGroup[K comparable, M ~map[K]E, E any](d *desc[K], g groups[M, K, E], cow *cowPins, kg int) {
-	if d.b.pb != nil {
-		d.b.pClearKeyGroup(kg, d.pk)
-		return
-	}
 	i := d.b.checkKeyGroup(kg)
 	g[i] = nil
 	cow.drop(i)

@@ -144,14 +144,26 @@ func (c *cowPins) drop(slot int) {
 // methods may run on another goroutine than the backend's, concurrently
 // with the backend's use; a Frozen view itself is for one goroutine.
 type Frozen[K comparable] struct {
+	closed bool
+	view   frozenView
+}
+
+// frozenView is what a Frozen view reads: a frozenMem of pinned key groups
+// on the memory backend, a Pebble snapshot on Pebble (pebble.go).
+type frozenView interface {
+	// appendSnapshot is Frozen.AppendSnapshotKeyGroup.
+	appendSnapshot(dst []byte, kg int) ([]byte, error)
+	// close is Frozen.Close, called once.
+	close()
+}
+
+// frozenMem is the frozenView of the memory backend: frozen copies of the
+// states that read key groups pinned at Freeze.
+type frozenMem[K comparable] struct {
 	b       *Backend[K]
 	tables  map[string]table
 	pending map[string]*pendingState
 	pins    []*pin
-	closed  bool
-	// psnap is the Pebble backend's view (pebble.go): a Pebble snapshot
-	// instead of pins.
-	psnap pebbleView
 	// perEntry is the size per entry of the last key group serialized, to
 	// size the next one (written by both goroutines).
 	perEntry atomic.Int64
@@ -162,11 +174,11 @@ type Frozen[K comparable] struct {
 // It copies no entries. Until the view serializes a key group (or is
 // closed), the first write of each state to that key group copies the
 // state's entries of that key group. Close the view when done with it.
-func (b *Backend[K]) Freeze() *Frozen[K] {
-	if b.pb != nil {
-		return b.freezePebble()
-	}
-	f := &Frozen[K]{b: b, tables: make(map[string]table, len(b.tables)), pins: make([]*pin, b.rng.Len())}
+func (b *Backend[K]) Freeze() *Frozen[K] { return b.store.freeze() }
+
+// freezeMem is Freeze on the memory backend.
+func (b *Backend[K]) freezeMem() *Frozen[K] {
+	f := &frozenMem[K]{b: b, tables: make(map[string]table, len(b.tables)), pins: make([]*pin, b.rng.Len())}
 	f.perEntry.Store(int64(b.snapBytesPerEntry))
 	for i := range f.pins {
 		kg := b.rng.Start + i
@@ -189,7 +201,7 @@ func (b *Backend[K]) Freeze() *Frozen[K] {
 	}
 	b.frozenLive.Add(1)
 	b.epoch++ // C2
-	return f
+	return &Frozen[K]{view: f}
 }
 
 // SnapshotKeyGroup returns the snapshot of key group kg as of Freeze, in the
@@ -209,10 +221,10 @@ func (f *Frozen[K]) AppendSnapshotKeyGroup(dst []byte, kg int) ([]byte, error) {
 	if f.closed {
 		panic("state: Frozen.SnapshotKeyGroup after Close")
 	}
-	if f.psnap != nil {
-		b, err := f.snapshotPebble(kg)
-		return append(dst, b...), err
-	}
+	return f.view.appendSnapshot(dst, kg)
+}
+
+func (f *frozenMem[K]) appendSnapshot(dst []byte, kg int) ([]byte, error) {
 	if !f.b.rng.Contains(kg) {
 		return appendKeyGroup(dst, kg, f.b.rng, f.tables, f.pending)
 	}
@@ -232,7 +244,7 @@ func (f *Frozen[K]) AppendSnapshotKeyGroup(dst []byte, kg int) ([]byte, error) {
 
 // appendKeyGroup serializes key group kg (in range) from the view, sizing
 // dst from the previous key groups.
-func (f *Frozen[K]) appendKeyGroup(dst []byte, kg int) ([]byte, error) {
+func (f *frozenMem[K]) appendKeyGroup(dst []byte, kg int) ([]byte, error) {
 	entries := 0
 	for _, t := range f.tables {
 		entries += t.numKeysInKeyGroup(kg)
@@ -259,10 +271,10 @@ func (f *Frozen[K]) Close() {
 		return
 	}
 	f.closed = true
-	if f.psnap != nil {
-		f.closePebble()
-		return
-	}
+	f.view.close()
+}
+
+func (f *frozenMem[K]) close() {
 	for _, p := range f.pins {
 		// A pin the subtask holds is finished by the subtask.
 		if p.state.CompareAndSwap(pinPending, pinDone) {

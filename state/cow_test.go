@@ -256,14 +256,14 @@ func TestFrozenKeyGroupSerializedOnceNeverCopiedUnlessBusy(t *testing.T) {
 	// The view is serializing the key group when the subtask writes: the
 	// subtask copies and the view reads the original.
 	fz = b.Freeze()
-	p := fz.pins[kg]
+	p := fz.view.(*frozenMem[string]).pins[kg]
 	p.state.Store(pinView) // as AppendSnapshotKeyGroup's claim does
 	set(b, "a")
 	v.Update(4)
 	if ptr() == before {
 		t.Fatal("a key group the view was reading was written in place")
 	}
-	dst, err := fz.appendKeyGroup(nil, kg)
+	dst, err := fz.view.(*frozenMem[string]).appendKeyGroup(nil, kg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,29 @@
 // (Backend.TimerStore, for timer.NewServiceInStore) after each key group's
 // state entries (pebble_timers.go), so native checkpoints carry them.
 //
+// # How the two kinds are built
+//
+// Backend is one concrete struct for both kinds, so that SetCurrentKey and
+// the state handles' per-record methods are inlined and make no interface
+// call in memory. What differs is behind interfaces chosen when the
+// backend opens or a state registers, and each kind's code is in its own
+// files (TestBackendKindsSeparate checks that the files other than
+// pebble.go and pebble_*.go name nothing of Pebble):
+//
+//   - Backend.store (keyedStore) holds the backend-level operations:
+//     memBackend (mem_backend.go) or pebbleBackend (pebble.go): attaching
+//     a new state, loading restored entries at registration, ClearKeyGroup,
+//     snapshots and restores, Freeze (whose Frozen reads a frozenView),
+//     Close.
+//   - Each state handle (ValueState, ...) keeps its memory storage inline
+//     and an ext field of the per-record operations, nil in memory: the
+//     per-record methods start with one nil check of it. On Pebble, ext is
+//     a wrapper of the handle (pebble_states.go) that holds all of the
+//     state's Pebble logic.
+//   - The backend's table of a state (Backend.Table; counting, clearing
+//     and iterating a key group, snapshots) is the handle in memory and its
+//     Pebble wrapper on Pebble.
+//
 // A Backend belongs to one operator subtask. The runtime calls SetCurrentKey
 // before handing a record or a timer to user code; every state registered on
 // the backend then reads and writes that key's entries.

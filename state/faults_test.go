@@ -100,7 +100,7 @@ func TestNativeCheckpointFailsCleanlyAtEveryStep(t *testing.T) {
 		t.Fatal(err)
 	}
 	cv := MustValue[string, string](c, "v")
-	if got := cv.numKeys(); got != 300 {
+	if got := cv.tab().numKeys(); got != 300 {
 		t.Fatalf("restored %d keys, want 300", got)
 	}
 	for i := range 300 {

@@ -94,3 +94,8 @@ func TestForEachFunctions(t *testing.T) {
 		t.Fatalf("Table(nl) %v: %d in kg, %d total; want %d, %d", ok, tb.NumKeysInKeyGroup(kg), tb.NumKeys(), len(want), len(keys))
 	}
 }
+
+// tab returns the backend's table of the state: the handle itself in
+// memory, its wrapper on Pebble (pebble_states.go). Tests count and clear
+// key groups through it, as Backend.Table does.
+func (d *desc[K]) tab() table { return d.b.tables[d.name] }

@@ -6,6 +6,19 @@ type ListState[K comparable, V any] struct {
 	groups groups[map[K][]V, K, []V]
 	vc     Codec[V]
 	cow    cowPins
+
+	// ext is nil on the memory backend (see ValueState.ext).
+	ext listExt[K, V]
+}
+
+// listExt is a ListState's storage on a backend that is not the memory
+// backend (see valueExt).
+type listExt[K comparable, V any] interface {
+	get() []V
+	addAll(vs []V)
+	update(vs []V)
+	clear()
+	forEach(kg int, f func(K, []V))
 }
 
 // List registers (or looks up) the list state called name. Registering the
@@ -40,16 +53,16 @@ func MustListWithCodec[K comparable, V any](b *Backend[K], name string, vc Codec
 // AddAll, Update, Clear) and must not be modified or retained by the caller
 // (copy it with slices.Clone to keep it).
 func (s *ListState[K, V]) Get() []V {
-	if s.b.pb != nil {
-		return s.pGet()
+	if s.ext != nil {
+		return s.ext.get()
 	}
 	return s.groups[s.b.slotIndex()][s.b.key]
 }
 
 // Add appends v to the current key's list.
 func (s *ListState[K, V]) Add(v V) {
-	if s.b.pb != nil {
-		s.pAddAll([]V{v})
+	if s.ext != nil {
+		s.ext.addAll([]V{v})
 		return
 	}
 	m := s.group()
@@ -61,8 +74,8 @@ func (s *ListState[K, V]) AddAll(vs []V) {
 	if len(vs) == 0 {
 		return
 	}
-	if s.b.pb != nil {
-		s.pAddAll(vs)
+	if s.ext != nil {
+		s.ext.addAll(vs)
 		return
 	}
 	m := s.group()
@@ -76,8 +89,8 @@ func (s *ListState[K, V]) Update(vs []V) {
 		s.Clear()
 		return
 	}
-	if s.b.pb != nil {
-		s.pUpdate(vs)
+	if s.ext != nil {
+		s.ext.update(vs)
 		return
 	}
 	m := s.group()
@@ -86,8 +99,8 @@ func (s *ListState[K, V]) Update(vs []V) {
 
 // Clear removes the current key's list.
 func (s *ListState[K, V]) Clear() {
-	if s.b.pb != nil {
-		s.pClear()
+	if s.ext != nil {
+		s.ext.clear()
 		return
 	}
 	i := s.ownSlot()
@@ -117,7 +130,7 @@ func replace[V any](cur, vs []V) []V {
 }
 
 // numKeys reports the number of keys with a non-empty list.
-func (s *ListState[K, V]) numKeys() int { return numKeysOf(&s.desc, s.groups) }
+func (s *ListState[K, V]) numKeys() int { return s.groups.numKeys() }
 
 // numKeysInKeyGroup reports the number of keys of key group kg with a list.
 func (s *ListState[K, V]) numKeysInKeyGroup(kg int) int {
@@ -128,8 +141,8 @@ func (s *ListState[K, V]) numKeysInKeyGroup(kg int) int {
 // order. The lists are the state's own (see Get). f must not modify this
 // state.
 func (s *ListState[K, V]) forEach(kg int, f func(K, []V)) {
-	if s.b.pb != nil {
-		s.pForEach(kg, f)
+	if s.ext != nil {
+		s.ext.forEach(kg, f)
 		return
 	}
 	for k, v := range s.groups[s.b.checkKeyGroup(kg)] {

@@ -13,6 +13,21 @@ type MapState[K comparable, UK comparable, UV any] struct {
 	ukc      Codec[UK]
 	uvc      Codec[UV]
 	cow      cowPins
+
+	// ext is nil on the memory backend (see ValueState.ext).
+	ext mapExt[K, UK, UV]
+}
+
+// mapExt is a MapState's storage on a backend that is not the memory
+// backend (see valueExt).
+type mapExt[K comparable, UK comparable, UV any] interface {
+	get(uk UK) (UV, bool)
+	put(uk UK, uv UV)
+	remove(uk UK)
+	len() int
+	rangeMap(f func(UK, UV) bool)
+	clear()
+	forEach(kg int, f func(K, UK, UV))
 }
 
 // Map registers (or looks up) the map state called name. Registering the same
@@ -64,8 +79,8 @@ func (s *MapState[K, UK, UV]) forget() { s.cur, s.curEpoch = nil, 0 }
 
 // Get returns the value of uk in the current key's map.
 func (s *MapState[K, UK, UV]) Get(uk UK) (UV, bool) {
-	if s.b.pb != nil {
-		return s.pGet(uk)
+	if s.ext != nil {
+		return s.ext.get(uk)
 	}
 	v, ok := s.curMap()[uk]
 	return v, ok
@@ -73,8 +88,8 @@ func (s *MapState[K, UK, UV]) Get(uk UK) (UV, bool) {
 
 // Contains reports whether the current key's map holds uk.
 func (s *MapState[K, UK, UV]) Contains(uk UK) bool {
-	if s.b.pb != nil {
-		_, ok := s.pGet(uk)
+	if s.ext != nil {
+		_, ok := s.ext.get(uk)
 		return ok
 	}
 	_, ok := s.curMap()[uk]
@@ -83,8 +98,8 @@ func (s *MapState[K, UK, UV]) Contains(uk UK) bool {
 
 // Put sets uk to uv in the current key's map.
 func (s *MapState[K, UK, UV]) Put(uk UK, uv UV) {
-	if s.b.pb != nil {
-		s.pPut(uk, uv)
+	if s.ext != nil {
+		s.ext.put(uk, uv)
 		return
 	}
 	if s.curEpoch == s.b.epoch {
@@ -109,8 +124,8 @@ func (s *MapState[K, UK, UV]) Put(uk UK, uv UV) {
 // Remove deletes uk from the current key's map; removing the last entry
 // removes the key.
 func (s *MapState[K, UK, UV]) Remove(uk UK) {
-	if s.b.pb != nil {
-		s.pRemove(uk)
+	if s.ext != nil {
+		s.ext.remove(uk)
 		return
 	}
 	i := s.ownSlot()
@@ -128,8 +143,8 @@ func (s *MapState[K, UK, UV]) Remove(uk UK) {
 
 // Len reports the number of entries in the current key's map.
 func (s *MapState[K, UK, UV]) Len() int {
-	if s.b.pb != nil {
-		return s.pLen()
+	if s.ext != nil {
+		return s.ext.len()
 	}
 	return len(s.curMap())
 }
@@ -139,8 +154,8 @@ func (s *MapState[K, UK, UV]) Len() int {
 // modifications during Range follow Go's rules for maps modified during
 // iteration.
 func (s *MapState[K, UK, UV]) Range(f func(UK, UV) bool) {
-	if s.b.pb != nil {
-		s.pRange(f)
+	if s.ext != nil {
+		s.ext.rangeMap(f)
 		return
 	}
 	for k, v := range s.curMap() {
@@ -152,8 +167,8 @@ func (s *MapState[K, UK, UV]) Range(f func(UK, UV) bool) {
 
 // Clear removes the current key's map.
 func (s *MapState[K, UK, UV]) Clear() {
-	if s.b.pb != nil {
-		s.pClear()
+	if s.ext != nil {
+		s.ext.clear()
 		return
 	}
 	i := s.ownSlot()
@@ -162,7 +177,7 @@ func (s *MapState[K, UK, UV]) Clear() {
 }
 
 // numKeys reports the number of keys with a non-empty map.
-func (s *MapState[K, UK, UV]) numKeys() int { return numKeysOf(&s.desc, s.groups) }
+func (s *MapState[K, UK, UV]) numKeys() int { return s.groups.numKeys() }
 
 // numKeysInKeyGroup reports the number of keys of key group kg with a map.
 func (s *MapState[K, UK, UV]) numKeysInKeyGroup(kg int) int {
@@ -172,8 +187,8 @@ func (s *MapState[K, UK, UV]) numKeysInKeyGroup(kg int) int {
 // forEach calls f for every (key, user key, value) of key group kg, in
 // unspecified order. f must not modify this state.
 func (s *MapState[K, UK, UV]) forEach(kg int, f func(K, UK, UV)) {
-	if s.b.pb != nil {
-		s.pForEach(kg, f)
+	if s.ext != nil {
+		s.ext.forEach(kg, f)
 		return
 	}
 	for k, m := range s.groups[s.b.checkKeyGroup(kg)] {
@@ -191,10 +206,6 @@ func (s *MapState[K, UK, UV]) clearKeyGroup(kg int) {
 
 // forEachAny implements table; value is the key's map[UK]UV.
 func (s *MapState[K, UK, UV]) forEachAny(kg int, f func(key, namespace, value any)) {
-	if s.b.pb != nil {
-		s.pForEachMap(kg, func(k K, m map[UK]UV) { f(k, nil, m) })
-		return
-	}
 	for k, m := range s.groups[s.b.checkKeyGroup(kg)] {
 		f(k, nil, m)
 	}

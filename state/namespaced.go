@@ -9,6 +9,19 @@ type NamespacedValueState[K comparable, N comparable, V any] struct {
 	t  nsTable[K, N, V]
 	nc Codec[N]
 	vc Codec[V]
+
+	// ext is nil on the memory backend (see ValueState.ext).
+	ext nsValueExt[K, N, V]
+}
+
+// nsValueExt is a NamespacedValueState's storage on a backend that is not
+// the memory backend (see valueExt).
+type nsValueExt[K comparable, N comparable, V any] interface {
+	value(ns N) (V, bool)
+	update(ns N, v V)
+	clear(ns N)
+	merge(target N, sources []N, merge func(acc, next V) V)
+	forEach(kg int, f func(K, N, V))
 }
 
 // NamespacedValue registers (or looks up) the namespaced value state called
@@ -53,8 +66,8 @@ func (s *NamespacedValueState[K, N, V]) OrderNamespaces(before func(a, b N) bool
 
 // Value returns the value of the current key in namespace ns.
 func (s *NamespacedValueState[K, N, V]) Value(ns N) (V, bool) {
-	if s.b.pb != nil {
-		return s.pValue(ns)
+	if s.ext != nil {
+		return s.ext.value(ns)
 	}
 	if sl := s.t.get(ns); sl != nil {
 		return sl.v, true
@@ -65,8 +78,8 @@ func (s *NamespacedValueState[K, N, V]) Value(ns N) (V, bool) {
 
 // Update sets the value of the current key in namespace ns.
 func (s *NamespacedValueState[K, N, V]) Update(ns N, v V) {
-	if s.b.pb != nil {
-		s.pUpdate(ns, v)
+	if s.ext != nil {
+		s.ext.update(ns, v)
 		return
 	}
 	s.t.put(ns, v)
@@ -79,9 +92,9 @@ func (s *NamespacedValueState[K, N, V]) Update(ns N, v V) {
 // read-modify-write of a reducing or aggregating window per record. f must
 // not use this state.
 func (s *NamespacedValueState[K, N, V]) Modify(ns N, f func(old V, ok bool) V) bool {
-	if s.b.pb != nil {
-		old, ok := s.pValue(ns)
-		s.pUpdate(ns, f(old, ok))
+	if s.ext != nil {
+		old, ok := s.ext.value(ns)
+		s.ext.update(ns, f(old, ok))
 		return ok
 	}
 	sl, ok := s.t.slot(ns)
@@ -91,8 +104,8 @@ func (s *NamespacedValueState[K, N, V]) Modify(ns N, f func(old V, ok bool) V) b
 
 // Clear removes the value of the current key in namespace ns.
 func (s *NamespacedValueState[K, N, V]) Clear(ns N) {
-	if s.b.pb != nil {
-		s.pClear(ns)
+	if s.ext != nil {
+		s.ext.clear(ns)
 		return
 	}
 	s.t.take(ns)
@@ -104,8 +117,8 @@ func (s *NamespacedValueState[K, N, V]) Clear(ns N) {
 // windows). If none is present, nothing changes. A source equal to target is
 // skipped.
 func (s *NamespacedValueState[K, N, V]) MergeNamespaces(target N, sources []N, merge func(acc, next V) V) {
-	if s.b.pb != nil {
-		s.pMerge(target, sources, merge)
+	if s.ext != nil {
+		s.ext.merge(target, sources, merge)
 		return
 	}
 	if s.t.entries() == nil {
@@ -133,26 +146,20 @@ func (s *NamespacedValueState[K, N, V]) MergeNamespaces(target N, sources []N, m
 
 // numKeys reports the number of (key, namespace) pairs with a value.
 func (s *NamespacedValueState[K, N, V]) numKeys() int {
-	if s.b.pb != nil {
-		return s.b.pNumKeys(s.pk, s.kind)
-	}
 	return s.t.numKeys()
 }
 
 // numKeysInKeyGroup reports the number of (key, namespace) pairs of key group
 // kg with a value.
 func (s *NamespacedValueState[K, N, V]) numKeysInKeyGroup(kg int) int {
-	if s.b.pb != nil {
-		return s.b.pNumKeysInKeyGroup(kg, s.pk, s.kind)
-	}
 	return s.t.group(kg).n
 }
 
 // forEach calls f for every (key, namespace, value) of key group kg, in
 // unspecified order. f must not modify this state.
 func (s *NamespacedValueState[K, N, V]) forEach(kg int, f func(K, N, V)) {
-	if s.b.pb != nil {
-		s.pForEach(kg, f)
+	if s.ext != nil {
+		s.ext.forEach(kg, f)
 		return
 	}
 	s.t.forEach(kg, f)
@@ -160,10 +167,6 @@ func (s *NamespacedValueState[K, N, V]) forEach(kg int, f func(K, N, V)) {
 
 // clearKeyGroup drops every value of key group kg.
 func (s *NamespacedValueState[K, N, V]) clearKeyGroup(kg int) {
-	if s.b.pb != nil {
-		s.b.pClearKeyGroup(kg, s.pk)
-		return
-	}
 	s.t.clearKeyGroup(kg)
 }
 
@@ -179,6 +182,20 @@ type NamespacedListState[K comparable, N comparable, V any] struct {
 	t  nsTable[K, N, []V]
 	nc Codec[N]
 	vc Codec[V]
+
+	// ext is nil on the memory backend (see ValueState.ext).
+	ext nsListExt[K, N, V]
+}
+
+// nsListExt is a NamespacedListState's storage on a backend that is not the
+// memory backend (see valueExt).
+type nsListExt[K comparable, N comparable, V any] interface {
+	get(ns N) []V
+	addAll(ns N, vs []V)
+	update(ns N, vs []V)
+	clear(ns N)
+	merge(target N, sources []N)
+	forEach(kg int, f func(K, N, []V))
 }
 
 // NamespacedList registers (or looks up) the namespaced list state called
@@ -215,8 +232,8 @@ func MustNamespacedListWithCodecs[K comparable, N comparable, V any](b *Backend[
 // is owned by the state: it is valid until the next modification of this
 // (key, namespace)'s list and must not be modified or retained.
 func (s *NamespacedListState[K, N, V]) Get(ns N) []V {
-	if s.b.pb != nil {
-		return s.pGet(ns)
+	if s.ext != nil {
+		return s.ext.get(ns)
 	}
 	if sl := s.t.get(ns); sl != nil {
 		return sl.v
@@ -229,8 +246,8 @@ func (s *NamespacedListState[K, N, V]) OrderNamespaces(before func(a, b N) bool)
 
 // Add appends v to the current key's list in namespace ns.
 func (s *NamespacedListState[K, N, V]) Add(ns N, v V) {
-	if s.b.pb != nil {
-		s.pAddAll(ns, []V{v})
+	if s.ext != nil {
+		s.ext.addAll(ns, []V{v})
 		return
 	}
 	sl, _ := s.t.slot(ns)
@@ -244,8 +261,8 @@ func (s *NamespacedListState[K, N, V]) Update(ns N, vs []V) {
 		s.Clear(ns)
 		return
 	}
-	if s.b.pb != nil {
-		s.pUpdate(ns, vs)
+	if s.ext != nil {
+		s.ext.update(ns, vs)
 		return
 	}
 	sl, _ := s.t.slot(ns)
@@ -254,8 +271,8 @@ func (s *NamespacedListState[K, N, V]) Update(ns N, vs []V) {
 
 // Clear removes the current key's list in namespace ns.
 func (s *NamespacedListState[K, N, V]) Clear(ns N) {
-	if s.b.pb != nil {
-		s.pClear(ns)
+	if s.ext != nil {
+		s.ext.clear(ns)
 		return
 	}
 	s.t.take(ns)
@@ -265,8 +282,8 @@ func (s *NamespacedListState[K, N, V]) Clear(ns N) {
 // its list in target and clears the sources (merging session windows). A
 // source equal to target is skipped.
 func (s *NamespacedListState[K, N, V]) MergeNamespaces(target N, sources []N) {
-	if s.b.pb != nil {
-		s.pMerge(target, sources)
+	if s.ext != nil {
+		s.ext.merge(target, sources)
 		return
 	}
 	if s.t.entries() == nil {
@@ -288,18 +305,12 @@ func (s *NamespacedListState[K, N, V]) MergeNamespaces(target N, sources []N) {
 
 // numKeys reports the number of (key, namespace) pairs with a non-empty list.
 func (s *NamespacedListState[K, N, V]) numKeys() int {
-	if s.b.pb != nil {
-		return s.b.pNumKeys(s.pk, s.kind)
-	}
 	return s.t.numKeys()
 }
 
 // numKeysInKeyGroup reports the number of (key, namespace) pairs of key group
 // kg with a list.
 func (s *NamespacedListState[K, N, V]) numKeysInKeyGroup(kg int) int {
-	if s.b.pb != nil {
-		return s.b.pNumKeysInKeyGroup(kg, s.pk, s.kind)
-	}
 	return s.t.group(kg).n
 }
 
@@ -307,8 +318,8 @@ func (s *NamespacedListState[K, N, V]) numKeysInKeyGroup(kg int) int {
 // unspecified order. The lists are the state's own (see Get). f must not
 // modify this state.
 func (s *NamespacedListState[K, N, V]) forEach(kg int, f func(K, N, []V)) {
-	if s.b.pb != nil {
-		s.pForEach(kg, f)
+	if s.ext != nil {
+		s.ext.forEach(kg, f)
 		return
 	}
 	s.t.forEach(kg, f)
@@ -316,10 +327,6 @@ func (s *NamespacedListState[K, N, V]) forEach(kg int, f func(K, N, []V)) {
 
 // clearKeyGroup drops every list of key group kg.
 func (s *NamespacedListState[K, N, V]) clearKeyGroup(kg int) {
-	if s.b.pb != nil {
-		s.b.pClearKeyGroup(kg, s.pk)
-		return
-	}
 	s.t.clearKeyGroup(kg)
 }
 

@@ -70,8 +70,8 @@ func TestNamespacedManyNamespaces(t *testing.T) {
 	set(b, "other")
 	st.Update(5, -5)
 	set(b, "k")
-	if st.numKeys() != n+1 || lst.numKeys() != n {
-		t.Fatalf("NumKeys %d %d", st.numKeys(), lst.numKeys())
+	if st.tab().numKeys() != n+1 || lst.tab().numKeys() != n {
+		t.Fatalf("NumKeys %d %d", st.tab().numKeys(), lst.tab().numKeys())
 	}
 	check := func(live func(int) bool) {
 		t.Helper()
@@ -121,8 +121,8 @@ func TestNamespacedManyNamespaces(t *testing.T) {
 		}
 	}
 	check(func(int) bool { return true })
-	if st.numKeys() != n+1 || lst.numKeys() != n {
-		t.Fatalf("NumKeys %d %d", st.numKeys(), lst.numKeys())
+	if st.tab().numKeys() != n+1 || lst.tab().numKeys() != n {
+		t.Fatalf("NumKeys %d %d", st.tab().numKeys(), lst.tab().numKeys())
 	}
 	set(b, "other")
 	if v, _ := st.Value(5); v != -5 {
@@ -152,13 +152,13 @@ func TestNamespacedClearInTheMiddle(t *testing.T) {
 		}
 	}
 	st.Clear("zz") // absent: nothing happens
-	if st.numKeys() != 2 {
-		t.Fatalf("NumKeys %d", st.numKeys())
+	if st.tab().numKeys() != 2 {
+		t.Fatalf("NumKeys %d", st.tab().numKeys())
 	}
 	st.Clear("b")
 	st.Clear("d")
-	if st.numKeys() != 0 || st.numKeysInKeyGroup(kgOf("k")) != 0 {
-		t.Fatalf("NumKeys %d", st.numKeys())
+	if st.tab().numKeys() != 0 || st.tab().numKeysInKeyGroup(kgOf("k")) != 0 {
+		t.Fatalf("NumKeys %d", st.tab().numKeys())
 	}
 	st.forEach(kgOf("k"), func(k, ns string, v int) { t.Fatalf("iterated (%s, %s)", k, ns) })
 	if blob, _ := b.SnapshotKeyGroup(kgOf("k")); blob != nil {
@@ -204,8 +204,8 @@ func TestNamespacedCacheAcrossKeys(t *testing.T) {
 		t.Fatal("value survived ClearKeyGroup")
 	}
 	st.Update(1, 4)
-	if v, ok := st.Value(1); !ok || v != 4 || st.numKeysInKeyGroup(kgOf("a")) != 1 {
-		t.Fatalf("after ClearKeyGroup and Update: %d %v %d", v, ok, st.numKeysInKeyGroup(kgOf("a")))
+	if v, ok := st.Value(1); !ok || v != 4 || st.tab().numKeysInKeyGroup(kgOf("a")) != 1 {
+		t.Fatalf("after ClearKeyGroup and Update: %d %v %d", v, ok, st.tab().numKeysInKeyGroup(kgOf("a")))
 	}
 	// A restore replaces the current key's entries: reads see the
 	// restored value, writes land in the state.
@@ -225,7 +225,7 @@ func TestNamespacedCacheAcrossKeys(t *testing.T) {
 		t.Fatalf("after restore: ns 2 = %d, want the kept 6", v)
 	}
 	st.Update(1, 7)
-	got := nsDump(t, b, st.forEach, st.numKeysInKeyGroup)
+	got := nsDump(t, b, st.forEach, st.tab().numKeysInKeyGroup)
 	if got[nsk{"a", 1}] != 7 || got[nsk{"a", 2}] != 6 {
 		t.Fatalf("after restore and Update: %v", got)
 	}
@@ -243,7 +243,7 @@ func TestNamespacedCacheAcrossKeys(t *testing.T) {
 		t.Fatalf("after restore into an emptied key group: %d %v", v, ok)
 	}
 	st.Update(3, 8)
-	got = nsDump(t, b, st.forEach, st.numKeysInKeyGroup)
+	got = nsDump(t, b, st.forEach, st.tab().numKeysInKeyGroup)
 	if got[nsk{"a", 1}] != 4 || got[nsk{"a", 3}] != 8 {
 		t.Fatalf("after restore into an emptied key group and Update: %v", got)
 	}
@@ -295,8 +295,8 @@ func TestNamespacedEmptyEntries(t *testing.T) {
 			t.Fatalf("after %d one-shot keys, %d entries in the key group", i+1, g.keys)
 		}
 	}
-	if st.numKeys() != 0 || g.n != 0 {
-		t.Fatalf("NumKeys %d", st.numKeys())
+	if st.tab().numKeys() != 0 || g.n != 0 {
+		t.Fatalf("NumKeys %d", st.tab().numKeys())
 	}
 
 	// With live keys around, empty entries stay within about twice them.
@@ -330,10 +330,10 @@ func TestNamespacedEmptyEntries(t *testing.T) {
 	if g.lookup(live[1]) != nil {
 		t.Fatal("entries empty at two sweeps kept")
 	}
-	if want := len(live) - 2; st.numKeys() != want {
-		t.Fatalf("NumKeys %d, want %d", st.numKeys(), want)
+	if want := len(live) - 2; st.tab().numKeys() != want {
+		t.Fatalf("NumKeys %d, want %d", st.tab().numKeys(), want)
 	}
-	if got := nsDump(t, b, st.forEach, st.numKeysInKeyGroup); len(got) != len(live)-2 {
+	if got := nsDump(t, b, st.forEach, st.tab().numKeysInKeyGroup); len(got) != len(live)-2 {
 		t.Fatalf("%d entries iterated, want %d", len(got), len(live)-2)
 	}
 }
@@ -365,7 +365,7 @@ func TestNamespacedSweepKeepsCurrentKey(t *testing.T) {
 	}
 	set(b, keys[0])
 	st.Update(9, 9)
-	got := nsDump(t, b, st.forEach, st.numKeysInKeyGroup)
+	got := nsDump(t, b, st.forEach, st.tab().numKeysInKeyGroup)
 	if !maps.Equal(got, map[nsk]int{{keys[0], 9}: 9}) {
 		t.Fatalf("state %v", got)
 	}
@@ -402,8 +402,8 @@ func TestNamespacedMergeMany(t *testing.T) {
 	}
 	// All gone but the targets.
 	want := 50 - 6 + 1
-	if st.numKeys() != want || lst.numKeys() != want {
-		t.Fatalf("NumKeys %d %d, want %d", st.numKeys(), lst.numKeys(), want)
+	if st.tab().numKeys() != want || lst.tab().numKeys() != want {
+		t.Fatalf("NumKeys %d %d, want %d", st.tab().numKeys(), lst.tab().numKeys(), want)
 	}
 	for _, ns := range []int{1, 2, 3, 10, 45, 7} {
 		if _, ok := st.Value(ns); ok || lst.Get(ns) != nil {
@@ -414,7 +414,7 @@ func TestNamespacedMergeMany(t *testing.T) {
 	set(b, "empty")
 	st.MergeNamespaces(1, []int{2, 3}, func(a, b int) int { return a + b })
 	lst.MergeNamespaces(1, []int{2, 3})
-	if _, ok := st.Value(1); ok || lst.Get(1) != nil || st.numKeys() != want {
+	if _, ok := st.Value(1); ok || lst.Get(1) != nil || st.tab().numKeys() != want {
 		t.Fatal("merge of nothing created something")
 	}
 }
@@ -438,7 +438,7 @@ func TestNamespacedSnapshotManyNamespaces(t *testing.T) {
 		st.Clear(i)
 		delete(want, nsk{k, i})
 	}
-	wantL := nsDump(t, b, lst.forEach, lst.numKeysInKeyGroup)
+	wantL := nsDump(t, b, lst.forEach, lst.tab().numKeysInKeyGroup)
 	c := full()
 	st2 := MustNamespacedValue[string, int, int](c, "v")
 	lst2 := MustNamespacedList[string, int, int](c, "l")
@@ -451,10 +451,10 @@ func TestNamespacedSnapshotManyNamespaces(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if got := nsDump(t, c, st2.forEach, st2.numKeysInKeyGroup); !maps.Equal(got, want) {
+	if got := nsDump(t, c, st2.forEach, st2.tab().numKeysInKeyGroup); !maps.Equal(got, want) {
 		t.Fatalf("restored values differ: %d entries, want %d", len(got), len(want))
 	}
-	if got := nsDump(t, c, lst2.forEach, lst2.numKeysInKeyGroup); !maps.EqualFunc(got, wantL, slices.Equal) {
+	if got := nsDump(t, c, lst2.forEach, lst2.tab().numKeysInKeyGroup); !maps.EqualFunc(got, wantL, slices.Equal) {
 		t.Fatal("restored lists differ")
 	}
 	// Restored state works as usual.
@@ -721,8 +721,8 @@ func TestNamespacedMatchesModel(t *testing.T) {
 						rt.Fatalf("Get(%d) = %v, model %v", n, got, mLst[nsk{key, n}])
 					}
 				}
-				if val.numKeys() != len(mVal) || lst.numKeys() != len(mLst) {
-					rt.Fatalf("NumKeys %d %d, model %d %d", val.numKeys(), lst.numKeys(), len(mVal), len(mLst))
+				if val.tab().numKeys() != len(mVal) || lst.tab().numKeys() != len(mLst) {
+					rt.Fatalf("NumKeys %d %d, model %d %d", val.tab().numKeys(), lst.tab().numKeys(), len(mVal), len(mLst))
 				}
 				for i := range val.t.groups {
 					checkNsGroup(rt, &val.t.groups[i])
@@ -730,10 +730,10 @@ func TestNamespacedMatchesModel(t *testing.T) {
 				}
 			},
 		})
-		if got := nsDump(rt, b, val.forEach, val.numKeysInKeyGroup); !maps.Equal(got, mVal) {
+		if got := nsDump(rt, b, val.forEach, val.tab().numKeysInKeyGroup); !maps.Equal(got, mVal) {
 			rt.Fatalf("ForEach %v, model %v", got, mVal)
 		}
-		if got := nsDump(rt, b, lst.forEach, lst.numKeysInKeyGroup); !maps.EqualFunc(got, mLst, slices.Equal) {
+		if got := nsDump(rt, b, lst.forEach, lst.tab().numKeysInKeyGroup); !maps.EqualFunc(got, mLst, slices.Equal) {
 			rt.Fatalf("list ForEach %v, model %v", got, mLst)
 		}
 	})
@@ -799,7 +799,7 @@ func TestNamespacedManyKeysInOneGroup(t *testing.T) {
 			}
 			blobModel = maps.Clone(model)
 		case 6_000: // restore over live state: the blob's entries win
-			lsnap := nsDump(t, b, lst.forEach, lst.numKeysInKeyGroup)
+			lsnap := nsDump(t, b, lst.forEach, lst.tab().numKeysInKeyGroup)
 			if err := b.RestoreKeyGroup(kg, blob); err != nil {
 				t.Fatal(err)
 			}
@@ -810,7 +810,7 @@ func TestNamespacedManyKeysInOneGroup(t *testing.T) {
 			if err := c.RestoreKeyGroup(kg, blob); err != nil {
 				t.Fatal(err)
 			}
-			restored := nsDump(t, c, lst2.forEach, lst2.numKeysInKeyGroup)
+			restored := nsDump(t, c, lst2.forEach, lst2.tab().numKeysInKeyGroup)
 			clear(lmodel)
 			for k, v := range lsnap { // the state's own slices: copy
 				lmodel[k] = slices.Clone(v)
@@ -824,10 +824,10 @@ func TestNamespacedManyKeysInOneGroup(t *testing.T) {
 			checkNsGroup(t, &lst.t.groups[kg])
 		}
 		if step%997 == 0 {
-			if got := nsDump(t, b, st.forEach, st.numKeysInKeyGroup); !maps.Equal(got, model) {
+			if got := nsDump(t, b, st.forEach, st.tab().numKeysInKeyGroup); !maps.Equal(got, model) {
 				t.Fatalf("step %d: state has %d pairs, model %d", step, len(got), len(model))
 			}
-			if got := nsDump(t, b, lst.forEach, lst.numKeysInKeyGroup); !maps.EqualFunc(got, lmodel, slices.Equal) {
+			if got := nsDump(t, b, lst.forEach, lst.tab().numKeysInKeyGroup); !maps.EqualFunc(got, lmodel, slices.Equal) {
 				t.Fatalf("step %d: lists differ", step)
 			}
 		}
@@ -913,7 +913,7 @@ func TestNamespacedKeyWithMoreThan64KNamespaces(t *testing.T) {
 	for ns := 0; ns < many; ns += 3 {
 		st.Clear(ns)
 	}
-	if n := st.numKeys(); n != many-(many+2)/3 {
+	if n := st.tab().numKeys(); n != many-(many+2)/3 {
 		t.Fatalf("%d pairs, want %d", n, many-(many+2)/3)
 	}
 	for _, ns := range []int{0, 1, 2, 1 << 15, 1<<16 + 1, many - 1} {

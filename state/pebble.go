@@ -137,15 +137,16 @@ func Open[K comparable](o Options, r keygroup.Range) (*Backend[K], error) {
 		return nil, err
 	}
 	b := NewBackend[K](r)
-	b.pb = &pebbleStore{db: db, dir: dir, memTable: o.MemTableSize, fs: fs}
+	p := &pebbleStore{db: db, dir: dir, memTable: o.MemTableSize, fs: fs}
 	switch o.CacheBytes {
 	case NoCache:
 	case 0:
 		// A batch over half the memtable skips it and makes Pebble flush.
-		b.pb.cache = newWCache(min(DefaultCacheBytes, int64(cmp.Or(o.MemTableSize, 8<<20)/2)))
+		p.cache = newWCache(min(DefaultCacheBytes, int64(cmp.Or(o.MemTableSize, 8<<20)/2)))
 	default:
-		b.pb.cache = newWCache(o.CacheBytes)
+		p.cache = newWCache(o.CacheBytes)
 	}
+	b.store = &pebbleBackend[K]{b: b, p: p}
 	return b, nil
 }
 
@@ -181,14 +182,61 @@ func (quietLogger) Fatalf(format string, args ...any) {
 	panic(fmt.Sprintf("pebble: "+format, args...))
 }
 
-// Close releases the backend. A Pebble backend closes its database and
-// removes its working directory. The backend must not be used after.
-func (b *Backend[K]) Close() error {
-	if b.pb == nil {
+// pebbleBackend is the keyedStore of a backend opened with Kind
+// BackendPebble (Open): every entry is in the Pebble database of p, written
+// and read through the states' Pebble wrappers (pebble_states.go), which
+// attach makes.
+type pebbleBackend[K comparable] struct {
+	b      *Backend[K]
+	p      *pebbleStore
+	closed bool
+}
+
+// pebble returns the Pebble store of b, nil for the memory backend: for
+// the features only the Pebble backend has (native checkpoints, timers in
+// the database).
+func (b *Backend[K]) pebble() *pebbleStore {
+	if pb, ok := b.store.(*pebbleBackend[K]); ok {
+		return pb.p
+	}
+	return nil
+}
+
+func (pb *pebbleBackend[K]) kind() string { return BackendPebble }
+
+func (pb *pebbleBackend[K]) attach(s table) table { return attachPebble(pb.p, s) }
+
+func (pb *pebbleBackend[K]) load(name string, kind Kind, typ string, t table) error {
+	return pb.b.checkRegisterPebble(pb.p, name, kind, typ, t)
+}
+
+func (pb *pebbleBackend[K]) clearKeyGroup(kg int) { pb.b.clearKeyGroupPebble(pb.p, kg) }
+
+func (pb *pebbleBackend[K]) snapshot(kg int) ([]byte, error) {
+	dst, err := pb.b.snapshotPebble(pb.p, nil, kg)
+	if len(dst) == 0 {
+		dst = nil
+	}
+	return dst, err
+}
+
+func (pb *pebbleBackend[K]) appendSnapshot(dst []byte, kg int) ([]byte, error) {
+	return pb.b.snapshotPebble(pb.p, dst, kg)
+}
+
+func (pb *pebbleBackend[K]) restore(kg int, blob []byte) error {
+	return pb.b.restorePebble(pb.p, kg, blob)
+}
+
+func (pb *pebbleBackend[K]) freeze() *Frozen[K] { return pb.b.freezePebble(pb.p) }
+
+// close closes the database and removes the working directory, once.
+func (pb *pebbleBackend[K]) close() error {
+	if pb.closed {
 		return nil
 	}
-	p := b.pb
-	b.pb = nil
+	pb.closed = true
+	p := pb.p
 	p.dropCache() // the database is removed (invariant 6 of pebble_cache.go)
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -208,14 +256,6 @@ func (p *pebbleStore) closeLocked() error {
 		err = fmt.Errorf("state: removing the Pebble working directory: %w", rerr)
 	}
 	return err
-}
-
-// Kind returns the kind of the backend: BackendMemory or BackendPebble.
-func (b *Backend[K]) Kind() string {
-	if b.pb != nil {
-		return BackendPebble
-	}
-	return BackendMemory
 }
 
 // pebbleStore is the Pebble side of a Backend.
@@ -272,9 +312,8 @@ func prefixEnd(p []byte) []byte {
 
 // pkey returns the key of the current key's entry of the state with prefix
 // pk (from statePrefix), in scratch space valid until the next pkey.
-func (b *Backend[K]) pkey(pk []byte) []byte {
+func (b *Backend[K]) pkey(p *pebbleStore, pk []byte) []byte {
 	b.slotIndex() // panics without a current key
-	p := b.pb
 	if p.keyEpoch != b.epoch {
 		kf, err := appendField(p.keyField[:0], b.kc, b.key)
 		if err != nil {
@@ -447,15 +486,14 @@ func fieldBody(b []byte) (body, rest []byte, ok bool) {
 }
 
 // clearKeyGroupPebble deletes key group kg with one range deletion.
-func (b *Backend[K]) clearKeyGroupPebble(kg int) {
+func (b *Backend[K]) clearKeyGroupPebble(p *pebbleStore, kg int) {
 	b.checkKeyGroup(kg)
-	b.pb.delPrefix(kgPrefix(kg))
+	p.delPrefix(kgPrefix(kg))
 }
 
 // checkRegisterPebble checks the entries stored under name before a state
 // of that name and kind registers (invariant 4).
-func (b *Backend[K]) checkRegisterPebble(name string, kind Kind, typ string, s table) error {
-	p := b.pb
+func (b *Backend[K]) checkRegisterPebble(p *pebbleStore, name string, kind Kind, typ string, s table) error {
 	np := appendString(nil, name)
 	check := p.unchecked[name]
 	var err error
@@ -467,7 +505,7 @@ func (b *Backend[K]) checkRegisterPebble(name string, kind Kind, typ string, s t
 				return false
 			}
 			if check {
-				if cerr := s.checkEntry(rest[1:], v); cerr != nil {
+				if cerr := s.(pebbleTable).checkEntry(rest[1:], v); cerr != nil {
 					err = fmt.Errorf("state: registering %q: decoding its restored entries of key group %d: %w", name, kg, cerr)
 					return false
 				}
@@ -483,14 +521,14 @@ func (b *Backend[K]) checkRegisterPebble(name string, kind Kind, typ string, s t
 
 // snapshotPebble appends the canonical snapshot of key group kg (see
 // AppendSnapshotKeyGroup), rewriting the key group's range byte by byte.
-func (b *Backend[K]) snapshotPebble(dst []byte, kg int) ([]byte, error) {
+func (b *Backend[K]) snapshotPebble(p *pebbleStore, dst []byte, kg int) ([]byte, error) {
 	if !b.rng.Contains(kg) {
 		return dst, fmt.Errorf("state: cannot snapshot key group %d: outside this backend's key-group range %v", kg, b.rng)
 	}
-	if err := b.pb.flush(); err != nil {
+	if err := p.flush(); err != nil {
 		return dst, fmt.Errorf("state: snapshot of key group %d: %w", kg, err)
 	}
-	secs, err := sectionsOf(b.pb.db, kg)
+	secs, err := sectionsOf(p.db, kg)
 	if err != nil {
 		return dst, fmt.Errorf("state: snapshot of key group %d: %w", kg, err)
 	}
@@ -593,7 +631,7 @@ func appendSections(dst []byte, kg int, secs []*section) []byte {
 
 // restorePebble writes the entries of a canonical blob of key group kg in
 // one batch, after checking all of it (nothing changes on error).
-func (b *Backend[K]) restorePebble(kg int, blob []byte) error {
+func (b *Backend[K]) restorePebble(p *pebbleStore, kg int, blob []byte) error {
 	if !b.rng.Contains(kg) {
 		return fmt.Errorf("state: cannot restore key group %d: outside this backend's key-group range %v", kg, b.rng)
 	}
@@ -603,21 +641,21 @@ func (b *Backend[K]) restorePebble(kg int, blob []byte) error {
 	wrap := func(err error) error { return fmt.Errorf("state: restoring key group %d: %w", kg, err) }
 	// The restored entries replace cached ones: flush the cache before
 	// and drop it after (invariants 3 and 4 of pebble_cache.go).
-	if err := b.pb.flush(); err != nil {
+	if err := p.flush(); err != nil {
 		return wrap(err)
 	}
-	batch := b.pb.db.NewBatch()
+	batch := p.db.NewBatch()
 	defer batch.Close()
 	var restored []string
 	var lastMapKey []byte
 	err := parseBlob(kg, blob, func(name string, kind Kind) (func(suffix, v []byte) error, error) {
-		var t table
+		var t pebbleTable
 		if rt, ok := b.tables[name]; ok {
 			if rt.Kind() != kind {
 				return nil, fmt.Errorf("state %q is registered as %s state %s but the snapshot holds %s state",
 					name, rt.Kind(), rt.Type(), kind)
 			}
-			t = rt
+			t = rt.(pebbleTable)
 		} else {
 			restored = append(restored, name)
 		}
@@ -644,15 +682,15 @@ func (b *Backend[K]) restorePebble(kg int, blob []byte) error {
 	if err != nil {
 		return wrap(err)
 	}
-	if err := b.pb.db.Apply(batch, noSync); err != nil {
+	if err := p.db.Apply(batch, noSync); err != nil {
 		return wrap(err)
 	}
-	b.pb.dropCache()
+	p.dropCache()
 	for _, name := range restored {
-		if b.pb.unchecked == nil {
-			b.pb.unchecked = map[string]bool{}
+		if p.unchecked == nil {
+			p.unchecked = map[string]bool{}
 		}
-		b.pb.unchecked[name] = true
+		p.unchecked[name] = true
 	}
 	return nil
 }
@@ -793,25 +831,25 @@ func uvarintLen(x int) int {
 // freezePebble is Freeze for the Pebble backend: a Pebble snapshot, a
 // consistent read view that costs no copy, so the snapshot's asynchronous
 // part rewrites key groups while the subtask writes.
-func (b *Backend[K]) freezePebble() *Frozen[K] {
-	p := b.pb
+func (b *Backend[K]) freezePebble(p *pebbleStore) *Frozen[K] {
 	p.mustFlush() // the snapshot sees every write
 	p.mu.Lock()
 	p.views++
 	p.mu.Unlock()
 	b.frozenLive.Add(1)
 	b.epoch++
-	return &Frozen[K]{b: b, psnap: &frozenPebble{Snapshot: p.db.NewSnapshot(), p: p}}
+	return &Frozen[K]{view: &frozenPebble[K]{b: b, Snapshot: p.db.NewSnapshot(), p: p}}
 }
 
 // frozenPebble is a Pebble snapshot that keeps its database open until it
 // is closed, even if the backend is closed first.
-type frozenPebble struct {
+type frozenPebble[K comparable] struct {
+	b *Backend[K]
 	*pebble.Snapshot
 	p *pebbleStore
 }
 
-func (v *frozenPebble) Close() error {
+func (v *frozenPebble[K]) Close() error {
 	p := v.p
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -825,11 +863,16 @@ func (v *frozenPebble) Close() error {
 	return err
 }
 
-func (f *Frozen[K]) snapshotPebble(kg int) ([]byte, error) {
+func (f *frozenPebble[K]) appendSnapshot(dst []byte, kg int) ([]byte, error) {
+	b, err := f.snapshot(kg)
+	return append(dst, b...), err
+}
+
+func (f *frozenPebble[K]) snapshot(kg int) ([]byte, error) {
 	if !f.b.rng.Contains(kg) {
 		return nil, fmt.Errorf("state: cannot snapshot key group %d: outside this backend's key-group range %v", kg, f.b.rng)
 	}
-	secs, err := sectionsOf(f.psnap, kg)
+	secs, err := sectionsOf(f, kg)
 	if err != nil {
 		return nil, fmt.Errorf("state: snapshot of key group %d: %w", kg, err)
 	}
@@ -840,8 +883,7 @@ func (f *Frozen[K]) snapshotPebble(kg int) ([]byte, error) {
 	return dst, nil
 }
 
-func (f *Frozen[K]) closePebble() {
-	f.psnap.Close()
-	f.psnap = nil
+func (f *frozenPebble[K]) close() {
+	f.Close()
 	f.b.frozenLive.Add(-1)
 }

@@ -58,7 +58,8 @@ func BenchmarkPebbleValueGetUpdate(b *testing.B) {
 
 // benchIndexedBatch is the get+update loop on a Pebble indexed batch.
 func benchIndexedBatch(b *testing.B, be *Backend[string], st *ValueState[string, int], keys []string, kgs []int) {
-	db := be.pb.db
+	ps, pk := be.pebble(), statePrefix(st.name, st.kind)
+	db := ps.db
 	batch := db.NewIndexedBatch()
 	var vbuf []byte
 	b.ReportAllocs()
@@ -66,7 +67,7 @@ func benchIndexedBatch(b *testing.B, be *Backend[string], st *ValueState[string,
 	for i := 0; b.Loop(); i++ {
 		j := i % benchKeys
 		be.SetCurrentKey(keys[j], kgs[j])
-		k := be.pkey(st.pk)
+		k := be.pkey(ps, pk)
 		v := 0
 		raw, c, err := batch.Get(k)
 		if err == nil {

@@ -127,7 +127,7 @@ func TestPebbleCacheMatchesMemory(t *testing.T) {
 						rt.Fatal(err)
 					}
 				} else {
-					peb.pb.mustFlush()
+					peb.pebble().mustFlush()
 				}
 			case 17: // the key group of the current key leaves
 				kg := kgOf(key)
@@ -135,8 +135,8 @@ func TestPebbleCacheMatchesMemory(t *testing.T) {
 					mem.ClearKeyGroup(kg)
 					peb.ClearKeyGroup(kg)
 				} else {
-					fm.lst.clearKeyGroup(kg)
-					fp.lst.clearKeyGroup(kg)
+					fm.lst.tab().clearKeyGroup(kg)
+					fp.lst.tab().clearKeyGroup(kg)
 				}
 			case 18: // a Freeze view, read later
 				views = append(views, view{peb.Freeze(), dump(mem)})
@@ -215,9 +215,9 @@ func TestPebbleCacheMatchesMemory(t *testing.T) {
 			// not after every op.
 			if rapid.IntRange(0, 9).Draw(rt, "count") == 0 {
 				same("map len", fm.mp.Len(), fp.mp.Len())
-				same("value keys", fm.val.numKeys(), fp.val.numKeys())
-				same("list keys", fm.lst.numKeys(), fp.lst.numKeys())
-				same("map keys", fm.mp.numKeysInKeyGroup(kgOf(key)), fp.mp.numKeysInKeyGroup(kgOf(key)))
+				same("value keys", fm.val.tab().numKeys(), fp.val.tab().numKeys())
+				same("list keys", fm.lst.tab().numKeys(), fp.lst.tab().numKeys())
+				same("map keys", fm.mp.tab().numKeysInKeyGroup(kgOf(key)), fp.mp.tab().numKeysInKeyGroup(kgOf(key)))
 			}
 		}
 		diff(rt, "pebble against memory", dump(peb), dump(mem))
@@ -246,8 +246,8 @@ func TestPebbleCacheListMerges(t *testing.T) {
 	var want []string
 	for i := range 300 {
 		if i%50 == 0 {
-			b.pb.mustFlush()
-			b.pb.dropCache() // the next Add is an operand onto Pebble's list
+			b.pebble().mustFlush()
+			b.pebble().dropCache() // the next Add is an operand onto Pebble's list
 		}
 		f.lst.Add(fmt.Sprint(i))
 		want = append(want, fmt.Sprint(i))
@@ -257,8 +257,8 @@ func TestPebbleCacheListMerges(t *testing.T) {
 			}
 		}
 	}
-	b.pb.mustFlush()
-	b.pb.dropCache()
+	b.pebble().mustFlush()
+	b.pebble().dropCache()
 	if got := f.lst.Get(); !slices.Equal(got, want) {
 		t.Fatalf("from Pebble: %d items %q, want %d", len(got), got, len(want))
 	}
@@ -273,7 +273,7 @@ func TestPebbleCacheBounded(t *testing.T) {
 	for i := range 5000 {
 		set(b, fmt.Sprint("key-", i))
 		f.val.Update(int64(i))
-		if c := b.pb.cache; c.bytes > bound+cacheEntryBytes+64 || c.freeBytes > bound/4 {
+		if c := b.pebble().cache; c.bytes > bound+cacheEntryBytes+64 || c.freeBytes > bound/4 {
 			t.Fatalf("after %d keys the cache holds %d bytes (%d free), bound %d", i+1, c.bytes, c.freeBytes, bound)
 		}
 	}

@@ -32,7 +32,7 @@ func TestPebbleListMergesMatchMemory(t *testing.T) {
 		for _, b := range []*Backend[string]{pb, mb} {
 			states[b] = pair{MustList[string, string](b, "l"), MustNamespacedList[string, int, string](b, "nl")}
 		}
-		db := pb.pb.db
+		db := pb.pebble().db
 		for i := range rapid.IntRange(1, 60).Draw(rt, "ops") {
 			key := fmt.Sprintf("k%d", rapid.IntRange(0, 3).Draw(rt, "key"))
 			ns := rapid.IntRange(0, 2).Draw(rt, "ns")
@@ -129,6 +129,7 @@ func BenchmarkPebbleListAdd(b *testing.B) {
 			}
 			defer pb.Close()
 			l := MustList[string, string](pb, "l")
+			ps, pk := pb.pebble(), statePrefix(l.name, l.kind)
 			for i := 0; b.Loop(); i++ {
 				k := keys[i%len(keys)]
 				pb.SetCurrentKey(k, kgOfIn(k, rng))
@@ -136,9 +137,9 @@ func BenchmarkPebbleListAdd(b *testing.B) {
 					l.Add("an item of the list")
 					continue
 				}
-				key := pb.pkey(l.pk)
-				old, _ := pb.pb.get(key)
-				pb.pb.set(key, appendToList(nil, old, l.vc, []string{"an item of the list"}, l.name))
+				key := pb.pkey(ps, pk)
+				old, _ := ps.get(key)
+				ps.set(key, appendToList(nil, old, l.vc, []string{"an item of the list"}, l.name))
 			}
 		})
 	}

@@ -112,15 +112,16 @@ type NativePart struct {
 // Native snapshots use it to name their shared files, and the checkpoint
 // side keeps its bookkeeping of uploaded files per instance id.
 func (b *Backend[K]) InstanceID() string {
-	if b.pb == nil {
+	p := b.pebble()
+	if p == nil {
 		return ""
 	}
-	if b.pb.instance == "" {
+	if p.instance == "" {
 		var r [6]byte
 		rand.Read(r[:])
-		b.pb.instance = hex.EncodeToString(r[:])
+		p.instance = hex.EncodeToString(r[:])
 	}
-	return b.pb.instance
+	return p.instance
 }
 
 // CheckpointNative writes a native snapshot of the Pebble backend for
@@ -128,17 +129,18 @@ func (b *Backend[K]) InstanceID() string {
 // uploads its files and removes it. It is the synchronous part of a native
 // checkpoint (invariant 1).
 func (b *Backend[K]) CheckpointNative(id int64) (string, error) {
-	if b.pb == nil {
+	p := b.pebble()
+	if p == nil {
 		return "", fmt.Errorf("state: native snapshots need the Pebble backend")
 	}
-	dir := fmt.Sprintf("%s.chk-%d", b.pb.dir, id)
-	if err := b.pb.flush(); err != nil {
+	dir := fmt.Sprintf("%s.chk-%d", p.dir, id)
+	if err := p.flush(); err != nil {
 		return "", err
 	}
 	if err := os.RemoveAll(dir); err != nil {
 		return "", fmt.Errorf("state: clearing the staging directory %s: %w", dir, err)
 	}
-	if err := b.pb.db.Checkpoint(dir, pebble.WithFlushedWAL()); err != nil {
+	if err := p.db.Checkpoint(dir, pebble.WithFlushedWAL()); err != nil {
 		os.RemoveAll(dir)
 		return "", fmt.Errorf("state: Pebble checkpoint into %s: %w", dir, err)
 	}
@@ -154,13 +156,14 @@ func (b *Backend[K]) CheckpointNative(id int64) (string, error) {
 // (invariant 1); it makes the files of the next one deterministic, for
 // tests, or moves the flush work ahead of a barrier.
 func (b *Backend[K]) Flush() error {
-	if b.pb == nil {
+	p := b.pebble()
+	if p == nil {
 		return nil
 	}
-	if err := b.pb.flush(); err != nil {
+	if err := p.flush(); err != nil {
 		return err
 	}
-	if err := b.pb.db.Flush(); err != nil {
+	if err := p.db.Flush(); err != nil {
 		return fmt.Errorf("state: flushing the Pebble memtable: %w", err)
 	}
 	return nil
@@ -170,10 +173,11 @@ func (b *Backend[K]) Flush() error {
 // materialized before RestoreNative (beside the working directory, so that
 // the base can be moved into place).
 func (b *Backend[K]) NativeRestoreDir(i int) string {
-	if b.pb == nil {
+	p := b.pebble()
+	if p == nil {
 		return ""
 	}
-	return fmt.Sprintf("%s.restore-%d", b.pb.dir, i)
+	return fmt.Sprintf("%s.restore-%d", p.dir, i)
 }
 
 // RestoreNative replaces the backend's database, which must be empty, with
@@ -181,7 +185,7 @@ func (b *Backend[K]) NativeRestoreDir(i int) string {
 // index of the part taken as the base (its files are now the database's).
 // The parts' directories are consumed.
 func (b *Backend[K]) RestoreNative(parts []NativePart) (int, error) {
-	p := b.pb
+	p := b.pebble()
 	if p == nil {
 		return -1, fmt.Errorf("state: native restore needs the Pebble backend")
 	}
@@ -193,7 +197,7 @@ func (b *Backend[K]) RestoreNative(parts []NativePart) (int, error) {
 }
 
 func (b *Backend[K]) restoreNative(parts []NativePart) (int, error) {
-	p := b.pb
+	p := b.pebble()
 	defer func() {
 		for _, part := range parts {
 			os.RemoveAll(part.Dir)

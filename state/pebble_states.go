@@ -96,16 +96,6 @@ func appendToList[V any](dst, old []byte, c Codec[V], vs []V, name string) []byt
 	return dst
 }
 
-// eachEntry calls f for every entry of the state with prefix pk in key
-// group kg, with a reader over the key suffix and the value.
-func (b *Backend[K]) eachEntry(kg int, pk []byte, f func(r *reader, v []byte)) {
-	b.checkKeyGroup(kg)
-	b.pb.scan(groupPrefix(kg, pk), func(rest, v []byte) bool {
-		f(newReader(rest), v)
-		return true
-	})
-}
-
 // checkKeyOnly checks that suffix is exactly one key field the key codec
 // reads.
 func checkFields(suffix []byte, decs ...func([]byte) error) error {
@@ -140,163 +130,293 @@ func listErr[V any](c Codec[V]) func([]byte) error {
 	}
 }
 
-// ---- value state
+// ---- the states' tables and storage on Pebble
+//
+// register makes the table of a state on the Pebble backend with
+// attachPebble: a pebble* wrapper of the handle that overrides the table
+// operations that differ from the memory backend's (counting, clearing and
+// iterating a key group) and is also the handle's ext, its storage for the
+// per-record methods. The wrappers embed the handle for what the two
+// backends share (name, kind, type, codecs, prefix).
 
-func (s *ValueState[K, V]) pValue() (V, bool) {
-	return getValue(s.b.pb, s.b.pkey(s.pk), s.vc, s.name)
+// pebbleTable is the table of a state on the Pebble backend.
+type pebbleTable interface {
+	table
+	// checkEntry decodes one Pebble entry (key suffix after the state
+	// prefix, and value; see pebble.go) with the state's codecs.
+	checkEntry(suffix, v []byte) error
 }
 
-func (s *ValueState[K, V]) pUpdate(v V) { putValue(s.b.pb, s.b.pkey(s.pk), s.vc, v, s.name) }
+// attachPebble returns the table of handle s on the Pebble store p and sets
+// s's ext to it.
+func attachPebble(p *pebbleStore, s table) pebbleTable {
+	switch s := s.(type) {
+	case interface {
+		attachPebble(*pebbleStore) pebbleTable
+	}:
+		return s.attachPebble(p)
+	}
+	panic(fmt.Sprintf("state: %T has no Pebble storage", s))
+}
 
-func (s *ValueState[K, V]) pClear() { s.b.pb.del(s.b.pkey(s.pk)) }
+// pebbleKeyGroups are the table operations shared by the Pebble wrappers.
+type pebbleKeyGroups[K comparable] struct {
+	d  *desc[K]
+	p  *pebbleStore
+	pk []byte // key prefix of the state's entries (statePrefix)
+}
 
-func (s *ValueState[K, V]) pForEach(kg int, f func(K, V)) {
-	s.b.eachEntry(kg, s.pk, func(r *reader, v []byte) {
-		f(decField(r, s.b.kc, s.name, "key"), dec(s.vc, v, s.name, "value"))
+// numKeysInKeyGroup counts the entries of the state in kg (distinct keys
+// for map state).
+func (g pebbleKeyGroups[K]) numKeysInKeyGroup(kg int) int {
+	g.d.b.checkKeyGroup(kg)
+	return g.p.countKeys(groupPrefix(kg, g.pk), g.d.kind == KindMap)
+}
+
+// numKeys is numKeysInKeyGroup over the backend's range.
+func (g pebbleKeyGroups[K]) numKeys() int {
+	n := 0
+	for kg := g.d.b.rng.Start; kg <= g.d.b.rng.End; kg++ {
+		n += g.numKeysInKeyGroup(kg)
+	}
+	return n
+}
+
+// clearKeyGroup drops the state's entries in kg with a range deletion.
+func (g pebbleKeyGroups[K]) clearKeyGroup(kg int) {
+	g.d.b.checkKeyGroup(kg)
+	g.p.delPrefix(groupPrefix(kg, g.pk))
+}
+
+// eachEntry calls f for every entry of the state in key group kg, with a
+// reader over the key suffix and the value.
+func (g pebbleKeyGroups[K]) eachEntry(kg int, f func(r *reader, v []byte)) {
+	g.d.b.checkKeyGroup(kg)
+	g.p.scan(groupPrefix(kg, g.pk), func(rest, v []byte) bool {
+		f(newReader(rest), v)
+		return true
 	})
 }
 
-func (s *ValueState[K, V]) checkEntry(suffix, v []byte) error {
-	if err := checkFields(suffix, decErr(s.b.kc)); err != nil {
+// key returns the key of the current key's entry of the state.
+func (g pebbleKeyGroups[K]) key() []byte { return g.d.b.pkey(g.p, g.pk) }
+
+// ---- value state
+
+type pebbleValue[K comparable, V any] struct {
+	*ValueState[K, V]
+	pebbleKeyGroups[K]
+}
+
+func (s *ValueState[K, V]) attachPebble(p *pebbleStore) pebbleTable {
+	w := &pebbleValue[K, V]{s, pebbleKeyGroups[K]{&s.desc, p, statePrefix(s.name, s.kind)}}
+	s.ext = w
+	return w
+}
+
+func (w *pebbleValue[K, V]) numKeys() int { return w.pebbleKeyGroups.numKeys() }
+func (w *pebbleValue[K, V]) numKeysInKeyGroup(kg int) int {
+	return w.pebbleKeyGroups.numKeysInKeyGroup(kg)
+}
+func (w *pebbleValue[K, V]) clearKeyGroup(kg int) { w.pebbleKeyGroups.clearKeyGroup(kg) }
+
+func (w *pebbleValue[K, V]) value() (V, bool) { return getValue(w.p, w.key(), w.vc, w.name) }
+
+func (w *pebbleValue[K, V]) update(v V) { putValue(w.p, w.key(), w.vc, v, w.name) }
+
+func (w *pebbleValue[K, V]) clear() { w.p.del(w.key()) }
+
+func (w *pebbleValue[K, V]) forEach(kg int, f func(K, V)) {
+	w.eachEntry(kg, func(r *reader, v []byte) {
+		f(decField(r, w.b.kc, w.name, "key"), dec(w.vc, v, w.name, "value"))
+	})
+}
+
+func (w *pebbleValue[K, V]) checkEntry(suffix, v []byte) error {
+	if err := checkFields(suffix, decErr(w.b.kc)); err != nil {
 		return err
 	}
-	return decErr(s.vc)(v)
+	return decErr(w.vc)(v)
 }
 
 // ---- list state
 
-func (s *ListState[K, V]) pGet() []V {
-	v, ok := s.b.pb.get(s.b.pkey(s.pk))
+type pebbleList[K comparable, V any] struct {
+	*ListState[K, V]
+	pebbleKeyGroups[K]
+}
+
+func (s *ListState[K, V]) attachPebble(p *pebbleStore) pebbleTable {
+	w := &pebbleList[K, V]{s, pebbleKeyGroups[K]{&s.desc, p, statePrefix(s.name, s.kind)}}
+	s.ext = w
+	return w
+}
+
+func (w *pebbleList[K, V]) numKeys() int { return w.pebbleKeyGroups.numKeys() }
+func (w *pebbleList[K, V]) numKeysInKeyGroup(kg int) int {
+	return w.pebbleKeyGroups.numKeysInKeyGroup(kg)
+}
+func (w *pebbleList[K, V]) clearKeyGroup(kg int) { w.pebbleKeyGroups.clearKeyGroup(kg) }
+
+func (w *pebbleList[K, V]) get() []V {
+	v, ok := w.p.get(w.key())
 	if !ok {
 		return nil
 	}
-	return decList(s.vc, v, s.name)
+	return decList(w.vc, v, w.name)
 }
 
-// pAddAll appends vs as a merge operand (pebble_merge.go).
-func (s *ListState[K, V]) pAddAll(vs []V) {
-	s.b.pb.merge(s.b.pkey(s.pk), appendToList(nil, nil, s.vc, vs, s.name))
+// addAll appends vs as a merge operand (pebble_merge.go).
+func (w *pebbleList[K, V]) addAll(vs []V) {
+	w.p.merge(w.key(), appendToList(nil, nil, w.vc, vs, w.name))
 }
 
-func (s *ListState[K, V]) pUpdate(vs []V) {
-	p := s.b.pb
-	p.set(s.b.pkey(s.pk), appendToList(nil, nil, s.vc, vs, s.name))
+func (w *pebbleList[K, V]) update(vs []V) {
+	w.p.set(w.key(), appendToList(nil, nil, w.vc, vs, w.name))
 }
 
-func (s *ListState[K, V]) pClear() { s.b.pb.del(s.b.pkey(s.pk)) }
+func (w *pebbleList[K, V]) clear() { w.p.del(w.key()) }
 
-func (s *ListState[K, V]) pForEach(kg int, f func(K, []V)) {
-	s.b.eachEntry(kg, s.pk, func(r *reader, v []byte) {
-		f(decField(r, s.b.kc, s.name, "key"), decList(s.vc, v, s.name))
+func (w *pebbleList[K, V]) forEach(kg int, f func(K, []V)) {
+	w.eachEntry(kg, func(r *reader, v []byte) {
+		f(decField(r, w.b.kc, w.name, "key"), decList(w.vc, v, w.name))
 	})
 }
 
-func (s *ListState[K, V]) checkEntry(suffix, v []byte) error {
-	if err := checkFields(suffix, decErr(s.b.kc)); err != nil {
+func (w *pebbleList[K, V]) checkEntry(suffix, v []byte) error {
+	if err := checkFields(suffix, decErr(w.b.kc)); err != nil {
 		return err
 	}
-	return listErr(s.vc)(v)
+	return listErr(w.vc)(v)
 }
 
 // ---- map state
 
+type pebbleMap[K comparable, UK comparable, UV any] struct {
+	*MapState[K, UK, UV]
+	pebbleKeyGroups[K]
+}
+
+func (s *MapState[K, UK, UV]) attachPebble(p *pebbleStore) pebbleTable {
+	w := &pebbleMap[K, UK, UV]{s, pebbleKeyGroups[K]{&s.desc, p, statePrefix(s.name, s.kind)}}
+	s.ext = w
+	return w
+}
+
+func (w *pebbleMap[K, UK, UV]) numKeys() int { return w.pebbleKeyGroups.numKeys() }
+func (w *pebbleMap[K, UK, UV]) numKeysInKeyGroup(kg int) int {
+	return w.pebbleKeyGroups.numKeysInKeyGroup(kg)
+}
+func (w *pebbleMap[K, UK, UV]) clearKeyGroup(kg int) { w.pebbleKeyGroups.clearKeyGroup(kg) }
+
 // ukey returns the key of user key uk of the current key.
-func (s *MapState[K, UK, UV]) ukey(uk UK) []byte {
-	k := encField(s.b.pkey(s.pk), s.ukc, uk, s.name, "user key")
-	s.b.pb.kbuf = k
+func (w *pebbleMap[K, UK, UV]) ukey(uk UK) []byte {
+	k := encField(w.key(), w.ukc, uk, w.name, "user key")
+	w.p.kbuf = k
 	return k
 }
 
-func (s *MapState[K, UK, UV]) pGet(uk UK) (UV, bool) {
-	return getValue(s.b.pb, s.ukey(uk), s.uvc, s.name)
-}
+func (w *pebbleMap[K, UK, UV]) get(uk UK) (UV, bool) { return getValue(w.p, w.ukey(uk), w.uvc, w.name) }
 
-func (s *MapState[K, UK, UV]) pPut(uk UK, uv UV) { putValue(s.b.pb, s.ukey(uk), s.uvc, uv, s.name) }
+func (w *pebbleMap[K, UK, UV]) put(uk UK, uv UV) { putValue(w.p, w.ukey(uk), w.uvc, uv, w.name) }
 
-func (s *MapState[K, UK, UV]) pRemove(uk UK) { s.b.pb.del(s.ukey(uk)) }
+func (w *pebbleMap[K, UK, UV]) remove(uk UK) { w.p.del(w.ukey(uk)) }
 
-func (s *MapState[K, UK, UV]) pLen() int {
-	return s.b.pb.countKeys(s.b.pkey(s.pk), false)
-}
+func (w *pebbleMap[K, UK, UV]) len() int { return w.p.countKeys(w.key(), false) }
 
-func (s *MapState[K, UK, UV]) pRange(f func(UK, UV) bool) {
-	s.b.pb.scan(s.b.pkey(s.pk), func(rest, v []byte) bool {
+func (w *pebbleMap[K, UK, UV]) rangeMap(f func(UK, UV) bool) {
+	w.p.scan(w.key(), func(rest, v []byte) bool {
 		r := newReader(rest)
-		return f(decField(r, s.ukc, s.name, "user key"), dec(s.uvc, v, s.name, "value"))
+		return f(decField(r, w.ukc, w.name, "user key"), dec(w.uvc, v, w.name, "value"))
 	})
 }
 
-func (s *MapState[K, UK, UV]) pClear() { s.b.pb.delPrefix(s.b.pkey(s.pk)) }
+func (w *pebbleMap[K, UK, UV]) clear() { w.p.delPrefix(w.key()) }
 
-func (s *MapState[K, UK, UV]) pForEach(kg int, f func(K, UK, UV)) {
-	s.b.eachEntry(kg, s.pk, func(r *reader, v []byte) {
-		k := decField(r, s.b.kc, s.name, "key")
-		f(k, decField(r, s.ukc, s.name, "user key"), dec(s.uvc, v, s.name, "value"))
+func (w *pebbleMap[K, UK, UV]) forEach(kg int, f func(K, UK, UV)) {
+	w.eachEntry(kg, func(r *reader, v []byte) {
+		k := decField(r, w.b.kc, w.name, "key")
+		f(k, decField(r, w.ukc, w.name, "user key"), dec(w.uvc, v, w.name, "value"))
 	})
 }
 
-// pForEachMap calls f with every key of kg and its whole map.
-func (s *MapState[K, UK, UV]) pForEachMap(kg int, f func(K, map[UK]UV)) {
+// forEachAny calls f with every key of kg and its whole map.
+func (w *pebbleMap[K, UK, UV]) forEachAny(kg int, f func(key, namespace, value any)) {
 	var cur map[UK]UV
 	var curKey K
 	var prev []byte
-	s.b.eachEntry(kg, s.pk, func(r *reader, v []byte) {
+	w.eachEntry(kg, func(r *reader, v []byte) {
 		kf := firstField(r.Buf)
 		if cur == nil || string(kf) != string(prev) {
 			if cur != nil {
-				f(curKey, cur)
+				f(curKey, nil, cur)
 			}
 			prev = append(prev[:0], kf...)
-			curKey, cur = decField(r, s.b.kc, s.name, "key"), map[UK]UV{}
+			curKey, cur = decField(r, w.b.kc, w.name, "key"), map[UK]UV{}
 		} else {
 			r.Off = len(kf)
 		}
-		cur[decField(r, s.ukc, s.name, "user key")] = dec(s.uvc, v, s.name, "value")
+		cur[decField(r, w.ukc, w.name, "user key")] = dec(w.uvc, v, w.name, "value")
 	})
 	if cur != nil {
-		f(curKey, cur)
+		f(curKey, nil, cur)
 	}
 }
 
-func (s *MapState[K, UK, UV]) checkEntry(suffix, v []byte) error {
-	if err := checkFields(suffix, decErr(s.b.kc), decErr(s.ukc)); err != nil {
+func (w *pebbleMap[K, UK, UV]) checkEntry(suffix, v []byte) error {
+	if err := checkFields(suffix, decErr(w.b.kc), decErr(w.ukc)); err != nil {
 		return err
 	}
-	return decErr(s.uvc)(v)
+	return decErr(w.uvc)(v)
 }
 
 // ---- namespaced value state
 
 // nskey returns the key of namespace ns of the current key.
-func nskey[K comparable, N comparable](b *Backend[K], pk []byte, nc Codec[N], ns N, name string) []byte {
-	k := encField(b.pkey(pk), nc, ns, name, "namespace")
-	b.pb.kbuf = k
+func nskey[K comparable, N comparable](g pebbleKeyGroups[K], nc Codec[N], ns N) []byte {
+	k := encField(g.key(), nc, ns, g.d.name, "namespace")
+	g.p.kbuf = k
 	return k
 }
 
-func (s *NamespacedValueState[K, N, V]) pValue(ns N) (V, bool) {
-	return getValue(s.b.pb, nskey(s.b, s.pk, s.nc, ns, s.name), s.vc, s.name)
+type pebbleNsValue[K comparable, N comparable, V any] struct {
+	*NamespacedValueState[K, N, V]
+	pebbleKeyGroups[K]
 }
 
-func (s *NamespacedValueState[K, N, V]) pUpdate(ns N, v V) {
-	putValue(s.b.pb, nskey(s.b, s.pk, s.nc, ns, s.name), s.vc, v, s.name)
+func (s *NamespacedValueState[K, N, V]) attachPebble(p *pebbleStore) pebbleTable {
+	w := &pebbleNsValue[K, N, V]{s, pebbleKeyGroups[K]{&s.desc, p, statePrefix(s.name, s.kind)}}
+	s.ext = w
+	return w
 }
 
-func (s *NamespacedValueState[K, N, V]) pClear(ns N) {
-	s.b.pb.del(nskey(s.b, s.pk, s.nc, ns, s.name))
+func (w *pebbleNsValue[K, N, V]) numKeys() int { return w.pebbleKeyGroups.numKeys() }
+func (w *pebbleNsValue[K, N, V]) numKeysInKeyGroup(kg int) int {
+	return w.pebbleKeyGroups.numKeysInKeyGroup(kg)
+}
+func (w *pebbleNsValue[K, N, V]) clearKeyGroup(kg int) { w.pebbleKeyGroups.clearKeyGroup(kg) }
+
+func (w *pebbleNsValue[K, N, V]) value(ns N) (V, bool) {
+	return getValue(w.p, nskey(w.pebbleKeyGroups, w.nc, ns), w.vc, w.name)
 }
 
-func (s *NamespacedValueState[K, N, V]) pMerge(target N, sources []N, merge func(acc, next V) V) {
-	acc, have := s.pValue(target)
+func (w *pebbleNsValue[K, N, V]) update(ns N, v V) {
+	putValue(w.p, nskey(w.pebbleKeyGroups, w.nc, ns), w.vc, v, w.name)
+}
+
+func (w *pebbleNsValue[K, N, V]) clear(ns N) { w.p.del(nskey(w.pebbleKeyGroups, w.nc, ns)) }
+
+func (w *pebbleNsValue[K, N, V]) merge(target N, sources []N, merge func(acc, next V) V) {
+	acc, have := w.value(target)
 	for _, src := range sources {
 		if src == target {
 			continue
 		}
-		v, ok := s.pValue(src)
+		v, ok := w.value(src)
 		if !ok {
 			continue
 		}
-		s.pClear(src)
+		w.clear(src)
 		if have {
 			acc = merge(acc, v)
 		} else {
@@ -304,97 +424,88 @@ func (s *NamespacedValueState[K, N, V]) pMerge(target N, sources []N, merge func
 		}
 	}
 	if have {
-		s.pUpdate(target, acc)
+		w.update(target, acc)
 	}
 }
 
-func (s *NamespacedValueState[K, N, V]) pForEach(kg int, f func(K, N, V)) {
-	s.b.eachEntry(kg, s.pk, func(r *reader, v []byte) {
-		k := decField(r, s.b.kc, s.name, "key")
-		f(k, decField(r, s.nc, s.name, "namespace"), dec(s.vc, v, s.name, "value"))
+func (w *pebbleNsValue[K, N, V]) forEach(kg int, f func(K, N, V)) {
+	w.eachEntry(kg, func(r *reader, v []byte) {
+		k := decField(r, w.b.kc, w.name, "key")
+		f(k, decField(r, w.nc, w.name, "namespace"), dec(w.vc, v, w.name, "value"))
 	})
 }
 
-func (s *NamespacedValueState[K, N, V]) checkEntry(suffix, v []byte) error {
-	if err := checkFields(suffix, decErr(s.b.kc), decErr(s.nc)); err != nil {
+func (w *pebbleNsValue[K, N, V]) checkEntry(suffix, v []byte) error {
+	if err := checkFields(suffix, decErr(w.b.kc), decErr(w.nc)); err != nil {
 		return err
 	}
-	return decErr(s.vc)(v)
+	return decErr(w.vc)(v)
 }
 
 // ---- namespaced list state
 
-func (s *NamespacedListState[K, N, V]) pGet(ns N) []V {
-	v, ok := s.b.pb.get(nskey(s.b, s.pk, s.nc, ns, s.name))
+type pebbleNsList[K comparable, N comparable, V any] struct {
+	*NamespacedListState[K, N, V]
+	pebbleKeyGroups[K]
+}
+
+func (s *NamespacedListState[K, N, V]) attachPebble(p *pebbleStore) pebbleTable {
+	w := &pebbleNsList[K, N, V]{s, pebbleKeyGroups[K]{&s.desc, p, statePrefix(s.name, s.kind)}}
+	s.ext = w
+	return w
+}
+
+func (w *pebbleNsList[K, N, V]) numKeys() int { return w.pebbleKeyGroups.numKeys() }
+func (w *pebbleNsList[K, N, V]) numKeysInKeyGroup(kg int) int {
+	return w.pebbleKeyGroups.numKeysInKeyGroup(kg)
+}
+func (w *pebbleNsList[K, N, V]) clearKeyGroup(kg int) { w.pebbleKeyGroups.clearKeyGroup(kg) }
+
+func (w *pebbleNsList[K, N, V]) get(ns N) []V {
+	v, ok := w.p.get(nskey(w.pebbleKeyGroups, w.nc, ns))
 	if !ok {
 		return nil
 	}
-	return decList(s.vc, v, s.name)
+	return decList(w.vc, v, w.name)
 }
 
-// pAddAll appends vs as a merge operand (pebble_merge.go).
-func (s *NamespacedListState[K, N, V]) pAddAll(ns N, vs []V) {
-	s.b.pb.merge(nskey(s.b, s.pk, s.nc, ns, s.name), appendToList(nil, nil, s.vc, vs, s.name))
+// addAll appends vs as a merge operand (pebble_merge.go).
+func (w *pebbleNsList[K, N, V]) addAll(ns N, vs []V) {
+	w.p.merge(nskey(w.pebbleKeyGroups, w.nc, ns), appendToList(nil, nil, w.vc, vs, w.name))
 }
 
-func (s *NamespacedListState[K, N, V]) pUpdate(ns N, vs []V) {
-	s.b.pb.set(nskey(s.b, s.pk, s.nc, ns, s.name), appendToList(nil, nil, s.vc, vs, s.name))
+func (w *pebbleNsList[K, N, V]) update(ns N, vs []V) {
+	w.p.set(nskey(w.pebbleKeyGroups, w.nc, ns), appendToList(nil, nil, w.vc, vs, w.name))
 }
 
-func (s *NamespacedListState[K, N, V]) pClear(ns N) {
-	s.b.pb.del(nskey(s.b, s.pk, s.nc, ns, s.name))
-}
+func (w *pebbleNsList[K, N, V]) clear(ns N) { w.p.del(nskey(w.pebbleKeyGroups, w.nc, ns)) }
 
-func (s *NamespacedListState[K, N, V]) pMerge(target N, sources []N) {
-	acc := s.pGet(target)
+func (w *pebbleNsList[K, N, V]) merge(target N, sources []N) {
+	acc := w.get(target)
 	for _, src := range sources {
 		if src == target {
 			continue
 		}
-		if v := s.pGet(src); len(v) > 0 {
-			s.pClear(src)
+		if v := w.get(src); len(v) > 0 {
+			w.clear(src)
 			acc = append(acc, v...)
 		}
 	}
 	if len(acc) > 0 {
-		s.pUpdate(target, acc)
+		w.update(target, acc)
 	}
 }
 
-func (s *NamespacedListState[K, N, V]) pForEach(kg int, f func(K, N, []V)) {
-	s.b.eachEntry(kg, s.pk, func(r *reader, v []byte) {
-		k := decField(r, s.b.kc, s.name, "key")
-		f(k, decField(r, s.nc, s.name, "namespace"), decList(s.vc, v, s.name))
+func (w *pebbleNsList[K, N, V]) forEach(kg int, f func(K, N, []V)) {
+	w.eachEntry(kg, func(r *reader, v []byte) {
+		k := decField(r, w.b.kc, w.name, "key")
+		f(k, decField(r, w.nc, w.name, "namespace"), decList(w.vc, v, w.name))
 	})
 }
 
-func (s *NamespacedListState[K, N, V]) checkEntry(suffix, v []byte) error {
-	if err := checkFields(suffix, decErr(s.b.kc), decErr(s.nc)); err != nil {
+func (w *pebbleNsList[K, N, V]) checkEntry(suffix, v []byte) error {
+	if err := checkFields(suffix, decErr(w.b.kc), decErr(w.nc)); err != nil {
 		return err
 	}
-	return listErr(s.vc)(v)
-}
-
-// ---- counting and clearing, shared
-
-// pNumKeysInKeyGroup counts the entries of the state with prefix pk in kg
-// (distinct keys for map state).
-func (b *Backend[K]) pNumKeysInKeyGroup(kg int, pk []byte, kind Kind) int {
-	b.checkKeyGroup(kg)
-	return b.pb.countKeys(groupPrefix(kg, pk), kind == KindMap)
-}
-
-// pNumKeys is pNumKeysInKeyGroup over the backend's range.
-func (b *Backend[K]) pNumKeys(pk []byte, kind Kind) int {
-	n := 0
-	for kg := b.rng.Start; kg <= b.rng.End; kg++ {
-		n += b.pNumKeysInKeyGroup(kg, pk, kind)
-	}
-	return n
-}
-
-// pClearKeyGroup drops the state's entries in kg with a range deletion.
-func (b *Backend[K]) pClearKeyGroup(kg int, pk []byte) {
-	b.checkKeyGroup(kg)
-	b.pb.delPrefix(groupPrefix(kg, pk))
+	return listErr(w.vc)(v)
 }

@@ -129,6 +129,12 @@ func TestPebbleCloseRemovesDir(t *testing.T) {
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Fatalf("working directory still there after Close: %v", err)
 	}
+	if err := b.Close(); err != nil {
+		t.Fatalf("second Close: %v (want a no-op)", err)
+	}
+	if m := NewBackend[string](keygroup.Range{Start: 0, End: 3}); m.Kind() != BackendMemory || m.Close() != nil || m.Close() != nil {
+		t.Fatalf("memory backend: kind %q, or Close failed", m.Kind())
+	}
 }
 
 // TestPebbleMatchesMemory drives a memory and a Pebble backend with the same

@@ -59,10 +59,10 @@ type TimerStore struct {
 // across RestoreNative (which replaces the database and its timers: call
 // the service's Reload then) and must not be used after Close.
 func (b *Backend[K]) TimerStore() *TimerStore {
-	if b.pb == nil {
+	p := b.pebble()
+	if p == nil {
 		return nil
 	}
-	p := b.pb
 	return &TimerStore{db: func() *pebble.DB { return p.db }}
 }
 
@@ -182,7 +182,7 @@ type readView interface {
 // snapshot's asynchronous part writes the canonical blobs of the timers
 // from it (timer.AppendStoreSnapshot) while the subtask runs on.
 func (f *Frozen[K]) TimerStore() *ReadOnlyTimerStore {
-	v, ok := f.psnap.(readView)
+	v, ok := f.view.(*frozenPebble[K])
 	if !ok {
 		return nil
 	}

@@ -203,10 +203,10 @@ func TestStateMatchesModel(t *testing.T) {
 					}
 				}
 				// Entry counts: no garbage entries for cleared keys.
-				if val.numKeys() != len(mVal) || lst.numKeys() != len(mLst) || mp.numKeys() != len(mMap) ||
-					nval.numKeys() != len(mNVal) || nlst.numKeys() != len(mNLst) {
+				if val.tab().numKeys() != len(mVal) || lst.tab().numKeys() != len(mLst) || mp.tab().numKeys() != len(mMap) ||
+					nval.tab().numKeys() != len(mNVal) || nlst.tab().numKeys() != len(mNLst) {
 					rt.Fatalf("NumKeys %d %d %d %d %d, model %d %d %d %d %d",
-						val.numKeys(), lst.numKeys(), mp.numKeys(), nval.numKeys(), nlst.numKeys(),
+						val.tab().numKeys(), lst.tab().numKeys(), mp.tab().numKeys(), nval.tab().numKeys(), nlst.tab().numKeys(),
 						len(mVal), len(mLst), len(mMap), len(mNVal), len(mNLst))
 				}
 			},

@@ -50,9 +50,9 @@ type table interface {
 	// install adds the entries of a map made by decodeEntries to key group
 	// kg, replacing entries with the same key (and namespace).
 	install(kg int, staged any)
-	// checkEntry decodes one Pebble entry (key suffix after the state
-	// prefix, and value; see pebble.go) with the state's codecs.
-	checkEntry(suffix, v []byte) error
+	// handle returns the state handle (*ValueState, ...) the table
+	// belongs to.
+	handle() any
 	// freeze pins the state's key groups with ps (one pin per key-group
 	// slot) and returns a copy of the state that reads them as they are
 	// now (see cow.go).
@@ -95,49 +95,13 @@ func (b *Backend[K]) SetKeyCodec(c Codec[K]) {
 //
 // It returns an error if kg is outside the backend's range or a codec fails;
 // the error names the state.
-func (b *Backend[K]) SnapshotKeyGroup(kg int) ([]byte, error) {
-	if b.pb != nil {
-		dst, err := b.snapshotPebble(nil, kg)
-		if len(dst) == 0 {
-			dst = nil
-		}
-		return dst, err
-	}
-	if !b.rng.Contains(kg) {
-		return b.AppendSnapshotKeyGroup(nil, kg) // the error
-	}
-	// Size the blob from the bytes per entry of the previous snapshots, so
-	// that a large key group is not copied over and over as append grows it.
-	entries := 0
-	for _, t := range b.tables {
-		entries += t.numKeysInKeyGroup(kg)
-	}
-	var dst []byte
-	if entries > 0 {
-		per := b.snapBytesPerEntry
-		if per == 0 {
-			per = 16
-		}
-		dst = make([]byte, 0, 64+entries*per+entries*per/8)
-	}
-	dst, err := b.AppendSnapshotKeyGroup(dst, kg)
-	if err == nil && entries > 0 {
-		b.snapBytesPerEntry = max(1, len(dst)/entries)
-	}
-	if len(dst) == 0 {
-		dst = nil
-	}
-	return dst, err
-}
+func (b *Backend[K]) SnapshotKeyGroup(kg int) ([]byte, error) { return b.store.snapshot(kg) }
 
 // AppendSnapshotKeyGroup is SnapshotKeyGroup appending to dst, for callers
 // that reuse a buffer. It appends nothing for a key group without entries,
 // and on error returns dst with its original length.
 func (b *Backend[K]) AppendSnapshotKeyGroup(dst []byte, kg int) ([]byte, error) {
-	if b.pb != nil {
-		return b.snapshotPebble(dst, kg)
-	}
-	return appendKeyGroup(dst, kg, b.rng, b.tables, b.pending)
+	return b.store.appendSnapshot(dst, kg)
 }
 
 // appendKeyGroup appends the snapshot of key group kg of the given states
@@ -208,10 +172,10 @@ func appendKeyGroup(dst []byte, kg int, rng keygroup.Range, tables map[string]ta
 // backend. On error nothing is changed. Errors for malformed blobs wrap
 // ErrCorruptSnapshot and for unknown format versions ErrSnapshotVersion;
 // RestoreKeyGroup never panics on bad input.
-func (b *Backend[K]) RestoreKeyGroup(kg int, blob []byte) error {
-	if b.pb != nil {
-		return b.restorePebble(kg, blob)
-	}
+func (b *Backend[K]) RestoreKeyGroup(kg int, blob []byte) error { return b.store.restore(kg, blob) }
+
+// restoreMem is RestoreKeyGroup on the memory backend.
+func (b *Backend[K]) restoreMem(kg int, blob []byte) error {
 	if !b.rng.Contains(kg) {
 		return fmt.Errorf("state: cannot restore key group %d: outside this backend's key-group range %v", kg, b.rng)
 	}

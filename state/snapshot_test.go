@@ -444,7 +444,7 @@ func TestRestoreCodecErrorChangesNothing(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "unlucky") || !strings.Contains(err.Error(), `"b-second"`) {
 		t.Fatalf("codec error: %v", err)
 	}
-	if first.numKeys() != 0 {
+	if first.tab().numKeys() != 0 {
 		t.Fatal("a failed restore changed another state")
 	}
 
@@ -458,7 +458,7 @@ func TestRestoreCodecErrorChangesNothing(t *testing.T) {
 	if _, ok := c.Table("b-second"); ok {
 		t.Fatal("state registered although its restored entries failed to decode")
 	}
-	if v := MustValue[string, int64](c, "b-second"); v.numKeys() != 1 {
+	if v := MustValue[string, int64](c, "b-second"); v.tab().numKeys() != 1 {
 		t.Fatal("entries lost after a failed registration")
 	}
 }

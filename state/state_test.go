@@ -63,8 +63,8 @@ func TestPerKeyIsolation(t *testing.T) {
 	if _, ok := other.Value(); ok {
 		t.Fatal("state names share entries")
 	}
-	if count.numKeys() != 2 || seen.numKeys() != 2 || attrs.numKeys() != 2 || other.numKeys() != 0 {
-		t.Fatalf("NumKeys %d %d %d %d", count.numKeys(), seen.numKeys(), attrs.numKeys(), other.numKeys())
+	if count.tab().numKeys() != 2 || seen.tab().numKeys() != 2 || attrs.tab().numKeys() != 2 || other.tab().numKeys() != 0 {
+		t.Fatalf("NumKeys %d %d %d %d", count.tab().numKeys(), seen.tab().numKeys(), attrs.tab().numKeys(), other.tab().numKeys())
 	}
 }
 
@@ -105,8 +105,8 @@ func TestNamespaceIsolation(t *testing.T) {
 	}
 	sum.Clear(w1)
 	buf.Clear(w1)
-	if sum.numKeys() != 1 || buf.numKeys() != 1 {
-		t.Fatalf("after clear: %d %d", sum.numKeys(), buf.numKeys())
+	if sum.tab().numKeys() != 1 || buf.tab().numKeys() != 1 {
+		t.Fatalf("after clear: %d %d", sum.tab().numKeys(), buf.tab().numKeys())
 	}
 	if v, _ := sum.Value(w2); v != 9 {
 		t.Fatalf("clear of w1 touched w2: %d", v)
@@ -142,8 +142,8 @@ func TestMergeNamespaces(t *testing.T) {
 	if got := buf.Get(target); !slices.Equal(got, []int{1, 2, 3}) {
 		t.Fatalf("merged list %v", got)
 	}
-	if sum.numKeys() != 1 || buf.numKeys() != 1 {
-		t.Fatalf("sources not cleared: %d %d", sum.numKeys(), buf.numKeys())
+	if sum.tab().numKeys() != 1 || buf.tab().numKeys() != 1 {
+		t.Fatalf("sources not cleared: %d %d", sum.tab().numKeys(), buf.tab().numKeys())
 	}
 	// Merging into an existing target keeps it first; merging nothing is a no-op.
 	sum.Update(a, 100)
@@ -200,7 +200,7 @@ func TestKeyGroupSlots(t *testing.T) {
 		if len(v.groups[kg-r.Start]) != len(w) {
 			t.Fatalf("kg %d: slot %d holds %d keys, want %d", kg, kg-r.Start, len(v.groups[kg-r.Start]), len(w))
 		}
-		for _, tb := range []table{v, l, m, nv} {
+		for _, tb := range []table{v.tab(), l.tab(), m.tab(), nv.tab()} {
 			if n := tb.numKeysInKeyGroup(kg); n != len(w) {
 				t.Fatalf("%s kg %d: %d keys, want %d", tb.Name(), kg, n, len(w))
 			}
@@ -209,9 +209,9 @@ func TestKeyGroupSlots(t *testing.T) {
 
 	// Dropping one key group leaves the others alone.
 	victim := kgOf(want[firstKey(want)][0])
-	before := v.numKeys()
+	before := v.tab().numKeys()
 	b.ClearKeyGroup(victim)
-	for _, tb := range []table{v, l, m, nv} {
+	for _, tb := range []table{v.tab(), l.tab(), m.tab(), nv.tab()} {
 		if tb.numKeysInKeyGroup(victim) != 0 || tb.numKeys() != before-len(want[victim]) {
 			t.Fatalf("%s after ClearKeyGroup: %d in kg, %d total", tb.Name(), tb.numKeysInKeyGroup(victim), tb.numKeys())
 		}
@@ -301,19 +301,19 @@ func TestClearRemovesEntries(t *testing.T) {
 	v.Clear()
 	l.Update(nil)
 	m.Remove("a")
-	if m.numKeys() != 1 {
+	if m.tab().numKeys() != 1 {
 		t.Fatal("map key removed while entries remain")
 	}
 	m.Remove("b")
 	m.Remove("missing")
-	if v.numKeys()+l.numKeys()+m.numKeys() != 0 {
-		t.Fatalf("entries left: %d %d %d", v.numKeys(), l.numKeys(), m.numKeys())
+	if v.tab().numKeys()+l.tab().numKeys()+m.tab().numKeys() != 0 {
+		t.Fatalf("entries left: %d %d %d", v.tab().numKeys(), l.tab().numKeys(), m.tab().numKeys())
 	}
 	l.Add(5)
 	l.Clear()
 	m.Put("c", 3)
 	m.Clear()
-	if l.numKeys()+m.numKeys() != 0 {
+	if l.tab().numKeys()+m.tab().numKeys() != 0 {
 		t.Fatal("Clear left entries")
 	}
 }

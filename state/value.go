@@ -18,6 +18,21 @@ type ValueState[K comparable, V any] struct {
 	// absent (0: none), so that the Update inserting it does not look it
 	// up again. Every write of the key's entry resets it.
 	missEpoch uint64
+
+	// ext is nil on the memory backend, whose entries are in groups. On a
+	// backend that keeps the entries elsewhere (Pebble, pebble_states.go)
+	// it is set at registration and holds them all.
+	ext valueExt[K, V]
+}
+
+// valueExt is a ValueState's storage on a backend that is not the memory
+// backend: the per-record operations and the typed iteration of a key group.
+// The backend's table of the state (Backend.Table) is set with it.
+type valueExt[K comparable, V any] interface {
+	value() (V, bool)
+	update(v V)
+	clear()
+	forEach(kg int, f func(K, V))
 }
 
 // Value registers (or looks up) the value state called name. Registering the
@@ -52,8 +67,8 @@ func (s *ValueState[K, V]) Value() (V, bool) {
 	if s.cacheEpoch == s.b.epoch {
 		return *s.cache, true
 	}
-	if s.b.pb != nil {
-		return s.pValue()
+	if s.ext != nil {
+		return s.ext.value()
 	}
 	i := s.b.slotIndex()
 	p := s.groups[i][s.b.key]
@@ -81,8 +96,8 @@ func (s *ValueState[K, V]) Update(v V) {
 // update is Update without the cached entry, kept apart so that Update
 // inlines.
 func (s *ValueState[K, V]) update(v V) {
-	if s.b.pb != nil {
-		s.pUpdate(v)
+	if s.ext != nil {
+		s.ext.update(v)
 		return
 	}
 	i := s.ownSlot()
@@ -105,8 +120,8 @@ func (s *ValueState[K, V]) update(v V) {
 
 // Clear removes the current key's value.
 func (s *ValueState[K, V]) Clear() {
-	if s.b.pb != nil {
-		s.pClear()
+	if s.ext != nil {
+		s.ext.clear()
 		return
 	}
 	i := s.ownSlot()
@@ -115,7 +130,7 @@ func (s *ValueState[K, V]) Clear() {
 }
 
 // numKeys reports the number of keys with a value, over all key groups.
-func (s *ValueState[K, V]) numKeys() int { return numKeysOf(&s.desc, s.groups) }
+func (s *ValueState[K, V]) numKeys() int { return s.groups.numKeys() }
 
 // numKeysInKeyGroup reports the number of keys with a value in key group kg.
 func (s *ValueState[K, V]) numKeysInKeyGroup(kg int) int {
@@ -125,8 +140,8 @@ func (s *ValueState[K, V]) numKeysInKeyGroup(kg int) int {
 // forEach calls f for every (key, value) of key group kg, in unspecified
 // order. f must not modify this state.
 func (s *ValueState[K, V]) forEach(kg int, f func(K, V)) {
-	if s.b.pb != nil {
-		s.pForEach(kg, f)
+	if s.ext != nil {
+		s.ext.forEach(kg, f)
 		return
 	}
 	for k, v := range s.groups[s.b.checkKeyGroup(kg)] {
