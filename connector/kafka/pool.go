@@ -7,7 +7,7 @@ import (
 )
 
 // Record slabs are reused. franz-go parses each record batch of a fetch
-// response into a slab ([]kgo.Record, about 170 bytes per record); without
+// response into a slab ([]kgo.Record, 160 bytes per record); without
 // reuse every record costs a fresh slab entry, which is most of what a
 // source allocates and so most of the garbage collector's work during a
 // replay. With it, the reader recycles each record once emit is done with
@@ -38,7 +38,10 @@ import (
 
 // maxFreeSlabs and maxFreeRecords bound one reader's free list. A fetch of
 // the default 1 MiB per partition holds a few dozen batches of a few
-// thousand small records; the free list keeps about one such fetch.
+// thousand small records; the free list keeps about one such fetch: at
+// most 20 MiB of zeroed slabs, kept for the reader's life once a replay
+// has grown them (while it reads ahead, a reader holds up to
+// BufferedFetches such fetches anyway).
 const (
 	maxFreeSlabs   = 64
 	maxFreeRecords = 1 << 17
