@@ -48,12 +48,20 @@ func (ks KeyedStream[K, T]) KeyGroupOf(v T, maxParallelism int) int {
 	return keygroup.Assign(ks.hash(ks.key(v)), maxParallelism)
 }
 
+// keyGroupFunc returns KeyGroupOf for one max parallelism, checked once
+// (keygroup.Assigner), for the writer of a key-by edge.
+func (ks KeyedStream[K, T]) keyGroupFunc(maxParallelism int) func(T) int {
+	a := keygroup.NewAssigner(maxParallelism)
+	key, hash := ks.key, ks.hash
+	return func(v T) int { return a.Assign(hash(key(v))) }
+}
+
 // TransformKeyed adds a custom keyed operator consuming ks: records are
 // routed to the subtask owning their key group. Window and agent operators
 // are built this way.
 func TransformKeyed[K comparable, IN, OUT any](ks KeyedStream[K, IN], name string, newOp func() runtime.OneInputOperator[IN, OUT]) Stream[OUT] {
 	n := runtime.AddOneInput(&ks.env.graph, name, newOp)
-	connect(ks.Stream, n, 0, runtime.KeyGroups(ks.KeyGroupOf))
+	connect(ks.Stream, n, 0, runtime.KeyGroupsFor(ks.keyGroupFunc))
 	return newStream[OUT](ks.env, n)
 }
 

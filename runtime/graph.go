@@ -86,6 +86,9 @@ type Partitioner[T any] struct {
 	kind partitioning
 	// keyGroup returns the key group of a value under a max parallelism.
 	keyGroup func(v T, maxParallelism int) int
+	// keyGroupFor, when set, makes the key-group function of one max
+	// parallelism, once per writer (KeyGroupsFor); keyGroup is then nil.
+	keyGroupFor func(maxParallelism int) func(v T) int
 }
 
 // Forward sends subtask i's records to subtask i of the consumer (which
@@ -109,6 +112,14 @@ func Broadcast[T any]() Partitioner[T] { return Partitioner[T]{kind: partBroadca
 // group; keyGroup computes the key group of a value.
 func KeyGroups[T any](keyGroup func(v T, maxParallelism int) int) Partitioner[T] {
 	return Partitioner[T]{kind: partKey, keyGroup: keyGroup}
+}
+
+// KeyGroupsFor is KeyGroups with the key-group function made once per
+// upstream subtask for the job's max parallelism: keyGroupFor(maxP) must
+// return a function giving what keyGroup(v, maxP) would, and may check
+// maxP once there instead of for every record (keygroup.Assigner).
+func KeyGroupsFor[T any](keyGroupFor func(maxParallelism int) func(v T) int) Partitioner[T] {
+	return Partitioner[T]{kind: partKey, keyGroupFor: keyGroupFor}
 }
 
 // Connect adds an edge from an output of from (its main output when tag is
@@ -177,9 +188,13 @@ func (e *typedEdge[T]) newWriter(t *task, chans []chanRef, counter *Counter) (an
 	}
 	if e.p.kind == partKey {
 		maxP := b.maxParallelism
-		kg := e.p.keyGroup
-		w.maxP, w.par = maxP, b.par(e.to)
-		w.keyGroup = func(v T) int { return kg(v, maxP) }
+		w.route = newRouting(maxP, b.par(e.to))
+		if e.p.keyGroupFor != nil {
+			w.keyGroup = e.p.keyGroupFor(maxP)
+		} else {
+			kg := e.p.keyGroup
+			w.keyGroup = func(v T) int { return kg(v, maxP) }
+		}
 	}
 	return Output[T](w), w
 }

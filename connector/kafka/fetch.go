@@ -541,7 +541,7 @@ func (f *fetcher[T]) handle(ctx context.Context, w *fetchWorker, resp *kmsg.Fetc
 			case err == nil:
 				fp, next := kgo.ProcessFetchPartition(kgo.ProcessFetchPartitionOpts{
 					Offset: p.offset, IsolationLevel: iso, Topic: p.topic, Partition: p.partition,
-					Pools: recordPools,
+					Pools: f.r.pools,
 				}, rp, decomp, nil)
 				if fp.Err != nil && len(fp.Records) == 0 {
 					return fmt.Errorf("kafka: %s[%d] at offset %d: %w (the batch cannot be read; skip it by restarting from a later offset)", p.topic, p.partition, p.offset, fp.Err)

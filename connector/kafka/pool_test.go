@@ -2,10 +2,12 @@ package kafka
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"pgregory.net/rapid"
 
 	"github.com/weirproject/weir"
 	"github.com/weirproject/weir/watermark"
@@ -56,4 +58,76 @@ func TestPooledRecordsKeepTheirContents(t *testing.T) {
 	if len(seen) != batches*perBatch {
 		t.Fatalf("%d distinct records, want %d", len(seen), batches*perBatch)
 	}
+}
+
+// The reader's slab pool (pool.go) never hands out a slab shorter than
+// asked for (franz-go would grow it by copying), hands out the smallest
+// free slab that fits, keeps within its bounds, and never hands out a slab
+// twice before it is put back.
+func TestSlabPoolModel(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		p := &slabPool{}
+		var out [][]kgo.Record // slabs handed out, not put back
+		for range rapid.IntRange(1, 200).Draw(t, "steps") {
+			if len(out) > 0 && rapid.Bool().Draw(t, "put") {
+				i := rapid.IntRange(0, len(out)-1).Draw(t, "which")
+				s := out[i]
+				out = append(out[:i], out[i+1:]...)
+				before := len(p.free)
+				free := slices.Clone(p.free)
+				var smallest, total int
+				for j, f := range p.free {
+					if j == 0 || cap(f) < smallest {
+						smallest = cap(f)
+					}
+					total += cap(f)
+				}
+				p.PutRecords(s)
+				kept := slices.ContainsFunc(p.free, func(f []kgo.Record) bool { return &f[:1][0] == &s[:1][0] })
+				// Room by dropping the free slabs smaller than s?
+				slabs, records := before, total
+				for _, f := range free {
+					if cap(f) < cap(s) {
+						slabs--
+						records -= cap(f)
+					}
+				}
+				room := slabs < maxFreeSlabs && records+cap(s) <= maxFreeRecords
+				if kept != room {
+					t.Fatalf("a free list of %d slabs, %d records (smallest %d) kept a slab of %d: %v; want %v", before, total, smallest, cap(s), kept, room)
+				}
+				if len(p.free) < before && !kept {
+					t.Fatalf("a free list of %d slabs dropped some for a slab of %d it did not keep", before, cap(s))
+				}
+			} else {
+				n := rapid.OneOf(rapid.IntRange(1, 50), rapid.IntRange(1000, 40000)).Draw(t, "n")
+				best := -1
+				for _, f := range p.free {
+					if cap(f) >= n && (best < 0 || cap(f) < best) {
+						best = cap(f)
+					}
+				}
+				s := p.GetRecords(n)
+				if len(s) < n && cap(s) < n {
+					t.Fatalf("GetRecords(%d) returned a slab of %d", n, cap(s))
+				}
+				if best >= 0 && cap(s) != best {
+					t.Fatalf("GetRecords(%d) returned a slab of %d; the smallest free one that fits has %d", n, cap(s), best)
+				}
+				for _, o := range out {
+					if &o[:1][0] == &s[:1][0] {
+						t.Fatalf("GetRecords(%d) handed out a slab already in use", n)
+					}
+				}
+				out = append(out, s)
+			}
+			total := 0
+			for _, f := range p.free {
+				total += cap(f)
+			}
+			if len(p.free) > maxFreeSlabs || total > maxFreeRecords || total != p.records {
+				t.Fatalf("free list: %d slabs, %d records (counted %d); bounds %d, %d", len(p.free), total, p.records, maxFreeSlabs, maxFreeRecords)
+			}
+		}
+	})
 }

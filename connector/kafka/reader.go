@@ -83,9 +83,11 @@ type reader[T any] struct {
 	started bool
 	msgs    chan fetchMsg
 	ready   chan struct{}
-	cur     fetchMsg
-	hasCur  bool
-	curIdx  int
+	// pools holds the reader's slabPool, the Pools of its fetches.
+	pools  []kgo.Pool
+	cur    fetchMsg
+	hasCur bool
+	curIdx int
 
 	idleDirty atomic.Bool
 
@@ -118,7 +120,7 @@ func newReader[T any](s *Source[T], ctx runtime.SourceContext, r *run) *reader[T
 		log = slog.Default()
 	}
 	return &reader[T]{src: s, opts: s.opts, deser: forReader(s.deser), ctx: ctx, log: log, run: r,
-		msgs: make(chan fetchMsg, s.opts.BufferedFetches), ready: make(chan struct{}, 1)}
+		msgs: make(chan fetchMsg, s.opts.BufferedFetches), ready: make(chan struct{}, 1), pools: []kgo.Pool{&slabPool{}}}
 }
 
 // topicCaughtUp implements waker; any goroutine may call it.
