@@ -35,6 +35,11 @@ import (
 //   - The free list holds at most maxFreeSlabs slabs and maxFreeRecords
 //     records: what the reader's fetchers parse between two of its polls,
 //     not what a replay once peaked at.
+//   - What a free list cannot keep (beyond its bounds, or left when its
+//     reader closes) goes to spill, one sync.Pool for the process, so that
+//     a new reader (a restarted job, a short bounded read) starts with the
+//     slabs of those before it. A free list that has no slab for n takes
+//     one from spill only if it is long enough, and drops a shorter one.
 
 // maxFreeSlabs and maxFreeRecords bound one reader's free list. A fetch of
 // the default 1 MiB per partition holds a few dozen batches of a few
@@ -78,7 +83,29 @@ func (p *slabPool) GetRecords(n int) []kgo.Record {
 		return s
 	}
 	p.mu.Unlock()
+	if v, ok := spill.Get().(*[]kgo.Record); ok && cap(*v) >= n {
+		return *v
+	}
 	return make([]kgo.Record, n)
+}
+
+// spill holds the slabs the readers' free lists could not keep, for any
+// reader of the process (see the invariants above).
+var spill sync.Pool
+
+// spillSlab puts recs into spill.
+func spillSlab(recs []kgo.Record) { spill.Put(&recs) }
+
+// release moves the free list into spill; the reader calls it when it
+// closes.
+func (p *slabPool) release() {
+	p.mu.Lock()
+	free := p.free
+	p.free, p.records = nil, 0
+	p.mu.Unlock()
+	for _, s := range free {
+		spillSlab(s)
+	}
 }
 
 // PutRecords takes back a slab that franz-go has zeroed. A full free list
@@ -86,7 +113,11 @@ func (p *slabPool) GetRecords(n int) []kgo.Record {
 // smallest ones for recs if that makes room, and recs otherwise.
 func (p *slabPool) PutRecords(recs []kgo.Record) {
 	c := cap(recs)
-	if c == 0 || c > maxFreeRecords {
+	if c == 0 {
+		return
+	}
+	if c > maxFreeRecords {
+		spillSlab(recs)
 		return
 	}
 	p.mu.Lock()
@@ -102,6 +133,7 @@ func (p *slabPool) PutRecords(recs []kgo.Record) {
 			}
 		}
 		if !fits(slabs, records) {
+			spillSlab(recs)
 			return
 		}
 		for !fits(len(p.free), p.records) {
@@ -111,6 +143,7 @@ func (p *slabPool) PutRecords(recs []kgo.Record) {
 					small = i
 				}
 			}
+			spillSlab(p.free[small])
 			p.records -= cap(p.free[small])
 			last := len(p.free) - 1
 			p.free[small] = p.free[last]

@@ -484,6 +484,9 @@ func (r *reader[T]) Close() error {
 		r.cl.Close()
 		r.cl = nil
 	}
+	if len(r.pools) > 0 {
+		r.pools[0].(*slabPool).release()
+	}
 	return nil
 }
 
