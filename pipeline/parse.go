@@ -7,12 +7,12 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/goccy/go-yaml/ast"
 
+	"github.com/weirproject/weir/internal/bytesize"
 	"github.com/weirproject/weir/state"
 )
 
@@ -131,46 +131,30 @@ func (d *dec) job(k, n ast.Node, j *JobSpec) {
 // string with KiB, MiB or GiB). 0 keeps the default.
 func (d *dec) stateCache(n ast.Node, dst *int64) {
 	const want = "want off, a number of bytes, or a size such as 16MiB (KiB, MiB, GiB)"
-	if x, ok := n.(*ast.IntegerNode); ok {
-		var v int64
-		if d.integer(x, "job.stateCache", 0, 1<<40, &v) {
-			*dst = v
-		}
-		return
-	}
 	var s string
-	if !d.str(n, "job.stateCache", &s) {
-		return
+	switch n.(type) {
+	case *ast.StringNode, *ast.LiteralNode:
+		if !d.str(n, "job.stateCache", &s) { // expands ${VAR}
+			return
+		}
+	default:
+		t, ok := scalarText(n) // a YAML integer such as 1048576
+		if !ok {
+			d.errf(n, "job.stateCache: got %s; %s", describe(n), want)
+			return
+		}
+		s = t
 	}
 	if s == "off" {
 		*dst = state.NoCache
 		return
 	}
-	v, ok := parseSize(s)
-	if !ok {
+	v, err := bytesize.Parse(s)
+	if err != nil {
 		d.errf(n, "job.stateCache: %q: %s", s, want)
 		return
 	}
 	*dst = v
-}
-
-// parseSize reads a size such as 512, 64KiB, 100MiB or 2GiB, up to 1 TiB.
-func parseSize(s string) (int64, bool) {
-	mult := int64(1)
-	for _, u := range []struct {
-		suffix string
-		m      int64
-	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}} {
-		if strings.HasSuffix(s, u.suffix) {
-			s, mult = strings.TrimSuffix(s, u.suffix), u.m
-			break
-		}
-	}
-	n, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
-	if err != nil || n < 0 || n > (1<<40)/mult {
-		return 0, false
-	}
-	return n * mult, true
 }
 
 func hostPort(s string) bool {

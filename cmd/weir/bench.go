@@ -3,12 +3,12 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/weirproject/weir/internal/bench"
+	"github.com/weirproject/weir/internal/bytesize"
 	"github.com/weirproject/weir/keygroup"
 	"github.com/weirproject/weir/nexmark"
 	"github.com/weirproject/weir/state"
@@ -166,12 +166,12 @@ peak resident set is the job's alone).`,
 			k.oneOf("backend", cfg.Backend, "memory", "pebble")
 			if cache == "off" {
 				cfg.CacheBytes = state.NoCache
-			} else if n, err := parseBytes(cache); err != nil {
+			} else if n, err := bytesize.Parse(cache); err != nil {
 				k.fail("--cache %q: %v (or off)", cache, err)
 			} else {
 				cfg.CacheBytes = n
 			}
-			n, err := parseBytes(limit)
+			n, err := bytesize.Parse(limit)
 			if err != nil {
 				k.fail("--memory-limit %q: %v", limit, err)
 			}
@@ -194,24 +194,4 @@ peak resident set is the job's alone).`,
 	f.StringVar(&cfg.Dir, "dir", "", "parent of the Pebble working directory (default: a new temporary directory)")
 	f.StringVar(&cache, "cache", cache, "Pebble write-back cache bound (bytes, or with KiB, MiB, GiB; 0: the default, 4 MiB; off: no cache)")
 	return c
-}
-
-// parseBytes reads a size such as 512, 64KiB, 100MiB or 2GiB.
-func parseBytes(s string) (int64, error) {
-	mult := int64(1)
-	num := s
-	for _, u := range []struct {
-		suffix string
-		m      int64
-	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}} {
-		if strings.HasSuffix(s, u.suffix) {
-			num, mult = strings.TrimSuffix(s, u.suffix), u.m
-			break
-		}
-	}
-	n, err := strconv.ParseInt(num, 10, 64)
-	if err != nil || n < 0 || n > (1<<62)/mult {
-		return 0, fmt.Errorf("want a non-negative number of bytes, optionally with KiB, MiB or GiB (such as 100MiB)")
-	}
-	return n * mult, nil
 }
