@@ -81,7 +81,7 @@ func KeyedCoProcess[K comparable, A, B, OUT any](a KeyedStream[K, A], b KeyedStr
 	ka, kb, h := a.key, b.key, a.hash
 	return TransformTwo(a.Stream, b.Stream, name, func() runtime.TwoInputOperator[A, B, OUT] {
 		return &keyedCoProcessOp[K, A, B, OUT]{keyedCore: keyedCore[K, OUT]{hash: h}, fn: newFn(), keyA: ka, keyB: kb}
-	}, runtime.KeyGroupsFor(a.keyGroupFunc), runtime.KeyGroupsFor(b.keyGroupFunc))
+	}, runtime.KeyGroups(a.KeyGroupFunc), runtime.KeyGroups(b.KeyGroupFunc))
 }
 
 type keyedCoProcessOp[K comparable, A, B, OUT any] struct {

@@ -48,9 +48,10 @@ func (ks KeyedStream[K, T]) KeyGroupOf(v T, maxParallelism int) int {
 	return keygroup.Assign(ks.hash(ks.key(v)), maxParallelism)
 }
 
-// keyGroupFunc returns KeyGroupOf for one max parallelism, checked once
-// (keygroup.Assigner), for the writer of a key-by edge.
-func (ks KeyedStream[K, T]) keyGroupFunc(maxParallelism int) func(T) int {
+// KeyGroupFunc returns KeyGroupOf for one max parallelism, checked once
+// (keygroup.Assigner): the key-group function of a key-by edge
+// (runtime.KeyGroups). It panics if maxParallelism is out of range.
+func (ks KeyedStream[K, T]) KeyGroupFunc(maxParallelism int) func(T) int {
 	a := keygroup.NewAssigner(maxParallelism)
 	key, hash := ks.key, ks.hash
 	return func(v T) int { return a.Assign(hash(key(v))) }
@@ -61,7 +62,7 @@ func (ks KeyedStream[K, T]) keyGroupFunc(maxParallelism int) func(T) int {
 // are built this way.
 func TransformKeyed[K comparable, IN, OUT any](ks KeyedStream[K, IN], name string, newOp func() runtime.OneInputOperator[IN, OUT]) Stream[OUT] {
 	n := runtime.AddOneInput(&ks.env.graph, name, newOp)
-	connect(ks.Stream, n, 0, runtime.KeyGroupsFor(ks.keyGroupFunc))
+	connect(ks.Stream, n, 0, runtime.KeyGroups(ks.KeyGroupFunc))
 	return newStream[OUT](ks.env, n)
 }
 

@@ -116,6 +116,40 @@ func OperatorIndex(keyGroup, maxParallelism, parallelism int) int {
 	return keyGroup * parallelism / maxParallelism
 }
 
+// Router is OperatorIndex for one max parallelism and parallelism, checked
+// once when it is made, for the per-record path: its Operator does no range
+// check, and no division when the max parallelism is a power of two (the
+// default). The zero Router sends every key group to operator 0.
+type Router struct {
+	maxP, par int
+	shift     uint // log2(maxP) when pow2
+	pow2      bool
+}
+
+// NewRouter returns the Router of maxParallelism and parallelism. It
+// panics, as OperatorIndex does, if Validate(maxParallelism, parallelism)
+// fails.
+func NewRouter(maxParallelism, parallelism int) Router {
+	if err := Validate(maxParallelism, parallelism); err != nil {
+		panic(err)
+	}
+	r := Router{maxP: maxParallelism, par: parallelism}
+	if maxParallelism&(maxParallelism-1) == 0 {
+		r.pow2, r.shift = true, uint(bits.TrailingZeros(uint(maxParallelism)))
+	}
+	return r
+}
+
+// Operator returns OperatorIndex(keyGroup, maxParallelism, parallelism) for
+// the Router's max parallelism and parallelism; keyGroup must be in
+// [0, maxParallelism).
+func (r Router) Operator(keyGroup int) int {
+	if r.pow2 || r.maxP == 0 {
+		return keyGroup * r.par >> r.shift
+	}
+	return keyGroup * r.par / r.maxP
+}
+
 // Range is an inclusive range of key groups [Start, End]. A Range with
 // End < Start is empty.
 type Range struct {

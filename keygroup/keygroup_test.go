@@ -283,3 +283,32 @@ func TestAssignerMatchesAssign(t *testing.T) {
 		}()
 	}
 }
+
+// TestRouterMatchesOperatorIndex: a Router gives OperatorIndex's subtask for
+// every key group, for powers of two and other max parallelisms, the zero
+// Router sends everything to 0, and bad parallelisms panic.
+func TestRouterMatchesOperatorIndex(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		maxP := rapid.OneOf(rapid.SampledFrom([]int{1, 2, 128, 4096, UpperBound}), rapid.IntRange(1, UpperBound)).Draw(t, "maxP")
+		par := rapid.IntRange(1, maxP).Draw(t, "par")
+		r := NewRouter(maxP, par)
+		for _, kg := range []int{0, maxP - 1, rapid.IntRange(0, maxP-1).Draw(t, "kg")} {
+			if got, want := r.Operator(kg), OperatorIndex(kg, maxP, par); got != want {
+				t.Fatalf("Router(%d, %d).Operator(%d) = %d, OperatorIndex = %d", maxP, par, kg, got, want)
+			}
+			if got := (Router{}).Operator(kg); got != 0 {
+				t.Fatalf("zero Router gave %d for %d", got, kg)
+			}
+		}
+	})
+	for _, bad := range [][2]int{{0, 1}, {UpperBound + 1, 1}, {128, 0}, {128, 129}} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("NewRouter(%d, %d) did not panic", bad[0], bad[1])
+				}
+			}()
+			NewRouter(bad[0], bad[1])
+		}()
+	}
+}

@@ -1,10 +1,6 @@
 package runtime
 
-import (
-	"math/bits"
-
-	"github.com/weirproject/weir/keygroup"
-)
+import "github.com/weirproject/weir/keygroup"
 
 // Channels between subtasks.
 //
@@ -195,8 +191,8 @@ func (p partitioning) String() string {
 type writer[T any] struct {
 	kind     partitioning
 	chans    []*outChannel[T]
-	keyGroup func(T) int // key group of a record, for partKey
-	route    routing     // key group -> consumer subtask, for partKey
+	keyGroup func(T) int     // key group of a record, for partKey
+	route    keygroup.Router // key group -> consumer subtask, for partKey
 	next     int
 	records  *Counter
 }
@@ -215,40 +211,12 @@ func (w *writer[T]) Collect(r Record[T]) {
 		}
 	case partKey:
 		kg := w.keyGroup(r.Value)
-		w.chans[w.route.owner(kg)].addKeyed(r, int32(kg))
+		w.chans[w.route.Operator(kg)].addKeyed(r, int32(kg))
 	case partBroadcast:
 		for _, c := range w.chans {
 			c.add(r)
 		}
 	}
-}
-
-// routing is keygroup.OperatorIndex for one max parallelism and
-// parallelism, checked once when it is made: for a power-of-two max
-// parallelism (the default) a multiply and a shift, no division.
-type routing struct {
-	maxP, par int
-	shift     uint // log2(maxP) when maxP is a power of two
-	pow2      bool
-}
-
-func newRouting(maxP, par int) routing {
-	if err := keygroup.Validate(maxP, par); err != nil {
-		panic(err)
-	}
-	r := routing{maxP: maxP, par: par}
-	if maxP&(maxP-1) == 0 {
-		r.pow2, r.shift = true, uint(bits.TrailingZeros(uint(maxP)))
-	}
-	return r
-}
-
-// owner returns keygroup.OperatorIndex(kg, maxP, par) for kg in [0, maxP).
-func (r routing) owner(kg int) int {
-	if r.pow2 {
-		return kg * r.par >> r.shift
-	}
-	return kg * r.par / r.maxP
 }
 
 func (w *writer[T]) EmitWatermark(ts int64) {

@@ -6,8 +6,6 @@ import (
 	"slices"
 	"testing"
 
-	"pgregory.net/rapid"
-
 	"github.com/weirproject/weir/clock"
 	"github.com/weirproject/weir/keygroup"
 )
@@ -339,7 +337,7 @@ func TestWriterPartitioning(t *testing.T) {
 	// Key-by: 4 key groups over 2 subtasks (groups 0-1 to the first, 2-3
 	// to the second); each batch carries its records' key groups.
 	w, gs = mk(partKey, 2)
-	w.keyGroup, w.route = func(v int) int { return v % 4 }, newRouting(4, 2)
+	w.keyGroup, w.route = func(v int) int { return v % 4 }, keygroup.NewRouter(4, 2)
 	for i := range 6 {
 		w.Collect(Record[int]{Value: 10 + i})
 	}
@@ -494,18 +492,3 @@ type valveRec struct{ rec }
 
 func (v *valveRec) MarkIdle()   { v.log = append(v.log, "idle") }
 func (v *valveRec) MarkActive() { v.log = append(v.log, "active") }
-
-// A key-by writer routes key group kg to keygroup.OperatorIndex(kg, maxP,
-// par), computed without a division for a power-of-two max parallelism.
-func TestRoutingIsOperatorIndex(t *testing.T) {
-	rapid.Check(t, func(t *rapid.T) {
-		maxP := rapid.OneOf(rapid.SampledFrom([]int{1, 2, 128, 4096, keygroup.UpperBound}), rapid.IntRange(1, keygroup.UpperBound)).Draw(t, "maxP")
-		par := rapid.IntRange(1, maxP).Draw(t, "par")
-		r := newRouting(maxP, par)
-		for _, kg := range []int{0, maxP - 1, rapid.IntRange(0, maxP-1).Draw(t, "kg")} {
-			if got, want := r.owner(kg), keygroup.OperatorIndex(kg, maxP, par); got != want {
-				t.Fatalf("owner(%d) with max parallelism %d, parallelism %d: %d, want %d", kg, maxP, par, got, want)
-			}
-		}
-	})
-}

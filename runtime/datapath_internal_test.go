@@ -134,7 +134,7 @@ func TestDataPathThroughExchanges(t *testing.T) {
 			src.SetParallelism(2)
 			sum := AddOneInput[int, agg](g, "sum", func() OneInputOperator[int, agg] { return &sumOp{} })
 			sum.SetParallelism(2)
-			Connect[int](src, nil, sum, 0, KeyGroups[int](dpKeyGroup))
+			Connect[int](src, nil, sum, 0, KeyGroups[int](func(maxP int) func(int) int { return func(v int) int { return dpKeyGroup(v, maxP) } }))
 			var mu sync.Mutex
 			var recs []agg
 			wms := map[int][]int64{}

@@ -3,6 +3,7 @@ package runtime
 import (
 	"fmt"
 
+	"github.com/weirproject/weir/keygroup"
 	"github.com/weirproject/weir/watermark"
 )
 
@@ -84,10 +85,8 @@ func AddTwoInput[IN1, IN2, OUT any](g *Graph, name string, newOp func() TwoInput
 // the consuming operator. Use Forward, Rebalance, Broadcast or KeyGroups.
 type Partitioner[T any] struct {
 	kind partitioning
-	// keyGroup returns the key group of a value under a max parallelism.
-	keyGroup func(v T, maxParallelism int) int
-	// keyGroupFor, when set, makes the key-group function of one max
-	// parallelism, once per writer (KeyGroupsFor); keyGroup is then nil.
+	// keyGroupFor makes the key-group function of one max parallelism,
+	// once per writer (KeyGroups).
 	keyGroupFor func(maxParallelism int) func(v T) int
 }
 
@@ -109,16 +108,11 @@ func Rebalance[T any]() Partitioner[T] { return Partitioner[T]{kind: partRebalan
 func Broadcast[T any]() Partitioner[T] { return Partitioner[T]{kind: partBroadcast} }
 
 // KeyGroups sends each record to the consumer subtask that owns its key
-// group; keyGroup computes the key group of a value.
-func KeyGroups[T any](keyGroup func(v T, maxParallelism int) int) Partitioner[T] {
-	return Partitioner[T]{kind: partKey, keyGroup: keyGroup}
-}
-
-// KeyGroupsFor is KeyGroups with the key-group function made once per
-// upstream subtask for the job's max parallelism: keyGroupFor(maxP) must
-// return a function giving what keyGroup(v, maxP) would, and may check
-// maxP once there instead of for every record (keygroup.Assigner).
-func KeyGroupsFor[T any](keyGroupFor func(maxParallelism int) func(v T) int) Partitioner[T] {
+// group. keyGroupFor is called once per upstream subtask with the job's max
+// parallelism and returns the function computing a value's key group under
+// it; it may check the max parallelism there rather than for every record
+// (keygroup.Assigner, weir.KeyedStream.KeyGroupFunc).
+func KeyGroups[T any](keyGroupFor func(maxParallelism int) func(v T) int) Partitioner[T] {
 	return Partitioner[T]{kind: partKey, keyGroupFor: keyGroupFor}
 }
 
@@ -187,14 +181,8 @@ func (e *typedEdge[T]) newWriter(t *task, chans []chanRef, counter *Counter) (an
 		w.chans = append(w.chans, &outChannel[T]{idx: int32(c.idx), g: g, done: b.done, records: counter, task: t})
 	}
 	if e.p.kind == partKey {
-		maxP := b.maxParallelism
-		w.route = newRouting(maxP, b.par(e.to))
-		if e.p.keyGroupFor != nil {
-			w.keyGroup = e.p.keyGroupFor(maxP)
-		} else {
-			kg := e.p.keyGroup
-			w.keyGroup = func(v T) int { return kg(v, maxP) }
-		}
+		w.route = keygroup.NewRouter(b.maxParallelism, b.par(e.to))
+		w.keyGroup = e.p.keyGroupFor(b.maxParallelism)
 	}
 	return Output[T](w), w
 }

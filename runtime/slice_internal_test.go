@@ -45,7 +45,7 @@ func TestSliceOwnedKeyGroups(t *testing.T) {
 		got := map[int]keygroup.Range{}
 		op := AddOneInput[int, int](g, "op", func() OneInputOperator[int, int] { return &ownedOp{mu: &mu, got: got} })
 		op.SetParallelism(par)
-		Connect[int](src, nil, op, 0, KeyGroups[int](func(v, maxP int) int { return v % maxP }))
+		Connect[int](src, nil, op, 0, KeyGroups[int](func(maxP int) func(int) int { return func(v int) int { return v % maxP } }))
 		if err := Execute(ctx, g, Config{MaxParallelism: 128, Slice: sl, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}); err != nil {
 			t.Fatal(err)
 		}

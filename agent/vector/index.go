@@ -75,7 +75,7 @@ func Index[K comparable, Q any](changes weir.KeyedStream[K, Change], queries wei
 	kc, kq, h := changes.Key(), queries.Key(), changes.Hasher()
 	return weir.TransformTwo(changes.Stream, queries.Stream, name, func() runtime.TwoInputOperator[Change, Q, Result[Q]] {
 		return &indexOp[K, Q]{keyC: kc, keyQ: kq, hash: h, opts: opts}
-	}, runtime.KeyGroups(changes.KeyGroupOf), runtime.KeyGroups(queries.KeyGroupOf))
+	}, runtime.KeyGroups(changes.KeyGroupFunc), runtime.KeyGroups(queries.KeyGroupFunc))
 }
 
 // held is a change or query waiting for the watermark.
