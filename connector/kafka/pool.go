@@ -97,8 +97,11 @@ var spill sync.Pool
 func spillSlab(recs []kgo.Record) { spill.Put(&recs) }
 
 // release moves the free list into spill; the reader calls it when it
-// closes.
+// closes. A nil pool has nothing to release.
 func (p *slabPool) release() {
+	if p == nil {
+		return
+	}
 	p.mu.Lock()
 	free := p.free
 	p.free, p.records = nil, 0

@@ -83,7 +83,9 @@ type reader[T any] struct {
 	started bool
 	msgs    chan fetchMsg
 	ready   chan struct{}
-	// pools holds the reader's slabPool, the Pools of its fetches.
+	// slabs is the reader's record slabs (pool.go); pools holds it, the
+	// Pools option of its fetches.
+	slabs  *slabPool
 	pools  []kgo.Pool
 	cur    fetchMsg
 	hasCur bool
@@ -119,8 +121,9 @@ func newReader[T any](s *Source[T], ctx runtime.SourceContext, r *run) *reader[T
 	if log == nil {
 		log = slog.Default()
 	}
+	slabs := &slabPool{}
 	return &reader[T]{src: s, opts: s.opts, deser: forReader(s.deser), ctx: ctx, log: log, run: r,
-		msgs: make(chan fetchMsg, s.opts.BufferedFetches), ready: make(chan struct{}, 1), pools: []kgo.Pool{&slabPool{}}}
+		msgs: make(chan fetchMsg, s.opts.BufferedFetches), ready: make(chan struct{}, 1), slabs: slabs, pools: []kgo.Pool{slabs}}
 }
 
 // topicCaughtUp implements waker; any goroutine may call it.
@@ -484,9 +487,7 @@ func (r *reader[T]) Close() error {
 		r.cl.Close()
 		r.cl = nil
 	}
-	if len(r.pools) > 0 {
-		r.pools[0].(*slabPool).release()
-	}
+	r.slabs.release()
 	return nil
 }
 
