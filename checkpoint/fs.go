@@ -28,13 +28,18 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // manifest is the JSON form of a snapshot's _metadata.
 type manifest struct {
-	Version        int              `json:"version"`
-	Kind           Kind             `json:"kind"`
-	ID             int64            `json:"id"`
-	TimestampMs    int64            `json:"timestampMs"`
-	MaxParallelism int              `json:"maxParallelism"`
-	Operators      []manifestOp     `json:"operators"`
-	Extra          *json.RawMessage `json:"extra,omitempty"`
+	Version        int   `json:"version"`
+	Kind           Kind  `json:"kind"`
+	ID             int64 `json:"id"`
+	TimestampMs    int64 `json:"timestampMs"`
+	MaxParallelism int   `json:"maxParallelism"`
+	// Job names the job that took the snapshot (Snapshot.Job; omitted when
+	// unnamed).
+	Job string `json:"job,omitempty"`
+	// Origin is Snapshot.Origin (omitted when empty).
+	Origin    string           `json:"origin,omitempty"`
+	Operators []manifestOp     `json:"operators"`
+	Extra     *json.RawMessage `json:"extra,omitempty"`
 }
 
 type manifestOp struct {
@@ -158,7 +163,7 @@ func (st Storage) Write(dir string, s *Snapshot) (string, error) {
 	if _, err := store.Size(keyJoin(key, MetadataFile)); err == nil {
 		return "", fmt.Errorf("checkpoint: %s already holds a snapshot; choose an empty directory", dir)
 	}
-	m := manifest{Version: 1, Kind: s.Kind, ID: s.ID, TimestampMs: s.TimestampMs, MaxParallelism: s.MaxParallelism}
+	m := manifest{Version: 1, Kind: s.Kind, ID: s.ID, TimestampMs: s.TimestampMs, MaxParallelism: s.MaxParallelism, Job: s.Job, Origin: s.Origin}
 	for oi, o := range s.Operators {
 		mo := manifestOp{UID: o.UID, Name: o.Name, Parallelism: o.Parallelism, Subtasks: make([]manifestSubtask, len(o.Subtasks))}
 		for si, st := range o.Subtasks {
@@ -311,7 +316,7 @@ func (st Storage) Read(dir string) (*Snapshot, error) {
 	if m.MaxParallelism < 1 {
 		return nil, fmt.Errorf("checkpoint: %s is corrupt: max parallelism %d", path, m.MaxParallelism)
 	}
-	s := &Snapshot{ID: m.ID, Kind: m.Kind, TimestampMs: m.TimestampMs, MaxParallelism: m.MaxParallelism}
+	s := &Snapshot{ID: m.ID, Kind: m.Kind, TimestampMs: m.TimestampMs, MaxParallelism: m.MaxParallelism, Job: m.Job, Origin: m.Origin}
 	for _, mo := range m.Operators {
 		o := &OperatorState{UID: mo.UID, Name: mo.Name, Parallelism: mo.Parallelism}
 		for _, ms := range mo.Subtasks {

@@ -39,7 +39,16 @@ type Snapshot struct {
 	Kind           Kind
 	TimestampMs    int64
 	MaxParallelism int
-	Operators      []*OperatorState
+	// Job names the job that took the snapshot ("" when it had no name,
+	// and in snapshots written before the field existed): a job resuming
+	// from its own checkpoints refuses those of another job by it.
+	Job string
+	// Origin is the location of the snapshot the job that took this one
+	// was first restored from ("" when it started fresh): a job restored
+	// from a savepoint and then restarted with the same command resumes
+	// from its own newer checkpoints, those whose Origin is that savepoint.
+	Origin    string
+	Operators []*OperatorState
 }
 
 // OperatorState is the state of one operator: its subtasks in order.

@@ -44,11 +44,34 @@ type CheckpointConfig struct {
 	// Retain is how many completed checkpoints to keep; 0 means 3.
 	Retain int
 	// RestoreFrom is the location (a directory path or a URL, like Dir) of
-	// a checkpoint or savepoint to start from ("" starts fresh). Use
-	// checkpoint.Latest(dir) to resume from the newest checkpoint.
+	// a checkpoint or savepoint to start from, or of the directory holding
+	// checkpoints (chk-N), whose newest complete one is then restored
+	// (checkpoint.Resolve). "" restores nothing unless Resume. Flink's
+	// execution.savepoint.path.
 	RestoreFrom string
+	// Resume, when RestoreFrom is "", restores the newest complete
+	// checkpoint under Dir if there is one, and starts fresh if there is
+	// none; with RestoreFrom, it restores that newest checkpoint instead
+	// when the checkpoint continues a run restored from RestoreFrom (its
+	// checkpoint.Snapshot.Origin). That is the rule a restarted Kafka
+	// Streams application (or a Flink job recovering from its own
+	// checkpoints) follows, so that a job started again with the same
+	// configuration after a crash continues where it was. The checkpoint must be the same job's: when it records a job
+	// name (JobName, written with every snapshot) other than this job's,
+	// Start refuses it (a checkpoint without a name, or a job without one,
+	// is accepted); its operator state is then matched by uid as for any
+	// restore (AllowNonRestoredState). false (the default) starts fresh.
+	// Checkpoints are numbered after the newest complete one under Dir
+	// either way, so that a fresh start never writes over, nor is retired
+	// in favour of, an older run's checkpoints.
+	Resume bool
+	// JobName names the job in its snapshots (checkpoint.Snapshot.Job),
+	// which Resume checks. "" writes none.
+	JobName string
 	// AllowNonRestoredState lets a restore skip state of operators that
-	// are no longer in the job (otherwise that is an error).
+	// are no longer in the job: by default a snapshot with state for an
+	// operator uid the job does not have is refused (Flink's
+	// --allowNonRestoredState).
 	AllowNonRestoredState bool
 	// Storage reads and writes the snapshots; the zero value uses the
 	// operating system's file system for paths and gocloud.dev/blob for
@@ -422,7 +445,7 @@ func (c *coordinator) persist(p *pendingCP) {
 		p.timer.Stop()
 	}
 	snap := &checkpoint.Snapshot{ID: p.id, Kind: checkpoint.KindCheckpoint, TimestampMs: checkpoint.Now(),
-		MaxParallelism: c.b.maxParallelism}
+		MaxParallelism: c.b.maxParallelism, Job: c.cfg.JobName, Origin: c.b.origin}
 	for _, n := range c.b.g.nodes {
 		subs := p.states[n]
 		if subs == nil {

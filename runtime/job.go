@@ -227,6 +227,10 @@ func (j *Job) TriggerSavepoint(ctx context.Context, dir string) (int64, error) {
 	return id, err
 }
 
+// Restored says which snapshot the job was started from (a zero Path:
+// none, it started fresh).
+func (j *Job) Restored() RestoredFrom { return j.b.restored }
+
 // Metrics returns the job's metrics.
 func (j *Job) Metrics() *Metrics { return j.b.cfg.Metrics }
 
@@ -245,7 +249,14 @@ type builder struct {
 	tasks   []*task
 	uids    map[*Node]string
 	restore *checkpoint.Snapshot
-	coord   *coordinator
+	// restored is what the job restored (loadRestore); firstID the id of
+	// its first checkpoint.
+	restored RestoredFrom
+	firstID  int64
+	// origin is what the job's snapshots record as their Origin: the
+	// location first restored from.
+	origin string
+	coord  *coordinator
 }
 
 func (b *builder) uid(n *Node) string { return b.uids[n] }
@@ -347,11 +358,7 @@ func (b *builder) build() ([]*task, error) {
 		}
 		b.gates[n] = perInput
 	}
-	var firstID int64 = 1
-	if b.restore != nil {
-		firstID = b.restore.ID + 1
-	}
-	b.coord = newCoordinator(b, firstID)
+	b.coord = newCoordinator(b, b.firstID)
 	// One task per chain head and subtask.
 	for _, n := range b.g.nodes {
 		if len(n.inputs) > 0 && b.chained[n.inputs[0][0]] {

@@ -1,8 +1,11 @@
 package runtime
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
+
+	"github.com/weirproject/weir/checkpoint"
 )
 
 // assignUIDs gives every node a unique uid: the one the user set, or its
@@ -35,21 +38,86 @@ func (b *builder) assignUIDs() error {
 	return nil
 }
 
-// loadRestore reads the snapshot to restore from, if any, and checks it
-// against the job: the max parallelism must match (I3 of package
-// checkpoint), and every operator state in it must have an operator unless
-// AllowNonRestoredState.
+// ErrOtherJob is the error of a job that would resume
+// (CheckpointConfig.Resume) from a checkpoint another job wrote.
+var ErrOtherJob = errors.New("runtime: checkpoint of another job")
+
+// RestoredFrom says what a job was started from.
+type RestoredFrom struct {
+	// Path is the snapshot's location ("" when the job started fresh).
+	Path string
+	// ID is the snapshot's checkpoint id.
+	ID int64
+	// Kind is checkpoint.KindCheckpoint or checkpoint.KindSavepoint.
+	Kind checkpoint.Kind
+	// Resumed is set when the snapshot was found by
+	// CheckpointConfig.Resume (the newest checkpoint under Dir) rather
+	// than given by RestoreFrom.
+	Resumed bool
+}
+
+// loadRestore finds the snapshot to restore from, if any: RestoreFrom,
+// resolved by checkpoint.Resolve; with Resume, the newest complete
+// checkpoint under Dir instead when RestoreFrom is "" or that checkpoint's
+// Origin is RestoreFrom (a restart of a job restored from it), reads it and checks it against the job: a resumed
+// checkpoint must be this job's (JobName), the max parallelism must match
+// (I3 of package checkpoint), and every operator state in it must have an
+// operator unless AllowNonRestoredState. It also sets the id the job's
+// first checkpoint takes: after the restored one and after the newest
+// complete one under Dir.
 func (b *builder) loadRestore() error {
 	if err := b.assignUIDs(); err != nil {
 		return err
 	}
-	from := b.cfg.Checkpoint.RestoreFrom
+	cp := b.cfg.Checkpoint
+	b.firstID = 1
+	var newest int64
+	if cp.Dir != "" {
+		ids, err := cp.Storage.List(cp.Dir)
+		if err != nil {
+			return fmt.Errorf("runtime: listing the checkpoints in %s: %w", cp.Dir, err)
+		}
+		if len(ids) > 0 {
+			newest = ids[len(ids)-1]
+			b.firstID = newest + 1
+		}
+	}
+	from := cp.RestoreFrom
+	var snap *checkpoint.Snapshot
+	if from != "" {
+		loc, err := cp.Storage.Resolve(from)
+		if err != nil {
+			return err
+		}
+		from = loc
+		b.origin = loc
+	}
+	if cp.Resume && newest > 0 && from != checkpoint.Dir(cp.Dir, newest) {
+		// The newest checkpoint is resumed when nothing else is asked
+		// for, and also when it continues a run that was restored from
+		// RestoreFrom: the same command, started again after a crash.
+		latest, err := cp.Storage.Read(checkpoint.Dir(cp.Dir, newest))
+		if err != nil {
+			return err
+		}
+		if from == "" || latest.Origin == from {
+			from, snap = checkpoint.Dir(cp.Dir, newest), latest
+			b.restored.Resumed = true
+			b.origin = latest.Origin
+		}
+	}
 	if from == "" {
 		return nil
 	}
-	snap, err := b.cfg.Checkpoint.Storage.Read(from)
-	if err != nil {
-		return err
+	if snap == nil {
+		var err error
+		if snap, err = cp.Storage.Read(from); err != nil {
+			return err
+		}
+	}
+	if b.restored.Resumed && snap.Job != "" && cp.JobName != "" && snap.Job != cp.JobName {
+		return fmt.Errorf("%w: the newest checkpoint in %s is of job %q, not of this job %q: give this job a checkpoint directory of its own, or start it without resuming",
+			ErrOtherJob, cp.Dir, snap.Job, cp.JobName)
 	}
 	if b.cfg.MaxParallelism != 0 && b.cfg.MaxParallelism != snap.MaxParallelism {
 		return fmt.Errorf("runtime: the snapshot in %s was taken with max parallelism %d but the job sets %d; the max parallelism is fixed for the life of the state (leave it unset or set it to %d)",
@@ -61,10 +129,14 @@ func (b *builder) loadRestore() error {
 		known[uid] = true
 	}
 	for _, o := range snap.Operators {
-		if !known[o.UID] && o.Size() > 0 && !b.cfg.Checkpoint.AllowNonRestoredState {
+		if !known[o.UID] && o.Size() > 0 && !cp.AllowNonRestoredState {
 			return fmt.Errorf("runtime: the snapshot in %s has state for operator uid %q, which the job does not have; give the operator that uid, or set AllowNonRestoredState to drop the state", from, o.UID)
 		}
 	}
 	b.restore = snap
+	b.restored.Path, b.restored.ID, b.restored.Kind = from, snap.ID, snap.Kind
+	if snap.ID >= b.firstID {
+		b.firstID = snap.ID + 1
+	}
 	return nil
 }

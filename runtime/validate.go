@@ -98,6 +98,9 @@ func (cfg Config) validate(g *Graph) error {
 			}
 		}
 	}
+	if cp.Resume && cp.Dir == "" && cp.RestoreFrom == "" {
+		bad("CheckpointConfig.Resume needs Dir, the directory whose newest checkpoint to resume from: set Dir, or Resume false")
+	}
 	if cp.RestoreFrom != "" && cp.Storage.Store == nil {
 		if err := checkpoint.CheckLocation(cp.RestoreFrom); err != nil {
 			bad("CheckpointConfig.RestoreFrom: %v", err)
