@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sort"
 )
 
 // Resolve returns the snapshot a restore from loc reads: loc itself when it
@@ -34,3 +35,29 @@ func (st Storage) Resolve(loc string) (string, error) {
 
 // Resolve is Storage.Resolve with the zero Storage.
 func Resolve(loc string) (string, error) { return Storage{}.Resolve(loc) }
+
+// Complete returns the locations of the complete snapshots directly under
+// dir, whatever their names (savepoints kept together, such as a job's
+// DIR/savepoints), in name order. A directory that does not exist holds
+// none.
+func (st Storage) Complete(dir string) ([]string, error) {
+	store, key, err := st.open(dir)
+	if err != nil {
+		return nil, err
+	}
+	entries, err := store.List(key)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, e := range entries {
+		if !e.IsDir {
+			continue
+		}
+		if _, err := store.Size(keyJoin(key, e.Name, MetadataFile)); err == nil {
+			out = append(out, Join(dir, e.Name))
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}

@@ -44,6 +44,16 @@ type Options struct {
 	RestoreFrom string
 	// Parallelism, when > 0, overrides job.parallelism.
 	Parallelism int
+	// Fresh starts the job without state although its checkpoint
+	// directory holds checkpoints: they are left where they are, ignored,
+	// and the job's checkpoints are numbered after them (retention then
+	// retires them as the new ones complete). Without it a job with a
+	// checkpoint directory resumes from the newest complete checkpoint
+	// there (runtime.CheckpointConfig.Resume). Not with RestoreFrom.
+	Fresh bool
+	// AllowNonRestoredState, when set, overrides job.allowNonRestoredState
+	// to true.
+	AllowNonRestoredState bool
 	// OnStart, if set, is called by Run with the running job as soon as it
 	// has started (to attach a dashboard, or to stop it with a savepoint
 	// on a signal: TriggerSavepoint, then Cancel). Run's ctx cancels the
@@ -116,6 +126,9 @@ func Build(ctx context.Context, spec *Spec, opts Options) (j *Job, err error) {
 	if opts.RestoreFrom != "" {
 		cfg.Checkpoint.RestoreFrom = opts.RestoreFrom
 	}
+	cfg.Checkpoint.Resume = resumes(spec, opts)
+	cfg.Checkpoint.JobName = JobName(spec)
+	cfg.Checkpoint.AllowNonRestoredState = spec.Job.AllowNonRestoredState || opts.AllowNonRestoredState
 	cfg.StateBackend = runtime.StateBackendConfig{Kind: spec.Job.StateBackend, Dir: spec.Job.StateDir, CacheBytes: spec.Job.StateCacheBytes}
 	j.metricsAddr = spec.Job.MetricsAddr
 	if opts.MetricsAddr != "" {

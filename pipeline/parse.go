@@ -106,6 +106,7 @@ func (d *dec) job(k, n ast.Node, j *JobSpec) {
 			d.object(v, "job.checkpoint",
 				field{"interval", false, func(_, v ast.Node) { d.duration(v, "job.checkpoint.interval", true, &j.CheckpointInterval) }},
 				field{"dir", true, func(_, v ast.Node) {
+					j.CheckpointDirPos = d.pos(v)
 					d.nonEmpty(v, "job.checkpoint.dir", "a directory (or storage URL) such as /tmp/weir-checkpoints", &j.CheckpointDir)
 				}},
 				field{"mode", false, func(_, v ast.Node) {
@@ -114,10 +115,17 @@ func (d *dec) job(k, n ast.Node, j *JobSpec) {
 			)
 		}},
 		field{"stateBackend", false, func(_, v ast.Node) { d.oneOf(v, "job.stateBackend", &j.StateBackend, "memory", "pebble") }},
-		field{"stateDir", false, func(_, v ast.Node) { d.nonEmpty(v, "job.stateDir", "a directory", &j.StateDir) }},
+		field{"stateDir", false, func(_, v ast.Node) {
+			j.StateDirPos = d.pos(v)
+			d.nonEmpty(v, "job.stateDir", "a directory", &j.StateDir)
+		}},
 		field{"stateCache", false, func(_, v ast.Node) { cacheNode = v; d.stateCache(v, &j.StateCacheBytes) }},
 		field{"restoreFrom", false, func(_, v ast.Node) {
-			d.nonEmpty(v, "job.restoreFrom", "a savepoint or checkpoint directory", &j.RestoreFrom)
+			j.RestoreFromPos = d.pos(v)
+			d.nonEmpty(v, "job.restoreFrom", "a savepoint or checkpoint directory, or the directory holding chk-N", &j.RestoreFrom)
+		}},
+		field{"allowNonRestoredState", false, func(_, v ast.Node) {
+			d.boolean(v, "job.allowNonRestoredState", &j.AllowNonRestoredState)
 		}},
 		field{"metricsAddr", false, func(_, v ast.Node) {
 			if d.nonEmpty(v, "job.metricsAddr", "host:port such as 127.0.0.1:9464", &j.MetricsAddr) && !hostPort(j.MetricsAddr) {

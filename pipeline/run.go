@@ -7,6 +7,8 @@ import (
 	"io"
 	"strings"
 	"time"
+
+	"github.com/weirproject/weir/runtime"
 )
 
 // Summary is what a run of a pipeline did.
@@ -53,6 +55,9 @@ func Run(ctx context.Context, spec *Spec, opts Options, log io.Writer) (Summary,
 	if s.Pipeline == "" {
 		s.Pipeline = spec.File
 	}
+	if err := CheckStart(spec, opts); err != nil {
+		return s, err
+	}
 	j, err := Build(ctx, spec, opts)
 	if err != nil {
 		return s, err
@@ -71,6 +76,7 @@ func Run(ctx context.Context, spec *Spec, opts Options, log io.Writer) (Summary,
 		fmt.Fprintf(log, "; metrics on http://%s/metrics", a)
 	}
 	fmt.Fprintln(log)
+	fmt.Fprintln(log, "weir run: "+startedFrom(job.Restored(), spec, opts))
 	if j.kafkaSource != nil {
 		go func() {
 			t := time.NewTicker(20 * time.Millisecond)
@@ -173,4 +179,23 @@ func Describe(s *Spec) string {
 		out += fmt.Sprintf("; %d named outputs", n)
 	}
 	return out
+}
+
+// startedFrom is one line on what the job started from.
+func startedFrom(r runtime.RestoredFrom, spec *Spec, opts Options) string {
+	dir := spec.Job.CheckpointDir
+	switch {
+	case r.Resumed:
+		return fmt.Sprintf("resumed from checkpoint %d (%s)", r.ID, r.Path)
+	case r.Path != "":
+		return fmt.Sprintf("restored from %s %d (%s)", r.Kind, r.ID, r.Path)
+	case dir == "":
+		return "started fresh (no job.checkpoint.dir: a restart starts over)"
+	case inMemoryBroker(spec):
+		return "started fresh (the embedded broker is in memory: its topics are new, so is the job; set kafka.embedded.dir to resume)"
+	case opts.Fresh:
+		return "started fresh (--fresh): the checkpoints in " + dir + " are ignored"
+	default:
+		return "started fresh: no complete checkpoint in " + dir
+	}
 }

@@ -46,6 +46,12 @@ type JobSpec struct {
 	StateCacheBytes int64
 	RestoreFrom     string
 	MetricsAddr     string
+	// AllowNonRestoredState lets a restore drop the state of operators the
+	// pipeline no longer has (runtime.CheckpointConfig.AllowNonRestoredState).
+	AllowNonRestoredState bool
+	// Positions of job.checkpoint.dir, job.restoreFrom and job.stateDir,
+	// for the checks before a run (CheckStart).
+	CheckpointDirPos, RestoreFromPos, StateDirPos Pos
 }
 
 // KafkaSpec is the Kafka cluster the pipeline's Kafka sources, sinks and

@@ -50,10 +50,11 @@ type CheckpointConfig struct {
 	// execution.savepoint.path.
 	RestoreFrom string
 	// Resume, when RestoreFrom is "", restores the newest complete
-	// checkpoint under Dir if there is one, and starts fresh if there is
-	// none; with RestoreFrom, it restores that newest checkpoint instead
-	// when the checkpoint continues a run restored from RestoreFrom (its
-	// checkpoint.Snapshot.Origin). That is the rule a restarted Kafka
+	// snapshot under Dir if there is one (the highest id among the
+	// checkpoints chk-N and the savepoints under Dir/SavepointsDir), and
+	// starts fresh if there is none; with RestoreFrom, it restores that
+	// newest snapshot instead when it continues a run restored from
+	// RestoreFrom (its checkpoint.Snapshot.Origin). That is the rule a restarted Kafka
 	// Streams application (or a Flink job recovering from its own
 	// checkpoints) follows, so that a job started again with the same
 	// configuration after a crash continues where it was. The checkpoint must be the same job's: when it records a job

@@ -51,16 +51,17 @@ type RestoredFrom struct {
 	// Kind is checkpoint.KindCheckpoint or checkpoint.KindSavepoint.
 	Kind checkpoint.Kind
 	// Resumed is set when the snapshot was found by
-	// CheckpointConfig.Resume (the newest checkpoint under Dir) rather
-	// than given by RestoreFrom.
+	// CheckpointConfig.Resume (the newest under Dir) rather than given by
+	// RestoreFrom.
 	Resumed bool
 }
 
 // loadRestore finds the snapshot to restore from, if any: RestoreFrom,
 // resolved by checkpoint.Resolve; with Resume, the newest complete
-// checkpoint under Dir instead when RestoreFrom is "" or that checkpoint's
-// Origin is RestoreFrom (a restart of a job restored from it), reads it and checks it against the job: a resumed
-// checkpoint must be this job's (JobName), the max parallelism must match
+// snapshot under Dir (newestOwn) instead when RestoreFrom is "" or that
+// snapshot's Origin is RestoreFrom (a restart of a job restored from it).
+// It reads it and checks it against the job: a resumed
+// snapshot must be this job's (JobName), the max parallelism must match
 // (I3 of package checkpoint), and every operator state in it must have an
 // operator unless AllowNonRestoredState. It also sets the id the job's
 // first checkpoint takes: after the restored one and after the newest
@@ -71,15 +72,13 @@ func (b *builder) loadRestore() error {
 	}
 	cp := b.cfg.Checkpoint
 	b.firstID = 1
-	var newest int64
 	if cp.Dir != "" {
 		ids, err := cp.Storage.List(cp.Dir)
 		if err != nil {
 			return fmt.Errorf("runtime: listing the checkpoints in %s: %w", cp.Dir, err)
 		}
 		if len(ids) > 0 {
-			newest = ids[len(ids)-1]
-			b.firstID = newest + 1
+			b.firstID = ids[len(ids)-1] + 1
 		}
 	}
 	from := cp.RestoreFrom
@@ -92,16 +91,16 @@ func (b *builder) loadRestore() error {
 		from = loc
 		b.origin = loc
 	}
-	if cp.Resume && newest > 0 && from != checkpoint.Dir(cp.Dir, newest) {
-		// The newest checkpoint is resumed when nothing else is asked
-		// for, and also when it continues a run that was restored from
+	if cp.Resume && cp.Dir != "" {
+		// The newest snapshot is resumed when nothing else is asked for,
+		// and also when it continues a run that was restored from
 		// RestoreFrom: the same command, started again after a crash.
-		latest, err := cp.Storage.Read(checkpoint.Dir(cp.Dir, newest))
+		latestLoc, latest, err := b.newestOwn()
 		if err != nil {
 			return err
 		}
-		if from == "" || latest.Origin == from {
-			from, snap = checkpoint.Dir(cp.Dir, newest), latest
+		if latest != nil && latestLoc != from && (from == "" || latest.Origin == from) {
+			from, snap = latestLoc, latest
 			b.restored.Resumed = true
 			b.origin = latest.Origin
 		}
@@ -116,7 +115,7 @@ func (b *builder) loadRestore() error {
 		}
 	}
 	if b.restored.Resumed && snap.Job != "" && cp.JobName != "" && snap.Job != cp.JobName {
-		return fmt.Errorf("%w: the newest checkpoint in %s is of job %q, not of this job %q: give this job a checkpoint directory of its own, or start it without resuming",
+		return fmt.Errorf("%w: the newest snapshot in %s is of job %q, not of this job %q: give this job a checkpoint directory of its own, or start it without resuming",
 			ErrOtherJob, cp.Dir, snap.Job, cp.JobName)
 	}
 	if b.cfg.MaxParallelism != 0 && b.cfg.MaxParallelism != snap.MaxParallelism {
@@ -139,4 +138,42 @@ func (b *builder) loadRestore() error {
 		b.firstID = snap.ID + 1
 	}
 	return nil
+}
+
+// SavepointsDir is the directory under CheckpointConfig.Dir where a job's
+// own savepoints may be kept (weir run takes its stop savepoint there):
+// Resume considers the complete ones there as well as the checkpoints.
+const SavepointsDir = "savepoints"
+
+// newestOwn returns the newest complete snapshot (highest id) among the
+// checkpoints under Dir and the savepoints under Dir/SavepointsDir, and
+// its location; nil if there is none. Checkpoint and savepoint ids of one
+// job and its restarts grow together, so the highest id is the newest.
+func (b *builder) newestOwn() (string, *checkpoint.Snapshot, error) {
+	cp := b.cfg.Checkpoint
+	var locs []string
+	if ids, err := cp.Storage.List(cp.Dir); err != nil {
+		return "", nil, err
+	} else if len(ids) > 0 {
+		locs = append(locs, checkpoint.Dir(cp.Dir, ids[len(ids)-1]))
+	}
+	sps, err := cp.Storage.Complete(checkpoint.Join(cp.Dir, SavepointsDir))
+	if err != nil {
+		return "", nil, err
+	}
+	locs = append(locs, sps...)
+	var (
+		best    *checkpoint.Snapshot
+		bestLoc string
+	)
+	for _, loc := range locs {
+		s, err := cp.Storage.Read(loc)
+		if err != nil {
+			return "", nil, err
+		}
+		if best == nil || s.ID > best.ID {
+			best, bestLoc = s, loc
+		}
+	}
+	return bestLoc, best, nil
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -56,6 +57,13 @@ func validateCmd() *cobra.Command {
 				case err != nil:
 					return usagef(c, "%v", err)
 				default:
+					// The checks weir run makes before starting (no broker).
+					if err := pipeline.CheckStart(s, pipeline.Options{}); errors.As(err, &es) {
+						all = append(all, es...)
+						continue
+					} else if err != nil {
+						return usagef(c, "%v", err)
+					}
 					fmt.Fprintf(c.OutOrStdout(), "%s: ok (%s)\n", path, pipeline.Describe(s))
 				}
 			}
@@ -102,6 +110,9 @@ func runCmd() *cobra.Command {
 					return usagef(cmd, "--savepoint-dir %q: holds files already; want a new or empty directory for the savepoint", savepointDir)
 				}
 			}
+			if opts.Fresh && opts.RestoreFrom != "" {
+				return usagef(cmd, "--fresh and --restore %q: give one of them (--fresh starts without state, --restore from a snapshot)", opts.RestoreFrom)
+			}
 			if uiAddr != "" {
 				if _, err := dashboard.ParseAddr(uiAddr); err != nil {
 					return usagef(cmd, "--ui-addr: %v", err)
@@ -118,6 +129,8 @@ func runCmd() *cobra.Command {
 				if err := pipeline.CheckCluster(s, group); err != nil {
 					return pipelineUsage(cmd, err)
 				}
+			} else if err := pipeline.CheckStart(s, opts); err != nil { // as weir validate
+				return pipelineUsage(cmd, err)
 			}
 			spec = s
 			return nil
@@ -162,10 +175,7 @@ func runCmd() *cobra.Command {
 					case <-job.Done():
 						return
 					}
-					dir := savepointDir
-					if dir == "" {
-						dir = shutdown.DefaultDir("", time.Now())
-					}
+					dir := stopSavepointDir(savepointDir, spec.Job.CheckpointDir, time.Now())
 					end := rep.Phase("taking a savepoint into " + dir)
 					id, err := shutdown.StopWithSavepoint(ctx, job, dir)
 					end()
@@ -207,10 +217,12 @@ func runCmd() *cobra.Command {
 	f := c.Flags()
 	f.StringVar(&opts.MetricsAddr, "metrics-addr", "", "serve Prometheus metrics on this address (overrides job.metricsAddr)")
 	f.StringVar(&opts.RestoreFrom, "restore", "", "start from this savepoint or checkpoint directory (overrides job.restoreFrom)")
+	f.BoolVar(&opts.Fresh, "fresh", false, "start without state although job.checkpoint.dir holds checkpoints (they are ignored, new ones numbered after them; default: resume from the newest)")
+	f.BoolVar(&opts.AllowNonRestoredState, "allow-non-restored-state", false, "restore a snapshot holding state of operators the pipeline no longer has, dropping that state (overrides job.allowNonRestoredState)")
 	f.IntVar(&opts.Parallelism, "parallelism", 0, "parallelism (overrides job.parallelism; 0: the file's)")
 	f.BoolVar(&asJSON, "json", false, "print the summary as JSON on stdout at the end")
 	f.StringVar(&uiAddr, "ui-addr", "", "serve the live dashboard on this address while the job runs (such as 127.0.0.1:8081; no host: loopback)")
-	f.StringVar(&savepointDir, "savepoint-dir", "", "where a stop by SIGINT or SIGTERM writes its savepoint (default: a new directory under $TMPDIR/weir-savepoints)")
+	f.StringVar(&savepointDir, "savepoint-dir", "", "where a stop by SIGINT or SIGTERM writes its savepoint (default: a new directory under job.checkpoint.dir's savepoints/, or $TMPDIR/weir-savepoints without one)")
 	f.StringVar(&group.Group, "group", "", "run the pipeline as one job over every process started with this group (Kafka consumer group; see docs/scale-out.md)")
 	f.IntVar(&group.KeyedTasks, "keyed-tasks", 4, "with --group: keyed tasks, the most processes that share the keyed work (the same in every process)")
 	f.StringVar(&group.CheckpointBase, "checkpoint-dir", "", "with --group: where every task checkpoints, s3://, gs://, azblob:// or a shared directory (overrides job.checkpoint.dir)")
@@ -230,6 +242,25 @@ var notWithGroup = []struct{ flag, why string }{
 	{"parallelism", "each task runs at parallelism 1; start more processes (up to the tasks) to share the work"},
 	{"ui-addr", "the dashboard shows one local job"},
 	{"metrics-addr", "not served in group mode yet"},
+	{"fresh", "each task resumes from its own checkpoints under --checkpoint-dir"},
+	{"allow-non-restored-state", "each task restores its own checkpoints"},
+}
+
+// stopSavepointDir is where a stop by signal writes its savepoint: the
+// --savepoint-dir given, else a new directory under the job's checkpoint
+// directory (runtime.SavepointsDir, where a restart finds it), else one
+// under $TMPDIR/weir-savepoints.
+func stopSavepointDir(given, checkpointDir string, now time.Time) string {
+	switch {
+	case given != "":
+		return given
+	case checkpointDir == "":
+		return shutdown.DefaultDir("", now)
+	}
+	if p, local := checkpoint.LocalPath(checkpointDir); local {
+		return shutdown.DefaultDir(filepath.Join(p, runtime.SavepointsDir), now)
+	}
+	return checkpoint.Join(checkpoint.Join(checkpointDir, runtime.SavepointsDir), filepath.Base(shutdown.DefaultDir("", now)))
 }
 
 // checkGroupFlags checks --group and the flags that go with it.

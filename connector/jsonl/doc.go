@@ -49,6 +49,14 @@
 //	    sink subtask closes (at the end of the job, and also when it fails or
 //	    is cancelled). They are at-least-once writers with no transactions: a
 //	    failed job may leave a partly written file, and a rerun overwrites it.
+//	J7. The source is restorable: at a checkpoint each subtask records, per
+//	    file it reads, the lines read and whether the file is done
+//	    (runtime.SplitSnapshotter); a restored job skips the done files and
+//	    the lines read before the checkpoint (reading them again), so with
+//	    exactly-once checkpoints every line is emitted once. The files are
+//	    matched by their index in the path list: restore with the same
+//	    paths. At another parallelism the files are dealt over the
+//	    subtasks (checkpoint.EvenSplit).
 //
 // # Not guaranteed
 //

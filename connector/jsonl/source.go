@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sort"
 
 	"github.com/weirproject/weir/runtime"
 )
@@ -86,17 +87,42 @@ func SourceWith[T any](opts Options[T], paths ...string) runtime.Source[T] {
 		}
 		par := max(ctx.Parallelism, 1)
 		r := &reader[T]{opts: opts}
+		if ctx.Restored != nil {
+			// J7: the files come from the snapshot, each where it was.
+			items, err := ctx.Restored.List(runtime.SplitsList)
+			if err != nil {
+				return nil, err
+			}
+			for _, it := range items {
+				var f file
+				if err := json.Unmarshal(it, &f); err != nil {
+					return nil, fmt.Errorf("jsonl: restoring a file position %q: %w", it, err)
+				}
+				if f.Index < 0 || f.Index >= len(paths) {
+					return nil, fmt.Errorf("jsonl: the snapshot has file %d (%s), but the source has %d files; restore with the same paths", f.Index, f.Path, len(paths))
+				}
+				f.Path = paths[f.Index]
+				r.files = append(r.files, f)
+			}
+			sort.Slice(r.files, func(i, j int) bool { return r.files[i].Index < r.files[j].Index })
+			return r, nil
+		}
 		for i := ctx.Subtask; i < len(paths); i += par {
-			r.files = append(r.files, file{index: i, path: paths[i]})
+			r.files = append(r.files, file{Index: i, Path: paths[i]})
 		}
 		return r, nil
 	})
 }
 
-// file is one split of a reader.
+// file is one split of a reader, and its position (J7): the JSON form is
+// its item in a snapshot.
 type file struct {
-	index int
-	path  string
+	Index int    `json:"file"`
+	Path  string `json:"path"`
+	// Lines is how many lines of the file have been read; Done is set
+	// once it has been read to its end.
+	Lines int64 `json:"lines"`
+	Done  bool  `json:"done,omitempty"`
 }
 
 // reader reads the files of one subtask, one after the other.
@@ -110,6 +136,7 @@ type reader[T any] struct {
 	path string
 	idx  int   // split id of cur
 	line int64 // number of the last line read from cur
+	skip int64 // lines of cur read before the restored checkpoint
 	br   *bufio.Reader
 	long []byte // assembles lines longer than br's buffer
 
@@ -121,12 +148,17 @@ func (r *reader[T]) Poll(out runtime.SourceOutput[T]) (runtime.PollStatus, error
 		r.announced = true
 		if !r.opts.Ordered {
 			for _, f := range r.files {
-				out.AddSplit(f.index)
+				if !f.Done {
+					out.AddSplit(f.Index)
+				}
 			}
 		}
 	}
 	for range linesPerPoll {
 		if r.cur == nil {
+			for r.next < len(r.files) && r.files[r.next].Done {
+				r.next++
+			}
 			if r.next >= len(r.files) {
 				return runtime.Done, nil
 			}
@@ -145,6 +177,7 @@ func (r *reader[T]) Poll(out runtime.SourceOutput[T]) (runtime.PollStatus, error
 			if err != nil {
 				return 0, fmt.Errorf("jsonl: %s: %w", r.path, err)
 			}
+			r.files[r.next-1].Done = true
 			out.FinishSplit(r.idx)
 			continue
 		}
@@ -152,6 +185,10 @@ func (r *reader[T]) Poll(out runtime.SourceOutput[T]) (runtime.PollStatus, error
 			return 0, fmt.Errorf("jsonl: %s: line %d: %w", r.path, r.line+1, err)
 		}
 		r.line++
+		r.files[r.next-1].Lines = r.line
+		if r.line <= r.skip {
+			continue // read before the restored checkpoint (J7)
+		}
 		if r.line == 1 && bytes.HasPrefix(text, []byte("\uFEFF")) {
 			// A UTF-8 byte order mark: not part of the line, nor of its size.
 			text = text[3:]
@@ -189,12 +226,27 @@ func (r *reader[T]) Poll(out runtime.SourceOutput[T]) (runtime.PollStatus, error
 	return runtime.More, nil
 }
 
+// SnapshotSplits returns the position of each of the reader's files (J7).
+func (r *reader[T]) SnapshotSplits(int64) ([][]byte, error) {
+	items := make([][]byte, 0, len(r.files))
+	for _, f := range r.files {
+		b, err := json.Marshal(f)
+		if err != nil {
+			return nil, err
+		}
+		items = append(items, b)
+	}
+	return items, nil
+}
+
 func (r *reader[T]) open(f file) error {
-	fh, err := os.Open(f.path)
+	fh, err := os.Open(f.Path)
 	if err != nil {
 		return fmt.Errorf("jsonl: %w", err) // the *PathError names the file
 	}
-	r.cur, r.path, r.idx, r.line = fh, f.path, f.index, 0
+	// The lines read before a restored checkpoint are read again, and
+	// skipped (they were counted, and dead-lettered, before it).
+	r.cur, r.path, r.idx, r.line, r.skip = fh, f.Path, f.Index, 0, f.Lines
 	if r.br == nil {
 		r.br = bufio.NewReaderSize(fh, readBufferSize)
 	} else {
