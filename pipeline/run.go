@@ -186,7 +186,7 @@ func startedFrom(r runtime.RestoredFrom, spec *Spec, opts Options) string {
 	dir := spec.Job.CheckpointDir
 	switch {
 	case r.Resumed:
-		return fmt.Sprintf("resumed from checkpoint %d (%s)", r.ID, r.Path)
+		return fmt.Sprintf("resumed from %s %d (%s)", r.Kind, r.ID, r.Path)
 	case r.Path != "":
 		return fmt.Sprintf("restored from %s %d (%s)", r.Kind, r.ID, r.Path)
 	case dir == "":

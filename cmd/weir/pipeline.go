@@ -257,10 +257,20 @@ func stopSavepointDir(given, checkpointDir string, now time.Time) string {
 	case checkpointDir == "":
 		return shutdown.DefaultDir("", now)
 	}
-	if p, local := checkpoint.LocalPath(checkpointDir); local {
-		return shutdown.DefaultDir(filepath.Join(p, runtime.SavepointsDir), now)
+	// Named to the millisecond, and numbered if taken: a job stopped,
+	// resumed and stopped again within a second needs a second name.
+	name := "savepoint-" + now.UTC().Format("20060102-150405.000")
+	p, local := checkpoint.LocalPath(checkpointDir)
+	if !local {
+		return checkpoint.Join(checkpoint.Join(checkpointDir, runtime.SavepointsDir), name)
 	}
-	return checkpoint.Join(checkpoint.Join(checkpointDir, runtime.SavepointsDir), filepath.Base(shutdown.DefaultDir("", now)))
+	dir := filepath.Join(p, runtime.SavepointsDir, name)
+	for i := 2; ; i++ {
+		if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+			return dir
+		}
+		dir = filepath.Join(p, runtime.SavepointsDir, fmt.Sprintf("%s-%d", name, i))
+	}
 }
 
 // checkGroupFlags checks --group and the flags that go with it.
