@@ -74,6 +74,10 @@ type CheckpointConfig struct {
 	// operator uid the job does not have is refused (Flink's
 	// --allowNonRestoredState).
 	AllowNonRestoredState bool
+	// origin, with keepOrigin, is the Origin a restart of the job keeps
+	// writing (the supervisor restores its own checkpoint explicitly).
+	origin     string
+	keepOrigin bool
 	// Storage reads and writes the snapshots; the zero value uses the
 	// operating system's file system for paths and gocloud.dev/blob for
 	// bucket URLs (tests inject faults through Storage.FS).

@@ -124,8 +124,9 @@ func (h *checkpointHistory) list(now time.Time) []CheckpointStats {
 // 50), oldest first, with the one in progress, if any, last. A job started
 // without checkpointing support returns nil.
 func (j *Job) Checkpoints() []CheckpointStats {
-	if j.b.coord == nil {
+	b := j.current()
+	if b.coord == nil {
 		return nil
 	}
-	return j.b.coord.history.list(j.b.cfg.Clock.Now())
+	return b.coord.history.list(b.cfg.Clock.Now())
 }

@@ -48,6 +48,9 @@ type Config struct {
 	Metrics *Metrics
 	// Checkpoint configures checkpoints, savepoints and restore.
 	Checkpoint CheckpointConfig
+	// Restart says whether a job whose task failed is started again from
+	// its newest checkpoint, and when; the zero value never restarts.
+	Restart RestartStrategy
 	// StateBackend selects the keyed-state backend (memory by default).
 	StateBackend StateBackendConfig
 	// Slice, when Slice.Count > 0, declares the job one of Count jobs that
@@ -115,16 +118,35 @@ func Execute(ctx context.Context, g *Graph, cfg Config) error {
 	return j.Wait()
 }
 
-// Job is a running job.
+// Job is a running job: its current attempt and, with a RestartStrategy,
+// the ones that replace it after a failure (restart.go).
 type Job struct {
-	b      *builder
+	g      *Graph
+	cfg    Config // with defaults
 	cancel context.CancelCauseFunc
 	done   chan struct{}
 	err    error
+	// restored is what the first attempt restored (Restored).
+	restored RestoredFrom
+	restarts *Counter
+	mu       struct {
+		sync.Mutex
+		// b is the builder of the current attempt (written by the
+		// supervising goroutine when it starts another).
+		b *builder
+	}
+}
+
+// current returns the builder of the current attempt.
+func (j *Job) current() *builder {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.mu.b
 }
 
 // Start builds the graph's tasks (restoring state if configured) and starts
-// them; the job runs until Wait returns.
+// them; the job runs until Wait returns. After a task fails, the job is
+// started again as Config.Restart says, from its newest checkpoint.
 //
 // Start first checks cfg and every operator's parallelism (see
 // ValidateConfig), and fails with one error naming each bad field, its
@@ -138,7 +160,34 @@ func Start(ctx context.Context, g *Graph, cfg Config) (*Job, error) {
 	}
 	cfg = cfg.withDefaults()
 	ctx, cancel := context.WithCancelCause(ctx)
-	b, err := newBuilder(g, cfg, ctx.Done())
+	j := &Job{g: g, cfg: cfg, cancel: cancel, done: make(chan struct{}),
+		restarts: cfg.Metrics.counter("job", 0, MetricRestarts)}
+	a, err := j.startAttempt(ctx, cfg)
+	if err != nil {
+		cancel(nil)
+		return nil, err
+	}
+	j.mu.b = a.b
+	j.restored = a.b.restored
+	go j.supervise(ctx, a)
+	return j, nil
+}
+
+// attempt is one run of the job's tasks; done is closed when every task
+// has ended and a checkpoint being persisted is finished, err is then the
+// first task's error.
+type attempt struct {
+	b    *builder
+	done chan struct{}
+	err  error
+}
+
+// startAttempt builds the tasks of the graph with cfg and starts them,
+// under a context of their own (a failing task cancels its attempt, not
+// the job).
+func (j *Job) startAttempt(parent context.Context, cfg Config) (*attempt, error) {
+	ctx, cancel := context.WithCancelCause(parent)
+	b, err := newBuilder(j.g, cfg, ctx.Done())
 	if err != nil {
 		cancel(nil)
 		return nil, err
@@ -148,7 +197,7 @@ func Start(ctx context.Context, g *Graph, cfg Config) (*Job, error) {
 		cancel(nil)
 		return nil, err
 	}
-	j := &Job{b: b, cancel: cancel, done: make(chan struct{})}
+	a := &attempt{b: b, done: make(chan struct{})}
 	coordDone := make(chan struct{})
 	go func() {
 		defer close(coordDone)
@@ -177,14 +226,14 @@ func Start(ctx context.Context, g *Graph, cfg Config) (*Job, error) {
 				first = cause
 			}
 		}
-		j.err = first
+		a.err = first
 		cancel(nil)
-		// A checkpoint being persisted finishes before Wait returns, so
-		// that a restart sees it (or its absence) for certain.
+		// A checkpoint being persisted finishes before the attempt ends,
+		// so that a restart sees it (or its absence) for certain.
 		<-coordDone
-		close(j.done)
+		close(a.done)
 	}()
-	return j, nil
+	return a, nil
 }
 
 // Wait waits for the job to end and returns its error.
@@ -203,10 +252,11 @@ func (j *Job) Cancel() { j.cancel(context.Canceled) }
 // returns its id and directory once it is complete. On a job that has
 // ended it returns ErrJobStopped at once.
 func (j *Job) TriggerCheckpoint(ctx context.Context) (int64, string, error) {
-	if j.b.coord == nil {
+	b := j.current()
+	if b.coord == nil {
 		return 0, "", errors.New("runtime: checkpoints need CheckpointConfig.Dir")
 	}
-	return j.b.coord.trigger(ctx, checkpoint.KindCheckpoint, "")
+	return b.coord.trigger(ctx, checkpoint.KindCheckpoint, "")
 }
 
 // TriggerSavepoint takes a savepoint into dir (a directory path or a URL,
@@ -215,24 +265,25 @@ func (j *Job) TriggerCheckpoint(ctx context.Context) (int64, string, error) {
 // periodic checkpoints are configured. On a job that has ended it returns
 // ErrJobStopped at once.
 func (j *Job) TriggerSavepoint(ctx context.Context, dir string) (int64, error) {
-	if j.b.coord == nil {
+	b := j.current()
+	if b.coord == nil {
 		return 0, errors.New("runtime: the job was started without checkpointing support")
 	}
-	if j.b.cfg.Checkpoint.Storage.Store == nil {
+	if b.cfg.Checkpoint.Storage.Store == nil {
 		if err := checkpoint.CheckLocation(dir); err != nil {
 			return 0, fmt.Errorf("runtime: savepoint: %w", err)
 		}
 	}
-	id, _, err := j.b.coord.trigger(ctx, checkpoint.KindSavepoint, dir)
+	id, _, err := b.coord.trigger(ctx, checkpoint.KindSavepoint, dir)
 	return id, err
 }
 
 // Restored says which snapshot the job was started from (a zero Path:
-// none, it started fresh).
-func (j *Job) Restored() RestoredFrom { return j.b.restored }
+// none, it started fresh); restarts after failures are not counted.
+func (j *Job) Restored() RestoredFrom { return j.restored }
 
-// Metrics returns the job's metrics.
-func (j *Job) Metrics() *Metrics { return j.b.cfg.Metrics }
+// Metrics returns the job's metrics (one set over all its attempts).
+func (j *Job) Metrics() *Metrics { return j.cfg.Metrics }
 
 // builder turns the logical graph into tasks.
 type builder struct {

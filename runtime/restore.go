@@ -132,6 +132,9 @@ func (b *builder) loadRestore() error {
 			return fmt.Errorf("runtime: the snapshot in %s has state for operator uid %q, which the job does not have; give the operator that uid, or set AllowNonRestoredState to drop the state", from, o.UID)
 		}
 	}
+	if cp.keepOrigin {
+		b.origin = cp.origin
+	}
 	b.restore = snap
 	b.restored.Path, b.restored.ID, b.restored.Kind = from, snap.ID, snap.Kind
 	if snap.ID >= b.firstID {

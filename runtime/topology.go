@@ -45,7 +45,7 @@ type EdgeInfo struct {
 
 // Topology returns the job's operators and edges.
 func (j *Job) Topology() Topology {
-	b := j.b
+	b := j.current()
 	head := map[*Node]*Node{}
 	var headOf func(n *Node) *Node
 	headOf = func(n *Node) *Node {

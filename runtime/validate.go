@@ -106,6 +106,7 @@ func (cfg Config) validate(g *Graph) error {
 			bad("CheckpointConfig.RestoreFrom: %v", err)
 		}
 	}
+	cfg.Restart.validate(bad)
 	sb := cfg.StateBackend
 	switch sb.Kind {
 	case "", state.BackendMemory:

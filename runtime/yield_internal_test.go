@@ -151,7 +151,7 @@ func TestYieldSkipsUpstreamAndTaskLetters(t *testing.T) {
 		_, _, err := job.TriggerCheckpoint(ctx)
 		cp <- err
 	}()
-	tk := job.b.tasks[0]
+	tk := job.current().tasks[0]
 	for !queuedTask(&tk.mailbox) && !slices.ContainsFunc(log.events(), func(e string) bool { return e[:4] == "snap" }) {
 		if ctx.Err() != nil {
 			t.Fatal("the checkpoint trigger was never posted")
