@@ -259,6 +259,12 @@ func Start(opts Options) (*Broker, error) {
 		return nil, fmt.Errorf("broker: start: %w", err)
 	}
 	b := &Broker{c: c, addrs: c.ListenAddrs(), running: running}
+	if len(opts.Users) > 0 && (opts.TLS == nil || opts.TLS.ClientAuth < tls.VerifyClientCertIfGiven) {
+		if err := advertiseHandshakeV0(c, opts.Users[0], opts.TLS != nil); err != nil {
+			b.Close()
+			return nil, fmt.Errorf("broker: SASL: %w", err)
+		}
+	}
 	// Create the requested topics that do not exist yet (a restart from a
 	// data directory keeps existing ones as they are).
 	names := make([]string, 0, len(opts.Topics))
