@@ -2,6 +2,8 @@ package pipeline
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 
@@ -155,4 +157,38 @@ func securityError(ks *KafkaSpec, err error) error {
 		pos = ks.TLSPos
 	}
 	return fmt.Errorf("%s: kafka: %w", pos, err)
+}
+
+// ParseSecurityFile reads a Kafka security file for the command line
+// (`--kafka-config FILE`): a YAML mapping with the keys of a pipeline's
+// kafka section that concern security, tls and sasl, under the same rules
+// (secrets only from ${ENV} or files; paths relative to the file). The
+// error is Errors, each at its file:line:column; the result is validated
+// (kafkasec.Security.Validate), which reads the files it names.
+func ParseSecurityFile(path string) (kafkasec.Security, error) {
+	src, err := os.ReadFile(path)
+	if err != nil {
+		return kafkasec.Security{}, fmt.Errorf("pipeline: %w", err)
+	}
+	d := &dec{file: path}
+	ks := &KafkaSpec{}
+	if body := d.parseYAML(src); body != nil {
+		ks.Pos = d.pos(body)
+		d.object(body, "kafka config",
+			field{"tls", false, func(k, v ast.Node) { d.kafkaTLS(k, v, ks) }},
+			field{"sasl", false, func(k, v ast.Node) { d.kafkaSASL(k, v, ks) }},
+		)
+	}
+	if len(d.errs) > 0 {
+		return kafkasec.Security{}, d.errs
+	}
+	resolveSecurityPaths(&ks.Security, func(p *string) {
+		if *p != "" && !filepath.IsAbs(*p) {
+			*p = filepath.Join(filepath.Dir(path), *p)
+		}
+	})
+	if err := ks.Security.Validate(); err != nil {
+		return kafkasec.Security{}, securityError(ks, err)
+	}
+	return ks.Security, nil
 }
