@@ -156,3 +156,43 @@ func TestPasswordFileIsReReadWhenItChanges(t *testing.T) {
 		t.Fatalf("after the file was fixed: %v", err)
 	}
 }
+
+// TestMutualTLS: a broker that requires client certificates accepts a
+// client with one its CA issued and refuses one without.
+func TestMutualTLS(t *testing.T) {
+	ca, err := broker.SelfSignedCA("mtls CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	caFile, certFile, keyFile := filepath.Join(dir, "ca.pem"), filepath.Join(dir, "client.pem"), filepath.Join(dir, "client.key")
+	if err := ca.WriteCAFile(caFile); err != nil {
+		t.Fatal(err)
+	}
+	cert, key, err := ca.Issue("weir client", nil, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(certFile, cert, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, key, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	srv, err := ca.ServerTLS(nil, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := broker.Start(broker.Options{TLS: srv, Topics: map[string]int32{"t": 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if err := roundTrip(t, b.Addr(), kafkasec.Security{TLS: &kafkasec.TLS{CAFile: caFile, CertFile: certFile, KeyFile: keyFile}}); err != nil {
+		t.Fatalf("with the client certificate: %v", err)
+	}
+	err = roundTrip(t, b.Addr(), kafkasec.Security{TLS: &kafkasec.TLS{CAFile: caFile}})
+	if err == nil || !strings.Contains(err.Error(), "set tls.certFile and tls.keyFile") {
+		t.Fatalf("without a client certificate: want an error naming tls.certFile, got %v", err)
+	}
+}

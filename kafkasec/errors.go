@@ -44,6 +44,9 @@ func (s Security) Explain(err error) error {
 		return fmt.Errorf("kafkasec: the broker's TLS certificate is not for the host dialled: use the broker's advertised name, or tls.serverName: %w", err)
 	case errors.As(err, &invalid):
 		return fmt.Errorf("kafkasec: the broker's TLS certificate is not valid (expired, or not for a server): %w", err)
+	case strings.Contains(err.Error(), "tls: certificate required") || strings.Contains(err.Error(), "tls: bad certificate") ||
+		strings.Contains(err.Error(), "tls: unknown certificate authority"):
+		return fmt.Errorf("kafkasec: the broker wants a client certificate it trusts (mutual TLS): set tls.certFile and tls.keyFile to one its CA issued: %w", err)
 	case errors.As(err, &recordHdr):
 		return fmt.Errorf("kafkasec: the broker does not speak TLS on this port: remove tls, or use its TLS listener: %w", err)
 	case s.TLS == nil && closed(err):
