@@ -38,7 +38,7 @@ func saslSSLBroker(t *testing.T, topics map[string]int32) (*broker.Broker, strin
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := broker.Start(broker.Options{TLS: srv, Topics: topics,
+	b, err := broker.Start(broker.Options{TLS: srv, Topics: topics, Configs: map[string]string{"group.min.session.timeout.ms": "500"},
 		Users: []broker.User{{Mechanism: "SCRAM-SHA-512", Name: "weir", Password: secPassword}}})
 	if err != nil {
 		t.Fatal(err)
@@ -126,11 +126,19 @@ func TestPipelineOverSASLSSLExactlyOnce(t *testing.T) {
 		t.Errorf("the log and description should name the security: %q / %q", log.String(), desc)
 	}
 	// Read the committed output back over SASL_SSL.
-	cons := secureClient(t, sec, b.Addr(), kgo.ConsumeTopics("out"), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+	checkCounts(t, sec, b.Addr(), users, perUser)
+}
+
+// checkCounts reads topic out read-committed over sec and checks that it
+// holds users counts, each perUser, and nothing more.
+func checkCounts(t *testing.T, sec kafkasec.Security, addr string, users, perUser int) {
+	t.Helper()
+	cons := secureClient(t, sec, addr, kgo.ConsumeTopics("out"), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	counts := map[string]float64{}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
+	records := 0
 	for len(counts) < users {
 		fs := cons.PollFetches(ctx)
 		if err := fs.Err0(); err != nil {
@@ -141,14 +149,55 @@ func TestPipelineOverSASLSSLExactlyOnce(t *testing.T) {
 			if err := json.Unmarshal(r.Value, &v); err != nil {
 				t.Fatal(err)
 			}
+			records++
 			counts[string(r.Key)] = v["n"].(float64)
 		})
 	}
 	for u, n := range counts {
-		if n != perUser {
+		if n != float64(perUser) {
 			t.Errorf("user %s: count %v, want %d", u, n, perUser)
 		}
 	}
+	if records != users {
+		t.Errorf("%d records in out, want %d (each count once)", records, users)
+	}
+}
+
+// TestClusterOverSASLSSL runs the same pipeline in group mode (weir run
+// --group): the group membership, the tasks topic, the exchange topic,
+// the source and the exactly-once sink all connect over SASL_SSL.
+func TestClusterOverSASLSSL(t *testing.T) {
+	b, caFile, sec := saslSSLBroker(t, map[string]int32{"in": 2, "out": 1})
+	const users, perUser = 4, 30
+	prod := secureClient(t, sec, b.Addr(), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	var recs []*kgo.Record
+	for i := range users * perUser {
+		v, _ := json.Marshal(map[string]any{"user": fmt.Sprintf("g%d", i%users), "t": 1_767_225_600_000 + i})
+		recs = append(recs, &kgo.Record{Topic: "in", Partition: int32(i % 2), Value: v})
+	}
+	if err := prod.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("WEIR_TEST_KAFKA_PASSWORD", secPassword)
+	spec, err := pipeline.Parse("secure.yaml", []byte(fmt.Sprintf(secureYAML, t.TempDir(), b.Addr(), caFile)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var log bytes.Buffer
+	s, err := pipeline.RunCluster(ctx, spec, pipeline.ClusterOptions{Group: "secure", KeyedTasks: 2, Member: "m0",
+		SessionTimeout: time.Second, HeartbeatInterval: 100 * time.Millisecond, Logger: quietLog}, &log)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, log.String())
+	}
+	if strings.Contains(log.String(), secPassword) {
+		t.Fatalf("the password is in the log:\n%s", log.String())
+	}
+	if len(s.Tasks) != 4 { // source-0, source-1, keyed-0, keyed-1
+		t.Errorf("tasks %v, want 2 source and 2 keyed tasks", s.Tasks)
+	}
+	checkCounts(t, sec, b.Addr(), users, perUser)
 }
 
 // TestPipelineWrongPasswordFailsClearly: the broker refuses the password;
