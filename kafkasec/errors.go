@@ -1,6 +1,7 @@
 package kafkasec
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -8,8 +9,11 @@ import (
 	"io"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // ErrAuthentication marks a broker's refusal of the SASL credentials.
@@ -84,4 +88,25 @@ func caName(s Security) string {
 		return "the system's roots"
 	}
 	return s.TLS.CAFile
+}
+
+// Diagnose connects once to brokers with s (one metadata request, no
+// retries) and returns why it fails, explained (Explain), or nil if it
+// works. Call it when a client's operation ran out of time: a refused
+// authentication or a TLS mismatch makes franz-go retry until the
+// deadline, hiding the reason behind "context deadline exceeded".
+func (s Security) Diagnose(ctx context.Context, brokers []string) error {
+	opts, err := s.Opts()
+	if err != nil {
+		return err
+	}
+	cl, err := kgo.NewClient(append(opts, kgo.SeedBrokers(brokers...), kgo.RequestRetries(1), kgo.RetryTimeout(5*time.Second))...)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	_, err = cl.Request(ctx, kmsg.NewPtrMetadataRequest())
+	return s.Explain(err)
 }

@@ -391,6 +391,9 @@ func (s *Store) topicMeta() (map[int32]int32, error) {
 	defer cancel()
 	kresp, err := s.cl.Request(ctx, req)
 	if err != nil {
+		if cause := s.opts.Security.Diagnose(context.Background(), s.opts.Brokers); cause != nil && !errors.Is(cause, context.DeadlineExceeded) {
+			err = cause // why the request ran out of time: a refused authentication, a TLS mismatch
+		}
 		return nil, fmt.Errorf("kafkastore: reading the metadata of topic %q (are Options.Brokers %v reachable?): %w", s.opts.Topic, s.opts.Brokers, s.opts.Security.Explain(err))
 	}
 	for _, t := range kresp.(*kmsg.MetadataResponse).Topics {
