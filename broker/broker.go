@@ -41,6 +41,11 @@
 //	    their requests then fail with connection errors.
 //	B4. Topics in Options.Topics exist before Start returns (on a restart
 //	    from a data directory, topics already there are kept as they are).
+//	B5. With Options.Users, a connection that does not authenticate with
+//	    one of them (PLAIN or SCRAM, a wrong password included) gets no
+//	    answer but SASL_AUTHENTICATION_FAILED or a closed connection; with
+//	    Options.TLS, every listener speaks TLS only. OAUTHBEARER and
+//	    AWS_MSK_IAM are not served (kfake enforces PLAIN and SCRAM).
 //
 // # Limits (kfake's)
 //
@@ -53,11 +58,13 @@ package broker
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -101,6 +108,35 @@ type Options struct {
 	LogLevel slog.Level
 	// ClusterID names the cluster in metadata. Empty means "weir".
 	ClusterID string
+	// Users, when not empty, turns SASL on: every connection must
+	// authenticate as one of them (B5). Empty means no authentication.
+	Users []User
+	// TLS, when not nil, serves TLS on every listener with this
+	// configuration (B5): plaintext clients are refused. See CA for a
+	// self-signed one. nil means plaintext.
+	TLS *tls.Config
+}
+
+// User is a SASL user of the broker: Mechanism is PLAIN, SCRAM-SHA-256 or
+// SCRAM-SHA-512 (a user may be listed once per mechanism). Users are
+// superusers: the broker enforces no ACLs.
+type User struct {
+	Mechanism, Name, Password string
+}
+
+// saslMechanisms are the mechanisms the broker enforces (kfake's).
+var saslMechanisms = []string{"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"}
+
+func checkUsers(users []User) error {
+	for _, u := range users {
+		if !slices.Contains(saslMechanisms, u.Mechanism) {
+			return fmt.Errorf("broker: user %q: mechanism %q; want one of %s", u.Name, u.Mechanism, strings.Join(saslMechanisms, ", "))
+		}
+		if u.Name == "" || u.Password == "" {
+			return fmt.Errorf("broker: a %s user needs a name and a password", u.Mechanism)
+		}
+	}
+	return nil
 }
 
 // Broker is a running embedded cluster.
@@ -133,6 +169,9 @@ func Start(opts Options) (*Broker, error) {
 				return nil, fmt.Errorf("broker: address %q: port %q is not a number in 0..65535", opts.Addr, p)
 			}
 		}
+	}
+	if err := checkUsers(opts.Users); err != nil {
+		return nil, err
 	}
 	ports := make([]int, n)
 	ports[0] = port
@@ -183,6 +222,17 @@ func Start(opts Options) (*Broker, error) {
 			}
 		}
 	}
+	// SASL and TLS only on the served listeners: the recovery run above
+	// listens on private ports and its client is plaintext.
+	if len(opts.Users) > 0 {
+		kopts = append(kopts, kfake.EnableSASL())
+		for _, u := range opts.Users {
+			kopts = append(kopts, kfake.Superuser(u.Mechanism, u.Name, u.Password))
+		}
+	}
+	if opts.TLS != nil {
+		kopts = append(kopts, kfake.TLS(opts.TLS))
+	}
 	kopts = append(kopts,
 		kfake.Ports(ports...),
 		kfake.ListenFn(func(network, address string) (net.Listener, error) {
@@ -209,6 +259,12 @@ func Start(opts Options) (*Broker, error) {
 		return nil, fmt.Errorf("broker: start: %w", err)
 	}
 	b := &Broker{c: c, addrs: c.ListenAddrs(), running: running}
+	if len(opts.Users) > 0 && (opts.TLS == nil || opts.TLS.ClientAuth < tls.VerifyClientCertIfGiven) {
+		if err := advertiseHandshakeV0(c, opts.Users[0], opts.TLS != nil); err != nil {
+			b.Close()
+			return nil, fmt.Errorf("broker: SASL: %w", err)
+		}
+	}
 	// Create the requested topics that do not exist yet (a restart from a
 	// data directory keeps existing ones as they are).
 	names := make([]string, 0, len(opts.Topics))

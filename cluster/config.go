@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/weirproject/weir/checkpoint"
+	"github.com/weirproject/weir/kafkasec"
 	"github.com/weirproject/weir/keygroup"
 )
 
@@ -93,8 +94,15 @@ type Config struct {
 	// OnTask, if set, is called (from any goroutine, one call at a time)
 	// when a task of this process starts, stops, fails or finishes.
 	OnTask func(TaskEvent)
-	// ClientOptions are added to every Kafka client (TLS, SASL, ...).
+	// Security is TLS and SASL to the brokers (package kafkasec), applied
+	// to every Kafka client of the job (source, exchange, sink, group
+	// membership, topic preparation) before ClientOptions. The zero value
+	// is plaintext without authentication.
+	Security kafkasec.Security
+	// ClientOptions are added to every Kafka client (client id, ...).
 	ClientOptions []kgo.Opt
+
+	secOpts []kgo.Opt // Security's options, made once by withDefaults
 }
 
 // withDefaults checks cfg and fills in defaults; the error names every bad
@@ -147,6 +155,9 @@ func (c Config) withDefaults() (Config, error) {
 	if err := keygroup.Validate(c.MaxParallelism, c.KeyedTasks); err != nil {
 		errs = append(errs, fmt.Errorf("cluster: Config.KeyedTasks %d with MaxParallelism %d: %w", c.KeyedTasks, c.MaxParallelism, err))
 	}
+	if err := c.Security.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("cluster: Config.Security: %w", err))
+	}
 	if len(errs) > 0 {
 		return c, errors.Join(errs...)
 	}
@@ -172,6 +183,14 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
+	if c.Security.Logger == nil {
+		c.Security.Logger = c.Logger
+	}
+	sec, err := c.Security.Opts()
+	if err != nil {
+		return c, fmt.Errorf("cluster: Config.Security: %w", err)
+	}
+	c.secOpts = sec
 	return c, nil
 }
 
@@ -211,4 +230,11 @@ type TaskEvent struct {
 	Err      string        `json:"err,omitempty"`
 	// Time is the wall-clock time of the event, Unix ms.
 	Time int64 `json:"time"`
+}
+
+// clientOptions are the options of the clients the cluster package makes
+// itself (group membership, topic preparation): Security's, then
+// ClientOptions. c must come from withDefaults.
+func (c Config) clientOptions() []kgo.Opt {
+	return append(append([]kgo.Opt(nil), c.secOpts...), c.ClientOptions...)
 }

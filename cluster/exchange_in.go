@@ -40,7 +40,7 @@ type exchangeSource[T any] struct {
 func newExchangeSource[T any](cfg Config, codec Codec[T], topic string, part int32, producers int) *exchangeSource[T] {
 	deser := kafka.DeserializerFunc[inRec[T]](func(r *kgo.Record) (inRec[T], error) { return decode(codec, r) })
 	src := kafka.NewSource(kafka.Options{Brokers: cfg.Brokers, Topics: []string{topic}, Partitions: []int32{part},
-		ReadCommitted: true, CatchUp: kafka.CatchUpOff, ClientOptions: cfg.ClientOptions}, deser)
+		ReadCommitted: true, CatchUp: kafka.CatchUpOff, Security: cfg.Security, ClientOptions: cfg.ClientOptions}, deser)
 	return &exchangeSource[T]{src: src, producers: producers}
 }
 

@@ -140,6 +140,7 @@ func exchangeSinkOptions[T any](cfg Config, codec Codec[T], topic string, produc
 		},
 		TransactionalIDPrefix: prefix,
 		TransactionTimeout:    cfg.TransactionTimeout,
+		Security:              cfg.Security,
 		ClientOptions:         append([]kgo.Opt{kgo.RecordPartitioner(kgo.ManualPartitioner())}, cfg.ClientOptions...),
 	}
 }

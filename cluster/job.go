@@ -39,7 +39,7 @@ type Job[IN, MID any, K comparable, OUT any] struct {
 	Keyed func(weir.KeyedStream[K, MID]) weir.Stream[OUT]
 	// Sink configures the exactly-once Kafka sink of every keyed task:
 	// Topic and Serialize are required; Brokers defaults to
-	// Config.Brokers; TransactionalIDPrefix, if set, is prefixed to the
+	// Config.Brokers (and Security then to Config.Security); TransactionalIDPrefix, if set, is prefixed to the
 	// task's own ("<Group>-<task>"), so ids are unique to the task.
 	Sink kafka.SinkOptions[OUT]
 }
@@ -81,12 +81,15 @@ func (j Job[IN, MID, K, OUT]) upstream(in weir.Stream[IN]) weir.Stream[MID] {
 	return any(in).(weir.Stream[MID])
 }
 
-// sinkOptions are Job.Sink for a task: its brokers and its own
-// transactional ids.
+// sinkOptions are Job.Sink for a task: its brokers (and, when they are
+// the job's, the job's Security) and its own transactional ids.
 func (j Job[IN, MID, K, OUT]) sinkOptions(cfg Config, task string) kafka.SinkOptions[OUT] {
 	o := j.Sink
 	if len(o.Brokers) == 0 {
 		o.Brokers = cfg.Brokers
+		if !o.Security.Enabled() {
+			o.Security = cfg.Security // the same cluster, the same credentials
+		}
 	}
 	prefix := cfg.Group + "-" + task
 	if o.TransactionalIDPrefix != "" {
@@ -171,7 +174,7 @@ func TaskName(env *weir.Environment) (string, bool) {
 func (j Job[IN, MID, K, OUT]) buildSourceTask(env *weir.Environment, cfg Config, p int, stop <-chan struct{}) {
 	task := sourceTaskID(p)
 	src := kafka.NewSource(kafka.Options{Brokers: cfg.Brokers, Topics: []string{cfg.SourceTopic}, Partitions: []int32{int32(p)},
-		ReadCommitted: cfg.SourceReadCommitted, Stop: stop, ClientOptions: cfg.ClientOptions}, j.Source)
+		ReadCommitted: cfg.SourceReadCommitted, Stop: stop, Security: cfg.Security, ClientOptions: cfg.ClientOptions}, j.Source)
 	in := weir.FromSource(env, "source", src, j.Watermarks).UID("source")
 	mid := j.upstream(in)
 	ks := weir.KeyBy(mid, j.Key)
@@ -201,7 +204,7 @@ func BuildLocal[IN, MID any, K comparable, OUT any](env *weir.Environment, cfg C
 		return err
 	}
 	src := kafka.NewSource(kafka.Options{Brokers: cfg.Brokers, Topics: []string{cfg.SourceTopic},
-		ReadCommitted: cfg.SourceReadCommitted, Stop: stop, ClientOptions: cfg.ClientOptions}, j.Source)
+		ReadCommitted: cfg.SourceReadCommitted, Stop: stop, Security: cfg.Security, ClientOptions: cfg.ClientOptions}, j.Source)
 	in := weir.FromSource(env, "source", src, j.Watermarks).UID("source")
 	out := j.Keyed(weir.KeyBy(j.upstream(in), j.Key))
 	if cfg.TransactionTimeout == 0 {

@@ -146,7 +146,7 @@ func (m *member) join(ctx context.Context) error {
 		kgo.OnPartitionsAssigned(m.assigned),
 		kgo.OnPartitionsRevoked(m.revoked),
 		kgo.OnPartitionsLost(m.lost),
-	}, m.cfg.ClientOptions...)
+	}, m.cfg.clientOptions()...)
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return err

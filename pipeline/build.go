@@ -25,6 +25,7 @@ import (
 	"github.com/weirproject/weir/connector/file"
 	"github.com/weirproject/weir/connector/jsonl"
 	"github.com/weirproject/weir/connector/kafka"
+	"github.com/weirproject/weir/kafkasec"
 	"github.com/weirproject/weir/metrics"
 	"github.com/weirproject/weir/ordering"
 	"github.com/weirproject/weir/runtime"
@@ -72,6 +73,9 @@ type Job struct {
 	// Brokers are the bootstrap servers of the pipeline's Kafka cluster
 	// (the embedded broker's address when it runs one); nil without one.
 	Brokers []string
+	// Security is kafka.tls and kafka.sasl, applied to every Kafka client
+	// of the job (zero: plaintext).
+	Security kafkasec.Security
 	// Sinks names the sink operators, the main sink first, then the
 	// named outputs in name order (their records are counted by the
 	// runtime metric recordsIn of that operator).
@@ -203,14 +207,18 @@ func (j *Job) startKafka(ctx context.Context) error {
 		}
 	} else {
 		j.Brokers = ks.Brokers
+		j.Security = ks.Security
+		if err := j.Security.Validate(); err != nil {
+			return securityError(ks, err)
+		}
 	}
-	return checkTopics(ctx, j.Spec, j.Brokers)
+	return checkTopics(ctx, j.Spec, j.Brokers, j.Security)
 }
 
 // checkTopics checks that every Kafka topic the pipeline names exists on
 // the cluster at brokers: an unknown one is an Errors at the topic's
 // position.
-func checkTopics(ctx context.Context, s *Spec, brokers []string) error {
+func checkTopics(ctx context.Context, s *Spec, brokers []string, sec kafkasec.Security) error {
 	ks := s.Kafka
 	type ref struct {
 		topic, what string
@@ -234,7 +242,13 @@ func checkTopics(ctx context.Context, s *Spec, brokers []string) error {
 	if len(refs) == 0 {
 		return nil
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	secOpts, err := sec.Opts()
+	if err != nil {
+		return securityError(ks, err)
+	}
+	// Few retries: this is the job's first contact with the cluster, and
+	// a refused authentication or a TLS mismatch should fail fast.
+	cl, err := kgo.NewClient(append(secOpts, kgo.SeedBrokers(brokers...), kgo.RequestRetries(3))...)
 	if err != nil {
 		return fmt.Errorf("%s: kafka: %w", ks.Pos, err)
 	}
@@ -243,7 +257,7 @@ func checkTopics(ctx context.Context, s *Spec, brokers []string) error {
 	defer cancel()
 	topics, err := kadm.NewClient(cl).ListTopics(lctx)
 	if err != nil {
-		return fmt.Errorf("%s: kafka: listing topics: %w", ks.Pos, err)
+		return fmt.Errorf("%s: kafka: listing topics: %w", ks.Pos, sec.Explain(err))
 	}
 	var errs Errors
 	for _, r := range refs {
@@ -338,7 +352,7 @@ func (b *builder) source(ctx context.Context) (weir.Stream[Record], error) {
 	switch {
 	case s.Kafka != nil:
 		k := s.Kafka
-		o := kafka.Options{Brokers: b.j.Brokers, Topics: k.Topics, TopicPattern: k.TopicPattern, Group: k.Group, ReadCommitted: k.ReadCommitted}
+		o := kafka.Options{Brokers: b.j.Brokers, Security: b.j.Security, Topics: k.Topics, TopicPattern: k.TopicPattern, Group: k.Group, ReadCommitted: k.ReadCommitted}
 		switch k.Start {
 		case "earliest", "":
 			o.Start = kafka.StartEarliest()
@@ -643,7 +657,7 @@ func (b *builder) keyedStep(ctx context.Context, from string, st *StepSpec, kp f
 			if s.WALDir != "" {
 				o.Store = wal.Factory(s.WALDir, wal.Options{NoSync: s.NoSync})
 			} else {
-				o.Store = kafkastore.Factory(kafkastore.Options{Brokers: b.j.Brokers, Topic: s.Topic})
+				o.Store = kafkastore.Factory(kafkastore.Options{Brokers: b.j.Brokers, Security: b.j.Security, Topic: s.Topic})
 			}
 		}
 		return agent.Apply[string, Record, Record](ks, name, a, o).UID(name), nil
@@ -676,7 +690,7 @@ func (b *builder) sink(output string, s *SinkSpec, in weir.Stream[Record]) error
 			kp, _ := parseFieldPath(k.Key)
 			keyFn = func(r Record) []byte { return []byte(keyString(kp.get(r))) }
 		}
-		o := kafka.SinkOptions[Record]{Brokers: b.j.Brokers, Topic: k.Topic, Serialize: kafka.SerializeJSON(keyFn)}
+		o := kafka.SinkOptions[Record]{Brokers: b.j.Brokers, Security: b.j.Security, Topic: k.Topic, Serialize: kafka.SerializeJSON(keyFn)}
 		if k.Delivery == "exactly-once" {
 			o.TransactionalIDPrefix = k.TransactionalIDPrefix
 			if o.TransactionalIDPrefix == "" {

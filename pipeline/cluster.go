@@ -323,7 +323,12 @@ func RunCluster(ctx context.Context, spec *Spec, opts ClusterOptions, log io.Wri
 	}
 	plan, _ := planOf(spec)
 	brokers := spec.Kafka.Brokers
-	if err := checkTopics(ctx, spec, brokers); err != nil {
+	sec := spec.Kafka.Security
+	sec.Logger = opts.Logger
+	if err := sec.Validate(); err != nil {
+		return s, securityError(spec.Kafka, err)
+	}
+	if err := checkTopics(ctx, spec, brokers, sec); err != nil {
 		return s, err
 	}
 	stdout := opts.Stdout
@@ -345,7 +350,7 @@ func RunCluster(ctx context.Context, spec *Spec, opts ClusterOptions, log io.Wri
 		base = opts.CheckpointBase
 	}
 	k := spec.Source.Kafka
-	cfg := cluster.Config{Brokers: brokers, Group: opts.Group, SourceTopic: k.Topics[0], SourceReadCommitted: k.ReadCommitted,
+	cfg := cluster.Config{Brokers: brokers, Security: sec, Group: opts.Group, SourceTopic: k.Topics[0], SourceReadCommitted: k.ReadCommitted,
 		KeyedTasks: opts.KeyedTasks, MaxParallelism: spec.Job.MaxParallelism, CheckpointBase: base,
 		CheckpointInterval: spec.Job.CheckpointInterval, Bounded: k.Bounded, SessionTimeout: opts.SessionTimeout,
 		HeartbeatInterval: opts.HeartbeatInterval, Member: opts.Member, Logger: opts.Logger, OnTask: r.onTask}
@@ -426,7 +431,7 @@ func (r *clusterRun) taskBuilder(env *weir.Environment) *builder {
 	if !ok {
 		task = "check" // the dry build
 	}
-	b := &builder{j: &Job{Spec: r.spec, Env: env, Brokers: r.brokers}, env: env, stdout: r.stdout,
+	b := &builder{j: &Job{Spec: r.spec, Env: env, Brokers: r.brokers, Security: r.spec.Kafka.Security}, env: env, stdout: r.stdout,
 		sourceDone: true, txnSuffix: r.opts.Group + "-" + task}
 	b.names = map[string]int{"source": 1, "exchange-out": 1, "exchange-sink": 1, "exchange-in": 1, "sink": 1}
 	return b
@@ -469,7 +474,7 @@ func (r *clusterRun) buildKeyed(ks weir.KeyedStream[string, Record]) (weir.Strea
 // reported before the process joins the group rather than by a task.
 func (r *clusterRun) dryBuild() error {
 	env := weir.NewEnvironment(weir.Config{Parallelism: 1})
-	src := kafka.NewSource(kafka.Options{Brokers: r.brokers, Topics: r.spec.Source.Kafka.Topics}, kafkaRecords(r.spec.Source.Kafka))
+	src := kafka.NewSource(kafka.Options{Brokers: r.brokers, Security: r.spec.Kafka.Security, Topics: r.spec.Source.Kafka.Topics}, kafkaRecords(r.spec.Source.Kafka))
 	in := weir.FromSource(env, "source", src, kafkaWatermarks(&r.spec.Source))
 	mid, _, err := r.buildUpstream(in)
 	if err != nil {

@@ -197,6 +197,8 @@ func (d *dec) kafka(k, n ast.Node) *KafkaSpec {
 				}
 			}
 		}},
+		field{"tls", false, func(k, v ast.Node) { d.kafkaTLS(k, v, ks) }},
+		field{"sasl", false, func(k, v ast.Node) { d.kafkaSASL(k, v, ks) }},
 		field{"embedded", false, func(k, v ast.Node) {
 			e := &EmbeddedSpec{Pos: d.pos(k), Topics: map[string]int32{}, TopicPos: map[string]Pos{}}
 			ks.Embedded = e
@@ -244,6 +246,9 @@ func (d *dec) kafka(k, n ast.Node) *KafkaSpec {
 	)
 	if ks.Embedded == nil && len(ks.Brokers) == 0 {
 		d.errf(k, "kafka: want brokers (a list of host:port) or embedded (a directory, or {dir, topics})")
+	}
+	if ks.Embedded != nil && ks.Security.Enabled() {
+		d.errf(k, "kafka: tls and sasl are for external brokers; the embedded broker is plaintext on loopback (run `weir broker` with --sasl-user and --tls-self-signed to test security)")
 	}
 	if ks.Embedded != nil && len(ks.Brokers) > 0 {
 		d.errf(k, "kafka: brokers and embedded both given; want one")
@@ -826,6 +831,9 @@ func resolvePaths(s *Spec, dir string) {
 	fix(&s.Job.CheckpointDir)
 	fix(&s.Job.StateDir)
 	fix(&s.Job.RestoreFrom)
+	if s.Kafka != nil {
+		resolveSecurityPaths(&s.Kafka.Security, fix)
+	}
 	if s.Kafka != nil && s.Kafka.Embedded != nil {
 		fix(&s.Kafka.Embedded.Dir)
 		for i := range s.Kafka.Embedded.Produce {

@@ -138,6 +138,9 @@ func (j *Job) describe() string {
 		if s.Kafka != nil && s.Kafka.Embedded != nil {
 			src += " (embedded broker " + j.Brokers[0] + ")"
 		}
+		if j.Security.Enabled() {
+			src += " over " + j.Security.String() // names, never secrets
+		}
 	case s.Source.File != nil:
 		src = "JSON-lines files"
 	}
@@ -175,6 +178,9 @@ func Describe(s *Spec) string {
 		sink = s.Sink.File.Path
 	}
 	out += " -> " + sink
+	if s.Kafka != nil && s.Kafka.Security.Enabled() {
+		out += "; Kafka over " + s.Kafka.Security.String() // names, never secrets
+	}
 	if n := len(s.Outputs); n > 0 {
 		out += fmt.Sprintf("; %d named outputs", n)
 	}

@@ -3,6 +3,8 @@ package pipeline
 import (
 	"fmt"
 	"time"
+
+	"github.com/weirproject/weir/kafkasec"
 )
 
 // Pos is a position in a pipeline file: file name, line and column, both
@@ -60,6 +62,10 @@ type KafkaSpec struct {
 	Pos      Pos
 	Brokers  []string
 	Embedded *EmbeddedSpec
+	// Security is kafka.tls and kafka.sasl (zero: plaintext), applied to
+	// every Kafka client of the job; TLSPos and SASLPos are their keys'.
+	Security        kafkasec.Security
+	TLSPos, SASLPos Pos
 }
 
 // EmbeddedSpec starts the in-process broker for the job's life.

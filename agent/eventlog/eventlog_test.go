@@ -15,6 +15,7 @@ import (
 	"github.com/weirproject/weir/agent/eventlog"
 	"github.com/weirproject/weir/agent/model"
 	"github.com/weirproject/weir/broker"
+	"github.com/weirproject/weir/kafkasec"
 	"github.com/weirproject/weir/watermark"
 )
 
@@ -168,7 +169,7 @@ func TestKafkaLog(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	byKey := map[string][]agent.LogEntry{}
-	if err := eventlog.ReadTopic(ctx, b.Addrs(), "agent-log", "", func(e agent.LogEntry) error {
+	if err := eventlog.ReadTopic(ctx, b.Addrs(), kafkasec.Security{}, "agent-log", "", func(e agent.LogEntry) error {
 		byKey[e.Key] = append(byKey[e.Key], e)
 		return nil
 	}); err != nil {

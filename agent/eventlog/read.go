@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/weirproject/weir/agent"
+	"github.com/weirproject/weir/kafkasec"
 )
 
 // Read reads JSON lines of entries from r and calls fn for each whose key
@@ -63,20 +64,24 @@ func ReadFile(path, key string, fn func(agent.LogEntry) error) error {
 // when ReadTopic starts, and calls fn for every entry whose key is key (""
 // means every key), in offset order per partition (a key's entries are in
 // one partition, so in order). It stops at those end offsets, or when ctx
-// is done.
-func ReadTopic(ctx context.Context, brokers []string, topic, key string, fn func(agent.LogEntry) error) error {
+// is done. sec is TLS and SASL to the brokers (zero: plaintext).
+func ReadTopic(ctx context.Context, brokers []string, sec kafkasec.Security, topic, key string, fn func(agent.LogEntry) error) error {
 	if len(brokers) == 0 {
 		return fmt.Errorf("eventlog: no brokers given to read topic %q", topic)
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topic),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	secOpts, err := sec.Opts()
+	if err != nil {
+		return fmt.Errorf("eventlog: %w", err)
+	}
+	cl, err := kgo.NewClient(append(secOpts, kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))...)
 	if err != nil {
 		return fmt.Errorf("eventlog: %w", err)
 	}
 	defer cl.Close()
 	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, topic)
 	if err != nil {
-		return fmt.Errorf("eventlog: listing the end offsets of topic %q: %w", topic, err)
+		return fmt.Errorf("eventlog: listing the end offsets of topic %q: %w", topic, sec.Explain(err))
 	}
 	if err := ends.Error(); err != nil {
 		return fmt.Errorf("eventlog: topic %q: %w", topic, err)

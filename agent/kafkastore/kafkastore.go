@@ -126,6 +126,7 @@ import (
 
 	"github.com/weirproject/weir/agent"
 	"github.com/weirproject/weir/internal/killpoint"
+	"github.com/weirproject/weir/kafkasec"
 	"github.com/weirproject/weir/keygroup"
 	"github.com/weirproject/weir/runtime"
 )
@@ -153,8 +154,12 @@ type Options struct {
 	// time, as Flink Agents does: the baseline group commit is measured
 	// against. Not for production.
 	FlushEveryWrite bool
-	// ClientOptions are added to the franz-go client's (TLS, SASL, ...),
-	// after the store's own: kgo.ProducerBatchCompression here compresses
+	// Security is TLS and SASL to the brokers (package kafkasec), applied
+	// before the store's own options. The zero value is plaintext without
+	// authentication.
+	Security kafkasec.Security
+	// ClientOptions are added to the franz-go client's after the store's
+	// own: kgo.ProducerBatchCompression here compresses
 	// the batches, which the store otherwise writes uncompressed.
 	ClientOptions []kgo.Opt
 	// Logger receives the store's logs; nil means slog.Default().
@@ -324,7 +329,11 @@ func Open(opts Options, rng keygroup.Range, maxParallelism int) (*Store, error) 
 	if maxParallelism <= 0 || rng.Start < 0 || rng.End >= maxParallelism {
 		return nil, fmt.Errorf("kafkastore: key groups %v outside max parallelism %d", rng, maxParallelism)
 	}
-	kopts := append([]kgo.Opt{
+	sec, err := opts.Security.Opts()
+	if err != nil {
+		return nil, fmt.Errorf("kafkastore: Options.Security: %w", err)
+	}
+	kopts := append(append(sec,
 		kgo.SeedBrokers(opts.Brokers...),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.ProducerLinger(0),
@@ -334,7 +343,7 @@ func Open(opts Options, rng keygroup.Range, maxParallelism int) (*Store, error) 
 		// batches costs the producer and the broker more CPU than it
 		// saves bytes.
 		kgo.ProducerBatchCompression(kgo.NoCompression()),
-	}, opts.ClientOptions...)
+	), opts.ClientOptions...)
 	cl, err := kgo.NewClient(kopts...)
 	if err != nil {
 		return nil, fmt.Errorf("kafkastore: creating the Kafka client: %w", err)
@@ -382,7 +391,10 @@ func (s *Store) topicMeta() (map[int32]int32, error) {
 	defer cancel()
 	kresp, err := s.cl.Request(ctx, req)
 	if err != nil {
-		return nil, fmt.Errorf("kafkastore: reading the metadata of topic %q (are Options.Brokers %v reachable?): %w", s.opts.Topic, s.opts.Brokers, err)
+		if cause := s.opts.Security.Diagnose(context.Background(), s.opts.Brokers); cause != nil && !errors.Is(cause, context.DeadlineExceeded) {
+			err = cause // why the request ran out of time: a refused authentication, a TLS mismatch
+		}
+		return nil, fmt.Errorf("kafkastore: reading the metadata of topic %q (are Options.Brokers %v reachable?): %w", s.opts.Topic, s.opts.Brokers, s.opts.Security.Explain(err))
 	}
 	for _, t := range kresp.(*kmsg.MetadataResponse).Topics {
 		if t.Topic == nil || *t.Topic != s.opts.Topic {

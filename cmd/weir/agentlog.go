@@ -13,6 +13,8 @@ import (
 
 	"github.com/weirproject/weir/agent"
 	"github.com/weirproject/weir/agent/eventlog"
+	"github.com/weirproject/weir/kafkasec"
+	"github.com/weirproject/weir/pipeline"
 )
 
 // agentRootCmd is `weir agent`: tools for agent jobs.
@@ -25,7 +27,8 @@ func agentRootCmd() *cobra.Command {
 // agentLogCmd is `weir agent log`: prints an agent's event log (package
 // agent/eventlog) from a JSON-lines file or a Kafka topic.
 func agentLogCmd() *cobra.Command {
-	var file, topic, key, brokers string
+	var file, topic, key, brokers, kafkaConfig string
+	var sec kafkasec.Security
 	var asJSON bool
 	c := &cobra.Command{
 		Use:   "log",
@@ -49,6 +52,12 @@ offsets it has when the command starts (--brokers). --key keeps one key's entrie
 			if topic != "" {
 				for _, b := range strings.Split(brokers, ",") {
 					k.hostPort("brokers", b)
+				}
+			}
+			if kafkaConfig != "" {
+				var err error
+				if sec, err = pipeline.ParseSecurityFile(kafkaConfig); err != nil {
+					k.fail("--kafka-config: %v", strings.ReplaceAll(err.Error(), "\n", "; "))
 				}
 			}
 			if file != "" {
@@ -77,13 +86,14 @@ offsets it has when the command starts (--brokers). --key keeps one key's entrie
 			if file != "" {
 				return eventlog.ReadFile(file, key, print)
 			}
-			return eventlog.ReadTopic(ctx, strings.Split(brokers, ","), topic, key, print)
+			return eventlog.ReadTopic(ctx, strings.Split(brokers, ","), sec, topic, key, print)
 		},
 	}
 	f := c.Flags()
 	f.StringVar(&file, "file", "", "JSON-lines log file (eventlog.CreateFile)")
 	f.StringVar(&topic, "topic", "", "Kafka topic of the log (eventlog.NewKafkaWriter)")
 	f.StringVar(&brokers, "brokers", "", "Kafka brokers of --topic, host:port[,host:port...]")
+	f.StringVar(&kafkaConfig, "kafka-config", "", "YAML file with tls and sasl for --brokers (the keys of a pipeline's kafka section; docs/kafka.md \"Security\")")
 	f.StringVar(&key, "key", "", "print only this key's entries (the key as the log prints it)")
 	f.BoolVar(&asJSON, "json", false, "print each entry as a JSON line")
 	return c

@@ -26,6 +26,7 @@ func brokerCmd() *cobra.Command {
 	var topics []string
 	var configs []string
 	var logLevel string
+	var sec brokerSecurity
 	c := &cobra.Command{
 		Use:   "broker",
 		Short: "Run the embedded Kafka-protocol broker (franz-go's kfake) until interrupted",
@@ -35,7 +36,14 @@ Any Kafka client can use it (bootstrap servers = the printed address). With --da
 the cluster persists in that directory and comes back on the next start; without it,
 everything is in memory.
 
-  weir broker --data ./kafka-data --addr 127.0.0.1:9092 --topic orders:3`,
+  weir broker --data ./kafka-data --addr 127.0.0.1:9092 --topic orders:3
+
+Security (docs/kafka.md "Security"): --sasl-user and --sasl-users require SASL
+(PLAIN, SCRAM-SHA-256, SCRAM-SHA-512) from every client; --tls-cert and --tls-key
+serve TLS with your certificate, or --tls-self-signed CAFILE makes a CA and a
+certificate at start and writes the CA to CAFILE for clients to trust:
+
+  weir broker --tls-self-signed ca.pem --sasl-users users.txt`,
 		Args: noArgs,
 		PreRunE: func(cmd *cobra.Command, _ []string) error {
 			k := &checks{c: cmd}
@@ -69,6 +77,7 @@ everything is in memory.
 					o.Configs[key] = v
 				}
 			}
+			sec.check(k, &o)
 			if logLevel != "none" {
 				var lv slog.Level
 				if err := lv.UnmarshalText([]byte(logLevel)); err != nil {
@@ -81,6 +90,9 @@ everything is in memory.
 			return k.err
 		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := sec.apply(&o); err != nil {
+				return err
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			return broker.Run(ctx, o, func(b *broker.Broker) {
@@ -88,7 +100,7 @@ everything is in memory.
 				if o.DataDir != "" {
 					where = "data in " + o.DataDir
 				}
-				fmt.Fprintf(cmd.OutOrStdout(), "broker listening on %s (%s); Ctrl-C to stop\n", b.Addr(), where)
+				fmt.Fprintf(cmd.OutOrStdout(), "broker listening on %s (%s%s); Ctrl-C to stop\n", b.Addr(), where, sec.describe(o))
 			})
 		},
 	}
@@ -102,6 +114,7 @@ everything is in memory.
 	f.BoolVar(&o.SyncWrites, "sync", false, "fsync every write (slower, survives power loss)")
 	f.StringArrayVar(&configs, "config", nil, "broker config key=value (repeatable), e.g. log.retention.ms=604800000")
 	f.StringVar(&logLevel, "log-level", "none", "broker log level: none, debug, info, warn, error")
+	sec.flags(f)
 	return c
 }
 

@@ -18,6 +18,10 @@ func TestBadCommandLines(t *testing.T) {
 	if err := os.WriteFile(file, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	literalSecret := filepath.Join(tmp, "kafka.yaml")
+	if err := os.WriteFile(literalSecret, []byte("tls: true\nsasl: {mechanism: PLAIN, username: u, password: Hidden-pw-2}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	demo := func(args ...string) []string { return append([]string{"demo", "--kafka-data", data}, args...) }
 	broker := func(args ...string) []string {
 		return append([]string{"broker", "--data", data, "--addr", "127.0.0.1:0"}, args...)
@@ -147,6 +151,13 @@ func TestBadCommandLines(t *testing.T) {
 		{[]string{"agent", "log", "--topic", "t", "--brokers", "9092"}, `weir agent log: --brokers "9092": want host:port`},
 		{[]string{"agent", "log", "--file", filepath.Join(tmp, "none")}, `weir agent log: --file "`},
 		{[]string{"agent", "log", "--file", file, "x"}, "weir agent log: unexpected argument"},
+		{[]string{"agent", "log", "--topic", "t", "--brokers", "h:9092", "--kafka-config", literalSecret},
+			"weir agent log: --kafka-config: " + literalSecret + ":2:49: kafka.sasl.password: a literal secret is refused"},
+		{[]string{"agent", "log", "--topic", "t", "--brokers", "h:9092", "--kafka-config", filepath.Join(tmp, "none.yaml")}, "weir agent log: --kafka-config: pipeline: open "},
+		{broker("--sasl-user", "SCRAM-SHA-1:u:Hidden-pw-1"), `weir broker: --sasl-user: want MECHANISM:USER:PASSWORD with MECHANISM one of PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 (got one for "u")`},
+		{broker("--sasl-users", filepath.Join(tmp, "none")), "weir broker: --sasl-users: open "},
+		{broker("--tls-cert", "c.pem"), "weir broker: --tls-cert and --tls-key go together"},
+		{broker("--tls-client-ca", "ca.pem", "--tls-self-signed", "ca.pem"), "weir broker: --tls-client-ca needs --tls-cert"},
 	}
 	for _, c := range cases {
 		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
@@ -161,6 +172,9 @@ func TestBadCommandLines(t *testing.T) {
 			}
 			if out.Len() != 0 {
 				t.Errorf("stdout %q: work was done", out.String())
+			}
+			if strings.Contains(errb.String(), "Hidden-pw") {
+				t.Errorf("stderr %q shows the password", errb.String())
 			}
 			if _, err := os.Stat(data); err == nil {
 				t.Fatalf("%s was created: work was done", data)

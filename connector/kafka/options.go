@@ -145,9 +145,13 @@ type Options struct {
 	// Live is what caught-up splits do with live records; default
 	// LiveRejoin.
 	Live Live
+	// Security is TLS and SASL to the brokers (package kafkasec). The zero
+	// value is plaintext without authentication. It is applied to every
+	// client the source creates, before ClientOptions.
+	Security Security
 	// ClientOptions are added to every franz-go client the source creates
-	// (TLS, SASL, client id, ...). Options that make a client consume or
-	// join a group must not be given.
+	// (client id, ...). Options that make a client consume or join a group
+	// must not be given.
 	ClientOptions []kgo.Opt
 	// RecordsPerPoll bounds the records one Poll emits. Default 512.
 	RecordsPerPoll int
@@ -249,6 +253,9 @@ func (o Options) validate() (*regexp.Regexp, error) {
 		if p < 0 {
 			errs = append(errs, fmt.Errorf("kafka: Options.Partitions holds %d: want partition numbers >= 0", p))
 		}
+	}
+	if err := o.Security.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("kafka: Options.Security: %w", err))
 	}
 	if len(o.Partitions) > 0 && o.DiscoveryInterval > 0 {
 		errs = append(errs, errors.New("kafka: Options.Partitions and Options.DiscoveryInterval cannot be combined; drop one"))

@@ -56,9 +56,15 @@ type SinkOptions[T any] struct {
 	// FlushTimeout bounds a flush at a checkpoint or end of input; default
 	// 1 minute.
 	FlushTimeout time.Duration
-	// ClientOptions are added to the producer clients (TLS, SASL, linger,
+	// Security is TLS and SASL to the brokers (package kafkasec), applied
+	// to every producer and admin client before ClientOptions. The zero
+	// value is plaintext without authentication.
+	Security Security
+	// ClientOptions are added to the producer clients (linger,
 	// compression, ...).
 	ClientOptions []kgo.Opt
+
+	secOpts []kgo.Opt // Security's options, made once by withDefaults
 }
 
 // validate checks the options as given (before defaults).
@@ -75,6 +81,9 @@ func (o SinkOptions[T]) validate() error {
 	}
 	if o.FlushTimeout < 0 {
 		errs = append(errs, fmt.Errorf("kafka: SinkOptions.FlushTimeout %v: want 0 (meaning 1m) or a positive duration", o.FlushTimeout))
+	}
+	if err := o.Security.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("kafka: SinkOptions.Security: %w", err))
 	}
 	if o.TransactionalIDPoolSize < 0 || (o.TransactionalIDPoolSize > 0 && o.TransactionalIDPoolSize < minPoolSize) {
 		errs = append(errs, fmt.Errorf("kafka: SinkOptions.TransactionalIDPoolSize %d is too small; give at least %d (0 means %d)",
@@ -93,6 +102,11 @@ func (o SinkOptions[T]) withDefaults() (SinkOptions[T], error) {
 	if o.FlushTimeout <= 0 {
 		o.FlushTimeout = time.Minute
 	}
+	sec, err := o.Security.Opts()
+	if err != nil {
+		return o, fmt.Errorf("kafka: SinkOptions.Security: %w", err)
+	}
+	o.secOpts = sec
 	return o, nil
 }
 
@@ -110,7 +124,7 @@ func (o SinkOptions[T]) clientOpts(extra ...kgo.Opt) []kgo.Opt {
 	}
 	// No RecordDeliveryTimeout: franz-go measures it from the record's
 	// timestamp, which here is event time (possibly long past).
-	opts := []kgo.Opt{kgo.SeedBrokers(seeds...)}
+	opts := append([]kgo.Opt{kgo.SeedBrokers(seeds...)}, o.secOpts...)
 	if o.Topic != "" {
 		opts = append(opts, kgo.DefaultProduceTopic(o.Topic))
 	}

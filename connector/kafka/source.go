@@ -48,6 +48,7 @@ type Source[T any] struct {
 	// NewSource (before defaults).
 	re      *regexp.Regexp
 	optsErr error
+	secOpts []kgo.Opt // Options.Security's options, made once by NewSource
 
 	mu  sync.Mutex
 	cur *run
@@ -58,7 +59,15 @@ type Source[T any] struct {
 // reported when the job starts (by Validate, before any reader is created).
 func NewSource[T any](opts Options, deser Deserializer[T]) *Source[T] {
 	re, err := opts.validate()
-	return &Source[T]{opts: opts.withDefaults(), deser: deser, re: re, optsErr: err}
+	var sec []kgo.Opt
+	if err == nil {
+		// Once per source: the clients share the caches of file secrets
+		// and OAuth tokens, and an insecure TLS setting warns once.
+		if sec, err = opts.Security.Opts(); err != nil {
+			err = fmt.Errorf("kafka: Options.Security: %w", err)
+		}
+	}
+	return &Source[T]{opts: opts.withDefaults(), deser: deser, re: re, optsErr: err, secOpts: sec}
 }
 
 // Validate reports what is wrong with the options given to NewSource and
@@ -174,7 +183,7 @@ func (s *Source[T]) newClient(extra ...kgo.Opt) (*kgo.Client, error) {
 			}
 		}
 	}
-	opts := append([]kgo.Opt{kgo.SeedBrokers(seeds...)}, s.opts.ClientOptions...)
+	opts := append(append([]kgo.Opt{kgo.SeedBrokers(seeds...)}, s.secOpts...), s.opts.ClientOptions...)
 	cl, err := kgo.NewClient(append(opts, extra...)...)
 	if err != nil {
 		return nil, fmt.Errorf("kafka: client: %w", err)

@@ -302,6 +302,7 @@ var Scenarios = []Scenario{
 	// broker first.
 	{"kafka-keyed-count", func(n int64, k int) (Result, error) { return KafkaKeyedCount(min(n, 1_000_000), k, 1) }},
 	{"kafka-keyed-count-2", func(n int64, k int) (Result, error) { return KafkaKeyedCount(min(n, 1_000_000), k, 2) }},
+	{"kafka-keyed-count-tls", func(n int64, k int) (Result, error) { return KafkaKeyedCountTLS(min(n, 1_000_000), k, 1) }},
 }
 
 // All runs every scenario with n records and k keys.

@@ -29,6 +29,28 @@ func TestScenariosAgreeWithLoops(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	if _, err := KafkaKeyedCountTLS(20_000, 1000, 1); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// BenchmarkKafkaKeyedCountTLS: the Kafka JSON keyed count over SASL_SSL
+// (TLS + SCRAM-SHA-512) and over plaintext, side by side in one run; no
+// timed assert (x-plaintext is plaintext's throughput over SASL_SSL's):
+//
+//	go test -run XXX -bench KafkaKeyedCountTLS -benchtime 1x ./internal/bench/
+func BenchmarkKafkaKeyedCountTLS(b *testing.B) {
+	for b.Loop() {
+		r, err := KafkaKeyedCountTLS(1_000_000, 10_000, 1)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(r.EnginePerSec, "sasl_ssl-records/s")
+		b.ReportMetric(r.LoopPerSec, "plaintext-records/s")
+		b.ReportMetric(r.Ratio, "x-plaintext")
+		b.ReportMetric(r.EngineCPUNsPerRecord, "sasl_ssl-cpu-ns/rec")
+		b.ReportMetric(r.LoopCPUNsPerRecord, "plaintext-cpu-ns/rec")
+	}
 }
 
 // BenchmarkKafkaKeyedCount: 1M JSON events from the in-process broker,

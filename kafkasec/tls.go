@@ -1,0 +1,38 @@
+package kafkasec
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"os"
+)
+
+// config builds the client's tls.Config, reading CAFile, CertFile and
+// KeyFile. Errors name the files, never their content (S3).
+func (t *TLS) config() (*tls.Config, error) {
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: t.ServerName, InsecureSkipVerify: t.InsecureSkipVerify}
+	if t.CAFile != "" {
+		pem, err := os.ReadFile(t.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("kafkasec: tls.caFile: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("kafkasec: tls.caFile %s: no PEM certificate in it; want the CA certificate(s) in PEM (-----BEGIN CERTIFICATE-----)", t.CAFile)
+		}
+		cfg.RootCAs = pool
+	}
+	switch {
+	case t.CertFile != "" && t.KeyFile != "":
+		cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
+		if err != nil {
+			// tls's errors name what failed, not the key's bytes.
+			return nil, fmt.Errorf("kafkasec: tls.certFile %s and tls.keyFile %s: want a PEM certificate and its PEM private key: %w", t.CertFile, t.KeyFile, err)
+		}
+		cfg.Certificates = []tls.Certificate{cert}
+	case t.CertFile != "" || t.KeyFile != "":
+		return nil, errors.New("kafkasec: tls.certFile and tls.keyFile go together (mutual TLS); give both or neither")
+	}
+	return cfg, nil
+}
