@@ -17,6 +17,7 @@ import (
 	"github.com/weirproject/weir/cluster"
 	"github.com/weirproject/weir/connector/kafka"
 	"github.com/weirproject/weir/keygroup"
+	"github.com/weirproject/weir/window"
 )
 
 // ClusterOptions configure RunCluster: a pipeline run as one clustered job
@@ -284,6 +285,10 @@ type taskBuild struct {
 	// countOp counts the source's records (source tasks only).
 	countOp string
 	sinks   []SinkInfo
+	// failing and windows are the builder's (dead letters and late
+	// records dropped, for the summary).
+	failing, windows []string
+	sourceOp         string
 }
 
 // RunCluster runs spec as one clustered job (package cluster) over every
@@ -365,6 +370,7 @@ func RunCluster(ctx context.Context, spec *Spec, opts ClusterOptions, log io.Wri
 		s.Stopped = true
 	}
 	infos := r.summarize(&s)
+	s.addDropped(spec)
 	fmt.Fprintf(log, "weir run: %s %s after %v (group %s, member %s): %d records from the source in this process\n", s.Pipeline,
 		map[bool]string{false: "finished", true: "stopped"}[s.Stopped], s.Elapsed.Round(time.Millisecond), s.Group, s.Member, s.SourceRecords)
 	for _, si := range infos {
@@ -378,6 +384,7 @@ func RunCluster(ctx context.Context, spec *Spec, opts ClusterOptions, log io.Wri
 		tasks = append(tasks, t)
 	}
 	fmt.Fprintf(log, "  %-20s %s\n", "tasks run here", listOrNone(tasks))
+	s.report(log)
 	if s.CheckpointsCompleted > 0 {
 		fmt.Fprintf(log, "  checkpoints          %8d completed\n", s.CheckpointsCompleted)
 	}
@@ -487,7 +494,7 @@ func (r *clusterRun) built(b *builder, err error) {
 		fmt.Fprintf(r.log, "weir run: building a task: %v\n", err)
 	}
 	task, _ := cluster.TaskName(b.env)
-	tb := taskBuild{task: task, env: b.env, sinks: b.j.Sinks}
+	tb := taskBuild{task: task, env: b.env, sinks: b.j.Sinks, failing: b.j.failing, windows: b.j.windows, sourceOp: b.j.sourceOp}
 	if strings.HasPrefix(task, "source-") {
 		tb.countOp = b.j.firstOp
 		if tb.countOp == "" {
@@ -548,6 +555,16 @@ func (r *clusterRun) summarize(s *Summary) []SinkInfo {
 		}
 		for _, si := range tb.sinks {
 			s.Outputs[si.Output] += m.Sum(si.Operator, "recordsIn")
+		}
+		for _, op := range tb.failing {
+			s.DeadLetters += m.Sum(op, "deadLetters")
+			s.DeadLettersDropped += m.Sum(op, "deadLettersDropped")
+		}
+		if tb.sourceOp != "" {
+			s.SourceDeadLetters += m.Sum(tb.sourceOp, "deadLetters")
+		}
+		for _, op := range tb.windows {
+			s.LateDropped += m.Sum(op, window.CounterLateDropped) - m.Sum(op, window.CounterLateOutput)
 		}
 	}
 	return infos

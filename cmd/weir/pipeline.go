@@ -198,10 +198,7 @@ func runCmd() *cobra.Command {
 			if resume != "" {
 				fmt.Fprint(log, resume)
 			}
-			if asJSON {
-				return json.NewEncoder(cmd.OutOrStdout()).Encode(s)
-			}
-			return nil
+			return finishRun(cmd, s, asJSON)
 		},
 	}
 	f := c.Flags()
@@ -294,8 +291,22 @@ func runGroup(ctx context.Context, cmd *cobra.Command, spec *pipeline.Spec, o pi
 	if err != nil {
 		return err
 	}
+	return finishRun(cmd, s, asJSON)
+}
+
+// finishRun prints the summary as JSON if asked, and makes a run that
+// dropped records for want of a dead-letter output exit with status 3: it
+// finished, but lost data (dead letters sent to an output are not a
+// loss: status 0).
+func finishRun(cmd *cobra.Command, s pipeline.Summary, asJSON bool) error {
 	if asJSON {
-		return json.NewEncoder(cmd.OutOrStdout()).Encode(s)
+		if err := json.NewEncoder(cmd.OutOrStdout()).Encode(s); err != nil {
+			return err
+		}
+	}
+	if s.Dropped > 0 {
+		return &droppedError{msg: fmt.Sprintf("%s: %d records were dropped: a step (or the source) failed on them and has no deadLetters output to send them to (exit status %d; docs/pipelines.md, \"Dead letters of steps\")",
+			cmd.CommandPath(), s.Dropped, exitStatusDropped)}
 	}
 	return nil
 }
