@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
+	"net"
+	"net/http"
 	"os"
 	"slices"
 	"strings"
@@ -17,6 +20,8 @@ import (
 	"github.com/weirproject/weir/cluster"
 	"github.com/weirproject/weir/connector/kafka"
 	"github.com/weirproject/weir/keygroup"
+	"github.com/weirproject/weir/metrics"
+	"github.com/weirproject/weir/runtime"
 	"github.com/weirproject/weir/window"
 )
 
@@ -54,6 +59,11 @@ type ClusterOptions struct {
 	// OnTask, if set, is called (one call at a time) when a task of this
 	// process starts, stops, fails or finishes.
 	OnTask func(cluster.TaskEvent)
+	// MetricsAddr, when set, overrides job.metricsAddr: this process
+	// serves the metrics of the tasks it runs there (Prometheus, package
+	// metrics), each series with a label task naming its task; a task
+	// handed over leaves this process's series.
+	MetricsAddr string
 }
 
 // clusterPlan is a pipeline split at its keyBy (the only one, CheckCluster
@@ -86,14 +96,15 @@ func planOf(s *Spec) (clusterPlan, bool) {
 //     would start its own broker) with exactly one topic, starting at the
 //     earliest offsets (each task then goes on from its checkpoints);
 //   - exactly one keyBy, with only filter, map and tee steps before it;
-//     sort and window after it (not agent);
+//     sort, window or agent after it (an agent's store, if any, is per
+//     keyed task: docs/agents.md, "Agents in a clustered job");
 //   - a main sink to Kafka with delivery exactly-once;
 //   - named outputs whose steps are filter, map and tee, and whose sink
 //     is Kafka (exactly-once sinks get transactional ids of their own per
 //     task) or stdout (each process prints what its tasks send);
 //   - a checkpoint location (job.checkpoint.dir or o.CheckpointBase), in
-//     exactly-once mode, with keyed state in memory; no job.restoreFrom,
-//     job.metricsAddr or job.autoWatermarkInterval. job.parallelism is
+//     exactly-once mode, with keyed state in memory; no job.restoreFrom
+//     or job.autoWatermarkInterval. job.parallelism is
 //     ignored: each task runs at parallelism 1, and the tasks spread over
 //     the processes.
 func CheckCluster(spec *Spec, o ClusterOptions) error {
@@ -167,14 +178,12 @@ func CheckCluster(spec *Spec, o ClusterOptions) error {
 		if len(spec.Steps) > 0 {
 			p = spec.Steps[0].Pos
 		}
-		add(p, "steps: no keyBy; the processes split the pipeline at its keyBy: want exactly one (followed by window or sort)")
+		add(p, "steps: no keyBy; the processes split the pipeline at its keyBy: want exactly one (followed by window, sort or agent)")
 	case len(keyBys) > 1:
 		add(spec.Steps[keyBys[1]].Pos, "steps[%d].keyBy: a second keyBy; the processes split the pipeline at its keyBy: want exactly one", keyBys[1])
 	}
 	for i, st := range spec.Steps {
 		switch {
-		case st.Kind == "agent":
-			add(st.Pos, "steps[%d].agent: not supported in group mode yet (its action-state store is per subtask, not per task); run the pipeline without --group", i)
 		case len(keyBys) > 0 && i < keyBys[0] && !stateless(st.Kind):
 			add(st.Pos, "steps[%d].%s: before the keyBy only filter, map and tee run (in the source tasks, which keep no state)", i, st.Kind)
 		}
@@ -220,9 +229,6 @@ func CheckCluster(spec *Spec, o ClusterOptions) error {
 	}
 	if j.RestoreFrom != "" {
 		add(j.Pos, "job.restoreFrom: each task restores from its own checkpoints under the checkpoint location; remove restoreFrom")
-	}
-	if j.MetricsAddr != "" {
-		add(j.Pos, "job.metricsAddr: not served in group mode yet; remove metricsAddr")
 	}
 	if j.AutoWatermarkInterval != 0 {
 		add(j.Pos, "job.autoWatermarkInterval: tasks use the default (200ms); remove it, or use source.watermark.emit: every-record")
@@ -275,6 +281,13 @@ type clusterRun struct {
 		sync.Mutex
 		builds  []taskBuild
 		started map[string]int
+		// running is the latest build of each task running in this
+		// process (its metrics are served).
+		running map[string]*weir.Environment
+		// closers are the latest build's of each task (MCP servers an
+		// agent step connected), closed when the task is built again
+		// (its previous job has ended) and when RunCluster returns.
+		closers map[string][]func() error
 	}
 }
 
@@ -337,6 +350,9 @@ func RunCluster(ctx context.Context, spec *Spec, opts ClusterOptions, log io.Wri
 	}
 	r := &clusterRun{ctx: ctx, spec: spec, opts: opts, plan: plan, brokers: brokers, stdout: &lockedWriter{w: stdout}, log: log}
 	r.mu.started = map[string]int{}
+	r.mu.running = map[string]*weir.Environment{}
+	r.mu.closers = map[string][]func() error{}
+	defer r.closeAll()
 	if err := r.dryBuild(); err != nil {
 		return s, err
 	}
@@ -358,8 +374,23 @@ func RunCluster(ctx context.Context, spec *Spec, opts ClusterOptions, log io.Wri
 	if keyedTasks == 0 {
 		keyedTasks = 4
 	}
-	fmt.Fprintf(log, "weir run: %s: group %s, member %s: %s; %d keyed tasks, checkpoints in %s\n",
-		s.Pipeline, opts.Group, opts.Member, Describe(spec), keyedTasks, base)
+	addr := spec.Job.MetricsAddr
+	if opts.MetricsAddr != "" {
+		addr = opts.MetricsAddr
+	}
+	served := ""
+	if addr != "" {
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			return s, fmt.Errorf("pipeline: metrics: %w", err)
+		}
+		srv := &http.Server{Handler: metrics.HandlerOf(r.metrics)}
+		go srv.Serve(ln)
+		defer srv.Close()
+		served = "; metrics on http://" + ln.Addr().String() + "/metrics"
+	}
+	fmt.Fprintf(log, "weir run: %s: group %s, member %s: %s; %d keyed tasks, checkpoints in %s%s\n",
+		s.Pipeline, opts.Group, opts.Member, Describe(spec), keyedTasks, base, served)
 	start := time.Now()
 	err := cluster.Run(ctx, cfg, r.job())
 	s.Elapsed = time.Since(start)
@@ -478,11 +509,13 @@ func (r *clusterRun) dryBuild() error {
 	env := weir.NewEnvironment(weir.Config{Parallelism: 1})
 	src := kafka.NewSource(kafka.Options{Brokers: r.brokers, Topics: r.spec.Source.Kafka.Topics}, kafkaRecords(r.spec.Source.Kafka))
 	in := weir.FromSource(env, "source", src, kafkaWatermarks(&r.spec.Source))
-	mid, _, err := r.buildUpstream(in)
+	mid, ub, err := r.buildUpstream(in)
+	closeAll(ub.j.closers)
 	if err != nil {
 		return err
 	}
-	_, _, err = r.buildKeyed(weir.KeyBy(mid, recordKey(r.plan.key)))
+	_, kb, err := r.buildKeyed(weir.KeyBy(mid, recordKey(r.plan.key)))
+	closeAll(kb.j.closers)
 	return err
 }
 
@@ -503,7 +536,44 @@ func (r *clusterRun) built(b *builder, err error) {
 	}
 	r.mu.Lock()
 	r.mu.builds = append(r.mu.builds, tb)
+	r.mu.running[task] = b.env
+	prev := r.mu.closers[task]
+	r.mu.closers[task] = b.j.closers
 	r.mu.Unlock()
+	closeAll(prev)
+}
+
+// closeAll closes what every task's latest build opened.
+func (r *clusterRun) closeAll() {
+	r.mu.Lock()
+	all := r.mu.closers
+	r.mu.closers = map[string][]func() error{}
+	r.mu.Unlock()
+	for _, cs := range all {
+		closeAll(cs)
+	}
+}
+
+func closeAll(cs []func() error) {
+	for i := len(cs) - 1; i >= 0; i-- {
+		cs[i]()
+	}
+}
+
+// metrics returns the metrics of the tasks running in this process, each
+// with a first label task.
+func (r *clusterRun) metrics() []runtime.Metric {
+	r.mu.Lock()
+	envs := maps.Clone(r.mu.running)
+	r.mu.Unlock()
+	var out []runtime.Metric
+	for _, task := range sortedKeys(envs) {
+		for _, m := range envs[task].Metrics().Snapshot() {
+			m.Labels = append([]runtime.Label{{Name: "task", Value: task}}, m.Labels...)
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 // onTask prints a task event and counts the starts.
@@ -518,9 +588,15 @@ func (r *clusterRun) onTask(ev cluster.TaskEvent) {
 		line += ": " + ev.Err
 	}
 	fmt.Fprintln(r.log, line)
-	if ev.Kind == cluster.TaskStarted {
+	switch ev.Kind {
+	case cluster.TaskStarted:
 		r.mu.Lock()
 		r.mu.started[ev.Task]++
+		r.mu.Unlock()
+	case cluster.TaskStopped:
+		// Handed over: its new owner reports it from now on.
+		r.mu.Lock()
+		delete(r.mu.running, ev.Task)
 		r.mu.Unlock()
 	}
 	if r.opts.OnTask != nil {

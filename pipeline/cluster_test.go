@@ -8,8 +8,10 @@ import (
 	"log/slog"
 	"maps"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -21,6 +23,7 @@ import (
 
 	"github.com/weirproject/weir"
 	"github.com/weirproject/weir/broker"
+	"github.com/weirproject/weir/cluster"
 	"github.com/weirproject/weir/connector/kafka"
 	"github.com/weirproject/weir/pipeline"
 	"github.com/weirproject/weir/watermark"
@@ -301,4 +304,88 @@ func TestClusteredExample(t *testing.T) {
 		t.Fatalf("order-totals holds %d distinct totals, want the %d computed from orders.jsonl, each once:\ngot  %v\nwant %v", len(got), len(want), got, want)
 	}
 	t.Logf("%d totals, each once", len(got))
+}
+
+// lockedBuffer is a strings.Builder safe for a writer and a reader.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestClusterMetrics: a member given MetricsAddr serves the metrics of the
+// tasks it runs, each series labelled with its task, while they run; its
+// summary counts the source's dead letters as a local run does.
+func TestClusterMetrics(t *testing.T) {
+	b, err := broker.Start(broker.Options{Topics: map[string]int32{"events": 2, "out": 1, "out-bad": 1, "out-late": 1},
+		Configs: map[string]string{"group.min.session.timeout.ms": "500"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	produceEvents(t, b.Addrs(), "events", 2, 500, 3)
+	t.Setenv("BROKERS", b.Addrs()[0])
+	t.Setenv("OUT", "out")
+	t.Setenv("CKPT", t.TempDir())
+	spec, err := pipeline.Parse("clustered.yaml", []byte(clusteredYAML))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var log lockedBuffer
+	addrRe := regexp.MustCompile(`metrics on (http://\S+/metrics)`)
+	var scraped string
+	var scrapeErr error
+	onTask := func(ev cluster.TaskEvent) {
+		// The keyed task has finished: its metrics are final, and still
+		// served (RunCluster has not returned).
+		if ev.Task != "keyed-0" || ev.Kind != cluster.TaskFinished {
+			return
+		}
+		m := addrRe.FindStringSubmatch(log.String())
+		if m == nil {
+			scrapeErr = fmt.Errorf("no metrics address in the log:\n%s", log.String())
+			return
+		}
+		resp, err := http.Get(m[1])
+		if err != nil {
+			scrapeErr = err
+			return
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		scraped, scrapeErr = string(body), err
+	}
+	s, err := pipeline.RunCluster(ctx, spec, pipeline.ClusterOptions{Group: "metrics", KeyedTasks: 1, MetricsAddr: "127.0.0.1:0",
+		SessionTimeout: time.Second, HeartbeatInterval: 100 * time.Millisecond, Logger: quietLog, OnTask: onTask}, &log)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, log.String())
+	}
+	if scrapeErr != nil {
+		t.Fatal(scrapeErr)
+	}
+	sinkIn := regexp.MustCompile(`weir_records_in\{operator="sink",subtask="0",task="keyed-0"\} (\d+)`).FindStringSubmatch(scraped)
+	if sinkIn == nil || sinkIn[1] == "0" || sinkIn[1] != strconv.FormatInt(s.Outputs["sink"], 10) {
+		t.Fatalf("scrape lacks the keyed task's sink count (%d in the summary):\n%s", s.Outputs["sink"], scraped)
+	}
+	for _, want := range []string{`task="source-0"`, `task="source-1"`, `weir_dead_letters{operator="source"`} {
+		if !strings.Contains(scraped, want) {
+			t.Errorf("scrape lacks %s", want)
+		}
+	}
+	if s.SourceDeadLetters != 3 || s.Dropped != 0 {
+		t.Errorf("summary %+v; want 3 source dead letters, routed", s)
+	}
 }

@@ -197,10 +197,42 @@ func (c *groupChild) running() []string {
 // the kill always comes before the end): a late record in each partition
 // fires every window, and once the output is complete the survivor is
 // stopped with SIGTERM.
-func TestRunGroupKillOne(t *testing.T) {
+func TestRunGroupKillOne(t *testing.T) { groupKillOne(t, groupYAML, "per-user") }
+
+// groupAgentYAML is groupYAML with an agent step (the offline model) as the
+// keyed step: every input that passes the filter gets one reply.
+var groupAgentYAML = strings.Replace(groupYAML, `  - window:
+      tumbling: 5s
+      aggregate:
+        n: count
+        total: sum(amount)
+        top: max(amount)
+`, `  - agent:
+      model: {offline: {seed: 3}}
+      prompt: 'User {{.user}} spent {{.amount}} at {{.time}}'
+      output: reply
+`, 1)
+
+// TestRunGroupKillOneAgent: as TestRunGroupKillOne with an agent step:
+// every input is decided (answered) exactly once in the committed output
+// across the kill of a member, as in a local run.
+func TestRunGroupKillOneAgent(t *testing.T) {
+	if !strings.Contains(groupAgentYAML, "agent:") {
+		t.Fatal("groupAgentYAML has no agent step")
+	}
+	groupKillOne(t, groupAgentYAML, "per-user-agent")
+}
+
+// groupKillOne runs the file y locally, then in group mode (unbounded) in
+// two processes, kills one mid-run, and checks that the committed output
+// equals the local run's.
+func groupKillOne(t *testing.T, y, group string) {
 	brokers := groupBroker(t, 6000, "out-local", "out-group")
 	dir := t.TempDir()
 	file := writeGroupFile(t, dir, brokers)
+	if err := os.WriteFile(file, []byte(y), 0o644); err != nil {
+		t.Fatal(err)
+	}
 
 	// The local run (in this process: weir run without --group).
 	t.Setenv("OUT", "out-local")
@@ -217,11 +249,11 @@ func TestRunGroupKillOne(t *testing.T) {
 	t.Setenv("OUT", "out-group")
 	t.Setenv("CKPT", filepath.Join(dir, "unused"))
 	unbounded := filepath.Join(dir, "unbounded.yaml")
-	if err := os.WriteFile(unbounded, []byte(strings.Replace(groupYAML, "bounded: true", "bounded: false", 1)), 0o644); err != nil {
+	if err := os.WriteFile(unbounded, []byte(strings.Replace(y, "bounded: true", "bounded: false", 1)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	args := func(member string) []string {
-		return []string{"run", unbounded, "--group", "per-user", "--keyed-tasks", "2", "--member", member,
+		return []string{"run", unbounded, "--group", group, "--keyed-tasks", "2", "--member", member,
 			"--checkpoint-dir", filepath.Join(dir, "group"), "--session-timeout", "1s", "--json"}
 	}
 	a := startGroupChild(t, "a", args("a")...)
@@ -236,7 +268,7 @@ func TestRunGroupKillOne(t *testing.T) {
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
 	exchanged := func() bool {
-		ends, err := adm.ListEndOffsets(context.Background(), "per-user-exchange")
+		ends, err := adm.ListEndOffsets(context.Background(), group+"-exchange")
 		if err != nil {
 			return false
 		}
@@ -313,7 +345,7 @@ func TestRunGroupKillOne(t *testing.T) {
 		Stopped bool           `json:"stopped"`
 		Tasks   map[string]int `json:"tasks"`
 	}
-	if err := json.Unmarshal(survivor.out.Bytes(), &sum); err != nil || sum.Group != "per-user" || sum.Member != survivor.name || !sum.Stopped || len(sum.Tasks) != 6 {
+	if err := json.Unmarshal(survivor.out.Bytes(), &sum); err != nil || sum.Group != group || sum.Member != survivor.name || !sum.Stopped || len(sum.Tasks) != 6 {
 		t.Errorf("survivor's --json summary %q (%v): want its group, member, stopped and the six tasks", survivor.out.String(), err)
 	}
 

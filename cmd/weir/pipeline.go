@@ -128,6 +128,7 @@ func runCmd() *cobra.Command {
 				ctx = context.Background()
 			}
 			if group.Group != "" {
+				group.MetricsAddr = opts.MetricsAddr
 				return runGroup(ctx, cmd, spec, group, asJSON)
 			}
 			// The first SIGINT or SIGTERM stops the job with a savepoint
@@ -226,7 +227,6 @@ var notWithGroup = []struct{ flag, why string }{
 	{"savepoint-dir", "a stop hands this process's tasks over with a checkpoint each, no savepoint"},
 	{"parallelism", "each task runs at parallelism 1; start more processes (up to the tasks) to share the work"},
 	{"ui-addr", "the dashboard shows one local job"},
-	{"metrics-addr", "not served in group mode yet"},
 }
 
 // checkGroupFlags checks --group and the flags that go with it.
