@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -64,6 +65,12 @@ type ClusterOptions struct {
 	// metrics), each series with a label task naming its task; a task
 	// handed over leaves this process's series.
 	MetricsAddr string
+	// RestoreFrom, if set, is a group savepoint every task restores from
+	// while it has no checkpoint of its own under the checkpoint location
+	// (cluster.Config.RestoreFrom): the checkpoint location of this job
+	// (the same Group and KeyedTasks) after every process stopped, or a
+	// copy of it. Give every process the same one.
+	RestoreFrom string
 }
 
 // clusterPlan is a pipeline split at its keyBy (the only one, CheckCluster
@@ -121,6 +128,11 @@ func CheckCluster(spec *Spec, o ClusterOptions) error {
 	if o.CheckpointBase != "" {
 		if err := checkpoint.CheckLocation(o.CheckpointBase); err != nil {
 			oerrs = append(oerrs, fmt.Errorf("pipeline: ClusterOptions.CheckpointBase: %w", err))
+		}
+	}
+	if o.RestoreFrom != "" {
+		if err := checkRestore(o); err != nil {
+			oerrs = append(oerrs, err)
 		}
 	}
 	if len(oerrs) > 0 {
@@ -228,7 +240,7 @@ func CheckCluster(spec *Spec, o ClusterOptions) error {
 		add(j.Pos, "job.stateBackend %s: tasks keep keyed state in memory in group mode; remove stateBackend", j.StateBackend)
 	}
 	if j.RestoreFrom != "" {
-		add(j.Pos, "job.restoreFrom: each task restores from its own checkpoints under the checkpoint location; remove restoreFrom")
+		add(j.Pos, "job.restoreFrom: a local job's savepoint; in group mode each task restores from its own checkpoints, or from a group savepoint given with weir run --restore DIR; remove restoreFrom")
 	}
 	if j.AutoWatermarkInterval != 0 {
 		add(j.Pos, "job.autoWatermarkInterval: tasks use the default (200ms); remove it, or use source.watermark.emit: every-record")
@@ -254,6 +266,31 @@ func CheckCluster(spec *Spec, o ClusterOptions) error {
 		return a.Pos.Col - b.Pos.Col
 	})
 	return errs
+}
+
+// checkRestore checks a group savepoint before any work: a location
+// package checkpoint takes and, when it is a directory, one holding a
+// complete checkpoint of every keyed task (the source tasks, one per
+// partition of the source topic, are checked as they start).
+func checkRestore(o ClusterOptions) error {
+	if err := checkpoint.CheckLocation(o.RestoreFrom); err != nil {
+		return fmt.Errorf("pipeline: ClusterOptions.RestoreFrom: %w", err)
+	}
+	dir, local := checkpoint.LocalPath(o.RestoreFrom)
+	if !local {
+		return nil
+	}
+	keyed := o.KeyedTasks
+	if keyed == 0 {
+		keyed = 4
+	}
+	for q := range keyed {
+		task := filepath.Join(dir, "tasks", fmt.Sprintf("keyed-%d", q))
+		if _, _, err := checkpoint.Latest(task); err != nil {
+			return fmt.Errorf("pipeline: group savepoint %s (--restore, ClusterOptions.RestoreFrom): not one of %d keyed tasks: no complete checkpoint in %s (want the checkpoint location of this job, stopped on every process, or a copy of it)", o.RestoreFrom, keyed, task)
+		}
+	}
+	return nil
 }
 
 func stateless(kind string) bool { return kind == "filter" || kind == "map" || kind == "tee" }
@@ -369,7 +406,8 @@ func RunCluster(ctx context.Context, spec *Spec, opts ClusterOptions, log io.Wri
 	cfg := cluster.Config{Brokers: brokers, Group: opts.Group, SourceTopic: k.Topics[0], SourceReadCommitted: k.ReadCommitted,
 		KeyedTasks: opts.KeyedTasks, MaxParallelism: spec.Job.MaxParallelism, CheckpointBase: base,
 		CheckpointInterval: spec.Job.CheckpointInterval, Bounded: k.Bounded, SessionTimeout: opts.SessionTimeout,
-		HeartbeatInterval: opts.HeartbeatInterval, Member: opts.Member, Logger: opts.Logger, OnTask: r.onTask}
+		HeartbeatInterval: opts.HeartbeatInterval, Member: opts.Member, Logger: opts.Logger, OnTask: r.onTask,
+		RestoreFrom: opts.RestoreFrom}
 	keyedTasks := opts.KeyedTasks
 	if keyedTasks == 0 {
 		keyedTasks = 4

@@ -389,3 +389,95 @@ func TestClusterMetrics(t *testing.T) {
 		t.Errorf("summary %+v; want 3 source dead letters, routed", s)
 	}
 }
+
+// TestClusterRestoreGroupSavepoint: a clustered job stopped on its only
+// process leaves a group savepoint (its checkpoint location: a checkpoint
+// of every task); the same job started with a new, empty checkpoint
+// location and RestoreFrom that savepoint restores every task from its part
+// and completes the output: committed, it equals a local run's, nothing
+// lost or twice.
+func TestClusterRestoreGroupSavepoint(t *testing.T) {
+	b, err := broker.Start(broker.Options{Topics: map[string]int32{"events": 2,
+		"local": 1, "local-bad": 1, "local-late": 1, "group": 1, "group-bad": 1, "group-late": 1},
+		Configs: map[string]string{"group.min.session.timeout.ms": "500"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	brokers := b.Addrs()
+	produceEvents(t, brokers, "events", 2, 2000, 2)
+	t.Setenv("BROKERS", brokers[0])
+	parseWith := func(y, out, ckpt string) *pipeline.Spec {
+		t.Setenv("OUT", out)
+		t.Setenv("CKPT", ckpt)
+		s, err := pipeline.Parse("clustered.yaml", []byte(y))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if _, err := pipeline.Run(ctx, parseWith(clusteredYAML, "local", t.TempDir()), pipeline.Options{Logger: quietLog}, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+
+	// The first run, unbounded, stopped once every task has checkpointed.
+	savepoint := t.TempDir()
+	tasks := []string{"keyed-0", "source-0", "source-1"}
+	stop, stopRun := context.WithCancel(ctx)
+	go func() {
+		defer stopRun()
+		for stop.Err() == nil {
+			done := true
+			for _, task := range tasks {
+				m, _ := filepath.Glob(filepath.Join(savepoint, "tasks", task, "chk-*", "_metadata"))
+				done = done && len(m) > 0
+			}
+			if done {
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	opts := pipeline.ClusterOptions{Group: "group", KeyedTasks: 1, Member: "m", SessionTimeout: time.Second,
+		HeartbeatInterval: 100 * time.Millisecond, Logger: quietLog}
+	first := parseWith(strings.Replace(clusteredYAML, "bounded: true", "bounded: false", 1), "group", savepoint)
+	var log1 strings.Builder
+	if s, err := pipeline.RunCluster(stop, first, opts, &log1); err != nil || !s.Stopped {
+		t.Fatalf("first run: %v, %+v\n%s", err, s, log1.String())
+	}
+
+	// The second run, bounded, from the savepoint into a new location.
+	var mu sync.Mutex
+	restored := map[string]string{}
+	opts.OnTask = func(ev cluster.TaskEvent) {
+		if ev.Kind == cluster.TaskStarted {
+			mu.Lock()
+			restored[ev.Task] = ev.Restored
+			mu.Unlock()
+		}
+	}
+	opts.RestoreFrom = savepoint
+	var log2 strings.Builder
+	if _, err := pipeline.RunCluster(ctx, parseWith(clusteredYAML, "group", t.TempDir()), opts, &log2); err != nil {
+		t.Fatalf("second run: %v\n%s", err, log2.String())
+	}
+	t.Logf("first run:\n%s\nsecond run:\n%s", log1.String(), log2.String())
+	for _, task := range tasks {
+		if !strings.HasPrefix(restored[task], filepath.Join(savepoint, "tasks", task)) {
+			t.Errorf("task %s started from %q, want its part of the savepoint %s\n%s", task, restored[task], savepoint, log2.String())
+		}
+	}
+	for _, out := range []string{"", "-bad", "-late"} {
+		want := committedRecords(t, brokers, "local"+out)
+		got := committedRecords(t, brokers, "group"+out)
+		if out == "" && len(want) < 50 {
+			t.Fatalf("the local run committed %d window totals; want more than 50", len(want))
+		}
+		t.Logf("group%s: %d distinct records, as the local run's", out, len(got))
+		if !maps.Equal(want, got) {
+			t.Fatalf("topic group%s: %d distinct records, the local run's %d; they differ\nfirst run:\n%s\nsecond run:\n%s", out, len(got), len(want), log1.String(), log2.String())
+		}
+	}
+}

@@ -447,7 +447,7 @@ func TestRunGroupBadInput(t *testing.T) {
 		{g("--keyed-tasks", "0"), "weir run: --keyed-tasks 0: want an integer from 1 to 32768"},
 		{g("--session-timeout", "0s"), "weir run: --session-timeout 0s: want a duration >= 100ms"},
 		{g("--checkpoint-dir", "ftp://x/y"), `weir run: --checkpoint-dir: checkpoint: location "ftp://x/y" has scheme "ftp"`},
-		{g("--restore", dir), "weir run: --restore: not taken with --group: each task restores from its own checkpoints"},
+		{g("--restore", dir), "weir run: pipeline: group savepoint " + dir + " (--restore, ClusterOptions.RestoreFrom): not one of 4 keyed tasks"},
 		{g("--parallelism", "2"), "weir run: --parallelism: not taken with --group"},
 		{g("--savepoint-dir", dir), "weir run: --savepoint-dir: not taken with --group"},
 		{g("--keyed-tasks", "200"), "weir run: " + good + ":2:1: group mode: 200 keyed tasks with job.maxParallelism 128"},

@@ -115,6 +115,7 @@ func runCmd() *cobra.Command {
 				return pipelineUsage(cmd, err)
 			}
 			if group.Group != "" {
+				group.MetricsAddr, group.RestoreFrom = opts.MetricsAddr, opts.RestoreFrom
 				if err := pipeline.CheckCluster(s, group); err != nil {
 					return pipelineUsage(cmd, err)
 				}
@@ -128,7 +129,6 @@ func runCmd() *cobra.Command {
 				ctx = context.Background()
 			}
 			if group.Group != "" {
-				group.MetricsAddr = opts.MetricsAddr
 				return runGroup(ctx, cmd, spec, group, asJSON)
 			}
 			// The first SIGINT or SIGTERM stops the job with a savepoint
@@ -223,7 +223,6 @@ var groupOnly = []string{"keyed-tasks", "checkpoint-dir", "member", "session-tim
 // notWithGroup are the flags of a local run that group mode does not take,
 // with the reason.
 var notWithGroup = []struct{ flag, why string }{
-	{"restore", "each task restores from its own checkpoints under --checkpoint-dir"},
 	{"savepoint-dir", "a stop hands this process's tasks over with a checkpoint each, no savepoint"},
 	{"parallelism", "each task runs at parallelism 1; start more processes (up to the tasks) to share the work"},
 	{"ui-addr", "the dashboard shows one local job"},
