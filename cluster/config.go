@@ -12,6 +12,7 @@ import (
 
 	"github.com/weirproject/weir/checkpoint"
 	"github.com/weirproject/weir/keygroup"
+	"github.com/weirproject/weir/runtime"
 )
 
 // Config is how a process takes part in a clustered job. Every process of
@@ -224,6 +225,9 @@ type TaskEvent struct {
 	Kind     TaskEventKind `json:"kind"`
 	Member   string        `json:"member"`
 	Restored string        `json:"restored,omitempty"`
+	// Job is the task's running job (TaskStarted only), for a caller that
+	// shows it (a dashboard); it must not be cancelled or waited for.
+	Job *runtime.Job `json:"-"`
 	Err      string        `json:"err,omitempty"`
 	// Time is the wall-clock time of the event, Unix ms.
 	Time int64 `json:"time"`

@@ -5,9 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"maps"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -381,7 +383,8 @@ func TestRunGroupSIGTERMLeaves(t *testing.T) {
 	if err := os.WriteFile(file, []byte(strings.Replace(groupYAML, "bounded: true", "bounded: false", 1)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	c := startGroupChild(t, "a", "run", file, "--group", "leave", "--keyed-tasks", "1", "--session-timeout", "1s")
+	c := startGroupChild(t, "a", "run", file, "--group", "leave", "--keyed-tasks", "1", "--session-timeout", "1s",
+		"--ui-addr", "127.0.0.1:0", "--metrics-addr", "127.0.0.1:0")
 	// Every task started here: the four source tasks and the keyed task.
 	deadline := time.After(2 * time.Minute)
 	for len(c.running()) < 5 {
@@ -392,6 +395,42 @@ func TestRunGroupSIGTERMLeaves(t *testing.T) {
 			t.Fatalf("not every task started:\n%s", c.lines.text())
 		case <-time.After(20 * time.Millisecond):
 		}
+	}
+	// The dashboard shows this process's tasks as one job, operators
+	// named TASK/OPERATOR; the metrics carry a label task.
+	base := func(re string) string {
+		m := regexp.MustCompile(re).FindStringSubmatch(c.stderr())
+		if m == nil {
+			t.Fatalf("no %s in stderr:\n%s", re, c.stderr())
+		}
+		return m[1]
+	}
+	get := func(url string) string {
+		resp, err := http.Get(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return string(b)
+	}
+	ui := base(`dashboard of this process's tasks on (http://[^/\s]+)/`)
+	topology := get(ui + "/api/topology")
+	for _, want := range []string{`"name":"keyed-0/window"`, `"name":"source-3/source"`} {
+		if !strings.Contains(topology, want) {
+			t.Errorf("the dashboard's topology lacks %s:\n%s", want, topology)
+		}
+	}
+	// (Frames are taken every second: the first, at the start, had no task.)
+	for frame := get(ui + "/api/frame"); !strings.Contains(frame, `"name":"keyed-0/window"`); frame = get(ui + "/api/frame") {
+		select {
+		case <-deadline:
+			t.Fatalf("no frame of the dashboard shows the keyed task's window:\n%s", frame)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	if m := get(base(`metrics on (http://\S+/metrics)`)); !strings.Contains(m, `operator="window",subtask="0",task="keyed-0"`) {
+		t.Errorf("the metrics lack the keyed task's window:\n%s", m)
 	}
 	c.cmd.Process.Signal(syscall.SIGTERM)
 	<-c.done

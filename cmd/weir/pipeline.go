@@ -129,7 +129,7 @@ func runCmd() *cobra.Command {
 				ctx = context.Background()
 			}
 			if group.Group != "" {
-				return runGroup(ctx, cmd, spec, group, asJSON)
+				return runGroup(ctx, cmd, spec, group, asJSON, uiAddr)
 			}
 			// The first SIGINT or SIGTERM stops the job with a savepoint
 			// and exits 0; a second one aborts with 130 (as weir demo).
@@ -225,7 +225,6 @@ var groupOnly = []string{"keyed-tasks", "checkpoint-dir", "member", "session-tim
 var notWithGroup = []struct{ flag, why string }{
 	{"savepoint-dir", "a stop hands this process's tasks over with a checkpoint each, no savepoint"},
 	{"parallelism", "each task runs at parallelism 1; start more processes (up to the tasks) to share the work"},
-	{"ui-addr", "the dashboard shows one local job"},
 }
 
 // checkGroupFlags checks --group and the flags that go with it.
@@ -266,7 +265,7 @@ func checkGroupFlags(cmd *cobra.Command, o *pipeline.ClusterOptions) error {
 // first SIGINT or SIGTERM, which checkpoints this process's tasks, hands
 // them over and leaves the group (exit 0; a second signal aborts with
 // 130).
-func runGroup(ctx context.Context, cmd *cobra.Command, spec *pipeline.Spec, o pipeline.ClusterOptions, asJSON bool) error {
+func runGroup(ctx context.Context, cmd *cobra.Command, spec *pipeline.Spec, o pipeline.ClusterOptions, asJSON bool, uiAddr string) error {
 	log := cmd.ErrOrStderr()
 	stop := shutdown.Notify(shutdown.Options{Log: log,
 		Stopping: "leaving group " + o.Group + ": this process's tasks are checkpointed and handed over (send the signal again to abort at once)"})
@@ -282,6 +281,18 @@ func runGroup(ctx context.Context, cmd *cobra.Command, spec *pipeline.Spec, o pi
 	}()
 	o.Stdout = cmd.OutOrStdout()
 	o.Logger = slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	if uiAddr != "" {
+		// The dashboard shows the tasks this process runs.
+		ui := newGroupUI()
+		o.OnTask = ui.onTask
+		srv, err := dashboard.StartSource(uiAddr, ui, dashboard.Options{AgentStatus: noAgentStatus})
+		if err != nil {
+			return fmt.Errorf("weir run: %w", err)
+		}
+		defer srv.Close()
+		defer close(ui.done)
+		fmt.Fprintf(log, "weir run: dashboard of this process's tasks on %s\n", srv.URL())
+	}
 	s, err := pipeline.RunCluster(ctx, spec, o, log)
 	var es pipeline.Errors
 	if errors.As(err, &es) { // an unknown topic
