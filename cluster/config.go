@@ -228,7 +228,7 @@ type TaskEvent struct {
 	// Job is the task's running job (TaskStarted only), for a caller that
 	// shows it (a dashboard); it must not be cancelled or waited for.
 	Job *runtime.Job `json:"-"`
-	Err      string        `json:"err,omitempty"`
+	Err string       `json:"err,omitempty"`
 	// Time is the wall-clock time of the event, Unix ms.
 	Time int64 `json:"time"`
 }
