@@ -83,6 +83,9 @@
 //  8. Every finishing path moves on. An input that triggers no action, or
 //     whose actions fail under ContinueOnError, finishes like any other:
 //     its watermark reference is removed and the key's next input starts.
+//     Each failed action run is counted (failedInputs) and, with
+//     Options.FailedInputs, sent there with its input (failed.go): an
+//     input is never lost without a trace.
 //  9. Visible stalls. Gauges heldWatermarks, oldestHeldWatermarkAgeMs,
 //     inFlightInputs and runningKeys, counters actionsRun, actionErrors,
 //     eventsUnhandled and inputsRestored (unfinished inputs a restore

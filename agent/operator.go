@@ -49,6 +49,13 @@ type Options struct {
 	// fails the job all the same: without a record, a restore would repeat
 	// side effects.
 	ContinueOnError bool
+	// FailedInputs, with ContinueOnError, receives a FailedInput (the
+	// input, its key and sequence number, the action, its RunID and the
+	// error) for every failed action run, with the input's timestamp: read
+	// it with weir.SideOutput on the stream Apply returns, so that no input
+	// is lost without a trace. nil means failed runs are logged and
+	// counted (counters actionErrors and failedInputs) only.
+	FailedInputs *runtime.OutputTag[FailedInput]
 	// Blocking runs actions synchronously on the subtask goroutine, one at
 	// a time: the naive design, kept for comparisons (benchmarks). A slow
 	// action then stalls the subtask, its timers and checkpoints.
@@ -99,6 +106,9 @@ func (o Options) Validate() error {
 	}
 	if o.ActionTimeout < 0 {
 		errs = append(errs, fmt.Errorf("agent: Options.ActionTimeout %v: want 0 (no bound) or a positive duration", o.ActionTimeout))
+	}
+	if o.FailedInputs != nil && !o.ContinueOnError {
+		errs = append(errs, errors.New("agent: Options.FailedInputs is set without ContinueOnError: a failed action fails the job; set ContinueOnError too, or leave FailedInputs nil"))
 	}
 	return errors.Join(errs...)
 }
@@ -229,8 +239,9 @@ type operator[K comparable, IN, OUT any] struct {
 	cActions, cErrors, cDropped      *runtime.Counter
 	cReplayed, cCallsReplayed        *runtime.Counter
 	cDiverged, cRestored             *runtime.Counter
-	calls                            callStats   // read-only after Open
-	timer                            actionTimer // used by action workers
+	failed                           failedInputs // Options.FailedInputs and its counter
+	calls                            callStats    // read-only after Open
+	timer                            actionTimer  // used by action workers
 	// usage holds the counters of each model of the agent, by name; made
 	// in Open, read-only after.
 	usage map[string]*modelUsage
@@ -309,6 +320,7 @@ func (o *operator[K, IN, OUT]) Open(ctx *runtime.Context, out runtime.Output[OUT
 	o.cCallsReplayed = ctx.Counter("callsReplayed")
 	o.cDiverged = ctx.Counter("divergences")
 	o.cRestored = ctx.Counter("inputsRestored")
+	o.failed.open(ctx, o.opts.FailedInputs)
 	o.calls = newCallStats(ctx, o.def)
 	o.timer = newActionTimer(ctx, o.def, clk.Now)
 	o.usage = make(map[string]*modelUsage, len(o.def.models))
@@ -725,7 +737,7 @@ func (o *operator[K, IN, OUT]) begin(ks *keyState[K, IN]) {
 	r.seq, r.ts, r.nextID = seq, p.ts, 1
 	r.input = Event{Type: TypeInput, Value: p.value, Parent: -1}
 	r.tasks = r.first[:0]
-	o.addTasks(r, &r.input)
+	o.addTasks(ks.key, r, &r.input)
 	ks.run = r
 }
 
@@ -734,7 +746,7 @@ func (o *operator[K, IN, OUT]) begin(ks *keyState[K, IN]) {
 // counted as dropped. A condition that fails fails the job, or with
 // Options.ContinueOnError counts as an action error and does not trigger
 // its action.
-func (o *operator[K, IN, OUT]) addTasks(r *runState, ev *Event) {
+func (o *operator[K, IN, OUT]) addTasks(key K, r *runState, ev *Event) {
 	acts := o.def.byType[ev.Type]
 	added := false
 	for _, a := range acts {
@@ -748,6 +760,7 @@ func (o *operator[K, IN, OUT]) addTasks(r *runState, ev *Event) {
 					return
 				}
 				o.logger.Warn("agent: a trigger condition failed; the action does not run for this event", "err", err)
+				o.sendFailed(key, r, o.def.actions[a], ev, err)
 				continue
 			}
 			if !ok {
@@ -1060,6 +1073,7 @@ func (o *operator[K, IN, OUT]) apply(c *completion[K, IN]) {
 			return
 		}
 		o.logger.Warn("agent: action failed; skipping it", "err", err)
+		o.sendFailed(ks.key, r, rc.action, rc.ev, c.err)
 	} else {
 		if o.elog != nil {
 			o.logApplied(c)
@@ -1080,13 +1094,13 @@ func (o *operator[K, IN, OUT]) apply(c *completion[K, IN]) {
 			// The completion is recycled: the event moves to the heap.
 			e := new(Event)
 			*e = *ev
-			o.addTasks(r, e)
+			o.addTasks(ks.key, r, e)
 		}
 		for _, u := range updates {
 			e := &Event{Type: TypeMemoryUpdated, Value: u, ID: r.nextID, Parent: rc.ev.ID, Action: rc.action.Name}
 			r.nextID++
 			o.cMemEvent.Inc()
-			o.addTasks(r, e)
+			o.addTasks(ks.key, r, e)
 		}
 	}
 	o.cActions.Inc()

@@ -13,6 +13,7 @@ import (
 	"github.com/weirproject/weir/checkpoint"
 	"github.com/weirproject/weir/kafkasec"
 	"github.com/weirproject/weir/keygroup"
+	"github.com/weirproject/weir/runtime"
 )
 
 // Config is how a process takes part in a clustered job. Every process of
@@ -55,6 +56,17 @@ type Config struct {
 	CheckpointInterval time.Duration
 	// Retain is how many completed checkpoints each task keeps; default 3.
 	Retain int
+	// RestoreFrom, if set, is a group savepoint (restore.go): a location
+	// laid out as a CheckpointBase, RestoreFrom/tasks/<task>/chk-N, such
+	// as the CheckpointBase of this job after every process stopped, or a
+	// copy of it. A task without a checkpoint of its own under
+	// CheckpointBase starts from the newest one of its part (a task whose
+	// part is missing fails, and is retried); a task with one, from its
+	// own. Give every process the same RestoreFrom, and keep the Group,
+	// SourceTopic, KeyedTasks and MaxParallelism of the job that wrote
+	// it: the exchange topic "<Group>-exchange" holds the records between
+	// the source tasks' and the keyed tasks' checkpoints. Default: none.
+	RestoreFrom string
 	// Bounded makes the job end: each source task reads its partition up
 	// to the end offset it finds when it starts, and Run returns nil once
 	// every task has finished. Meant for input that is complete before
@@ -122,6 +134,11 @@ func (c Config) withDefaults() (Config, error) {
 		errs = append(errs, errors.New("cluster: Config.CheckpointBase is empty; give a URL (s3://, gs://, azblob://) or a directory every process sees"))
 	} else if err := checkpoint.CheckLocation(c.CheckpointBase); err != nil {
 		errs = append(errs, fmt.Errorf("cluster: Config.CheckpointBase: %w", err))
+	}
+	if c.RestoreFrom != "" {
+		if err := checkpoint.CheckLocation(c.RestoreFrom); err != nil {
+			errs = append(errs, fmt.Errorf("cluster: Config.RestoreFrom: %w", err))
+		}
 	}
 	neg := func(name string, v any, def string) {
 		errs = append(errs, fmt.Errorf("cluster: Config.%s %v: want 0 (meaning %s) or a positive value", name, v, def))
@@ -227,7 +244,10 @@ type TaskEvent struct {
 	Kind     TaskEventKind `json:"kind"`
 	Member   string        `json:"member"`
 	Restored string        `json:"restored,omitempty"`
-	Err      string        `json:"err,omitempty"`
+	// Job is the task's running job (TaskStarted only), for a caller that
+	// shows it (a dashboard); it must not be cancelled or waited for.
+	Job *runtime.Job `json:"-"`
+	Err string       `json:"err,omitempty"`
 	// Time is the wall-clock time of the event, Unix ms.
 	Time int64 `json:"time"`
 }

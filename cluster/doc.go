@@ -57,6 +57,9 @@
 //	    completed checkpoint with the ordinary restore path: its sinks
 //	    commit the transactions that checkpoint pre-committed and abort the
 //	    rest (kafka KS4, KS5), its sources continue from its positions.
+//	    With Config.RestoreFrom (a group savepoint, restore.go), a task
+//	    that has no checkpoint of its own yet restores from its part of
+//	    the savepoint instead, and never starts empty.
 //	W1. Exchange partition q holds exactly key-group range q of
 //	    MaxParallelism key groups at parallelism KeyedTasks (Flink's
 //	    operator index for a key group), so a keyed task's state is that of

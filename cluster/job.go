@@ -136,6 +136,13 @@ func taskEnv(cfg Config, task string) (*weir.Environment, string, error) {
 	} else if !errors.Is(err, checkpoint.ErrNoSnapshot) {
 		return nil, "", fmt.Errorf("cluster: task %s: find its latest checkpoint in %s: %w", task, dir, err)
 	}
+	if restore == "" && cfg.RestoreFrom != "" {
+		d, err := savepointPart(cfg, task)
+		if err != nil {
+			return nil, "", err
+		}
+		restore = d
+	}
 	var slice runtime.Slice
 	if q, ok := keyedTaskIndex(task); ok {
 		slice = runtime.Slice{Index: q, Count: cfg.KeyedTasks}

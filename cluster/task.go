@@ -82,7 +82,7 @@ func (t *taskRunner) runOnce(ctx context.Context) error {
 	t.mu.Lock()
 	t.mu.job = job
 	t.mu.Unlock()
-	t.m.event(TaskEvent{Task: t.spec.id, Kind: TaskStarted, Restored: restored})
+	t.m.event(TaskEvent{Task: t.spec.id, Kind: TaskStarted, Restored: restored, Job: job})
 	err = job.Wait()
 	t.mu.Lock()
 	t.mu.job = nil

@@ -74,7 +74,7 @@ func get(t *testing.T, srv *httptest.Server, path string, wantStatus int, v any)
 
 func TestAPI(t *testing.T) {
 	job := finishedJob(t)
-	s := newServer(job, Options{History: 2})
+	s := newServer(jobSource{job}, Options{History: 2})
 	for range 3 {
 		s.sample()
 	}

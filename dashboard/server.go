@@ -27,6 +27,25 @@ type Job interface {
 
 var _ Job = (*runtime.Job)(nil)
 
+// Source is what the dashboard reads: one job (Start adapts a Job), or
+// several shown as one (StartSource), such as the tasks of a clustered
+// job that one process runs, their operators named apart.
+type Source interface {
+	// Snapshot and Notes are the metrics and notes (runtime.Metrics).
+	Snapshot() []runtime.Metric
+	Notes() []runtime.Note
+	Topology() runtime.Topology
+	Checkpoints() []runtime.CheckpointStats
+	// Done is closed when the jobs have ended (no more frames are taken).
+	Done() <-chan struct{}
+}
+
+// jobSource is the Source of one Job.
+type jobSource struct{ Job }
+
+func (j jobSource) Snapshot() []runtime.Metric { return j.Metrics().Snapshot() }
+func (j jobSource) Notes() []runtime.Note      { return j.Metrics().Notes() }
+
 // Options tune a Server. The zero value is usable.
 type Options struct {
 	// Interval is how often the job is sampled into a frame; 0 means 1s.
@@ -104,9 +123,9 @@ func ParseAddr(addr string) (string, error) {
 //go:embed assets
 var assets embed.FS
 
-// Server serves the dashboard of one job.
+// Server serves the dashboard of one job (or Source).
 type Server struct {
-	job  Job
+	job  Source
 	opts Options
 	ln   net.Listener
 	http *http.Server
@@ -126,6 +145,12 @@ type Server struct {
 // ParseAddr) until Close. It returns once the address is listened on and
 // the first frame is taken.
 func Start(addr string, job Job, opts Options) (*Server, error) {
+	return StartSource(addr, jobSource{job}, opts)
+}
+
+// StartSource is Start for a Source.
+func StartSource(addr string, src Source, opts Options) (*Server, error) {
+	job := src
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
@@ -155,7 +180,7 @@ func Start(addr string, job Job, opts Options) (*Server, error) {
 	return s, nil
 }
 
-func newServer(job Job, opts Options) *Server {
+func newServer(job Source, opts Options) *Server {
 	return &Server{job: job, opts: opts.withDefaults(), stop: make(chan struct{})}
 }
 
@@ -198,9 +223,8 @@ func (s *Server) sample() (done bool) {
 	default:
 	}
 	in := sampleInput{atMs: s.opts.Now().UnixMilli(), done: done}
-	m := s.job.Metrics()
-	in.metrics = m.Snapshot()
-	in.notes = m.Notes()
+	in.metrics = s.job.Snapshot()
+	in.notes = s.job.Notes()
 	in.topology = s.job.Topology()
 	in.checkpoints = s.job.Checkpoints()
 	if s.agentOps == nil {
@@ -281,10 +305,10 @@ func (s *Server) Handler() http.Handler {
 		writeJSON(w, cps)
 	})
 	mux.HandleFunc("GET /api/metrics", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, s.job.Metrics().Snapshot())
+		writeJSON(w, s.job.Snapshot())
 	})
 	mux.HandleFunc("GET /api/notes", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, s.job.Metrics().Notes())
+		writeJSON(w, s.job.Notes())
 	})
 	mux.HandleFunc("GET /api/", func(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, fmt.Sprintf("dashboard: no API %s %s; the API is GET /api/frame[?seq=N], /api/history[?since=N], /api/topology, /api/checkpoints, /api/metrics, /api/notes", r.Method, r.URL.Path), http.StatusNotFound)

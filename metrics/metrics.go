@@ -24,11 +24,19 @@ import (
 // Collector is a prometheus.Collector reading a job's metrics at scrape
 // time.
 type Collector struct {
-	m *runtime.Metrics
+	snapshot func() []runtime.Metric
 }
 
 // NewCollector returns a collector for m.
-func NewCollector(m *runtime.Metrics) *Collector { return &Collector{m: m} }
+func NewCollector(m *runtime.Metrics) *Collector { return &Collector{snapshot: m.Snapshot} }
+
+// NewCollectorOf returns a collector of the metrics snapshot returns at
+// each scrape: several jobs' metrics in one (the tasks of a clustered
+// job in one process), told apart by labels snapshot adds. Every metric of
+// one name must carry the same label names, and no two the same values.
+func NewCollectorOf(snapshot func() []runtime.Metric) *Collector {
+	return &Collector{snapshot: snapshot}
+}
 
 // Describe implements prometheus.Collector; the set of metrics grows as
 // operators register them, so it describes nothing up front (an unchecked
@@ -38,7 +46,7 @@ func (c *Collector) Describe(chan<- *prometheus.Desc) {}
 // Collect implements prometheus.Collector.
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	descs := map[string]*prometheus.Desc{}
-	for _, m := range c.m.Snapshot() {
+	for _, m := range c.snapshot() {
 		name := Name(m.Name)
 		names := []string{"operator", "subtask"}
 		values := []string{m.Operator, strconv.Itoa(m.Subtask)}
@@ -89,8 +97,12 @@ func Name(s string) string {
 }
 
 // Handler returns an HTTP handler serving m in the Prometheus text format.
-func Handler(m *runtime.Metrics) http.Handler {
+func Handler(m *runtime.Metrics) http.Handler { return HandlerOf(m.Snapshot) }
+
+// HandlerOf returns an HTTP handler serving what snapshot returns at each
+// scrape in the Prometheus text format (see NewCollectorOf).
+func HandlerOf(snapshot func() []runtime.Metric) http.Handler {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(NewCollector(m))
+	reg.MustRegister(NewCollectorOf(snapshot))
 	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 }

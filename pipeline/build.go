@@ -84,7 +84,13 @@ type Job struct {
 	kafkaSource interface{ CaughtUp() bool }
 	// failing names the operators that make dead letters of records they
 	// fail on (P7).
-	failing     []string
+	failing []string
+	// windows names the window operators (their late records dropped
+	// are counted in the summary).
+	windows []string
+	// sourceOp is the source operator's name (its dead letters are
+	// counted in the summary).
+	sourceOp    string
 	firstOp     string
 	closers     []func() error
 	metricsAddr string
@@ -322,6 +328,21 @@ func (b *builder) deadLetters(from string, st *StepSpec, name string) (*weir.Out
 	return tag, func(s weir.Stream[Record]) { b.output(to, weir.SideOutput(s, tag)) }
 }
 
+// agentDeadLetters makes dead letters of the inputs an agent step named
+// name failed on (failed: its side output of agent.FailedInput) and sends
+// them to the step's dead-letter output, if it has one.
+func (b *builder) agentDeadLetters(from string, st *StepSpec, name, at string, failed weir.Stream[agent.FailedInput]) {
+	op := name + "-failed"
+	b.j.failing = append(b.j.failing, op)
+	to := DeadLettersOf(b.j.Spec, from, st)
+	dl := weir.Transform(failed, op, func() runtime.OneInputOperator[agent.FailedInput, Record] {
+		return &agentFailedOp{step: name, at: at, routed: to != ""}
+	})
+	if to != "" {
+		b.output(to, dl)
+	}
+}
+
 // opName returns a unique operator name: the given one, or kind-index.
 func (b *builder) opName(given, def string) string {
 	if b.names == nil {
@@ -423,6 +444,7 @@ func (b *builder) source(ctx context.Context) (weir.Stream[Record], error) {
 // sourceDeadLetters feeds the source's dead letters to
 // source.deadLetters, if named; name is the source operator's.
 func (b *builder) sourceDeadLetters(name string, src weir.Stream[Record]) {
+	b.j.sourceOp = name
 	if s := &b.j.Spec.Source; s.DeadLetters != "" {
 		dl := weir.Map(weir.DeadLetters(src), name+"-dead-letters", deadLetterRecord)
 		b.output(s.DeadLetters, dl)
@@ -624,6 +646,7 @@ func (b *builder) keyedStep(ctx context.Context, from string, st *StepSpec, kp f
 			wopts = append(wopts, window.LateOutput(tag))
 		}
 		keyField := kp.last()
+		b.j.windows = append(b.j.windows, name)
 		res := window.AggregateKeyed(ks, name, a, window.AggregateFunction[Record, *aggAcc, Record](newAggregator(w.Aggregates)), wopts...).UID(name)
 		out := weir.Map(res, name+"-result", func(r window.Result[string, Record]) Record {
 			rec := r.Value
@@ -660,7 +683,18 @@ func (b *builder) keyedStep(ctx context.Context, from string, st *StepSpec, kp f
 				o.Store = kafkastore.Factory(kafkastore.Options{Brokers: b.j.Brokers, Security: b.j.Security, Topic: s.Topic})
 			}
 		}
-		return agent.Apply[string, Record, Record](ks, name, a, o).UID(name), nil
+		var failed *weir.OutputTag[agent.FailedInput]
+		if o.ContinueOnError {
+			// Every input an action fails on becomes a dead letter of the
+			// step (or is dropped and counted): none is lost silently.
+			failed = weir.NewOutputTag[agent.FailedInput](name + "-failed")
+			o.FailedInputs = failed
+		}
+		out := agent.Apply[string, Record, Record](ks, name, a, o).UID(name)
+		if failed != nil {
+			b.agentDeadLetters(from, st, name, at, weir.SideOutput(out, failed))
+		}
+		return out, nil
 	}
 	return in, fmt.Errorf("%s: unknown step kind %q", st.Pos, st.Kind)
 }

@@ -6,7 +6,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
+	"net"
+	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -17,6 +21,9 @@ import (
 	"github.com/weirproject/weir/cluster"
 	"github.com/weirproject/weir/connector/kafka"
 	"github.com/weirproject/weir/keygroup"
+	"github.com/weirproject/weir/metrics"
+	"github.com/weirproject/weir/runtime"
+	"github.com/weirproject/weir/window"
 )
 
 // ClusterOptions configure RunCluster: a pipeline run as one clustered job
@@ -53,6 +60,17 @@ type ClusterOptions struct {
 	// OnTask, if set, is called (one call at a time) when a task of this
 	// process starts, stops, fails or finishes.
 	OnTask func(cluster.TaskEvent)
+	// MetricsAddr, when set, overrides job.metricsAddr: this process
+	// serves the metrics of the tasks it runs there (Prometheus, package
+	// metrics), each series with a label task naming its task; a task
+	// handed over leaves this process's series.
+	MetricsAddr string
+	// RestoreFrom, if set, is a group savepoint every task restores from
+	// while it has no checkpoint of its own under the checkpoint location
+	// (cluster.Config.RestoreFrom): the checkpoint location of this job
+	// (the same Group and KeyedTasks) after every process stopped, or a
+	// copy of it. Give every process the same one.
+	RestoreFrom string
 }
 
 // clusterPlan is a pipeline split at its keyBy (the only one, CheckCluster
@@ -85,14 +103,15 @@ func planOf(s *Spec) (clusterPlan, bool) {
 //     would start its own broker) with exactly one topic, starting at the
 //     earliest offsets (each task then goes on from its checkpoints);
 //   - exactly one keyBy, with only filter, map and tee steps before it;
-//     sort and window after it (not agent);
+//     sort, window or agent after it (an agent's store, if any, is per
+//     keyed task: docs/agents.md, "Agents in a clustered job");
 //   - a main sink to Kafka with delivery exactly-once;
 //   - named outputs whose steps are filter, map and tee, and whose sink
 //     is Kafka (exactly-once sinks get transactional ids of their own per
 //     task) or stdout (each process prints what its tasks send);
 //   - a checkpoint location (job.checkpoint.dir or o.CheckpointBase), in
-//     exactly-once mode, with keyed state in memory; no job.restoreFrom,
-//     job.metricsAddr or job.autoWatermarkInterval. job.parallelism is
+//     exactly-once mode, with keyed state in memory; no job.restoreFrom
+//     or job.autoWatermarkInterval. job.parallelism is
 //     ignored: each task runs at parallelism 1, and the tasks spread over
 //     the processes.
 func CheckCluster(spec *Spec, o ClusterOptions) error {
@@ -109,6 +128,11 @@ func CheckCluster(spec *Spec, o ClusterOptions) error {
 	if o.CheckpointBase != "" {
 		if err := checkpoint.CheckLocation(o.CheckpointBase); err != nil {
 			oerrs = append(oerrs, fmt.Errorf("pipeline: ClusterOptions.CheckpointBase: %w", err))
+		}
+	}
+	if o.RestoreFrom != "" {
+		if err := checkRestore(o); err != nil {
+			oerrs = append(oerrs, err)
 		}
 	}
 	if len(oerrs) > 0 {
@@ -166,14 +190,12 @@ func CheckCluster(spec *Spec, o ClusterOptions) error {
 		if len(spec.Steps) > 0 {
 			p = spec.Steps[0].Pos
 		}
-		add(p, "steps: no keyBy; the processes split the pipeline at its keyBy: want exactly one (followed by window or sort)")
+		add(p, "steps: no keyBy; the processes split the pipeline at its keyBy: want exactly one (followed by window, sort or agent)")
 	case len(keyBys) > 1:
 		add(spec.Steps[keyBys[1]].Pos, "steps[%d].keyBy: a second keyBy; the processes split the pipeline at its keyBy: want exactly one", keyBys[1])
 	}
 	for i, st := range spec.Steps {
 		switch {
-		case st.Kind == "agent":
-			add(st.Pos, "steps[%d].agent: not supported in group mode yet (its action-state store is per subtask, not per task); run the pipeline without --group", i)
 		case len(keyBys) > 0 && i < keyBys[0] && !stateless(st.Kind):
 			add(st.Pos, "steps[%d].%s: before the keyBy only filter, map and tee run (in the source tasks, which keep no state)", i, st.Kind)
 		}
@@ -218,10 +240,7 @@ func CheckCluster(spec *Spec, o ClusterOptions) error {
 		add(j.Pos, "job.stateBackend %s: tasks keep keyed state in memory in group mode; remove stateBackend", j.StateBackend)
 	}
 	if j.RestoreFrom != "" {
-		add(j.Pos, "job.restoreFrom: each task restores from its own checkpoints under the checkpoint location; remove restoreFrom")
-	}
-	if j.MetricsAddr != "" {
-		add(j.Pos, "job.metricsAddr: not served in group mode yet; remove metricsAddr")
+		add(j.Pos, "job.restoreFrom: a local job's savepoint; in group mode each task restores from its own checkpoints, or from a group savepoint given with weir run --restore DIR; remove restoreFrom")
 	}
 	if j.AutoWatermarkInterval != 0 {
 		add(j.Pos, "job.autoWatermarkInterval: tasks use the default (200ms); remove it, or use source.watermark.emit: every-record")
@@ -249,6 +268,31 @@ func CheckCluster(spec *Spec, o ClusterOptions) error {
 	return errs
 }
 
+// checkRestore checks a group savepoint before any work: a location
+// package checkpoint takes and, when it is a directory, one holding a
+// complete checkpoint of every keyed task (the source tasks, one per
+// partition of the source topic, are checked as they start).
+func checkRestore(o ClusterOptions) error {
+	if err := checkpoint.CheckLocation(o.RestoreFrom); err != nil {
+		return fmt.Errorf("pipeline: ClusterOptions.RestoreFrom: %w", err)
+	}
+	dir, local := checkpoint.LocalPath(o.RestoreFrom)
+	if !local {
+		return nil
+	}
+	keyed := o.KeyedTasks
+	if keyed == 0 {
+		keyed = 4
+	}
+	for q := range keyed {
+		task := filepath.Join(dir, "tasks", fmt.Sprintf("keyed-%d", q))
+		if _, _, err := checkpoint.Latest(task); err != nil {
+			return fmt.Errorf("pipeline: group savepoint %s (--restore, ClusterOptions.RestoreFrom): not one of %d keyed tasks: no complete checkpoint in %s (want the checkpoint location of this job, stopped on every process, or a copy of it)", o.RestoreFrom, keyed, task)
+		}
+	}
+	return nil
+}
+
 func stateless(kind string) bool { return kind == "filter" || kind == "map" || kind == "tee" }
 
 func orDefault(s, def string) string {
@@ -274,6 +318,13 @@ type clusterRun struct {
 		sync.Mutex
 		builds  []taskBuild
 		started map[string]int
+		// running is the latest build of each task running in this
+		// process (its metrics are served).
+		running map[string]*weir.Environment
+		// closers are the latest build's of each task (MCP servers an
+		// agent step connected), closed when the task is built again
+		// (its previous job has ended) and when RunCluster returns.
+		closers map[string][]func() error
 	}
 }
 
@@ -284,6 +335,10 @@ type taskBuild struct {
 	// countOp counts the source's records (source tasks only).
 	countOp string
 	sinks   []SinkInfo
+	// failing and windows are the builder's (dead letters and late
+	// records dropped, for the summary).
+	failing, windows []string
+	sourceOp         string
 }
 
 // RunCluster runs spec as one clustered job (package cluster) over every
@@ -337,6 +392,9 @@ func RunCluster(ctx context.Context, spec *Spec, opts ClusterOptions, log io.Wri
 	}
 	r := &clusterRun{ctx: ctx, spec: spec, opts: opts, plan: plan, brokers: brokers, stdout: &lockedWriter{w: stdout}, log: log}
 	r.mu.started = map[string]int{}
+	r.mu.running = map[string]*weir.Environment{}
+	r.mu.closers = map[string][]func() error{}
+	defer r.closeAll()
 	if err := r.dryBuild(); err != nil {
 		return s, err
 	}
@@ -353,13 +411,29 @@ func RunCluster(ctx context.Context, spec *Spec, opts ClusterOptions, log io.Wri
 	cfg := cluster.Config{Brokers: brokers, Security: sec, Group: opts.Group, SourceTopic: k.Topics[0], SourceReadCommitted: k.ReadCommitted,
 		KeyedTasks: opts.KeyedTasks, MaxParallelism: spec.Job.MaxParallelism, CheckpointBase: base,
 		CheckpointInterval: spec.Job.CheckpointInterval, Bounded: k.Bounded, SessionTimeout: opts.SessionTimeout,
-		HeartbeatInterval: opts.HeartbeatInterval, Member: opts.Member, Logger: opts.Logger, OnTask: r.onTask}
+		HeartbeatInterval: opts.HeartbeatInterval, Member: opts.Member, Logger: opts.Logger, OnTask: r.onTask,
+		RestoreFrom: opts.RestoreFrom}
 	keyedTasks := opts.KeyedTasks
 	if keyedTasks == 0 {
 		keyedTasks = 4
 	}
-	fmt.Fprintf(log, "weir run: %s: group %s, member %s: %s; %d keyed tasks, checkpoints in %s\n",
-		s.Pipeline, opts.Group, opts.Member, Describe(spec), keyedTasks, base)
+	addr := spec.Job.MetricsAddr
+	if opts.MetricsAddr != "" {
+		addr = opts.MetricsAddr
+	}
+	served := ""
+	if addr != "" {
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			return s, fmt.Errorf("pipeline: metrics: %w", err)
+		}
+		srv := &http.Server{Handler: metrics.HandlerOf(r.metrics)}
+		go srv.Serve(ln)
+		defer srv.Close()
+		served = "; metrics on http://" + ln.Addr().String() + "/metrics"
+	}
+	fmt.Fprintf(log, "weir run: %s: group %s, member %s: %s; %d keyed tasks, checkpoints in %s%s\n",
+		s.Pipeline, opts.Group, opts.Member, Describe(spec), keyedTasks, base, served)
 	start := time.Now()
 	err := cluster.Run(ctx, cfg, r.job())
 	s.Elapsed = time.Since(start)
@@ -370,6 +444,7 @@ func RunCluster(ctx context.Context, spec *Spec, opts ClusterOptions, log io.Wri
 		s.Stopped = true
 	}
 	infos := r.summarize(&s)
+	s.addDropped(spec)
 	fmt.Fprintf(log, "weir run: %s %s after %v (group %s, member %s): %d records from the source in this process\n", s.Pipeline,
 		map[bool]string{false: "finished", true: "stopped"}[s.Stopped], s.Elapsed.Round(time.Millisecond), s.Group, s.Member, s.SourceRecords)
 	for _, si := range infos {
@@ -383,6 +458,7 @@ func RunCluster(ctx context.Context, spec *Spec, opts ClusterOptions, log io.Wri
 		tasks = append(tasks, t)
 	}
 	fmt.Fprintf(log, "  %-20s %s\n", "tasks run here", listOrNone(tasks))
+	s.report(log)
 	if s.CheckpointsCompleted > 0 {
 		fmt.Fprintf(log, "  checkpoints          %8d completed\n", s.CheckpointsCompleted)
 	}
@@ -476,11 +552,13 @@ func (r *clusterRun) dryBuild() error {
 	env := weir.NewEnvironment(weir.Config{Parallelism: 1})
 	src := kafka.NewSource(kafka.Options{Brokers: r.brokers, Security: r.spec.Kafka.Security, Topics: r.spec.Source.Kafka.Topics}, kafkaRecords(r.spec.Source.Kafka))
 	in := weir.FromSource(env, "source", src, kafkaWatermarks(&r.spec.Source))
-	mid, _, err := r.buildUpstream(in)
+	mid, ub, err := r.buildUpstream(in)
+	closeAll(ub.j.closers)
 	if err != nil {
 		return err
 	}
-	_, _, err = r.buildKeyed(weir.KeyBy(mid, recordKey(r.plan.key)))
+	_, kb, err := r.buildKeyed(weir.KeyBy(mid, recordKey(r.plan.key)))
+	closeAll(kb.j.closers)
 	return err
 }
 
@@ -492,7 +570,7 @@ func (r *clusterRun) built(b *builder, err error) {
 		fmt.Fprintf(r.log, "weir run: building a task: %v\n", err)
 	}
 	task, _ := cluster.TaskName(b.env)
-	tb := taskBuild{task: task, env: b.env, sinks: b.j.Sinks}
+	tb := taskBuild{task: task, env: b.env, sinks: b.j.Sinks, failing: b.j.failing, windows: b.j.windows, sourceOp: b.j.sourceOp}
 	if strings.HasPrefix(task, "source-") {
 		tb.countOp = b.j.firstOp
 		if tb.countOp == "" {
@@ -501,7 +579,44 @@ func (r *clusterRun) built(b *builder, err error) {
 	}
 	r.mu.Lock()
 	r.mu.builds = append(r.mu.builds, tb)
+	r.mu.running[task] = b.env
+	prev := r.mu.closers[task]
+	r.mu.closers[task] = b.j.closers
 	r.mu.Unlock()
+	closeAll(prev)
+}
+
+// closeAll closes what every task's latest build opened.
+func (r *clusterRun) closeAll() {
+	r.mu.Lock()
+	all := r.mu.closers
+	r.mu.closers = map[string][]func() error{}
+	r.mu.Unlock()
+	for _, cs := range all {
+		closeAll(cs)
+	}
+}
+
+func closeAll(cs []func() error) {
+	for i := len(cs) - 1; i >= 0; i-- {
+		cs[i]()
+	}
+}
+
+// metrics returns the metrics of the tasks running in this process, each
+// with a first label task.
+func (r *clusterRun) metrics() []runtime.Metric {
+	r.mu.Lock()
+	envs := maps.Clone(r.mu.running)
+	r.mu.Unlock()
+	var out []runtime.Metric
+	for _, task := range sortedKeys(envs) {
+		for _, m := range envs[task].Metrics().Snapshot() {
+			m.Labels = append([]runtime.Label{{Name: "task", Value: task}}, m.Labels...)
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 // onTask prints a task event and counts the starts.
@@ -516,9 +631,15 @@ func (r *clusterRun) onTask(ev cluster.TaskEvent) {
 		line += ": " + ev.Err
 	}
 	fmt.Fprintln(r.log, line)
-	if ev.Kind == cluster.TaskStarted {
+	switch ev.Kind {
+	case cluster.TaskStarted:
 		r.mu.Lock()
 		r.mu.started[ev.Task]++
+		r.mu.Unlock()
+	case cluster.TaskStopped:
+		// Handed over: its new owner reports it from now on.
+		r.mu.Lock()
+		delete(r.mu.running, ev.Task)
 		r.mu.Unlock()
 	}
 	if r.opts.OnTask != nil {
@@ -553,6 +674,16 @@ func (r *clusterRun) summarize(s *Summary) []SinkInfo {
 		}
 		for _, si := range tb.sinks {
 			s.Outputs[si.Output] += m.Sum(si.Operator, "recordsIn")
+		}
+		for _, op := range tb.failing {
+			s.DeadLetters += m.Sum(op, "deadLetters")
+			s.DeadLettersDropped += m.Sum(op, "deadLettersDropped")
+		}
+		if tb.sourceOp != "" {
+			s.SourceDeadLetters += m.Sum(tb.sourceOp, "deadLetters")
+		}
+		for _, op := range tb.windows {
+			s.LateDropped += m.Sum(op, window.CounterLateDropped) - m.Sum(op, window.CounterLateOutput)
 		}
 	}
 	return infos

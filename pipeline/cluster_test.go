@@ -8,8 +8,10 @@ import (
 	"log/slog"
 	"maps"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -21,6 +23,7 @@ import (
 
 	"github.com/weirproject/weir"
 	"github.com/weirproject/weir/broker"
+	"github.com/weirproject/weir/cluster"
 	"github.com/weirproject/weir/connector/kafka"
 	"github.com/weirproject/weir/pipeline"
 	"github.com/weirproject/weir/watermark"
@@ -301,4 +304,180 @@ func TestClusteredExample(t *testing.T) {
 		t.Fatalf("order-totals holds %d distinct totals, want the %d computed from orders.jsonl, each once:\ngot  %v\nwant %v", len(got), len(want), got, want)
 	}
 	t.Logf("%d totals, each once", len(got))
+}
+
+// lockedBuffer is a strings.Builder safe for a writer and a reader.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestClusterMetrics: a member given MetricsAddr serves the metrics of the
+// tasks it runs, each series labelled with its task, while they run; its
+// summary counts the source's dead letters as a local run does.
+func TestClusterMetrics(t *testing.T) {
+	b, err := broker.Start(broker.Options{Topics: map[string]int32{"events": 2, "out": 1, "out-bad": 1, "out-late": 1},
+		Configs: map[string]string{"group.min.session.timeout.ms": "500"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	produceEvents(t, b.Addrs(), "events", 2, 500, 3)
+	t.Setenv("BROKERS", b.Addrs()[0])
+	t.Setenv("OUT", "out")
+	t.Setenv("CKPT", t.TempDir())
+	spec, err := pipeline.Parse("clustered.yaml", []byte(clusteredYAML))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var log lockedBuffer
+	addrRe := regexp.MustCompile(`metrics on (http://\S+/metrics)`)
+	var scraped string
+	var scrapeErr error
+	onTask := func(ev cluster.TaskEvent) {
+		// The keyed task has finished: its metrics are final, and still
+		// served (RunCluster has not returned).
+		if ev.Task != "keyed-0" || ev.Kind != cluster.TaskFinished {
+			return
+		}
+		m := addrRe.FindStringSubmatch(log.String())
+		if m == nil {
+			scrapeErr = fmt.Errorf("no metrics address in the log:\n%s", log.String())
+			return
+		}
+		resp, err := http.Get(m[1])
+		if err != nil {
+			scrapeErr = err
+			return
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		scraped, scrapeErr = string(body), err
+	}
+	s, err := pipeline.RunCluster(ctx, spec, pipeline.ClusterOptions{Group: "metrics", KeyedTasks: 1, MetricsAddr: "127.0.0.1:0",
+		SessionTimeout: time.Second, HeartbeatInterval: 100 * time.Millisecond, Logger: quietLog, OnTask: onTask}, &log)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, log.String())
+	}
+	if scrapeErr != nil {
+		t.Fatal(scrapeErr)
+	}
+	sinkIn := regexp.MustCompile(`weir_records_in\{operator="sink",subtask="0",task="keyed-0"\} (\d+)`).FindStringSubmatch(scraped)
+	if sinkIn == nil || sinkIn[1] == "0" || sinkIn[1] != strconv.FormatInt(s.Outputs["sink"], 10) {
+		t.Fatalf("scrape lacks the keyed task's sink count (%d in the summary):\n%s", s.Outputs["sink"], scraped)
+	}
+	for _, want := range []string{`task="source-0"`, `task="source-1"`, `weir_dead_letters{operator="source"`} {
+		if !strings.Contains(scraped, want) {
+			t.Errorf("scrape lacks %s", want)
+		}
+	}
+	if s.SourceDeadLetters != 3 || s.Dropped != 0 {
+		t.Errorf("summary %+v; want 3 source dead letters, routed", s)
+	}
+}
+
+// TestClusterRestoreGroupSavepoint: a clustered job stopped on its only
+// process leaves a group savepoint (its checkpoint location: a checkpoint
+// of every task); the same job started with a new, empty checkpoint
+// location and RestoreFrom that savepoint restores every task from its part
+// and completes the output: committed, it equals a local run's, nothing
+// lost or twice.
+func TestClusterRestoreGroupSavepoint(t *testing.T) {
+	b, err := broker.Start(broker.Options{Topics: map[string]int32{"events": 2,
+		"local": 1, "local-bad": 1, "local-late": 1, "group": 1, "group-bad": 1, "group-late": 1},
+		Configs: map[string]string{"group.min.session.timeout.ms": "500"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	brokers := b.Addrs()
+	produceEvents(t, brokers, "events", 2, 2000, 2)
+	t.Setenv("BROKERS", brokers[0])
+	parseWith := func(y, out, ckpt string) *pipeline.Spec {
+		t.Setenv("OUT", out)
+		t.Setenv("CKPT", ckpt)
+		s, err := pipeline.Parse("clustered.yaml", []byte(y))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if _, err := pipeline.Run(ctx, parseWith(clusteredYAML, "local", t.TempDir()), pipeline.Options{Logger: quietLog}, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+
+	// The first run, unbounded, stopped once every task has checkpointed.
+	savepoint := t.TempDir()
+	tasks := []string{"keyed-0", "source-0", "source-1"}
+	stop, stopRun := context.WithCancel(ctx)
+	go func() {
+		defer stopRun()
+		for stop.Err() == nil {
+			done := true
+			for _, task := range tasks {
+				m, _ := filepath.Glob(filepath.Join(savepoint, "tasks", task, "chk-*", "_metadata"))
+				done = done && len(m) > 0
+			}
+			if done {
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	opts := pipeline.ClusterOptions{Group: "group", KeyedTasks: 1, Member: "m", SessionTimeout: time.Second,
+		HeartbeatInterval: 100 * time.Millisecond, Logger: quietLog}
+	first := parseWith(strings.Replace(clusteredYAML, "bounded: true", "bounded: false", 1), "group", savepoint)
+	var log1 strings.Builder
+	if s, err := pipeline.RunCluster(stop, first, opts, &log1); err != nil || !s.Stopped {
+		t.Fatalf("first run: %v, %+v\n%s", err, s, log1.String())
+	}
+
+	// The second run, bounded, from the savepoint into a new location.
+	var mu sync.Mutex
+	restored := map[string]string{}
+	opts.OnTask = func(ev cluster.TaskEvent) {
+		if ev.Kind == cluster.TaskStarted {
+			mu.Lock()
+			restored[ev.Task] = ev.Restored
+			mu.Unlock()
+		}
+	}
+	opts.RestoreFrom = savepoint
+	var log2 strings.Builder
+	if _, err := pipeline.RunCluster(ctx, parseWith(clusteredYAML, "group", t.TempDir()), opts, &log2); err != nil {
+		t.Fatalf("second run: %v\n%s", err, log2.String())
+	}
+	t.Logf("first run:\n%s\nsecond run:\n%s", log1.String(), log2.String())
+	for _, task := range tasks {
+		if !strings.HasPrefix(restored[task], filepath.Join(savepoint, "tasks", task)) {
+			t.Errorf("task %s started from %q, want its part of the savepoint %s\n%s", task, restored[task], savepoint, log2.String())
+		}
+	}
+	for _, out := range []string{"", "-bad", "-late"} {
+		want := committedRecords(t, brokers, "local"+out)
+		got := committedRecords(t, brokers, "group"+out)
+		if out == "" && len(want) < 50 {
+			t.Fatalf("the local run committed %d window totals; want more than 50", len(want))
+		}
+		t.Logf("group%s: %d distinct records, as the local run's", out, len(got))
+		if !maps.Equal(want, got) {
+			t.Fatalf("topic group%s: %d distinct records, the local run's %d; they differ\nfirst run:\n%s\nsecond run:\n%s", out, len(got), len(want), log1.String(), log2.String())
+		}
+	}
 }

@@ -4,14 +4,16 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/weirproject/weir/agent"
 	"github.com/weirproject/weir/runtime"
 )
 
 // Dead letters of steps (P7). A filter or map expression that fails on a
 // record (a field of the wrong type, a missing field the expression needs,
-// an integer division by zero, a result JSON cannot hold), or an agent's
-// prompt template that does not render for it, does not fail the job: the
-// record becomes a dead letter of the step,
+// an integer division by zero, a result JSON cannot hold), an agent's
+// prompt template that does not render for it, or, with continueOnError,
+// an agent action that fails on it (agentFailedOp), does not fail the job:
+// the record becomes a dead letter of the step,
 //
 //	{"step": OPERATOR, "at": FILE:LINE:COL, "reason": "...", "value": RECORD}
 //
@@ -139,6 +141,12 @@ func (d *stepDeadLetters) open(ctx *runtime.Context, tag *runtime.OutputTag[Reco
 // fail makes r a dead letter with reason (which names the step's kind and
 // position and what went wrong).
 func (d *stepDeadLetters) fail(r runtime.Record[Record], reason string) {
+	d.letter(Record{"step": d.step, "at": d.at, "reason": reason, "value": r.Value}, r.Timestamp, reason)
+}
+
+// letter counts, logs and sends (or drops) the dead letter rec, with
+// timestamp ts, of a record the step failed on for reason.
+func (d *stepDeadLetters) letter(rec Record, ts int64, reason string) {
 	d.count.Inc()
 	d.n++
 	if d.out == nil {
@@ -158,10 +166,46 @@ func (d *stepDeadLetters) fail(r runtime.Record[Record], reason string) {
 		d.ctx.Note(runtime.NoteKindDeadLetter, fmt.Sprintf("%s (%d dead letters so far)", reason, d.n))
 	}
 	if d.out != nil {
-		d.out.Collect(runtime.Record[Record]{Value: Record{"step": d.step, "at": d.at, "reason": reason, "value": r.Value},
-			Timestamp: r.Timestamp})
+		d.out.Collect(runtime.Record[Record]{Value: rec, Timestamp: ts})
 	}
 }
+
+// agentFailedOp turns the inputs an agent step's actions failed on
+// (agent.Options.FailedInputs, with continueOnError) into dead letters of
+// the step: its input is the agent's side output of failed inputs, its
+// output (when the step has a dead-letter output) the dead letters
+//
+//	{"step", "at", "reason", "value": INPUT, "action", "key", "input": SEQ, "runId"}
+//
+// so that an input whose model call failed is never lost without a trace.
+type agentFailedOp struct {
+	runtime.Base[Record]
+	step, at string
+	routed   bool // false: the step has no dead-letter output
+	dead     stepDeadLetters
+}
+
+func (o *agentFailedOp) Open(ctx *runtime.Context, out runtime.Output[Record]) error {
+	if err := o.Base.Open(ctx, out); err != nil {
+		return err
+	}
+	o.dead.open(ctx, nil, o.at)
+	o.dead.step = o.step
+	if o.routed {
+		o.dead.out = out
+	}
+	return nil
+}
+
+func (o *agentFailedOp) ProcessRecord(r runtime.Record[agent.FailedInput]) error {
+	f := r.Value
+	reason := fmt.Sprintf("agent at %s: %s", o.at, f.Reason())
+	o.dead.letter(Record{"step": o.step, "at": o.at, "reason": reason, "value": f.Input,
+		"action": f.Action, "key": f.Key, "input": float64(f.Seq), "runId": f.RunID}, r.Timestamp, reason)
+	return nil
+}
+
+func (o *agentFailedOp) EndInput() error { return nil }
 
 // jsonable reports whether JSON can hold v: every float in it is finite
 // (sinks write records as JSON, which has no NaN or infinity). It

@@ -71,6 +71,11 @@
 //	    by default the source's; with neither it is dropped. Each is
 //	    counted (deadLetters, deadLettersDropped), the first reasons
 //	    logged (deadletter.go). The good path allocates nothing more.
+//	    With continueOnError, an input an agent step's action fails on
+//	    is a dead letter of the step too (agent.Options.FailedInputs),
+//	    with its action, key, input number and run id. The summary counts
+//	    every dead letter and every record dropped for want of an output
+//	    (Summary.Dropped; `weir run` then exits with status 3).
 //
 // Build returns a Job whose Start gives the running runtime.Job (for
 // savepoints, cancellation, metrics and dashboards); Run is Build, Start,

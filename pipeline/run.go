@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/weirproject/weir/runtime"
+	"github.com/weirproject/weir/window"
 )
 
 // Summary is what a run of a pipeline did.
@@ -28,6 +29,18 @@ type Summary struct {
 	// of one. The source's dead letters are counted by their output.
 	DeadLetters        int64 `json:"deadLetters,omitempty"`
 	DeadLettersDropped int64 `json:"deadLettersDropped,omitempty"`
+	// SourceDeadLetters counts the records the source could not decode
+	// or timestamp: sent to source.deadLetters or, without it, dropped.
+	SourceDeadLetters int64 `json:"sourceDeadLetters,omitempty"`
+	// Dropped counts the records lost for want of a dead-letter output:
+	// DeadLettersDropped, and SourceDeadLetters when the source has no
+	// deadLetters output. `weir run` exits with status 3 when it is not
+	// 0 (docs/pipelines.md).
+	Dropped int64 `json:"dropped,omitempty"`
+	// LateDropped counts the records window steps dropped as too late
+	// for every window they belonged to, for want of a late output
+	// (window.late): event-time semantics, not a failure.
+	LateDropped int64 `json:"lateDropped,omitempty"`
 	// CheckpointsCompleted counts the job's completed checkpoints.
 	CheckpointsCompleted int64 `json:"checkpointsCompleted"`
 	// Stopped is set when the run was stopped before its sources ended.
@@ -109,23 +122,51 @@ func Run(ctx context.Context, spec *Spec, opts Options, log io.Writer) (Summary,
 		s.DeadLetters += m.Sum(op, "deadLetters")
 		s.DeadLettersDropped += m.Sum(op, "deadLettersDropped")
 	}
+	for _, op := range j.windows {
+		s.LateDropped += m.Sum(op, window.CounterLateDropped) - m.Sum(op, window.CounterLateOutput)
+	}
+	s.SourceDeadLetters = m.Sum(j.sourceOp, "deadLetters")
+	s.addDropped(spec)
 	s.CheckpointsCompleted = m.Sum("job", "checkpointsCompleted")
 	fmt.Fprintf(log, "weir run: %s %s after %v: %d records from the source\n", s.Pipeline,
 		map[bool]string{false: "finished", true: "stopped"}[s.Stopped], s.Elapsed.Round(time.Millisecond), s.SourceRecords)
 	for _, si := range j.Sinks {
 		fmt.Fprintf(log, "  %-20s %8d records to %s\n", si.Output, s.Outputs[si.Output], si.Describe)
 	}
-	if s.DeadLetters > 0 {
-		fmt.Fprintf(log, "  steps' dead letters  %8d records a step failed on", s.DeadLetters)
-		if s.DeadLettersDropped > 0 {
-			fmt.Fprintf(log, " (%d dropped: no deadLetters output)", s.DeadLettersDropped)
-		}
-		fmt.Fprintln(log)
-	}
+	s.report(log)
 	if s.CheckpointsCompleted > 0 {
 		fmt.Fprintf(log, "  checkpoints          %8d completed\n", s.CheckpointsCompleted)
 	}
 	return s, nil
+}
+
+// addDropped sets Dropped from the dead-letter counts.
+func (s *Summary) addDropped(spec *Spec) {
+	s.Dropped = s.DeadLettersDropped
+	if spec.Source.DeadLetters == "" {
+		s.Dropped += s.SourceDeadLetters
+	}
+}
+
+// report writes the summary's lines on records that did not reach a sink
+// the normal way: dead letters (routed, or dropped for want of a
+// dead-letter output, which is data loss and said loudly) and late
+// records dropped by windows.
+func (s *Summary) report(log io.Writer) {
+	if s.SourceDeadLetters > 0 && s.Dropped > s.DeadLettersDropped {
+		fmt.Fprintf(log, "  DROPPED              %8d records the source could not decode or timestamp, LOST: set source.deadLetters to keep them\n", s.SourceDeadLetters)
+	} else if s.SourceDeadLetters > 0 {
+		fmt.Fprintf(log, "  source dead letters  %8d records the source could not decode or timestamp, sent to %s\n", s.SourceDeadLetters, "its dead-letter output")
+	}
+	if routed := s.DeadLetters - s.DeadLettersDropped; routed > 0 {
+		fmt.Fprintf(log, "  steps' dead letters  %8d records a step failed on, sent to dead-letter outputs\n", routed)
+	}
+	if s.DeadLettersDropped > 0 {
+		fmt.Fprintf(log, "  DROPPED              %8d records a step failed on, LOST: the step has no deadLetters output (set deadLetters on the step or the source)\n", s.DeadLettersDropped)
+	}
+	if s.LateDropped > 0 {
+		fmt.Fprintf(log, "  late, dropped        %8d records too late for their windows (a window's late output keeps them)\n", s.LateDropped)
+	}
 }
 
 // describe is one line on the job's shape.

@@ -5,9 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"maps"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -197,10 +199,42 @@ func (c *groupChild) running() []string {
 // the kill always comes before the end): a late record in each partition
 // fires every window, and once the output is complete the survivor is
 // stopped with SIGTERM.
-func TestRunGroupKillOne(t *testing.T) {
+func TestRunGroupKillOne(t *testing.T) { groupKillOne(t, groupYAML, "per-user") }
+
+// groupAgentYAML is groupYAML with an agent step (the offline model) as the
+// keyed step: every input that passes the filter gets one reply.
+var groupAgentYAML = strings.Replace(groupYAML, `  - window:
+      tumbling: 5s
+      aggregate:
+        n: count
+        total: sum(amount)
+        top: max(amount)
+`, `  - agent:
+      model: {offline: {seed: 3}}
+      prompt: 'User {{.user}} spent {{.amount}} at {{.time}}'
+      output: reply
+`, 1)
+
+// TestRunGroupKillOneAgent: as TestRunGroupKillOne with an agent step:
+// every input is decided (answered) exactly once in the committed output
+// across the kill of a member, as in a local run.
+func TestRunGroupKillOneAgent(t *testing.T) {
+	if !strings.Contains(groupAgentYAML, "agent:") {
+		t.Fatal("groupAgentYAML has no agent step")
+	}
+	groupKillOne(t, groupAgentYAML, "per-user-agent")
+}
+
+// groupKillOne runs the file y locally, then in group mode (unbounded) in
+// two processes, kills one mid-run, and checks that the committed output
+// equals the local run's.
+func groupKillOne(t *testing.T, y, group string) {
 	brokers := groupBroker(t, 6000, "out-local", "out-group")
 	dir := t.TempDir()
 	file := writeGroupFile(t, dir, brokers)
+	if err := os.WriteFile(file, []byte(y), 0o644); err != nil {
+		t.Fatal(err)
+	}
 
 	// The local run (in this process: weir run without --group).
 	t.Setenv("OUT", "out-local")
@@ -217,11 +251,11 @@ func TestRunGroupKillOne(t *testing.T) {
 	t.Setenv("OUT", "out-group")
 	t.Setenv("CKPT", filepath.Join(dir, "unused"))
 	unbounded := filepath.Join(dir, "unbounded.yaml")
-	if err := os.WriteFile(unbounded, []byte(strings.Replace(groupYAML, "bounded: true", "bounded: false", 1)), 0o644); err != nil {
+	if err := os.WriteFile(unbounded, []byte(strings.Replace(y, "bounded: true", "bounded: false", 1)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	args := func(member string) []string {
-		return []string{"run", unbounded, "--group", "per-user", "--keyed-tasks", "2", "--member", member,
+		return []string{"run", unbounded, "--group", group, "--keyed-tasks", "2", "--member", member,
 			"--checkpoint-dir", filepath.Join(dir, "group"), "--session-timeout", "1s", "--json"}
 	}
 	a := startGroupChild(t, "a", args("a")...)
@@ -236,7 +270,7 @@ func TestRunGroupKillOne(t *testing.T) {
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
 	exchanged := func() bool {
-		ends, err := adm.ListEndOffsets(context.Background(), "per-user-exchange")
+		ends, err := adm.ListEndOffsets(context.Background(), group+"-exchange")
 		if err != nil {
 			return false
 		}
@@ -313,7 +347,7 @@ func TestRunGroupKillOne(t *testing.T) {
 		Stopped bool           `json:"stopped"`
 		Tasks   map[string]int `json:"tasks"`
 	}
-	if err := json.Unmarshal(survivor.out.Bytes(), &sum); err != nil || sum.Group != "per-user" || sum.Member != survivor.name || !sum.Stopped || len(sum.Tasks) != 6 {
+	if err := json.Unmarshal(survivor.out.Bytes(), &sum); err != nil || sum.Group != group || sum.Member != survivor.name || !sum.Stopped || len(sum.Tasks) != 6 {
 		t.Errorf("survivor's --json summary %q (%v): want its group, member, stopped and the six tasks", survivor.out.String(), err)
 	}
 
@@ -349,7 +383,8 @@ func TestRunGroupSIGTERMLeaves(t *testing.T) {
 	if err := os.WriteFile(file, []byte(strings.Replace(groupYAML, "bounded: true", "bounded: false", 1)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	c := startGroupChild(t, "a", "run", file, "--group", "leave", "--keyed-tasks", "1", "--session-timeout", "1s")
+	c := startGroupChild(t, "a", "run", file, "--group", "leave", "--keyed-tasks", "1", "--session-timeout", "1s",
+		"--ui-addr", "127.0.0.1:0", "--metrics-addr", "127.0.0.1:0")
 	// Every task started here: the four source tasks and the keyed task.
 	deadline := time.After(2 * time.Minute)
 	for len(c.running()) < 5 {
@@ -360,6 +395,42 @@ func TestRunGroupSIGTERMLeaves(t *testing.T) {
 			t.Fatalf("not every task started:\n%s", c.lines.text())
 		case <-time.After(20 * time.Millisecond):
 		}
+	}
+	// The dashboard shows this process's tasks as one job, operators
+	// named TASK/OPERATOR; the metrics carry a label task.
+	base := func(re string) string {
+		m := regexp.MustCompile(re).FindStringSubmatch(c.stderr())
+		if m == nil {
+			t.Fatalf("no %s in stderr:\n%s", re, c.stderr())
+		}
+		return m[1]
+	}
+	get := func(url string) string {
+		resp, err := http.Get(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return string(b)
+	}
+	ui := base(`dashboard of this process's tasks on (http://[^/\s]+)/`)
+	topology := get(ui + "/api/topology")
+	for _, want := range []string{`"name":"keyed-0/window"`, `"name":"source-3/source"`} {
+		if !strings.Contains(topology, want) {
+			t.Errorf("the dashboard's topology lacks %s:\n%s", want, topology)
+		}
+	}
+	// (Frames are taken every second: the first, at the start, had no task.)
+	for frame := get(ui + "/api/frame"); !strings.Contains(frame, `"name":"keyed-0/window"`); frame = get(ui + "/api/frame") {
+		select {
+		case <-deadline:
+			t.Fatalf("no frame of the dashboard shows the keyed task's window:\n%s", frame)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	if m := get(base(`metrics on (http://\S+/metrics)`)); !strings.Contains(m, `operator="window",subtask="0",task="keyed-0"`) {
+		t.Errorf("the metrics lack the keyed task's window:\n%s", m)
 	}
 	c.cmd.Process.Signal(syscall.SIGTERM)
 	<-c.done
@@ -415,7 +486,7 @@ func TestRunGroupBadInput(t *testing.T) {
 		{g("--keyed-tasks", "0"), "weir run: --keyed-tasks 0: want an integer from 1 to 32768"},
 		{g("--session-timeout", "0s"), "weir run: --session-timeout 0s: want a duration >= 100ms"},
 		{g("--checkpoint-dir", "ftp://x/y"), `weir run: --checkpoint-dir: checkpoint: location "ftp://x/y" has scheme "ftp"`},
-		{g("--restore", dir), "weir run: --restore: not taken with --group: each task restores from its own checkpoints"},
+		{g("--restore", dir), "weir run: pipeline: group savepoint " + dir + " (--restore, ClusterOptions.RestoreFrom): not one of 4 keyed tasks"},
 		{g("--parallelism", "2"), "weir run: --parallelism: not taken with --group"},
 		{g("--savepoint-dir", dir), "weir run: --savepoint-dir: not taken with --group"},
 		{g("--keyed-tasks", "200"), "weir run: " + good + ":2:1: group mode: 200 keyed tasks with job.maxParallelism 128"},

@@ -126,6 +126,7 @@ func runCmd() *cobra.Command {
 				return pipelineUsage(cmd, err)
 			}
 			if group.Group != "" {
+				group.MetricsAddr, group.RestoreFrom = opts.MetricsAddr, opts.RestoreFrom
 				if err := pipeline.CheckCluster(s, group); err != nil {
 					return pipelineUsage(cmd, err)
 				}
@@ -141,7 +142,7 @@ func runCmd() *cobra.Command {
 				ctx = context.Background()
 			}
 			if group.Group != "" {
-				return runGroup(ctx, cmd, spec, group, asJSON)
+				return runGroup(ctx, cmd, spec, group, asJSON, uiAddr)
 			}
 			// The first SIGINT or SIGTERM stops the job with a savepoint
 			// and exits 0; a second one aborts with 130 (as weir demo).
@@ -208,10 +209,7 @@ func runCmd() *cobra.Command {
 			if resume != "" {
 				fmt.Fprint(log, resume)
 			}
-			if asJSON {
-				return json.NewEncoder(cmd.OutOrStdout()).Encode(s)
-			}
-			return nil
+			return finishRun(cmd, s, asJSON)
 		},
 	}
 	f := c.Flags()
@@ -237,11 +235,8 @@ var groupOnly = []string{"keyed-tasks", "checkpoint-dir", "member", "session-tim
 // notWithGroup are the flags of a local run that group mode does not take,
 // with the reason.
 var notWithGroup = []struct{ flag, why string }{
-	{"restore", "each task restores from its own checkpoints under --checkpoint-dir"},
 	{"savepoint-dir", "a stop hands this process's tasks over with a checkpoint each, no savepoint"},
 	{"parallelism", "each task runs at parallelism 1; start more processes (up to the tasks) to share the work"},
-	{"ui-addr", "the dashboard shows one local job"},
-	{"metrics-addr", "not served in group mode yet"},
 	{"fresh", "each task resumes from its own checkpoints under --checkpoint-dir"},
 	{"allow-non-restored-state", "each task restores its own checkpoints"},
 }
@@ -311,7 +306,7 @@ func checkGroupFlags(cmd *cobra.Command, o *pipeline.ClusterOptions) error {
 // first SIGINT or SIGTERM, which checkpoints this process's tasks, hands
 // them over and leaves the group (exit 0; a second signal aborts with
 // 130).
-func runGroup(ctx context.Context, cmd *cobra.Command, spec *pipeline.Spec, o pipeline.ClusterOptions, asJSON bool) error {
+func runGroup(ctx context.Context, cmd *cobra.Command, spec *pipeline.Spec, o pipeline.ClusterOptions, asJSON bool, uiAddr string) error {
 	log := cmd.ErrOrStderr()
 	stop := shutdown.Notify(shutdown.Options{Log: log,
 		Stopping: "leaving group " + o.Group + ": this process's tasks are checkpointed and handed over (send the signal again to abort at once)"})
@@ -327,6 +322,18 @@ func runGroup(ctx context.Context, cmd *cobra.Command, spec *pipeline.Spec, o pi
 	}()
 	o.Stdout = cmd.OutOrStdout()
 	o.Logger = slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	if uiAddr != "" {
+		// The dashboard shows the tasks this process runs.
+		ui := newGroupUI()
+		o.OnTask = ui.onTask
+		srv, err := dashboard.StartSource(uiAddr, ui, dashboard.Options{AgentStatus: noAgentStatus})
+		if err != nil {
+			return fmt.Errorf("weir run: %w", err)
+		}
+		defer srv.Close()
+		defer close(ui.done)
+		fmt.Fprintf(log, "weir run: dashboard of this process's tasks on %s\n", srv.URL())
+	}
 	s, err := pipeline.RunCluster(ctx, spec, o, log)
 	var es pipeline.Errors
 	if errors.As(err, &es) { // an unknown topic
@@ -335,8 +342,22 @@ func runGroup(ctx context.Context, cmd *cobra.Command, spec *pipeline.Spec, o pi
 	if err != nil {
 		return err
 	}
+	return finishRun(cmd, s, asJSON)
+}
+
+// finishRun prints the summary as JSON if asked, and makes a run that
+// dropped records for want of a dead-letter output exit with status 3: it
+// finished, but lost data (dead letters sent to an output are not a
+// loss: status 0).
+func finishRun(cmd *cobra.Command, s pipeline.Summary, asJSON bool) error {
 	if asJSON {
-		return json.NewEncoder(cmd.OutOrStdout()).Encode(s)
+		if err := json.NewEncoder(cmd.OutOrStdout()).Encode(s); err != nil {
+			return err
+		}
+	}
+	if s.Dropped > 0 {
+		return &droppedError{msg: fmt.Sprintf("%s: %d records were dropped: a step (or the source) failed on them and has no deadLetters output to send them to (exit status %d; docs/pipelines.md, \"Dead letters of steps\")",
+			cmd.CommandPath(), s.Dropped, exitStatusDropped)}
 	}
 	return nil
 }

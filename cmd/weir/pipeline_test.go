@@ -2,10 +2,15 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/weirproject/weir/connector/file"
+	"github.com/weirproject/weir/pipeline"
 )
 
 // TestValidateExamples: `weir validate` accepts every example pipeline.
@@ -81,4 +86,92 @@ func TestRunWindowedCount(t *testing.T) {
 	if !strings.Contains(out.String(), `"outputs":{"bad-lines":2,"late-clicks":1,"sink":32}`) {
 		t.Errorf("summary not found in stdout:\n%s", out.String())
 	}
+}
+
+// TestRunAgentUnreachableModel: agent-offline.yaml with its model at an
+// address nobody listens on and continueOnError loses none of its 40
+// tickets through `weir run`: with a dead-letter output each is a dead
+// letter naming the cause (exit 0, the summary counts them); without one
+// the summary says they were dropped and the exit status is 3.
+func TestRunAgentUnreachableModel(t *testing.T) {
+	example, err := os.ReadFile("../../examples/pipelines/agent-offline.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tickets, _ := filepath.Abs("../../examples/pipelines/tickets.jsonl")
+	for _, routed := range []bool{true, false} {
+		t.Run(fmt.Sprintf("routed=%v", routed), func(t *testing.T) {
+			dir := t.TempDir()
+			t.Setenv("WEIR_OUT", dir)
+			y := string(example)
+			for _, r := range [][2]string{
+				{"paths: [tickets.jsonl]", "paths: [" + tickets + "]"},
+				{"offline: {seed: 7, latency: 1ms}", `{url: "http://127.0.0.1:1/v1", name: none}` + "\n      continueOnError: true"},
+				// One key per ticket, so that the 40 failing calls (4
+				// attempts each) run at once.
+				{"  - keyBy: item\n  - agent:", "  - keyBy: ticket\n  - agent:"},
+			} {
+				if !strings.Contains(y, r[0]) {
+					t.Fatalf("agent-offline.yaml lacks %q", r[0])
+				}
+				y = strings.Replace(y, r[0], r[1], 1)
+			}
+			if routed {
+				y = strings.Replace(y, "  timestamp: time\n", "  timestamp: time\n  deadLetters: failed\n", 1)
+				y += "outputs:\n  failed:\n    file: {dir: " + filepath.Join(dir, "failed") + "}\n"
+			}
+			file := filepath.Join(dir, "agent.yaml")
+			if err := os.WriteFile(file, []byte(y), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			var out, errb bytes.Buffer
+			code := run([]string{"run", file, "--json"}, &out, &errb)
+			var s pipeline.Summary
+			if err := json.Unmarshal(out.Bytes(), &s); err != nil {
+				t.Fatalf("exit %d, stdout %q: %v\n%s", code, out.String(), err, errb.String())
+			}
+			if s.SourceRecords != 40 || s.Outputs["sink"] != 0 || s.DeadLetters != 40 {
+				t.Fatalf("summary %+v; want 40 in, 0 to the sink, 40 dead letters", s)
+			}
+			if !routed {
+				if code != 3 || s.Dropped != 40 || !strings.Contains(errb.String(), "40 records were dropped") {
+					t.Fatalf("exit %d, summary %+v, stderr\n%s\nwant 3 and 40 dropped, said so", code, s, errb.String())
+				}
+				return
+			}
+			if code != 0 || s.Dropped != 0 || s.Outputs["failed"] != 40 || !strings.Contains(errb.String(), "40 records a step failed on, sent to dead-letter outputs") {
+				t.Fatalf("exit %d, summary %+v, stderr\n%s", code, s, errb.String())
+			}
+			parts, err := committedLines(filepath.Join(dir, "failed"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(parts) != 40 {
+				t.Fatalf("%d dead letters committed, want 40", len(parts))
+			}
+			for _, d := range parts {
+				if !strings.Contains(d, "connection refused") || !strings.Contains(d, `"action":"respond"`) || !strings.Contains(d, `"runId"`) {
+					t.Fatalf("dead letter without its cause, action or run id: %s", d)
+				}
+			}
+		})
+	}
+}
+
+// committedLines returns the committed lines of an exactly-once file
+// sink's directory.
+func committedLines(dir string) ([]string, error) {
+	parts, err := file.Committed(dir)
+	if err != nil {
+		return nil, err
+	}
+	var lines []string
+	for _, b := range parts {
+		for _, l := range strings.Split(string(b), "\n") {
+			if l != "" {
+				lines = append(lines, l)
+			}
+		}
+	}
+	return lines, nil
 }

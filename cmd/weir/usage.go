@@ -18,6 +18,16 @@ type usageError struct{ msg string }
 
 func (e *usageError) Error() string { return e.msg }
 
+// exitStatusDropped is the exit status of a `weir run` that finished but
+// lost records for want of a dead-letter output (docs/pipelines.md).
+const exitStatusDropped = 3
+
+// droppedError is a run that finished but dropped records: main prints it
+// as one line and exits with status 3.
+type droppedError struct{ msg string }
+
+func (e *droppedError) Error() string { return e.msg }
+
 // usagef returns a usageError prefixed with the command's path, such as
 // "weir demo: --items -1: want an integer >= 1".
 func usagef(c *cobra.Command, format string, args ...any) error {
@@ -128,6 +138,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if errors.As(err, &ue) {
 		fmt.Fprintln(stderr, ue.Error())
 		return 2
+	}
+	var de *droppedError
+	if errors.As(err, &de) {
+		fmt.Fprintln(stderr, de.Error())
+		return exitStatusDropped
 	}
 	fmt.Fprintln(stderr, "weir:", err)
 	return 1
