@@ -38,7 +38,7 @@ func (s Security) Explain(err error) error {
 	switch {
 	case errors.Is(err, kerr.SaslAuthenticationFailed), errors.Is(err, kerr.IllegalSaslState):
 		return fmt.Errorf("%w for %s: check the user and secret (and the mechanism the broker enables): %w", ErrAuthentication, who(s), err)
-	case s.SASL != nil && s.SASL.watch != nil && s.SASL.watch.closedDuringAuth.Load() && closed(err):
+	case s.SASL != nil && s.SASL.watchOf().closedDuringAuth.Load() && closed(err):
 		return fmt.Errorf("%w for %s: the broker closed the connection during the SASL exchange; check the user and secret (and the mechanism the broker enables): %w", ErrAuthentication, who(s), err)
 	case errors.Is(err, kerr.UnsupportedSaslMechanism):
 		return fmt.Errorf("%w: the broker does not enable %s; ask which mechanisms it has (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, ...): %w", ErrAuthentication, mech(s), err)

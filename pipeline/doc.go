@@ -11,7 +11,11 @@
 //	job:      {parallelism, maxParallelism, autoWatermarkInterval,
 //	           checkpoint: {interval, dir, mode}, stateBackend, stateDir,
 //	           stateCache, restoreFrom, metricsAddr}
-//	kafka:    {brokers: [host:port]} or {embedded: DIR | {dir, topics, produce}}
+//	kafka:    {brokers: [host:port], tls, sasl} or {embedded: DIR | {dir, topics, produce}}
+//	          (tls: true | {caFile, certFile, keyFile, serverName, insecureSkipVerify};
+//	           sasl: {mechanism, username, password | passwordFile, token | tokenFile |
+//	           tokenURL + clientID + clientSecret | clientSecretFile, scope, extensions,
+//	           accessKey, secretKey, sessionToken}; parse_security.go)
 //	source:   {kafka: {topics | topicPattern, start, group, readCommitted, bounded, metadata}
 //	           | file: {paths, ordered} | generate: {count, fields},
 //	           timestamp: FIELD.PATH, watermark: {outOfOrderness, idleness, emit},
@@ -76,6 +80,10 @@
 //	    with its action, key, input number and run id. The summary counts
 //	    every dead letter and every record dropped for want of an output
 //	    (Summary.Dropped; `weir run` then exits with status 3).
+//	P8. Secrets of kafka.sasl come only from ${ENV} or files; a literal
+//	    one is refused, and no error, log line, summary or Describe shows
+//	    a secret's value (kafkasec's S3). Every Kafka client of Run and
+//	    RunCluster uses kafka.tls and kafka.sasl.
 //
 // Build returns a Job whose Start gives the running runtime.Job (for
 // savepoints, cancellation, metrics and dashboards); Run is Build, Start,

@@ -175,3 +175,30 @@ func committedLines(dir string) ([]string, error) {
 	}
 	return lines, nil
 }
+// TestValidateNeverPrintsSecrets: `weir validate` of a file with SASL over
+// TLS names the security and not the password (from the environment); a
+// literal password is refused without being repeated.
+func TestValidateNeverPrintsSecrets(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("WEIR_TEST_SASL_PASSWORD", "Env-s3cret-value")
+	good := filepath.Join(dir, "good.yaml")
+	src := "kafka:\n  brokers: [\"h:9092\"]\n  tls: true\n  sasl:\n    mechanism: SCRAM-SHA-512\n    username: weir\n    password: \"${WEIR_TEST_SASL_PASSWORD}\"\nsource: {kafka: {topics: [in]}}\nsink: {stdout: {}}\n"
+	if err := os.WriteFile(good, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bad := filepath.Join(dir, "bad.yaml")
+	if err := os.WriteFile(bad, []byte(strings.Replace(src, `"${WEIR_TEST_SASL_PASSWORD}"`, "Literal-s3cret-value", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	if code := run([]string{"validate", good}, &out, &errb); code != 0 || !strings.Contains(out.String(), "SASL_SSL SCRAM-SHA-512 user weir") {
+		t.Fatalf("exit %d: %s%s", code, out.String(), errb.String())
+	}
+	out.Reset()
+	if code := run([]string{"validate", bad}, &out, &errb); code != 2 || !strings.Contains(errb.String(), "bad.yaml:7:15: kafka.sasl.password: a literal secret is refused") {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	if all := out.String() + errb.String(); strings.Contains(all, "s3cret-value") {
+		t.Fatalf("a secret is printed:\n%s", all)
+	}
+}

@@ -128,6 +128,11 @@
 //	    catch-up, -1 until then), labelled topic, on the subtask that
 //	    reads the topic's lowest partition. Readers built outside a job
 //	    (no SourceContext.LabeledGauge) publish nothing.
+//	K16. Security. Options.Security and SinkOptions.Security (TLS and SASL,
+//	    package kafkasec) apply to every client the source or sink makes,
+//	    the transactional producers and admin clients included, before
+//	    ClientOptions; they are validated by NewSource and the sink's
+//	    Validate, before any connection.
 //
 // The sink side:
 //
