@@ -6,6 +6,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -38,7 +39,19 @@ func processStopped(pid int) bool {
 // left, it is then given every task, restores each from the newest valid
 // checkpoint, and the committed output (read committed) equals that of a
 // local run: every window total once.
+//
+// WEIR_ZOMBIE_TRIALS=N runs it N times (a soak; once by default).
 func TestRunGroupZombieIsFenced(t *testing.T) {
+	trials := 1
+	if n, err := strconv.Atoi(os.Getenv("WEIR_ZOMBIE_TRIALS")); err == nil && n > 0 {
+		trials = n
+	}
+	for i := range trials {
+		t.Run(fmt.Sprint("trial-", i+1), zombieTrial)
+	}
+}
+
+func zombieTrial(t *testing.T) {
 	brokers := groupBroker(t, 20000, "out-local", "out-group")
 	dir := t.TempDir()
 	file := writeGroupFile(t, dir, brokers)
