@@ -176,7 +176,6 @@ func TestFenceZombieAndNewOwner(t *testing.T) {
 		// between Z's check and its manifest, "split" F1 there and pick
 		// after Z's manifest.
 		claimsAt string
-		// zombieErr: Z's Write of chk-3 fails with ErrFenced.
 		restored int64   // N's restore point
 		valid    []int64 // List after Z's attempt
 	}{
