@@ -10,7 +10,8 @@
 //
 //	BASE/chk-000000000042/          one snapshot
 //	    _metadata                   the manifest (JSON), written last
-//	    op-0003-sub-0001.bin        state of one operator subtask: blobs
+//	    op-0003-sub-0001-<token>.bin  state of one operator subtask: blobs
+//	BASE/_fence/                    the epochs of the base's owners (Fence)
 //
 // A snapshot is complete exactly when its _metadata exists: data objects
 // are written first, each whole or not at all, then the manifest (the
@@ -19,7 +20,12 @@
 // rename the directory and its parent are synced; in a bucket each write
 // is one atomic object (there is no rename). A crash at any point leaves
 // either a complete snapshot or one without _metadata, which readers
-// ignore and retention removes. Retention deletes a manifest before the
+// ignore and retention removes. The manifest is created only if absent
+// (ExclusivePublisher: link(2) in a directory, a conditional write in a
+// bucket), and data files carry a token of the write that made them, so
+// two writers of one snapshot never mix: one completes it, the other
+// gets ErrExists. Fence extends that to a writer that lost its claim on
+// the base (a clustered task's old owner): see its design. Retention deletes a manifest before the
 // data it references, so that an interrupted deletion never leaves a
 // complete-looking snapshot with objects missing.
 //
@@ -34,6 +40,9 @@
 //	I3. The max parallelism (number of key groups) is recorded; restoring
 //	    with a different one is refused.
 //	I4. Operator state is matched to operators by uid.
+//	I5. A snapshot completes once, by one writer (ExclusivePublisher); with
+//	    a Fence, a writer superseded by a newer claim completes none, and
+//	    readers ignore a manifest the claim voided (see Fence).
 //
 // Version 2 adds native keyed state (NativeState, native.go): a Pebble
 // checkpoint whose immutable SSTs live in BASE/shared/<owner>/ and are

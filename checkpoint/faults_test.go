@@ -125,7 +125,7 @@ func newBase(t *testing.T) *vfs.MemFS {
 // rename, creation or directory sync is an error to the caller, and
 // neither the file system as it is nor the one a crash right then would
 // leave holds a half-written checkpoint a restore accepts: up to the
-// manifest's rename the restore finds checkpoint 1, intact; after it
+// manifest's link the restore finds checkpoint 1, intact; after it
 // (syncing the directories failed) it may find checkpoint 2, intact. The
 // next checkpoint then succeeds, and retention removes the debris.
 func TestWriteFailsCleanlyAtEveryStep(t *testing.T) {
@@ -136,11 +136,11 @@ func TestWriteFailsCleanlyAtEveryStep(t *testing.T) {
 	if _, err := (Storage{FS: probe.Wrap(clean)}).Write(Dir(faultBase, 2), tagged(2)); err != nil {
 		t.Fatal(err)
 	}
-	renameAt := slices.IndexFunc(ops, func(op errorfs.Op) bool {
-		return op.Kind == errorfs.OpRename && strings.HasSuffix(op.Path, MetadataFile+".tmp")
+	publishAt := slices.IndexFunc(ops, func(op errorfs.Op) bool {
+		return op.Kind == errorfs.OpLink && strings.HasPrefix(filepath.Base(op.Path), MetadataFile+".")
 	}) + 1
-	if renameAt == 0 {
-		t.Fatalf("Write never renamed the manifest into place: %v", ops)
+	if publishAt == 0 {
+		t.Fatalf("Write never linked the manifest into place: %v", ops)
 	}
 	want1, want2, want3 := want(t, 1), want(t, 2), want(t, 3)
 	for n := 1; ; n++ {
@@ -174,8 +174,8 @@ func TestWriteFailsCleanlyAtEveryStep(t *testing.T) {
 				t.Fatalf("%s, %s: restore failed: %v", what, fs.name, rerr)
 			case id == 1 && got != want1:
 				t.Fatalf("%s, %s: checkpoint 1 restored as\n%s\nwant\n%s", what, fs.name, got, want1)
-			case id == 2 && (n <= renameAt && err != nil):
-				t.Fatalf("%s, %s: the failed checkpoint 2 was published before its manifest's rename", what, fs.name)
+			case id == 2 && (n <= publishAt && err != nil):
+				t.Fatalf("%s, %s: the failed checkpoint 2 was published before its manifest's link", what, fs.name)
 			case id == 2 && got != want2:
 				t.Fatalf("%s, %s: checkpoint 2 restored as\n%s\nwant\n%s", what, fs.name, got, want2)
 			case id != 1 && id != 2:
@@ -204,7 +204,7 @@ func TestWriteFailsCleanlyAtEveryStep(t *testing.T) {
 // The order of a write (what the package documentation promises, and what
 // makes a crash leave a complete snapshot or none): every data file and
 // the temporary manifest are fsynced after their last write and before
-// the rename that publishes the manifest; the snapshot directory and its
+// the link that publishes the manifest; the snapshot directory and its
 // parent are fsynced after it (or the manifest's and the directory's
 // entries could be lost by a crash after Write returned).
 func TestWriteSyncsBeforePublishing(t *testing.T) {
@@ -218,10 +218,10 @@ func TestWriteSyncsBeforePublishing(t *testing.T) {
 	}
 	ev := rec.Events()
 	published := slices.IndexFunc(ev, func(e faultfs.Event) bool {
-		return e.Kind == "rename" && e.To == filepath.Join(dir, MetadataFile)
+		return e.Kind == "link" && e.To == filepath.Join(dir, MetadataFile)
 	})
 	if published < 0 {
-		t.Fatalf("no rename into %s: %v", MetadataFile, ev)
+		t.Fatalf("no link into %s: %v", MetadataFile, ev)
 	}
 	var files []string
 	for i, e := range ev[:published] {
@@ -233,15 +233,17 @@ func TestWriteSyncsBeforePublishing(t *testing.T) {
 		}
 		synced := slices.ContainsFunc(ev[i+1:published], func(s faultfs.Event) bool { return s.Kind == "sync" && s.Path == e.Path })
 		if !synced {
-			t.Errorf("%s is not fsynced after its last write and before the manifest's rename: %v", e.Path, ev)
+			t.Errorf("%s is not fsynced after its last write and before the manifest's link: %v", e.Path, ev)
 		}
 	}
-	if !slices.Contains(files, filepath.Join(dir, MetadataFile+".tmp")) || len(files) < 3 {
-		t.Errorf("written before the rename: %v; want the data files and the temporary manifest", files)
+	if !slices.ContainsFunc(files, func(f string) bool {
+		return strings.HasPrefix(f, filepath.Join(dir, MetadataFile+".")) && strings.HasSuffix(f, ".tmp")
+	}) || len(files) < 3 {
+		t.Errorf("written before the link: %v; want the data files and the temporary manifest", files)
 	}
 	for _, d := range []string{dir, faultBase} {
 		if !slices.ContainsFunc(ev[published+1:], func(e faultfs.Event) bool { return e.Kind == "syncdir" && e.Path == d }) {
-			t.Errorf("directory %s is not fsynced after the manifest's rename: %v", d, ev)
+			t.Errorf("directory %s is not fsynced after the manifest's link: %v", d, ev)
 		}
 	}
 }

@@ -37,7 +37,10 @@ type manifest struct {
 	// unnamed).
 	Job string `json:"job,omitempty"`
 	// Origin is Snapshot.Origin (omitted when empty).
-	Origin    string           `json:"origin,omitempty"`
+	Origin string `json:"origin,omitempty"`
+	// Epoch is the writer's fence epoch (Fence); 0 (absent) for a writer
+	// without a fence.
+	Epoch     int64            `json:"epoch,omitempty"`
 	Operators []manifestOp     `json:"operators"`
 	Extra     *json.RawMessage `json:"extra,omitempty"`
 }
@@ -111,6 +114,11 @@ type Storage struct {
 	// Native state's shared files still go to the location's own store
 	// (NewUploader).
 	Store Store
+	// Fence, when not nil, is the writer's claim on its checkpoint base
+	// (ClaimLatest): Write stamps manifests with its epoch and fails with
+	// ErrFenced once a newer owner has claimed the base. Nil: no fence
+	// (a job that is the only writer of its checkpoints).
+	Fence *Fence
 }
 
 // open returns the store of loc and loc's key in it.
@@ -149,21 +157,39 @@ func Retain(base string, keep int) error { return Storage{}.Retain(base, keep) }
 
 // Write stores s at location dir (which must not already hold a snapshot)
 // in the format described in the package documentation, data first and
-// the manifest last (Store.Publish, the commit point): in a directory,
-// each data file is written to a temporary name, fsynced and renamed into
-// place, the manifest likewise, and then dir and its parent are fsynced
+// the manifest last (the commit point): in a directory, each data file is
+// written to a temporary name, fsynced and renamed into place, the
+// manifest is linked into place, and then dir and its parent are fsynced
 // (so that neither the manifest's nor the snapshot directory's entry is
 // lost by a crash after Write returned); in a bucket each is one atomic
 // object write. It returns dir.
+//
+// Two writers of one snapshot (a task's new owner and a zombie, see Fence)
+// never collide: data files are named with a token of this Write's own
+// (op-<operator>-sub-<subtask>-<token>.bin, named by the manifest), and the
+// manifest is created only if absent (ExclusivePublisher): the loser gets an
+// error matching ErrExists (or ErrFenced, when its Fence is superseded),
+// its data files are removed, and the snapshot is not complete for it.
+// With st.Fence set, Write also fails with ErrFenced, and the snapshot is
+// not complete for this writer, when a newer owner claimed the base before
+// the data are written or by the time the manifest is published; in the
+// latter case the manifest stays: the new owner may have chosen to restore
+// it (see Fence).
 func (st Storage) Write(dir string, s *Snapshot) (string, error) {
 	store, key, err := st.open(dir)
 	if err != nil {
 		return "", err
 	}
-	if _, err := store.Size(keyJoin(key, MetadataFile)); err == nil {
-		return "", fmt.Errorf("checkpoint: %s already holds a snapshot; choose an empty directory", dir)
+	if err := st.Fence.Check(); err != nil {
+		return "", err
 	}
-	m := manifest{Version: 1, Kind: s.Kind, ID: s.ID, TimestampMs: s.TimestampMs, MaxParallelism: s.MaxParallelism, Job: s.Job, Origin: s.Origin}
+	if _, err := store.Size(keyJoin(key, MetadataFile)); err == nil {
+		return "", fmt.Errorf("%w: %s already holds a snapshot; choose an empty directory", ErrExists, dir)
+	}
+	token := newToken()
+	var written []string
+	m := manifest{Version: 1, Kind: s.Kind, ID: s.ID, TimestampMs: s.TimestampMs, MaxParallelism: s.MaxParallelism,
+		Job: s.Job, Origin: s.Origin, Epoch: st.Fence.epochOf()}
 	for oi, o := range s.Operators {
 		mo := manifestOp{UID: o.UID, Name: o.Name, Parallelism: o.Parallelism, Subtasks: make([]manifestSubtask, len(o.Subtasks))}
 		for si, st := range o.Subtasks {
@@ -176,11 +202,12 @@ func (st Storage) Write(dir string, s *Snapshot) (string, error) {
 				}
 				m.Version = 2
 			}
-			name := fmt.Sprintf("op-%04d-sub-%04d.bin", oi, si)
+			name := fmt.Sprintf("op-%04d-sub-%04d-%s.bin", oi, si, token)
 			ms, err := writeSubtask(store, keyJoin(key, name), Join(dir, name), st)
 			if err != nil {
 				return "", err
 			}
+			written = append(written, keyJoin(key, name))
 			ms.File = name
 			mo.Subtasks[si] = ms
 		}
@@ -191,8 +218,21 @@ func (st Storage) Write(dir string, s *Snapshot) (string, error) {
 		return "", fmt.Errorf("checkpoint: encode manifest: %w", err)
 	}
 	killpoint.Hit("checkpoint.before-manifest")
-	if err := store.Publish(keyJoin(key, MetadataFile), data); err != nil {
-		return "", fmt.Errorf("checkpoint: publish the manifest of %s: %w", dir, err)
+	if err := publishExclusive(store, keyJoin(key, MetadataFile), data); err != nil {
+		if !errors.Is(err, ErrExists) {
+			return "", fmt.Errorf("checkpoint: publish the manifest of %s: %w", dir, err)
+		}
+		// Lost the race: the data files are ours alone and unreferenced.
+		for _, k := range written {
+			store.Delete(k)
+		}
+		if ferr := st.Fence.Check(); ferr != nil {
+			return "", ferr
+		}
+		return "", fmt.Errorf("checkpoint: publish the manifest of %s: another writer completed it first: %w", dir, err)
+	}
+	if err := st.Fence.Check(); err != nil {
+		return "", fmt.Errorf("checkpoint: %s was published, but is not complete for this writer: %w", dir, err)
 	}
 	return dir, nil
 }
@@ -414,8 +454,11 @@ func (b *storeBlob) Bytes() ([]byte, error) {
 
 // Dir returns the location of checkpoint id under base (a path or a URL).
 func Dir(base string, id int64) string {
-	return Join(base, fmt.Sprintf("chk-%012d", id))
+	return Join(base, dirName(id))
 }
+
+// dirName is the name of checkpoint id's directory.
+func dirName(id int64) string { return fmt.Sprintf("chk-%012d", id) }
 
 // List returns the ids of the complete checkpoints under base, ascending.
 func (st Storage) List(base string) ([]int64, error) {
@@ -442,7 +485,7 @@ func listComplete(store Store, key string) ([]int64, error) {
 		}
 	}
 	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
-	return ids, nil
+	return dropVoid(store, key, ids)
 }
 
 func parseDir(name string) (int64, bool) {

@@ -85,7 +85,7 @@ func TestCorruptionIsAnErrorNamingTheFile(t *testing.T) {
 	if _, err := Write(dir, sample(1)); err != nil {
 		t.Fatal(err)
 	}
-	file := filepath.Join(dir, "op-0000-sub-0001.bin")
+	file := dataFile(t, dir, "op-0000-sub-0001")
 	data, _ := os.ReadFile(file)
 	data[3] ^= 0xff
 	os.WriteFile(file, data, 0o644)
@@ -99,17 +99,17 @@ func TestCorruptionIsAnErrorNamingTheFile(t *testing.T) {
 			failed = err
 		}
 	}
-	if failed == nil || !strings.Contains(failed.Error(), "op-0000-sub-0001.bin") || !strings.Contains(failed.Error(), "checksum") {
+	if failed == nil || !strings.Contains(failed.Error(), filepath.Base(file)) || !strings.Contains(failed.Error(), "checksum") {
 		t.Fatalf("corrupt blob: %v", failed)
 	}
 	// Truncation is found when the manifest is read.
 	os.WriteFile(file, data[:5], 0o644)
-	if _, err := Read(dir); err == nil || !strings.Contains(err.Error(), "op-0000-sub-0001.bin") {
+	if _, err := Read(dir); err == nil || !strings.Contains(err.Error(), filepath.Base(file)) {
 		t.Fatalf("truncated file: %v", err)
 	}
 	// A missing file too.
 	os.Remove(file)
-	if _, err := Read(dir); err == nil || !strings.Contains(err.Error(), "op-0000-sub-0001.bin") {
+	if _, err := Read(dir); err == nil || !strings.Contains(err.Error(), filepath.Base(file)) {
 		t.Fatalf("missing file: %v", err)
 	}
 	// A corrupt manifest.

@@ -1,12 +1,15 @@
 package checkpoint
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path"
 	"path/filepath"
+	"syscall"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
@@ -30,7 +33,9 @@ import (
 //     durable (a file system's directory fsync; nothing on a bucket, whose
 //     writes are durable when they return).
 //
-// A Store is safe for concurrent use.
+// A Store is safe for concurrent use. A Store that can also create an
+// object only if its key is free implements ExclusivePublisher (both of
+// this package's stores do); snapshots are then fenced (see Fence).
 type Store interface {
 	// Create starts writing object key. Nothing is visible until the
 	// writer's Close returns nil; Abort discards what was written.
@@ -57,6 +62,40 @@ type Store interface {
 	Sync(dir string) error
 }
 
+// ExclusivePublisher is the optional capability of a Store to publish an
+// object only if none exists under its key, atomically: of two writers of
+// one key, exactly one succeeds and the other gets an error matching
+// ErrExists, whatever their interleaving. Write publishes manifests with it,
+// so that a snapshot completes once, by one writer. On a Store without it
+// the existence check and the write are two steps (see docs/checkpoints.md).
+type ExclusivePublisher interface {
+	// PublishExclusive is Publish (atomic, durable), but fails with an
+	// error matching ErrExists, changing nothing, when object key exists.
+	PublishExclusive(key string, data []byte) error
+}
+
+// publishExclusive publishes data as key only if key is free: atomically
+// on a Store that implements ExclusivePublisher, otherwise by checking
+// first (which two writers can both pass).
+func publishExclusive(store Store, key string, data []byte) error {
+	if x, ok := store.(ExclusivePublisher); ok {
+		return x.PublishExclusive(key, data)
+	}
+	if _, err := store.Size(key); err == nil {
+		return fmt.Errorf("%w: %s", ErrExists, key)
+	}
+	return store.Publish(key, data)
+}
+
+// newToken returns a random name part that no other writer picks (16 hex
+// digits): it keeps the temporary and data files of concurrent writers of
+// one snapshot apart.
+func newToken() string {
+	var b [8]byte
+	rand.Read(b[:]) // never fails (crypto/rand)
+	return hex.EncodeToString(b[:])
+}
+
 // Entry is one name under a directory of a Store.
 type Entry struct {
 	// Name is the last element of the key (no slash).
@@ -79,9 +118,12 @@ type ObjectWriter interface {
 // DirStore returns the Store of the local directory tree of fs (nil means
 // the operating system's file system). Keys are paths of fs (absolute or
 // relative to the working directory). An object is written to a temporary
-// name, fsynced and renamed into place; Publish then fsyncs the object's
-// directory and that directory's parent, so that neither the new entry
-// nor a new snapshot directory is lost by a crash after it returned.
+// name of its own (two writers of one key never share one), fsynced and
+// renamed into place; Publish then fsyncs the object's directory and that
+// directory's parent, so that neither the new entry nor a new snapshot
+// directory is lost by a crash after it returned. PublishExclusive
+// (ExclusivePublisher) links the temporary file to its name instead of
+// renaming it: link(2) fails when the name exists, where rename replaces.
 func DirStore(fs vfs.FS) Store {
 	if fs == nil {
 		fs = vfs.Default
@@ -97,56 +139,117 @@ const tmpSuffix = ".tmp"
 func (d *dirStore) path(key string) string { return filepath.FromSlash(key) }
 
 func (d *dirStore) Create(key string) (ObjectWriter, error) {
+	w, err := d.create(key)
+	if err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+// create starts writing key to a temporary name of its own.
+func (d *dirStore) create(key string) (*dirWriter, error) {
 	p := d.path(key)
 	if err := d.fs.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 		return nil, fmt.Errorf("checkpoint: create %s: %w", filepath.Dir(p), err)
 	}
-	f, err := d.fs.Create(p+tmpSuffix, vfs.WriteCategoryUnspecified)
+	tmp := p + "." + newToken() + tmpSuffix
+	f, err := d.fs.Create(tmp, vfs.WriteCategoryUnspecified)
 	if err != nil {
-		return nil, fmt.Errorf("checkpoint: create %s: %w", p+tmpSuffix, err)
+		return nil, fmt.Errorf("checkpoint: create %s: %w", tmp, err)
 	}
-	return &dirWriter{fs: d.fs, f: f, path: p}, nil
+	return &dirWriter{fs: d.fs, f: f, path: p, tmp: tmp}, nil
 }
 
 type dirWriter struct {
 	fs   vfs.FS
 	f    vfs.File
 	path string
+	tmp  string // the temporary name, unique to this writer
+	// exclusive makes Close link the file into place (failing if the
+	// name exists) instead of renaming it.
+	exclusive bool
 }
 
 func (w *dirWriter) Write(p []byte) (int, error) {
 	n, err := w.f.Write(p)
 	if err != nil {
-		err = fmt.Errorf("checkpoint: write %s: %w", w.path+tmpSuffix, err)
+		err = fmt.Errorf("checkpoint: write %s: %w", w.tmp, err)
 	}
 	return n, err
 }
 
 func (w *dirWriter) Close() error {
-	tmp := w.path + tmpSuffix
+	tmp := w.tmp
 	if err := w.f.Sync(); err != nil {
 		w.f.Close()
 		return fmt.Errorf("checkpoint: sync %s: %w", tmp, err)
 	}
 	if err := w.f.Close(); err != nil {
+		w.fs.Remove(tmp)
 		return fmt.Errorf("checkpoint: close %s: %w", tmp, err)
 	}
+	if w.exclusive {
+		return w.link()
+	}
 	if err := w.fs.Rename(tmp, w.path); err != nil {
+		w.fs.Remove(tmp)
 		return fmt.Errorf("checkpoint: rename %s into place: %w", tmp, err)
+	}
+	return nil
+}
+
+// link gives the closed temporary file its name only if the name is free:
+// link(2) is atomic and fails with EEXIST when the name exists, on local
+// file systems and on NFS (the server decides), where the rename of Close
+// would replace the other writer's object. The temporary name is removed
+// either way. A file system without hard links (EPERM, ENOTSUP: some FUSE
+// and SMB mounts) falls back to a check and a rename, which two writers
+// can both pass (docs/checkpoints.md).
+func (w *dirWriter) link() error {
+	err := w.fs.Link(w.tmp, w.path)
+	if err != nil && (errors.Is(err, errors.ErrUnsupported) || errors.Is(err, syscall.EPERM)) {
+		if _, serr := w.fs.Stat(w.path); serr == nil {
+			w.fs.Remove(w.tmp)
+			return fmt.Errorf("%w: %s", ErrExists, w.path)
+		}
+		if rerr := w.fs.Rename(w.tmp, w.path); rerr != nil {
+			w.fs.Remove(w.tmp)
+			return fmt.Errorf("checkpoint: link %s into place: %v; then rename: %w", w.tmp, err, rerr)
+		}
+		return nil
+	}
+	rerr := w.fs.Remove(w.tmp)
+	switch {
+	case errors.Is(err, os.ErrExist):
+		return fmt.Errorf("%w: %s", ErrExists, w.path)
+	case err != nil:
+		return fmt.Errorf("checkpoint: link %s into place: %w", w.tmp, err)
+	case rerr != nil:
+		return fmt.Errorf("checkpoint: remove %s: %w", w.tmp, rerr)
 	}
 	return nil
 }
 
 func (w *dirWriter) Abort() {
 	w.f.Close()
-	w.fs.Remove(w.path + tmpSuffix)
+	w.fs.Remove(w.tmp)
 }
 
 func (d *dirStore) Publish(key string, data []byte) error {
-	w, err := d.Create(key)
+	return d.publish(key, data, false)
+}
+
+// PublishExclusive implements ExclusivePublisher.
+func (d *dirStore) PublishExclusive(key string, data []byte) error {
+	return d.publish(key, data, true)
+}
+
+func (d *dirStore) publish(key string, data []byte, exclusive bool) error {
+	w, err := d.create(key)
 	if err != nil {
 		return err
 	}
+	w.exclusive = exclusive
 	if _, err := w.Write(data); err != nil {
 		w.Abort()
 		return err

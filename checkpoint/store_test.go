@@ -6,10 +6,50 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
 )
+
+// tokenRE matches the writer's token in a data file's name.
+var tokenRE = regexp.MustCompile(`-[0-9a-f]{16}\.bin$`)
+
+// untoken replaces the writer's token in data file names with TOKEN.
+func untoken(names []string) []string {
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = tokenRE.ReplaceAllString(n, "-TOKEN.bin")
+	}
+	return out
+}
+
+// dataFile returns the location of the data file of snapshot dir whose
+// name starts with prefix ("op-0000-sub-0001"), as its manifest names it.
+func dataFile(t testing.TB, dir, prefix string) string {
+	t.Helper()
+	return Join(dir, dataName(t, dir, prefix))
+}
+
+// dataName returns the name of that data file.
+func dataName(t testing.TB, dir, prefix string) string {
+	t.Helper()
+	store, key, err := Storage{}.open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	es, err := store.List(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range es {
+		if strings.HasPrefix(e.Name, prefix+"-") && strings.HasSuffix(e.Name, ".bin") {
+			return e.Name
+		}
+	}
+	t.Fatalf("no data file %s-*.bin in %s", prefix, dir)
+	return ""
+}
 
 // S3Start starts an S3 server for the test and returns the s3:// URL of
 // prefix in its bucket (internal/s3test.Start). It is set by s3_test.go,
@@ -93,15 +133,15 @@ func TestRoundTripAtEveryLocation(t *testing.T) {
 				t.Fatalf("after Retain(2): %v %v", ids, err)
 			}
 			want := []string{
-				"chk-000000000003/_metadata", "chk-000000000003/op-0000-sub-0000.bin", "chk-000000000003/op-0000-sub-0001.bin",
-				"chk-000000000004/_metadata", "chk-000000000004/op-0000-sub-0000.bin", "chk-000000000004/op-0000-sub-0001.bin",
+				"chk-000000000003/_metadata", "chk-000000000003/op-0000-sub-0000-TOKEN.bin", "chk-000000000003/op-0000-sub-0001-TOKEN.bin",
+				"chk-000000000004/_metadata", "chk-000000000004/op-0000-sub-0000-TOKEN.bin", "chk-000000000004/op-0000-sub-0001-TOKEN.bin",
 			}
-			if got := objects(t, base); !slices.Equal(got, want) {
+			if got := untoken(objects(t, base)); !slices.Equal(got, want) {
 				t.Fatalf("objects after Retain(2):\n%v\nwant\n%v", got, want)
 			}
 			// A corrupt data object is an error naming it (I1).
 			store, key, _ := Storage{}.open(base)
-			obj := keyJoin(key, "chk-000000000004", "op-0000-sub-0001.bin")
+			obj := keyJoin(key, "chk-000000000004", dataName(t, Dir(base, 4), "op-0000-sub-0001"))
 			data, err := readAll(store, obj)
 			if err != nil {
 				t.Fatal(err)
@@ -114,14 +154,14 @@ func TestRoundTripAtEveryLocation(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := contents(s); err == nil || !strings.Contains(err.Error(), "op-0000-sub-0001.bin") || !strings.Contains(err.Error(), "checksum") {
+			if _, err := contents(s); err == nil || !strings.Contains(err.Error(), "op-0000-sub-0001-") || !strings.Contains(err.Error(), "checksum") {
 				t.Fatalf("corrupt object: %v", err)
 			}
 			// A truncated one is found when the manifest is read.
 			if err := store.Publish(obj, data[:3]); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := Read(Dir(base, 4)); err == nil || !strings.Contains(err.Error(), "op-0000-sub-0001.bin") {
+			if _, err := Read(Dir(base, 4)); err == nil || !strings.Contains(err.Error(), "op-0000-sub-0001-") {
 				t.Fatalf("truncated object: %v", err)
 			}
 		})

@@ -60,6 +60,16 @@
 //	    With Config.RestoreFrom (a group savepoint, restore.go), a task
 //	    that has no checkpoint of its own yet restores from its part of
 //	    the savepoint instead, and never starts empty.
+//	C4. Fencing of checkpoints. Each start of a task claims the task's
+//	    checkpoint location (checkpoint.Storage.ClaimLatest: a new epoch,
+//	    then the checkpoint it restores) before its first transaction, and
+//	    writes with that fence: a process that ran the task before and
+//	    still runs it (it lost its session) completes no checkpoint of the
+//	    task afterwards (its job fails with checkpoint.ErrFenced and
+//	    commits nothing more), and a manifest it published after the claim
+//	    is void to every reader. It holds on stores that create a manifest
+//	    only if absent (a directory with hard links, S3, GCS, Azure; see
+//	    docs/checkpoints.md).
 //	W1. Exchange partition q holds exactly key-group range q of
 //	    MaxParallelism key groups at parallelism KeyedTasks (Flink's
 //	    operator index for a key group), so a keyed task's state is that of
@@ -119,10 +129,13 @@
 // fixed for the life of the job's checkpoints. Records reach the exchange
 // topic, and the output, a checkpoint interval after they are read. A
 // process that keeps running after losing its session (a pause longer than
-// the session timeout) is fenced at Kafka, but may still write a
-// checkpoint of a task between its new owner's restore and its new owner's
-// first transaction; the checkpoint store does not fence it (an object
-// store with conditional writes would). A source task reads one partition,
+// the session timeout) is fenced at Kafka and in the checkpoint store
+// (C4), but a task that fails in it before it notices the lost session is
+// restarted there and claims the task again; the rightful owner's task is
+// then fenced, fails and restarts in turn, until the group tells the old
+// process (each restore is correct; the work is repeated). On a store
+// without an atomic create (a file system without hard links) the
+// manifest's existence check and write are two steps. A source task reads one partition,
 // so the Kafka source's catch-up (kafka K6) is per partition here, not per
 // topic as in a local job: in unbounded mode a partition that catches up
 // with its history goes idle while others still replay theirs, and its first

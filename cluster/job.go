@@ -128,13 +128,17 @@ func keyedTaskIndex(task string) (int, bool) {
 // operators the key groups it owns (W1), so that what they keep outside
 // the task's checkpoints (an agent's action-state store: K1) is that
 // task's alone.
+//
+// The task's checkpoint location is claimed (checkpoint.ClaimLatest, C4)
+// here, before the job starts and so before its first transaction: the
+// checkpoint it restores is the newest that no newer claim voided, and a
+// process that ran the task before and still runs it (it lost its
+// session) completes no checkpoint of the task from now on.
 func taskEnv(cfg Config, task string) (*weir.Environment, string, error) {
 	dir := taskDir(cfg, task)
-	restore := ""
-	if d, _, err := checkpoint.Latest(dir); err == nil {
-		restore = d
-	} else if !errors.Is(err, checkpoint.ErrNoSnapshot) {
-		return nil, "", fmt.Errorf("cluster: task %s: find its latest checkpoint in %s: %w", task, dir, err)
+	fence, restore, _, err := checkpoint.Storage{}.ClaimLatest(dir)
+	if err != nil {
+		return nil, "", fmt.Errorf("cluster: task %s: claim its checkpoints in %s: %w", task, dir, err)
 	}
 	if restore == "" && cfg.RestoreFrom != "" {
 		d, err := savepointPart(cfg, task)
@@ -150,7 +154,7 @@ func taskEnv(cfg Config, task string) (*weir.Environment, string, error) {
 	env := weir.NewEnvironment(weir.Config{Parallelism: 1, MaxParallelism: cfg.MaxParallelism, Slice: slice,
 		Logger: cfg.Logger.With("task", task),
 		Checkpoint: runtime.CheckpointConfig{Interval: cfg.CheckpointInterval, Dir: dir, Retain: cfg.Retain,
-			RestoreFrom: restore}})
+			RestoreFrom: restore, Storage: checkpoint.Storage{Fence: fence}}})
 	taskNames.Store(env, task)
 	return env, restore, nil
 }

@@ -500,8 +500,17 @@ func (c *coordinator) failPersist(p *pendingCP, err error) {
 	c.history.failed(p, c.b.cfg.Clock.Now(), err)
 	c.b.cfg.Logger.Error("checkpoint failed", "id", p.id, "err", err)
 	id := p.id
+	// A fenced writer (checkpoint.Fence: another process owns the job's
+	// checkpoints now) must commit nothing more and stop: every task
+	// fails, so no later checkpoint completes and the job ends with err.
+	fenced := errors.Is(err, checkpoint.ErrFenced)
 	for _, t := range c.tasks {
-		t.postTask(func() { t.abortCheckpoint(id) })
+		t.postTask(func() {
+			t.abortCheckpoint(id)
+			if fenced {
+				t.fail("checkpoint", err)
+			}
+		})
 	}
 	if p.req != nil {
 		p.req.done <- cpResult{id: id, err: err}

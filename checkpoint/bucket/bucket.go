@@ -35,7 +35,13 @@ func Register(scheme string) {
 // Store returns the checkpoint.Store of a gocloud.dev/blob bucket. Every
 // write is one object, atomic (visible whole or not at all) and durable
 // when it returns; there is no rename, so a snapshot's commit point is its
-// manifest, written after all its data objects. Keys are used as they are
+// manifest, written after all its data objects. The store is a
+// checkpoint.ExclusivePublisher: the manifest is written with
+// gocloud.dev/blob's WriterOptions.IfNotExist, a conditional write on the
+// server (S3 If-None-Match: *, a GCS generation precondition, an Azure
+// If-None-Match condition), so two writers cannot both complete one
+// snapshot. gocloud.dev's fileblob and memblob check the condition within
+// one process only. Keys are used as they are
 // (open the bucket with gocloud.dev/blob.PrefixedBucket to place snapshots
 // under a prefix).
 func Store(b *gcblob.Bucket) checkpoint.Store { return &bucketStore{b: b} }
@@ -51,8 +57,12 @@ func notExist(err error) error {
 }
 
 func (s *bucketStore) Create(key string) (checkpoint.ObjectWriter, error) {
+	return s.create(key, false)
+}
+
+func (s *bucketStore) create(key string, ifNotExist bool) (*bucketWriter, error) {
 	ctx, cancel := context.WithCancel(context.Background())
-	w, err := s.b.NewWriter(ctx, key, &gcblob.WriterOptions{ContentType: "application/octet-stream"})
+	w, err := s.b.NewWriter(ctx, key, &gcblob.WriterOptions{ContentType: "application/octet-stream", IfNotExist: ifNotExist})
 	if err != nil {
 		cancel()
 		return nil, fmt.Errorf("checkpoint: create object %s: %w", key, err)
@@ -69,15 +79,24 @@ type bucketWriter struct {
 func (w *bucketWriter) Write(p []byte) (int, error) {
 	n, err := w.w.Write(p)
 	if err != nil {
-		err = fmt.Errorf("checkpoint: write object %s: %w", w.key, err)
+		err = w.wrap(err)
 	}
 	return n, err
+}
+
+// wrap names the object in a write's error; a failed IfNotExist
+// precondition (Write or Close may report it) matches checkpoint.ErrExists.
+func (w *bucketWriter) wrap(err error) error {
+	if gcerrors.Code(err) == gcerrors.FailedPrecondition {
+		return fmt.Errorf("%w: object %s: %v", checkpoint.ErrExists, w.key, err)
+	}
+	return fmt.Errorf("checkpoint: write object %s: %w", w.key, err)
 }
 
 func (w *bucketWriter) Close() error {
 	defer w.cancel()
 	if err := w.w.Close(); err != nil {
-		return fmt.Errorf("checkpoint: write object %s: %w", w.key, err)
+		return w.wrap(err)
 	}
 	return nil
 }
@@ -89,7 +108,18 @@ func (w *bucketWriter) Abort() {
 }
 
 func (s *bucketStore) Publish(key string, data []byte) error {
-	w, err := s.Create(key)
+	return s.publish(key, data, false)
+}
+
+// PublishExclusive implements checkpoint.ExclusivePublisher: a
+// conditional write (IfNotExist), which the server refuses, changing
+// nothing, when key exists.
+func (s *bucketStore) PublishExclusive(key string, data []byte) error {
+	return s.publish(key, data, true)
+}
+
+func (s *bucketStore) publish(key string, data []byte, ifNotExist bool) error {
+	w, err := s.create(key, ifNotExist)
 	if err != nil {
 		return err
 	}
