@@ -26,6 +26,23 @@ type DeadLetter = runtime.DeadLetter
 // retention, restore; see runtime.CheckpointConfig for every field.
 type CheckpointConfig = runtime.CheckpointConfig
 
+// RestartStrategy is Config.Restart: whether and when a job whose task
+// failed is started again from its newest checkpoint; see
+// runtime.RestartStrategy.
+type RestartStrategy = runtime.RestartStrategy
+
+// The restart strategies (RestartStrategy.Kind).
+const (
+	// RestartNone ends the job at its first failure (the default).
+	RestartNone = runtime.RestartNone
+	// RestartFixedDelay restarts after a fixed pause, a bounded number of
+	// times.
+	RestartFixedDelay = runtime.RestartFixedDelay
+	// RestartExponentialBackoff restarts after growing pauses, a bounded
+	// number of times in a row.
+	RestartExponentialBackoff = runtime.RestartExponentialBackoff
+)
+
 // CheckpointMode is CheckpointConfig.Mode.
 type CheckpointMode = runtime.CheckpointMode
 

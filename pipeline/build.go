@@ -55,6 +55,10 @@ type Options struct {
 	// AllowNonRestoredState, when set, overrides job.allowNonRestoredState
 	// to true.
 	AllowNonRestoredState bool
+	// Restart overrides job.restart field by field: a Strategy other than
+	// "" replaces the file's, Attempts > 0, Delay > 0 and MaxDelay > 0
+	// replace its values.
+	Restart RestartSpec
 	// OnStart, if set, is called by Run with the running job as soon as it
 	// has started (to attach a dashboard, or to stop it with a savepoint
 	// on a signal: TriggerSavepoint, then Cancel). Run's ctx cancels the
@@ -139,6 +143,7 @@ func Build(ctx context.Context, spec *Spec, opts Options) (j *Job, err error) {
 	cfg.Checkpoint.Resume = resumes(spec, opts)
 	cfg.Checkpoint.JobName = JobName(spec)
 	cfg.Checkpoint.AllowNonRestoredState = spec.Job.AllowNonRestoredState || opts.AllowNonRestoredState
+	cfg.Restart = restartStrategy(spec, opts)
 	cfg.StateBackend = runtime.StateBackendConfig{Kind: spec.Job.StateBackend, Dir: spec.Job.StateDir, CacheBytes: spec.Job.StateCacheBytes}
 	j.metricsAddr = spec.Job.MetricsAddr
 	if opts.MetricsAddr != "" {

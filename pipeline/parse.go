@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -124,6 +125,7 @@ func (d *dec) job(k, n ast.Node, j *JobSpec) {
 			j.RestoreFromPos = d.pos(v)
 			d.nonEmpty(v, "job.restoreFrom", "a savepoint or checkpoint directory, or the directory holding chk-N", &j.RestoreFrom)
 		}},
+		field{"restart", false, func(k, v ast.Node) { j.Restart = d.restart(k, v) }},
 		field{"allowNonRestoredState", false, func(_, v ast.Node) {
 			d.boolean(v, "job.allowNonRestoredState", &j.AllowNonRestoredState)
 		}},
@@ -133,6 +135,79 @@ func (d *dec) job(k, n ast.Node, j *JobSpec) {
 			}
 		}},
 	)
+}
+
+// RestartStrategies are the values of job.restart.strategy.
+var RestartStrategies = []string{"none", "fixed-delay", "exponential-backoff"}
+
+// restart reads job.restart.
+func (d *dec) restart(k, n ast.Node) *RestartSpec {
+	r := &RestartSpec{Pos: d.pos(k)}
+	backoffOnly := map[string]ast.Node{}
+	var others []ast.Node
+	d.object(n, "job.restart",
+		field{"strategy", true, func(_, v ast.Node) { d.oneOf(v, "job.restart.strategy", &r.Strategy, RestartStrategies...) }},
+		field{"attempts", false, func(_, v ast.Node) {
+			others = append(others, v)
+			d.intField(v, "job.restart.attempts", 1, 1000000, &r.Attempts)
+		}},
+		field{"delay", false, func(_, v ast.Node) {
+			others = append(others, v)
+			d.duration(v, "job.restart.delay", true, &r.Delay)
+		}},
+		field{"maxDelay", false, func(_, v ast.Node) {
+			backoffOnly["maxDelay"] = v
+			d.duration(v, "job.restart.maxDelay", true, &r.MaxDelay)
+		}},
+		field{"multiplier", false, func(_, v ast.Node) {
+			backoffOnly["multiplier"] = v
+			s, ok := scalarText(v)
+			f, err := strconv.ParseFloat(s, 64)
+			if _, isStr := v.(*ast.StringNode); !ok || isStr || err != nil {
+				d.errf(v, "job.restart.multiplier: got %s, want a number from 1 to 100, such as 2 or 1.5", describe(v))
+				return
+			}
+			if f < 1 || f > 100 {
+				d.errf(v, "job.restart.multiplier: %s: want a number from 1 to 100, such as 2 or 1.5", s)
+				return
+			}
+			r.Multiplier = f
+		}},
+		field{"resetAfter", false, func(_, v ast.Node) {
+			backoffOnly["resetAfter"] = v
+			if s, ok := v.(*ast.StringNode); ok && s.Value == "never" {
+				r.ResetAfter = -1
+				return
+			}
+			d.duration(v, "job.restart.resetAfter", true, &r.ResetAfter)
+		}},
+	)
+	switch r.Strategy {
+	case "none":
+		for _, v := range append(others, mapValues(backoffOnly)...) {
+			d.errf(v, "job.restart: strategy none restarts nothing; remove this key or choose fixed-delay or exponential-backoff")
+		}
+	case "fixed-delay":
+		for _, name := range sortedKeys(backoffOnly) {
+			d.errf(backoffOnly[name], "job.restart.%s: only with strategy exponential-backoff (fixed-delay takes attempts and delay)", name)
+		}
+	}
+	delay := r.Delay
+	if delay == 0 {
+		delay = time.Second // runtime.RestartStrategy's default
+	}
+	if r.Strategy == "exponential-backoff" && r.MaxDelay > 0 && r.MaxDelay < delay {
+		d.errAt(r.Pos, "job.restart: maxDelay %v is shorter than delay %v; want maxDelay >= delay", r.MaxDelay, delay)
+	}
+	return r
+}
+
+func mapValues(m map[string]ast.Node) []ast.Node {
+	var out []ast.Node
+	for _, k := range sortedKeys(m) {
+		out = append(out, m[k])
+	}
+	return out
 }
 
 // stateCache reads job.stateCache: off, or a size in bytes (an integer, or a

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/weirproject/weir/checkpoint"
+	"github.com/weirproject/weir/runtime"
 )
 
 // JobName is the name a pipeline's job records in its checkpoints and
@@ -32,6 +33,36 @@ func resumes(spec *Spec, opts Options) bool {
 
 func inMemoryBroker(s *Spec) bool {
 	return s.Kafka != nil && s.Kafka.Embedded != nil && s.Kafka.Embedded.Dir == ""
+}
+
+// restartStrategy is the job's runtime.RestartStrategy: job.restart with
+// opts.Restart's overrides.
+func restartStrategy(spec *Spec, opts Options) runtime.RestartStrategy {
+	var r RestartSpec
+	if spec.Job.Restart != nil {
+		r = *spec.Job.Restart
+	}
+	o := opts.Restart
+	if o.Strategy != "" {
+		r.Strategy = o.Strategy
+	}
+	if o.Attempts > 0 {
+		r.Attempts = o.Attempts
+	}
+	if o.Delay > 0 {
+		r.Delay = o.Delay
+	}
+	if o.MaxDelay > 0 {
+		r.MaxDelay = o.MaxDelay
+	}
+	rs := runtime.RestartStrategy{Attempts: r.Attempts, Delay: r.Delay, MaxDelay: r.MaxDelay, Multiplier: r.Multiplier, ResetAfter: r.ResetAfter}
+	switch r.Strategy {
+	case "fixed-delay":
+		rs.Kind = runtime.RestartFixedDelay
+	case "exponential-backoff":
+		rs.Kind = runtime.RestartExponentialBackoff
+	}
+	return rs
 }
 
 // CheckStart makes every check of what Run finds wrong before the job
@@ -155,6 +186,11 @@ func CheckStart(spec *Spec, opts Options) error {
 				add(spec.Job.CheckpointDirPos, "job.checkpoint.dir: %v", err)
 			}
 		}
+	}
+	if err := runtime.ValidateConfig(runtime.Config{Restart: restartStrategy(spec, opts)}); err != nil && flagErr == nil {
+		// Only flags can make a bad strategy (Parse checks job.restart):
+		// a maximum delay shorter than the delay.
+		flagErr = fmt.Errorf("--restart-max-delay and --restart-delay (with job.restart): %v", err)
 	}
 	if len(errs) > 0 {
 		return errs

@@ -53,6 +53,9 @@ type Summary struct {
 	Group  string         `json:"group,omitempty"`
 	Member string         `json:"member,omitempty"`
 	Tasks  map[string]int `json:"tasks,omitempty"`
+	// Restarts counts the times the job was started again after a failure
+	// (job.restart); the counts above then include the records read again.
+	Restarts int64 `json:"restarts"`
 }
 
 // Run builds the job of spec, starts it, waits for it to end (a bounded
@@ -128,6 +131,7 @@ func Run(ctx context.Context, spec *Spec, opts Options, log io.Writer) (Summary,
 	s.SourceDeadLetters = m.Sum(j.sourceOp, "deadLetters")
 	s.addDropped(spec)
 	s.CheckpointsCompleted = m.Sum("job", "checkpointsCompleted")
+	s.Restarts = m.Sum("job", runtime.MetricRestarts)
 	fmt.Fprintf(log, "weir run: %s %s after %v: %d records from the source\n", s.Pipeline,
 		map[bool]string{false: "finished", true: "stopped"}[s.Stopped], s.Elapsed.Round(time.Millisecond), s.SourceRecords)
 	for _, si := range j.Sinks {
@@ -136,6 +140,9 @@ func Run(ctx context.Context, spec *Spec, opts Options, log io.Writer) (Summary,
 	s.report(log)
 	if s.CheckpointsCompleted > 0 {
 		fmt.Fprintf(log, "  checkpoints          %8d completed\n", s.CheckpointsCompleted)
+	}
+	if s.Restarts > 0 {
+		fmt.Fprintf(log, "  restarts             %8d after failures (records after the checkpoint restored were read again)\n", s.Restarts)
 	}
 	return s, nil
 }

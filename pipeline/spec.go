@@ -51,6 +51,8 @@ type JobSpec struct {
 	// AllowNonRestoredState lets a restore drop the state of operators the
 	// pipeline no longer has (runtime.CheckpointConfig.AllowNonRestoredState).
 	AllowNonRestoredState bool
+	// Restart is job.restart (nil: none given, no restarts).
+	Restart *RestartSpec
 	// Positions of job.checkpoint.dir, job.restoreFrom and job.stateDir,
 	// for the checks before a run (CheckStart).
 	CheckpointDirPos, RestoreFromPos, StateDirPos Pos
@@ -328,4 +330,19 @@ type ProduceSpec struct {
 	File      string
 	Key       string
 	Timestamp string
+}
+
+// RestartSpec is job.restart: whether and when a job whose step failed is
+// started again from its newest checkpoint (runtime.RestartStrategy).
+type RestartSpec struct {
+	Pos Pos
+	// Strategy is none, fixed-delay or exponential-backoff.
+	Strategy string
+	// Attempts, Delay, MaxDelay, Multiplier and ResetAfter are
+	// runtime.RestartStrategy's (0: its default; ResetAfter < 0: never).
+	Attempts   int
+	Delay      time.Duration
+	MaxDelay   time.Duration
+	Multiplier float64
+	ResetAfter time.Duration
 }

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -110,6 +111,17 @@ func runCmd() *cobra.Command {
 					return usagef(cmd, "--savepoint-dir %q: holds files already; want a new or empty directory for the savepoint", savepointDir)
 				}
 			}
+			if cmd.Flags().Changed("restart") {
+				if !slices.Contains(pipeline.RestartStrategies, opts.Restart.Strategy) {
+					return usagef(cmd, "--restart %q: want one of %s", opts.Restart.Strategy, strings.Join(pipeline.RestartStrategies, ", "))
+				}
+			}
+			k.intRange("restart-attempts", int64(opts.Restart.Attempts), 0, 1000000)
+			k.duration("restart-delay", opts.Restart.Delay, 0)
+			k.duration("restart-max-delay", opts.Restart.MaxDelay, 0)
+			if k.err != nil {
+				return k.err
+			}
 			if opts.Fresh && opts.RestoreFrom != "" {
 				return usagef(cmd, "--fresh and --restore %q: give one of them (--fresh starts without state, --restore from a snapshot)", opts.RestoreFrom)
 			}
@@ -124,6 +136,9 @@ func runCmd() *cobra.Command {
 			s, err := pipeline.ParseFile(args[0])
 			if err != nil {
 				return pipelineUsage(cmd, err)
+			}
+			if err := checkRestartFlags(cmd, s, opts.Restart); err != nil {
+				return err
 			}
 			if group.Group != "" {
 				group.MetricsAddr, group.RestoreFrom = opts.MetricsAddr, opts.RestoreFrom
@@ -217,6 +232,10 @@ func runCmd() *cobra.Command {
 	f.StringVar(&opts.RestoreFrom, "restore", "", "start from this savepoint or checkpoint directory (overrides job.restoreFrom)")
 	f.BoolVar(&opts.Fresh, "fresh", false, "start without state although job.checkpoint.dir holds checkpoints (they are ignored, new ones numbered after them; default: resume from the newest)")
 	f.BoolVar(&opts.AllowNonRestoredState, "allow-non-restored-state", false, "restore a snapshot holding state of operators the pipeline no longer has, dropping that state (overrides job.allowNonRestoredState)")
+	f.StringVar(&opts.Restart.Strategy, "restart", "", "restart the job from its newest checkpoint after a step fails: none, fixed-delay or exponential-backoff (overrides job.restart.strategy; default none)")
+	f.IntVar(&opts.Restart.Attempts, "restart-attempts", 0, "with a restart strategy: restarts allowed (in a row, for back-off) before a failure ends the job (overrides job.restart.attempts; 0: the file's, else 3)")
+	f.DurationVar(&opts.Restart.Delay, "restart-delay", 0, "with a restart strategy: the pause before a restart, the first one's with back-off (overrides job.restart.delay; 0: the file's, else 1s)")
+	f.DurationVar(&opts.Restart.MaxDelay, "restart-max-delay", 0, "with exponential-backoff: the longest pause (overrides job.restart.maxDelay; 0: the file's, else 1m)")
 	f.IntVar(&opts.Parallelism, "parallelism", 0, "parallelism (overrides job.parallelism; 0: the file's)")
 	f.BoolVar(&asJSON, "json", false, "print the summary as JSON on stdout at the end")
 	f.StringVar(&uiAddr, "ui-addr", "", "serve the live dashboard on this address while the job runs (such as 127.0.0.1:8081; no host: loopback)")
@@ -238,7 +257,33 @@ var notWithGroup = []struct{ flag, why string }{
 	{"savepoint-dir", "a stop hands this process's tasks over with a checkpoint each, no savepoint"},
 	{"parallelism", "each task runs at parallelism 1; start more processes (up to the tasks) to share the work"},
 	{"fresh", "each task resumes from its own checkpoints under --checkpoint-dir"},
+	{"restart", "a failed task is restarted by the group (after --session-timeout or at once)"},
+	{"restart-attempts", "a failed task is restarted by the group"},
+	{"restart-delay", "a failed task is restarted by the group"},
+	{"restart-max-delay", "a failed task is restarted by the group"},
 	{"allow-non-restored-state", "each task restores its own checkpoints"},
+}
+
+// checkRestartFlags refuses the restart flags that would mean nothing:
+// the attempts, delays of no restart strategy, and --restart-max-delay
+// without exponential back-off.
+func checkRestartFlags(cmd *cobra.Command, s *pipeline.Spec, o pipeline.RestartSpec) error {
+	strategy := "none"
+	if s.Job.Restart != nil {
+		strategy = s.Job.Restart.Strategy
+	}
+	if o.Strategy != "" {
+		strategy = o.Strategy
+	}
+	for _, f := range []string{"restart-attempts", "restart-delay", "restart-max-delay"} {
+		if cmd.Flags().Changed(f) && strategy == "none" {
+			return usagef(cmd, "--%s: no restart strategy to configure; give --restart fixed-delay or exponential-backoff (or job.restart.strategy)", f)
+		}
+	}
+	if cmd.Flags().Changed("restart-max-delay") && strategy != "exponential-backoff" {
+		return usagef(cmd, "--restart-max-delay: only with exponential-backoff (the strategy is %s)", strategy)
+	}
+	return nil
 }
 
 // stopSavepointDir is where a stop by signal writes its savepoint: the

@@ -214,3 +214,33 @@ sink:
 		t.Fatalf("%d records, %d distinct in the output; want the 150 produced, each once\n%s\n%s", len(ids), len(seen), first, second)
 	}
 }
+
+// TestRunRestartFlags: every bad value of a restart flag, and a flag
+// without a strategy to configure, is refused in one line naming it (exit
+// 2); group mode refuses the flags of a local run's recovery.
+func TestRunRestartFlags(t *testing.T) {
+	dir := t.TempDir()
+	file := resumePipeline(t, dir, "r")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--restart", "sometimes"}, `weir run: --restart "sometimes": want one of none, fixed-delay, exponential-backoff`},
+		{[]string{"--restart", "fixed-delay", "--restart-attempts", "-1"}, "weir run: --restart-attempts -1"},
+		{[]string{"--restart", "fixed-delay", "--restart-delay", "-1s"}, "weir run: --restart-delay -1s: want a duration >= 0"},
+		{[]string{"--restart", "exponential-backoff", "--restart-max-delay", "-1s"}, "weir run: --restart-max-delay -1s: want a duration >= 0"},
+		{[]string{"--restart-attempts", "2"}, "weir run: --restart-attempts: no restart strategy to configure"},
+		{[]string{"--restart", "none", "--restart-delay", "1s"}, "weir run: --restart-delay: no restart strategy to configure"},
+		{[]string{"--restart", "fixed-delay", "--restart-max-delay", "1s"}, "weir run: --restart-max-delay: only with exponential-backoff"},
+		{[]string{"--restart", "exponential-backoff", "--restart-delay", "2s", "--restart-max-delay", "1s"}, "weir run: --restart-max-delay and --restart-delay (with job.restart): runtime: RestartStrategy.MaxDelay 1s is shorter than Delay 2s"},
+		{[]string{"--restart-delay", "soon"}, `weir run: invalid argument "soon" for "--restart-delay"`},
+		{[]string{"--group", "g", "--restart", "fixed-delay"}, "weir run: --restart: not taken with --group"},
+		{[]string{"--group", "g", "--fresh"}, "weir run: --fresh: not taken with --group"},
+		{[]string{"--group", "g", "--allow-non-restored-state"}, "weir run: --allow-non-restored-state: not taken with --group"},
+	} {
+		out, errOut, code := weirRun(append([]string{"run", file}, c.args...)...)
+		if code != 2 || out != "" || strings.Count(errOut, "\n") != 1 || !strings.HasPrefix(errOut, c.want) {
+			t.Errorf("weir run %v: exit %d, stdout %q, stderr %q; want 2 and one line starting %q", c.args, code, out, errOut, c.want)
+		}
+	}
+}

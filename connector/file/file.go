@@ -46,11 +46,12 @@ var runSeq atomic.Int64
 
 // ExactlyOnce returns a sink for weir.TwoPhaseCommit that writes
 // encode(record) followed by a newline for every record, into files under
-// dir. Each call (each job run) gets a new run id, so files of different
-// runs never collide.
+// dir. Each sink instance (each subtask of each run of the job, a restart
+// in the process included) gets a new run id, so files of different runs
+// never collide: a restarted job numbers its transactions from 1 again.
 func ExactlyOnce[T any](dir string, encode func(T) ([]byte, error)) func(ctx *runtime.Context) (weir.TwoPhaseCommitter[T, *Txn], error) {
-	run := fmt.Sprintf("%019d%03d", time.Now().UnixNano(), runSeq.Add(1)%1000)
 	return func(ctx *runtime.Context) (weir.TwoPhaseCommitter[T, *Txn], error) {
+		run := fmt.Sprintf("%019d%03d", time.Now().UnixNano(), runSeq.Add(1)%1000)
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return nil, fmt.Errorf("file: create %s: %w", dir, err)
 		}
