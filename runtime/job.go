@@ -161,7 +161,7 @@ func Start(ctx context.Context, g *Graph, cfg Config) (*Job, error) {
 	cfg = cfg.withDefaults()
 	ctx, cancel := context.WithCancelCause(ctx)
 	j := &Job{g: g, cfg: cfg, cancel: cancel, done: make(chan struct{}),
-		restarts: cfg.Metrics.counter("job", 0, MetricRestarts)}
+		restarts: cfg.Metrics.counter("job", 0, "restarts")} // MetricRestarts
 	a, err := j.startAttempt(ctx, cfg)
 	if err != nil {
 		cancel(nil)
