@@ -62,7 +62,7 @@ func OrderingJob(outTopic string, pace int) cluster.Job[OrderEvent, OrderEvent, 
 			}
 			return weir.Transform(s, "pace", func() runtime.OneInputOperator[OrderEvent, OrderEvent] { return &pacer[OrderEvent]{perSec: pace} })
 		},
-		Key:        func(e OrderEvent) string { return e.Key },
+		Key: func(e OrderEvent) string { return e.Key },
 		Keyed: func(ks weir.KeyedStream[string, OrderEvent]) weir.Stream[OrderEvent] {
 			return ordering.Sort(ks, "sort", ordering.SortOptions[OrderEvent]{})
 		},
