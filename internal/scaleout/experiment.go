@@ -219,6 +219,8 @@ type Result struct {
 	BrokerCPUMicrosPerRecord map[string]float64 `json:"brokerCpuMicrosPerRecord,omitempty"`
 	// Agent holds the agent kill runs (Config.Agent), one per store.
 	Agent []AgentResult `json:"agent,omitempty"`
+	// Ordering is the ordering run (RunOrdering), if it ran.
+	Ordering *OrderingResult `json:"ordering,omitempty"`
 }
 
 // OK reports whether the run kept exactly-once, the agent runs included.
@@ -227,6 +229,9 @@ func (r Result) OK() bool {
 		if !a.OK() {
 			return false
 		}
+	}
+	if r.Ordering != nil && !r.Ordering.OK() {
+		return false
 	}
 	return r.LostOutputs == 0 && r.DuplicateOutputs == 0 && r.ResultsMatchSingleProcess && r.ThroughputRunsMatch
 }
