@@ -141,6 +141,7 @@ once as one local job on the same input. Under "ordering":
 			if o := res.Ordering; o != nil && !asJSON {
 				fmt.Fprintf(out, "ordering run: %d records (partition 1: %d of history; partition 0: %d, then %d loaded over %v; %d live)\n",
 					o.Records, o.BigPartition, o.SmallHistory, o.Loaded, cfg.LoadFor, o.Live)
+				fmt.Fprintf(out, "  each source task paced at %d records/s, so that partition 1 replays while the loader writes\n", o.Pace)
 				fmt.Fprintf(out, "  clustered, %d processes: %d out of order, %d missing, %d duplicated (%.1fs)\n",
 					o.Processes, o.ClusteredViolations, o.ClusteredMissing, o.ClusteredDuplicated, o.ClusteredSeconds)
 				fmt.Fprintf(out, "  local job:              %d out of order, %d missing, %d duplicated (%.1fs)\n",
@@ -175,7 +176,7 @@ once as one local job on the same input. Under "ordering":
 	f.BoolVar(&withOrdering, "ordering", true, "run the ordering run after the others")
 	f.BoolVar(&orderingOnly, "ordering-only", false, "run the ordering run alone")
 	f.IntVar(&cfg.OrderRecords, "order-records", 200_000, "history records of the ordering run's big partition")
-	f.IntVar(&cfg.OrderPace, "order-pace", 0, "records per second of each source task in the ordering run (0: unbounded)")
+	f.IntVar(&cfg.OrderPace, "order-pace", 0, "records per second of each source task in the ordering run (0: the big partition's history over 3 × --load-for, so that it replays while the loader writes)")
 	f.DurationVar(&cfg.LoadFor, "load-for", 2*time.Second, "how long the ordering run's loader writes to the small partition after the start")
 	f.BoolVar(&asJSON, "json", false, "print the result as one JSON object")
 	f.BoolVar(&verbose, "verbose", false, "log progress and the workers' warnings to stderr")

@@ -191,7 +191,10 @@
 // started are not read until the job restarts. The source's positions are
 // exact, but end-to-end exactly-once output needs ExactlyOnceSink (or
 // another two-phase-commit sink). The catch-up state is shared only
-// between readers in one process. ExactlyOnceSink's ids of one parallelism
+// between readers in one process (package cluster carries it across
+// processes through its exchange topic: its W6). Records written to a
+// partition after its latest fetch are live records (K5), whatever their
+// timestamps: history loaded after the topic has caught up is late. ExactlyOnceSink's ids of one parallelism
 // are disjoint from another's, so a rescale never fences a live producer;
 // lingering transactions of the old parallelism are aborted only if they
 // sit in the pool of a subtask of the restored checkpoint (others time

@@ -86,8 +86,10 @@ type Config struct {
 	AgentPace              int
 	// OrderRecords (200000) is the big partition's history in the
 	// ordering run (RunOrdering); LoadFor (2s) how long its loader writes
-	// to the small partition after the start; OrderPace (0: none) bounds
-	// each source subtask's records per second in it.
+	// to the small partition after the start; OrderPace bounds each
+	// source subtask's records per second in it (0: the big partition's
+	// history over three times LoadFor, so that it still replays while
+	// the loader writes).
 	OrderRecords int
 	LoadFor      time.Duration
 	OrderPace    int

@@ -87,6 +87,10 @@ type OrderingResult struct {
 	SmallHistory int `json:"smallHistory"`
 	Loaded       int `json:"loaded"`
 	Live         int `json:"live"`
+	// Pace is each source subtask's bound in records per second
+	// (Config.OrderPace; by default the big partition replays for three
+	// times LoadFor, so that the loader writes while it replays).
+	Pace int `json:"pace"`
 	// ClusteredViolations and LocalViolations must be 0; ...Missing and
 	// ...Duplicated count ids not output, or output twice.
 	ClusteredViolations int `json:"clusteredViolations"`
@@ -151,7 +155,13 @@ func RunOrdering(ctx context.Context, cfg Config) (OrderingResult, error) {
 	in := orderInput{partitions: max(cfg.Partitions, 2), big: cfg.OrderRecords, small: max(cfg.OrderRecords/1000, 10), loaded: 100,
 		keys: cfg.Keys, loadFor: cfg.LoadFor, liveFor: cfg.LoadFor + time.Second, seed: cfg.Seed,
 		t0: now - 2*time.Hour.Milliseconds(), t1: now - time.Hour.Milliseconds()}
-	res := OrderingResult{Processes: cfg.Processes, BigPartition: in.big, SmallHistory: in.small, Loaded: in.loaded}
+	if cfg.OrderPace == 0 {
+		// The big partition must still replay while the loader writes:
+		// history written after the topic has caught up is live, and late
+		// in any job (kafka K5).
+		cfg.OrderPace = max(int(float64(in.big)/(3*cfg.LoadFor.Seconds())), 1)
+	}
+	res := OrderingResult{Processes: cfg.Processes, BigPartition: in.big, SmallHistory: in.small, Loaded: in.loaded, Pace: cfg.OrderPace}
 
 	// The clustered run.
 	spec := WorkerSpec{Brokers: brokers, Group: "order", SourceTopic: "order-in", OutTopic: "order-out", KeyedTasks: cfg.KeyedTasks,
