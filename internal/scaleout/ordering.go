@@ -262,10 +262,15 @@ func orderRun(ctx context.Context, brokers []string, in orderInput, topic, out s
 			}
 		})
 	}
-	span := in.t1 - in.t0
-	mid := in.t0 + span/2
 	// History: partition 1 over the whole span, partitions 2.. a tenth of
-	// it as densely spread, partition 0 the first half of its span only.
+	// it as densely spread, partition 0 the span's first tenth only; the
+	// loader writes partition 0's second tenth. Partition 1's replay passes
+	// that second tenth while the loader still writes (it replays its
+	// whole span over three times LoadFor, by default): a partition 0 that
+	// left the minimum when it first caught up would see its loaded
+	// records come late.
+	span := in.t1 - in.t0
+	mid, end0 := in.t0+span/10, in.t0+span/5
 	for p := range in.partitions {
 		n := in.big / 10
 		switch p {
@@ -304,7 +309,7 @@ func orderRun(ctx context.Context, brokers []string, in orderInput, topic, out s
 	go func() {
 		defer wg.Done()
 		for i := range in.loaded {
-			send(0, mid+int64(i+1)*(in.t1-mid)/int64(in.loaded), "")
+			send(0, mid+int64(i+1)*(end0-mid)/int64(in.loaded), "")
 			time.Sleep(in.loadFor / time.Duration(in.loaded))
 		}
 	}()
