@@ -78,7 +78,9 @@
 //	    partition, control records tagged with its producer id (its source
 //	    partition): its watermark when it advances (at most once per
 //	    Config.ControlInterval; the latest is always sent), idle and active
-//	    when its status changes, and end of input. They are marked by the
+//	    when its status changes, end of input, and its catch-up (W6): a
+//	    "behind" record first in every run of the task, a "caught up"
+//	    record once its partition has caught up. They are marked by the
 //	    record header "weir-control"; data records have none.
 //	W3. Fencing of a failed epoch: transactions per checkpoint. A source
 //	    task writes to the exchange topic in one transaction per
@@ -99,6 +101,26 @@
 //	    event time stalls only during the rebalance, never for good.
 //	W5. End. With Config.Bounded, a keyed task ends when every producer has
 //	    sent its end of input; Run returns once every task has finished.
+//	W6. Catch-up across source tasks. A source task reads one partition,
+//	    so its Kafka source's catch-up (kafka K5, K6) covers that partition
+//	    alone; the topic's catch-up is decided where every partition's
+//	    report meets, in each keyed task. A source task sends "behind" at
+//	    the start of each run and "caught up" when its partition has
+//	    caught up (read up to its end-offset snapshot with no backlog at
+//	    its latest fetch), before the idle record that catch-up causes. A
+//	    keyed task holds the source topic caught up once every producer
+//	    has reported caught up (or ended) in its current run: until then
+//	    the idleness of a caught-up producer is held back (its split stays
+//	    active at its last watermark, holding the minimum, as a caught-up
+//	    partition does in a local job until its whole topic has caught
+//	    up), so a partition that catches up early never lets the others'
+//	    replay carry event time past records still written to it. Idleness
+//	    of a producer that has not caught up (a time-out of the
+//	    Watermarks strategy) applies at once, as in a local job; after the
+//	    topic has caught up every producer's idleness applies as sent. A
+//	    producer that starts again (failover, restore) is behind until it
+//	    has caught up again, in unbounded and bounded runs alike. The
+//	    producers' catch-up is part of the keyed task's checkpoints.
 //	K1. Agents. Keyed task q runs as slice q of KeyedTasks of the job's
 //	    key groups (runtime.Config.Slice), so its operators know the key
 //	    groups it owns (runtime.Context.OwnedKeyGroups), whichever process
@@ -135,12 +157,11 @@
 // then fenced, fails and restarts in turn, until the group tells the old
 // process (each restore is correct; the work is repeated). On a store
 // without an atomic create (a file system without hard links) the
-// manifest's existence check and write are two steps. A source task reads one partition,
-// so the Kafka source's catch-up (kafka K6) is per partition here, not per
-// topic as in a local job: in unbounded mode a partition that catches up
-// with its history goes idle while others still replay theirs, and its first
-// live records may then be late (a local job keeps every partition active
-// until the whole topic has caught up); bounded runs and jobs whose
-// partitions catch up together are not affected. Control and data records that do
+// manifest's existence check and write are two steps. A caught-up
+// producer's time-out idleness is held back too until the topic has caught
+// up (W6), where a local job applies it at once (kafka K9). The topic's
+// catch-up reaches a keyed task a checkpoint interval late (control records
+// travel in the source tasks' transactions, W3), so event time waits that
+// much longer for it than in a local job. Control and data records that do
 // not decode become dead letters of the keyed task's source.
 package cluster

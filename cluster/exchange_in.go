@@ -3,6 +3,7 @@ package cluster
 import (
 	"encoding/json"
 	"fmt"
+	"log/slog"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -22,6 +23,8 @@ type producerState struct {
 	Watermark int64 `json:"watermark"`
 	Idle      bool  `json:"idle,omitempty"`
 	Ended     bool  `json:"ended,omitempty"`
+	// CaughtUp: the producer's current run has caught up (W6).
+	CaughtUp bool `json:"caughtUp,omitempty"`
 }
 
 // exchangeSource reads one partition of the exchange topic for a keyed
@@ -53,7 +56,11 @@ func (s *exchangeSource[T]) CreateReader(ctx runtime.SourceContext) (runtime.Rea
 	if err != nil {
 		return nil, err
 	}
-	r := &exchangeReader[T]{inner: inner, state: make([]producerState, s.producers)}
+	log := ctx.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	r := &exchangeReader[T]{inner: inner, state: make([]producerState, s.producers), applied: make([]bool, s.producers), log: log}
 	for p := range r.state {
 		r.state[p] = producerState{Producer: int32(p), Watermark: watermark.Min}
 	}
@@ -79,13 +86,70 @@ func (s *exchangeSource[T]) CreateReader(ctx runtime.SourceContext) (runtime.Rea
 }
 
 // exchangeReader is the reader of a keyed task's source.
+//
+// Idleness (W6): a producer's split is idle in the runtime when the
+// producer says so and either it has not caught up (time-out idleness of a
+// partition that still replays, as in a local job) or every producer has
+// caught up (the source topic has, as a whole). A producer that caught up
+// while others still replay stays active with its last watermark, holding
+// the minimum as a local job's caught-up partition does until its topic
+// has caught up: its partition may still get history (a loader writing),
+// which must not be late. applied is what the runtime was told.
 type exchangeReader[T any] struct {
 	inner   runtime.Reader[inRec[T]]
 	state   []producerState
-	ended   int
-	started bool
-	tap     tap[T]
-	err     error
+	applied []bool
+	// topicCaughtUp: every producer has caught up or ended (W6).
+	topicCaughtUp bool
+	ended         int
+	started       bool
+	tap           tap[T]
+	err           error
+	log           *slog.Logger
+}
+
+// idleWanted is the idleness W6 gives producer p.
+func (r *exchangeReader[T]) idleWanted(p int) bool {
+	st := r.state[p]
+	return st.Idle && (!st.CaughtUp || r.topicCaughtUp)
+}
+
+// sync tells the runtime producer p's idleness if it changed.
+func (r *exchangeReader[T]) sync(out runtime.SourceOutput[T], p int) {
+	if r.state[p].Ended {
+		return
+	}
+	if want := r.idleWanted(p); want != r.applied[p] {
+		r.applied[p] = want
+		out.SetSplitIdle(p, want)
+	}
+}
+
+// recheck recomputes whether the source topic has caught up and, if that
+// changed, every producer's idleness; otherwise producer p's.
+func (r *exchangeReader[T]) recheck(out runtime.SourceOutput[T], p int) {
+	all := true
+	for _, st := range r.state {
+		if !st.CaughtUp && !st.Ended {
+			all = false
+			break
+		}
+	}
+	if all == r.topicCaughtUp {
+		r.sync(out, p)
+		return
+	}
+	r.topicCaughtUp = all
+	if all {
+		r.log.Info("cluster: every source task has caught up with its partition's history; caught-up producers may go idle",
+			"producers", len(r.state))
+	} else {
+		r.log.Info("cluster: a source task started again and replays; caught-up producers hold the watermark until it has caught up",
+			"producer", p)
+	}
+	for q := range r.state {
+		r.sync(out, q)
+	}
 }
 
 func (r *exchangeReader[T]) Poll(out runtime.SourceOutput[T]) (runtime.PollStatus, error) {
@@ -109,9 +173,10 @@ func (r *exchangeReader[T]) Poll(out runtime.SourceOutput[T]) (runtime.PollStatu
 			case st.Watermark > watermark.Min:
 				out.EmitWatermark(p, st.Watermark)
 			}
-			if st.Idle {
-				out.SetSplitIdle(p, true)
-			}
+		}
+		r.recheck(out, 0)
+		for p := range r.state {
+			r.sync(out, p)
 		}
 	}
 	if r.ended == len(r.state) {
@@ -213,19 +278,22 @@ func (t *tap[T]) Collect(_ int, v inRec[T], ts int64) {
 			t.out.EmitWatermark(p, v.wm)
 		}
 	case kindIdle:
-		if !st.Idle {
-			st.Idle = true
-			t.out.SetSplitIdle(p, true)
-		}
+		st.Idle = true
+		r.sync(t.out, p)
 	case kindActive:
-		if st.Idle {
-			st.Idle = false
-			t.out.SetSplitIdle(p, false)
-		}
+		st.Idle = false
+		r.sync(t.out, p)
+	case kindCaughtUp:
+		st.CaughtUp = true
+		r.recheck(t.out, p)
+	case kindBehind:
+		st.CaughtUp, st.Idle = false, false
+		r.recheck(t.out, p)
 	case kindEnd:
 		st.Ended = true
 		r.ended++
 		t.out.FinishSplit(p)
+		r.recheck(t.out, p)
 	}
 }
 

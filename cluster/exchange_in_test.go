@@ -14,6 +14,7 @@ import (
 	"github.com/weirproject/weir/broker"
 	"github.com/weirproject/weir/connector/kafka"
 	"github.com/weirproject/weir/runtime"
+	"github.com/weirproject/weir/watermark"
 	"github.com/weirproject/weir/weirtest"
 )
 
@@ -89,4 +90,85 @@ func TestRestoredKeyedTaskKeepsTheMinimum(t *testing.T) {
 			t.Fatalf("the restored task emitted watermark %d while producer 1 was at 100, then 600: its record at 500 came late", w)
 		}
 	}
+}
+
+// W6: a producer that has caught up and gone idle keeps holding a keyed
+// task's watermark while another producer still replays (its partition may
+// get more history, which must not be late), and goes idle only once every
+// producer has caught up. (Before, its idleness let the replaying
+// producer's watermark, 1000, through at once.)
+func TestCaughtUpProducerHoldsUntilEveryProducerHasCaughtUp(t *testing.T) {
+	b, err := broker.Start(broker.Options{Topics: map[string]int32{"g-exchange": 1, "out": 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addrs()...), kgo.DefaultProduceTopic("g-exchange"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx := context.Background()
+	send := func(p int32, kind byte, wm int64) {
+		t.Helper()
+		r := &kgo.Record{Key: producerKey(p), Headers: controlHeaders, Value: encodeControl(kind, wm), Timestamp: time.UnixMilli(max(wm, 0))}
+		if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg, err := Config{Brokers: b.Addrs(), Group: "g", SourceTopic: "unused", KeyedTasks: 1, CheckpointBase: t.TempDir(),
+		CheckpointInterval: time.Hour, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got *weir.Collected[int64]
+	job := Job[int64, int64, int64, int64]{Source: kafka.JSON[int64](), Key: func(v int64) int64 { return v },
+		Keyed: func(ks weir.KeyedStream[int64, int64]) weir.Stream[int64] {
+			got = weir.Collect(ks.Stream)
+			return ks.Stream
+		},
+		Sink: kafka.SinkOptions[int64]{Topic: "out", Serialize: kafka.SerializeJSON[int64](nil)}}
+	env, _, err := taskEnv(cfg, "keyed-0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	job.buildKeyedTask(env, cfg, 0, 2)
+	j, err := env.Start(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { j.Cancel(); j.Wait() }()
+	last := func() int64 {
+		w := got.Watermarks(0)
+		if len(w) == 0 {
+			return -1
+		}
+		return w[len(w)-1]
+	}
+	send(0, kindBehind, watermark.Min)
+	send(1, kindBehind, watermark.Min)
+	send(0, kindWatermark, 100)
+	send(0, kindCaughtUp, 100)
+	send(0, kindIdle, 100)
+	send(1, kindWatermark, 50)
+	weirtest.Eventually(t, "watermark 50", func() bool { return last() == 50 })
+	send(1, kindWatermark, 1000)
+	weirtest.Eventually(t, "watermark 100 (producer 0's, held)", func() bool { return last() == 100 })
+	// A data record after the watermark: once it is out, everything
+	// before it has been read.
+	if err := cl.ProduceSync(ctx, &kgo.Record{Key: producerKey(1), Value: []byte("7"), Timestamp: time.UnixMilli(1001)}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	send(0, kindWatermark, 101) // moves the watermark, which flushes the record through
+	weirtest.Eventually(t, "producer 1's record", func() bool { return len(got.Records()) == 1 && last() == 101 })
+	for _, w := range got.Watermarks(0) {
+		if w > 101 {
+			t.Fatalf("watermark %d while producer 0, caught up at 100 (then 101), waited for producer 1 to catch up", w)
+		}
+	}
+	send(1, kindCaughtUp, 1001)
+	send(1, kindIdle, 1001)
+	send(1, kindActive, 1001)
+	send(1, kindWatermark, 2000)
+	weirtest.Eventually(t, "watermark 2000 (every producer caught up: producer 0 idle)", func() bool { return last() == 2000 })
 }

@@ -37,19 +37,73 @@ type exchangeOut[K comparable, T any] struct {
 	timerSet bool
 	idle     bool
 	ended    bool
+
+	// caughtUp reports whether the task's Kafka source has caught up
+	// (kafka.Source.CaughtUp); announced: kindBehind went out (the first
+	// control record of the run); caughtUpSent: kindCaughtUp went out;
+	// checkSet: a timer will ask caughtUp again (W6).
+	caughtUp                          func() bool
+	announced, caughtUpSent, checkSet bool
 }
 
-func newExchangeOut[K comparable, T any](ks weir.KeyedStream[K, T], maxPar, parts int, interval time.Duration) func() runtime.OneInputOperator[T, outRec[T]] {
+func newExchangeOut[K comparable, T any](ks weir.KeyedStream[K, T], maxPar, parts int, interval time.Duration, caughtUp func() bool) func() runtime.OneInputOperator[T, outRec[T]] {
 	return func() runtime.OneInputOperator[T, outRec[T]] {
 		return &exchangeOut[K, T]{
 			keyGroup: func(v T) int { return ks.KeyGroupOf(v, maxPar) },
 			maxPar:   maxPar, parts: parts, interval: max(interval.Milliseconds(), 1),
-			pending: watermark.Min, sent: watermark.Min,
+			pending: watermark.Min, sent: watermark.Min, caughtUp: caughtUp,
 		}
 	}
 }
 
+// announce sends kindBehind once per run, before anything else of the run:
+// the consumers forget what they kept of the producer's previous run
+// (caught up, idle), since this run replays from its checkpoint (W6).
+func (o *exchangeOut[K, T]) announce() {
+	if !o.announced {
+		o.announced = true
+		o.control(kindBehind, o.sent)
+	}
+}
+
+// maybeCaughtUp sends kindCaughtUp once the task's source has caught up.
+// The source marks its split idle only after its catch-up is recorded, so
+// at the idle that follows a catch-up this sees it, and kindCaughtUp goes
+// out before kindIdle: the consumers then hold that idleness until every
+// producer has caught up (W6), instead of letting the others run ahead.
+func (o *exchangeOut[K, T]) maybeCaughtUp() {
+	if o.caughtUpSent || o.caughtUp == nil || !o.caughtUp() {
+		return
+	}
+	o.announce()
+	o.caughtUpSent = true
+	o.control(kindCaughtUp, o.sent)
+}
+
+// checkLater asks maybeCaughtUp again after an interval, while the task is
+// idle without having caught up (time-out idleness): no watermark or idle
+// change would make it ask.
+func (o *exchangeOut[K, T]) checkLater() {
+	if o.checkSet || o.caughtUpSent || o.caughtUp == nil {
+		return
+	}
+	o.checkSet = true
+	o.Ctx.RegisterProcessingTimer(o.Ctx.Clock.Now().UnixMilli()+o.interval, func(int64) {
+		o.checkSet = false
+		if o.ended {
+			return
+		}
+		o.maybeCaughtUp()
+		if o.idle {
+			o.checkLater()
+		}
+	})
+}
+
 func (o *exchangeOut[K, T]) ProcessRecord(r runtime.Record[T]) error {
+	if !o.announced {
+		o.announce()
+	}
 	q := keygroup.OperatorIndex(o.keyGroup(r.Value), o.maxPar, o.parts)
 	o.Out.Collect(runtime.Record[outRec[T]]{Value: outRec[T]{part: int32(q), v: r.Value}, Timestamp: r.Timestamp})
 	return nil
@@ -63,9 +117,11 @@ func (o *exchangeOut[K, T]) ProcessWatermark(ts int64) error {
 		// End of input: everything before it is written; the final
 		// checkpoint that follows covers the end records too.
 		o.ended = true
+		o.announce()
 		o.control(kindEnd, ts)
 		return nil
 	}
+	o.announce()
 	o.pending = ts
 	now := o.Ctx.Clock.Now().UnixMilli()
 	if now-o.lastSent >= o.interval {
@@ -82,7 +138,11 @@ func (o *exchangeOut[K, T]) ProcessWatermark(ts int64) error {
 
 // flush sends the pending watermark if it is newer than the last sent.
 func (o *exchangeOut[K, T]) flush(now int64) {
-	if o.ended || o.pending <= o.sent {
+	if o.ended {
+		return
+	}
+	o.maybeCaughtUp()
+	if o.pending <= o.sent {
 		return
 	}
 	o.sent, o.lastSent = o.pending, now
@@ -94,11 +154,14 @@ func (o *exchangeOut[K, T]) ProcessIdle(idle bool) error {
 		return nil
 	}
 	o.idle = idle
+	o.announce()
 	if idle {
 		// The watermark reached so far first, so that the consumers'
-		// view of this producer is current when it leaves the minimum.
+		// view of this producer is current when it leaves the minimum
+		// (and the catch-up, which flush reports, before the idle).
 		o.flush(o.Ctx.Clock.Now().UnixMilli())
 		o.control(kindIdle, o.sent)
+		o.checkLater()
 	} else {
 		o.control(kindActive, o.sent)
 	}

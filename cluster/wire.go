@@ -38,6 +38,13 @@ const (
 	kindIdle
 	kindActive
 	kindEnd
+	// kindCaughtUp: the producer's partition has caught up with its
+	// history (kafka K5) in the producer's current run (W6).
+	kindCaughtUp
+	// kindBehind: a run of the producer has started and has not caught
+	// up; it is active. The first control record of every run (W6).
+	kindBehind
+	kindLast = kindBehind
 )
 
 // controlHeader marks a control record; data records have no header.
@@ -85,7 +92,7 @@ func decode[T any](codec Codec[T], r *kgo.Record) (inRec[T], error) {
 	in := inRec[T]{producer: int32(binary.BigEndian.Uint32(r.Key))}
 	for _, h := range r.Headers {
 		if h.Key == controlHeader {
-			if len(r.Value) != 9 || r.Value[0] == kindData || r.Value[0] > kindEnd {
+			if len(r.Value) != 9 || r.Value[0] == kindData || r.Value[0] > kindLast {
 				return inRec[T]{}, fmt.Errorf("cluster: malformed control record %x", r.Value)
 			}
 			in.kind = r.Value[0]

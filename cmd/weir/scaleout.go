@@ -20,7 +20,7 @@ import (
 // several processes, one killed with SIGKILL (package internal/scaleout).
 func scaleoutCmd() *cobra.Command {
 	var cfg scaleout.Config
-	var asJSON, verbose bool
+	var asJSON, verbose, withOrdering, orderingOnly bool
 	c := &cobra.Command{
 		Use:   "scaleout",
 		Short: "Run one job over several processes on the embedded broker, kill one with SIGKILL, add one, and compare with one process",
@@ -44,7 +44,18 @@ one is added. Under "agent", per store:
 
   lostInputs, lostOutputs, duplicateOutputs   must be 0 (every input answered once, read_committed)
   effects, duplicateEffects                   effects == inputs; duplicateEffects (asked under a second key) must be 0
-  residualWindowEffects, residualBound        calls repeated under their key (a service ignoring keys applies them twice), at most the bound`,
+  residualWindowEffects, residualBound        calls repeated under their key (a service ignoring keys applies them twice), at most the bound
+
+With --ordering (on by default) it then runs an ordering job (a sort per key by event time) over
+uneven partitions: partition 1 replays --order-records records of history, partition 0 starts with
+a thousandth of that and a loader writes the rest of its history to it for --load-for after the
+start, and live records go to every partition meanwhile; once clustered over --processes workers,
+once as one local job on the same input. Under "ordering":
+
+  clusteredViolations, localViolations   records released after a later record of their key: must be 0
+  ...Missing, ...Duplicated              must be 0
+
+--ordering-only runs the ordering run alone.`,
 		Args: noArgs,
 		PreRunE: func(cmd *cobra.Command, _ []string) error {
 			k := &checks{c: cmd}
@@ -69,6 +80,9 @@ one is added. Under "agent", per store:
 			k.intRange("agent-keys", int64(cfg.AgentKeys), 1, 0)
 			k.intRange("agent-pace", int64(cfg.AgentPace), 1, -1)
 			k.duration("call-delay", cfg.CallDelay, time.Microsecond)
+			k.intRange("order-records", int64(cfg.OrderRecords), 1000, 0)
+			k.intRange("order-pace", int64(cfg.OrderPace), 0, -1)
+			k.duration("load-for", cfg.LoadFor, time.Millisecond)
 			return k.err
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -83,16 +97,25 @@ one is added. Under "agent", per store:
 			if verbose {
 				cfg.Log = cmd.ErrOrStderr()
 			}
-			res, err := scaleout.Run(ctx, cfg)
-			if err != nil {
-				return err
+			var res scaleout.Result
+			if !orderingOnly {
+				if res, err = scaleout.Run(ctx, cfg); err != nil {
+					return err
+				}
+			}
+			if withOrdering || orderingOnly {
+				o, err := scaleout.RunOrdering(ctx, cfg)
+				if err != nil {
+					return err
+				}
+				res.Ordering = &o
 			}
 			out := cmd.OutOrStdout()
 			if asJSON {
 				if err := json.NewEncoder(out).Encode(res); err != nil {
 					return err
 				}
-			} else {
+			} else if !orderingOnly {
 				fmt.Fprintf(out, "%d processes, %d killed, %d added; %d records, %d totals\n", res.Processes, res.Killed, res.Added, res.Records, res.Totals)
 				fmt.Fprintf(out, "  outputs lost %d, duplicated %d; results match one process: %v\n", res.LostOutputs, res.DuplicateOutputs, res.ResultsMatchSingleProcess)
 				fmt.Fprintf(out, "  the killed process owned %d tasks, running again after %.2fs; the kill run took %.1fs\n", res.KilledTasks, res.RebalanceSeconds, res.KillRunSeconds)
@@ -115,7 +138,19 @@ one is added. Under "agent", per store:
 						a.Effects, a.DuplicateEffects, a.ResidualWindowEffects, a.ResidualBound)
 				}
 			}
-			if !res.OK() {
+			if o := res.Ordering; o != nil && !asJSON {
+				fmt.Fprintf(out, "ordering run: %d records (partition 1: %d of history; partition 0: %d, then %d loaded over %v; %d live)\n",
+					o.Records, o.BigPartition, o.SmallHistory, o.Loaded, cfg.LoadFor, o.Live)
+				fmt.Fprintf(out, "  each source task paced at %d records/s, so that partition 1 replays while the loader writes\n", o.Pace)
+				fmt.Fprintf(out, "  clustered, %d processes: %d out of order, %d missing, %d duplicated (%.1fs)\n",
+					o.Processes, o.ClusteredViolations, o.ClusteredMissing, o.ClusteredDuplicated, o.ClusteredSeconds)
+				fmt.Fprintf(out, "  local job:              %d out of order, %d missing, %d duplicated (%.1fs)\n",
+					o.LocalViolations, o.LocalMissing, o.LocalDuplicated, o.LocalSeconds)
+			}
+			if orderingOnly && res.Ordering != nil && !res.Ordering.OK() {
+				return fmt.Errorf("experiment scaleout: records out of order, lost or repeated in the ordering run (see above)")
+			}
+			if !orderingOnly && !res.OK() {
 				return fmt.Errorf("experiment scaleout: outputs were lost, repeated or differ from one process (see above)")
 			}
 			return nil
@@ -138,6 +173,11 @@ one is added. Under "agent", per store:
 	f.IntVar(&cfg.AgentKeys, "agent-keys", 64, "keys the agent runs' inputs spread over")
 	f.IntVar(&cfg.AgentPace, "agent-pace", 50, "inputs per second of each source task in the agent runs")
 	f.DurationVar(&cfg.CallDelay, "call-delay", 5*time.Millisecond, "the side-effect service's time per call in the agent runs")
+	f.BoolVar(&withOrdering, "ordering", true, "run the ordering run after the others")
+	f.BoolVar(&orderingOnly, "ordering-only", false, "run the ordering run alone")
+	f.IntVar(&cfg.OrderRecords, "order-records", 200_000, "history records of the ordering run's big partition")
+	f.IntVar(&cfg.OrderPace, "order-pace", 0, "records per second of each source task in the ordering run (0: the big partition's history over 3 × --load-for, so that it replays while the loader writes)")
+	f.DurationVar(&cfg.LoadFor, "load-for", 2*time.Second, "how long the ordering run's loader writes to the small partition after the start")
 	f.BoolVar(&asJSON, "json", false, "print the result as one JSON object")
 	f.BoolVar(&verbose, "verbose", false, "log progress and the workers' warnings to stderr")
 	return c

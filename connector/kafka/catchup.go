@@ -13,8 +13,19 @@ import (
 // register every partition they own when they are created, before any of
 // them reads, so a topic can never look caught up while one of its
 // partitions is still unregistered. A topic is caught up when every one of
-// its partitions is: then every reader owning a partition of it is woken to
-// mark its splits idle (K6).
+// its partitions is, at once: then every reader owning a partition of it is
+// woken to mark its splits idle (K6).
+//
+// A partition's state, until its topic has caught up:
+//
+//	behind --(position >= snapshot end and >= log end of latest fetch)--> caught up
+//	caught up --(a later fetch shows records not read yet)--> behind
+//
+// The way back matters when records keep arriving during the replay (a
+// loader still writing): a partition that reached its log end between two
+// writes is caught up for a moment, and the topic must not take that moment
+// for good while its other partitions still replay. Once the topic has
+// caught up, every state is final: later records are live (K8).
 type tracker struct {
 	// idles: the policy marks caught-up topics idle (for the log line).
 	idles  bool
@@ -47,10 +58,19 @@ type partTrack struct {
 
 	start, end atomic.Int64 // -1 until known
 	position   atomic.Int64 // next offset the reader will emit; -1 until known
-	caughtUp   atomic.Bool
-	resets     atomic.Int64
-	born       bool
-	gauges     partGauges
+	// logEnd is the end of the partition's log as the latest fetch
+	// reported it (its high watermark, or last stable offset under
+	// read_committed), the end-offset snapshot before the first fetch,
+	// -1 until then. The fetch goroutines store it before they hand the
+	// fetch's batch over; Poll reads it (backlogAt).
+	logEnd   atomic.Int64
+	caughtUp atomic.Bool
+	resets   atomic.Int64
+	born     bool
+	gauges   partGauges
+	// logged: the partition's catch-up was logged (once; guarded by
+	// tracker.mu).
+	logged bool
 }
 
 // setPosition records the partition's consumer position.
@@ -66,6 +86,20 @@ func (p *partTrack) setStart(start, end int64) {
 	gaugeSet(p.gauges.start, start)
 	gaugeSet(p.gauges.end, end)
 	p.setPosition(start)
+}
+
+// caughtUpAt is the catch-up rule (K5) for a partition whose consumer
+// position is pos, whose end-offset snapshot is end (-1 until taken) and
+// whose log ended at logEnd when it was last fetched (see partTrack.logEnd):
+// the position has reached the snapshot, and no backlog is known. The
+// second half matters when records are written while the job replays: the
+// snapshot's end is then behind the log's, and a partition declared caught
+// up at the snapshot goes idle with those records still to read, so that
+// the other inputs carry event time past them (they arrive late). A fetch
+// response says where the log ends; a position at that end has read
+// everything written before the fetch. Records written after it are live.
+func caughtUpAt(pos, end, logEnd int64) bool {
+	return end >= 0 && pos >= end && pos >= logEnd
 }
 
 // readerStarted records the first reader start of the run.
@@ -99,6 +133,7 @@ func (t *tracker) register(topic string, total int, partition int32, subtask int
 	p.start.Store(-1)
 	p.end.Store(-1)
 	p.position.Store(-1)
+	p.logEnd.Store(-1)
 	if old := tt.parts[partition]; old != nil && old.caughtUp.Load() {
 		tt.done--
 		tt.caughtUp.Store(false)
@@ -124,33 +159,34 @@ func (t *tracker) registerBorn(topic string, partition int32, subtask int) *part
 	p.start.Store(0)
 	p.end.Store(-1)
 	p.position.Store(0)
+	p.logEnd.Store(-1)
 	p.caughtUp.Store(true)
 	tt.born[partition] = p
 	return p
 }
 
-// markCaughtUp records that p's position reached its end offset snapshot.
-// It logs the partition, and the topic when this was its last partition
-// (on log, the logger of the reader that saw it), and wakes the topic's
-// readers then.
+// markCaughtUp records that p has caught up (caughtUpAt). It logs the
+// partition (its first catch-up only), and the topic when this made every
+// partition of it caught up at once (on log, the logger of the reader that
+// saw it), and wakes the topic's readers then.
 func (t *tracker) markCaughtUp(p *partTrack, log *slog.Logger) {
-	if p.caughtUp.Swap(true) {
-		return
-	}
-	gaugeSet(p.gauges.caughtUp, 1)
-	log.Info("kafka partition caught up with its end offset",
-		"topic", p.topic.name, "partition", p.partition,
-		"start", p.start.Load(), "end", p.end.Load(), "position", p.position.Load())
 	t.mu.Lock()
-	if !t.started.IsZero() {
-		gaugeSet(p.gauges.millis, max(t.now().Sub(t.started).Milliseconds(), 0))
-	}
 	tt := p.topic
-	if tt.parts[p.partition] != p { // replaced by a newer run's reader
+	if tt.parts[p.partition] != p || p.caughtUp.Load() { // replaced by a newer run's reader, or nothing new
 		t.mu.Unlock()
 		return
 	}
+	p.caughtUp.Store(true)
+	first := !p.logged
+	p.logged = true
+	gaugeSet(p.gauges.caughtUp, 1)
+	if !t.started.IsZero() {
+		gaugeSet(p.gauges.millis, max(t.now().Sub(t.started).Milliseconds(), 0))
+	}
 	tt.done++
+	if !tt.caughtUp.Load() && tt.done == tt.total && len(tt.parts) == tt.total {
+		t.recheckLocked(tt)
+	}
 	complete := !tt.caughtUp.Load() && tt.done == tt.total && len(tt.parts) == tt.total
 	var owners []waker
 	if complete {
@@ -166,16 +202,57 @@ func (t *tracker) markCaughtUp(p *partTrack, log *slog.Logger) {
 		}
 	}
 	t.mu.Unlock()
+	if first {
+		log.Info("kafka partition caught up with its end offset and the log end of its latest fetch",
+			"topic", tt.name, "partition", p.partition,
+			"start", p.start.Load(), "end", p.end.Load(), "position", p.position.Load(), "logEnd", p.logEnd.Load())
+	}
 	if complete {
-		msg := "kafka topic caught up: every partition reached its end offset; its splits go idle"
+		msg := "kafka topic caught up: every partition reached its end offset with no backlog; its splits go idle"
 		if !t.idles {
-			msg = "kafka topic caught up: every partition reached its end offset (CatchUpOff: splits stay as the strategy decides)"
+			msg = "kafka topic caught up: every partition reached its end offset with no backlog (CatchUpOff: splits stay as the strategy decides)"
 		}
 		log.Info(msg, "topic", tt.name, "partitions", tt.total)
 		for _, o := range owners {
 			o.topicCaughtUp()
 		}
 	}
+}
+
+// recheckLocked withdraws the catch-up of every partition of tt that is
+// behind now: its position, as its reader last set it, is below the log
+// end its fetch goroutine last stored. Another reader's state can be
+// older than the latest fetch (the batch that shows the backlog is still
+// queued for it): the topic is complete only if every partition is caught
+// up at this moment. A partition withdrawn here has that batch coming, and
+// its reader checks again when it has emitted it.
+func (t *tracker) recheckLocked(tt *topicTrack) {
+	for _, q := range tt.parts {
+		if q.caughtUp.Load() && !caughtUpAt(q.position.Load(), q.end.Load(), q.logEnd.Load()) {
+			q.caughtUp.Store(false)
+			tt.done--
+			gaugeSet(q.gauges.caughtUp, 0)
+		}
+	}
+}
+
+// markBehind withdraws p's catch-up: a fetch after it found records p has
+// not read yet (records written while its topic's other partitions still
+// replay). It reports false, and changes nothing, once p's topic has caught
+// up: from then on the topic is live and records are live records.
+func (t *tracker) markBehind(p *partTrack) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	tt := p.topic
+	if tt.caughtUp.Load() || tt.parts[p.partition] != p {
+		return false
+	}
+	if p.caughtUp.Load() {
+		p.caughtUp.Store(false)
+		tt.done--
+		gaugeSet(p.gauges.caughtUp, 0)
+	}
+	return true
 }
 
 // PartitionStatus is the catch-up state of one partition of a running
@@ -191,7 +268,13 @@ type PartitionStatus struct {
 	End   int64 `json:"end"`
 	// Position is the next offset the source will emit (-1 until known).
 	Position int64 `json:"position"`
-	// CaughtUp: Position has reached End (or Start was at or past it).
+	// LogEnd is where the partition's log ended when it was last fetched
+	// (its high watermark, or last stable offset under read_committed;
+	// End before the first fetch, -1 before that): Position below it is
+	// a backlog.
+	LogEnd int64 `json:"logEnd"`
+	// CaughtUp: Position has reached End (or Start was at or past it)
+	// and LogEnd, so no backlog was left (K5).
 	CaughtUp bool `json:"caughtUp"`
 	// TopicCaughtUp: every partition of the topic has caught up, so the
 	// topic's splits are idle.
@@ -215,7 +298,7 @@ func (t *tracker) status() []PartitionStatus {
 		for _, ps := range []map[int32]*partTrack{tt.parts, tt.born} {
 			for _, p := range ps {
 				out = append(out, PartitionStatus{Topic: tt.name, Partition: p.partition, Subtask: p.subtask,
-					Start: p.start.Load(), End: p.end.Load(), Position: p.position.Load(),
+					Start: p.start.Load(), End: p.end.Load(), Position: p.position.Load(), LogEnd: p.logEnd.Load(),
 					CaughtUp: p.caughtUp.Load(), TopicCaughtUp: tt.caughtUp.Load() || len(tt.parts) == 0,
 					Resets: p.resets.Load(), Discovered: p.born, TopicCaughtUpAt: tt.at})
 			}

@@ -57,13 +57,13 @@ func TestCatchUpExactlyAtTheEndOffset(t *testing.T) {
 				poll(fetchMsg{init: []splitInit{{split: 0, start: 0, end: end}}})
 				poll(batch(0, end-1))
 			}
-			if st := status(); s.caughtUp || st.CaughtUp || st.TopicCaughtUp || w.n != 0 {
+			if st := status(); s.track.caughtUp.Load() || st.CaughtUp || st.TopicCaughtUp || w.n != 0 {
 				t.Fatalf("position %d, end %d: caught up (split %v, status %+v, wake-ups %d); the record at %d is still to come",
-					s.pos, end, s.caughtUp, st, w.n, end-1)
+					s.pos, end, s.track.caughtUp.Load(), st, w.n, end-1)
 			}
 			poll(batch(end-1, end))
-			if st := status(); !s.caughtUp || !st.CaughtUp || !st.TopicCaughtUp || w.n != 1 {
-				t.Fatalf("position %d = end %d: not caught up (split %v, status %+v, wake-ups %d)", s.pos, end, s.caughtUp, st, w.n)
+			if st := status(); !s.track.caughtUp.Load() || !st.CaughtUp || !st.TopicCaughtUp || w.n != 1 {
+				t.Fatalf("position %d = end %d: not caught up (split %v, status %+v, wake-ups %d)", s.pos, end, s.track.caughtUp.Load(), st, w.n)
 			}
 		})
 	}

@@ -20,8 +20,12 @@
 // late); Kafka can: the end offset of every partition when the job starts
 // says exactly how much history there is. So the source snapshots those end
 // offsets once, and a topic leaves the watermark minimum (its splits go
-// idle) only when every one of its partitions has read up to its snapshot.
-// From then on the topic is live (see Live for what live splits do).
+// idle) only when every one of its partitions has read up to its snapshot
+// and has no backlog: records written while the job replays (a loader
+// still writing) queue behind the snapshot, and each fetch response says
+// where the log ends, so a partition is caught up only when its position
+// is at the log end of its latest fetch too. From then on the topic is
+// live (see Live for what live splits do).
 //
 // # Guarantees
 //
@@ -51,17 +55,29 @@
 //	    partition: the high watermark, or the last stable offset under
 //	    read_committed. A partition is caught up when its consumer position
 //	    (the next offset to fetch, all records before it emitted) has
-//	    reached that end. The position moves past transaction markers,
+//	    reached that end, and the end of the log as its latest fetch
+//	    reported it (the fetch response's high watermark, or last stable
+//	    offset under read_committed; fetches whose batches are still
+//	    queued count): a backlog behind the snapshot, written during the
+//	    replay, is read before the partition counts as caught up. Records
+//	    written after the latest fetch are live (no reader can know of
+//	    them). Until its topic has caught up, a caught-up partition whose
+//	    next fetch finds unread records is behind again. The position moves past transaction markers,
 //	    aborted batches and compaction gaps even when no record comes with
 //	    them, because the source runs its own fetch loop over the Kafka
 //	    protocol and sees each fetch's next offset; so a partition whose
 //	    last offsets carry no record still catches up. A partition whose
 //	    start is at or after its end (empty, fully deleted, started at
-//	    latest) is caught up at once. The snapshot is never re-read.
-//	K6. A topic is caught up only when every one of its partitions is, in
-//	    all subtasks of the run (the readers of a job share one tracker in
-//	    the process). Then, and not before, every split of the topic is
-//	    marked idle (SourceOutput.SetSplitIdle) in every subtask, once.
+//	    latest) is caught up at once (the snapshot is then the latest log
+//	    end known). The snapshot is never re-read.
+//	K6. A topic is caught up only when every one of its partitions is, at
+//	    one moment, in all subtasks of the run (the readers of a job share
+//	    one tracker in the process; the reader that completes a topic checks
+//	    every partition's position against the log end its fetches last
+//	    reported, and a partition with batches still queued is behind).
+//	    Then, and not before, every split of the topic is marked idle
+//	    (SourceOutput.SetSplitIdle) in every subtask, once, and every
+//	    partition's state is final.
 //	    No duration takes part in this decision. Each caught-up partition
 //	    and each caught-up topic is logged once; Source.Status reports
 //	    every partition's start, end, position and state, and the job's
@@ -180,7 +196,10 @@
 // started are not read until the job restarts. The source's positions are
 // exact, but end-to-end exactly-once output needs ExactlyOnceSink (or
 // another two-phase-commit sink). The catch-up state is shared only
-// between readers in one process. ExactlyOnceSink's ids of one parallelism
+// between readers in one process (package cluster carries it across
+// processes through its exchange topic: its W6). Records written to a
+// partition after its latest fetch are live records (K5), whatever their
+// timestamps: history loaded after the topic has caught up is late. ExactlyOnceSink's ids of one parallelism
 // are disjoint from another's, so a rescale never fences a live producer;
 // lingering transactions of the old parallelism are aborted only if they
 // sit in the pool of a subtask of the restored checkpoint (others time

@@ -38,6 +38,11 @@ func (r *reader[T]) fetchMain(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// Until the first fetch, the snapshot is the latest log end known
+	// (stored before Poll sees the snapshot, so Poll never reads -1).
+	for _, in := range inits {
+		r.splits[in.split].track.logEnd.Store(in.end)
+	}
 	select {
 	case r.msgs <- fetchMsg{init: inits}:
 		r.wake()
@@ -48,7 +53,8 @@ func (r *reader[T]) fetchMain(ctx context.Context) error {
 	var parts []*fetchPart
 	for _, in := range inits {
 		s := r.splits[in.split]
-		parts = append(parts, &fetchPart{split: s.id, topic: s.topic, id: s.topicID, partition: s.partition, offset: in.start})
+		parts = append(parts, &fetchPart{split: s.id, topic: s.topic, id: s.topicID, partition: s.partition, offset: in.start,
+			track: s.track, sentLogEnd: in.end})
 	}
 	return f.run(ctx, parts)
 }
@@ -239,6 +245,26 @@ type fetchPart struct {
 	partition int32
 	offset    int64 // next offset to fetch
 	leader    int32
+	// track is the partition's catch-up record (nil for a partition
+	// discovered after the start: live from birth); sentLogEnd the log
+	// end last stored in it.
+	track      *partTrack
+	sentLogEnd int64
+}
+
+// fetched records a fetch of p that ended at next (the position after its
+// batch) in a log that ended at logEnd, with n records, and reports whether
+// the fetch must be handed to Poll. The log end is stored before the batch
+// is handed over (checkCaughtUp reads it after emitting the batch), and a
+// fetch that moves it is handed over even without records or progress, so
+// that Poll checks the catch-up again with the new evidence.
+func (p *fetchPart) fetched(next, logEnd int64, n int) bool {
+	moved := logEnd >= 0 && logEnd != p.sentLogEnd && p.track != nil
+	if moved {
+		p.sentLogEnd = logEnd
+		p.track.logEnd.Store(logEnd)
+	}
+	return n > 0 || next > p.offset || moved
 }
 
 // fetcher places partitions on one worker per leader broker (a broker
@@ -546,11 +572,17 @@ func (f *fetcher[T]) handle(ctx context.Context, w *fetchWorker, resp *kmsg.Fetc
 				if fp.Err != nil && len(fp.Records) == 0 {
 					return fmt.Errorf("kafka: %s[%d] at offset %d: %w (the batch cannot be read; skip it by restarting from a later offset)", p.topic, p.partition, p.offset, fp.Err)
 				}
-				if next <= p.offset && len(fp.Records) == 0 {
+				// Where the log ended when the broker answered: records
+				// below it not in this batch are a backlog (K5).
+				logEnd := rp.HighWatermark
+				if f.r.opts.ReadCommitted && rp.LastStableOffset >= 0 {
+					logEnd = rp.LastStableOffset
+				}
+				if !p.fetched(next, logEnd, len(fp.Records)) {
 					continue
 				}
-				m := fetchMsg{split: p.split, records: fp.Records, next: next}
-				p.offset = next
+				m := fetchMsg{split: p.split, records: fp.Records, next: max(next, p.offset)}
+				p.offset = max(next, p.offset)
 				if !f.send(ctx, m) {
 					return nil
 				}

@@ -29,7 +29,6 @@ type split struct {
 	// pos is the next offset to emit (-1 until the start is resolved);
 	// end the end-offset snapshot (-1 until taken).
 	pos, end int64
-	caughtUp bool
 	// idled: the split was marked idle because its topic caught up;
 	// idle: that marking is still in force (LiveRejoin clears it at the
 	// split's first live record).
@@ -322,7 +321,7 @@ func (r *reader[T]) applyInit(inits []splitInit) {
 // (K13). It takes no part in its topic's catch-up, and under
 // CatchUpEndOffsets it starts idle, as caught-up splits are.
 func (r *reader[T]) addDiscovered(d *discovered, out runtime.SourceOutput[T]) {
-	s := &split{id: d.split, topic: d.topic, topicID: d.topicID, partition: d.partition, initial: 0, pos: 0, end: -1, caughtUp: true}
+	s := &split{id: d.split, topic: d.topic, topicID: d.topicID, partition: d.partition, initial: 0, pos: 0, end: -1}
 	if s.id != len(r.splits) {
 		r.fail(fmt.Errorf("kafka: internal error: discovered split %d, expected %d", s.id, len(r.splits)))
 		return
@@ -341,15 +340,36 @@ func (r *reader[T]) addDiscovered(d *discovered, out runtime.SourceOutput[T]) {
 	}
 }
 
-// checkCaughtUp applies the end-offset rule (K5): the consumer position,
-// not the last record's offset, against the snapshot. It is tracked (and
-// reported by Status) under every policy; only CatchUpEndOffsets acts on it.
+// checkCaughtUp applies the end-offset rule (K5, caughtUpAt): the consumer
+// position, not the last record's offset, against the snapshot and the log
+// end of the latest fetch. It is tracked (and reported by Status) under
+// every policy; only CatchUpEndOffsets acts on it.
+//
+// The log end is the fetch goroutines' latest, not that of the batch just
+// emitted: batches queued in msgs behind this one are a backlog too. Each
+// fetch stores its log end before handing its batch over, and a fetch
+// that moves the log end hands a message over even without records, so a
+// position below the log end read here is always followed by another
+// message of the split, which checks again.
+//
+// Until the topic has caught up, a caught-up split whose latest fetch shows
+// a backlog is behind again (tracker's state diagram); the topic needs every
+// partition caught up at once.
+//
+// The state is the tracker's (partTrack.caughtUp), not a copy: the reader
+// that completes a topic may find this partition behind (tracker.markCaughtUp)
+// and withdraw its catch-up, which this reader then makes again.
 func (r *reader[T]) checkCaughtUp(s *split) {
-	if s.caughtUp || s.end < 0 || s.pos < s.end {
-		return
+	if s.track.topic.caughtUp.Load() {
+		return // final (K8: later records are live)
 	}
-	s.caughtUp = true
-	r.run.tracker.markCaughtUp(s.track, r.log)
+	now := caughtUpAt(s.pos, s.end, s.track.logEnd.Load())
+	switch was := s.track.caughtUp.Load(); {
+	case now && !was:
+		r.run.tracker.markCaughtUp(s.track, r.log)
+	case !now && was:
+		r.run.tracker.markBehind(s.track)
+	}
 }
 
 // applyTopicIdle marks idle, once, the splits of topics that have caught

@@ -84,6 +84,15 @@ type Config struct {
 	AgentInputs, AgentKeys int
 	CallDelay              time.Duration
 	AgentPace              int
+	// OrderRecords (200000) is the big partition's history in the
+	// ordering run (RunOrdering); LoadFor (2s) how long its loader writes
+	// to the small partition after the start; OrderPace bounds each
+	// source subtask's records per second in it (0: the big partition's
+	// history over three times LoadFor, so that it still replays while
+	// the loader writes).
+	OrderRecords int
+	LoadFor      time.Duration
+	OrderPace    int
 }
 
 func (c Config) withDefaults() (Config, error) {
@@ -155,6 +164,15 @@ func (c Config) withDefaults() (Config, error) {
 	if c.AgentPace == 0 {
 		c.AgentPace = c.Pace
 	}
+	if err := def(&c.OrderRecords, 200_000, "ordering run records"); err != nil {
+		return c, err
+	}
+	if c.LoadFor == 0 {
+		c.LoadFor = 2 * time.Second
+	}
+	if c.LoadFor < 0 {
+		return c, fmt.Errorf("scaleout: load for %v: want 0 (meaning 2s) or a positive duration", c.LoadFor)
+	}
 	if c.AgentPace < 0 {
 		return c, fmt.Errorf("scaleout: agent pace %d: want 0 (the pace of the kill run) or a positive number of inputs per second", c.AgentPace)
 	}
@@ -203,6 +221,8 @@ type Result struct {
 	BrokerCPUMicrosPerRecord map[string]float64 `json:"brokerCpuMicrosPerRecord,omitempty"`
 	// Agent holds the agent kill runs (Config.Agent), one per store.
 	Agent []AgentResult `json:"agent,omitempty"`
+	// Ordering is the ordering run (RunOrdering), if it ran.
+	Ordering *OrderingResult `json:"ordering,omitempty"`
 }
 
 // OK reports whether the run kept exactly-once, the agent runs included.
@@ -211,6 +231,9 @@ func (r Result) OK() bool {
 		if !a.OK() {
 			return false
 		}
+	}
+	if r.Ordering != nil && !r.Ordering.OK() {
+		return false
 	}
 	return r.LostOutputs == 0 && r.DuplicateOutputs == 0 && r.ResultsMatchSingleProcess && r.ThroughputRunsMatch
 }
@@ -699,6 +722,19 @@ func selfCPU() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// terminate asks every worker still running to hand its tasks over and
+// leave (SIGTERM); waitAll waits for them.
+func (g *gang) terminate() {
+	g.mu.Lock()
+	ws := append([]*worker(nil), g.ws...)
+	g.mu.Unlock()
+	for _, w := range ws {
+		if w.cmd.Process != nil {
+			w.cmd.Process.Signal(syscall.SIGTERM)
+		}
+	}
 }
 
 // killAll kills every worker still running and waits for them.

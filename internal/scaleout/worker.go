@@ -34,6 +34,9 @@ type WorkerSpec struct {
 	Pace int `json:"pace,omitempty"`
 	// Agent, if set, makes the worker run AgentJob instead of WindowJob.
 	Agent *AgentSpec `json:"agent,omitempty"`
+	// Ordering makes the worker run OrderingJob, unbounded (until
+	// SIGTERM), instead of WindowJob.
+	Ordering bool `json:"ordering,omitempty"`
 }
 
 // config is the cluster configuration of a worker (and of the reference
@@ -43,6 +46,9 @@ func (s WorkerSpec) config() cluster.Config {
 		CheckpointBase: s.CheckpointBase, CheckpointInterval: s.CheckpointInterval, Bounded: true,
 		SessionTimeout: SessionTimeout, HeartbeatInterval: 300 * time.Millisecond, Member: s.Member,
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
+	if s.Ordering {
+		cfg.Bounded = false
+	}
 	if os.Getenv("WEIR_SCALEOUT_DEBUG") != "" {
 		cfg.ClientOptions = []kgo.Opt{kgo.WithLogger(kgo.BasicLogger(os.Stderr, kgo.LogLevelInfo, func() string { return s.Member + " " }))}
 	}
@@ -78,9 +84,12 @@ func MaybeRunWorker() {
 		enc.Encode(ev)
 	}
 	var err error
-	if s.Agent != nil {
+	switch {
+	case s.Agent != nil:
 		err = cluster.Run(ctx, cfg, AgentJob(s.OutTopic, *s.Agent))
-	} else {
+	case s.Ordering:
+		err = cluster.Run(ctx, cfg, OrderingJob(s.OutTopic, s.Pace))
+	default:
 		err = cluster.Run(ctx, cfg, WindowJob(s.OutTopic, s.Pace))
 	}
 	if err != nil && ctx.Err() == nil {
