@@ -175,6 +175,7 @@ func committedLines(dir string) ([]string, error) {
 	}
 	return lines, nil
 }
+
 // TestValidateNeverPrintsSecrets: `weir validate` of a file with SASL over
 // TLS names the security and not the password (from the environment); a
 // literal password is refused without being repeated.
