@@ -1,9 +1,11 @@
 package cluster
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -103,6 +105,16 @@ type Config struct {
 	// Logger receives the membership's and the tasks' logs; nil means
 	// slog.Default().
 	Logger *slog.Logger
+	// Advertise, if set, is a URL this process shows the other members
+	// (its dashboard): it rides in the client id of this process's group
+	// membership ("weir-<Member> url=<Advertise>"), which the group's
+	// description returns (OnGroup). An absolute http or https URL.
+	Advertise string
+	// OnGroup, if set, is called once this process has joined the group
+	// with a function that describes the group as the brokers see it
+	// now: every member, the tasks assigned to it and its Advertise URL.
+	// The function fails once this process has left the group.
+	OnGroup func(describe func(context.Context) ([]GroupMember, error))
 	// OnTask, if set, is called (from any goroutine, one call at a time)
 	// when a task of this process starts, stops, fails or finishes.
 	OnTask func(TaskEvent)
@@ -174,6 +186,11 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if err := c.Security.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("cluster: Config.Security: %w", err))
+	}
+	if c.Advertise != "" {
+		if u, err := url.Parse(c.Advertise); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || strings.ContainsAny(c.Advertise, " \t\n") {
+			errs = append(errs, fmt.Errorf("cluster: Config.Advertise %q: want an absolute http or https URL without spaces, such as http://10.0.0.5:8081/", c.Advertise))
+		}
 	}
 	if len(errs) > 0 {
 		return c, errors.Join(errs...)
@@ -250,6 +267,41 @@ type TaskEvent struct {
 	Err string       `json:"err,omitempty"`
 	// Time is the wall-clock time of the event, Unix ms.
 	Time int64 `json:"time"`
+}
+
+// GroupMember is one process of the job as the group describes it.
+type GroupMember struct {
+	// Member is the process's Config.Member.
+	Member string `json:"member"`
+	// Host is the address the brokers see the process connect from.
+	Host string `json:"host"`
+	// URL is the process's Config.Advertise ("" if none).
+	URL string `json:"url,omitempty"`
+	// Tasks are the tasks the group assigned to the process, in the order
+	// of Tasks.
+	Tasks []string `json:"tasks"`
+}
+
+// groupClientID is the client id of the group membership of member:
+// "weir-<member>", then " url=<advertise>" when set.
+func groupClientID(member, advertise string) string {
+	if advertise == "" {
+		return "weir-" + member
+	}
+	return "weir-" + member + " url=" + advertise
+}
+
+// parseGroupClientID reverses groupClientID; ok is false for a client
+// that is not a weir member.
+func parseGroupClientID(id string) (member, advertise string, ok bool) {
+	rest, ok := strings.CutPrefix(id, "weir-")
+	if !ok {
+		return "", "", false
+	}
+	if i := strings.LastIndex(rest, " url="); i >= 0 {
+		return rest[:i], rest[i+len(" url="):], true
+	}
+	return rest, "", true
 }
 
 // clientOptions are the options of the clients the cluster package makes

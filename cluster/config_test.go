@@ -24,6 +24,8 @@ func TestRunValidatesConfig(t *testing.T) {
 			KeyedTasks: 200, MaxParallelism: 128}, []string{"Config.KeyedTasks 200 with MaxParallelism 128"}},
 		{cluster.Config{Brokers: []string{"127.0.0.1:1"}, Group: "g", SourceTopic: "in", CheckpointBase: "/tmp/x",
 			SessionTimeout: -time.Second, Retain: -1}, []string{"Config.SessionTimeout -1s: want 0 (meaning 3s)", "Config.Retain -1"}},
+		{cluster.Config{Brokers: []string{"127.0.0.1:1"}, Group: "g", SourceTopic: "in", CheckpointBase: "/tmp/x",
+			Advertise: "10.0.0.5:8081"}, []string{`Config.Advertise "10.0.0.5:8081": want an absolute http or https URL`}},
 	} {
 		err := cluster.Run(context.Background(), c.cfg, job)
 		if err == nil {

@@ -53,6 +53,11 @@
 //	M4. A task that fails is started again from its latest checkpoint
 //	    after Config.RestartDelay while its process owns it; a task that
 //	    finished (its FINISHED marker) is not run again.
+//	M5. The group's membership is readable from any member
+//	    (Config.OnGroup): the coordinator's description of the consumer
+//	    group, each member named by its client id (its Config.Member and
+//	    Config.Advertise) with the tasks-topic partitions assigned to it,
+//	    which are its tasks. Nothing else is written for it.
 //	C3. Restore. A task's new owner restores it from the task's latest
 //	    completed checkpoint with the ordinary restore path: its sinks
 //	    commit the transactions that checkpoint pre-committed and abort the

@@ -3,10 +3,13 @@ package cluster
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/weirproject/weir/checkpoint"
@@ -136,7 +139,7 @@ func (m *member) allFinished() bool {
 func (m *member) join(ctx context.Context) error {
 	opts := append([]kgo.Opt{
 		kgo.SeedBrokers(seeds(m.cfg.Brokers)...),
-		kgo.ClientID("weir-" + m.cfg.Member),
+		kgo.ClientID(groupClientID(m.cfg.Member, m.cfg.Advertise)),
 		kgo.ConsumerGroup(m.cfg.Group),
 		kgo.ConsumeTopics(m.cfg.TasksTopic()),
 		kgo.Balancers(kgo.CooperativeStickyBalancer()),
@@ -150,6 +153,10 @@ func (m *member) join(ctx context.Context) error {
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return err
+	}
+	if m.cfg.OnGroup != nil {
+		adm := kadm.NewClient(cl)
+		m.cfg.OnGroup(func(ctx context.Context) ([]GroupMember, error) { return m.describe(ctx, adm) })
 	}
 	pollCtx, stopPoll := context.WithCancel(ctx)
 	polled := make(chan error, 1)
@@ -200,6 +207,47 @@ func (m *member) join(ctx context.Context) error {
 	m.stopAll()
 	cl.Close()
 	return result
+}
+
+// describe describes the group: its weir members, each with the tasks
+// assigned to it, by member name.
+func (m *member) describe(ctx context.Context, adm *kadm.Client) ([]GroupMember, error) {
+	gs, err := adm.DescribeGroups(ctx, m.cfg.Group)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: describe group %q: %w", m.cfg.Group, err)
+	}
+	g, ok := gs[m.cfg.Group]
+	if !ok {
+		return nil, fmt.Errorf("cluster: describe group %q: not in the answer", m.cfg.Group)
+	}
+	if g.Err != nil {
+		return nil, fmt.Errorf("cluster: describe group %q: %w", m.cfg.Group, g.Err)
+	}
+	var out []GroupMember
+	for _, d := range g.Members {
+		name, url, ok := parseGroupClientID(d.ClientID)
+		if !ok {
+			continue
+		}
+		gm := GroupMember{Member: name, Host: d.ClientHost, URL: url, Tasks: []string{}}
+		if a, ok := d.Assigned.AsConsumer(); ok {
+			var parts []int32
+			for _, t := range a.Topics {
+				if t.Topic == m.cfg.TasksTopic() {
+					parts = append(parts, t.Partitions...)
+				}
+			}
+			slices.Sort(parts)
+			for _, p := range parts {
+				if int(p) < len(m.specs) {
+					gm.Tasks = append(gm.Tasks, m.specs[p].id)
+				}
+			}
+		}
+		out = append(out, gm)
+	}
+	slices.SortFunc(out, func(a, b GroupMember) int { return strings.Compare(a.Member, b.Member) })
+	return out, nil
 }
 
 // seeds splits comma-separated broker lists.

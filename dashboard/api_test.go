@@ -3,10 +3,13 @@ package dashboard
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -281,5 +284,38 @@ func TestHeldFromAgentStatus(t *testing.T) {
 	}
 	if len(f.Agents) != 1 || f.Agents[0].ActionsRun != 7 || f.Agents[0].InFlight != 6 {
 		t.Errorf("agents: %+v", f.Agents)
+	}
+}
+
+// TestGroupAPI: /api/group serves Options.Group, answers 404 without it
+// and 502 when the group cannot be described; the group page is served.
+func TestGroupAPI(t *testing.T) {
+	job := finishedJob(t)
+	none := httptest.NewServer(newServer(jobSource{job}, Options{}).Handler())
+	defer none.Close()
+	get(t, none, "/api/group", 404, nil)
+
+	want := Group{Group: "g", Self: "a", Members: []GroupMember{
+		{Member: "a", Host: "10.0.0.1", URL: "http://10.0.0.1:8081/", Tasks: []string{"keyed-0", "source-0"}},
+		{Member: "b", Host: "10.0.0.2", Tasks: []string{"source-1"}}}}
+	var fail atomic.Bool
+	srv := httptest.NewServer(newServer(jobSource{job}, Options{Group: func(context.Context) (Group, error) {
+		if fail.Load() {
+			return Group{}, errors.New("no coordinator")
+		}
+		return want, nil
+	}}).Handler())
+	defer srv.Close()
+	var got Group
+	get(t, srv, "/api/group", 200, &got)
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("/api/group: %+v, want %+v", got, want)
+	}
+	if page := get(t, srv, "/group.html", 200, nil); !strings.Contains(page, "group.js") {
+		t.Errorf("/group.html does not load group.js:\n%s", page)
+	}
+	fail.Store(true)
+	if body := get(t, srv, "/api/group", 502, nil); !strings.Contains(body, "no coordinator") {
+		t.Errorf("/api/group of a failing describe: %s", body)
 	}
 }

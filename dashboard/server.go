@@ -61,6 +61,10 @@ type Options struct {
 	AgentStatus func(ctx context.Context, ops []string) []agent.SubtaskStatus
 	// StatusTimeout bounds the wait for agent.Status; 0 means 250ms.
 	StatusTimeout time.Duration
+	// Group, if set, describes the clustered job this process is a
+	// member of (weir run --group): GET /api/group serves it and the page
+	// group.html shows it. nil: /api/group answers 404.
+	Group func(ctx context.Context) (Group, error)
 	// Now is the wall clock of frames (watermark lag, ages); nil means
 	// time.Now.
 	Now func() time.Time
@@ -310,8 +314,9 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /api/notes", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, s.job.Notes())
 	})
+	mux.HandleFunc("GET /api/group", s.serveGroup)
 	mux.HandleFunc("GET /api/", func(w http.ResponseWriter, r *http.Request) {
-		http.Error(w, fmt.Sprintf("dashboard: no API %s %s; the API is GET /api/frame[?seq=N], /api/history[?since=N], /api/topology, /api/checkpoints, /api/metrics, /api/notes", r.Method, r.URL.Path), http.StatusNotFound)
+		http.Error(w, fmt.Sprintf("dashboard: no API %s %s; the API is GET /api/frame[?seq=N], /api/history[?since=N], /api/topology, /api/checkpoints, /api/metrics, /api/notes, /api/group", r.Method, r.URL.Path), http.StatusNotFound)
 	})
 	return mux
 }
@@ -375,6 +380,45 @@ func (s *Server) serveHistory(w http.ResponseWriter, r *http.Request) {
 		pts = []Point{}
 	}
 	writeJSON(w, pts)
+}
+
+// Group is the membership of a clustered job, as /api/group serves it.
+type Group struct {
+	// Group is the job's group (weir run --group).
+	Group string `json:"group"`
+	// Self is the member whose dashboard answered.
+	Self string `json:"self"`
+	// Members are the processes of the job, by name.
+	Members []GroupMember `json:"members"`
+}
+
+// GroupMember is one process of a clustered job.
+type GroupMember struct {
+	Member string `json:"member"`
+	// Host is the address the brokers see the process connect from.
+	Host string `json:"host"`
+	// URL is the process's dashboard ("" if it serves none).
+	URL string `json:"url"`
+	// Tasks are the tasks the group assigned to the process.
+	Tasks []string `json:"tasks"`
+}
+
+func (s *Server) serveGroup(w http.ResponseWriter, r *http.Request) {
+	if s.opts.Group == nil {
+		http.Error(w, "dashboard: this job is not a group member (/api/group is served by weir run --group with --ui-addr)", http.StatusNotFound)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
+	defer cancel()
+	g, err := s.opts.Group(ctx)
+	if err != nil {
+		http.Error(w, "dashboard: describe the group: "+err.Error(), http.StatusBadGateway)
+		return
+	}
+	if g.Members == nil {
+		g.Members = []GroupMember{}
+	}
+	writeJSON(w, g)
 }
 
 func writeJSON(w http.ResponseWriter, v any) {

@@ -60,6 +60,12 @@ type ClusterOptions struct {
 	// OnTask, if set, is called (one call at a time) when a task of this
 	// process starts, stops, fails or finishes.
 	OnTask func(cluster.TaskEvent)
+	// Advertise, if set, is the URL of this process's dashboard, shown to
+	// the other members (cluster.Config.Advertise).
+	Advertise string
+	// OnGroup, if set, receives a function that describes the group: its
+	// members, their tasks and Advertise URLs (cluster.Config.OnGroup).
+	OnGroup func(describe func(context.Context) ([]cluster.GroupMember, error))
 	// MetricsAddr, when set, overrides job.metricsAddr: this process
 	// serves the metrics of the tasks it runs there (Prometheus, package
 	// metrics), each series with a label task naming its task; a task
@@ -412,7 +418,7 @@ func RunCluster(ctx context.Context, spec *Spec, opts ClusterOptions, log io.Wri
 		KeyedTasks: opts.KeyedTasks, MaxParallelism: spec.Job.MaxParallelism, CheckpointBase: base,
 		CheckpointInterval: spec.Job.CheckpointInterval, Bounded: k.Bounded, SessionTimeout: opts.SessionTimeout,
 		HeartbeatInterval: opts.HeartbeatInterval, Member: opts.Member, Logger: opts.Logger, OnTask: r.onTask,
-		RestoreFrom: opts.RestoreFrom}
+		RestoreFrom: opts.RestoreFrom, Advertise: opts.Advertise, OnGroup: opts.OnGroup}
 	keyedTasks := opts.KeyedTasks
 	if keyedTasks == 0 {
 		keyedTasks = 4

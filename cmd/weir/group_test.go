@@ -526,3 +526,110 @@ func TestRunGroupBadInput(t *testing.T) {
 		t.Errorf("a checkpoint directory was created: work was done")
 	}
 }
+
+// TestRunGroupPage: two `weir run --group` processes, each with its
+// dashboard; /api/group on either lists both members, their dashboards'
+// URLs and their tasks, every task of the job exactly once.
+func TestRunGroupPage(t *testing.T) {
+	brokers := groupBroker(t, 40, "out")
+	dir := t.TempDir()
+	file := writeGroupFile(t, dir, brokers)
+	t.Setenv("OUT", "out")
+	t.Setenv("CKPT", filepath.Join(dir, "ckpt"))
+	if err := os.WriteFile(file, []byte(strings.Replace(groupYAML, "bounded: true", "bounded: false", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	members := map[string]*groupChild{}
+	for _, name := range []string{"a", "b"} {
+		members[name] = startGroupChild(t, name, "run", file, "--group", "page", "--member", name, "--keyed-tasks", "2",
+			"--session-timeout", "1s", "--ui-addr", "127.0.0.1:0")
+	}
+	uiRE := regexp.MustCompile(`dashboard of this process's tasks on (http://[^/\s]+/)`)
+	deadline := time.After(2 * time.Minute)
+	urls := map[string]string{}
+	for name, c := range members {
+		for urls[name] == "" {
+			if m := uiRE.FindStringSubmatch(c.stderr()); m != nil {
+				urls[name] = m[1]
+				break
+			}
+			select {
+			case <-c.done:
+				t.Fatalf("%s ended: %v\n%s", name, c.err, c.lines.text())
+			case <-deadline:
+				t.Fatalf("%s prints no dashboard:\n%s", name, c.stderr())
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}
+	type member struct {
+		Member string   `json:"member"`
+		URL    string   `json:"url"`
+		Tasks  []string `json:"tasks"`
+	}
+	type group struct {
+		Group   string   `json:"group"`
+		Self    string   `json:"self"`
+		Members []member `json:"members"`
+	}
+	describe := func(url string) (group, string) {
+		resp, err := http.Get(url + "api/group")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		var g group
+		if resp.StatusCode != http.StatusOK || json.Unmarshal(body, &g) != nil {
+			return group{}, fmt.Sprintf("status %d: %s", resp.StatusCode, body)
+		}
+		return g, string(body)
+	}
+	// complete says what is missing from g for the settled group: both
+	// members with their URLs, the six tasks (source-0..3, keyed-0..1)
+	// each exactly once; "" if nothing.
+	complete := func(g group) string {
+		if len(g.Members) != 2 {
+			return fmt.Sprintf("%d members", len(g.Members))
+		}
+		owner := map[string]string{}
+		for _, m := range g.Members {
+			if m.URL != urls[m.Member] {
+				return fmt.Sprintf("member %q has URL %q, want %q", m.Member, m.URL, urls[m.Member])
+			}
+			for _, task := range m.Tasks {
+				if owner[task] != "" {
+					return fmt.Sprintf("task %s on %s and %s", task, owner[task], m.Member)
+				}
+				owner[task] = m.Member
+			}
+		}
+		for _, task := range []string{"source-0", "source-1", "source-2", "source-3", "keyed-0", "keyed-1"} {
+			if owner[task] == "" {
+				return "no member runs " + task
+			}
+		}
+		if len(owner) != 6 {
+			return fmt.Sprintf("%d tasks", len(owner))
+		}
+		return ""
+	}
+	for _, self := range []string{"a", "b"} {
+		for {
+			g, body := describe(urls[self])
+			missing := complete(g)
+			if missing == "" {
+				if g.Group != "page" || g.Self != self {
+					t.Errorf("/api/group of %s: group %q self %q, want page and %s", self, g.Group, g.Self, self)
+				}
+				t.Logf("/api/group of %s: %s", self, body)
+				break
+			}
+			select {
+			case <-deadline:
+				t.Fatalf("/api/group of %s: %s:\n%s", self, missing, body)
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}
+}

@@ -2,11 +2,15 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"net"
+	"os"
 	"slices"
 	"sync"
 
 	"github.com/weirproject/weir/agent"
 	"github.com/weirproject/weir/cluster"
+	"github.com/weirproject/weir/dashboard"
 	"github.com/weirproject/weir/runtime"
 )
 
@@ -16,13 +20,59 @@ import (
 // task shows from its start in this process until it is handed over; the
 // task events (cluster.TaskEvent, from any goroutine) keep the set.
 type groupUI struct {
-	mu   sync.Mutex
-	jobs map[string]*runtime.Job // by task
-	done chan struct{}           // closed when the process leaves the job
+	group, member string
+	mu            sync.Mutex
+	jobs          map[string]*runtime.Job // by task
+	describeGroup func(context.Context) ([]cluster.GroupMember, error)
+	done          chan struct{} // closed when the process leaves the job
 }
 
-func newGroupUI() *groupUI {
-	return &groupUI{jobs: map[string]*runtime.Job{}, done: make(chan struct{})}
+func newGroupUI(group, member string) *groupUI {
+	return &groupUI{group: group, member: member, jobs: map[string]*runtime.Job{}, done: make(chan struct{})}
+}
+
+// onGroup keeps the group's description (cluster.Config.OnGroup).
+func (g *groupUI) onGroup(describe func(context.Context) ([]cluster.GroupMember, error)) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.describeGroup = describe
+}
+
+// describe is the group page's view (dashboard.Options.Group): the group
+// as its brokers describe it, each member with its tasks and the URL of
+// its dashboard.
+func (g *groupUI) describe(ctx context.Context) (dashboard.Group, error) {
+	g.mu.Lock()
+	describe := g.describeGroup
+	g.mu.Unlock()
+	if describe == nil {
+		return dashboard.Group{}, fmt.Errorf("weir run: member %s has not joined group %s yet", g.member, g.group)
+	}
+	ms, err := describe(ctx)
+	if err != nil {
+		return dashboard.Group{}, err
+	}
+	out := dashboard.Group{Group: g.group, Self: g.member, Members: make([]dashboard.GroupMember, 0, len(ms))}
+	for _, m := range ms {
+		out.Members = append(out.Members, dashboard.GroupMember{Member: m.Member, Host: m.Host, URL: m.URL, Tasks: m.Tasks})
+	}
+	return out, nil
+}
+
+// advertisedURL is the dashboard URL a member shows the others for the
+// address it listens on: an unspecified host (0.0.0.0, ::) becomes this
+// machine's host name.
+func advertisedURL(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err == nil {
+		if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+			if h, err := os.Hostname(); err == nil && h != "" {
+				host = h
+			}
+		}
+		addr = net.JoinHostPort(host, port)
+	}
+	return "http://" + addr + "/"
 }
 
 func (g *groupUI) onTask(ev cluster.TaskEvent) {

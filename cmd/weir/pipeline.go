@@ -369,15 +369,24 @@ func runGroup(ctx context.Context, cmd *cobra.Command, spec *pipeline.Spec, o pi
 	o.Logger = slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	if uiAddr != "" {
 		// The dashboard shows the tasks this process runs.
-		ui := newGroupUI()
+		// The dashboard shows the tasks this process runs; its group page
+		// (group.html, /api/group) every member of the group, their tasks
+		// and their dashboards, whose URLs ride in the group membership.
+		if o.Member == "" {
+			host, _ := os.Hostname()
+			o.Member = fmt.Sprintf("%s-%d", host, os.Getpid())
+		}
+		ui := newGroupUI(o.Group, o.Member)
 		o.OnTask = ui.onTask
-		srv, err := dashboard.StartSource(uiAddr, ui, dashboard.Options{AgentStatus: noAgentStatus})
+		o.OnGroup = ui.onGroup
+		srv, err := dashboard.StartSource(uiAddr, ui, dashboard.Options{AgentStatus: noAgentStatus, Group: ui.describe})
 		if err != nil {
 			return fmt.Errorf("weir run: %w", err)
 		}
 		defer srv.Close()
 		defer close(ui.done)
-		fmt.Fprintf(log, "weir run: dashboard of this process's tasks on %s\n", srv.URL())
+		o.Advertise = advertisedURL(srv.Addr())
+		fmt.Fprintf(log, "weir run: dashboard of this process's tasks on %s (the whole group: %sgroup.html)\n", srv.URL(), o.Advertise)
 	}
 	s, err := pipeline.RunCluster(ctx, spec, o, log)
 	var es pipeline.Errors
