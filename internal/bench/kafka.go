@@ -14,6 +14,7 @@ import (
 	"github.com/weirproject/weir"
 	"github.com/weirproject/weir/broker"
 	"github.com/weirproject/weir/connector/kafka"
+	"github.com/weirproject/weir/kafkasec"
 )
 
 // kafkaTopic holds the records of the Kafka scenario: JSON events over
@@ -48,35 +49,9 @@ func kafkaEvents(n int64, nKeys int) (*broker.Broker, error) {
 	if err != nil {
 		return nil, err
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()),
-		kgo.ProducerLinger(5*time.Millisecond))
-	if err != nil {
+	if err := produceEvents(b, kafkasec.Security{}, n, nKeys); err != nil {
 		b.Close()
 		return nil, err
-	}
-	defer cl.Close()
-	keys := Keys(nKeys)
-	ctx := context.Background()
-	var firstErr error
-	var mu sync.Mutex
-	for i := range n {
-		v, _ := gojson.Marshal(eventAt(keys, i))
-		cl.Produce(ctx, &kgo.Record{Topic: kafkaTopic, Partition: int32(i % kafkaPartitions), Value: v, Timestamp: time.UnixMilli(i)},
-			func(_ *kgo.Record, err error) {
-				if err != nil {
-					mu.Lock()
-					firstErr = err
-					mu.Unlock()
-				}
-			})
-	}
-	if err := cl.Flush(ctx); err != nil {
-		b.Close()
-		return nil, err
-	}
-	if firstErr != nil {
-		b.Close()
-		return nil, firstErr
 	}
 	kafkaData.b, kafkaData.n, kafkaData.keys = b, n, nKeys
 	return b, nil

@@ -84,6 +84,8 @@ func closeSecure() {
 	}
 }
 
+// produceEvents writes n events over nKeys keys (eventAt's sequence)
+// round-robin to kafkaTopic's partitions of b, through a client with sec.
 func produceEvents(b *broker.Broker, sec kafkasec.Security, n int64, nKeys int) error {
 	so, err := sec.Opts()
 	if err != nil {
