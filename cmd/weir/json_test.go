@@ -24,6 +24,7 @@ func TestJSONOnlyOnStdout(t *testing.T) {
 		// After "demo savepoint", which writes the savepoint.
 		{"savepoint inspect", []string{"savepoint", "inspect", "--json", sp}, "operators"},
 		{"keys", []string{"keys", "--parallelism", "2", "a", "b"}, "keyGroup"},
+		{"version", []string{"version", "--json"}, "commit"},
 		// The records of its stdout sinks (JSON lines), then the summary.
 		{"run", []string{"run", "--json", filepath.Join("..", "..", "examples", "pipelines", "windowed-count.yaml")}, "windowStart"},
 		{"bench", []string{"bench", "--json", "--records", "20000", "--keys", "100"}, "enginePerSec"},

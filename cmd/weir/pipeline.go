@@ -17,6 +17,7 @@ import (
 
 	"github.com/weirproject/weir/checkpoint"
 	"github.com/weirproject/weir/dashboard"
+	"github.com/weirproject/weir/internal/buildinfo"
 	"github.com/weirproject/weir/internal/progress"
 	"github.com/weirproject/weir/internal/shutdown"
 	"github.com/weirproject/weir/pipeline"
@@ -405,7 +406,12 @@ func runGroup(ctx context.Context, cmd *cobra.Command, spec *pipeline.Spec, o pi
 // loss: status 0).
 func finishRun(cmd *cobra.Command, s pipeline.Summary, asJSON bool) error {
 	if asJSON {
-		if err := json.NewEncoder(cmd.OutOrStdout()).Encode(s); err != nil {
+		// The summary, and which weir produced it.
+		out := struct {
+			pipeline.Summary
+			Weir buildinfo.Info `json:"weir"`
+		}{s, buildinfo.Get()}
+		if err := json.NewEncoder(cmd.OutOrStdout()).Encode(out); err != nil {
 			return err
 		}
 	}

@@ -119,7 +119,7 @@ func newRoot() *cobra.Command {
 		return usagef(c, "%v", err)
 	})
 	root.AddCommand(keysCmd(), demoCmd(), benchCmd(), savepointCmd(), brokerCmd(), experimentCmd())
-	root.AddCommand(runCmd(), validateCmd(), agentRootCmd())
+	root.AddCommand(runCmd(), validateCmd(), agentRootCmd(), versionCmd())
 	return root
 }
 
