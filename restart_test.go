@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/weirproject/weir"
+	"github.com/weirproject/weir/clock"
 	"github.com/weirproject/weir/connector/file"
 	"github.com/weirproject/weir/runtime"
 	"github.com/weirproject/weir/watermark"
@@ -100,5 +101,62 @@ func TestRestartStrategyValidated(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%+v: %v; want an error with %q", c.rs, err, c.want)
 		}
+	}
+}
+
+// TestRestartingBetweenAttempts: Job.Restarting names the failure from the
+// moment an attempt fails until the next attempt has started (a readiness
+// probe's "not ready"), and is nil before and after. The restart pause runs
+// on a manual clock, so the test sees the job between attempts for as long
+// as it likes.
+func TestRestartingBetweenAttempts(t *testing.T) {
+	clk := clock.NewManual(time.Unix(1_700_000_000, 0))
+	var left atomic.Int64
+	left.Store(1)
+	env := weir.NewEnvironment(weir.Config{Parallelism: 1, Clock: clk,
+		Restart: runtime.RestartStrategy{Kind: runtime.RestartFixedDelay, Attempts: 1, Delay: time.Minute}})
+	src := weir.Generate(env, "numbers", 100, func(i int64) weir.Record[int64] {
+		return weir.Record[int64]{Value: i, Timestamp: i}
+	}, watermark.ForMonotonous[int64]()).UID("numbers")
+	var seen atomic.Int64
+	weir.ToSink(weir.MapErr(src, "check", func(i int64) (int64, error) {
+		if i == 50 && left.Add(-1) >= 0 {
+			return 0, fmt.Errorf("record %d: injected failure", i)
+		}
+		return i, nil
+	}).UID("check"), "count", func(*runtime.Context) (weir.SinkWriter[int64], error) {
+		return weir.SinkFunc[int64](func(weir.Record[int64]) error { seen.Add(1); return nil }), nil
+	})
+	job, err := env.Start(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for job.Restarting() == nil {
+		select {
+		case <-job.Done():
+			t.Fatalf("the job ended (%v) without Restarting reporting the failure", job.Wait())
+		case <-time.After(time.Millisecond):
+		}
+	}
+	if err := job.Restarting(); !strings.Contains(err.Error(), "record 50: injected failure") {
+		t.Fatalf("Restarting() = %v: want the failure", err)
+	}
+	// The pause ends when the manual clock passes it.
+	for done := false; !done; {
+		clk.Advance(time.Minute)
+		select {
+		case <-job.Done():
+			done = true
+		case <-time.After(time.Millisecond):
+		}
+	}
+	if err := job.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if err := job.Restarting(); err != nil {
+		t.Fatalf("after the restart Restarting() = %v: want nil", err)
+	}
+	if r := job.Metrics().Sum("job", runtime.MetricRestarts); r != 1 || seen.Load() < 100 {
+		t.Fatalf("%d restarts, %d records to the sink: want 1 restart and every record (at least once)", r, seen.Load())
 	}
 }

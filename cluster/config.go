@@ -115,6 +115,12 @@ type Config struct {
 	// now: every member, the tasks assigned to it and its Advertise URL.
 	// The function fails once this process has left the group.
 	OnGroup func(describe func(context.Context) ([]GroupMember, error))
+	// OnAssignment, if set, is called on the group client's goroutine
+	// after every assignment the group makes (a join, a rebalance), with
+	// the tasks this process owns from then on, possibly none; the new
+	// ones start afterwards (reported to OnTask). A readiness probe uses
+	// it: a process is ready once every task it owns has started.
+	OnAssignment func(tasks []string)
 	// OnTask, if set, is called (from any goroutine, one call at a time)
 	// when a task of this process starts, stops, fails or finishes.
 	OnTask func(TaskEvent)

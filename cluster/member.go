@@ -72,6 +72,16 @@ func (m *member) assigned(_ context.Context, _ *kgo.Client, parts map[string][]i
 		m.mu.Unlock()
 		go t.loop(ctx)
 	}
+	if m.cfg.OnAssignment != nil {
+		m.mu.Lock()
+		tasks := make([]string, 0, len(m.mu.running))
+		for p := range m.mu.running {
+			tasks = append(tasks, m.specs[p].id)
+		}
+		m.mu.Unlock()
+		slices.Sort(tasks)
+		m.cfg.OnAssignment(tasks)
+	}
 }
 
 func (m *member) revoked(_ context.Context, _ *kgo.Client, parts map[string][]int32) {

@@ -25,6 +25,7 @@ import (
 	"github.com/weirproject/weir/connector/file"
 	"github.com/weirproject/weir/connector/jsonl"
 	"github.com/weirproject/weir/connector/kafka"
+	"github.com/weirproject/weir/health"
 	"github.com/weirproject/weir/kafkasec"
 	"github.com/weirproject/weir/metrics"
 	"github.com/weirproject/weir/ordering"
@@ -41,6 +42,8 @@ type Options struct {
 	Logger *slog.Logger
 	// MetricsAddr, when set, overrides job.metricsAddr.
 	MetricsAddr string
+	// HealthAddr, when set, overrides job.healthAddr.
+	HealthAddr string
 	// RestoreFrom, when set, overrides job.restoreFrom.
 	RestoreFrom string
 	// Parallelism, when > 0, overrides job.parallelism.
@@ -99,6 +102,9 @@ type Job struct {
 	closers     []func() error
 	metricsAddr string
 	srv         *http.Server
+	healthAddr  string
+	healthSrv   *http.Server
+	probe       health.Probe
 	closeOnce   sync.Once
 }
 
@@ -148,6 +154,10 @@ func Build(ctx context.Context, spec *Spec, opts Options) (j *Job, err error) {
 	j.metricsAddr = spec.Job.MetricsAddr
 	if opts.MetricsAddr != "" {
 		j.metricsAddr = opts.MetricsAddr
+	}
+	j.healthAddr = spec.Job.HealthAddr
+	if opts.HealthAddr != "" {
+		j.healthAddr = opts.HealthAddr
 	}
 	stdout := opts.Stdout
 	if stdout == nil {
@@ -810,17 +820,67 @@ func (o *stdoutOp) Close() error    { return o.flush() }
 // read its metrics, attach a dashboard, and must Wait for it and then
 // Close the Job.
 func (j *Job) Start(ctx context.Context) (*runtime.Job, error) {
+	j.probe.Set(health.Status{Alive: true, Reason: "restoring"})
 	if j.metricsAddr != "" {
 		ln, err := net.Listen("tcp", j.metricsAddr)
 		if err != nil {
 			return nil, fmt.Errorf("pipeline: metrics: %w", err)
 		}
-		j.srv = &http.Server{Handler: metrics.Handler(j.Env.Metrics())}
+		j.srv = &http.Server{Handler: health.Mux(&j.probe, metrics.Handler(j.Env.Metrics())), ReadHeaderTimeout: 10 * time.Second}
 		go j.srv.Serve(ln)
 		j.metricsAddr = ln.Addr().String()
 	}
-	return j.Env.Start(ctx)
+	if j.healthAddr != "" {
+		ln, err := net.Listen("tcp", j.healthAddr)
+		if err != nil {
+			return nil, fmt.Errorf("pipeline: health: %w", err)
+		}
+		j.healthSrv = &http.Server{Handler: health.Mux(&j.probe, nil), ReadHeaderTimeout: 10 * time.Second}
+		go j.healthSrv.Serve(ln)
+		j.healthAddr = ln.Addr().String()
+	}
+	job, err := j.Env.Start(ctx)
+	if err != nil {
+		j.probe.Set(health.Status{Reason: "failed: " + err.Error()})
+		return nil, err
+	}
+	j.probe.Watch(func() health.Status { return jobStatus(job) })
+	return job, nil
 }
+
+// jobStatus is the health of a running job: ready while it runs, not
+// while it restarts after a failure or after it has ended; not alive once
+// it has failed.
+func jobStatus(job *runtime.Job) health.Status {
+	select {
+	case <-job.Done():
+		if err := job.Wait(); err != nil && !errors.Is(err, context.Canceled) {
+			return health.Status{Reason: "failed: " + err.Error()}
+		}
+		return health.Status{Alive: true, Reason: "the job has ended"}
+	default:
+	}
+	if err := job.Restarting(); err != nil {
+		return health.Status{Alive: true, Reason: "restarting after a failure: " + err.Error()}
+	}
+	why := "running, started fresh"
+	if r := job.Restored(); r.Path != "" {
+		why = "running, restored from " + r.Path
+	}
+	return health.Status{Alive: true, Ready: true, Reason: why}
+}
+
+// HealthAddr is the address of the dedicated health server, once started
+// ("" without one).
+func (j *Job) HealthAddr() string {
+	if j.healthSrv == nil {
+		return ""
+	}
+	return j.healthAddr
+}
+
+// Health is the job's probe, served as /healthz and /readyz.
+func (j *Job) Health() *health.Probe { return &j.probe }
 
 // MetricsAddr is the address the metrics server listens on, once started
 // ("" without one).
@@ -841,6 +901,9 @@ func (j *Job) Close() error {
 	j.closeOnce.Do(func() {
 		if j.srv != nil {
 			j.srv.Close()
+		}
+		if j.healthSrv != nil {
+			j.healthSrv.Close()
 		}
 		for i := len(j.closers) - 1; i >= 0; i-- {
 			j.closers[i]()

@@ -20,6 +20,7 @@ import (
 	"github.com/weirproject/weir/checkpoint"
 	"github.com/weirproject/weir/cluster"
 	"github.com/weirproject/weir/connector/kafka"
+	"github.com/weirproject/weir/health"
 	"github.com/weirproject/weir/keygroup"
 	"github.com/weirproject/weir/metrics"
 	"github.com/weirproject/weir/runtime"
@@ -71,6 +72,11 @@ type ClusterOptions struct {
 	// metrics), each series with a label task naming its task; a task
 	// handed over leaves this process's series.
 	MetricsAddr string
+	// HealthAddr, when set, overrides job.healthAddr: /healthz and
+	// /readyz on an address of their own (they are also served beside
+	// /metrics). Ready once this process is in the group and every task
+	// the group gave it runs (package health).
+	HealthAddr string
 	// RestoreFrom, if set, is a group savepoint every task restores from
 	// while it has no checkpoint of its own under the checkpoint location
 	// (cluster.Config.RestoreFrom): the checkpoint location of this job
@@ -331,7 +337,47 @@ type clusterRun struct {
 		// agent step connected), closed when the task is built again
 		// (its previous job has ended) and when RunCluster returns.
 		closers map[string][]func() error
+		// synced is set at the group's first assignment; owned are the
+		// tasks it gave this process, each with its latest event
+		// ("" until it starts): the readiness probe's input.
+		synced bool
+		owned  map[string]cluster.TaskEventKind
 	}
+}
+
+// onAssignment records the tasks the group gave this process.
+func (r *clusterRun) onAssignment(tasks []string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.mu.synced = true
+	owned := make(map[string]cluster.TaskEventKind, len(tasks))
+	for _, t := range tasks {
+		owned[t] = r.mu.owned[t]
+	}
+	r.mu.owned = owned
+}
+
+// status is the readiness of this process: in the group, and every task
+// it owns running (or finished).
+func (r *clusterRun) status() health.Status {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.mu.synced {
+		return health.Status{Alive: true, Reason: "joining group " + r.opts.Group}
+	}
+	if len(r.mu.owned) == 0 {
+		return health.Status{Alive: true, Ready: true, Reason: "in group " + r.opts.Group + ", no task assigned (the group has more members than tasks)"}
+	}
+	for _, t := range sortedKeys(r.mu.owned) {
+		switch k := r.mu.owned[t]; k {
+		case cluster.TaskStarted, cluster.TaskFinished:
+		case "":
+			return health.Status{Alive: true, Reason: "task " + t + " is starting (restoring its state)"}
+		default:
+			return health.Status{Alive: true, Reason: "task " + t + " " + string(k)}
+		}
+	}
+	return health.Status{Alive: true, Ready: true, Reason: fmt.Sprintf("in group %s, running %d tasks", r.opts.Group, len(r.mu.owned))}
 }
 
 // taskBuild is one build of a task's job in this process.
@@ -418,7 +464,7 @@ func RunCluster(ctx context.Context, spec *Spec, opts ClusterOptions, log io.Wri
 		KeyedTasks: opts.KeyedTasks, MaxParallelism: spec.Job.MaxParallelism, CheckpointBase: base,
 		CheckpointInterval: spec.Job.CheckpointInterval, Bounded: k.Bounded, SessionTimeout: opts.SessionTimeout,
 		HeartbeatInterval: opts.HeartbeatInterval, Member: opts.Member, Logger: opts.Logger, OnTask: r.onTask,
-		RestoreFrom: opts.RestoreFrom, Advertise: opts.Advertise, OnGroup: opts.OnGroup}
+		RestoreFrom: opts.RestoreFrom, Advertise: opts.Advertise, OnGroup: opts.OnGroup, OnAssignment: r.onAssignment}
 	keyedTasks := opts.KeyedTasks
 	if keyedTasks == 0 {
 		keyedTasks = 4
@@ -428,15 +474,31 @@ func RunCluster(ctx context.Context, spec *Spec, opts ClusterOptions, log io.Wri
 		addr = opts.MetricsAddr
 	}
 	served := ""
+	var probe health.Probe
+	probe.Watch(r.status)
 	if addr != "" {
 		ln, err := net.Listen("tcp", addr)
 		if err != nil {
 			return s, fmt.Errorf("pipeline: metrics: %w", err)
 		}
-		srv := &http.Server{Handler: metrics.HandlerOf(r.metrics)}
+		srv := &http.Server{Handler: health.Mux(&probe, metrics.HandlerOf(r.metrics)), ReadHeaderTimeout: 10 * time.Second}
 		go srv.Serve(ln)
 		defer srv.Close()
-		served = "; metrics on http://" + ln.Addr().String() + "/metrics"
+		served = "; metrics on http://" + ln.Addr().String() + "/metrics (and /healthz, /readyz)"
+	}
+	haddr := spec.Job.HealthAddr
+	if opts.HealthAddr != "" {
+		haddr = opts.HealthAddr
+	}
+	if haddr != "" {
+		ln, err := net.Listen("tcp", haddr)
+		if err != nil {
+			return s, fmt.Errorf("pipeline: health: %w", err)
+		}
+		srv := &http.Server{Handler: health.Mux(&probe, nil), ReadHeaderTimeout: 10 * time.Second}
+		go srv.Serve(ln)
+		defer srv.Close()
+		served += "; health on http://" + ln.Addr().String() + "/healthz and /readyz"
 	}
 	fmt.Fprintf(log, "weir run: %s: group %s, member %s: %s; %d keyed tasks, checkpoints in %s%s\n",
 		s.Pipeline, opts.Group, opts.Member, Describe(spec), keyedTasks, base, served)
@@ -637,6 +699,11 @@ func (r *clusterRun) onTask(ev cluster.TaskEvent) {
 		line += ": " + ev.Err
 	}
 	fmt.Fprintln(r.log, line)
+	r.mu.Lock()
+	if _, ok := r.mu.owned[ev.Task]; ok {
+		r.mu.owned[ev.Task] = ev.Kind
+	}
+	r.mu.Unlock()
 	switch ev.Kind {
 	case cluster.TaskStarted:
 		r.mu.Lock()

@@ -346,8 +346,9 @@ func TestClusterMetrics(t *testing.T) {
 	defer cancel()
 	var log lockedBuffer
 	addrRe := regexp.MustCompile(`metrics on (http://\S+/metrics)`)
+	healthRe := regexp.MustCompile(`health on (http://\S+)/healthz`)
 	var scraped string
-	var scrapeErr error
+	var scrapeErr, readyErr error
 	onTask := func(ev cluster.TaskEvent) {
 		// The keyed task has finished: its metrics are final, and still
 		// served (RunCluster has not returned).
@@ -367,14 +368,30 @@ func TestClusterMetrics(t *testing.T) {
 		defer resp.Body.Close()
 		body, err := io.ReadAll(resp.Body)
 		scraped, scrapeErr = string(body), err
+		// Every task of the process runs or has finished: ready, on the
+		// metrics address and on the health address alike.
+		h := healthRe.FindStringSubmatch(log.String())
+		if h == nil {
+			scrapeErr = fmt.Errorf("no health address in the log:\n%s", log.String())
+			return
+		}
+		for _, u := range []string{strings.TrimSuffix(m[1], "/metrics") + "/readyz", h[1] + "/readyz", h[1] + "/healthz"} {
+			code, body := httpGet(t, u)
+			if code != 200 || !(strings.HasPrefix(body, "ready: in group metrics, running ") || body == "ok") {
+				readyErr = fmt.Errorf("GET %s: %d %q: want 200, ready (or ok)", u, code, body)
+			}
+		}
 	}
-	s, err := pipeline.RunCluster(ctx, spec, pipeline.ClusterOptions{Group: "metrics", KeyedTasks: 1, MetricsAddr: "127.0.0.1:0",
+	s, err := pipeline.RunCluster(ctx, spec, pipeline.ClusterOptions{Group: "metrics", KeyedTasks: 1, MetricsAddr: "127.0.0.1:0", HealthAddr: "127.0.0.1:0",
 		SessionTimeout: time.Second, HeartbeatInterval: 100 * time.Millisecond, Logger: quietLog, OnTask: onTask}, &log)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, log.String())
 	}
 	if scrapeErr != nil {
 		t.Fatal(scrapeErr)
+	}
+	if readyErr != nil {
+		t.Error(readyErr)
 	}
 	sinkIn := regexp.MustCompile(`weir_records_in\{operator="sink",subtask="0",task="keyed-0"\} (\d+)`).FindStringSubmatch(scraped)
 	if sinkIn == nil || sinkIn[1] == "0" || sinkIn[1] != strconv.FormatInt(s.Outputs["sink"], 10) {
@@ -480,4 +497,16 @@ func TestClusterRestoreGroupSavepoint(t *testing.T) {
 			t.Fatalf("topic group%s: %d distinct records, the local run's %d; they differ\nfirst run:\n%s\nsecond run:\n%s", out, len(got), len(want), log1.String(), log2.String())
 		}
 	}
+}
+
+// httpGet returns the status and the trimmed body of a GET of u.
+func httpGet(t *testing.T, u string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(u)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, strings.TrimSpace(string(b))
 }

@@ -134,6 +134,11 @@ func (d *dec) job(k, n ast.Node, j *JobSpec) {
 				d.errf(v, "job.metricsAddr: %q: want host:port, such as 127.0.0.1:9464", j.MetricsAddr)
 			}
 		}},
+		field{"healthAddr", false, func(_, v ast.Node) {
+			if d.nonEmpty(v, "job.healthAddr", "host:port such as 127.0.0.1:8086", &j.HealthAddr) && !hostPort(j.HealthAddr) {
+				d.errf(v, "job.healthAddr: %q: want host:port, such as 127.0.0.1:8086", j.HealthAddr)
+			}
+		}},
 	)
 }
 

@@ -89,7 +89,10 @@ func Run(ctx context.Context, spec *Spec, opts Options, log io.Writer) (Summary,
 	}
 	fmt.Fprintf(log, "weir run: %s: %s", s.Pipeline, j.describe())
 	if a := j.MetricsAddr(); a != "" {
-		fmt.Fprintf(log, "; metrics on http://%s/metrics", a)
+		fmt.Fprintf(log, "; metrics on http://%s/metrics (and /healthz, /readyz)", a)
+	}
+	if a := j.HealthAddr(); a != "" {
+		fmt.Fprintf(log, "; health on http://%s/healthz and /readyz", a)
 	}
 	fmt.Fprintln(log)
 	fmt.Fprintln(log, "weir run: "+startedFrom(job.Restored(), spec, opts))

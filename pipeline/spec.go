@@ -48,6 +48,9 @@ type JobSpec struct {
 	StateCacheBytes int64
 	RestoreFrom     string
 	MetricsAddr     string
+	// HealthAddr serves /healthz and /readyz on an address of their own
+	// (they are also served beside /metrics on MetricsAddr).
+	HealthAddr string
 	// AllowNonRestoredState lets a restore drop the state of operators the
 	// pipeline no longer has (runtime.CheckpointConfig.AllowNonRestoredState).
 	AllowNonRestoredState bool

@@ -134,7 +134,20 @@ type Job struct {
 		// b is the builder of the current attempt (written by the
 		// supervising goroutine when it starts another).
 		b *builder
+		// restarting is the failure the job is restarting after, from
+		// the failure until the next attempt has started (Restarting).
+		restarting error
 	}
+}
+
+// Restarting returns the failure the job is restarting after while it is
+// between attempts (the restart strategy's pause, then the next attempt's
+// restore), and nil otherwise. A readiness probe answers "not ready"
+// meanwhile.
+func (j *Job) Restarting() error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.mu.restarting
 }
 
 // current returns the builder of the current attempt.

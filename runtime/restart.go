@@ -178,6 +178,9 @@ func (j *Job) supervise(ctx context.Context, a *attempt) {
 		cp.RestoreFrom, cp.Resume = from, false
 		cp.origin, cp.keepOrigin = origin, true
 		j.cfg.Logger.Warn("job failed; restarting it", "restart", restarts+1, "pause", pause, "from", orFresh(from), "err", err)
+		j.mu.Lock()
+		j.mu.restarting = err
+		j.mu.Unlock()
 		t := j.cfg.Clock.NewTimer(pause)
 		select {
 		case <-t.C():
@@ -195,6 +198,7 @@ func (j *Job) supervise(ctx context.Context, a *attempt) {
 		j.restarts.Inc()
 		j.mu.Lock()
 		j.mu.b = next.b
+		j.mu.restarting = nil
 		j.mu.Unlock()
 		a = next
 	}

@@ -95,6 +95,9 @@ func runCmd() *cobra.Command {
 				return err
 			}
 			k := &checks{c: cmd}
+			if opts.HealthAddr != "" {
+				k.hostPort("health-addr", opts.HealthAddr)
+			}
 			if opts.MetricsAddr != "" {
 				k.hostPort("metrics-addr", opts.MetricsAddr)
 			}
@@ -142,7 +145,7 @@ func runCmd() *cobra.Command {
 				return err
 			}
 			if group.Group != "" {
-				group.MetricsAddr, group.RestoreFrom = opts.MetricsAddr, opts.RestoreFrom
+				group.MetricsAddr, group.HealthAddr, group.RestoreFrom = opts.MetricsAddr, opts.HealthAddr, opts.RestoreFrom
 				if err := pipeline.CheckCluster(s, group); err != nil {
 					return pipelineUsage(cmd, err)
 				}
@@ -230,6 +233,7 @@ func runCmd() *cobra.Command {
 	}
 	f := c.Flags()
 	f.StringVar(&opts.MetricsAddr, "metrics-addr", "", "serve Prometheus metrics on this address (overrides job.metricsAddr)")
+	f.StringVar(&opts.HealthAddr, "health-addr", "", "serve /healthz and /readyz on this address (overrides job.healthAddr; also served beside /metrics)")
 	f.StringVar(&opts.RestoreFrom, "restore", "", "start from this savepoint or checkpoint directory (overrides job.restoreFrom)")
 	f.BoolVar(&opts.Fresh, "fresh", false, "start without state although job.checkpoint.dir holds checkpoints (they are ignored, new ones numbered after them; default: resume from the newest)")
 	f.BoolVar(&opts.AllowNonRestoredState, "allow-non-restored-state", false, "restore a snapshot holding state of operators the pipeline no longer has, dropping that state (overrides job.allowNonRestoredState)")

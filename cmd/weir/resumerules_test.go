@@ -237,6 +237,7 @@ func TestRunRestartFlags(t *testing.T) {
 		{[]string{"--group", "g", "--restart", "fixed-delay"}, "weir run: --restart: not taken with --group"},
 		{[]string{"--group", "g", "--fresh"}, "weir run: --fresh: not taken with --group"},
 		{[]string{"--group", "g", "--allow-non-restored-state"}, "weir run: --allow-non-restored-state: not taken with --group"},
+		{[]string{"--health-addr", "nohostport"}, `weir run: --health-addr "nohostport": want host:port`},
 	} {
 		out, errOut, code := weirRun(append([]string{"run", file}, c.args...)...)
 		if code != 2 || out != "" || strings.Count(errOut, "\n") != 1 || !strings.HasPrefix(errOut, c.want) {
