@@ -356,7 +356,7 @@ func (st Storage) Read(dir string) (*Snapshot, error) {
 	if m.MaxParallelism < 1 {
 		return nil, fmt.Errorf("checkpoint: %s is corrupt: max parallelism %d", path, m.MaxParallelism)
 	}
-	s := &Snapshot{ID: m.ID, Kind: m.Kind, TimestampMs: m.TimestampMs, MaxParallelism: m.MaxParallelism, Job: m.Job, Origin: m.Origin}
+	s := &Snapshot{ID: m.ID, Kind: m.Kind, TimestampMs: m.TimestampMs, MaxParallelism: m.MaxParallelism, Job: m.Job, Origin: m.Origin, Version: m.Version}
 	for _, mo := range m.Operators {
 		o := &OperatorState{UID: mo.UID, Name: mo.Name, Parallelism: mo.Parallelism}
 		for _, ms := range mo.Subtasks {

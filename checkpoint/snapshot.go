@@ -39,6 +39,10 @@ type Snapshot struct {
 	Kind           Kind
 	TimestampMs    int64
 	MaxParallelism int
+	// Version is the format version Read found in the manifest (1 to
+	// FormatVersion); Write ignores it and writes the version the
+	// snapshot's content needs.
+	Version int
 	// Job names the job that took the snapshot ("" when it had no name,
 	// and in snapshots written before the field existed): a job resuming
 	// from its own checkpoints refuses those of another job by it.

@@ -60,6 +60,8 @@ type operatorInfo struct {
 type snapshotInfo struct {
 	ID             int64          `json:"id"`
 	Kind           string         `json:"kind"`
+	FormatVersion  int            `json:"formatVersion"`
+	Job            string         `json:"job,omitempty"`
 	MaxParallelism int            `json:"maxParallelism"`
 	Bytes          int64          `json:"bytes"`
 	Operators      []operatorInfo `json:"operators"`
@@ -70,7 +72,7 @@ func inspectSnapshot(w io.Writer, dir string, asJSON bool) error {
 	if err != nil {
 		return err
 	}
-	info := snapshotInfo{ID: s.ID, Kind: string(s.Kind), MaxParallelism: s.MaxParallelism, Bytes: s.Size()}
+	info := snapshotInfo{ID: s.ID, Kind: string(s.Kind), FormatVersion: s.Version, Job: s.Job, MaxParallelism: s.MaxParallelism, Bytes: s.Size()}
 	for _, o := range s.Operators {
 		oi := operatorInfo{UID: o.UID, Name: o.Name, Parallelism: o.Parallelism, Bytes: o.Size()}
 		for i, st := range o.Subtasks {
@@ -107,7 +109,12 @@ func inspectSnapshot(w io.Writer, dir string, asJSON bool) error {
 		enc.SetIndent("", "  ")
 		return enc.Encode(info)
 	}
-	fmt.Fprintf(w, "%s %d  max parallelism %d  %d bytes\n", info.Kind, info.ID, info.MaxParallelism, info.Bytes)
+	job := ""
+	if info.Job != "" {
+		job = "  job " + info.Job
+	}
+	fmt.Fprintf(w, "%s %d  format version %d (this weir reads 1 to %d)%s  max parallelism %d  %d bytes\n",
+		info.Kind, info.ID, info.FormatVersion, checkpoint.FormatVersion, job, info.MaxParallelism, info.Bytes)
 	for _, o := range info.Operators {
 		fmt.Fprintf(w, "operator %-24s uid %-24s parallelism %d  %d bytes\n", o.Name, o.UID, o.Parallelism, o.Bytes)
 		for _, st := range o.Subtasks {

@@ -34,3 +34,18 @@ func TestVersion(t *testing.T) {
 		t.Fatalf("weir version extra: exit %d, stdout %q: want exit 2 and nothing on stdout", code, out.String())
 	}
 }
+
+// TestSavepointInspectFormatVersion: `weir savepoint inspect` names the
+// snapshot's format version and the versions this weir reads, for the
+// committed compatibility fixtures (pipeline/testdata/compat).
+func TestSavepointInspectFormatVersion(t *testing.T) {
+	for _, c := range []struct{ dir, want string }{
+		{"../../pipeline/testdata/compat/v1-savepoint-memory/savepoint", "savepoint 1  format version 1 (this weir reads 1 to "},
+		{"../../pipeline/testdata/compat/v2-checkpoint-pebble/checkpoints/chk-000000000001", "checkpoint 1  format version 2 (this weir reads 1 to "},
+	} {
+		var out, errOut bytes.Buffer
+		if code := run([]string{"savepoint", "inspect", c.dir}, &out, &errOut); code != 0 || !strings.HasPrefix(out.String(), c.want) {
+			t.Errorf("weir savepoint inspect %s: exit %d, %q (%s); want a first line starting %q", c.dir, code, out.String(), errOut.String(), c.want)
+		}
+	}
+}
