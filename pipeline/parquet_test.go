@@ -36,8 +36,8 @@ func TestParquetOrdersExample(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.Outputs["sink"] != 200 {
-		t.Errorf("sink: %d records; want the 200 orders", s.Outputs["sink"])
+	if s.Outputs["sink"] != 200 || s.Outputs["bad-lines"] != 1 {
+		t.Errorf("sink: %d records, bad-lines %d; want the 200 orders and line 78", s.Outputs["sink"], s.Outputs["bad-lines"])
 	}
 	want := map[string]float64{}
 	f, err := os.Open(filepath.Join(examples, "orders.jsonl"))

@@ -161,7 +161,7 @@ func convert(f Field, v any) (pq.Value, error) {
 		return pq.Value{}, fmt.Errorf("parquet: field %q is missing or null; declare it optional to write nulls", f.Name)
 	}
 	bad := func() (pq.Value, error) {
-		return pq.Value{}, fmt.Errorf("parquet: field %q: %T %v is not a %s", f.Name, v, v, f.Type)
+		return pq.Value{}, fmt.Errorf("parquet: field %q: %T %v is not of type %s", f.Name, v, v, f.Type)
 	}
 	switch f.Type {
 	case "string":

@@ -125,8 +125,14 @@ func runOrders(t *testing.T, seed uint64, n int64, o parquet.Options) {
 		t.Fatalf("seed %d: %v (replay: go test ./connector/parquet -run '%s' -seed %d)", seed, err, t.Name(), seed)
 	}
 	restarts := job.Metrics().Sum("job", runtime.MetricRestarts)
-	if restarts < int64(len(failRecords)) {
-		t.Fatalf("seed %d: %d restarts; want at least the %d injected record failures", seed, restarts, len(failRecords))
+	for id, fired := range failRecords {
+		if !fired.Load() {
+			t.Fatalf("seed %d: the failure at record %d did not happen", seed, id)
+		}
+	}
+	// Two subtasks may fail before one restart: at least one, not one each.
+	if restarts < 1 {
+		t.Fatalf("seed %d: no restart; want one at least (the injected failures)", seed)
 	}
 	t.Logf("seed %d: %d restarts (%d record failures, sink failures at calls %v)", seed, restarts, len(failRecords), f.at)
 }
