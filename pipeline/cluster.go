@@ -213,7 +213,7 @@ func CheckCluster(spec *Spec, o ClusterOptions) error {
 		}
 	}
 	checkOutputSink := func(name string, s *SinkSpec) {
-		if s.File != nil {
+		if s.File != nil || s.Parquet != nil {
 			add(s.Pos, "outputs.%s: a file sink cannot be shared by tasks that move between processes; want a Kafka sink (or stdout)", name)
 		}
 	}
@@ -775,6 +775,8 @@ func describeSink(s *SinkSpec) string {
 		return "files in " + s.File.Dir
 	case s.File != nil:
 		return s.File.Path
+	case s.Parquet != nil:
+		return describeParquet(s.Parquet)
 	}
 	return "?"
 }

@@ -869,6 +869,7 @@ func (d *dec) sink(k, n ast.Node, what string) *SinkSpec {
 				d.errf(k, "%s.file: want exactly one of dir (exactly once: files published at checkpoints) or path (one file, at least once)", what)
 			}
 		}},
+		field{"parquet", false, func(k, v ast.Node) { kinds++; s.Parquet = d.parquetSink(k, v, what+".parquet") }},
 		field{"kafka", false, func(k, v ast.Node) {
 			kinds++
 			ks := &KafkaSinkSpec{Delivery: "at-least-once"}
@@ -895,7 +896,7 @@ func (d *dec) sink(k, n ast.Node, what string) *SinkSpec {
 		}},
 	)
 	if ok && kinds != 1 {
-		d.errf(k, "%s: want exactly one of stdout, file, kafka (got %d)", what, kinds)
+		d.errf(k, "%s: want exactly one of stdout, file, kafka, parquet (got %d)", what, kinds)
 	}
 	return s
 }
@@ -929,6 +930,9 @@ func resolvePaths(s *Spec, dir string) {
 		if k != nil && k.File != nil {
 			fix(&k.File.Dir)
 			fix(&k.File.Path)
+		}
+		if k != nil && k.Parquet != nil {
+			fix(&k.Parquet.Path)
 		}
 	}
 	steps := func(ss []StepSpec) {

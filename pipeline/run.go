@@ -227,6 +227,8 @@ func Describe(s *Spec) string {
 		sink = "files in " + s.Sink.File.Dir
 	case s.Sink.File != nil:
 		sink = s.Sink.File.Path
+	case s.Sink.Parquet != nil:
+		sink = describeParquet(s.Sink.Parquet)
 	}
 	out += " -> " + sink
 	if s.Kafka != nil && s.Kafka.Security.Enabled() {

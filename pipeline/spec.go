@@ -290,6 +290,8 @@ type SinkSpec struct {
 	Kafka  *KafkaSinkSpec
 	File   *FileSinkSpec
 	Stdout bool
+	// Parquet: see pipeline/parquet.go.
+	Parquet *ParquetSinkSpec
 }
 
 // KafkaSinkSpec writes records as JSON to a topic.
