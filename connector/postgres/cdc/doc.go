@@ -74,8 +74,10 @@
 //	    than the slot's confirmed position fails (those changes are gone
 //	    from the slot) with a message naming both positions.
 //	C7. Catch-up by position, not by a time-out. When the stream starts,
-//	    the server's WAL flush position (IDENTIFY_SYSTEM) is the end
-//	    position. The source has caught up when it has received a
+//	    the server's current WAL insert position (pg_current_wal_insert_lsn:
+//	    the end of the last record written; not the flush position, which
+//	    lags transactions committed with synchronous_commit = off) is the
+//	    end position. The source has caught up when it has received a
 //	    transaction committed at or after it, or a keepalive saying the
 //	    server has sent everything up to it (the source asks for one at the
 //	    start); every change committed before it has then been emitted.

@@ -2,7 +2,9 @@ package cdc
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
 	"time"
 
 	"github.com/jackc/pglogrepl"
@@ -21,27 +23,6 @@ type txState struct {
 	skipN int
 }
 
-// recvCtx is the deadline of the receives: one deadline serves many
-// receives (a context per message would cost more than decoding it).
-type recvCtx struct {
-	ctx    context.Context
-	cancel context.CancelFunc
-}
-
-func (r *recvCtx) get(parent context.Context) context.Context {
-	if r.ctx == nil || r.ctx.Err() != nil {
-		r.close()
-		r.ctx, r.cancel = context.WithTimeout(parent, wakeEvery)
-	}
-	return r.ctx
-}
-
-func (r *recvCtx) close() {
-	if r.cancel != nil {
-		r.cancel()
-	}
-}
-
 // loop receives the replication stream until stop or an error.
 func (s *streamer) loop(ctx context.Context) error {
 	s.streaming = true
@@ -53,8 +34,12 @@ func (s *streamer) loop(ctx context.Context) error {
 	if err := s.status(true); err != nil {
 		return err
 	}
-	var rc recvCtx
-	defer rc.close()
+	// Receives wait at most until a read deadline on the connection, set
+	// once per wakeEvery (a context per receive costs more than decoding
+	// a change); stop moves it to the past.
+	nc := s.repl.Conn()
+	defer context.AfterFunc(ctx, func() { nc.SetReadDeadline(time.Unix(1, 0)) })()
+	var deadline time.Time
 	caughtUp := func(at LSN) error {
 		caught = true
 		s.batch = append(s.batch, event{kind: evCaughtUp, lsn: at})
@@ -65,12 +50,20 @@ func (s *streamer) loop(ctx context.Context) error {
 		if err := s.maybeStatus(); err != nil {
 			return err
 		}
-		msg, err := s.repl.ReceiveMessage(rc.get(ctx))
+		if ctx.Err() != nil {
+			return errStopped
+		}
+		if now := time.Now(); now.After(deadline) {
+			deadline = now.Add(wakeEvery)
+			nc.SetReadDeadline(deadline)
+		}
+		msg, err := s.repl.ReceiveMessage(context.Background())
 		if err != nil {
 			if ctx.Err() != nil {
 				return errStopped
 			}
-			if pgconn.Timeout(err) {
+			var ne net.Error
+			if pgconn.Timeout(err) || (errors.As(err, &ne) && ne.Timeout()) {
 				// Quiet: hand over what is pending.
 				if err := s.flush(); err != nil {
 					return err

@@ -48,7 +48,7 @@ const wakeEvery = 100 * time.Millisecond
 //
 //	check server (C8) -> create publication/slot if missing (C9)
 //	-> [snapshot: copy tables in the exported snapshot] (C5)
-//	-> IDENTIFY_SYSTEM: end position (C7)
+//	-> end position: the current WAL insert position (C7)
 //	-> START_REPLICATION at the restored position (C6) or the slot's
 //	-> loop: receive (with a deadline) -> decode -> batch -> hand over;
 //	   status update when due, when asked, or when confirm moved
@@ -206,7 +206,7 @@ func (s *streamer) stream(ctx context.Context) error {
 	s.batch = append(s.batch, event{kind: evStart, lsn: start})
 	if snapshot != "" {
 		// The exported snapshot lives until the replication connection's
-		// next command: import it first, copy after (C5).
+		// next command: import it before START_REPLICATION (C5).
 		tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 		if err != nil {
 			return fmt.Errorf("cdc: snapshot: %w", err)
@@ -215,7 +215,7 @@ func (s *streamer) stream(ctx context.Context) error {
 		if _, err := tx.Exec(ctx, "SET TRANSACTION SNAPSHOT '"+snapshot+"'"); err != nil {
 			return fmt.Errorf("cdc: importing snapshot %s: %w", snapshot, err)
 		}
-		if err := s.identify(ctx); err != nil {
+		if err := s.identify(ctx, conn); err != nil {
 			return err
 		}
 		if err := s.copySnapshot(ctx, tx, start); err != nil {
@@ -224,7 +224,7 @@ func (s *streamer) stream(ctx context.Context) error {
 		if err := tx.Commit(ctx); err != nil {
 			return fmt.Errorf("cdc: snapshot: %w", err)
 		}
-	} else if err := s.identify(ctx); err != nil {
+	} else if err := s.identify(ctx, conn); err != nil {
 		return err
 	}
 	conn.Close(ctx)
@@ -236,13 +236,17 @@ func (s *streamer) stream(ctx context.Context) error {
 	return s.loop(ctx)
 }
 
-// identify reads the end position (C7).
-func (s *streamer) identify(ctx context.Context) error {
-	id, err := pglogrepl.IdentifySystem(ctx, s.repl)
+// identify reads the end position (C7): the end of the last WAL record
+// written. Not IDENTIFY_SYSTEM's flush position: under synchronous_commit
+// = off a transaction is visible before its commit record is flushed, and
+// a bounded run would leave out transactions committed before it started.
+func (s *streamer) identify(ctx context.Context, conn *pgx.Conn) error {
+	var end LSN
+	err := conn.QueryRow(ctx, "SELECT CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_insert_lsn() END").Scan(&end)
 	if err != nil {
-		return fmt.Errorf("cdc: IDENTIFY_SYSTEM: %w", err)
+		return fmt.Errorf("cdc: reading the WAL position: %w", err)
 	}
-	s.end.Store(uint64(id.XLogPos))
+	s.end.Store(uint64(end))
 	return nil
 }
 
