@@ -191,6 +191,8 @@ func (j *Job) describe() string {
 		}
 	case s.Source.File != nil:
 		src = "JSON-lines files"
+	case s.Source.Postgres != nil:
+		src = "PostgreSQL changes"
 	}
 	out := src
 	for _, st := range s.Steps {
@@ -211,6 +213,8 @@ func Describe(s *Spec) string {
 		src = "Kafka " + strings.Join(s.Source.Kafka.Topics, ",")
 	case s.Source.File != nil:
 		src = "JSON-lines files"
+	case s.Source.Postgres != nil:
+		src = "PostgreSQL changes"
 	}
 	out := src
 	for _, st := range s.Steps {
