@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -20,6 +21,29 @@ var quiet = slog.New(slog.DiscardHandler)
 
 // logical are the settings logical replication needs.
 var logical = map[string]string{"wal_level": "logical", "max_replication_slots": "10", "max_wal_senders": "10"}
+
+// shared is the package's logical-replication server, started by the
+// first test that needs it and stopped by TestMain; each test uses its own
+// tables, publication and slot.
+var shared struct {
+	once sync.Once
+	srv  *pgtest.Server
+	err  error
+}
+
+// logicalServer returns the shared server, skipping the test when
+// PostgreSQL is not installed.
+func logicalServer(t testing.TB) *pgtest.Server {
+	t.Helper()
+	shared.once.Do(func() { shared.srv, shared.err = pgtest.Start(pgtest.Options{Settings: logical}) })
+	if errors.Is(shared.err, pgtest.ErrNotInstalled) {
+		t.Skipf("PostgreSQL tests skipped: %v", shared.err)
+	}
+	if shared.err != nil {
+		t.Fatal(shared.err)
+	}
+	return shared.srv
+}
 
 // startServer starts a throwaway server, skipping the test when
 // PostgreSQL is not installed.
@@ -52,7 +76,7 @@ func connect(t testing.TB, url string) *pgx.Conn {
 	return c
 }
 
-func exec(t testing.TB, c *pgx.Conn, stmts ...string) {
+func execSQL(t testing.TB, c *pgx.Conn, stmts ...string) {
 	t.Helper()
 	for _, s := range stmts {
 		if _, err := c.Exec(testCtx(t), s); err != nil {

@@ -74,9 +74,9 @@ func committed(t *testing.T, dir string) []string {
 // The exactly-once files hold every change once, in order, and the slot
 // has confirmed the positions of the completed checkpoints only.
 func TestChangesExactlyOnceAcrossRestarts(t *testing.T) {
-	srv := startServer(t, logical)
+	srv := logicalServer(t)
 	db := connect(t, srv.ConnString)
-	exec(t, db, "CREATE TABLE orders (id int PRIMARY KEY, item text, qty bigint)", "ALTER TABLE orders REPLICA IDENTITY FULL",
+	execSQL(t, db, "CREATE TABLE orders (id int PRIMARY KEY, item text, qty bigint)", "ALTER TABLE orders REPLICA IDENTITY FULL",
 		"INSERT INTO orders VALUES (1, 'apple', 1), (2, 'pear', 2), (3, 'plum', 3)")
 	o := cdc.Options{URL: srv.ConnString, Tables: []string{"orders"}, Snapshot: true, Bounded: true}
 	out, chk := t.TempDir(), t.TempDir()
@@ -92,19 +92,19 @@ func TestChangesExactlyOnceAcrossRestarts(t *testing.T) {
 	}
 	afterSnapshot := confirmedFlush(t, db, "weir")
 
-	exec(t, db, "UPDATE orders SET qty = 10 WHERE id = 1", "DELETE FROM orders WHERE id = 2")
+	execSQL(t, db, "UPDATE orders SET qty = 10 WHERE id = 1", "DELETE FROM orders WHERE id = 2")
 	want = append(want,
 		"update public.orders before=id:1,item:apple,qty:1 after=id:1,item:apple,qty:10",
 		"delete public.orders before=id:2,item:pear,qty:2 after=-")
 	for i := 4; i < 204; i++ {
-		exec(t, db, fmt.Sprintf("INSERT INTO orders VALUES (%d, 'x', %d)", i, i))
+		execSQL(t, db, fmt.Sprintf("INSERT INTO orders VALUES (%d, 'x', %d)", i, i))
 		want = append(want, fmt.Sprintf("insert public.orders before=- after=id:%d,item:x,qty:%d", i, i))
 	}
-	exec(t, db, "INSERT INTO orders SELECT i, 'big', i FROM generate_series(204, 803) i")
+	execSQL(t, db, "INSERT INTO orders SELECT i, 'big', i FROM generate_series(204, 803) i")
 	for i := 204; i < 804; i++ {
 		want = append(want, fmt.Sprintf("insert public.orders before=- after=id:%d,item:big,qty:%d", i, i))
 	}
-	exec(t, db, "TRUNCATE orders", "INSERT INTO orders VALUES (1000, 'last', 1)")
+	execSQL(t, db, "TRUNCATE orders", "INSERT INTO orders VALUES (1000, 'last', 1)")
 	want = append(want, "truncate public.orders before=- after=-", "insert public.orders before=- after=id:1000,item:last,qty:1")
 
 	// The 500th change is inside the large transaction.
@@ -133,11 +133,11 @@ func firstDiff(got, want []string) string {
 // confirmed to the server (pg_replication_slots.confirmed_flush_lsn) until
 // a checkpoint that covers them completes; then they are.
 func TestConfirmedOnlyAfterCheckpoint(t *testing.T) {
-	srv := startServer(t, logical)
+	srv := logicalServer(t)
 	db := connect(t, srv.ConnString)
-	exec(t, db, "CREATE TABLE t (id int PRIMARY KEY)")
+	execSQL(t, db, "CREATE TABLE confirm (id int PRIMARY KEY)")
 	env := weir.NewEnvironment(weir.Config{Logger: quiet, Checkpoint: runtime.CheckpointConfig{Dir: t.TempDir()}})
-	s := cdc.NewSource(cdc.Options{URL: srv.ConnString, Slot: "confirm", Publication: "confirm", Tables: []string{"t"}})
+	s := cdc.NewSource(cdc.Options{URL: srv.ConnString, Slot: "confirm", Publication: "confirm", Tables: []string{"confirm"}})
 	obs := weirtest.Observe(weir.FromSource(env, "pg", s, watermark.ForBoundedOutOfOrderness[cdc.Change](0)).UID("pg"))
 	ctx := testCtx(t)
 	job, err := env.Start(ctx)
@@ -154,7 +154,7 @@ func TestConfirmedOnlyAfterCheckpoint(t *testing.T) {
 	}
 	before := confirmedFlush(t, db, "confirm")
 	for i := range 5 {
-		exec(t, db, fmt.Sprintf("INSERT INTO t VALUES (%d)", i))
+		execSQL(t, db, fmt.Sprintf("INSERT INTO confirm VALUES (%d)", i))
 	}
 	if err := obs.WaitRecords(ctx, 5); err != nil {
 		t.Fatal(err)
@@ -201,8 +201,8 @@ func TestServerNotSetUp(t *testing.T) {
 		}
 	})
 	t.Run("replication privilege", func(t *testing.T) {
-		srv := startServer(t, logical)
-		exec(t, connect(t, srv.ConnString), "CREATE ROLE plain LOGIN")
+		srv := logicalServer(t)
+		execSQL(t, connect(t, srv.ConnString), "CREATE ROLE plain LOGIN")
 		url := strings.Replace(srv.ConnString, "user=weir", "user=plain", 1)
 		err := cdc.NewSource(cdc.Options{URL: url}).Check(testCtx(t))
 		if !errors.Is(err, cdc.ErrServerSetup) || !strings.Contains(err.Error(), `role "plain" lacks the REPLICATION privilege`) {
@@ -230,5 +230,74 @@ func TestOptionsValidate(t *testing.T) {
 	}
 	if err := cdc.NewSource(cdc.Options{URL: "postgres://x/y"}).Validate(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestTypedValues: column values are decoded by their type (C4), in the
+// stream as in the snapshot; an update that leaves a large (TOASTed) value
+// as it was names the column in Unchanged; a delete under the default
+// replica identity carries the key only; a type pgx does not know (an
+// enum) is its text.
+func TestTypedValues(t *testing.T) {
+	srv := logicalServer(t)
+	db := connect(t, srv.ConnString)
+	execSQL(t, db, "CREATE TYPE mood AS ENUM ('sad', 'happy')",
+		"CREATE TABLE v (id int PRIMARY KEY, n numeric(10,2), at timestamptz, u uuid, j jsonb, ok bool, b bytea, m mood, big text)",
+		"ALTER TABLE v ALTER COLUMN big SET STORAGE EXTERNAL",
+		"INSERT INTO v VALUES (1, 12.50, '2026-12-04T10:00:00Z', 'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', '{\"k\": [1, \"x\"]}', true, '\\x0102', 'happy', repeat('x', 10000))")
+	o := cdc.Options{URL: srv.ConnString, Snapshot: true, Bounded: true, Slot: "typed", Publication: "typed", Tables: []string{"v"}}
+	chk := t.TempDir()
+	read := func() []cdc.Change {
+		cfg := runtime.CheckpointConfig{Interval: 5 * time.Millisecond, Dir: chk}
+		if p, _, err := checkpoint.Latest(chk); err == nil && p != "" {
+			cfg.RestoreFrom = p
+		}
+		env := weir.NewEnvironment(weir.Config{Logger: quiet, Checkpoint: cfg})
+		obs := weirtest.Observe(weir.FromSource(env, "pg", cdc.NewSource(o), watermark.ForBoundedOutOfOrderness[cdc.Change](0)).UID("pg"))
+		if err := env.Execute(testCtx(t)); err != nil {
+			t.Fatal(err)
+		}
+		return obs.Values()
+	}
+	check := func(what string, row map[string]any) {
+		t.Helper()
+		want := map[string]string{"id": "int32", "n": "pgtype.Numeric", "at": "time.Time", "u": "[16]uint8", "j": "map[string]interface {}",
+			"ok": "bool", "b": "[]uint8", "m": "string", "big": "string"}
+		for col, typ := range want {
+			if got := fmt.Sprintf("%T", row[col]); got != typ {
+				t.Errorf("%s: column %s is %s (%v), want %s", what, col, got, row[col], typ)
+			}
+		}
+		if at, _ := row["at"].(time.Time); !at.Equal(time.Date(2026, 12, 4, 10, 0, 0, 0, time.UTC)) {
+			t.Errorf("%s: at = %v", what, row["at"])
+		}
+		if row["m"] != "happy" {
+			t.Errorf("%s: m = %v", what, row["m"])
+		}
+	}
+	got := read()
+	if len(got) != 1 || got[0].Op != cdc.OpRead {
+		t.Fatalf("snapshot: %+v", got)
+	}
+	check("snapshot", got[0].After)
+
+	execSQL(t, db, "INSERT INTO v SELECT 2, n, at, u, j, ok, b, m, big FROM v WHERE id = 1",
+		"UPDATE v SET n = 13 WHERE id = 1", "DELETE FROM v WHERE id = 2")
+	got = read()
+	if len(got) != 3 || got[0].Op != cdc.OpInsert || got[1].Op != cdc.OpUpdate || got[2].Op != cdc.OpDelete {
+		t.Fatalf("stream: %d changes %+v; want insert, update, delete", len(got), got)
+	}
+	check("insert", got[0].After)
+	u := got[1]
+	if _, has := u.After["big"]; has || u.Before != nil || fmt.Sprint(u.Unchanged) != "[big]" || u.After["id"] != int32(1) {
+		t.Errorf("update: before %v, unchanged %v, after %v; want no before (the key did not change), big unchanged and absent", u.Before, u.Unchanged, u.After)
+	}
+	if d := got[2]; d.Before["id"] != int32(2) || d.Before["n"] != nil || d.After != nil {
+		t.Errorf("delete: before %v after %v; want the key only", d.Before, d.After)
+	}
+	for _, c := range got {
+		if c.LSN == 0 || c.CommitTime.IsZero() || c.Table != "v" || c.Schema != "public" {
+			t.Errorf("change %+v: want its table, commit position and time", c)
+		}
 	}
 }

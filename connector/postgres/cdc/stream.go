@@ -229,11 +229,44 @@ func (s *streamer) stream(ctx context.Context) error {
 	}
 	conn.Close(ctx)
 	args := []string{"proto_version '1'", "publication_names '" + strings.ReplaceAll(pgx.Identifier{o.Publication}.Sanitize(), "'", "''") + "'"}
-	if err := pglogrepl.StartReplication(ctx, s.repl, o.Slot, start, pglogrepl.StartReplicationOptions{PluginArgs: args}); err != nil {
-		return fmt.Errorf("cdc: START_REPLICATION on slot %s at %s: %w", o.Slot, start, err)
+	if err := s.startReplication(ctx, cfg, start, args); err != nil {
+		return err
 	}
 	s.log.Info("cdc: streaming", "publication", o.Publication, "from", start.String(), "end", LSN(s.end.Load()).String())
 	return s.loop(ctx)
+}
+
+// slotBusyFor bounds how long the source waits for its slot to be
+// released by another connection: the WAL sender of a process that was
+// killed holds it until it notices the closed connection.
+const slotBusyFor = 30 * time.Second
+
+// startReplication starts streaming, waiting while the slot is active
+// for another connection (SQLSTATE 55006), with a new connection for each
+// try (a failed START_REPLICATION leaves the protocol mid-way).
+func (s *streamer) startReplication(ctx context.Context, cfg *pgconn.Config, start LSN, args []string) error {
+	give := time.Now().Add(slotBusyFor)
+	for {
+		err := pglogrepl.StartReplication(ctx, s.repl, s.o.Slot, start, pglogrepl.StartReplicationOptions{PluginArgs: args})
+		if err == nil {
+			return nil
+		}
+		var pe *pgconn.PgError
+		if !errors.As(err, &pe) || pe.Code != "55006" || time.Now().After(give) {
+			return fmt.Errorf("cdc: START_REPLICATION on slot %s at %s: %w", s.o.Slot, start, err)
+		}
+		s.log.Info("cdc: the slot is in use by another connection; waiting", "error", pe.Message)
+		s.repl.Close(ctx)
+		s.repl = nil
+		select {
+		case <-time.After(200 * time.Millisecond):
+		case <-s.stop:
+			return errStopped
+		}
+		if s.repl, err = pgconn.ConnectConfig(ctx, cfg); err != nil {
+			return fmt.Errorf("cdc: replication connection: %w", err)
+		}
+	}
 }
 
 // identify reads the end position (C7): the end of the last WAL record
