@@ -86,6 +86,9 @@
 //	    next change). With Options.Bounded the source ends there:
 //	    transactions committed at or after the end position are not
 //	    emitted.
+//	    A slot still held by another connection (the WAL sender of a
+//	    killed process lingers until it notices) is waited for, up to 30s,
+//	    before the start fails.
 //	C8. Start-up checks. Before streaming, the source refuses a server
 //	    whose wal_level is not logical and a role without the REPLICATION
 //	    privilege, each with one line naming the setting (ErrServerSetup);

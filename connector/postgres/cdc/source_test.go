@@ -131,7 +131,9 @@ func firstDiff(got, want []string) string {
 
 // TestConfirmedOnlyAfterCheckpoint: changes read and emitted are not
 // confirmed to the server (pg_replication_slots.confirmed_flush_lsn) until
-// a checkpoint that covers them completes; then they are.
+// a checkpoint that covers them completes; then they are. Also: once
+// caught up and quiet, the split is idle, and active again before its
+// next change.
 func TestConfirmedOnlyAfterCheckpoint(t *testing.T) {
 	srv := logicalServer(t)
 	db := connect(t, srv.ConnString)
@@ -148,6 +150,14 @@ func TestConfirmedOnlyAfterCheckpoint(t *testing.T) {
 	if err := obs.WaitUntil(ctx, s.CaughtUp); err != nil {
 		t.Fatal(err)
 	}
+	// Caught up and quiet: the split goes idle (C7).
+	idle := func() bool {
+		ev := obs.Events(0)
+		return len(ev) > 0 && ev[len(ev)-1].Kind == weirtest.IdleEvent
+	}
+	if err := obs.WaitUntil(ctx, idle); err != nil {
+		t.Fatal(err)
+	}
 	// A checkpoint before any change: the slot's position as it starts.
 	if _, _, err := job.TriggerCheckpoint(ctx); err != nil {
 		t.Fatal(err)
@@ -160,6 +170,16 @@ func TestConfirmedOnlyAfterCheckpoint(t *testing.T) {
 		t.Fatal(err)
 	}
 	last := obs.Values()[4].LSN
+	// Active again before the first change after the quiet time.
+	var kinds []string
+	for _, e := range obs.Events(0) {
+		if e.Kind != weirtest.WatermarkEvent {
+			kinds = append(kinds, e.Kind.String())
+		}
+	}
+	if seq := strings.Join(kinds, " "); !strings.HasPrefix(seq, "idle active record") {
+		t.Fatalf("events %s: want idle (quiet after the catch-up), then active before the first record", seq)
+	}
 	if last <= before {
 		t.Fatalf("the last insert committed at %s, not after the slot's position %s", last, before)
 	}
