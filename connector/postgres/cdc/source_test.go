@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"github.com/weirproject/weir"
 	"github.com/weirproject/weir/checkpoint"
 	"github.com/weirproject/weir/connector/file"
@@ -261,6 +263,8 @@ func TestOptionsValidate(t *testing.T) {
 func TestTypedValues(t *testing.T) {
 	srv := logicalServer(t)
 	db := connect(t, srv.ConnString)
+	// The jobs end, and the source's goroutines with them.
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	execSQL(t, db, "CREATE TYPE mood AS ENUM ('sad', 'happy')",
 		"CREATE TABLE v (id int PRIMARY KEY, n numeric(10,2), at timestamptz, u uuid, j jsonb, ok bool, b bytea, m mood, big text)",
 		"ALTER TABLE v ALTER COLUMN big SET STORAGE EXTERNAL",
