@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"log/slog"
 	"sort"
+	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -43,6 +45,20 @@ func logicalServer(t testing.TB) *pgtest.Server {
 		t.Fatal(shared.err)
 	}
 	return shared.srv
+}
+
+var dbSeq atomic.Int64
+
+// freshDB creates a new database on the shared server and returns its
+// connection string and a name unique in the server, for the test's slot
+// (slots are the server's, not a database's), so that tests, and -count
+// repetitions, never see each other's tables and slots.
+func freshDB(t testing.TB) (url, name string) {
+	t.Helper()
+	srv := logicalServer(t)
+	name = fmt.Sprintf("test_%d_%d", os.Getpid(), dbSeq.Add(1))
+	execSQL(t, connect(t, srv.ConnString), "CREATE DATABASE "+name)
+	return strings.Replace(srv.ConnString, "dbname=postgres", "dbname="+name, 1), name
 }
 
 // startServer starts a throwaway server, skipping the test when

@@ -74,10 +74,10 @@ func TestKill9(t *testing.T) {
 	if testing.Short() {
 		t.Skip("spawns processes")
 	}
-	srv := logicalServer(t)
-	db := connect(t, srv.ConnString)
+	url, slot := freshDB(t)
+	db := connect(t, url)
 	execSQL(t, db, "CREATE TABLE k9 (id int PRIMARY KEY, v text)", "ALTER TABLE k9 REPLICA IDENTITY FULL",
-		"CREATE PUBLICATION k9 FOR TABLE k9", "SELECT pg_create_logical_replication_slot('k9', 'pgoutput')")
+		"CREATE PUBLICATION "+slot+" FOR TABLE k9", "SELECT pg_create_logical_replication_slot('"+slot+"', 'pgoutput')")
 	var want []string
 	for i := range 1500 {
 		execSQL(t, db, fmt.Sprintf("INSERT INTO k9 VALUES (%d, 'v%d')", i, i))
@@ -87,7 +87,7 @@ func TestKill9(t *testing.T) {
 	for i := range 1000 {
 		want = append(want, fmt.Sprintf("update public.k9 before=id:%d,v:v%d after=id:%d,v:big", i, i, i))
 	}
-	c := child{URL: srv.ConnString, Slot: "k9", Out: filepath.Join(t.TempDir(), "out"), Chk: t.TempDir()}
+	c := child{URL: url, Slot: slot, Out: filepath.Join(t.TempDir(), "out"), Chk: t.TempDir()}
 	spec, _ := json.Marshal(c)
 	ctx := testCtx(t)
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 9))

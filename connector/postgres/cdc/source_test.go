@@ -76,11 +76,11 @@ func committed(t *testing.T, dir string) []string {
 // The exactly-once files hold every change once, in order, and the slot
 // has confirmed the positions of the completed checkpoints only.
 func TestChangesExactlyOnceAcrossRestarts(t *testing.T) {
-	srv := logicalServer(t)
-	db := connect(t, srv.ConnString)
+	url, slot := freshDB(t)
+	db := connect(t, url)
 	execSQL(t, db, "CREATE TABLE orders (id int PRIMARY KEY, item text, qty bigint)", "ALTER TABLE orders REPLICA IDENTITY FULL",
 		"INSERT INTO orders VALUES (1, 'apple', 1), (2, 'pear', 2), (3, 'plum', 3)")
-	o := cdc.Options{URL: srv.ConnString, Tables: []string{"orders"}, Snapshot: true, Bounded: true}
+	o := cdc.Options{URL: url, Slot: slot, Tables: []string{"orders"}, Snapshot: true, Bounded: true}
 	out, chk := t.TempDir(), t.TempDir()
 
 	runJob(t, o, out, chk, false, 0)
@@ -92,7 +92,7 @@ func TestChangesExactlyOnceAcrossRestarts(t *testing.T) {
 	if got := committed(t, out); strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("after the snapshot run, committed:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
-	afterSnapshot := confirmedFlush(t, db, "weir")
+	afterSnapshot := confirmedFlush(t, db, slot)
 
 	execSQL(t, db, "UPDATE orders SET qty = 10 WHERE id = 1", "DELETE FROM orders WHERE id = 2")
 	want = append(want,
@@ -117,7 +117,7 @@ func TestChangesExactlyOnceAcrossRestarts(t *testing.T) {
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("committed %d lines, want %d; first difference: %s", len(got), len(want), firstDiff(got, want))
 	}
-	if end := confirmedFlush(t, db, "weir"); end <= afterSnapshot {
+	if end := confirmedFlush(t, db, slot); end <= afterSnapshot {
 		t.Fatalf("slot confirmed %s after the second run, %s before it: the completed checkpoints' positions were not confirmed", end, afterSnapshot)
 	}
 }
@@ -137,11 +137,11 @@ func firstDiff(got, want []string) string {
 // caught up and quiet, the split is idle, and active again before its
 // next change.
 func TestConfirmedOnlyAfterCheckpoint(t *testing.T) {
-	srv := logicalServer(t)
-	db := connect(t, srv.ConnString)
+	url, slot := freshDB(t)
+	db := connect(t, url)
 	execSQL(t, db, "CREATE TABLE confirm (id int PRIMARY KEY)")
 	env := weir.NewEnvironment(weir.Config{Logger: quiet, Checkpoint: runtime.CheckpointConfig{Dir: t.TempDir()}})
-	s := cdc.NewSource(cdc.Options{URL: srv.ConnString, Slot: "confirm", Publication: "confirm", Tables: []string{"confirm"}})
+	s := cdc.NewSource(cdc.Options{URL: url, Slot: slot, Tables: []string{"confirm"}})
 	obs := weirtest.Observe(weir.FromSource(env, "pg", s, watermark.ForBoundedOutOfOrderness[cdc.Change](0)).UID("pg"))
 	ctx := testCtx(t)
 	job, err := env.Start(ctx)
@@ -164,7 +164,7 @@ func TestConfirmedOnlyAfterCheckpoint(t *testing.T) {
 	if _, _, err := job.TriggerCheckpoint(ctx); err != nil {
 		t.Fatal(err)
 	}
-	before := confirmedFlush(t, db, "confirm")
+	before := confirmedFlush(t, db, slot)
 	for i := range 5 {
 		execSQL(t, db, fmt.Sprintf("INSERT INTO confirm VALUES (%d)", i))
 	}
@@ -189,7 +189,7 @@ func TestConfirmedOnlyAfterCheckpoint(t *testing.T) {
 	// sent at least every 100ms; wait for a few, then look.
 	deadline := time.Now().Add(500 * time.Millisecond)
 	for time.Now().Before(deadline) {
-		if now := confirmedFlush(t, db, "confirm"); now != before {
+		if now := confirmedFlush(t, db, slot); now != before {
 			t.Fatalf("confirmed_flush_lsn moved from %s to %s before a checkpoint covered the changes", before, now)
 		}
 		time.Sleep(50 * time.Millisecond)
@@ -197,9 +197,9 @@ func TestConfirmedOnlyAfterCheckpoint(t *testing.T) {
 	if _, _, err := job.TriggerCheckpoint(ctx); err != nil {
 		t.Fatal(err)
 	}
-	for confirmedFlush(t, db, "confirm") <= last {
+	for confirmedFlush(t, db, slot) <= last {
 		if ctx.Err() != nil {
-			t.Fatalf("confirmed_flush_lsn is %s after the checkpoint completed; want past %s", confirmedFlush(t, db, "confirm"), last)
+			t.Fatalf("confirmed_flush_lsn is %s after the checkpoint completed; want past %s", confirmedFlush(t, db, slot), last)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -224,7 +224,7 @@ func TestServerNotSetUp(t *testing.T) {
 	})
 	t.Run("replication privilege", func(t *testing.T) {
 		srv := logicalServer(t)
-		execSQL(t, connect(t, srv.ConnString), "CREATE ROLE plain LOGIN")
+		execSQL(t, connect(t, srv.ConnString), "DO $$ BEGIN CREATE ROLE plain LOGIN; EXCEPTION WHEN duplicate_object THEN NULL; END $$")
 		url := strings.Replace(srv.ConnString, "user=weir", "user=plain", 1)
 		err := cdc.NewSource(cdc.Options{URL: url}).Check(testCtx(t))
 		if !errors.Is(err, cdc.ErrServerSetup) || !strings.Contains(err.Error(), `role "plain" lacks the REPLICATION privilege`) {
@@ -261,15 +261,15 @@ func TestOptionsValidate(t *testing.T) {
 // replica identity carries the key only; a type pgx does not know (an
 // enum) is its text.
 func TestTypedValues(t *testing.T) {
-	srv := logicalServer(t)
-	db := connect(t, srv.ConnString)
+	url, slot := freshDB(t)
+	db := connect(t, url)
 	// The jobs end, and the source's goroutines with them.
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	execSQL(t, db, "CREATE TYPE mood AS ENUM ('sad', 'happy')",
 		"CREATE TABLE v (id int PRIMARY KEY, n numeric(10,2), at timestamptz, u uuid, j jsonb, ok bool, b bytea, m mood, big text)",
 		"ALTER TABLE v ALTER COLUMN big SET STORAGE EXTERNAL",
 		"INSERT INTO v VALUES (1, 12.50, '2026-12-04T10:00:00Z', 'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', '{\"k\": [1, \"x\"]}', true, '\\x0102', 'happy', repeat('x', 10000))")
-	o := cdc.Options{URL: srv.ConnString, Snapshot: true, Bounded: true, Slot: "typed", Publication: "typed", Tables: []string{"v"}}
+	o := cdc.Options{URL: url, Snapshot: true, Bounded: true, Slot: slot, Tables: []string{"v"}}
 	chk := t.TempDir()
 	read := func() []cdc.Change {
 		cfg := runtime.CheckpointConfig{Interval: 5 * time.Millisecond, Dir: chk}
