@@ -420,6 +420,11 @@ func (b *builder) source(ctx context.Context) (weir.Stream[Record], error) {
 			}
 		}
 		out = weir.FromSource(b.env, name, src, strategy)
+	case s.Postgres != nil:
+		var err error
+		if out, err = b.postgresSource(ctx, name, s); err != nil {
+			return out, err
+		}
 	case s.Generate != nil:
 		g := s.Generate
 		type field struct {

@@ -174,6 +174,9 @@ func CheckCluster(spec *Spec, o ClusterOptions) error {
 		if src.Generate != nil {
 			what = "generate"
 		}
+		if src.Postgres != nil {
+			what = "postgres" // one replication stream: not spread over processes
+		}
 		add(src.Pos, "source.%s: the processes share the partitions of one Kafka topic; want source.kafka with one topic", what)
 	case k.TopicPattern != "":
 		add(k.Pos, "source.kafka.topicPattern: the source tasks are the partitions of one topic; want topics with exactly one topic")

@@ -389,6 +389,7 @@ func (d *dec) source(k, n ast.Node, s *SourceSpec) {
 				field{"ordered", false, func(_, v ast.Node) { d.boolean(v, "source.file.ordered", &fs.Ordered) }},
 			)
 		}},
+		field{"postgres", false, func(k, v ast.Node) { kinds++; d.postgresSource(k, v, s) }},
 		field{"generate", false, func(k, v ast.Node) {
 			kinds++
 			g := &GenerateSpec{Pos: d.pos(k), Fields: map[string]string{}, FieldPos: map[string]Pos{}}
@@ -425,7 +426,7 @@ func (d *dec) source(k, n ast.Node, s *SourceSpec) {
 		}},
 	)
 	if ok && kinds != 1 {
-		d.errf(k, "source: want exactly one of kafka, file, generate (got %d)", kinds)
+		d.errf(k, "source: want exactly one of kafka, file, generate, postgres (got %d)", kinds)
 	}
 	if (s.File != nil || s.Generate != nil) && s.Timestamp == "" {
 		d.errf(k, "source: missing key \"timestamp\": file and generate sources need the field path of the event time (Unix ms or RFC 3339)")

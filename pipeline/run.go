@@ -194,6 +194,8 @@ func (j *Job) describe() string {
 		}
 	case s.Source.File != nil:
 		src = "JSON-lines files"
+	case s.Source.Postgres != nil:
+		src = "PostgreSQL changes"
 	}
 	out := src
 	for _, st := range s.Steps {
@@ -214,6 +216,8 @@ func Describe(s *Spec) string {
 		src = "Kafka " + strings.Join(s.Source.Kafka.Topics, ",")
 	case s.Source.File != nil:
 		src = "JSON-lines files"
+	case s.Source.Postgres != nil:
+		src = "PostgreSQL changes"
 	}
 	out := src
 	for _, st := range s.Steps {

@@ -88,13 +88,14 @@ type EmbeddedSpec struct {
 }
 
 // SourceSpec is the pipeline's source: exactly one of Kafka, File,
-// Generate, with the timestamp and watermark settings.
+// Generate, Postgres, with the timestamp and watermark settings.
 type SourceSpec struct {
 	Pos      Pos
 	Name     string
 	Kafka    *KafkaSourceSpec
 	File     *FileSourceSpec
 	Generate *GenerateSpec
+	Postgres *PostgresSourceSpec // postgres_cdc.go
 	// Timestamp is the field path of the event time ("" uses the source's
 	// timestamp: the Kafka record's).
 	Timestamp    string
