@@ -1,0 +1,3 @@
+package schemaregistry
+
+func jsonCanRead(reader, writer any) []string { return nil }
