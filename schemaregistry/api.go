@@ -524,14 +524,30 @@ func (s *Server) liveParsedLocked(sub *subj) ([]*parsed, *Error) {
 		if v.deleted {
 			continue
 		}
-		sc := s.mu.st.schemas[v.id]
-		p, e := s.parseLocked(sc.schemaType, sc.schema, sc.refs)
+		p, e := s.parsedLocked(v.id)
 		if e != nil {
-			return nil, apiErr(CodeStoreError, "Stored schema %d no longer parses: %s", v.id, e.Message)
+			return nil, e
 		}
 		out = append(out, p)
 	}
 	return out, nil
+}
+
+// parsedLocked parses the stored schema id once and keeps it: a stored
+// schema never changes, and its references name fixed versions.
+func (s *Server) parsedLocked(id int) (*parsed, *Error) {
+	s.cache.Lock()
+	defer s.cache.Unlock()
+	if p, ok := s.cache.parsed[id]; ok {
+		return p, nil
+	}
+	sc := s.mu.st.schemas[id]
+	p, e := s.parseLocked(sc.schemaType, sc.schema, sc.refs)
+	if e != nil {
+		return nil, apiErr(CodeStoreError, "Stored schema %d does not parse: %s", id, e.Message)
+	}
+	s.cache.parsed[id] = p
+	return p, nil
 }
 
 // lookup is POST /subjects/{subject}: is this schema registered under
@@ -796,10 +812,9 @@ func (s *Server) compatLocked(subject string, n int, all bool, req *schemaReques
 	if !ok {
 		return nil, versionNotFound(subject, n)
 	}
-	sc := s.mu.st.schemas[v.id]
-	old, e := s.parseLocked(sc.schemaType, sc.schema, sc.refs)
+	old, e := s.parsedLocked(v.id)
 	if e != nil {
-		return nil, apiErr(CodeStoreError, "Stored schema %d no longer parses: %s", v.id, e.Message)
+		return nil, e
 	}
 	return checkLevel(level, p, []*parsed{old}), nil
 }

@@ -103,6 +103,13 @@ type Server struct {
 		advanced chan struct{} // closed and replaced when applied moves
 	}
 
+	// cache holds parsed stored schemas by id, for compatibility checks;
+	// filled under mu held for reading, so it has its own lock.
+	cache struct {
+		sync.Mutex
+		parsed map[int]*parsed
+	}
+
 	cancel context.CancelFunc
 	done   chan struct{} // closed when the reader goroutine has returned
 }
@@ -134,6 +141,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	s := &Server{cfg: cfg, cl: cl, done: make(chan struct{})}
 	s.mu.st = newState()
 	s.mu.advanced = make(chan struct{})
+	s.cache.parsed = map[int]*parsed{}
 	if err := s.ensureTopic(ctx); err != nil {
 		cl.Close()
 		return nil, cfg.Security.Explain(err)
