@@ -217,6 +217,10 @@ func (s *Server) getByID(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.RLock()
 	sc := s.mu.st.schemas[id]
+	var res schemaResponse
+	if sc != nil {
+		res = s.responseLocked(r, "", 0, sc)
+	}
 	s.mu.RUnlock()
 	if sc == nil {
 		fail(w, schemaNotFound(id))
@@ -224,10 +228,22 @@ func (s *Server) getByID(w http.ResponseWriter, r *http.Request) {
 	}
 	if strings.HasSuffix(r.URL.Path, "/schema") {
 		w.Header().Set("Content-Type", contentType)
-		io.WriteString(w, sc.schema)
+		io.WriteString(w, res.Schema)
 		return
 	}
-	reply(w, response("", 0, sc))
+	reply(w, res)
+}
+
+// responseLocked is response with the schema in the format the request
+// asks for (?format=serialized: a Protobuf schema as a base64
+// FileDescriptorProto, as Confluent's serializers fetch it).
+func (s *Server) responseLocked(r *http.Request, subject string, version int, sc *stored) schemaResponse {
+	res := response(subject, version, sc)
+	if sc.schemaType == typeProtobuf && r.URL.Query().Get("format") == "serialized" {
+		p, _ := s.parsedLocked(sc.id)
+		res.Schema = serialized(sc, p)
+	}
+	return res
 }
 
 func (s *Server) getIDVersions(w http.ResponseWriter, r *http.Request) {
@@ -329,14 +345,12 @@ func (s *Server) getVersion(w http.ResponseWriter, r *http.Request) {
 	deleted := flag(r, "deleted")
 	s.mu.RLock()
 	sub, e := s.subjectLocked(subject, deleted)
-	var v ver
-	var sc *stored
+	var res schemaResponse
 	if e == nil {
-		var ok bool
-		if v, ok = sub.find(n, deleted); !ok {
+		if v, ok := sub.find(n, deleted); !ok {
 			e = versionNotFound(subject, n)
 		} else {
-			sc = s.mu.st.schemas[v.id]
+			res = s.responseLocked(r, subject, v.number, s.mu.st.schemas[v.id])
 		}
 	}
 	s.mu.RUnlock()
@@ -346,10 +360,10 @@ func (s *Server) getVersion(w http.ResponseWriter, r *http.Request) {
 	}
 	if strings.HasSuffix(r.URL.Path, "/schema") {
 		w.Header().Set("Content-Type", contentType)
-		io.WriteString(w, sc.schema)
+		io.WriteString(w, res.Schema)
 		return
 	}
-	reply(w, response(subject, v.number, sc))
+	reply(w, res)
 }
 
 func (s *Server) getReferencedBy(w http.ResponseWriter, r *http.Request) {
@@ -423,7 +437,17 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	reply(w, map[string]int{"id": id})
+	s.mu.RLock()
+	res := response(subject, version, s.mu.st.schemas[id])
+	if version == 0 { // already registered: the live version holding id
+		if v, ok := s.mu.st.subjects[subject].findID(id); ok {
+			res.Version = v.number
+		}
+	}
+	s.mu.RUnlock()
+	// The id is what clients read; newer registries (and this one) also
+	// give back the version and the schema.
+	reply(w, res)
 }
 
 // decideRegister returns the id of an identical live version (version 0:

@@ -1,6 +1,7 @@
 package schemaregistry_test
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -11,6 +12,8 @@ import (
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/sr"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/descriptorpb"
 
 	"github.com/weirproject/weir/broker"
 	"github.com/weirproject/weir/schemaregistry"
@@ -195,5 +198,69 @@ func TestReferences(t *testing.T) {
 	avroOrder := `{"type":"record","name":"Order","namespace":"shop","fields":[{"name":"total","type":"shop.Money"}]}`
 	if _, err := cl.CreateSchema(c, "avro-orders", sr.Schema{Schema: avroOrder, References: []sr.SchemaReference{{Name: "shop.Money", Subject: "avro-money", Version: 1}}}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestProtobufSerializedDescriptors: Confluent's JavaScript and Go
+// serializers register Protobuf schemas (and their references) as base64
+// FileDescriptorProtos and fetch them with ?format=serialized.
+func TestProtobufSerializedDescriptors(t *testing.T) {
+	b := startBroker(t, broker.Options{})
+	_, cl, _ := startRegistry(t, b, schemaregistry.Config{})
+	c := ctx(t)
+	money := "syntax = \"proto3\";\npackage shop;\nmessage Money { int64 units = 1; }\n"
+	if _, err := cl.CreateSchema(c, "money", sr.Schema{Schema: money, Type: sr.TypeProtobuf}); err != nil {
+		t.Fatal(err)
+	}
+	order := "syntax = \"proto3\";\npackage shop;\nimport \"shop/money.proto\";\nimport \"google/protobuf/timestamp.proto\";\n" +
+		"message Order { int64 id = 1; Money total = 2; google.protobuf.Timestamp at = 3; }\n"
+	refs := []sr.SchemaReference{{Name: "shop/money.proto", Subject: "money", Version: 1}}
+	ss, err := cl.CreateSchema(c, "orders-value", sr.Schema{Schema: order, Type: sr.TypeProtobuf, References: refs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	serial := sr.WithParams(c, sr.Format("serialized"))
+	got, err := cl.SchemaByID(serial, ss.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := base64.StdEncoding.DecodeString(got.Schema)
+	if err != nil {
+		t.Fatalf("format=serialized gave %q: %v", got.Schema, err)
+	}
+	var fdp descriptorpb.FileDescriptorProto
+	if err := proto.Unmarshal(raw, &fdp); err != nil || len(fdp.MessageType) != 1 || fdp.MessageType[0].GetName() != "Order" ||
+		!slices.Contains(fdp.Dependency, "shop/money.proto") {
+		t.Fatalf("serialized descriptor = %v, %v", &fdp, err)
+	}
+	refText, err := cl.SchemaByVersion(serial, "money", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Register both as a serializer does: the reference, then the schema,
+	// each as base64 descriptors.
+	if _, err := cl.CreateSchema(c, "money-b64", sr.Schema{Schema: refText.Schema.Schema, Type: sr.TypeProtobuf}); err != nil {
+		t.Fatalf("registering a base64 descriptor: %v", err)
+	}
+	b64, err := cl.CreateSchema(c, "orders-b64", sr.Schema{Schema: got.Schema, Type: sr.TypeProtobuf,
+		References: []sr.SchemaReference{{Name: "shop/money.proto", Subject: "money-b64", Version: 1}}})
+	if err != nil {
+		t.Fatalf("registering a base64 descriptor with a reference: %v", err)
+	}
+	again, err := cl.SchemaByID(serial, b64.ID)
+	if err != nil || again.Schema != got.Schema {
+		t.Fatalf("a base64 schema is given back as registered: %v, %v", again.Schema, err)
+	}
+	if found, err := cl.LookupSchema(c, "orders-b64", sr.Schema{Schema: got.Schema, Type: sr.TypeProtobuf,
+		References: []sr.SchemaReference{{Name: "shop/money.proto", Subject: "money-b64", Version: 1}}}); err != nil || found.ID != b64.ID {
+		t.Fatalf("lookup of a base64 schema = %+v, %v", found, err)
+	}
+	// A field number reused with another type, as a descriptor, is refused.
+	bad := proto.Clone(&fdp).(*descriptorpb.FileDescriptorProto)
+	bad.MessageType[0].Field[0].Type = descriptorpb.FieldDescriptorProto_TYPE_STRING.Enum()
+	braw, _ := proto.Marshal(bad)
+	if _, err := cl.CreateSchema(c, "orders-b64", sr.Schema{Schema: base64.StdEncoding.EncodeToString(braw), Type: sr.TypeProtobuf,
+		References: []sr.SchemaReference{{Name: "shop/money.proto", Subject: "money-b64", Version: 1}}}); code(err) != 409 {
+		t.Fatalf("an incompatible descriptor: %v; want 409", err)
 	}
 }

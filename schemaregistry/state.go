@@ -195,6 +195,16 @@ func (s *subj) find(n int, deleted bool) (ver, bool) {
 	return ver{}, false
 }
 
+// findID returns the latest live version with schema id.
+func (s *subj) findID(id int) (ver, bool) {
+	for i := len(s.versions) - 1; i >= 0; i-- {
+		if v := s.versions[i]; v.id == id && !v.deleted {
+			return v, true
+		}
+	}
+	return ver{}, false
+}
+
 // nextVersion is the number a new version gets: one past the highest,
 // soft-deleted ones included, as Confluent does.
 func (s *subj) nextVersion() int {
