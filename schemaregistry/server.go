@@ -273,8 +273,8 @@ func (s *Server) write(ctx context.Context, recs ...[2][]byte) *Error {
 // until Close.
 func (s *Server) Handler() http.Handler { return s.handler }
 
-// Close stops the reader goroutine and the Kafka client. Requests served
-// after Close fail with 50001/50002.
+// Close stops the reader goroutine and the Kafka client. After Close the
+// Handler still answers reads from the last state; writes fail with 50001.
 func (s *Server) Close() error {
 	s.cancel()
 	s.cl.Close()

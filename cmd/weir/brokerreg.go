@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"time"
@@ -61,7 +62,8 @@ func (r *brokerRegistry) listen(o broker.Options) (net.Listener, error) {
 // HTTP clients authenticate with the SASL users' names and passwords
 // (basic auth) when the broker requires SASL.
 func (r *brokerRegistry) serve(ctx context.Context, errOut io.Writer, l net.Listener, b *broker.Broker, o broker.Options, sec *brokerSecurity) (url string, stop func(), err error) {
-	cfg := schemaregistry.Config{Brokers: b.Addrs(), Security: sec.clientSecurity(o)}
+	cfg := schemaregistry.Config{Brokers: b.Addrs(), Security: sec.clientSecurity(o),
+		Logger: slog.New(slog.NewTextHandler(errOut, &slog.HandlerOptions{Level: slog.LevelWarn}))}
 	if len(o.Users) > 0 {
 		cfg.Users = map[string]string{}
 		for _, u := range o.Users {
