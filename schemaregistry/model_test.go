@@ -1,6 +1,7 @@
 package schemaregistry_test
 
 import (
+	"flag"
 	"fmt"
 	"net/http/httptest"
 	"slices"
@@ -66,6 +67,16 @@ func modelSchema(n int) string {
 // restarts the registry on the same topic and checks that every subject
 // reads back the same (I1). Replay a failure with the -rapid.seed printed.
 func TestIDsAndVersionsMatchModel(t *testing.T) {
+	if raceOn {
+		// Two registry starts per check: 100 checks take ~40s under the
+		// race detector. An explicit -rapid.checks still wins.
+		set := false
+		flag.Visit(func(f *flag.Flag) { set = set || f.Name == "rapid.checks" })
+		if !set {
+			flag.Set("rapid.checks", "15")
+			defer flag.Set("rapid.checks", "100")
+		}
+	}
 	b := startBroker(t, broker.Options{})
 	run := 0
 	rapid.Check(t, func(rt *rapid.T) {
