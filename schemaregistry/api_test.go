@@ -80,6 +80,7 @@ func TestBadRequestsGetConfluentErrorCodes(t *testing.T) {
 		{"POST", "/compatibility/subjects/a/versions/7", v1, `{"schema":"\"int\""}`, 404, 40402},
 		{"POST", "/compatibility/subjects/nope/versions/1", v1, `{"schema":"\"int\""}`, 404, 40401},
 		{"GET", "/no/such/path", "", "", 404, 404},
+		{"PUT", "/mode", v1, `{"mode":"IMPORT"}`, 422, 42204},
 	} {
 		status, code, body := call(t, c.method, url+c.path, c.ctype, c.body)
 		if status != c.status || code != c.code {

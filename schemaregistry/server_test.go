@@ -191,6 +191,10 @@ func TestRoundTripWithFranzGoClient(t *testing.T) {
 	if _, err := cl.SchemaByID(c, 1); err != nil {
 		t.Fatalf("id 1 is still used by orders-value: %v", err)
 	}
+	// A subject name with a slash, escaped in the path.
+	if ss, err := cl.CreateSchema(c, "team/orders-value", sr.Schema{Schema: ordersV1}); err != nil || ss.ID != 1 || ss.Subject != "team/orders-value" {
+		t.Fatalf("a subject with a slash = %+v, %v", ss, err)
+	}
 	// A new schema after deletes still gets a new id (never 3 again).
 	next, err := cl.CreateSchema(c, "payments-value", sr.Schema{Schema: `"string"`})
 	if err != nil || next.ID != 4 {
