@@ -64,7 +64,7 @@ func (s *Server) guard(next http.Handler) http.Handler {
 		if len(s.cfg.Users) > 0 {
 			u, p, ok := r.BasicAuth()
 			want, known := s.cfg.Users[u]
-			if !ok || !known || subtle.ConstantTimeCompare([]byte(p), []byte(want)) != 1 {
+			if !ok || !known || subtle.ConstantTimeCompare([]byte(p), []byte(string(want))) != 1 {
 				w.Header().Set("WWW-Authenticate", `Basic realm="weir schema registry"`)
 				fail(w, apiErr(CodeUnauthorized, "Unauthorized"))
 				return

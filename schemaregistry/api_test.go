@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/types/descriptorpb"
 
 	"github.com/weirproject/weir/broker"
+	"github.com/weirproject/weir/kafkasec"
 	"github.com/weirproject/weir/schemaregistry"
 )
 
@@ -96,7 +97,7 @@ func TestBadRequestsGetConfluentErrorCodes(t *testing.T) {
 
 func TestBasicAuth(t *testing.T) {
 	b := startBroker(t, broker.Options{})
-	_, cl, url := startRegistry(t, b, schemaregistry.Config{Users: map[string]string{"alice": "pw"}})
+	_, cl, url := startRegistry(t, b, schemaregistry.Config{Users: map[string]kafkasec.Secret{"alice": "pw"}})
 	if _, err := cl.Subjects(ctx(t)); code(err) != 401 {
 		t.Fatalf("without credentials: %v; want 401", err)
 	}

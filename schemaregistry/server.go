@@ -33,9 +33,9 @@ type Config struct {
 	// missing). Empty means "_schemas".
 	Topic string
 	// Users, when not empty, requires HTTP basic authentication with one
-	// of these user -> password pairs on every request. Empty means no
-	// authentication.
-	Users map[string]string
+	// of these user -> password pairs on every request (passwords print
+	// as [redacted]). Empty means no authentication.
+	Users map[string]kafkasec.Secret
 	// Logger receives records of the topic that cannot be read and fetch
 	// errors. nil means none.
 	Logger *slog.Logger

@@ -65,10 +65,10 @@ func (r *brokerRegistry) serve(ctx context.Context, errOut io.Writer, l net.List
 	cfg := schemaregistry.Config{Brokers: b.Addrs(), Security: sec.clientSecurity(o),
 		Logger: slog.New(slog.NewTextHandler(errOut, &slog.HandlerOptions{Level: slog.LevelWarn}))}
 	if len(o.Users) > 0 {
-		cfg.Users = map[string]string{}
+		cfg.Users = map[string]kafkasec.Secret{}
 		for _, u := range o.Users {
 			if _, ok := cfg.Users[u.Name]; !ok {
-				cfg.Users[u.Name] = u.Password
+				cfg.Users[u.Name] = kafkasec.Secret(u.Password)
 			}
 		}
 	}

@@ -135,3 +135,30 @@ func TestBrokerSchemaRegistryPortInUse(t *testing.T) {
 		t.Fatalf("exit %d, stderr %q; want a failure naming --schema-registry", code, stderr)
 	}
 }
+
+// TestBrokerSchemaRegistryOff: --schema-registry off starts the broker
+// alone: no registry line.
+func TestBrokerSchemaRegistryOff(t *testing.T) {
+	cmd := weirCmd(t, "broker", "--addr", "127.0.0.1:0", "--schema-registry", "off")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	w := watchLines(out, "broker listening on ")
+	select {
+	case <-w.seen("broker listening on "):
+	case <-time.After(time.Minute):
+		cmd.Process.Kill()
+		t.Fatalf("no start line:\n%s", w.text())
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("weir broker: %v", err)
+	}
+	if text := w.text(); strings.Contains(text, "schema registry") {
+		t.Fatalf("--schema-registry off printed %q", text)
+	}
+}
