@@ -88,6 +88,11 @@ func TestBadRequestsGetConfluentErrorCodes(t *testing.T) {
 			t.Errorf("%s %s %s: status %d code %d (%s); want %d %d", c.method, c.path, c.body, status, code, body, c.status, c.code)
 		}
 	}
+	// "references": [] is no references: the same schema, the same id.
+	body, _ := json.Marshal(map[string]any{"schema": ordersV1, "references": []any{}})
+	if status, _, got := call(t, "POST", url+"/subjects/a/versions", v1, string(body)); status != 200 || !strings.Contains(got, `"id":1`) {
+		t.Errorf("registering with empty references: %d %s; want id 1", status, got)
+	}
 	// A new subject's compatibility check against latest: nothing to be
 	// incompatible with.
 	if status, _, body := call(t, "POST", url+"/compatibility/subjects/new/versions/latest", v1, `{"schema":"\"int\""}`); status != 200 || !strings.Contains(body, `"is_compatible":true`) {

@@ -45,6 +45,9 @@ func newState() *state {
 // identity is what makes two registrations the same schema (I2): type,
 // canonical text and references.
 func identity(schemaType, schema string, refs []Reference) string {
+	if len(refs) == 0 {
+		refs = nil // "references": [] and none are the same
+	}
 	r, _ := json.Marshal(refs)
 	return schemaType + "\x00" + schema + "\x00" + string(r)
 }
