@@ -19,8 +19,12 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 		fail(w, e)
 		return
 	}
-	s.writeMu.Lock()
-	defer s.writeMu.Unlock()
+	unlock, werr := s.lockWrites()
+	if werr != nil {
+		fail(w, werr)
+		return
+	}
+	defer unlock()
 	id, version, e := s.decideRegister(subject, req)
 	if e != nil {
 		fail(w, e)
@@ -31,7 +35,7 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 		if req.SchemaType != typeAvro {
 			val.SchemaType = req.SchemaType
 		}
-		if e := s.write(r.Context(), [2][]byte{schemaKeyBytes(subject, version), mustJSON(val)}); e != nil {
+		if e := s.write([2][]byte{schemaKeyBytes(subject, version), mustJSON(val)}); e != nil {
 			fail(w, e)
 			return
 		}
@@ -104,8 +108,12 @@ func (s *Server) deleteVersion(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	permanent := flag(r, "permanent")
-	s.writeMu.Lock()
-	defer s.writeMu.Unlock()
+	unlock, werr := s.lockWrites()
+	if werr != nil {
+		fail(w, werr)
+		return
+	}
+	defer unlock()
 	s.mu.RLock()
 	sub, e := s.subjectLocked(subject, permanent)
 	var v ver
@@ -132,7 +140,7 @@ func (s *Server) deleteVersion(w http.ResponseWriter, r *http.Request) {
 	if !permanent {
 		rec[1] = mustJSON(schemaValue{Subject: subject, Version: v.number, ID: v.id, SchemaType: typeOrEmpty(sc.schemaType), References: sc.refs, Schema: sc.schema, Deleted: true})
 	}
-	if e := s.write(r.Context(), rec); e != nil {
+	if e := s.write(rec); e != nil {
 		fail(w, e)
 		return
 	}
@@ -142,8 +150,12 @@ func (s *Server) deleteVersion(w http.ResponseWriter, r *http.Request) {
 func (s *Server) deleteSubject(w http.ResponseWriter, r *http.Request) {
 	subject := r.PathValue("subject")
 	permanent := flag(r, "permanent")
-	s.writeMu.Lock()
-	defer s.writeMu.Unlock()
+	unlock, werr := s.lockWrites()
+	if werr != nil {
+		fail(w, werr)
+		return
+	}
+	defer unlock()
 	s.mu.RLock()
 	sub := s.mu.st.subjects[subject]
 	var e *Error
@@ -177,7 +189,7 @@ func (s *Server) deleteSubject(w http.ResponseWriter, r *http.Request) {
 		fail(w, e)
 		return
 	}
-	if e := s.write(r.Context(), recs...); e != nil {
+	if e := s.write(recs...); e != nil {
 		fail(w, e)
 		return
 	}
@@ -208,9 +220,13 @@ func (s *Server) putConfig(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	s.writeMu.Lock()
-	defer s.writeMu.Unlock()
-	if e := s.write(r.Context(), [2][]byte{configKeyBytes(subject), mustJSON(configValue{CompatibilityLevel: level})}); e != nil {
+	unlock, werr := s.lockWrites()
+	if werr != nil {
+		fail(w, werr)
+		return
+	}
+	defer unlock()
+	if e := s.write([2][]byte{configKeyBytes(subject), mustJSON(configValue{CompatibilityLevel: level})}); e != nil {
 		fail(w, e)
 		return
 	}
@@ -219,8 +235,12 @@ func (s *Server) putConfig(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) deleteConfig(w http.ResponseWriter, r *http.Request) {
 	subject := r.PathValue("subject")
-	s.writeMu.Lock()
-	defer s.writeMu.Unlock()
+	unlock, werr := s.lockWrites()
+	if werr != nil {
+		fail(w, werr)
+		return
+	}
+	defer unlock()
 	s.mu.RLock()
 	old := s.mu.st.level
 	if subject != "" {
@@ -237,7 +257,7 @@ func (s *Server) deleteConfig(w http.ResponseWriter, r *http.Request) {
 	if old == "" {
 		old = LevelBackward
 	}
-	if e := s.write(r.Context(), [2][]byte{configKeyBytes(subject), nil}); e != nil {
+	if e := s.write([2][]byte{configKeyBytes(subject), nil}); e != nil {
 		fail(w, e)
 		return
 	}

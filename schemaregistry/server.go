@@ -77,6 +77,8 @@ func (c *Config) validate() error {
 // (writeMu):
 //
 //	lock writeMu
+//	if the last write failed: produce a NOOP and wait until it is applied
+//	    (a record of the failed write that reached the topic is then in the state)
 //	decide from the state (read under mu): the id, the version, the error
 //	produce the record, acknowledged by all in-sync replicas
 //	wait until the reader goroutine has applied the record's offset
@@ -95,6 +97,11 @@ type Server struct {
 	handler http.Handler
 
 	writeMu sync.Mutex // held across decide-produce-apply of one write
+	// unsure is set (under writeMu) when a write failed after producing
+	// may have begun: its record may still reach the topic. The next write
+	// first produces a NOOP and waits for it, so that it decides on a
+	// state holding that record if it was written (I4).
+	unsure bool
 
 	mu struct {
 		sync.RWMutex
@@ -247,25 +254,45 @@ func (s *Server) waitApplied(ctx context.Context, off int64) error {
 	}
 }
 
+// lockWrites takes writeMu for one write and, after a failed one, first
+// catches the state up with the topic (see unsure). It returns the unlock.
+func (s *Server) lockWrites() (func(), *Error) {
+	s.writeMu.Lock()
+	if s.unsure {
+		if e := s.write(); e != nil {
+			s.writeMu.Unlock()
+			return nil, e
+		}
+	}
+	return s.writeMu.Unlock, nil
+}
+
+var noop = [2][]byte{[]byte(`{"keytype":"NOOP","magic":0}`), nil}
+
 // write is one write through the topic (see Server): it produces the
-// records and returns once all are applied. The caller holds writeMu.
-func (s *Server) write(ctx context.Context, recs ...[2][]byte) *Error {
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.WriteTimeout)
+// records and returns once all are applied (none: a NOOP, to catch up).
+// It is bounded by WriteTimeout, not by the request: a client going away
+// does not cut a write in the middle. The caller holds writeMu.
+func (s *Server) write(recs ...[2][]byte) *Error {
+	if len(recs) == 0 {
+		recs = [][2][]byte{noop}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.WriteTimeout)
 	defer cancel()
 	var last int64 = -1
 	for _, kv := range recs {
 		off, err := s.produce(ctx, kv[0], kv[1])
 		if err != nil {
+			s.unsure = true
 			return apiErr(CodeStoreError, "Error while writing to the schemas topic: %v", s.cfg.Security.Explain(err))
 		}
 		last = off
 	}
-	if last < 0 {
-		return nil
-	}
 	if err := s.waitApplied(ctx, last); err != nil {
+		s.unsure = true
 		return apiErr(CodeOperationTimeout, "Write to the schemas topic not read back: %v", err)
 	}
+	s.unsure = false
 	return nil
 }
 
