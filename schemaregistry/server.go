@@ -139,6 +139,10 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.ProducerLinger(0),
+		// A record not written within WriteTimeout fails, in flight or
+		// not (the produce context alone does not fail records in flight
+		// to a broker that is down).
+		kgo.RecordDeliveryTimeout(cfg.WriteTimeout),
 		kgo.FetchMaxWait(time.Second),
 	)
 	cl, err := kgo.NewClient(opts...)
@@ -226,13 +230,24 @@ func (s *Server) read(ctx context.Context) {
 	}
 }
 
-// produce writes one record and returns its offset once acknowledged.
+// produce writes one record and returns its offset once acknowledged, or
+// ctx's error when ctx ends first. franz-go keeps trying to deliver a
+// record already sent to a broker that went down whatever the context (up
+// to RecordDeliveryTimeout), so produce stops waiting instead: the record
+// may still be written, which the NOOP of the next write catches (unsure).
 func (s *Server) produce(ctx context.Context, key, value []byte) (int64, error) {
 	r := &kgo.Record{Topic: s.cfg.Topic, Partition: 0, Key: key, Value: value}
-	if err := s.cl.ProduceSync(ctx, r).FirstErr(); err != nil {
-		return 0, err
+	done := make(chan error, 1)
+	s.cl.Produce(context.WithoutCancel(ctx), r, func(_ *kgo.Record, err error) { done <- err })
+	select {
+	case err := <-done:
+		if err != nil {
+			return 0, err
+		}
+		return r.Offset, nil
+	case <-ctx.Done():
+		return 0, ctx.Err()
 	}
-	return r.Offset, nil
 }
 
 // waitApplied waits until the record at off has been applied.

@@ -3,9 +3,11 @@ package schemaregistry_test
 import (
 	"context"
 	"encoding/json"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -170,4 +172,70 @@ func TestRefusesATopicOfSeveralPartitions(t *testing.T) {
 	if _, err := schemaregistry.Start(ctx(t), schemaregistry.Config{}); err == nil || !strings.Contains(err.Error(), "Config.Brokers is empty") {
 		t.Fatalf("Start without brokers: %v", err)
 	}
+}
+
+// TestWritesRecoverAfterTheBrokerRestarts: a registration while the broker
+// is down fails with a store error; once the broker is back (same data,
+// same address) the next registration catches up and gets an id no other
+// schema has.
+func TestWritesRecoverAfterTheBrokerRestarts(t *testing.T) {
+	dir := t.TempDir()
+	b, err := broker.Start(broker.Options{DataDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := b.Addr()
+	s, err := schemaregistry.Start(ctx(t), schemaregistry.Config{Brokers: b.Addrs(), WriteTimeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := httptest.NewServer(s.Handler())
+	defer func() { h.Close(); s.Close() }()
+	cl, _ := sr.NewClient(sr.URLs(h.URL))
+	c := ctx(t)
+	if _, err := cl.CreateSchema(c, "a", sr.Schema{Schema: `"int"`}); err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	if _, err := cl.RegisterSchema(c, "b", sr.Schema{Schema: `"long"`}, -1, -1); code(err) != 50001 && code(err) != 50002 {
+		t.Fatalf("registering with the broker down: %v; want 50001 or 50002", err)
+	}
+	b2, err := broker.Start(broker.Options{DataDir: dir, Addr: addr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b2.Close()
+	// The registry's client reconnects in its own time: retry while the
+	// answer is a store error (a client would), until the test's context.
+	var id int
+	for {
+		id, err = cl.RegisterSchema(c, "c", sr.Schema{Schema: `"string"`}, -1, -1)
+		if err == nil || (code(err) != 50001 && code(err) != 50002) || c.Err() != nil {
+			break
+		}
+	}
+	if err != nil {
+		t.Fatalf("registering once the broker is back: %v", err)
+	}
+	// "long" may or may not have reached the topic; either way no two
+	// schemas share an id.
+	seen := map[int]string{}
+	for _, ss := range mustAll(t, cl) {
+		if other, ok := seen[ss.ID]; ok && other != ss.Schema.Schema {
+			t.Fatalf("id %d is both %s and %s", ss.ID, other, ss.Schema.Schema)
+		}
+		seen[ss.ID] = ss.Schema.Schema
+	}
+	if seen[id] != `"string"` {
+		t.Fatalf("id %d = %q; want the last registration", id, seen[id])
+	}
+}
+
+func mustAll(t *testing.T, cl *sr.Client) []sr.SubjectSchema {
+	t.Helper()
+	all, err := cl.AllSchemas(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return all
 }
