@@ -1,0 +1,5 @@
+//go:build !race
+
+package schemaregistry_test
+
+const raceOn = false
