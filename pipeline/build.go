@@ -722,6 +722,8 @@ func (b *builder) sink(output string, s *SinkSpec, in weir.Stream[Record]) error
 	case s.File != nil:
 		info.Describe = s.File.Path + " (at least once)"
 		weir.ToSink(in, name, jsonl.Sink[Record](s.File.Path))
+	case s.Postgres != nil:
+		info.Describe = b.postgresSink(s.Postgres, name, in)
 	case s.Kafka != nil:
 		k := s.Kafka
 		var keyFn func(Record) []byte

@@ -708,6 +708,8 @@ func describeSink(s *SinkSpec) string {
 		return "files in " + s.File.Dir
 	case s.File != nil:
 		return s.File.Path
+	case s.Postgres != nil:
+		return describePostgres(s.Postgres)
 	}
 	return "?"
 }

@@ -864,6 +864,7 @@ func (d *dec) sink(k, n ast.Node, what string) *SinkSpec {
 				d.errf(k, "%s.file: want exactly one of dir (exactly once: files published at checkpoints) or path (one file, at least once)", what)
 			}
 		}},
+		field{"postgres", false, func(k, v ast.Node) { kinds++; s.Postgres = d.postgresSink(k, v, what) }},
 		field{"kafka", false, func(k, v ast.Node) {
 			kinds++
 			ks := &KafkaSinkSpec{Delivery: "at-least-once"}
@@ -890,7 +891,7 @@ func (d *dec) sink(k, n ast.Node, what string) *SinkSpec {
 		}},
 	)
 	if ok && kinds != 1 {
-		d.errf(k, "%s: want exactly one of stdout, file, kafka (got %d)", what, kinds)
+		d.errf(k, "%s: want exactly one of stdout, file, kafka, postgres (got %d)", what, kinds)
 	}
 	return s
 }

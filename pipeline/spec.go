@@ -287,6 +287,8 @@ type SinkSpec struct {
 	Kafka  *KafkaSinkSpec
 	File   *FileSinkSpec
 	Stdout bool
+	// Postgres writes to a PostgreSQL table (pipeline/postgres.go).
+	Postgres *PostgresSinkSpec
 }
 
 // KafkaSinkSpec writes records as JSON to a topic.

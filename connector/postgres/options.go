@@ -70,9 +70,10 @@ type Options[T any] struct {
 	// and Delete may delete them.
 	Key []string
 	// Delete reports whether a record deletes the row of its key (the
-	// key columns of Row's values; the others are ignored). Needs Key.
-	// nil: no record deletes.
-	Delete func(T) bool
+	// key columns of Row's values; the others are ignored), such as
+	// func(c Change) (bool, error) { return c.Op == "delete", nil }.
+	// Needs Key. nil: no record deletes. An error fails the job.
+	Delete func(T) (bool, error)
 	// Delivery is ExactlyOnce when empty.
 	Delivery Delivery
 	// Mode is the exactly-once mode, ProgressTable when empty. Ignored

@@ -228,8 +228,14 @@ func (s *sink[T]) Write(txn *Txn, r weir.Record[T]) error {
 		return fmt.Errorf("postgres: Row: %w", err)
 	}
 	op := byte(opWrite)
-	if s.o.Delete != nil && s.o.Delete(r.Value) {
-		op = opDelete
+	if s.o.Delete != nil {
+		del, err := s.o.Delete(r.Value)
+		if err != nil {
+			return fmt.Errorf("postgres: Delete: %w", err)
+		}
+		if del {
+			op = opDelete
+		}
 	}
 	if s.exactlyOnce() && !s.twoPhase() {
 		b := rowBuf{data: txn.Data, ops: txn.Ops}

@@ -30,7 +30,7 @@ func changeOptions(url, table string) postgres.Options[change] {
 		Columns: []string{"id", "name"},
 		Row:     func(c change) ([]any, error) { return []any{c.ID, c.Name}, nil },
 		Key:     []string{"id"},
-		Delete:  func(c change) bool { return c.Del },
+		Delete:  func(c change) (bool, error) { return c.Del, nil },
 		Batch:   3,
 	}
 }
