@@ -38,7 +38,7 @@ func benchData() []benchRow {
 // figure; BENCHMARKS.md has the ratios. Each iteration empties the table
 // first (in both).
 //
-//	go test -run '^$' -bench BenchmarkSink -benchtime 20x ./connector/postgres/
+//	go test -run '^$' -bench BenchmarkSink -benchtime 10x ./connector/postgres/
 func BenchmarkSink(b *testing.B) {
 	s := server(b)
 	ctx := context.Background()
@@ -92,7 +92,7 @@ func BenchmarkSink(b *testing.B) {
 	// viaSink opens the sink once (as a job's subtask does) and writes
 	// one checkpoint interval per iteration: Begin, the rows, PreCommit
 	// (the barrier), Commit (the checkpoint completed).
-	viaSink := func(b *testing.B, key bool, delivery postgres.Delivery, mode postgres.Mode) {
+	viaSink := func(b *testing.B, key bool, delivery postgres.Delivery, mode postgres.Mode, batch int) {
 		var sk weir.TwoPhaseCommitter[benchRow, *postgres.Txn]
 		var table string
 		defer func() {
@@ -102,7 +102,7 @@ func BenchmarkSink(b *testing.B) {
 		}()
 		run(b, key, func(tbl string) error {
 			if sk == nil || tbl != table {
-				o := postgres.Options[benchRow]{URL: s.ConnString, Table: tbl, Columns: cols, Row: row, Delivery: delivery, Mode: mode}
+				o := postgres.Options[benchRow]{URL: s.ConnString, Table: tbl, Columns: cols, Row: row, Delivery: delivery, Mode: mode, Batch: batch}
 				if key {
 					o.Key = []string{"id"}
 				}
@@ -136,8 +136,13 @@ func BenchmarkSink(b *testing.B) {
 			kind, hand = "upsert", handUpsert
 		}
 		b.Run(kind+"/pgx-by-hand", func(b *testing.B) { run(b, key, hand) })
-		b.Run(kind+"/exactly-once-progress-table", func(b *testing.B) { viaSink(b, key, postgres.ExactlyOnce, postgres.ProgressTable) })
-		b.Run(kind+"/exactly-once-two-phase", func(b *testing.B) { viaSink(b, key, postgres.ExactlyOnce, postgres.TwoPhase) })
-		b.Run(kind+"/at-least-once", func(b *testing.B) { viaSink(b, key, postgres.AtLeastOnce, "") })
+		b.Run(kind+"/exactly-once-progress-table", func(b *testing.B) { viaSink(b, key, postgres.ExactlyOnce, postgres.ProgressTable, 0) })
+		b.Run(kind+"/exactly-once-two-phase", func(b *testing.B) { viaSink(b, key, postgres.ExactlyOnce, postgres.TwoPhase, 0) })
+		b.Run(kind+"/at-least-once", func(b *testing.B) { viaSink(b, key, postgres.AtLeastOnce, "", 0) })
+		if !key {
+			// One COPY per interval, as by hand (Batch 10,000 rows).
+			b.Run(kind+"/exactly-once-two-phase-batch10k", func(b *testing.B) { viaSink(b, key, postgres.ExactlyOnce, postgres.TwoPhase, benchRows) })
+			b.Run(kind+"/at-least-once-batch10k", func(b *testing.B) { viaSink(b, key, postgres.AtLeastOnce, "", benchRows) })
+		}
 	}
 }

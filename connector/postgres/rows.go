@@ -215,21 +215,35 @@ func splitRow(line []byte, n int) [][]byte {
 	return out
 }
 
+// Names of the sink's prepared statements, one pair per connection (a
+// sink's pool serves one table).
+const (
+	stmtUpsert = "weir_sink_upsert"
+	stmtDelete = "weir_sink_delete"
+)
+
 // write sends the rows of b on conn, inside the transaction the caller
 // has begun: all by one COPY when every row is an insert, else as one
-// pipelined batch of statements per batchRows rows, in order (so a key
-// written then deleted in one batch ends deleted). Parameters are sent
-// as text with no type, so the server reads them as the column's type,
-// exactly as COPY does.
-func (t *table) write(ctx context.Context, conn *pgconn.PgConn, b *rowBuf, batchRows int) error {
+// pipelined batch of prepared statements per batchRows rows, in order (so
+// a key written then deleted in one batch ends deleted). Parameters are
+// sent as text and the server reads them as the column's type, exactly
+// as COPY does.
+func (t *table) write(ctx context.Context, conn *pgx.Conn, b *rowBuf, batchRows int) error {
 	if b.rows() == 0 {
 		return nil
 	}
 	if len(t.keyIdx) == 0 {
-		if _, err := conn.CopyFrom(ctx, bytes.NewReader(b.data), t.copySQL); err != nil {
+		if _, err := conn.PgConn().CopyFrom(ctx, bytes.NewReader(b.data), t.copySQL); err != nil {
 			return fmt.Errorf("postgres: copy into %s: %w", t.ident, err)
 		}
 		return nil
+	}
+	// pgx.Conn.Prepare is idempotent per connection: it prepares once.
+	if _, err := conn.Prepare(ctx, stmtUpsert, t.upsert); err != nil {
+		return fmt.Errorf("postgres: prepare the upsert into %s: %w", t.ident, err)
+	}
+	if _, err := conn.Prepare(ctx, stmtDelete, t.delete); err != nil {
+		return fmt.Errorf("postgres: prepare the delete from %s: %w", t.ident, err)
 	}
 	data := b.data
 	batch := &pgconn.Batch{}
@@ -238,25 +252,25 @@ func (t *table) write(ctx context.Context, conn *pgconn.PgConn, b *rowBuf, batch
 		if n == 0 {
 			return nil
 		}
-		_, err := conn.ExecBatch(ctx, batch).ReadAll()
+		_, err := conn.PgConn().ExecBatch(ctx, batch).ReadAll()
 		batch, n = &pgconn.Batch{}, 0
 		if err != nil {
 			return fmt.Errorf("postgres: write to %s: %w", t.ident, err)
 		}
 		return nil
 	}
+	keys := make([][]byte, len(t.keyIdx))
 	for _, op := range b.ops {
 		end := bytes.IndexByte(data, '\n')
 		vals := splitRow(data[:end], len(t.cols))
 		data = data[end+1:]
 		if op == opDelete {
-			keys := make([][]byte, len(t.keyIdx))
 			for j, i := range t.keyIdx {
 				keys[j] = vals[i]
 			}
-			batch.ExecParams(t.delete, keys, nil, nil, nil)
+			batch.ExecPrepared(stmtDelete, keys, nil, nil)
 		} else {
-			batch.ExecParams(t.upsert, vals, nil, nil, nil)
+			batch.ExecPrepared(stmtUpsert, vals, nil, nil)
 		}
 		if n++; n >= batchRows {
 			if err := flush(); err != nil {

@@ -141,6 +141,29 @@ type sink[T any] struct {
 	// none is open.
 	sent []rowBuf
 	conn *pgxpool.Conn
+	// free holds emptied buffers for reuse (their memory, not rows).
+	free []rowBuf
+}
+
+// spare returns an empty buffer, reusing a freed one's memory.
+func (s *sink[T]) spare() rowBuf {
+	if n := len(s.free); n > 0 {
+		b := s.free[n-1]
+		s.free = s.free[:n-1]
+		b.reset()
+		return b
+	}
+	return rowBuf{}
+}
+
+// recycle keeps the memory of buffers whose rows are done with (at most
+// a few, so a burst does not pin its memory).
+func (s *sink[T]) recycle(bs ...rowBuf) {
+	for _, b := range bs {
+		if len(s.free) < 4 && cap(b.data) > 0 {
+			s.free = append(s.free, b)
+		}
+	}
 }
 
 func (s *sink[T]) exactlyOnce() bool { return s.o.Delivery == ExactlyOnce }
@@ -218,7 +241,12 @@ func (s *sink[T]) openProgress(ctx context.Context, conn *pgx.Conn) error {
 // Begin implements weir.TwoPhaseCommitter.
 func (s *sink[T]) Begin() (*Txn, error) {
 	s.seq++
-	return &Txn{ID: s.id, Subtask: s.subtask, Seq: s.seq, Run: s.run}, nil
+	txn := &Txn{ID: s.id, Subtask: s.subtask, Seq: s.seq, Run: s.run}
+	if s.exactlyOnce() && !s.twoPhase() {
+		b := s.spare()
+		txn.Data, txn.Ops = b.data, b.ops
+	}
+	return txn, nil
 }
 
 // Write implements weir.TwoPhaseCommitter.
@@ -266,7 +294,7 @@ func (s *sink[T]) commitBuf() error {
 	}
 	err := s.retry("write", func(ctx context.Context, _ int) error {
 		return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-			return s.tbl.write(ctx, tx.Conn().PgConn(), &s.buf, s.o.Batch)
+			return s.tbl.write(ctx, tx.Conn(), &s.buf, s.o.Batch)
 		})
 	})
 	s.buf.reset()
@@ -281,11 +309,11 @@ func (s *sink[T]) send(txn *Txn) error {
 		return nil
 	}
 	chunk := s.buf
-	s.buf = rowBuf{}
+	s.buf = s.spare()
 	s.sent = append(s.sent, chunk)
 	return s.retry("write", func(ctx context.Context, _ int) error {
 		if s.conn != nil {
-			if err := s.tbl.write(ctx, s.conn.Conn().PgConn(), &chunk, s.o.Batch); err != nil {
+			if err := s.tbl.write(ctx, s.conn.Conn(), &chunk, s.o.Batch); err != nil {
 				s.dropConn()
 				return err
 			}
@@ -308,7 +336,7 @@ func (s *sink[T]) beginSent(ctx context.Context) error {
 		return err
 	}
 	for i := range s.sent {
-		if err := s.tbl.write(ctx, conn.Conn().PgConn(), &s.sent[i], s.o.Batch); err != nil {
+		if err := s.tbl.write(ctx, conn.Conn(), &s.sent[i], s.o.Batch); err != nil {
 			s.dropConn()
 			return err
 		}
@@ -376,6 +404,7 @@ func (s *sink[T]) PreCommit(txn *Txn) error {
 		return nil
 	})
 	if err == nil {
+		s.recycle(s.sent...)
 		s.sent = nil
 	}
 	return err
@@ -410,10 +439,13 @@ func (s *sink[T]) Commit(txn *Txn) error {
 			if tag.RowsAffected() == 0 {
 				return nil // committed before: its rows are there (P3)
 			}
-			return s.tbl.write(ctx, tx.Conn().PgConn(), &b, s.o.Batch)
+			return s.tbl.write(ctx, tx.Conn(), &b, s.o.Batch)
 		})
 	})
 	if err == nil {
+		// The checkpoint will not store txn again (it is no longer
+		// pending), so its memory can hold the next transaction's rows.
+		s.recycle(b)
 		txn.Data, txn.Ops = nil, nil
 	}
 	return err
