@@ -144,3 +144,48 @@ sink:
 		t.Fatalf("table:\n%v\nwant:\n%v", got, wantRows)
 	}
 }
+
+// TestPostgresSinkExample runs examples/pipelines/postgres-sink.yaml
+// against a throwaway server, twice: upserts leave the same table.
+func TestPostgresSinkExample(t *testing.T) {
+	s, err := pgtest.Start(pgtest.Options{})
+	if errors.Is(err, pgtest.ErrNotInstalled) {
+		t.Skipf("PostgreSQL is not installed: %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, s.ConnString)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "CREATE TABLE orders (id text PRIMARY KEY, customer text NOT NULL, amount numeric, time_ms bigint)"); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("WEIR_PG_URL", s.ConnString)
+	in, err := os.ReadFile(filepath.Join("../examples/pipelines", "orders.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := strings.Count(string(in), `"id": "o-`) // its one bad line is a dead letter
+	for run := range 2 {
+		spec, err := pipeline.ParseFile("../examples/pipelines/postgres-sink.yaml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		spec.Job.CheckpointDir = filepath.Join(t.TempDir(), "chk")
+		if _, err := pipeline.Run(ctx, spec, pipeline.Options{}, io.Discard); err != nil {
+			t.Fatalf("run %d: %v", run, err)
+		}
+		var n int
+		if err := conn.QueryRow(ctx, "SELECT count(*) FROM orders WHERE amount IS NOT NULL AND time_ms > 0").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n != want {
+			t.Fatalf("run %d: %d rows, want %d (one per order id)", run, n, want)
+		}
+	}
+}

@@ -80,7 +80,9 @@ type Options[T any] struct {
 	// at least once.
 	Mode Mode
 	// Batch is how many rows are sent together (one COPY, or one
-	// pipelined batch of statements); 0 means 1000.
+	// pipelined batch of statements); at least once it is also how many
+	// rows a transaction commits. 0 means 10,000 for inserts (COPY, whose
+	// cost is mostly per COPY) and 1,000 with Key.
 	Batch int
 	// ID names the sink in the server: in the progress table and in the
 	// names of prepared transactions. Two jobs (or two sinks of one job)
@@ -121,6 +123,9 @@ func (o *Options[T]) withDefaults() Options[T] {
 	}
 	if c.Batch <= 0 {
 		c.Batch = 1000
+		if len(c.Key) == 0 {
+			c.Batch = 10_000
+		}
 	}
 	if c.ProgressTable == "" {
 		c.ProgressTable = "weir_sink_progress"
