@@ -38,7 +38,7 @@ func benchData() []benchRow {
 // figure; BENCHMARKS.md has the ratios. Each iteration empties the table
 // first (in both).
 //
-//	go test -run '^$' -bench BenchmarkSink -benchtime 10x ./connector/postgres/
+//	go test -run '^$' -bench BenchmarkSink -benchtime 5x ./connector/postgres/
 func BenchmarkSink(b *testing.B) {
 	s := server(b)
 	ctx := context.Background()
@@ -139,10 +139,6 @@ func BenchmarkSink(b *testing.B) {
 		b.Run(kind+"/exactly-once-progress-table", func(b *testing.B) { viaSink(b, key, postgres.ExactlyOnce, postgres.ProgressTable, 0) })
 		b.Run(kind+"/exactly-once-two-phase", func(b *testing.B) { viaSink(b, key, postgres.ExactlyOnce, postgres.TwoPhase, 0) })
 		b.Run(kind+"/at-least-once", func(b *testing.B) { viaSink(b, key, postgres.AtLeastOnce, "", 0) })
-		if !key {
-			// One COPY per interval, as by hand (Batch 10,000 rows).
-			b.Run(kind+"/exactly-once-two-phase-batch10k", func(b *testing.B) { viaSink(b, key, postgres.ExactlyOnce, postgres.TwoPhase, benchRows) })
-			b.Run(kind+"/at-least-once-batch10k", func(b *testing.B) { viaSink(b, key, postgres.AtLeastOnce, "", benchRows) })
-		}
+
 	}
 }
