@@ -46,7 +46,7 @@ func TestConformance(t *testing.T) {
 				Committed: func(t testing.TB, table string) []string {
 					return query(t, s.ConnString, "SELECT rec FROM "+table)
 				},
-			}, sinkconformance.Options{Records: 1000})
+			}, sinkconformance.Options{Records: 500})
 			// Nothing is left prepared (two-phase) once the job ends.
 			if got := query(t, s.ConnString, "SELECT gid FROM pg_prepared_xacts"); len(got) != 0 {
 				t.Fatalf("prepared transactions left: %v", got)

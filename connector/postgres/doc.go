@@ -10,6 +10,7 @@
 //		Key:     []string{"id"}, // upsert; omit for plain inserts (COPY)
 //	})
 //
+// StructColumns derives Columns and Row from `pg:"column"` struct tags.
 // The change stream of a table (CDC) is read by the separate package
 // connector/postgres/cdc.
 //
@@ -89,6 +90,9 @@
 //	    encoded by pgx in the text format of each column's type.
 //	P8. The password (in the URL, Password, PGPASSWORD or PGPASSFILE) is
 //	    never logged nor put in an error.
+//
+// weirtest/sinkconformance drives both exactly-once modes (TestConformance);
+// TestKill9 kills a child process running the job and restores it.
 //
 // Memory: in exactly-once modes a subtask holds the rows of the open
 // checkpoint interval (encoded) until the barrier (two-phase) or until

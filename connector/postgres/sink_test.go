@@ -269,3 +269,40 @@ func TestPasswordNeverLogged(t *testing.T) {
 func stamped[T any]() watermark.Strategy[T] {
 	return watermark.NoWatermarks[T]().WithTimestamp(func(T, int64) (int64, bool) { return 0, true })
 }
+
+type tagged struct {
+	ID     int64  `pg:"id"`
+	Name   string `pg:"name"`
+	Note   string // not a column
+	Skip   int    `pg:"-"`
+	hidden int
+}
+
+// TestStructColumns maps a struct's tagged fields to columns and writes
+// it.
+func TestStructColumns(t *testing.T) {
+	cols, row, err := postgres.StructColumns[*tagged]()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(cols, []string{"id", "name"}) {
+		t.Fatalf("columns %v", cols)
+	}
+	if _, err := row(nil); err == nil {
+		t.Fatal("a nil pointer gave no error")
+	}
+	if _, _, err := postgres.StructColumns[int](); err == nil || !strings.Contains(err.Error(), "not a struct") {
+		t.Fatalf("int: %v", err)
+	}
+	s := server(t)
+	table := newTable(t, s, "tagged", "id bigint PRIMARY KEY, name text NOT NULL")
+	env := weir.NewEnvironment(weir.Config{Parallelism: 1})
+	src := weir.FromSlice(env, "rows", []*tagged{{ID: 1, Name: "a"}, {ID: 2, Name: "b"}, {ID: 1, Name: "c"}}, stamped[*tagged]())
+	postgres.Sink(src, "pg", postgres.Options[*tagged]{URL: s.ConnString, Table: table, Columns: cols, Row: row, Key: []string{"id"}})
+	if err := env.Execute(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := query(t, s.ConnString, "SELECT id, name FROM "+table+" ORDER BY id"); !slices.Equal(got, []string{"1|c", "2|b"}) {
+		t.Fatalf("table %v", got)
+	}
+}
