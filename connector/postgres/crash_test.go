@@ -235,8 +235,12 @@ func TestRetryAfterTerminate(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			if n := strings.Count(logs.String(), "retrying the transaction"); n < 3 {
-				t.Fatalf("%d retries logged, want at least one per round:\n%s", n, logs.String())
+			// pgxpool pings a connection idle for over a second before
+			// handing it out, and replaces it quietly if it was
+			// terminated; a slow machine may thus retry less often than
+			// it terminates, but not never in three rounds.
+			if n := strings.Count(logs.String(), "retrying the transaction"); n < 1 {
+				t.Fatalf("no retry logged:\n%s", logs.String())
 			}
 			got := query(t, s.ConnString, "SELECT rec FROM "+table)
 			dup, _ := diff(got, got)
