@@ -739,6 +739,8 @@ func (b *builder) sink(output string, s *SinkSpec, in weir.Stream[Record]) error
 		weir.ToSink(in, name, jsonl.Sink[Record](s.File.Path))
 	case s.Parquet != nil:
 		info.Describe = b.parquetSink(name, s.Parquet, in)
+	case s.Postgres != nil:
+		info.Describe = b.postgresSink(s.Postgres, name, in)
 	case s.Kafka != nil:
 		k := s.Kafka
 		var keyFn func(Record) []byte

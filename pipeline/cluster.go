@@ -780,6 +780,8 @@ func describeSink(s *SinkSpec) string {
 		return s.File.Path
 	case s.Parquet != nil:
 		return describeParquet(s.Parquet)
+	case s.Postgres != nil:
+		return describePostgres(s.Postgres)
 	}
 	return "?"
 }

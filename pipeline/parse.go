@@ -871,6 +871,7 @@ func (d *dec) sink(k, n ast.Node, what string) *SinkSpec {
 			}
 		}},
 		field{"parquet", false, func(k, v ast.Node) { kinds++; s.Parquet = d.parquetSink(k, v, what+".parquet") }},
+		field{"postgres", false, func(k, v ast.Node) { kinds++; s.Postgres = d.postgresSink(k, v, what) }},
 		field{"kafka", false, func(k, v ast.Node) {
 			kinds++
 			ks := &KafkaSinkSpec{Delivery: "at-least-once"}
@@ -897,7 +898,7 @@ func (d *dec) sink(k, n ast.Node, what string) *SinkSpec {
 		}},
 	)
 	if ok && kinds != 1 {
-		d.errf(k, "%s: want exactly one of stdout, file, kafka, parquet (got %d)", what, kinds)
+		d.errf(k, "%s: want exactly one of stdout, file, kafka, parquet, postgres (got %d)", what, kinds)
 	}
 	return s
 }

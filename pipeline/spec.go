@@ -293,6 +293,8 @@ type SinkSpec struct {
 	Stdout bool
 	// Parquet: see pipeline/parquet.go.
 	Parquet *ParquetSinkSpec
+	// Postgres writes to a PostgreSQL table (pipeline/postgres.go).
+	Postgres *PostgresSinkSpec
 }
 
 // KafkaSinkSpec writes records as JSON to a topic.
