@@ -92,6 +92,7 @@ type SourceSpec struct {
 	Kafka    *KafkaSourceSpec
 	File     *FileSourceSpec
 	Generate *GenerateSpec
+	HTTP     *HTTPSourceSpec // pipeline/http.go
 	// Timestamp is the field path of the event time ("" uses the source's
 	// timestamp: the Kafka record's).
 	Timestamp    string
@@ -287,6 +288,7 @@ type SinkSpec struct {
 	Kafka  *KafkaSinkSpec
 	File   *FileSinkSpec
 	Stdout bool
+	HTTP   *HTTPSinkSpec // pipeline/http.go
 }
 
 // KafkaSinkSpec writes records as JSON to a topic.
