@@ -244,3 +244,87 @@ func TestClusterRefusesTheWebhookSource(t *testing.T) {
 		t.Fatalf("CheckCluster: %v; want source.http refused", err)
 	}
 }
+
+// TestWebhookToHTTPExample runs examples/pipelines/webhook-to-http.yaml:
+// paid orders POSTed to the webhook reach the receiver once each, with the
+// header and a key; the refused one is printed as a dead letter.
+func TestWebhookToHTTPExample(t *testing.T) {
+	var mu sync.Mutex
+	got := map[float64]int{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer dev-token" || r.Header.Get("Idempotency-Key") == "" {
+			http.Error(w, "no", http.StatusUnauthorized)
+			return
+		}
+		sc := bufio.NewScanner(r.Body)
+		var ids []float64
+		for sc.Scan() {
+			var m map[string]any
+			if err := json.Unmarshal(sc.Bytes(), &m); err != nil || m["amountCents"] == nil {
+				http.Error(w, "bad record", http.StatusBadRequest)
+				return
+			}
+			if m["amount"].(float64) < 0 {
+				http.Error(w, "negative amount", http.StatusUnprocessableEntity)
+				return
+			}
+			ids = append(ids, m["id"].(float64))
+		}
+		mu.Lock()
+		for _, id := range ids {
+			got[id]++
+		}
+		mu.Unlock()
+	}))
+	defer srv.Close()
+	t.Setenv("RECEIVER_URL", srv.URL)
+	t.Setenv("WEBHOOK_LISTEN", "127.0.0.1:0")
+	t.Setenv("WEIR_CHECKPOINTS", t.TempDir())
+	spec := parse(t, "webhook-to-http.yaml")
+	var out lockedBuffer
+	j, err := pipeline.Build(context.Background(), spec, pipeline.Options{Stdout: &out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	job, err := j.Start(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { job.Cancel(); job.Wait() }()
+	body := `[{"id":1,"status":"paid","amount":12.5,"time":"2026-12-04T10:00:00Z"},
+	  {"id":2,"status":"open","amount":3,"time":"2026-12-04T10:00:01Z"},
+	  {"id":3,"status":"paid","amount":-1,"time":"2026-12-04T10:00:02Z"},
+	  {"id":4,"status":"paid","amount":7,"time":"2026-12-04T10:00:03Z"}]`
+	resp, err := http.Post(j.WebhookURL(), "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("answer %d, want 200", resp.StatusCode)
+	}
+	// stdout is written as the watermark moves: a later order moves it.
+	resp, err = http.Post(j.WebhookURL(), "application/json", strings.NewReader(`{"id":5,"status":"open","amount":1,"time":"2026-12-04T11:00:00Z"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	// The answer came after a checkpoint, so every paid order was sent:
+	// it is at the receiver or a dead letter (the negative one, and any
+	// order batched with it, S5), once.
+	weirtest.Eventually(t, "the refused order printed", func() bool { return strings.Contains(out.String(), "negative amount") })
+	dead := map[float64]int{}
+	for _, l := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatalf("stdout line %q: %v", l, err)
+		}
+		dead[m["value"].(map[string]any)["id"].(float64)]++
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if dead[3] != 1 || got[3] != 0 || got[2]+dead[2] != 0 || got[1]+dead[1] != 1 || got[4]+dead[4] != 1 {
+		t.Errorf("receiver took %v, dead letters %v; want 1 and 4 once at either, 3 refused, 2 filtered out", got, dead)
+	}
+}
