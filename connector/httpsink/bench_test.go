@@ -139,4 +139,3 @@ func BenchmarkHTTPClientBatches(b *testing.B) {
 	}
 	report(b, cpu0)
 }
-
