@@ -82,6 +82,7 @@ type sinkOp[T any] struct {
 	body  bytes.Buffer
 
 	flushArmed bool
+	batchStart int64 // processing time (ms) the batch began, with FlushInterval
 
 	sentRecords, sentRequests, retries, deadLetters *runtime.Counter
 }
@@ -177,19 +178,33 @@ func (o *sinkOp[T]) encode(v T) ([]byte, error) {
 	return json.Marshal(v)
 }
 
-// armFlush registers the timed flush of the batch just begun.
+// armFlush registers the timed flush of the batch just begun (one timer at
+// a time: a batch sent before its timer fires leaves the timer to the next
+// batch, which it re-registers for that batch's own deadline).
 func (o *sinkOp[T]) armFlush() {
-	if o.opts.FlushInterval <= 0 || o.flushArmed {
+	if o.opts.FlushInterval <= 0 {
 		return
 	}
-	o.flushArmed = true
-	at := clock.NowMillis(o.p.clk) + o.opts.FlushInterval.Milliseconds()
-	o.Ctx.RegisterProcessingTimer(at, func(int64) {
-		o.flushArmed = false
-		if err := o.flush(); err != nil {
-			o.Ctx.Fail(err)
-		}
-	})
+	o.batchStart = clock.NowMillis(o.p.clk)
+	if !o.flushArmed {
+		o.flushArmed = true
+		o.Ctx.RegisterProcessingTimer(o.batchStart+o.opts.FlushInterval.Milliseconds(), o.timedFlush)
+	}
+}
+
+func (o *sinkOp[T]) timedFlush(now int64) {
+	o.flushArmed = false
+	if len(o.batch) == 0 {
+		return
+	}
+	if due := o.batchStart + o.opts.FlushInterval.Milliseconds(); now < due {
+		o.flushArmed = true
+		o.Ctx.RegisterProcessingTimer(due, o.timedFlush)
+		return
+	}
+	if err := o.flush(); err != nil {
+		o.Ctx.Fail(err)
+	}
 }
 
 // flush sends the batch, if any, and waits for the service's answer.

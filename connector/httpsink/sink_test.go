@@ -192,6 +192,26 @@ func (r *gatedReader) SnapshotSplits(int64) ([][]byte, error) {
 	return [][]byte{[]byte(fmt.Sprint(r.next))}, nil
 }
 
+// With FlushInterval a partly filled batch goes out without a barrier or
+// the end of input.
+func TestFlushInterval(t *testing.T) {
+	svc := newService(t)
+	src := &gatedSource{n: 10, at: 5, gate: make(chan struct{})} // stops at 5 and waits
+	defer close(src.gate)
+	env := weir.NewEnvironment(weir.Config{Parallelism: 1})
+	events := weir.FromSource(env, "events", runtime.Source[event](src), watermark.ForMonotonous[event]())
+	httpsink.Sink(events, "to-service", httpsink.Options[event]{URL: svc.srv.URL, Batch: 100, FlushInterval: 5 * time.Millisecond})
+	job, err := env.Start(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { job.Cancel(); job.Wait() }()
+	weirtest.Eventually(t, "5 records at the service", func() bool { return svc.count() == 5 })
+	if _, requests, _, _ := svc.snapshot(); requests != 1 {
+		t.Errorf("%d requests, want the 5 records in one", requests)
+	}
+}
+
 // Answers 4xx other than 408 and 429 make the records of the request dead
 // letters that name the status and the start of the body, counted; the
 // job goes on and the other records are delivered (S5).

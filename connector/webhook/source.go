@@ -83,7 +83,9 @@ func (s *Source[T]) CreateReader(ctx runtime.SourceContext) (runtime.Reader[T], 
 	}
 	mux := http.NewServeMux()
 	mux.Handle(s.opts.Path, r)
-	r.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	// Reading a request is bounded; waiting for its answer is not (the
+	// client's time-out decides).
+	r.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute}
 	r.served = make(chan struct{})
 	go func() {
 		defer close(r.served)
