@@ -2,7 +2,9 @@ package webhook_test
 
 import (
 	"context"
+	"net"
 	"net/http"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -34,5 +36,53 @@ func TestOtherSubtasksDoNotHoldTheWatermark(t *testing.T) {
 	defer cancel()
 	if err := obs.WaitWatermark(ctx, 0, 4999); err != nil {
 		t.Fatalf("watermark behind both subtasks: %v (%s)", err, obs.Dump())
+	}
+}
+
+// After a failure the restarted job listens again on the same address: the
+// client whose request failed (503) sends it again and gets its 200 (W1,
+// W6).
+func TestRestartListensAgain(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	src := webhook.New(webhook.Options[event]{Listen: addr})
+	var failed atomic.Bool
+	env := weir.NewEnvironment(weir.Config{Parallelism: 1,
+		Checkpoint: runtime.CheckpointConfig{Dir: t.TempDir(), Interval: 10 * time.Millisecond},
+		Restart:    runtime.RestartStrategy{Kind: runtime.RestartFixedDelay, Delay: time.Millisecond}})
+	s := weir.FromSource(env, "hook", runtime.Source[event](src), watermark.ForMonotonous[event]())
+	s = weir.Map(s, "boom-once", func(e event) event {
+		if e.Boom && failed.CompareAndSwap(false, true) {
+			panic(errBoom)
+		}
+		return e
+	})
+	obs := weirtest.Observe(s)
+	job, err := env.Start(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { job.Cancel(); job.Wait() }()
+	url := "http://" + addr + "/ingest"
+	if r := <-post(t, url, "", `{"id":1,"boom":true}`, nil); r.status != http.StatusServiceUnavailable {
+		t.Fatalf("answer %+v, want 503 from the failed attempt", r)
+	}
+	// The client sends it again until the restarted job takes it.
+	weirtest.Eventually(t, "a 200 from the restarted job", func() bool {
+		return (<-post(t, url, "", `{"id":1,"boom":true}`, nil)).status == http.StatusOK
+	})
+	if !failed.Load() {
+		t.Fatal("no failure")
+	}
+	found := false
+	for _, v := range obs.Values() {
+		found = found || v.ID == 1
+	}
+	if !found {
+		t.Errorf("record 1 not downstream after the restart: %v", obs.Values())
 	}
 }
