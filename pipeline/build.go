@@ -25,6 +25,7 @@ import (
 	"github.com/weirproject/weir/connector/file"
 	"github.com/weirproject/weir/connector/jsonl"
 	"github.com/weirproject/weir/connector/kafka"
+	"github.com/weirproject/weir/connector/webhook"
 	"github.com/weirproject/weir/health"
 	"github.com/weirproject/weir/kafkasec"
 	"github.com/weirproject/weir/metrics"
@@ -89,6 +90,8 @@ type Job struct {
 	Sinks []SinkInfo
 
 	kafkaSource interface{ CaughtUp() bool }
+	// webhook is the source.http source, if the source is one.
+	webhook *webhook.Source[Record]
 	// failing names the operators that make dead letters of records they
 	// fail on (P7).
 	failing []string
@@ -454,6 +457,11 @@ func (b *builder) source(ctx context.Context) (weir.Stream[Record], error) {
 			}
 			return runtime.Record[Record]{Value: rec, Timestamp: runtime.NoTimestamp}
 		}, strategy)
+	case s.HTTP != nil:
+		var err error
+		if out, err = b.httpSource(name, s, strategy, ts); err != nil {
+			return out, err
+		}
 	}
 	out = out.UID(name)
 	b.sourceDone = true
@@ -763,6 +771,12 @@ func (b *builder) sink(output string, s *SinkSpec, in weir.Stream[Record]) error
 			info.Describe = "Kafka topic " + k.Topic + " (at least once)"
 			kafka.Sink(in, name, o).UID(name)
 		}
+	case s.HTTP != nil:
+		d, err := b.httpSink(name, s, in)
+		if err != nil {
+			return err
+		}
+		info.Describe = d
 	}
 	b.j.Sinks = append(b.j.Sinks, info)
 	return nil

@@ -169,6 +169,9 @@ func CheckCluster(spec *Spec, o ClusterOptions) error {
 	}
 	src := &spec.Source
 	switch k := src.Kafka; {
+	case k == nil && src.HTTP != nil:
+		add(src.HTTP.Pos, "source.http: a webhook endpoint listens in one process and answers its clients there, but the clustered job's source tasks move between processes; "+
+			"run the webhook pipeline with weir run (one process) writing to a Kafka topic, and read that topic here")
 	case k == nil:
 		what := "file"
 		if src.Generate != nil {
@@ -782,6 +785,8 @@ func describeSink(s *SinkSpec) string {
 		return describeParquet(s.Parquet)
 	case s.Postgres != nil:
 		return describePostgres(s.Postgres)
+	case s.HTTP != nil:
+		return "HTTP " + s.HTTP.URL
 	}
 	return "?"
 }

@@ -56,6 +56,7 @@ func feeders(s *Spec) map[string][]string {
 		}
 	}
 	add(s.Source.DeadLetters, "")
+	add(httpSinkDeadLetters(s.Sink), "")
 	steps := func(from string, sts []StepSpec) {
 		for i := range sts {
 			st := &sts[i]
@@ -72,6 +73,7 @@ func feeders(s *Spec) map[string][]string {
 	steps("", s.Steps)
 	for _, name := range sortedKeys(s.Outputs) {
 		steps(name, s.Outputs[name].Steps)
+		add(httpSinkDeadLetters(s.Outputs[name].Sink), name)
 	}
 	return out
 }

@@ -399,6 +399,7 @@ func (d *dec) source(k, n ast.Node, s *SourceSpec) {
 				field{"fields", true, func(_, v ast.Node) { d.exprMap(v, "source.generate.fields", g.Fields, g.FieldPos) }},
 			)
 		}},
+		d.httpSourceField(s, &kinds),
 		field{"timestamp", false, func(k, v ast.Node) {
 			s.TimestampPos = d.pos(v)
 			if d.nonEmpty(v, "source.timestamp", "a field path such as time or event.time", &s.Timestamp) {
@@ -426,7 +427,7 @@ func (d *dec) source(k, n ast.Node, s *SourceSpec) {
 		}},
 	)
 	if ok && kinds != 1 {
-		d.errf(k, "source: want exactly one of kafka, file, generate, postgres (got %d)", kinds)
+		d.errf(k, "source: want exactly one of kafka, file, generate, postgres, http (got %d)", kinds)
 	}
 	if (s.File != nil || s.Generate != nil) && s.Timestamp == "" {
 		d.errf(k, "source: missing key \"timestamp\": file and generate sources need the field path of the event time (Unix ms or RFC 3339)")
@@ -896,9 +897,10 @@ func (d *dec) sink(k, n ast.Node, what string) *SinkSpec {
 				}},
 			)
 		}},
+		d.httpSinkField(s, what, &kinds),
 	)
 	if ok && kinds != 1 {
-		d.errf(k, "%s: want exactly one of stdout, file, kafka, parquet, postgres (got %d)", what, kinds)
+		d.errf(k, "%s: want exactly one of stdout, file, kafka, parquet, postgres, http (got %d)", what, kinds)
 	}
 	return s
 }
@@ -922,6 +924,9 @@ func resolvePaths(s *Spec, dir string) {
 		for i := range s.Kafka.Embedded.Produce {
 			fix(&s.Kafka.Embedded.Produce[i].File)
 		}
+	}
+	if h := s.Source.HTTP; h != nil {
+		fix(&h.TokenFile)
 	}
 	if f := s.Source.File; f != nil {
 		for i := range f.Paths {

@@ -35,7 +35,7 @@ func TestBadPipelines(t *testing.T) {
 		{"float state cache", "job:\n  stateBackend: pebble\n  stateCache: 1.5\n" + goodTail, `p.yaml:3:15: job.stateCache: "1.5": want off, a number of bytes`},
 		{"list state cache", "job:\n  stateBackend: pebble\n  stateCache: [1]\n" + goodTail, "p.yaml:3:15: job.stateCache: got a list; want off, a number of bytes"},
 		{"state cache on memory", "job:\n  stateCache: 16MiB\n" + goodTail, "p.yaml:2:15: job.stateCache: only with stateBackend: pebble"},
-		{"two sources", "source:\n  file: {paths: [a]}\n  generate: {count: 1, fields: {a: i}}\n  timestamp: t\nsink: {stdout: {}}\n", "p.yaml:1:1: source: want exactly one of kafka, file, generate, postgres (got 2)"},
+		{"two sources", "source:\n  file: {paths: [a]}\n  generate: {count: 1, fields: {a: i}}\n  timestamp: t\nsink: {stdout: {}}\n", "p.yaml:1:1: source: want exactly one of kafka, file, generate, postgres, http (got 2)"},
 		{"file without timestamp", "source:\n  file: {paths: [a]}\nsink: {stdout: {}}\n", `p.yaml:1:1: source: missing key "timestamp"`},
 		{"bad filter", "steps:\n  - filter: amount >> 3\n" + goodTail, `p.yaml:2:21: steps[0].filter: bad expression: unexpected token Operator(">")`},
 		{"bad filter quoted", "steps:\n  - filter: 'kind == \"a\" &&'\n" + goodTail, "p.yaml:2:"},

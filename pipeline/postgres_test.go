@@ -39,7 +39,7 @@ func TestPostgresSinkBadSpecs(t *testing.T) {
 		{"bad delete", "sink:\n  postgres: {url: 'postgres://h/db', table: t, columns: {id: id}, key: [id], delete: 'op +'}\n", `p.yaml:6:87: sink.postgres.delete: bad expression`},
 		{"literal password", "sink:\n  postgres: {url: 'postgres://h/db', table: t, columns: {id: id}, password: hunter2}\n", `p.yaml:6:77: sink.postgres.password: a literal secret is refused`},
 		{"bad table", "sink:\n  postgres: {url: 'postgres://h/db', table: a.b.c, columns: {id: id}}\n", `p.yaml:6:3: sink.postgres: postgres: table "a.b.c"; want name or schema.name`},
-		{"two sinks", "sink:\n  stdout: {}\n  postgres: {url: 'postgres://h/db', table: t, columns: {id: id}}\n", `p.yaml:5:1: sink: want exactly one of stdout, file, kafka, postgres (got 2)`},
+		{"two sinks", "sink:\n  stdout: {}\n  postgres: {url: 'postgres://h/db', table: t, columns: {id: id}}\n", `p.yaml:5:1: sink: want exactly one of stdout, file, kafka, parquet, postgres, http (got 2)`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := pipeline.Parse("p.yaml", []byte("name: j"+pgTail+c.sink))

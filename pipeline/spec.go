@@ -96,6 +96,7 @@ type SourceSpec struct {
 	File     *FileSourceSpec
 	Generate *GenerateSpec
 	Postgres *PostgresSourceSpec // postgres_cdc.go
+	HTTP     *HTTPSourceSpec     // pipeline/http.go
 	// Timestamp is the field path of the event time ("" uses the source's
 	// timestamp: the Kafka record's).
 	Timestamp    string
@@ -295,6 +296,7 @@ type SinkSpec struct {
 	Parquet *ParquetSinkSpec
 	// Postgres writes to a PostgreSQL table (pipeline/postgres.go).
 	Postgres *PostgresSinkSpec
+	HTTP     *HTTPSinkSpec // pipeline/http.go
 }
 
 // KafkaSinkSpec writes records as JSON to a topic.

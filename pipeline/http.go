@@ -1,0 +1,372 @@
+package pipeline
+
+import (
+	"fmt"
+	"math"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/goccy/go-yaml/ast"
+
+	gojson "github.com/goccy/go-json"
+
+	"github.com/weirproject/weir"
+	"github.com/weirproject/weir/connector/httpsink"
+	"github.com/weirproject/weir/connector/webhook"
+	"github.com/weirproject/weir/internal/bytesize"
+	"github.com/weirproject/weir/runtime"
+	"github.com/weirproject/weir/watermark"
+)
+
+// HTTP sources and sinks of pipeline files: source.http (a webhook
+// endpoint, package webhook) and sink.http (package httpsink). Parsing,
+// checks and building live here; parse.go, build.go and cluster.go call
+// them with one line each.
+
+// HTTPSourceSpec is source.http: an endpoint taking POSTed JSON records.
+type HTTPSourceSpec struct {
+	Pos    Pos
+	Listen string
+	Path   string
+	// Token is the bearer token's reference (${VAR}, expanded when the job
+	// is built), TokenFile a file holding it; at most one.
+	Token     string
+	TokenFile string
+	MaxBody   int64
+	Queue     int
+	// RetryAfter is the wait a 429 suggests (0: the default).
+	RetryAfter time.Duration
+}
+
+// HTTPSinkSpec is sink.http: records POSTed to a URL.
+type HTTPSinkSpec struct {
+	URL            string
+	Batch          int
+	Format         string // array or lines ("": one record alone, or array for batches)
+	IdempotencyKey string // header name; "none" sends none
+	KeyPrefix      string
+	// Headers keep their ${VAR} references; expanded when the job is built.
+	Headers           map[string]string
+	RequestsPerSecond float64
+	RecordsPerSecond  float64
+	Burst             int
+	Timeout           time.Duration
+	FlushInterval     time.Duration
+	Retries           httpsink.Retry
+	// DeadLetters names the output receiving the records the service
+	// refused ("": dropped, counted).
+	DeadLetters    string
+	DeadLettersPos Pos
+}
+
+// httpSourceField is the http field of source.
+func (d *dec) httpSourceField(s *SourceSpec, kinds *int) field {
+	return field{"http", false, func(k, v ast.Node) {
+		*kinds++
+		h := &HTTPSourceSpec{Pos: d.pos(k)}
+		s.HTTP = h
+		d.object(v, "source.http",
+			field{"listen", false, func(_, v ast.Node) {
+				if d.nonEmpty(v, "source.http.listen", "host:port such as 127.0.0.1:8080", &h.Listen) {
+					if _, _, err := net.SplitHostPort(h.Listen); err != nil {
+						d.errf(v, "source.http.listen: %q: want host:port such as 127.0.0.1:8080 (0.0.0.0:8080 for every interface)", h.Listen)
+					}
+				}
+			}},
+			field{"path", false, func(_, v ast.Node) {
+				if d.nonEmpty(v, "source.http.path", "a URL path such as /ingest", &h.Path) && !strings.HasPrefix(h.Path, "/") {
+					d.errf(v, "source.http.path: %q: want a URL path starting with /, such as /ingest", h.Path)
+				}
+			}},
+			field{"token", false, func(_, v ast.Node) { h.Token = d.envReference(v, "source.http.token", "tokenFile") }},
+			field{"tokenFile", false, func(_, v ast.Node) {
+				d.nonEmpty(v, "source.http.tokenFile", "a file holding the bearer token", &h.TokenFile)
+			}},
+			field{"maxBody", false, func(_, v ast.Node) { h.MaxBody = d.byteSize(v, "source.http.maxBody") }},
+			field{"queue", false, func(_, v ast.Node) { d.intField(v, "source.http.queue", 1, 100_000_000, &h.Queue) }},
+			field{"retryAfter", false, func(_, v ast.Node) { d.duration(v, "source.http.retryAfter", true, &h.RetryAfter) }},
+		)
+		if h.Token != "" && h.TokenFile != "" {
+			d.errf(k, "source.http: token and tokenFile both given; want one")
+		}
+	}}
+}
+
+// httpSinkField is the http field of a sink.
+func (d *dec) httpSinkField(s *SinkSpec, what string, kinds *int) field {
+	return field{"http", false, func(k, v ast.Node) {
+		*kinds++
+		h := &HTTPSinkSpec{}
+		s.HTTP = h
+		w := what + ".http"
+		d.object(v, w,
+			field{"url", true, func(_, v ast.Node) {
+				if d.nonEmpty(v, w+".url", "an http:// or https:// URL", &h.URL) {
+					if u, err := url.Parse(h.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+						d.errf(v, "%s.url: %q: want an http:// or https:// URL with a host", w, h.URL)
+					}
+				}
+			}},
+			field{"batch", false, func(_, v ast.Node) { d.intField(v, w+".batch", 1, httpsink.MaxBatch, &h.Batch) }},
+			field{"format", false, func(_, v ast.Node) { d.oneOf(v, w+".format", &h.Format, "array", "lines") }},
+			field{"idempotencyKey", false, func(_, v ast.Node) {
+				if d.nonEmpty(v, w+".idempotencyKey", "a header name such as Idempotency-Key, or none", &h.IdempotencyKey) &&
+					h.IdempotencyKey != "none" && !headerName(h.IdempotencyKey) {
+					d.errf(v, "%s.idempotencyKey: %q: want a header name such as Idempotency-Key, or none", w, h.IdempotencyKey)
+				}
+			}},
+			field{"keyPrefix", false, func(_, v ast.Node) {
+				d.nonEmpty(v, w+".keyPrefix", "a prefix of the idempotency keys, unique to the job", &h.KeyPrefix)
+			}},
+			field{"headers", false, func(_, v ast.Node) { h.Headers = d.headers(v, w+".headers") }},
+			field{"rateLimit", false, func(_, v ast.Node) {
+				d.object(v, w+".rateLimit",
+					field{"requestsPerSecond", false, func(_, v ast.Node) { h.RequestsPerSecond = d.rate(v, w+".rateLimit.requestsPerSecond") }},
+					field{"recordsPerSecond", false, func(_, v ast.Node) { h.RecordsPerSecond = d.rate(v, w+".rateLimit.recordsPerSecond") }},
+					field{"burst", false, func(_, v ast.Node) { d.intField(v, w+".rateLimit.burst", 1, math.MaxInt32, &h.Burst) }},
+				)
+			}},
+			field{"timeout", false, func(_, v ast.Node) { d.duration(v, w+".timeout", true, &h.Timeout) }},
+			field{"flushInterval", false, func(_, v ast.Node) { d.duration(v, w+".flushInterval", true, &h.FlushInterval) }},
+			field{"retries", false, func(_, v ast.Node) {
+				r := &h.Retries
+				d.object(v, w+".retries",
+					field{"attempts", false, func(_, v ast.Node) { d.intField(v, w+".retries.attempts", 1, 1000, &r.Attempts) }},
+					field{"initial", false, func(_, v ast.Node) { d.duration(v, w+".retries.initial", true, &r.InitialDelay) }},
+					field{"max", false, func(_, v ast.Node) { d.duration(v, w+".retries.max", true, &r.MaxDelay) }},
+					field{"maxRetryAfter", false, func(_, v ast.Node) { d.duration(v, w+".retries.maxRetryAfter", true, &r.MaxRetryAfter) }},
+				)
+			}},
+			field{"deadLetters", false, func(_, v ast.Node) {
+				h.DeadLettersPos = d.pos(v)
+				d.nonEmpty(v, w+".deadLetters", "the name of an output", &h.DeadLetters)
+			}},
+		)
+		if h.RecordsPerSecond > 0 && h.Burst > 0 && h.Burst < max(h.Batch, 1) {
+			d.errf(k, "%s.rateLimit.burst %d is smaller than batch %d: a full batch could never pass the recordsPerSecond limit", w, h.Burst, h.Batch)
+		}
+	}}
+}
+
+// envReference reads a secret that must be one ${VAR} reference (a
+// literal is refused: pipeline files get copied); the variable must be set
+// and not empty. It returns the reference, expanded when the job is built.
+func (d *dec) envReference(n ast.Node, what, fileKey string) string {
+	raw, ok := scalarText(n)
+	if _, isStr := n.(*ast.StringNode); !ok || !isStr || !envRef.MatchString(strings.TrimSpace(raw)) {
+		d.errf(n, "%s: want ${ENV_VAR}, an environment variable holding the secret (a literal is refused: pipeline files get copied and committed), or %s", what, fileKey)
+		return ""
+	}
+	raw = strings.TrimSpace(raw)
+	v, err := expandEnv(raw)
+	switch {
+	case err != nil:
+		d.errf(n, "%s: %v", what, err)
+	case v == "":
+		d.errf(n, "%s: %s is empty", what, raw)
+	}
+	return raw
+}
+
+// headers reads a map of header names to values; values may hold ${VAR}
+// references, checked here and expanded when the job is built.
+func (d *dec) headers(n ast.Node, what string) map[string]string {
+	m, ok := d.anyValue(n, 0).(map[string]any)
+	if !ok {
+		d.errf(n, "%s: want a map of header names to values, such as {Authorization: 'Bearer ${API_TOKEN}'}", what)
+		return nil
+	}
+	out := map[string]string{}
+	for name, val := range m {
+		sv, ok := val.(string)
+		if !ok || !headerName(name) {
+			d.errf(n, "%s.%s: want a header name and a string value (environment variables as ${VAR})", what, name)
+			continue
+		}
+		if x, err := expandEnv(sv); err != nil {
+			d.errf(n, "%s.%s: %v", what, name, err)
+		} else if x == "" {
+			d.errf(n, "%s.%s: the value is empty; set the environment variable it names", what, name)
+		}
+		out[name] = sv
+	}
+	return out
+}
+
+func headerName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, c := range s {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("!#$%&'*+-.^_`|~", c)) {
+			return false
+		}
+	}
+	return true
+}
+
+// rate reads a positive number (per second).
+func (d *dec) rate(n ast.Node, what string) float64 {
+	s, ok := scalarText(n)
+	f, err := strconv.ParseFloat(s, 64)
+	if _, isStr := n.(*ast.StringNode); !ok || isStr || err != nil {
+		d.errf(n, "%s: got %s, want a positive number per second, such as 10 or 0.5", what, describe(n))
+		return 0
+	}
+	if !(f > 0) || math.IsInf(f, 0) {
+		d.errf(n, "%s: %s: want a positive number per second, such as 10 or 0.5", what, s)
+		return 0
+	}
+	return f
+}
+
+// byteSize reads a number of bytes or a size such as 1MiB.
+func (d *dec) byteSize(n ast.Node, what string) int64 {
+	const want = "want a positive number of bytes or a size such as 1MiB (KiB, MiB, GiB)"
+	var s string
+	switch n.(type) {
+	case *ast.StringNode, *ast.LiteralNode:
+		if !d.str(n, what, &s) {
+			return 0
+		}
+	default:
+		t, ok := scalarText(n)
+		if !ok {
+			d.errf(n, "%s: got %s; %s", what, describe(n), want)
+			return 0
+		}
+		s = t
+	}
+	v, err := bytesize.Parse(s)
+	if err != nil || v <= 0 {
+		d.errf(n, "%s: %q: %s", what, s, want)
+		return 0
+	}
+	return v
+}
+
+// checkHTTPSinks checks the dead-letter outputs of HTTP sinks (feed is
+// check's).
+func checkHTTPSinks(d *dec, s *Spec, feed func(name string, p Pos, what, how string)) {
+	sinks := map[string]*SinkSpec{"sink": s.Sink}
+	for name, o := range s.Outputs {
+		sinks["outputs."+name] = o.Sink
+	}
+	for _, what := range sortedKeys(sinks) {
+		h := sinks[what].HTTP
+		if h == nil || h.DeadLetters == "" {
+			continue
+		}
+		if what == "outputs."+h.DeadLetters {
+			d.errAt(h.DeadLettersPos, "%s.http.deadLetters: output %q would feed itself; name another output", what, h.DeadLetters)
+			continue
+		}
+		feed(h.DeadLetters, h.DeadLettersPos, what+".http.deadLetters", "dead")
+	}
+}
+
+// httpSinkDeadLetters is the output an HTTP sink's dead letters feed ("":
+// none).
+func httpSinkDeadLetters(s *SinkSpec) string {
+	if s == nil || s.HTTP == nil {
+		return ""
+	}
+	return s.HTTP.DeadLetters
+}
+
+// httpSource adds source.http (W1-W8 of package webhook). Requests are
+// answered once a checkpoint covers them when the job checkpoints
+// (job.checkpoint.interval), else once their records are emitted.
+func (b *builder) httpSource(name string, s *SourceSpec, strategy watermark.Strategy[Record], ts fieldPath) (weir.Stream[Record], error) {
+	h := s.HTTP
+	o := webhook.Options[Record]{Listen: h.Listen, Path: h.Path, MaxBody: h.MaxBody, Queue: h.Queue, RetryAfter: h.RetryAfter}
+	switch {
+	case h.Token != "":
+		tok, err := expandEnv(h.Token)
+		if err != nil || tok == "" {
+			return weir.Stream[Record]{}, fmt.Errorf("%s: source.http.token: %s is not set or empty", h.Pos, h.Token)
+		}
+		o.Token = tok
+	case h.TokenFile != "":
+		data, err := os.ReadFile(h.TokenFile)
+		tok := strings.TrimSpace(string(data))
+		if err != nil || tok == "" {
+			if err == nil {
+				err = fmt.Errorf("%s is empty", h.TokenFile)
+			}
+			return weir.Stream[Record]{}, fmt.Errorf("%s: source.http.tokenFile: %v; want a file holding the bearer token", h.Pos, err)
+		}
+		o.Token = tok
+	}
+	if b.j.Spec.Job.CheckpointInterval <= 0 {
+		o.Ack = webhook.AckOnEmit
+	}
+	if s.Timestamp != "" {
+		o.Timestamp = func(r Record) (int64, bool) { return timestampOf(r, ts) }
+	}
+	src := webhook.New(o)
+	if err := src.Validate(); err != nil {
+		return weir.Stream[Record]{}, fmt.Errorf("%s: %w", h.Pos, err)
+	}
+	b.j.webhook = src
+	return weir.FromSource(b.env, name, runtime.Source[Record](src), strategy), nil
+}
+
+// httpSink adds sink.http (S1-S8 of package httpsink) and routes its dead
+// letters to the output its deadLetters names.
+func (b *builder) httpSink(name string, s *SinkSpec, in weir.Stream[Record]) (string, error) {
+	h := s.HTTP
+	o := httpsink.Options[Record]{URL: h.URL, Batch: h.Batch, IdempotencyKeyHeader: h.IdempotencyKey, KeyPrefix: h.KeyPrefix,
+		RequestsPerSecond: h.RequestsPerSecond, RecordsPerSecond: h.RecordsPerSecond, Burst: h.Burst,
+		Timeout: h.Timeout, FlushInterval: h.FlushInterval, Retry: h.Retries,
+		Encode: func(r Record) ([]byte, error) { return gojson.Marshal(r) }}
+	switch h.Format {
+	case "array":
+		o.Format = httpsink.FormatArray
+	case "lines":
+		o.Format = httpsink.FormatLines
+	}
+	if o.IdempotencyKeyHeader == "none" {
+		o.IdempotencyKeyHeader = "-"
+	}
+	if o.KeyPrefix == "" {
+		o.KeyPrefix = b.jobName() + "/" + name
+		if b.txnSuffix != "" {
+			o.KeyPrefix += "/" + b.txnSuffix
+		}
+	}
+	if len(h.Headers) > 0 {
+		o.Header = http.Header{}
+		for k, v := range h.Headers {
+			x, err := expandEnv(v)
+			if err != nil || x == "" {
+				return "", fmt.Errorf("%s: sink.http.headers.%s: the environment variable it names is not set or empty", s.Pos, k)
+			}
+			o.Header.Set(k, x)
+		}
+	}
+	if err := o.Validate(); err != nil {
+		return "", fmt.Errorf("%s: %w", s.Pos, err)
+	}
+	dead := httpsink.Sink(in, name, o).UID(name)
+	if h.DeadLetters != "" {
+		b.output(h.DeadLetters, weir.Map(dead, name+"-dead-letters", func(d httpsink.DeadLetter[Record]) Record {
+			return Record{"sink": name, "status": float64(d.Status), "reason": d.Reason, "key": d.Key, "value": d.Value}
+		}))
+	}
+	return "HTTP " + h.URL + " (at least once; exactly once where the service honours idempotency keys)", nil
+}
+
+// WebhookURL returns the URL of the pipeline's source.http endpoint while
+// the job runs ("" otherwise, or when the source is another kind).
+func (j *Job) WebhookURL() string {
+	if j.webhook == nil {
+		return ""
+	}
+	return j.webhook.URL()
+}
