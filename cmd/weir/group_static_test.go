@@ -21,7 +21,9 @@ import (
 //     taken them back when it joined again);
 //   - a third process started with --member b fences the running b,
 //     which exits at once with status 1 and one line saying what to change,
-//     while the newcomer runs b's tasks.
+//     while the newcomer runs b's tasks;
+//   - that one, started with --leave-group, leaves the group on SIGTERM:
+//     a takes its tasks over at once, long before the session times out.
 func TestRunGroupStaticMember(t *testing.T) {
 	brokers := groupBroker(t, 400, "out")
 	dir := t.TempDir()
@@ -84,7 +86,7 @@ func TestRunGroupStaticMember(t *testing.T) {
 	}
 
 	// The same member id twice: the running b is fenced and exits.
-	b3 := startGroupChild(t, "a second b", args("b")...)
+	b3 := startGroupChild(t, "a second b", append(args("b"), "--leave-group")...)
 	waitFor("the running b to be fenced", func() bool {
 		select {
 		case <-b2.done:
@@ -100,4 +102,13 @@ func TestRunGroupStaticMember(t *testing.T) {
 	}
 	t.Logf("the fenced b:\n%s", text)
 	waitFor("the second b to run b's tasks", func() bool { return slices.Equal(sorted(b3), bTasks) }, a, b3)
+
+	// --leave-group: stopped, the second b leaves, and a takes its tasks
+	// at once (the session, 2m, outlasts the test's deadline).
+	b3.cmd.Process.Signal(syscall.SIGTERM)
+	<-b3.done
+	if text := b3.lines.text(); b3.err != nil || !strings.Contains(text, "SIGTERM: leaving group static") {
+		t.Fatalf("the second b after SIGTERM: %v, want status 0 and a line saying it leaves:\n%s", b3.err, text)
+	}
+	waitFor("a to run every task", func() bool { return len(a.running()) == 6 }, a)
 }
