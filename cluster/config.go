@@ -99,9 +99,31 @@ type Config struct {
 	// default 1 minute. It must cover a checkpoint interval plus the
 	// time to restore a task elsewhere.
 	TransactionTimeout time.Duration
-	// Member names this process in logs and task events; default
-	// "<hostname>-<pid>".
+	// Member names this process in logs and task events, and in the
+	// group with StaticMembership; default "<hostname>-<pid>".
 	Member string
+	// StaticMembership makes this process a static member of the group
+	// (KIP-345): its group.instance.id is Member, so Member must be given
+	// and must stay the same across restarts of this process (the name of
+	// a StatefulSet's pod, a host's name), and differ from every other
+	// process's (M6, M7). A process that stops (ctx cancelled) or is
+	// killed keeps its place and its tasks in the group for
+	// SessionTimeout: restarted within it, it gets the same tasks back
+	// and no other process's task moves; past it, the group gives its
+	// tasks to the others as for a dynamic member. So a stop for good
+	// (scale-down) leaves its tasks unowned for SessionTimeout unless
+	// LeaveOnStop. Default false: a dynamic member, which leaves the
+	// group when it stops (its tasks move at once) and joins as a new
+	// member when it starts (a rebalance each time).
+	StaticMembership bool
+	// LeaveOnStop makes a static member leave the group when Run returns
+	// because ctx was cancelled (a LeaveGroup request by its instance id,
+	// after its tasks' hand-over checkpoints), so that the others take its
+	// tasks over at once instead of after SessionTimeout: for a process
+	// that stops for good. A static member whose tasks have all finished
+	// (Bounded) always leaves. Only with StaticMembership (a dynamic member
+	// always leaves). Default false.
+	LeaveOnStop bool
 	// Logger receives the membership's and the tasks' logs; nil means
 	// slog.Default().
 	Logger *slog.Logger
@@ -192,6 +214,13 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if err := c.Security.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("cluster: Config.Security: %w", err))
+	}
+	if c.StaticMembership && c.Member == "" {
+		errs = append(errs, errors.New("cluster: Config.StaticMembership needs Config.Member: a name that stays the same across this process's restarts "+
+			"and differs from every other process's (such as a StatefulSet pod's name); the default, <hostname>-<pid>, changes at every start"))
+	}
+	if c.LeaveOnStop && !c.StaticMembership {
+		errs = append(errs, errors.New("cluster: Config.LeaveOnStop is only for a static member (Config.StaticMembership); a dynamic member always leaves the group when it stops"))
 	}
 	if c.Advertise != "" {
 		if u, err := url.Parse(c.Advertise); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || strings.ContainsAny(c.Advertise, " \t\n") {

@@ -26,6 +26,10 @@ func TestRunValidatesConfig(t *testing.T) {
 			SessionTimeout: -time.Second, Retain: -1}, []string{"Config.SessionTimeout -1s: want 0 (meaning 3s)", "Config.Retain -1"}},
 		{cluster.Config{Brokers: []string{"127.0.0.1:1"}, Group: "g", SourceTopic: "in", CheckpointBase: "/tmp/x",
 			Advertise: "10.0.0.5:8081"}, []string{`Config.Advertise "10.0.0.5:8081": want an absolute http or https URL`}},
+		{cluster.Config{Brokers: []string{"127.0.0.1:1"}, Group: "g", SourceTopic: "in", CheckpointBase: "/tmp/x",
+			StaticMembership: true}, []string{"Config.StaticMembership needs Config.Member"}},
+		{cluster.Config{Brokers: []string{"127.0.0.1:1"}, Group: "g", SourceTopic: "in", CheckpointBase: "/tmp/x", Member: "m",
+			LeaveOnStop: true}, []string{"Config.LeaveOnStop is only for a static member"}},
 	} {
 		err := cluster.Run(context.Background(), c.cfg, job)
 		if err == nil {

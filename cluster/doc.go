@@ -58,6 +58,27 @@
 //	    group, each member named by its client id (its Config.Member and
 //	    Config.Advertise) with the tasks-topic partitions assigned to it,
 //	    which are its tasks. Nothing else is written for it.
+//	M6. Static membership (Config.StaticMembership, KIP-345). The
+//	    process's group.instance.id is Config.Member. It does not leave
+//	    the group when it stops (its tasks still get their hand-over
+//	    checkpoints, M2) nor, of course, when it is killed: its tasks
+//	    stay assigned to it, and run nowhere, for Config.SessionTimeout.
+//	    Started again within it with the same Member, it is given the
+//	    same tasks with no rebalance: no task of another process stops,
+//	    starts or moves. Past it, the group removes it and gives its
+//	    tasks to the others, as for a dynamic member. It leaves
+//	    explicitly (a LeaveGroup request by its instance id) when every
+//	    task of a Bounded job has finished, and when it stops with
+//	    Config.LeaveOnStop. A dynamic member leaves on every stop and
+//	    joins as a new member on every start (one rebalance each).
+//	M7. One process per static member. A process that joins with the
+//	    Member of a static member still in the group takes that member's
+//	    place and tasks at once (no revoke, hence no hand-over
+//	    checkpoint); the broker fences the first (FENCED_INSTANCE_ID) at
+//	    its next heartbeat, which stops its tasks at once (M3) and makes
+//	    its Run return a *FencedMemberError. Until then a task may run in
+//	    both: C2's ownership does not hold across a duplicate Member, C4
+//	    and the transactional ids' fencing do.
 //	C3. Restore. A task's new owner restores it from the task's latest
 //	    completed checkpoint with the ordinary restore path: its sinks
 //	    commit the transactions that checkpoint pre-committed and abort the
@@ -152,6 +173,8 @@
 //
 // # Not guaranteed
 //
+// A static member that stops for good without Config.LeaveOnStop (a
+// scale-down) leaves its tasks unowned for Config.SessionTimeout (M6).
 // The source topic's partition count, KeyedTasks and MaxParallelism are
 // fixed for the life of the job's checkpoints. Records reach the exchange
 // topic, and the output, a checkpoint interval after they are read. A

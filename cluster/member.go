@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/weirproject/weir/checkpoint"
@@ -143,9 +144,11 @@ func (m *member) allFinished() bool {
 	return true
 }
 
-// join joins the group and keeps this process in it until ctx ends or, in
-// bounded mode, every task has finished; then it stops its tasks (with a
-// checkpoint each) and leaves the group.
+// join joins the group and keeps this process in it until ctx ends, in
+// bounded mode every task has finished, or (static membership) another
+// process with the same member id fenced this one; then it stops its
+// tasks (with a checkpoint each) and leaves the group (a static member:
+// only when its tasks have finished, or with LeaveOnStop, M6).
 func (m *member) join(ctx context.Context) error {
 	opts := append([]kgo.Opt{
 		kgo.SeedBrokers(seeds(m.cfg.Brokers)...),
@@ -160,6 +163,12 @@ func (m *member) join(ctx context.Context) error {
 		kgo.OnPartitionsRevoked(m.revoked),
 		kgo.OnPartitionsLost(m.lost),
 	}, m.cfg.clientOptions()...)
+	fenced := &fenceHook{fenced: make(chan struct{})}
+	if m.cfg.StaticMembership {
+		// M6: the member id is the group instance id. M7: a second
+		// process with the same one fences this one.
+		opts = append(opts, kgo.InstanceID(m.cfg.Member), kgo.WithHooks(fenced))
+	}
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return err
@@ -191,32 +200,98 @@ func (m *member) join(ctx context.Context) error {
 		}
 	}()
 	var result error
+	var finished bool
+	var tick <-chan time.Time
 	if m.cfg.Bounded {
-		tick := time.NewTicker(250 * time.Millisecond)
-	wait:
-		for {
-			select {
-			case <-ctx.Done():
-				result = ctx.Err()
+		t := time.NewTicker(250 * time.Millisecond)
+		defer t.Stop()
+		tick = t.C
+	}
+wait:
+	for {
+		select {
+		case <-ctx.Done():
+			result = ctx.Err()
+			break wait
+		case <-fenced.fenced:
+			// The group lost this process's tasks already (franz-go
+			// called lost: they stopped without a checkpoint, M3);
+			// franz-go would rejoin and be fenced again, for ever.
+			result = &FencedMemberError{Group: m.cfg.Group, Member: m.cfg.Member}
+			break wait
+		case <-tick:
+			if m.allFinished() {
+				finished = true
 				break wait
-			case <-tick.C:
-				if m.allFinished() {
-					break wait
-				}
 			}
 		}
-		tick.Stop()
-	} else {
-		<-ctx.Done()
-		result = ctx.Err()
 	}
 	stopPoll()
 	<-polled
 	// Hand over with a checkpoint each, then leave: the others take the
-	// tasks over from those checkpoints.
+	// tasks over from those checkpoints. A static member does not leave
+	// on Close (M6): its tasks wait for it for SessionTimeout, unless it
+	// leaves explicitly below.
 	m.stopAll()
 	cl.Close()
+	if m.cfg.StaticMembership && (finished || m.cfg.LeaveOnStop && ctx.Err() != nil && errors.Is(result, ctx.Err())) {
+		m.leaveStatic()
+	}
 	return result
+}
+
+// leaveStatic removes this static member from the group with a LeaveGroup
+// request by its instance id (v3+), once its client has closed (a client
+// still in the group would rejoin at once), so that the group gives its
+// tasks to the others now rather than after the session timeout. A
+// failure is logged: the session timeout removes the member anyway.
+func (m *member) leaveStatic() {
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(seeds(m.cfg.Brokers)...)}, m.cfg.clientOptions()...)...)
+	if err == nil {
+		defer cl.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		var resp kadm.LeaveGroupResponses
+		if resp, err = kadm.NewClient(cl).LeaveGroup(ctx, kadm.LeaveGroup(m.cfg.Group).InstanceIDs(m.cfg.Member).
+			Reason("weir: the member stops for good")); err == nil {
+			err = resp.Error()
+		}
+	}
+	if err != nil {
+		m.cfg.Logger.Warn("cluster: leave the group as a static member; its tasks move after the session timeout", "group", m.cfg.Group,
+			"member", m.cfg.Member, "err", err)
+		return
+	}
+	m.cfg.Logger.Info("cluster: left the group", "group", m.cfg.Group, "member", m.cfg.Member)
+}
+
+// FencedMemberError is Run's error when another process joined the group
+// as a static member with this process's Config.Member (M7): the broker
+// fenced this one (FENCED_INSTANCE_ID), and its tasks run there now.
+type FencedMemberError struct {
+	Group, Member string
+}
+
+func (e *FencedMemberError) Error() string {
+	return fmt.Sprintf("cluster: member %q of group %q was fenced: another process joined the group as a static member with the same member id "+
+		"and runs this process's tasks now; give each process its own member id (Config.Member, weir run --member)", e.Member, e.Group)
+}
+
+// Unwrap returns kerr.FencedInstanceID.
+func (e *FencedMemberError) Unwrap() error { return kerr.FencedInstanceID }
+
+// fenceHook closes fenced when the group management loop ends on
+// FENCED_INSTANCE_ID (kgo.HookGroupManageError, called on franz-go's
+// group goroutine after it called lost).
+type fenceHook struct {
+	once   sync.Once
+	fenced chan struct{}
+}
+
+func (h *fenceHook) OnGroupManageError(err error) {
+	if errors.Is(err, kerr.FencedInstanceID) {
+		h.once.Do(func() { close(h.fenced) })
+	}
 }
 
 // describe describes the group: its weir members, each with the tasks

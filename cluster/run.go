@@ -15,8 +15,10 @@ import (
 
 // Run runs this process's share of the clustered job j until ctx is
 // cancelled (it then hands its tasks over, each with a checkpoint, leaves
-// the group and returns ctx's error) or, with Config.Bounded, until every
-// task of the job has finished (it returns nil). Start it with the same
+// the group, unless a static member without Config.LeaveOnStop, and
+// returns ctx's error) or, with Config.Bounded, until every task of the
+// job has finished (it returns nil). A static member fenced by another
+// process with its Config.Member returns a *FencedMemberError (M7). Start it with the same
 // Config and Job in every process; processes may come and go at any time.
 //
 // Before joining, Run checks cfg and j (one error naming each problem),

@@ -47,6 +47,17 @@ type ClusterOptions struct {
 	// Member names this process in the group and in task events; default
 	// "<hostname>-<pid>".
 	Member string
+	// StaticMembership makes this process a static member of the group,
+	// its group.instance.id Member (cluster.Config.StaticMembership): a
+	// restart within SessionTimeout gets its tasks back and moves no
+	// other process's; a stop leaves its tasks unowned until then, unless
+	// LeaveOnStop. Needs Member. Default false (weir run --group turns it
+	// on when --member is given).
+	StaticMembership bool
+	// LeaveOnStop makes a static member leave the group when it is
+	// stopped, so that its tasks move at once: for a stop for good
+	// (cluster.Config.LeaveOnStop). Only with StaticMembership.
+	LeaveOnStop bool
 	// SessionTimeout is the group's session timeout: how long after a
 	// process dies its tasks move. The brokers must allow it
 	// (group.min.session.timeout.ms). Default 3s.
@@ -136,6 +147,12 @@ func CheckCluster(spec *Spec, o ClusterOptions) error {
 	}
 	if o.SessionTimeout < 0 || o.HeartbeatInterval < 0 {
 		oerrs = append(oerrs, fmt.Errorf("pipeline: ClusterOptions.SessionTimeout %v, HeartbeatInterval %v: want 0 (the default) or more", o.SessionTimeout, o.HeartbeatInterval))
+	}
+	if o.StaticMembership && o.Member == "" {
+		oerrs = append(oerrs, errors.New("pipeline: ClusterOptions.StaticMembership needs ClusterOptions.Member, a name that stays the same across restarts (the default, <hostname>-<pid>, changes at every start)"))
+	}
+	if o.LeaveOnStop && !o.StaticMembership {
+		oerrs = append(oerrs, errors.New("pipeline: ClusterOptions.LeaveOnStop is only for a static member (ClusterOptions.StaticMembership); a dynamic member always leaves"))
 	}
 	if o.CheckpointBase != "" {
 		if err := checkpoint.CheckLocation(o.CheckpointBase); err != nil {
@@ -469,7 +486,8 @@ func RunCluster(ctx context.Context, spec *Spec, opts ClusterOptions, log io.Wri
 	cfg := cluster.Config{Brokers: brokers, Security: sec, Group: opts.Group, SourceTopic: k.Topics[0], SourceReadCommitted: k.ReadCommitted,
 		KeyedTasks: opts.KeyedTasks, MaxParallelism: spec.Job.MaxParallelism, CheckpointBase: base,
 		CheckpointInterval: spec.Job.CheckpointInterval, Bounded: k.Bounded, SessionTimeout: opts.SessionTimeout,
-		HeartbeatInterval: opts.HeartbeatInterval, Member: opts.Member, Logger: opts.Logger, OnTask: r.onTask,
+		HeartbeatInterval: opts.HeartbeatInterval, Member: opts.Member, StaticMembership: opts.StaticMembership, LeaveOnStop: opts.LeaveOnStop,
+		Logger: opts.Logger, OnTask: r.onTask,
 		RestoreFrom: opts.RestoreFrom, Advertise: opts.Advertise, OnGroup: opts.OnGroup, OnAssignment: r.onAssignment}
 	keyedTasks := opts.KeyedTasks
 	if keyedTasks == 0 {
@@ -506,8 +524,12 @@ func RunCluster(ctx context.Context, spec *Spec, opts ClusterOptions, log io.Wri
 		defer srv.Close()
 		served += "; health on http://" + ln.Addr().String() + "/healthz and /readyz"
 	}
-	fmt.Fprintf(log, "weir run: %s: group %s, member %s: %s; %d keyed tasks, checkpoints in %s%s\n",
-		s.Pipeline, opts.Group, opts.Member, Describe(spec), keyedTasks, base, served)
+	static := ""
+	if opts.StaticMembership {
+		static = " (static)"
+	}
+	fmt.Fprintf(log, "weir run: %s: group %s, member %s%s: %s; %d keyed tasks, checkpoints in %s%s\n",
+		s.Pipeline, opts.Group, opts.Member, static, Describe(spec), keyedTasks, base, served)
 	start := time.Now()
 	err := cluster.Run(ctx, cfg, r.job())
 	s.Elapsed = time.Since(start)

@@ -250,11 +250,13 @@ func runCmd() *cobra.Command {
 	f.StringVar(&group.CheckpointBase, "checkpoint-dir", "", "with --group: where every task checkpoints, s3://, gs://, azblob:// or a shared directory (overrides job.checkpoint.dir)")
 	f.StringVar(&group.Member, "member", "", "with --group: this process's name in the group (default HOST-PID)")
 	f.DurationVar(&group.SessionTimeout, "session-timeout", 3*time.Second, "with --group: how long after a process dies its tasks move (the brokers must allow it: group.min.session.timeout.ms)")
+	f.BoolVar(&group.StaticMembership, "static-membership", false, "with --group: a static member (Kafka's group.instance.id = --member): restarted within --session-timeout, this process gets its tasks back and no other's move; stopped, its tasks wait for it that long (default true with --member, false without)")
+	f.BoolVar(&group.LeaveOnStop, "leave-group", false, "with --group and static membership: on SIGINT or SIGTERM, leave the group so that this process's tasks move at once (a stop for good, such as a scale-down)")
 	return c
 }
 
 // groupOnly are the flags that mean something only with --group.
-var groupOnly = []string{"keyed-tasks", "checkpoint-dir", "member", "session-timeout"}
+var groupOnly = []string{"keyed-tasks", "checkpoint-dir", "member", "session-timeout", "static-membership", "leave-group"}
 
 // notWithGroup are the flags of a local run that group mode does not take,
 // with the reason.
@@ -348,6 +350,18 @@ func checkGroupFlags(cmd *cobra.Command, o *pipeline.ClusterOptions) error {
 			return usagef(cmd, "--checkpoint-dir: %v", err)
 		}
 	}
+	// Static membership by default with a --member, which is what a
+	// StatefulSet's pod name or a host's name gives: a stable identity.
+	// The default member, HOST-PID, changes at every start.
+	if !fs.Changed("static-membership") {
+		o.StaticMembership = fs.Changed("member")
+	}
+	if o.StaticMembership && !fs.Changed("member") {
+		return usagef(cmd, "--static-membership: needs --member, a name that stays the same across this process's restarts and differs from every other process's (such as a StatefulSet pod's name); the default, HOST-PID, changes at every start")
+	}
+	if o.LeaveOnStop && !o.StaticMembership {
+		return usagef(cmd, "--leave-group: only for a static member (--member, without --static-membership=false); a dynamic member always leaves the group when it stops")
+	}
 	return nil
 }
 
@@ -355,11 +369,16 @@ func checkGroupFlags(cmd *cobra.Command, o *pipeline.ClusterOptions) error {
 // clustered job, until the job has finished (a bounded source) or the
 // first SIGINT or SIGTERM, which checkpoints this process's tasks, hands
 // them over and leaves the group (exit 0; a second signal aborts with
-// 130).
+// 130). A static member does not leave (its restart gets the tasks back)
+// unless --leave-group.
 func runGroup(ctx context.Context, cmd *cobra.Command, spec *pipeline.Spec, o pipeline.ClusterOptions, asJSON bool, uiAddr string) error {
 	log := cmd.ErrOrStderr()
-	stop := shutdown.Notify(shutdown.Options{Log: log,
-		Stopping: "leaving group " + o.Group + ": this process's tasks are checkpointed and handed over (send the signal again to abort at once)"})
+	stopping := "leaving group " + o.Group + ": this process's tasks are checkpointed and handed over (send the signal again to abort at once)"
+	if o.StaticMembership && !o.LeaveOnStop {
+		stopping = "stopping member " + o.Member + " of group " + o.Group + ": its tasks are checkpointed and wait for its restart with --member " + o.Member +
+			" for --session-timeout " + sessionTimeoutText(o.SessionTimeout) + ", then move to the other members (--leave-group moves them at once; send the signal again to abort at once)"
+	}
+	stop := shutdown.Notify(shutdown.Options{Log: log, Stopping: stopping})
 	defer stop.Close()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -453,4 +472,13 @@ func shellQuote(s string) string {
 		return s
 	}
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// sessionTimeoutText is d as given to --session-timeout (its default 3s
+// when 0).
+func sessionTimeoutText(d time.Duration) string {
+	if d == 0 {
+		d = 3 * time.Second
+	}
+	return d.String()
 }

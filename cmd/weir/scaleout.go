@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"sort"
@@ -55,7 +56,21 @@ once as one local job on the same input. Under "ordering":
   clusteredViolations, localViolations   records released after a later record of their key: must be 0
   ...Missing, ...Duplicated              must be 0
 
---ordering-only runs the ordering run alone.`,
+--ordering-only runs the ordering run alone.
+
+With --restart-member it then runs the restart runs: --processes workers, one of them (running
+tasks of both stages) stopped with --restart-signal (TERM, as in a rolling restart, or KILL) once
+--kill-after of the input has reached the exchange topic, and started again with the same member
+name --restart-delay after it has exited; once as static members of the group (group.instance.id
+= member name), once as dynamic ones, with --restart-session-timeout. Under "restart", per run:
+
+  tasks, tasksBack          the restarted worker's tasks, and how many it ran again
+  tasksMoved                tasks started or handed over in the other workers (static: 0)
+  pauseSeconds              signal to every task of the restarted worker running again
+  taskDownSeconds           summed over tasks, time they ran nowhere (moved away and back: twice)
+  lostOutputs, duplicateOutputs, resultsMatchSingleProcess   as above
+
+--restart-only runs the restart runs alone.`,
 		Args: noArgs,
 		PreRunE: func(cmd *cobra.Command, _ []string) error {
 			k := &checks{c: cmd}
@@ -83,6 +98,19 @@ once as one local job on the same input. Under "ordering":
 			k.intRange("order-records", int64(cfg.OrderRecords), 1000, 0)
 			k.intRange("order-pace", int64(cfg.OrderPace), 0, -1)
 			k.duration("load-for", cfg.LoadFor, time.Millisecond)
+			k.oneOf("restart-signal", cfg.RestartSignal, "TERM", "KILL")
+			k.duration("restart-session-timeout", cfg.RestartSessionTimeout, 500*time.Millisecond)
+			k.duration("restart-delay", cfg.RestartDelay, 0)
+			if k.err == nil && !cfg.RestartMember && !cfg.RestartOnly {
+				for _, f := range []string{"restart-signal", "restart-session-timeout", "restart-delay"} {
+					if cmd.Flags().Changed(f) {
+						k.fail("--%s: needs --restart-member or --restart-only (it configures the restart runs)", f)
+					}
+				}
+			}
+			if k.err == nil && cfg.RestartOnly && orderingOnly {
+				k.fail("--restart-only and --ordering-only: give one of them")
+			}
 			return k.err
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -98,6 +126,9 @@ once as one local job on the same input. Under "ordering":
 				cfg.Log = cmd.ErrOrStderr()
 			}
 			var res scaleout.Result
+			if cfg.RestartOnly {
+				withOrdering = false
+			}
 			if !orderingOnly {
 				if res, err = scaleout.Run(ctx, cfg); err != nil {
 					return err
@@ -115,6 +146,9 @@ once as one local job on the same input. Under "ordering":
 				if err := json.NewEncoder(out).Encode(res); err != nil {
 					return err
 				}
+			} else if cfg.RestartOnly {
+				fmt.Fprintf(out, "restart runs: %d processes, %d records, %d totals\n", cfg.Processes, res.Records, res.Totals)
+				printRestarts(out, res.Restart)
 			} else if !orderingOnly {
 				fmt.Fprintf(out, "%d processes, %d killed, %d added; %d records, %d totals\n", res.Processes, res.Killed, res.Added, res.Records, res.Totals)
 				fmt.Fprintf(out, "  outputs lost %d, duplicated %d; results match one process: %v\n", res.LostOutputs, res.DuplicateOutputs, res.ResultsMatchSingleProcess)
@@ -131,6 +165,7 @@ once as one local job on the same input. Under "ordering":
 					fmt.Fprintf(out, "  clustered, %d processes: %.0f records/s; CPU per record: workers %.1f µs, broker %.1f µs\n",
 						n, res.RecordsPerSecByProcesses[k], res.WorkerCPUMicrosPerRecord[k], res.BrokerCPUMicrosPerRecord[k])
 				}
+				printRestarts(out, res.Restart)
 				for _, a := range res.Agent {
 					fmt.Fprintf(out, "  agent, %s store: %d inputs; %d killed owning %d keyed tasks, %d keyed restarts; inputs lost %d, outputs lost %d, duplicated %d\n",
 						a.Store, a.Inputs, a.Killed, a.KilledKeyedTasks, a.KeyedRestarts, a.LostInputs, a.LostOutputs, a.DuplicateOutputs)
@@ -178,7 +213,24 @@ once as one local job on the same input. Under "ordering":
 	f.IntVar(&cfg.OrderRecords, "order-records", 200_000, "history records of the ordering run's big partition")
 	f.IntVar(&cfg.OrderPace, "order-pace", 0, "records per second of each source task in the ordering run (0: the big partition's history over 3 × --load-for, so that it replays while the loader writes)")
 	f.DurationVar(&cfg.LoadFor, "load-for", 2*time.Second, "how long the ordering run's loader writes to the small partition after the start")
+	f.BoolVar(&cfg.RestartMember, "restart-member", false, "after the kill run, the restart runs: one worker stopped and started again with the same member name, as static and as dynamic members")
+	f.BoolVar(&cfg.RestartOnly, "restart-only", false, "run the restart runs alone")
+	f.StringVar(&cfg.RestartSignal, "restart-signal", "TERM", "the signal that stops the restarted worker: TERM (a rolling restart: its tasks checkpointed first) or KILL")
+	f.DurationVar(&cfg.RestartSessionTimeout, "restart-session-timeout", 10*time.Second, "the group session timeout of the restart runs (a static member's tasks wait that long for it)")
+	f.DurationVar(&cfg.RestartDelay, "restart-delay", 2*time.Second, "the pause between the restarted worker's exit and its new start (an orchestrator's restart)")
 	f.BoolVar(&asJSON, "json", false, "print the result as one JSON object")
 	f.BoolVar(&verbose, "verbose", false, "log progress and the workers' warnings to stderr")
 	return c
+}
+
+// printRestarts prints the restart runs, one line each.
+func printRestarts(out io.Writer, rs []scaleout.RestartResult) {
+	for _, r := range rs {
+		kind := "dynamic"
+		if r.Static {
+			kind = "static "
+		}
+		fmt.Fprintf(out, "  restart, %s members, SIG%s (session %gs, restarted %.2fs after the signal): %d of its %d tasks back, %d task moves at the others; pause %.2fs, tasks down %.2fs in all; outputs lost %d, duplicated %d\n",
+			kind, r.Signal, r.SessionTimeoutSeconds, r.RestartSeconds, r.TasksBack, r.Tasks, r.TasksMoved, r.PauseSeconds, r.TaskDownSeconds, r.LostOutputs, r.DuplicateOutputs)
+	}
 }

@@ -93,6 +93,20 @@ type Config struct {
 	OrderRecords int
 	LoadFor      time.Duration
 	OrderPace    int
+	// RestartMember adds the restart runs after the kill run (Result.Restart,
+	// RestartResult): one worker stopped with RestartSignal ("TERM", the
+	// default, or "KILL") and started again with the same member name,
+	// once with static members and once with dynamic ones, whose group
+	// session timeout is RestartSessionTimeout (10s). The worker is
+	// started again RestartDelay (2s) after it has exited, as an
+	// orchestrator's restart takes a while (a pod's deletion and
+	// creation). RestartOnly runs them alone (after the single-process
+	// run they are compared with).
+	RestartMember         bool
+	RestartOnly           bool
+	RestartSignal         string
+	RestartSessionTimeout time.Duration
+	RestartDelay          time.Duration
 }
 
 func (c Config) withDefaults() (Config, error) {
@@ -173,6 +187,28 @@ func (c Config) withDefaults() (Config, error) {
 	if c.LoadFor < 0 {
 		return c, fmt.Errorf("scaleout: load for %v: want 0 (meaning 2s) or a positive duration", c.LoadFor)
 	}
+	switch c.RestartSignal {
+	case "":
+		c.RestartSignal = "TERM"
+	case "TERM", "KILL":
+	default:
+		return c, fmt.Errorf("scaleout: restart signal %q: want TERM or KILL", c.RestartSignal)
+	}
+	if c.RestartSessionTimeout == 0 {
+		c.RestartSessionTimeout = 10 * time.Second
+	}
+	if c.RestartSessionTimeout < 0 {
+		return c, fmt.Errorf("scaleout: restart session timeout %v: want 0 (meaning 10s) or a positive duration", c.RestartSessionTimeout)
+	}
+	if c.RestartDelay == 0 {
+		c.RestartDelay = 2 * time.Second
+	}
+	if c.RestartDelay < 0 {
+		return c, fmt.Errorf("scaleout: restart delay %v: want 0 (meaning 2s) or a positive duration", c.RestartDelay)
+	}
+	if c.RestartOnly {
+		c.RestartMember = true
+	}
 	if c.AgentPace < 0 {
 		return c, fmt.Errorf("scaleout: agent pace %d: want 0 (the pace of the kill run) or a positive number of inputs per second", c.AgentPace)
 	}
@@ -223,6 +259,12 @@ type Result struct {
 	Agent []AgentResult `json:"agent,omitempty"`
 	// Ordering is the ordering run (RunOrdering), if it ran.
 	Ordering *OrderingResult `json:"ordering,omitempty"`
+	// RestartOnly: only the restart runs ran (Config.RestartOnly); the
+	// kill run's fields are empty.
+	RestartOnly bool `json:"restartOnly,omitempty"`
+	// Restart holds the restart runs (Config.RestartMember): static
+	// members, then dynamic ones.
+	Restart []RestartResult `json:"restart,omitempty"`
 }
 
 // OK reports whether the run kept exactly-once, the agent runs included.
@@ -234,6 +276,14 @@ func (r Result) OK() bool {
 	}
 	if r.Ordering != nil && !r.Ordering.OK() {
 		return false
+	}
+	for _, rr := range r.Restart {
+		if !rr.OK() {
+			return false
+		}
+	}
+	if r.RestartOnly {
+		return true
 	}
 	return r.LostOutputs == 0 && r.DuplicateOutputs == 0 && r.ResultsMatchSingleProcess && r.ThroughputRunsMatch
 }
@@ -305,6 +355,12 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		return lost, dup, maps.Equal(want, got), nil
 	}
 
+	if cfg.RestartOnly {
+		res.RestartOnly = true
+		res.Restart, err = runRestarts(ctx, cfg, spec, check, logf)
+		return res, err
+	}
+
 	// The kill run.
 	s := spec("kill")
 	s.Pace = cfg.Pace
@@ -320,6 +376,12 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		return res, err
 	}
 	logf("kill run: %d lost, %d duplicated, match %v", res.LostOutputs, res.DuplicateOutputs, res.ResultsMatchSingleProcess)
+
+	if cfg.RestartMember {
+		if res.Restart, err = runRestarts(ctx, cfg, spec, check, logf); err != nil {
+			return res, err
+		}
+	}
 
 	// Throughput with 1, 2, 4 processes.
 	for _, n := range cfg.Throughput {
@@ -422,28 +484,8 @@ func killRun(ctx context.Context, cfg Config, s WorkerSpec, logf func(string, ..
 		g.start()
 	}
 	deadline := time.Now().Add(cfg.Timeout)
-	adm, closeAdm, err := admin(s.Brokers)
-	if err != nil {
+	if err := g.waitProgress(ctx, exchange, deadline, logf, progressed); err != nil {
 		return kr, err
-	}
-	defer closeAdm()
-	for {
-		if time.Now().After(deadline) {
-			g.killAll()
-			return kr, errors.New("scaleout: the kill run made no progress")
-		}
-		if progressed != nil {
-			if progressed() {
-				break
-			}
-		} else if n := exchangeRecords(ctx, adm, exchange); float64(n) >= cfg.KillAfter*float64(cfg.Records) {
-			break
-		}
-		if n := g.exited(); n > 0 {
-			logf("%d workers ended before the kill: %v", n, g.errs())
-			break // already done (a tiny input): kill what is left anyway
-		}
-		time.Sleep(50 * time.Millisecond)
 	}
 	victim, tasks := g.busiest()
 	if victim == nil {
@@ -485,6 +527,35 @@ func killRun(ctx context.Context, cfg Config, s WorkerSpec, logf func(string, ..
 	return kr, nil
 }
 
+// waitProgress waits until cfg.KillAfter of the input has reached the
+// exchange topic (or, with progressed, until it reports true), or a
+// worker has ended (a tiny input).
+func (g *gang) waitProgress(ctx context.Context, exchange string, deadline time.Time, logf func(string, ...any), progressed func() bool) error {
+	adm, closeAdm, err := admin(g.spec.Brokers)
+	if err != nil {
+		return err
+	}
+	defer closeAdm()
+	for {
+		if time.Now().After(deadline) {
+			g.killAll()
+			return errors.New("scaleout: the run made no progress")
+		}
+		if progressed != nil {
+			if progressed() {
+				return nil
+			}
+		} else if n := exchangeRecords(ctx, adm, exchange); float64(n) >= g.cfg.KillAfter*float64(g.cfg.Records) {
+			return nil
+		}
+		if n := g.exited(); n > 0 {
+			logf("%d workers ended before the kill: %v", n, g.errs())
+			return nil // already done (a tiny input): kill what is left anyway
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 // gang is the worker processes of one run and the task events they
 // printed.
 type gang struct {
@@ -513,6 +584,12 @@ func (g *gang) start() {
 	g.mu.Lock()
 	name := fmt.Sprintf("%s-w%d", g.spec.Group, len(g.ws))
 	g.mu.Unlock()
+	g.startNamed(name)
+}
+
+// startNamed starts a worker with the member name name (a restart: the
+// name of a worker that has ended).
+func (g *gang) startNamed(name string) {
 	s := g.spec
 	s.Member = name
 	js, _ := json.Marshal(s)

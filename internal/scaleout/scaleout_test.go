@@ -59,3 +59,40 @@ func TestOrderingRun(t *testing.T) {
 			res.ClusteredViolations, res.ClusteredMissing, res.ClusteredDuplicated, res.LocalViolations, res.LocalMissing, res.LocalDuplicated)
 	}
 }
+
+// The restart runs, small: three workers, one stopped with SIGTERM (a
+// rolling restart) and started again with the same member name. As static
+// members (cluster M6) it gets every one of its tasks back and the others
+// see no task move; as dynamic members it leaves and joins again, and
+// the others are handed its tasks. Both keep exactly-once.
+func TestRestartMember(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	// A session far longer than a restart takes, so that the static
+	// member's tasks are never given away meanwhile.
+	cfg := Config{Processes: 3, Partitions: 4, KeyedTasks: 2, Records: 40_000, Keys: 32, CheckpointInterval: 200 * time.Millisecond,
+		KillAfter: 0.2, Pace: 2000, RestartOnly: true, RestartSessionTimeout: 20 * time.Second, RestartDelay: time.Second, Dir: t.TempDir()}
+	if testing.Verbose() {
+		cfg.Log = os.Stderr
+	}
+	res, err := Run(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%+v", res.Restart)
+	if len(res.Restart) != 2 || !res.Restart[0].Static || res.Restart[1].Static {
+		t.Fatalf("restart runs %+v: want a static one, then a dynamic one", res.Restart)
+	}
+	st, dyn := res.Restart[0], res.Restart[1]
+	if st.Tasks == 0 || st.TasksBack != st.Tasks || st.TasksMoved != 0 {
+		t.Errorf("static: %d of %d tasks back, %d moved at the others; want all back, none moved", st.TasksBack, st.Tasks, st.TasksMoved)
+	}
+	if dyn.Tasks == 0 || dyn.TasksMoved < dyn.Tasks {
+		t.Errorf("dynamic: %d moved at the others; want at least its %d tasks handed to them", dyn.TasksMoved, dyn.Tasks)
+	}
+	for _, r := range res.Restart {
+		if !r.OK() {
+			t.Errorf("static %v: %d lost, %d duplicated, results match %v", r.Static, r.LostOutputs, r.DuplicateOutputs, r.ResultsMatchSingleProcess)
+		}
+	}
+}

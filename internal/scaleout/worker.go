@@ -30,6 +30,11 @@ type WorkerSpec struct {
 	CheckpointBase     string        `json:"checkpointBase"`
 	CheckpointInterval time.Duration `json:"checkpointInterval"`
 	Member             string        `json:"member"`
+	// Static makes the worker a static member of the group (its Member
+	// the group instance id; cluster.Config.StaticMembership).
+	Static bool `json:"static,omitempty"`
+	// SessionTimeout is the group session timeout (0: SessionTimeout).
+	SessionTimeout time.Duration `json:"sessionTimeout,omitempty"`
 	// Pace bounds each source task's records per second (0: no bound).
 	Pace int `json:"pace,omitempty"`
 	// Agent, if set, makes the worker run AgentJob instead of WindowJob.
@@ -48,6 +53,10 @@ func (s WorkerSpec) config() cluster.Config {
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
 	if s.Ordering {
 		cfg.Bounded = false
+	}
+	cfg.StaticMembership = s.Static
+	if s.SessionTimeout > 0 {
+		cfg.SessionTimeout = s.SessionTimeout
 	}
 	if os.Getenv("WEIR_SCALEOUT_DEBUG") != "" {
 		cfg.ClientOptions = []kgo.Opt{kgo.WithLogger(kgo.BasicLogger(os.Stderr, kgo.LogLevelInfo, func() string { return s.Member + " " }))}
