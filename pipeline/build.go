@@ -395,7 +395,11 @@ func (b *builder) source(ctx context.Context) (weir.Stream[Record], error) {
 			close(stop)
 			o.Stop = stop
 		}
-		src := kafka.NewSource(o, kafkaRecords(k))
+		deser, err := kafkaSourceRecords(ctx, b.j.Spec)
+		if err != nil {
+			return out, err
+		}
+		src := kafka.NewSource(o, deser)
 		if err := src.Validate(); err != nil {
 			return out, fmt.Errorf("%s: %w", k.Pos, err)
 		}
@@ -729,7 +733,11 @@ func (b *builder) sink(output string, s *SinkSpec, in weir.Stream[Record]) error
 			kp, _ := parseFieldPath(k.Key)
 			keyFn = func(r Record) []byte { return []byte(keyString(kp.get(r))) }
 		}
-		o := kafka.SinkOptions[Record]{Brokers: b.j.Brokers, Security: b.j.Security, Topic: k.Topic, Serialize: kafka.SerializeJSON(keyFn)}
+		ser, err := kafkaSinkSerialize(context.Background(), b.j.Spec, k, keyFn)
+		if err != nil {
+			return err
+		}
+		o := kafka.SinkOptions[Record]{Brokers: b.j.Brokers, Security: b.j.Security, Topic: k.Topic, Serialize: ser}
 		if k.Delivery == "exactly-once" {
 			o.TransactionalIDPrefix = k.TransactionalIDPrefix
 			if o.TransactionalIDPrefix == "" {

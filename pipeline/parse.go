@@ -274,6 +274,7 @@ func (d *dec) kafka(k, n ast.Node) *KafkaSpec {
 		}},
 		field{"tls", false, func(k, v ast.Node) { d.kafkaTLS(k, v, ks) }},
 		field{"sasl", false, func(k, v ast.Node) { d.kafkaSASL(k, v, ks) }},
+		field{"schemaRegistry", false, func(k, v ast.Node) { ks.Registry = d.schemaRegistry(k, v) }},
 		field{"embedded", false, func(k, v ast.Node) {
 			e := &EmbeddedSpec{Pos: d.pos(k), Topics: map[string]int32{}, TopicPos: map[string]Pos{}}
 			ks.Embedded = e
@@ -364,6 +365,7 @@ func (d *dec) source(k, n ast.Node, s *SourceSpec) {
 				field{"group", false, func(_, v ast.Node) { d.nonEmpty(v, "source.kafka.group", "a consumer group name", &ks.Group) }},
 				field{"readCommitted", false, func(_, v ast.Node) { d.boolean(v, "source.kafka.readCommitted", &ks.ReadCommitted) }},
 				field{"bounded", false, func(_, v ast.Node) { d.boolean(v, "source.kafka.bounded", &ks.Bounded) }},
+				field{"format", false, func(k, v ast.Node) { ks.Format = d.recordFormat(k, v, "source.kafka.format", false) }},
 				field{"metadata", false, func(_, v ast.Node) {
 					d.nonEmpty(v, "source.kafka.metadata", "a field name such as kafka", &ks.Metadata)
 				}},
@@ -886,6 +888,9 @@ func (d *dec) sink(k, n ast.Node, what string) *SinkSpec {
 				field{"transactionalIdPrefix", false, func(_, v ast.Node) {
 					d.nonEmpty(v, what+".kafka.transactionalIdPrefix", "a prefix unique to the job", &ks.TransactionalIDPrefix)
 				}},
+				field{"format", false, func(k, v ast.Node) {
+					ks.Format = d.recordFormat(k, v, what+".kafka.format", true)
+				}},
 			)
 		}},
 	)
@@ -909,6 +914,7 @@ func resolvePaths(s *Spec, dir string) {
 	if s.Kafka != nil {
 		resolveSecurityPaths(&s.Kafka.Security, fix)
 	}
+	resolveFormatPaths(s, fix)
 	if s.Kafka != nil && s.Kafka.Embedded != nil {
 		fix(&s.Kafka.Embedded.Dir)
 		for i := range s.Kafka.Embedded.Produce {

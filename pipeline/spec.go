@@ -68,6 +68,8 @@ type KafkaSpec struct {
 	// every Kafka client of the job; TLSPos and SASLPos are their keys'.
 	Security        kafkasec.Security
 	TLSPos, SASLPos Pos
+	// Registry is kafka.schemaRegistry (nil: none; pipeline/format.go).
+	Registry *RegistrySpec
 }
 
 // EmbeddedSpec starts the in-process broker for the job's life.
@@ -125,6 +127,8 @@ type KafkaSourceSpec struct {
 	// Metadata names a field that receives {topic, partition, offset,
 	// timestamp} of each record ("" adds none).
 	Metadata string
+	// Format is source.kafka.format (nil: JSON; pipeline/format.go).
+	Format *FormatSpec
 }
 
 // FileSourceSpec reads JSON-lines files.
@@ -298,6 +302,8 @@ type KafkaSinkSpec struct {
 	// Key names the field whose value is the record key ("": none).
 	Key                   string
 	TransactionalIDPrefix string
+	// Format is the sink's kafka.format (nil: JSON; pipeline/format.go).
+	Format *FormatSpec
 }
 
 // FileSinkSpec writes JSON lines: exactly once into files in Dir

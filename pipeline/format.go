@@ -1,0 +1,299 @@
+package pipeline
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync"
+
+	"github.com/goccy/go-yaml/ast"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/weirproject/weir/connector/kafka"
+	"github.com/weirproject/weir/format"
+	"github.com/weirproject/weir/format/avro"
+	"github.com/weirproject/weir/kafkasec"
+)
+
+// This file reads and builds the record formats of Kafka sources and
+// sinks (docs/formats.md): kafka.schemaRegistry, source.kafka.format and
+// <sink>.kafka.format. JSON is the default; avro reads and writes the
+// Confluent wire format with schemas from the registry.
+
+// FormatSpec is source.kafka.format or <sink>.kafka.format: one of json
+// (Kind "" or "json") or avro.
+type FormatSpec struct {
+	Pos  Pos
+	Kind string
+	// Schema is a schema file (.avsc): the reader's schema of a source
+	// ("" reads with each writer's schema), the schema a sink registers
+	// with AutoRegister.
+	Schema    string
+	SchemaPos Pos
+	// Subject is the registry subject a sink writes with (default
+	// "<topic>-value"): its latest version, unless ID or AutoRegister.
+	Subject      string
+	ID           int
+	AutoRegister bool
+}
+
+// RegistrySpec is kafka.schemaRegistry.
+type RegistrySpec struct {
+	Pos      Pos
+	URL      string
+	User     string
+	Password kafkasec.Secret
+	TLS      *kafkasec.TLS
+}
+
+// recordFormat reads source.kafka.format or <sink>.kafka.format.
+func (d *dec) recordFormat(k, n ast.Node, what string, sink bool) *FormatSpec {
+	f := &FormatSpec{Pos: d.pos(k)}
+	if s, ok := d.unwrap(n).(*ast.StringNode); ok {
+		if s.Value != "json" {
+			d.errf(n, "%s: %q: want json, or {avro: {...}}", what, s.Value)
+		}
+		f.Kind = "json"
+		return f
+	}
+	d.object(n, what,
+		field{"json", false, func(_, v ast.Node) { f.Kind = "json"; d.object(v, what+".json") }},
+		field{"avro", false, func(_, v ast.Node) {
+			f.Kind = "avro"
+			w := what + ".avro"
+			fields := []field{{"schema", false, func(_, v ast.Node) {
+				f.SchemaPos = d.pos(v)
+				d.nonEmpty(v, w+".schema", "an Avro schema file such as order.avsc", &f.Schema)
+			}}}
+			if sink {
+				fields = append(fields,
+					field{"subject", false, func(_, v ast.Node) {
+						d.nonEmpty(v, w+".subject", "a registry subject such as orders-value", &f.Subject)
+					}},
+					field{"id", false, func(_, v ast.Node) { d.intField(v, w+".id", 1, 1<<31-1, &f.ID) }},
+					field{"autoRegister", false, func(_, v ast.Node) { d.boolean(v, w+".autoRegister", &f.AutoRegister) }})
+			}
+			if d.object(v, w, fields...) && f.AutoRegister && f.Schema == "" {
+				d.errf(v, "%s: autoRegister needs schema, the .avsc file to register", w)
+			}
+			if f.AutoRegister && f.ID != 0 {
+				d.errf(v, "%s: id and autoRegister both given; want one", w)
+			}
+		}},
+	)
+	if f.Kind == "" {
+		d.errf(k, "%s: want one of json, avro", what)
+	}
+	return f
+}
+
+// schemaRegistry reads kafka.schemaRegistry: a URL, or {url, basicAuth:
+// {user, password}, tls}. The password is ${ENV} only (as kafka.sasl's).
+func (d *dec) schemaRegistry(k, n ast.Node) *RegistrySpec {
+	r := &RegistrySpec{Pos: d.pos(k)}
+	if s, ok := d.unwrap(n).(*ast.StringNode); ok {
+		d.nonEmpty(s, "kafka.schemaRegistry", "the registry's URL", &r.URL)
+		return r
+	}
+	d.object(n, "kafka.schemaRegistry",
+		field{"url", true, func(_, v ast.Node) {
+			d.nonEmpty(v, "kafka.schemaRegistry.url", "the registry's URL such as http://127.0.0.1:8081", &r.URL)
+		}},
+		field{"basicAuth", false, func(_, v ast.Node) {
+			d.object(v, "kafka.schemaRegistry.basicAuth",
+				field{"user", true, func(_, v ast.Node) {
+					d.nonEmpty(v, "kafka.schemaRegistry.basicAuth.user", "a user name or API key", &r.User)
+				}},
+				field{"password", true, func(_, v ast.Node) { d.secret(v, "kafka.schemaRegistry.basicAuth.password", "", &r.Password) }})
+		}},
+		field{"tls", false, func(k, v ast.Node) {
+			// Read with kafka.tls's parser into a scratch spec.
+			var scratch KafkaSpec
+			d.kafkaTLS(k, v, &scratch)
+			r.TLS = scratch.Security.TLS
+			if r.TLS == nil {
+				r.TLS = &kafkasec.TLS{}
+			}
+		}},
+	)
+	if r.URL != "" {
+		if _, err := format.NewClient(format.RegistryConfig{URL: r.URL}); err != nil {
+			d.errf(k, "kafka.schemaRegistry.url: %v", err)
+		}
+	}
+	return r
+}
+
+// checkFormats refuses a format other than json without
+// kafka.schemaRegistry.
+func (d *dec) checkFormats(s *Spec) {
+	needs := func(f *FormatSpec, what string) {
+		if f != nil && f.Kind != "json" && (s.Kafka == nil || s.Kafka.Registry == nil) {
+			d.errAt(f.Pos, "%s: %s needs kafka.schemaRegistry (the registry's URL)", what, f.Kind)
+		}
+	}
+	if k := s.Source.Kafka; k != nil {
+		needs(k.Format, "source.kafka.format")
+	}
+	for what, sk := range allSinks(s) {
+		if sk != nil && sk.Kafka != nil {
+			needs(sk.Kafka.Format, what+".kafka.format")
+		}
+	}
+}
+
+// allSinks is the main sink and each output's, by name.
+func allSinks(s *Spec) map[string]*SinkSpec {
+	m := map[string]*SinkSpec{"sink": s.Sink}
+	for name, o := range s.Outputs {
+		m["outputs."+name+".sink"] = o.Sink
+	}
+	return m
+}
+
+// resolveFormatPaths makes schema files relative to the pipeline file.
+func resolveFormatPaths(s *Spec, fix func(*string)) {
+	if k := s.Source.Kafka; k != nil && k.Format != nil {
+		fix(&k.Format.Schema)
+	}
+	for _, sk := range allSinks(s) {
+		if sk != nil && sk.Kafka != nil && sk.Kafka.Format != nil {
+			fix(&sk.Kafka.Format.Schema)
+		}
+	}
+	if s.Kafka != nil && s.Kafka.Registry != nil && s.Kafka.Registry.TLS != nil {
+		t := s.Kafka.Registry.TLS
+		fix(&t.CAFile)
+		fix(&t.CertFile)
+		fix(&t.KeyFile)
+	}
+}
+
+// registries holds the schema registry clients of running jobs, one per
+// spec (a clustered job builds many times): schemas fetched once serve
+// every task and restart.
+var registries struct {
+	mu sync.Mutex
+	m  map[*RegistrySpec]*format.Client
+}
+
+// registryOf returns the client of kafka.schemaRegistry, checking at its
+// first use that the registry answers (R3: fail fast at build time).
+func registryOf(ctx context.Context, s *Spec) (format.Registry, error) {
+	if s.Kafka == nil || s.Kafka.Registry == nil {
+		return nil, nil
+	}
+	r := s.Kafka.Registry
+	registries.mu.Lock()
+	defer registries.mu.Unlock()
+	if c, ok := registries.m[r]; ok {
+		return c, nil
+	}
+	c, err := format.NewClient(format.RegistryConfig{URL: r.URL, Username: r.User, Password: r.Password, TLS: r.TLS})
+	if err != nil {
+		return nil, fmt.Errorf("%s: kafka.schemaRegistry: %w", r.Pos, err)
+	}
+	if err := c.Check(ctx); err != nil {
+		return nil, fmt.Errorf("%s: kafka.schemaRegistry: %w", r.Pos, err)
+	}
+	if registries.m == nil {
+		registries.m = map[*RegistrySpec]*format.Client{}
+	}
+	registries.m[r] = c
+	return c, nil
+}
+
+func readSchema(f *FormatSpec) (string, error) {
+	if f.Schema == "" {
+		return "", nil
+	}
+	b, err := os.ReadFile(f.Schema)
+	if err != nil {
+		return "", fmt.Errorf("%s: %s.schema: %v", f.SchemaPos, f.Kind, err)
+	}
+	return string(b), nil
+}
+
+// kafkaSourceRecords is the deserializer of the Kafka source: JSON
+// objects (kafkaRecords), or source.kafka.format's, with the record's
+// metadata in source.kafka.metadata if named.
+func kafkaSourceRecords(ctx context.Context, s *Spec) (kafka.Deserializer[Record], error) {
+	k := s.Source.Kafka
+	f := k.Format
+	if f == nil || f.Kind == "json" {
+		return kafkaRecords(k), nil
+	}
+	reg, err := registryOf(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	text, err := readSchema(f)
+	if err != nil {
+		return nil, err
+	}
+	d, err := avro.NewDecoder(avro.Options{Registry: reg, Schema: text})
+	if err != nil {
+		return nil, fmt.Errorf("%s: source.kafka.format.avro: %w", f.Pos, err)
+	}
+	meta := k.Metadata
+	return kafka.DeserializerFunc[Record](func(r *kgo.Record) (Record, error) {
+		rec, err := d.Record(r.Value)
+		if err != nil {
+			return nil, err
+		}
+		if meta != "" {
+			rec[meta] = map[string]any{"topic": r.Topic, "partition": float64(r.Partition),
+				"offset": float64(r.Offset), "timestamp": float64(r.Timestamp.UnixMilli())}
+		}
+		return rec, nil
+	}), nil
+}
+
+// kafkaSinkSerialize is the Serialize of a Kafka sink: JSON, or
+// <sink>.kafka.format's, with keyFn (if not nil) giving the record key.
+func kafkaSinkSerialize(ctx context.Context, s *Spec, k *KafkaSinkSpec, keyFn func(Record) []byte) (func(Record) (*kgo.Record, error), error) {
+	f := k.Format
+	if f == nil || f.Kind == "json" {
+		return kafka.SerializeJSON(keyFn), nil
+	}
+	reg, err := registryOf(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	text, err := readSchema(f)
+	if err != nil {
+		return nil, err
+	}
+	subject := f.Subject
+	if subject == "" {
+		subject = k.Topic + "-value"
+	}
+	ser, err := avro.RecordSerializer(ctx, avro.Options{Registry: reg, Schema: text, Subject: subject, ID: f.ID, AutoRegister: f.AutoRegister}, keyFn)
+	if err != nil {
+		return nil, fmt.Errorf("%s: kafka.format.avro: %w", f.Pos, err)
+	}
+	return ser, nil
+}
+
+// clusterFormat is the source's deserializer and the sink's Serialize of
+// a clustered job, made once per process.
+type clusterFormat struct {
+	source kafka.Deserializer[Record]
+	sink   func(Record) (*kgo.Record, error)
+}
+
+func clusterFormats(ctx context.Context, s *Spec) (clusterFormat, error) {
+	var f clusterFormat
+	var err error
+	if f.source, err = kafkaSourceRecords(ctx, s); err != nil {
+		return f, err
+	}
+	k := s.Sink.Kafka
+	var keyFn func(Record) []byte
+	if k.Key != "" {
+		kp, _ := parseFieldPath(k.Key)
+		keyFn = func(r Record) []byte { return []byte(keyString(kp.get(r))) }
+	}
+	f.sink, err = kafkaSinkSerialize(ctx, s, k, keyFn)
+	return f, err
+}

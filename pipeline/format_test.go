@@ -1,0 +1,187 @@
+package pipeline_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sr/srfake"
+
+	"github.com/weirproject/weir/broker"
+	"github.com/weirproject/weir/format"
+	"github.com/weirproject/weir/format/avro"
+	"github.com/weirproject/weir/pipeline"
+)
+
+const ordersAvsc = `{"type":"record","name":"Order","namespace":"shop","fields":[
+ {"name":"customer","type":"string"},
+ {"name":"amount","type":{"type":"bytes","logicalType":"decimal","precision":9,"scale":2}},
+ {"name":"at","type":{"type":"long","logicalType":"timestamp-millis"}}]}`
+
+// TestAvroKeyedCount: Avro records (a decimal and a timestamp-millis used
+// as the event time) from the broker, with the writers' schemas in a
+// registry, counted per customer in event-time windows; an unknown schema
+// id, a corrupt payload and a JSON record (wrong magic byte) become dead
+// letters naming what is wrong, and the job goes on. The registry sees a
+// handful of requests, not one per record (R1).
+//
+// The registry is franz-go's srfake until the embedded one
+// (package schemaregistry) is merged.
+func TestAvroKeyedCount(t *testing.T) {
+	ctx := context.Background()
+	reg := srfake.New()
+	defer reg.Close()
+	var hits atomic.Int64
+	reg.Intercept(func(http.ResponseWriter, *http.Request) bool { hits.Add(1); return false })
+	br, err := broker.Start(broker.Options{Topics: map[string]int32{"orders": 2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer br.Close()
+
+	cl, err := format.NewClient(format.RegistryConfig{URL: reg.URL()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	enc, err := avro.NewEncoder(ctx, avro.Options{Registry: cl, Subject: "orders-value", Schema: ordersAvsc, AutoRegister: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	prod, err := kgo.NewClient(kgo.SeedBrokers(br.Addrs()...), kgo.DefaultProduceTopic("orders"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close()
+	const n = 600
+	customers := []string{"ann", "bob", "cy"}
+	var recs []*kgo.Record
+	for i := range n {
+		b, err := enc.AppendRecord(nil, map[string]any{"customer": customers[i%3], "amount": "12.50", "at": float64(1_700_000_000_000 + i*100)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs = append(recs, &kgo.Record{Value: b})
+	}
+	recs = append(recs,
+		&kgo.Record{Value: format.AppendHeader(nil, 4242)},
+		&kgo.Record{Value: append(format.AppendHeader(nil, enc.ID()), 0x7f)},
+		&kgo.Record{Value: []byte(`{"customer":"ann"}`)})
+	if err := prod.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "order.avsc"), []byte(ordersAvsc), 0o644)
+	src := fmt.Sprintf(`kafka:
+  brokers: [%s]
+  schemaRegistry: {url: %s}
+source:
+  kafka:
+    topics: [orders]
+    bounded: true
+    format: {avro: {schema: order.avsc}}
+  timestamp: at
+  deadLetters: bad
+steps:
+  - keyBy: customer
+  - window:
+      tumbling: 1h
+      aggregate: {orders: count}
+sink:
+  file: {path: %s}
+outputs:
+  bad:
+    file: {path: %s}
+`, br.Addrs()[0], reg.URL(), filepath.Join(dir, "counts.jsonl"), filepath.Join(dir, "bad.jsonl"))
+	os.WriteFile(filepath.Join(dir, "p.yaml"), []byte(src), 0o644)
+	spec, err := pipeline.ParseFile(filepath.Join(dir, "p.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := hits.Load()
+	sum, err := pipeline.Run(ctx, spec, pipeline.Options{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.SourceRecords != n || sum.SourceDeadLetters != 3 {
+		t.Fatalf("summary %+v; want %d records and 3 dead letters", sum, n)
+	}
+	counts := map[string]float64{}
+	for _, r := range readLines(t, filepath.Join(dir, "counts.jsonl")) {
+		counts[r["customer"].(string)] += r["orders"].(float64)
+	}
+	for _, c := range customers {
+		if counts[c] != n/3 {
+			t.Errorf("count of %s = %v; want %d (all %v)", c, counts[c], n/3, counts)
+		}
+	}
+	var reasons []string
+	for _, r := range readLines(t, filepath.Join(dir, "bad.jsonl")) {
+		reasons = append(reasons, r["reason"].(string))
+	}
+	all := strings.Join(reasons, "\n")
+	for _, want := range []string{"schema id 4242: schema id unknown", fmt.Sprintf("schema id %d: payload does not decode", enc.ID()), "not the magic byte"} {
+		if !strings.Contains(all, want) {
+			t.Errorf("dead letters:\n%s\nwant one saying %q", all, want)
+		}
+	}
+	if got := hits.Load() - before; got > 10 {
+		t.Errorf("%d registry requests for %d records; want a handful (ids cached)", got, n+3)
+	}
+}
+
+func readLines(t *testing.T, path string) []map[string]any {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []map[string]any
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var m map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// TestRegistryDownAtBuild: a registry that does not answer fails the job
+// when it is built, with the URL in the error (R3).
+func TestRegistryDownAtBuild(t *testing.T) {
+	br, err := broker.Start(broker.Options{Topics: map[string]int32{"orders": 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer br.Close()
+	src := fmt.Sprintf(`kafka:
+  brokers: [%s]
+  schemaRegistry: {url: "http://127.0.0.1:1"}
+source:
+  kafka: {topics: [orders], format: {avro: {}}}
+sink:
+  stdout: {}
+`, br.Addrs()[0])
+	spec, err := pipeline.Parse("p.yaml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, err = pipeline.Build(ctx, spec, pipeline.Options{})
+	if err == nil || !strings.Contains(err.Error(), "schema registry http://127.0.0.1:1 does not answer") {
+		t.Fatalf("Build: %v; want the registry named as not answering", err)
+	}
+}
