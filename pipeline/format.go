@@ -93,8 +93,18 @@ func (d *dec) schemaRegistry(k, n ast.Node) *RegistrySpec {
 	r := &RegistrySpec{Pos: d.pos(k)}
 	if s, ok := d.unwrap(n).(*ast.StringNode); ok {
 		d.nonEmpty(s, "kafka.schemaRegistry", "the registry's URL", &r.URL)
-		return r
+	} else {
+		d.registryObject(n, r)
 	}
+	if r.URL != "" {
+		if _, err := format.NewClient(format.RegistryConfig{URL: r.URL}); err != nil {
+			d.errf(k, "kafka.schemaRegistry: %v", err)
+		}
+	}
+	return r
+}
+
+func (d *dec) registryObject(n ast.Node, r *RegistrySpec) {
 	d.object(n, "kafka.schemaRegistry",
 		field{"url", true, func(_, v ast.Node) {
 			d.nonEmpty(v, "kafka.schemaRegistry.url", "the registry's URL such as http://127.0.0.1:8081", &r.URL)
@@ -116,12 +126,6 @@ func (d *dec) schemaRegistry(k, n ast.Node) *RegistrySpec {
 			}
 		}},
 	)
-	if r.URL != "" {
-		if _, err := format.NewClient(format.RegistryConfig{URL: r.URL}); err != nil {
-			d.errf(k, "kafka.schemaRegistry.url: %v", err)
-		}
-	}
-	return r
 }
 
 // checkFormats refuses a format other than json without

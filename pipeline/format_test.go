@@ -5,9 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
-	"net/http"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -183,5 +183,36 @@ sink:
 	_, err = pipeline.Build(ctx, spec, pipeline.Options{})
 	if err == nil || !strings.Contains(err.Error(), "schema registry http://127.0.0.1:1 does not answer") {
 		t.Fatalf("Build: %v; want the registry named as not answering", err)
+	}
+}
+
+// TestFormatParseErrors: each mistake in a format or registry key is one
+// line naming it and what is accepted; a literal password is refused
+// without being repeated.
+func TestFormatParseErrors(t *testing.T) {
+	for _, c := range []struct{ src, want string }{
+		{`kafka: {brokers: ["h:1"]}
+source: {kafka: {topics: [a], format: {avro: {}}}}
+sink: {stdout: {}}`, `f.yaml:2:31: source.kafka.format: avro needs kafka.schemaRegistry`},
+		{`kafka: {brokers: ["h:1"], schemaRegistry: {url: "http://r:8081", basicAuth: {user: u, password: hunter2}}}
+source: {kafka: {topics: [a]}}
+sink: {stdout: {}}`, `kafka.schemaRegistry.basicAuth.password: a literal secret is refused`},
+		{`kafka: {brokers: ["h:1"], schemaRegistry: "r:8081"}
+source: {kafka: {topics: [a]}}
+sink: {stdout: {}}`, `want http://host:port`},
+		{`kafka: {brokers: ["h:1"], schemaRegistry: "http://r:8081"}
+source: {kafka: {topics: [a], format: xml}}
+sink: {stdout: {}}`, `source.kafka.format: "xml": want json, or {avro: {...}}`},
+		{`kafka: {brokers: ["h:1"], schemaRegistry: "http://r:8081"}
+source: {kafka: {topics: [a], format: {avro: {autoRegister: true}}}}
+sink: {stdout: {}}`, `source.kafka.format.avro: unknown key "autoRegister"`},
+		{`kafka: {brokers: ["h:1"], schemaRegistry: "http://r:8081"}
+source: {kafka: {topics: [a]}}
+sink: {kafka: {topic: b, format: {avro: {autoRegister: true}}}}`, `sink.kafka.format.avro: autoRegister needs schema`},
+	} {
+		_, err := pipeline.Parse("f.yaml", []byte(c.src))
+		if err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "hunter2") {
+			t.Errorf("Parse:\n%s\nerror %v; want %q (and no secret)", c.src, err, c.want)
+		}
 	}
 }
