@@ -72,11 +72,11 @@ func AppendHeader(b []byte, id int) []byte {
 // ParseHeader reads the header of b: the schema id and what follows it
 // (a sub-slice of b; nothing is copied). It never panics (W1).
 func ParseHeader(b []byte) (id int, rest []byte, err error) {
+	if len(b) > 0 && b[0] != MagicByte {
+		return -1, nil, &DecodeError{ID: -1, Err: ErrMagic, Detail: fmt.Sprintf("got 0x%02x", b[0])}
+	}
 	if len(b) < HeaderSize {
 		return -1, nil, &DecodeError{ID: -1, Err: ErrShort, Detail: fmt.Sprintf("%d bytes", len(b))}
-	}
-	if b[0] != MagicByte {
-		return -1, nil, &DecodeError{ID: -1, Err: ErrMagic, Detail: fmt.Sprintf("got 0x%02x", b[0])}
 	}
 	return int(binary.BigEndian.Uint32(b[1:5])), b[5:], nil
 }

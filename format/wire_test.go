@@ -22,7 +22,7 @@ func TestParseHeaderErrors(t *testing.T) {
 	for _, c := range []struct {
 		in   []byte
 		want error
-	}{{nil, ErrShort}, {[]byte{0, 0, 0}, ErrShort}, {[]byte{1, 0, 0, 0, 1}, ErrMagic}, {[]byte(`{"a":1}`), ErrMagic}} {
+	}{{nil, ErrShort}, {[]byte{0, 0, 0}, ErrShort}, {[]byte{1, 0, 0, 0, 1}, ErrMagic}, {[]byte{1}, ErrMagic}, {[]byte(`{"a":1}`), ErrMagic}} {
 		_, _, err := ParseHeader(c.in)
 		if !errors.Is(err, c.want) {
 			t.Errorf("ParseHeader(%x) = %v; want %v", c.in, err, c.want)
