@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"sync"
@@ -12,6 +13,8 @@ import (
 	"github.com/weirproject/weir/connector/kafka"
 	"github.com/weirproject/weir/format"
 	"github.com/weirproject/weir/format/avro"
+	"github.com/weirproject/weir/format/jsonschema"
+	"github.com/weirproject/weir/format/protobuf"
 	"github.com/weirproject/weir/kafkasec"
 )
 
@@ -21,7 +24,7 @@ import (
 // Confluent wire format with schemas from the registry.
 
 // FormatSpec is source.kafka.format or <sink>.kafka.format: one of json
-// (Kind "" or "json") or avro.
+// (Kind "" or "json"), avro, protobuf, jsonSchema.
 type FormatSpec struct {
 	Pos  Pos
 	Kind string
@@ -35,6 +38,10 @@ type FormatSpec struct {
 	Subject      string
 	ID           int
 	AutoRegister bool
+	// Message is the protobuf message a sink writes (its full name).
+	Message string
+	// Validate checks jsonSchema records against their schema.
+	Validate bool
 }
 
 // RegistrySpec is kafka.schemaRegistry.
@@ -51,20 +58,26 @@ func (d *dec) recordFormat(k, n ast.Node, what string, sink bool) *FormatSpec {
 	f := &FormatSpec{Pos: d.pos(k)}
 	if s, ok := d.unwrap(n).(*ast.StringNode); ok {
 		if s.Value != "json" {
-			d.errf(n, "%s: %q: want json, or {avro: {...}}", what, s.Value)
+			d.errf(n, "%s: %q: want json, or one of {avro: {...}}, {protobuf: {...}}, {jsonSchema: {...}}", what, s.Value)
 		}
 		f.Kind = "json"
 		return f
 	}
-	d.object(n, what,
-		field{"json", false, func(_, v ast.Node) { f.Kind = "json"; d.object(v, what+".json") }},
-		field{"avro", false, func(_, v ast.Node) {
-			f.Kind = "avro"
-			w := what + ".avro"
-			fields := []field{{"schema", false, func(_, v ast.Node) {
-				f.SchemaPos = d.pos(v)
-				d.nonEmpty(v, w+".schema", "an Avro schema file such as order.avsc", &f.Schema)
-			}}}
+	kinds := 0
+	// kind reads one format's mapping: the keys every format has, and
+	// extra.
+	kind := func(name, schemaExample string, extra ...field) field {
+		return field{name, false, func(_, v ast.Node) {
+			kinds++
+			f.Kind = name
+			w := what + "." + name
+			fields := append([]field{}, extra...)
+			if sink || name == "avro" {
+				fields = append(fields, field{"schema", false, func(_, v ast.Node) {
+					f.SchemaPos = d.pos(v)
+					d.nonEmpty(v, w+".schema", schemaExample, &f.Schema)
+				}})
+			}
 			if sink {
 				fields = append(fields,
 					field{"subject", false, func(_, v ast.Node) {
@@ -73,16 +86,32 @@ func (d *dec) recordFormat(k, n ast.Node, what string, sink bool) *FormatSpec {
 					field{"id", false, func(_, v ast.Node) { d.intField(v, w+".id", 1, 1<<31-1, &f.ID) }},
 					field{"autoRegister", false, func(_, v ast.Node) { d.boolean(v, w+".autoRegister", &f.AutoRegister) }})
 			}
-			if d.object(v, w, fields...) && f.AutoRegister && f.Schema == "" {
-				d.errf(v, "%s: autoRegister needs schema, the .avsc file to register", w)
+			if !d.object(v, w, fields...) {
+				return
+			}
+			if f.AutoRegister && f.Schema == "" {
+				d.errf(v, "%s: autoRegister needs schema, the schema file to register", w)
 			}
 			if f.AutoRegister && f.ID != 0 {
 				d.errf(v, "%s: id and autoRegister both given; want one", w)
 			}
-		}},
+			if sink && name == "protobuf" && f.Message == "" {
+				d.errf(v, "%s: message is required: the full name of the message to write, such as shop.Order", w)
+			}
+		}}
+	}
+	d.object(n, what,
+		field{"json", false, func(_, v ast.Node) { kinds++; f.Kind = "json"; d.object(v, what+".json") }},
+		kind("avro", "an Avro schema file such as order.avsc"),
+		kind("protobuf", "a .proto file such as order.proto",
+			field{"message", false, func(_, v ast.Node) {
+				d.nonEmpty(v, what+".protobuf.message", "a message's full name such as shop.Order", &f.Message)
+			}}),
+		kind("jsonSchema", "a JSON Schema file such as order.schema.json",
+			field{"validate", false, func(_, v ast.Node) { d.boolean(v, what+".jsonSchema.validate", &f.Validate) }}),
 	)
-	if f.Kind == "" {
-		d.errf(k, "%s: want one of json, avro", what)
+	if kinds != 1 {
+		d.errf(k, "%s: want exactly one of json, avro, protobuf, jsonSchema", what)
 	}
 	return f
 }
@@ -235,13 +264,39 @@ func kafkaSourceRecords(ctx context.Context, s *Spec) (kafka.Deserializer[Record
 	if err != nil {
 		return nil, err
 	}
-	d, err := avro.NewDecoder(avro.Options{Registry: reg, Schema: text})
-	if err != nil {
-		return nil, fmt.Errorf("%s: source.kafka.format.avro: %w", f.Pos, err)
+	var decode func([]byte) (map[string]any, error)
+	switch f.Kind {
+	case "avro":
+		d, err := avro.NewDecoder(avro.Options{Registry: reg, Schema: text})
+		if err != nil {
+			return nil, fmt.Errorf("%s: source.kafka.format.avro: %w", f.Pos, err)
+		}
+		decode = d.Record
+	case "protobuf":
+		d, err := protobuf.NewDecoder(protobuf.Options{Registry: reg})
+		if err != nil {
+			return nil, fmt.Errorf("%s: source.kafka.format.protobuf: %w", f.Pos, err)
+		}
+		decode = d.Record
+	case "jsonSchema":
+		d, err := jsonschema.NewDecoder(jsonschema.Options{Registry: reg, Validate: f.Validate})
+		if err != nil {
+			return nil, fmt.Errorf("%s: source.kafka.format.jsonSchema: %w", f.Pos, err)
+		}
+		decode = func(b []byte) (map[string]any, error) {
+			var m map[string]any
+			if err := d.Decode(b, &m); err != nil {
+				return nil, err
+			}
+			if m == nil {
+				return nil, errors.New("not a JSON object (null)")
+			}
+			return m, nil
+		}
 	}
 	meta := k.Metadata
 	return kafka.DeserializerFunc[Record](func(r *kgo.Record) (Record, error) {
-		rec, err := d.Record(r.Value)
+		rec, err := decode(r.Value)
 		if err != nil {
 			return nil, err
 		}
@@ -272,9 +327,19 @@ func kafkaSinkSerialize(ctx context.Context, s *Spec, k *KafkaSinkSpec, keyFn fu
 	if subject == "" {
 		subject = k.Topic + "-value"
 	}
-	ser, err := avro.RecordSerializer(ctx, avro.Options{Registry: reg, Schema: text, Subject: subject, ID: f.ID, AutoRegister: f.AutoRegister}, keyFn)
+	var ser func(Record) (*kgo.Record, error)
+	switch f.Kind {
+	case "avro":
+		ser, err = avro.RecordSerializer(ctx, avro.Options{Registry: reg, Schema: text, Subject: subject, ID: f.ID, AutoRegister: f.AutoRegister}, keyFn)
+	case "protobuf":
+		ser, err = protobuf.RecordSerializer(ctx, protobuf.Options{Registry: reg, Schema: text, Subject: subject, ID: f.ID,
+			AutoRegister: f.AutoRegister, Message: f.Message}, keyFn)
+	case "jsonSchema":
+		ser, err = jsonschema.Serializer(ctx, jsonschema.Options{Registry: reg, Schema: text, Subject: subject, ID: f.ID,
+			AutoRegister: f.AutoRegister, Validate: f.Validate}, keyFn)
+	}
 	if err != nil {
-		return nil, fmt.Errorf("%s: kafka.format.avro: %w", f.Pos, err)
+		return nil, fmt.Errorf("%s: kafka.format.%s: %w", f.Pos, f.Kind, err)
 	}
 	return ser, nil
 }

@@ -19,6 +19,8 @@ import (
 	"github.com/weirproject/weir/broker"
 	"github.com/weirproject/weir/format"
 	"github.com/weirproject/weir/format/avro"
+	"github.com/weirproject/weir/format/jsonschema"
+	"github.com/weirproject/weir/format/protobuf"
 	"github.com/weirproject/weir/pipeline"
 )
 
@@ -202,7 +204,7 @@ source: {kafka: {topics: [a]}}
 sink: {stdout: {}}`, `want http://host:port`},
 		{`kafka: {brokers: ["h:1"], schemaRegistry: "http://r:8081"}
 source: {kafka: {topics: [a], format: xml}}
-sink: {stdout: {}}`, `source.kafka.format: "xml": want json, or {avro: {...}}`},
+sink: {stdout: {}}`, `source.kafka.format: "xml": want json, or one of {avro: {...}}`},
 		{`kafka: {brokers: ["h:1"], schemaRegistry: "http://r:8081"}
 source: {kafka: {topics: [a], format: {avro: {autoRegister: true}}}}
 sink: {stdout: {}}`, `source.kafka.format.avro: unknown key "autoRegister"`},
@@ -214,5 +216,135 @@ sink: {kafka: {topic: b, format: {avro: {autoRegister: true}}}}`, `sink.kafka.fo
 		if err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "hunter2") {
 			t.Errorf("Parse:\n%s\nerror %v; want %q (and no secret)", c.src, err, c.want)
 		}
+	}
+}
+
+// TestProtobufToAvroAndJSONSchema: Protobuf records (a Timestamp as the
+// event time) counted per customer and written as Avro (the schema
+// auto-registered) to one topic and as validated JSON Schema records to
+// another; both read back. A JSON Schema source that validates sends an
+// invalid record to its dead letters.
+func TestProtobufToAvroAndJSONSchema(t *testing.T) {
+	ctx := context.Background()
+	reg := srfake.New()
+	defer reg.Close()
+	br, err := broker.Start(broker.Options{Topics: map[string]int32{"pb": 1, "avro-out": 1, "js-out": 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer br.Close()
+	cl, _ := format.NewClient(format.RegistryConfig{URL: reg.URL()})
+	const proto = `syntax = "proto3";
+package shop;
+import "google/protobuf/timestamp.proto";
+message Order { string customer = 1; int64 cents = 2; google.protobuf.Timestamp at = 3; }`
+	enc, err := protobuf.NewEncoder(ctx, protobuf.Options{Registry: cl, Subject: "pb-value", Schema: proto, AutoRegister: true, Message: "shop.Order"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	prod, _ := kgo.NewClient(kgo.SeedBrokers(br.Addrs()...), kgo.DefaultProduceTopic("pb"))
+	defer prod.Close()
+	var recs []*kgo.Record
+	for i := range 30 {
+		b, err := enc.AppendRecord(nil, map[string]any{"customer": []string{"ann", "bob"}[i%2], "cents": float64(i), "at": float64(1_700_000_000_000 + i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs = append(recs, &kgo.Record{Value: b})
+	}
+	if err := prod.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "count.avsc"), []byte(`{"type":"record","name":"Count","fields":[
+ {"name":"customer","type":"string"},{"name":"orders","type":"long"},
+ {"name":"windowEnd","type":{"type":"long","logicalType":"timestamp-millis"}}]}`), 0o644)
+	os.WriteFile(filepath.Join(dir, "count.schema.json"), []byte(`{"type":"object","required":["customer","orders"],
+ "properties":{"orders":{"type":"integer","minimum":1}}}`), 0o644)
+	src := fmt.Sprintf(`kafka:
+  brokers: [%s]
+  schemaRegistry: {url: %s}
+source:
+  kafka: {topics: [pb], bounded: true, format: {protobuf: {}}}
+  timestamp: at
+steps:
+  - keyBy: customer
+  - window: {tumbling: 1h, aggregate: {orders: count}}
+  - tee: js
+sink:
+  kafka: {topic: avro-out, format: {avro: {schema: count.avsc, autoRegister: true}}}
+outputs:
+  js:
+    kafka: {topic: js-out, format: {jsonSchema: {schema: count.schema.json, autoRegister: true, validate: true}}}
+`, br.Addrs()[0], reg.URL())
+	os.WriteFile(filepath.Join(dir, "p.yaml"), []byte(src), 0o644)
+	spec, err := pipeline.ParseFile(filepath.Join(dir, "p.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pipeline.Run(ctx, spec, pipeline.Options{}, nil); err != nil {
+		t.Fatal(err)
+	}
+	read := func(topic string) []*kgo.Record {
+		c, _ := kgo.NewClient(kgo.SeedBrokers(br.Addrs()...), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+		defer c.Close()
+		var out []*kgo.Record
+		for len(out) < 2 {
+			c.PollFetches(ctx).EachRecord(func(r *kgo.Record) { out = append(out, r) })
+		}
+		return out
+	}
+	ad, _ := avro.NewDecoder(avro.Options{Registry: cl})
+	got := map[string]any{}
+	for _, r := range read("avro-out") {
+		m, err := ad.Record(r.Value)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got[m["customer"].(string)] = m["orders"]
+	}
+	if got["ann"] != float64(15) || got["bob"] != float64(15) {
+		t.Fatalf("avro counts %v; want 15 each", got)
+	}
+	jd, _ := jsonschema.NewDecoder(jsonschema.Options{Registry: cl, Validate: true})
+	for _, r := range read("js-out") {
+		var m map[string]any
+		if err := jd.Decode(r.Value, &m); err != nil || m["orders"] != float64(15) {
+			t.Fatalf("json schema record %v %v", m, err)
+		}
+	}
+
+	// A validating JSON Schema source: the invalid record is a dead letter.
+	bad := append(format.AppendHeader(nil, 0), `{"customer":"cy","orders":0}`...)
+	first := read("js-out")[0].Value
+	copy(bad[1:5], first[1:5]) // the schema id the sink registered
+	if err := prod.ProduceSync(ctx, &kgo.Record{Topic: "js-out", Value: bad}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	src2 := fmt.Sprintf(`kafka:
+  brokers: [%s]
+  schemaRegistry: {url: %s}
+source:
+  kafka: {topics: [js-out], bounded: true, format: {jsonSchema: {validate: true}}}
+  deadLetters: bad
+sink:
+  file: {path: %s}
+outputs:
+  bad:
+    file: {path: %s}
+`, br.Addrs()[0], reg.URL(), filepath.Join(dir, "ok.jsonl"), filepath.Join(dir, "bad.jsonl"))
+	spec2, err := pipeline.Parse(filepath.Join(dir, "p2.yaml"), []byte(src2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum, err := pipeline.Run(ctx, spec2, pipeline.Options{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.SourceRecords != 2 || sum.SourceDeadLetters != 1 {
+		t.Fatalf("summary %+v; want 2 records and 1 dead letter", sum)
+	}
+	if b := readLines(t, filepath.Join(dir, "bad.jsonl")); len(b) != 1 || !strings.Contains(b[0]["reason"].(string), "does not validate") {
+		t.Fatalf("dead letters %v", b)
 	}
 }

@@ -170,10 +170,12 @@ var readers = sync.Pool{New: func() any { return havro.NewReader(nil, 0, havro.W
 // (hamba/avro's Unmarshal takes an end of input anywhere as success).
 func unmarshal(s havro.Schema, b []byte, v any) error {
 	r := readers.Get().(*havro.Reader)
-	r.Reset(b)
+	r.Reset(b) // Reset keeps Error: a reader's last error must not carry over
+	r.Error = nil
 	r.ReadVal(s, v)
 	err := r.Error
 	r.Reset(nil)
+	r.Error = nil
 	readers.Put(r)
 	if errors.Is(err, io.EOF) {
 		return io.ErrUnexpectedEOF

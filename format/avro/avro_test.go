@@ -236,3 +236,20 @@ func TestEncoderModes(t *testing.T) {
 		t.Fatalf("qty 1.5 for a long: %v; want an error naming qty", err)
 	}
 }
+
+// TestErrorDoesNotCarryOver: a corrupt record does not make the next good
+// one fail (the decoder's pooled readers start clean).
+func TestErrorDoesNotCarryOver(t *testing.T) {
+	reg := format.NewMemory()
+	id := register(t, reg, "s", orderV1)
+	good := encode(t, reg, id, OrderV1{ID: "a", Qty: 1})
+	d, _ := NewDecoder(Options{Registry: reg})
+	for range 3 {
+		if _, err := d.Record(append(format.AppendHeader(nil, id), 0x7f)); err == nil {
+			t.Fatal("corrupt record decoded")
+		}
+		if _, err := d.Record(good); err != nil {
+			t.Fatalf("good record after a corrupt one: %v", err)
+		}
+	}
+}
