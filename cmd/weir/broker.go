@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"net"
 	"os"
 	"os/signal"
 	"strconv"
@@ -27,6 +28,7 @@ func brokerCmd() *cobra.Command {
 	var configs []string
 	var logLevel string
 	var sec brokerSecurity
+	var reg brokerRegistry
 	c := &cobra.Command{
 		Use:   "broker",
 		Short: "Run the embedded Kafka-protocol broker (franz-go's kfake) until interrupted",
@@ -43,7 +45,13 @@ Security (docs/kafka.md "Security"): --sasl-user and --sasl-users require SASL
 serve TLS with your certificate, or --tls-self-signed CAFILE makes a CA and a
 certificate at start and writes the CA to CAFILE for clients to trust:
 
-  weir broker --tls-self-signed ca.pem --sasl-users users.txt`,
+  weir broker --tls-self-signed ca.pem --sasl-users users.txt
+
+It also serves a Confluent-compatible Schema Registry (docs/kafka.md "Schema Registry
+(embedded)") at --schema-registry (default 127.0.0.1:8081; off to disable), storing the
+schemas in the compacted _schemas topic so that they survive a restart with --data. With
+TLS it serves HTTPS with the broker's certificate; with SASL users it requires HTTP basic
+authentication with their names and passwords.`,
 		Args: noArgs,
 		PreRunE: func(cmd *cobra.Command, _ []string) error {
 			k := &checks{c: cmd}
@@ -78,6 +86,7 @@ certificate at start and writes the CA to CAFILE for clients to trust:
 				}
 			}
 			sec.check(k, &o)
+			reg.check(k)
 			if logLevel != "none" {
 				var lv slog.Level
 				if err := lv.UnmarshalText([]byte(logLevel)); err != nil {
@@ -95,13 +104,35 @@ certificate at start and writes the CA to CAFILE for clients to trust:
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			return broker.Run(ctx, o, func(b *broker.Broker) {
-				where := "in memory"
-				if o.DataDir != "" {
-					where = "data in " + o.DataDir
+			var regL net.Listener
+			if reg.on() {
+				var err error
+				if regL, err = reg.listen(o); err != nil {
+					return err
 				}
-				fmt.Fprintf(cmd.OutOrStdout(), "broker listening on %s (%s%s); Ctrl-C to stop\n", b.Addr(), where, sec.describe(o))
-			})
+				defer regL.Close()
+			}
+			b, err := broker.Start(o)
+			if err != nil {
+				return err
+			}
+			defer b.Close()
+			where := "in memory"
+			if o.DataDir != "" {
+				where = "data in " + o.DataDir
+			}
+			out := cmd.OutOrStdout()
+			fmt.Fprintf(out, "broker listening on %s (%s%s); Ctrl-C to stop\n", b.Addr(), where, sec.describe(o))
+			if reg.on() {
+				url, closeReg, err := reg.serve(ctx, cmd.ErrOrStderr(), regL, b, o, &sec)
+				if err != nil {
+					return err
+				}
+				defer closeReg()
+				fmt.Fprintln(out, reg.describe(url, o))
+			}
+			<-ctx.Done()
+			return nil
 		},
 	}
 	f := c.Flags()
@@ -115,6 +146,7 @@ certificate at start and writes the CA to CAFILE for clients to trust:
 	f.StringArrayVar(&configs, "config", nil, "broker config key=value (repeatable), e.g. log.retention.ms=604800000")
 	f.StringVar(&logLevel, "log-level", "none", "broker log level: none, debug, info, warn, error")
 	sec.flags(f)
+	reg.flags(f)
 	return c
 }
 

@@ -88,6 +88,8 @@ func TestBadCommandLines(t *testing.T) {
 		{broker("--log-level", "loud"), `weir broker: --log-level "loud"`},
 		{broker("--addr", "9092"), `weir broker: --addr "9092"`},
 		{broker("x"), "weir broker: unexpected argument"},
+		{broker("--schema-registry", "8081"), `weir broker: --schema-registry "8081": want host:port, such as 127.0.0.1:8081, or off`},
+		{broker("--schema-registry", ""), `weir broker: --schema-registry "": want host:port`},
 		{[]string{"keys"}, "weir keys: no keys"},
 		{[]string{"keys", "--parallelism", "0", "k"}, "weir keys: --parallelism 0"},
 		{[]string{"keys", "--max-parallelism", "40000", "k"}, "weir keys: --max-parallelism 40000"},
