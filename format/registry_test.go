@@ -2,34 +2,28 @@ package format_test
 
 import (
 	"context"
-	"encoding/base64"
 	"errors"
-	"net/http"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/sr"
-	"github.com/twmb/franz-go/pkg/sr/srfake"
 
 	"github.com/weirproject/weir/format"
+	"github.com/weirproject/weir/internal/srtest"
 )
 
-// The registry of these tests is franz-go's srfake (an HTTP server that
-// speaks the Confluent API), until the embedded one (package
-// schemaregistry) is merged.
+// The registry of these tests is the embedded one (package
+// schemaregistry) on an embedded broker (internal/srtest).
 
 const schema = `{"type":"record","name":"R","fields":[{"name":"a","type":"string"}]}`
 
 // TestClientCaches: an id, a subject's version and a registration are
 // each fetched once (R1), and a 404 is ErrUnknownSchema naming the id.
 func TestClientCaches(t *testing.T) {
-	reg := srfake.New()
-	defer reg.Close()
-	var hits atomic.Int64
-	reg.Intercept(func(http.ResponseWriter, *http.Request) bool { hits.Add(1); return false })
-	c, err := format.NewClient(format.RegistryConfig{URL: reg.URL()})
+	reg := srtest.Start(t, nil, nil)
+	hits := &reg.Requests
+	c, err := format.NewClient(format.RegistryConfig{URL: reg.URL})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,27 +64,20 @@ func TestClientCaches(t *testing.T) {
 // back-off (R2) and, past RetryLimit, the fetch fails with ErrUnavailable;
 // one that recovers within the limit is waited for.
 func TestClientRetriesThenGivesUp(t *testing.T) {
-	reg := srfake.New()
-	defer reg.Close()
-	var down atomic.Int64
-	down.Store(3)
-	reg.Intercept(func(w http.ResponseWriter, _ *http.Request) bool {
-		if down.Add(-1) >= 0 {
-			http.Error(w, `{"error_code":50301,"message":"busy"}`, http.StatusServiceUnavailable)
-			return true
-		}
-		return false
-	})
-	id, _, err := reg.RegisterSchema("s", sr.Schema{Schema: schema})
+	reg := srtest.Start(t, nil, nil)
+	setup, _ := format.NewClient(format.RegistryConfig{URL: reg.URL})
+	id, err := setup.Register(context.Background(), "s", sr.Schema{Schema: schema})
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, _ := format.NewClient(format.RegistryConfig{URL: reg.URL(), RetryLimit: time.Minute})
+	down := &reg.Down
+	down.Store(3)
+	c, _ := format.NewClient(format.RegistryConfig{URL: reg.URL, RetryLimit: time.Minute})
 	if _, err := c.SchemaByID(context.Background(), id); err != nil {
 		t.Fatalf("after 3 failures: %v; want the schema", err)
 	}
 	down.Store(1 << 30)
-	c, _ = format.NewClient(format.RegistryConfig{URL: reg.URL(), RetryLimit: 300 * time.Millisecond})
+	c, _ = format.NewClient(format.RegistryConfig{URL: reg.URL, RetryLimit: 300 * time.Millisecond})
 	_, err = c.SchemaByID(context.Background(), id)
 	if !errors.Is(err, format.ErrUnavailable) {
 		t.Fatalf("always down: %v; want ErrUnavailable", err)
@@ -103,13 +90,12 @@ func TestClientRetriesThenGivesUp(t *testing.T) {
 // TestClientBasicAuth: the credentials are sent; wrong ones make Check
 // say so, without the password in the error.
 func TestClientBasicAuth(t *testing.T) {
-	reg := srfake.New(srfake.WithAuth("Basic " + base64.StdEncoding.EncodeToString([]byte("svc:s3cret"))))
-	defer reg.Close()
-	c, _ := format.NewClient(format.RegistryConfig{URL: reg.URL(), Username: "svc", Password: "s3cret"})
+	reg := srtest.Start(t, nil, map[string]string{"svc": "s3cret"})
+	c, _ := format.NewClient(format.RegistryConfig{URL: reg.URL, Username: "svc", Password: "s3cret"})
 	if err := c.Check(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	c, _ = format.NewClient(format.RegistryConfig{URL: reg.URL(), Username: "svc", Password: "wrong-pw"})
+	c, _ = format.NewClient(format.RegistryConfig{URL: reg.URL, Username: "svc", Password: "wrong-pw"})
 	err := c.Check(context.Background())
 	if err == nil || !strings.Contains(err.Error(), "refused the credentials") || strings.Contains(err.Error(), "wrong-pw") {
 		t.Fatalf("wrong password: %v; want refused credentials, no password", err)

@@ -5,22 +5,20 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/sr/srfake"
 
 	"github.com/weirproject/weir/broker"
 	"github.com/weirproject/weir/format"
 	"github.com/weirproject/weir/format/avro"
 	"github.com/weirproject/weir/format/jsonschema"
 	"github.com/weirproject/weir/format/protobuf"
+	"github.com/weirproject/weir/internal/srtest"
 	"github.com/weirproject/weir/pipeline"
 )
 
@@ -36,21 +34,13 @@ const ordersAvsc = `{"type":"record","name":"Order","namespace":"shop","fields":
 // letters naming what is wrong, and the job goes on. The registry sees a
 // handful of requests, not one per record (R1).
 //
-// The registry is franz-go's srfake until the embedded one
-// (package schemaregistry) is merged.
+// The registry is the embedded one (package schemaregistry).
 func TestAvroKeyedCount(t *testing.T) {
 	ctx := context.Background()
-	reg := srfake.New()
-	defer reg.Close()
-	var hits atomic.Int64
-	reg.Intercept(func(http.ResponseWriter, *http.Request) bool { hits.Add(1); return false })
-	br, err := broker.Start(broker.Options{Topics: map[string]int32{"orders": 2}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer br.Close()
+	reg := srtest.Start(t, map[string]int32{"orders": 2}, nil)
+	hits, br := &reg.Requests, reg.Broker
 
-	cl, err := format.NewClient(format.RegistryConfig{URL: reg.URL()})
+	cl, err := format.NewClient(format.RegistryConfig{URL: reg.URL})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +93,7 @@ sink:
 outputs:
   bad:
     file: {path: %s}
-`, br.Addrs()[0], reg.URL(), filepath.Join(dir, "counts.jsonl"), filepath.Join(dir, "bad.jsonl"))
+`, br.Addrs()[0], reg.URL, filepath.Join(dir, "counts.jsonl"), filepath.Join(dir, "bad.jsonl"))
 	os.WriteFile(filepath.Join(dir, "p.yaml"), []byte(src), 0o644)
 	spec, err := pipeline.ParseFile(filepath.Join(dir, "p.yaml"))
 	if err != nil {
@@ -226,14 +216,9 @@ sink: {kafka: {topic: b, format: {avro: {autoRegister: true}}}}`, `sink.kafka.fo
 // invalid record to its dead letters.
 func TestProtobufToAvroAndJSONSchema(t *testing.T) {
 	ctx := context.Background()
-	reg := srfake.New()
-	defer reg.Close()
-	br, err := broker.Start(broker.Options{Topics: map[string]int32{"pb": 1, "avro-out": 1, "js-out": 1}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer br.Close()
-	cl, _ := format.NewClient(format.RegistryConfig{URL: reg.URL()})
+	reg := srtest.Start(t, map[string]int32{"pb": 1, "avro-out": 1, "js-out": 1}, nil)
+	br := reg.Broker
+	cl, _ := format.NewClient(format.RegistryConfig{URL: reg.URL})
 	const proto = `syntax = "proto3";
 package shop;
 import "google/protobuf/timestamp.proto";
@@ -276,7 +261,7 @@ sink:
 outputs:
   js:
     kafka: {topic: js-out, format: {jsonSchema: {schema: count.schema.json, autoRegister: true, validate: true}}}
-`, br.Addrs()[0], reg.URL())
+`, br.Addrs()[0], reg.URL)
 	os.WriteFile(filepath.Join(dir, "p.yaml"), []byte(src), 0o644)
 	spec, err := pipeline.ParseFile(filepath.Join(dir, "p.yaml"))
 	if err != nil {
@@ -332,7 +317,7 @@ sink:
 outputs:
   bad:
     file: {path: %s}
-`, br.Addrs()[0], reg.URL(), filepath.Join(dir, "ok.jsonl"), filepath.Join(dir, "bad.jsonl"))
+`, br.Addrs()[0], reg.URL, filepath.Join(dir, "ok.jsonl"), filepath.Join(dir, "bad.jsonl"))
 	spec2, err := pipeline.Parse(filepath.Join(dir, "p2.yaml"), []byte(src2))
 	if err != nil {
 		t.Fatal(err)
