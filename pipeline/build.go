@@ -213,7 +213,11 @@ func (j *Job) startKafka(ctx context.Context) error {
 		}
 		j.closers = append(j.closers, func() error { br.Close(); return nil })
 		j.Brokers = br.Addrs()
-		if err := produceFiles(ctx, j.Brokers, e.Produce); err != nil {
+		reg, err := j.startEmbeddedRegistry(ctx) // pipeline/format.go
+		if err != nil {
+			return err
+		}
+		if err := produceFiles(ctx, j.Brokers, e.Produce, reg); err != nil {
 			return err
 		}
 	} else {

@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"sync"
+	"time"
 
 	"github.com/goccy/go-yaml/ast"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -16,6 +19,7 @@ import (
 	"github.com/weirproject/weir/format/jsonschema"
 	"github.com/weirproject/weir/format/protobuf"
 	"github.com/weirproject/weir/kafkasec"
+	"github.com/weirproject/weir/schemaregistry"
 )
 
 // This file reads and builds the record formats of Kafka sources and
@@ -46,7 +50,10 @@ type FormatSpec struct {
 
 // RegistrySpec is kafka.schemaRegistry.
 type RegistrySpec struct {
-	Pos      Pos
+	Pos Pos
+	// Embedded runs the embedded registry (package schemaregistry) on
+	// the embedded broker, on a free loopback port; Build sets URL.
+	Embedded bool
 	URL      string
 	User     string
 	Password kafkasec.Secret
@@ -120,8 +127,11 @@ func (d *dec) recordFormat(k, n ast.Node, what string, sink bool) *FormatSpec {
 // {user, password}, tls}. The password is ${ENV} only (as kafka.sasl's).
 func (d *dec) schemaRegistry(k, n ast.Node) *RegistrySpec {
 	r := &RegistrySpec{Pos: d.pos(k)}
-	if s, ok := d.unwrap(n).(*ast.StringNode); ok {
-		d.nonEmpty(s, "kafka.schemaRegistry", "the registry's URL", &r.URL)
+	if s, ok := d.unwrap(n).(*ast.StringNode); ok && s.Value == "embedded" {
+		r.Embedded = true
+		return r
+	} else if ok {
+		d.nonEmpty(s, "kafka.schemaRegistry", "the registry's URL, or embedded", &r.URL)
 	} else {
 		d.registryObject(n, r)
 	}
@@ -168,6 +178,14 @@ func (d *dec) checkFormats(s *Spec) {
 	if k := s.Source.Kafka; k != nil {
 		needs(k.Format, "source.kafka.format")
 	}
+	if s.Kafka != nil && s.Kafka.Embedded != nil {
+		for i := range s.Kafka.Embedded.Produce {
+			needs(s.Kafka.Embedded.Produce[i].Format, fmt.Sprintf("kafka.embedded.produce[%d].format", i))
+		}
+	}
+	if s.Kafka != nil && s.Kafka.Registry != nil && s.Kafka.Registry.Embedded && s.Kafka.Embedded == nil {
+		d.errAt(s.Kafka.Registry.Pos, "kafka.schemaRegistry: embedded runs on the embedded broker; with brokers give the registry's URL")
+	}
 	for what, sk := range allSinks(s) {
 		if sk != nil && sk.Kafka != nil {
 			needs(sk.Kafka.Format, what+".kafka.format")
@@ -194,6 +212,13 @@ func resolveFormatPaths(s *Spec, fix func(*string)) {
 			fix(&sk.Kafka.Format.Schema)
 		}
 	}
+	if s.Kafka != nil && s.Kafka.Embedded != nil {
+		for i := range s.Kafka.Embedded.Produce {
+			if f := s.Kafka.Embedded.Produce[i].Format; f != nil {
+				fix(&f.Schema)
+			}
+		}
+	}
 	if s.Kafka != nil && s.Kafka.Registry != nil && s.Kafka.Registry.TLS != nil {
 		t := s.Kafka.Registry.TLS
 		fix(&t.CAFile)
@@ -203,11 +228,11 @@ func resolveFormatPaths(s *Spec, fix func(*string)) {
 }
 
 // registries holds the schema registry clients of running jobs, one per
-// spec (a clustered job builds many times): schemas fetched once serve
-// every task and restart.
+// URL and user (a clustered job builds many times): schemas fetched once
+// serve every task and restart.
 var registries struct {
 	mu sync.Mutex
-	m  map[*RegistrySpec]*format.Client
+	m  map[string]*format.Client
 }
 
 // registryOf returns the client of kafka.schemaRegistry, checking at its
@@ -219,7 +244,8 @@ func registryOf(ctx context.Context, s *Spec) (format.Registry, error) {
 	r := s.Kafka.Registry
 	registries.mu.Lock()
 	defer registries.mu.Unlock()
-	if c, ok := registries.m[r]; ok {
+	key := r.URL + "\x00" + r.User
+	if c, ok := registries.m[key]; ok {
 		return c, nil
 	}
 	c, err := format.NewClient(format.RegistryConfig{URL: r.URL, Username: r.User, Password: r.Password, TLS: r.TLS})
@@ -230,9 +256,9 @@ func registryOf(ctx context.Context, s *Spec) (format.Registry, error) {
 		return nil, fmt.Errorf("%s: kafka.schemaRegistry: %w", r.Pos, err)
 	}
 	if registries.m == nil {
-		registries.m = map[*RegistrySpec]*format.Client{}
+		registries.m = map[string]*format.Client{}
 	}
-	registries.m[r] = c
+	registries.m[key] = c
 	return c, nil
 }
 
@@ -323,11 +349,18 @@ func kafkaSinkSerialize(ctx context.Context, s *Spec, k *KafkaSinkSpec, keyFn fu
 	if err != nil {
 		return nil, err
 	}
+	return formatSerializer(ctx, reg, f, text, k.Topic, keyFn)
+}
+
+// formatSerializer makes the Serialize of format f (not json) writing to
+// topic, with schema text (the file's content, or "").
+func formatSerializer(ctx context.Context, reg format.Registry, f *FormatSpec, text, topic string, keyFn func(Record) []byte) (func(Record) (*kgo.Record, error), error) {
 	subject := f.Subject
 	if subject == "" {
-		subject = k.Topic + "-value"
+		subject = topic + "-value"
 	}
 	var ser func(Record) (*kgo.Record, error)
+	var err error
 	switch f.Kind {
 	case "avro":
 		ser, err = avro.RecordSerializer(ctx, avro.Options{Registry: reg, Schema: text, Subject: subject, ID: f.ID, AutoRegister: f.AutoRegister}, keyFn)
@@ -365,4 +398,63 @@ func clusterFormats(ctx context.Context, s *Spec) (clusterFormat, error) {
 	}
 	f.sink, err = kafkaSinkSerialize(ctx, s, k, keyFn)
 	return f, err
+}
+
+// startEmbeddedRegistry starts the embedded schema registry of
+// kafka.schemaRegistry: embedded on the job's embedded broker (its schemas
+// in the broker's _schemas topic) and returns its client; without one, the
+// client of kafka.schemaRegistry, if any. The registry closes with the job.
+func (j *Job) startEmbeddedRegistry(ctx context.Context) (format.Registry, error) {
+	ks := j.Spec.Kafka
+	if ks == nil || ks.Registry == nil {
+		return nil, nil
+	}
+	if r := ks.Registry; r.Embedded {
+		srv, err := schemaregistry.Start(ctx, schemaregistry.Config{Brokers: j.Brokers})
+		if err != nil {
+			return nil, fmt.Errorf("%s: kafka.schemaRegistry: %w", r.Pos, err)
+		}
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			srv.Close()
+			return nil, fmt.Errorf("%s: kafka.schemaRegistry: %w", r.Pos, err)
+		}
+		hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
+		go hs.Serve(ln)
+		j.closers = append(j.closers, func() error { hs.Close(); return srv.Close() })
+		r.URL = "http://" + ln.Addr().String()
+	}
+	return registryOf(ctx, j.Spec)
+}
+
+// encodeProduced rewrites the values of recs (JSON lines of
+// kafka.embedded.produce p) in p.format, if any. A line that is not a JSON
+// object is produced as it is (a record the source will make a dead letter
+// of: not the wire format), so examples can show bad input; one that does
+// not fit the schema is an error.
+func encodeProduced(ctx context.Context, reg format.Registry, p ProduceSpec, recs []*kgo.Record) error {
+	f := p.Format
+	if f == nil || f.Kind == "json" || len(recs) == 0 {
+		return nil
+	}
+	text, err := readSchema(f)
+	if err != nil {
+		return err
+	}
+	ser, err := formatSerializer(ctx, reg, f, text, p.Topic, nil)
+	if err != nil {
+		return fmt.Errorf("%s: produce: %w", p.Pos, err)
+	}
+	for i, r := range recs {
+		v, err := decodeRecord(r.Value)
+		if err != nil {
+			continue
+		}
+		out, err := ser(v)
+		if err != nil {
+			return fmt.Errorf("%s: produce: %s line %d: %w", p.Pos, p.File, i+1, err)
+		}
+		r.Value = out.Value
+	}
+	return nil
 }

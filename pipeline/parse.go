@@ -296,6 +296,7 @@ func (d *dec) kafka(k, n ast.Node) *KafkaSpec {
 							field{"file", true, func(_, v ast.Node) { d.nonEmpty(v, what+".file", "a JSON-lines file", &ps.File) }},
 							field{"key", false, func(_, v ast.Node) { d.nonEmpty(v, what+".key", "a field path", &ps.Key) }},
 							field{"timestamp", false, func(_, v ast.Node) { d.nonEmpty(v, what+".timestamp", "a field path", &ps.Timestamp) }},
+							field{"format", false, func(k, v ast.Node) { ps.Format = d.recordFormat(k, v, what+".format", true) }},
 						)
 						e.Produce = append(e.Produce, ps)
 					})

@@ -336,6 +336,9 @@ type ProduceSpec struct {
 	File      string
 	Key       string
 	Timestamp string
+	// Format writes the records in a schema-registry format (nil: JSON
+	// lines as they are; pipeline/format.go).
+	Format *FormatSpec
 }
 
 // RestartSpec is job.restart: whether and when a job whose step failed is
