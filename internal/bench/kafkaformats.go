@@ -266,4 +266,3 @@ func kafkaFormatLoop(kind string, brokers []string, reg format.Registry, id int,
 	}
 	return time.Since(start), nil
 }
-
