@@ -3,7 +3,8 @@
 // message. Schemas come from a schema registry as .proto text with their
 // references (other subjects' versions, named by their import path), and
 // are compiled with github.com/bufbuild/protocompile (the well-known types
-// are built in).
+// are built in); schemas registered as base64 FileDescriptorProtos (as
+// Confluent's serializers register them) are read as such.
 //
 // Invariants:
 //

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,8 +15,12 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sr"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protodesc"
 	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
+	"google.golang.org/protobuf/types/descriptorpb"
 	"google.golang.org/protobuf/types/dynamicpb"
+	_ "google.golang.org/protobuf/types/known/timestamppb" // the well-known types serialized descriptors import
 
 	"github.com/weirproject/weir/connector/kafka"
 	"github.com/weirproject/weir/format"
@@ -96,6 +101,9 @@ func Compile(ctx context.Context, reg format.Registry, name string, main sr.Sche
 	}
 	if err := fetch(main.References, 0); err != nil {
 		return nil, err
+	}
+	if fd, ok, err := fromDescriptors(name, srcs); ok {
+		return fd, err
 	}
 	c := protocompile.Compiler{Resolver: protocompile.WithStandardImports(&protocompile.SourceResolver{
 		Accessor: protocompile.SourceAccessorFromMap(srcs)})}
@@ -651,4 +659,73 @@ func place[T any](b []byte, asKey bool, v T, key func(T) []byte) *kgo.Record {
 		r.Key = key(v)
 	}
 	return r
+}
+
+// fromDescriptors builds the file name of srcs when every schema in srcs
+// is a base64 FileDescriptorProto (the form Confluent's Java, JavaScript
+// and Go serializers register), with the well-known types linked into
+// this binary; ok is false when any schema is .proto text.
+func fromDescriptors(name string, srcs map[string]string) (protoreflect.FileDescriptor, bool, error) {
+	fdps := map[string]*descriptorpb.FileDescriptorProto{}
+	for n, text := range srcs {
+		b, err := base64.StdEncoding.DecodeString(strings.TrimSpace(text))
+		if err != nil {
+			return nil, false, nil
+		}
+		fdp := &descriptorpb.FileDescriptorProto{}
+		if err := proto.Unmarshal(b, fdp); err != nil {
+			return nil, false, nil
+		}
+		fdp.Name = proto.String(n)
+		fdps[n] = fdp
+	}
+	files := new(protoregistry.Files)
+	var add func(n string, depth int) error
+	add = func(n string, depth int) error {
+		if _, err := files.FindFileByPath(n); err == nil {
+			return nil
+		}
+		fdp, ok := fdps[n]
+		if !ok {
+			if _, err := protoregistry.GlobalFiles.FindFileByPath(n); err == nil {
+				return nil
+			}
+			return fmt.Errorf("import %s: not among the schema's references", n)
+		}
+		if depth > 32 {
+			return errors.New("imports nested more than 32 deep")
+		}
+		for _, dep := range fdp.GetDependency() {
+			if err := add(dep, depth+1); err != nil {
+				return err
+			}
+		}
+		fd, err := protodesc.NewFile(fdp, resolverOf{files})
+		if err != nil {
+			return err
+		}
+		return files.RegisterFile(fd)
+	}
+	if err := add(name, 0); err != nil {
+		return nil, true, err
+	}
+	fd, err := files.FindFileByPath(name)
+	return fd, true, err
+}
+
+// resolverOf finds files in local, then among the well-known types.
+type resolverOf struct{ local *protoregistry.Files }
+
+func (r resolverOf) FindFileByPath(p string) (protoreflect.FileDescriptor, error) {
+	if fd, err := r.local.FindFileByPath(p); err == nil {
+		return fd, nil
+	}
+	return protoregistry.GlobalFiles.FindFileByPath(p)
+}
+
+func (r resolverOf) FindDescriptorByName(n protoreflect.FullName) (protoreflect.Descriptor, error) {
+	if d, err := r.local.FindDescriptorByName(n); err == nil {
+		return d, nil
+	}
+	return protoregistry.GlobalFiles.FindDescriptorByName(n)
 }

@@ -2,6 +2,7 @@ package protobuf
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"strings"
 	"testing"
@@ -10,6 +11,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sr"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protodesc"
+	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/weirproject/weir/format"
@@ -148,5 +151,39 @@ func TestProtobufBadInput(t *testing.T) {
 		if _, err := d.Record(c.in); !errors.Is(err, c.want) {
 			t.Errorf("%x: %v; want %v", c.in, err, c.want)
 		}
+	}
+}
+
+// TestSerializedDescriptors: schemas registered as base64
+// FileDescriptorProtos (as Confluent's serializers register them), with a
+// reference and a well-known import, decode like .proto text.
+func TestSerializedDescriptors(t *testing.T) {
+	text, _ := registry(t)
+	ctx := context.Background()
+	ss, _ := text.SchemaByVersion(ctx, "orders-value", 1)
+	fd, err := Compile(ctx, text, "shop/orders.proto", ss.Schema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b64 := func(f protoreflect.FileDescriptor) string {
+		b, _ := proto.Marshal(protodesc.ToFileDescriptorProto(f))
+		return base64.StdEncoding.EncodeToString(b)
+	}
+	reg := format.NewMemory()
+	reg.Register(ctx, "shop-common", sr.Schema{Schema: b64(fd.Imports().Get(0).FileDescriptor), Type: sr.TypeProtobuf})
+	id, _ := reg.Register(ctx, "orders-value", sr.Schema{Schema: b64(fd), Type: sr.TypeProtobuf,
+		References: []sr.SchemaReference{{Name: "shop/common.proto", Subject: "shop-common", Version: 1}}})
+	e, err := NewEncoder(ctx, Options{Registry: reg, ID: id, Message: "shop.Order"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := e.AppendRecord(nil, map[string]any{"customer": "ann", "total": map[string]any{"cents": float64(5)}, "at": float64(1000)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, _ := NewDecoder(Options{Registry: reg})
+	got, err := d.Record(b)
+	if err != nil || got["customer"] != "ann" || got["at"] != float64(1000) {
+		t.Fatalf("got %v %v", got, err)
 	}
 }
