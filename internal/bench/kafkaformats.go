@@ -190,8 +190,8 @@ func KafkaFormatKeyedCount(kind string, n int64, nKeys, par int) (Result, error)
 // kafkaFormatLoop is the baseline: franz-go's consumer; the schema of the
 // first id seen parsed (Avro) or compiled (Protobuf) once and kept in a
 // map by id; each record's header read by hand, its payload decoded with
-// hamba/avro into an avroEvent or with dynamicpb, counted per key in a
-// map, until n records.
+// hamba/avro into an Event (as the engine's deserializer does) or with
+// dynamicpb, counted per key in a map, until n records.
 func kafkaFormatLoop(kind string, brokers []string, reg format.Registry, id int, n int64) (time.Duration, error) {
 	start := time.Now()
 	ctx := context.Background()
@@ -207,7 +207,7 @@ func kafkaFormatLoop(kind string, brokers []string, reg format.Registry, id int,
 			return 0, err
 		}
 		decode = func(p []byte) (string, error) {
-			var e avroEvent
+			var e Event // the engine's type: TS skipped on both sides
 			err := havro.Unmarshal(schema, p, &e)
 			return e.Key, err
 		}
@@ -217,14 +217,15 @@ func kafkaFormatLoop(kind string, brokers []string, reg format.Registry, id int,
 			return 0, err
 		}
 		md := fd.Messages().Get(0)
-		key := md.Fields().ByNumber(1)
+		key, val := md.Fields().ByNumber(1), md.Fields().ByNumber(2)
 		decode = func(p []byte) (string, error) {
 			if len(p) == 0 || p[0] != 0 {
 				return "", errors.New("index not [0]")
 			}
 			m := dynamicpb.NewMessage(md)
 			err := proto.Unmarshal(p[1:], m)
-			return m.Get(key).String(), err
+			e := Event{Key: m.Get(key).String(), V: m.Get(val).Int()} // as the engine's deserializer builds
+			return e.Key, err
 		}
 	}
 	schemas := map[uint32]func([]byte) (string, error){uint32(id): decode}
