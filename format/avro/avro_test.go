@@ -253,3 +253,20 @@ func TestErrorDoesNotCarryOver(t *testing.T) {
 		}
 	}
 }
+
+// FuzzDecode: no bytes make the decoder panic; each either decodes or is
+// an error naming its cause.
+func FuzzDecode(f *testing.F) {
+	reg := format.NewMemory()
+	id, _ := reg.Register(context.Background(), "s", sr.Schema{Schema: logicalSchema, Type: sr.TypeAvro})
+	d, _ := NewDecoder(Options{Registry: reg})
+	f.Add(format.AppendHeader(nil, id))
+	f.Add(append(format.AppendHeader(nil, id), 0x02, 0x04, 0x06))
+	f.Add([]byte{0, 0, 0, 0, 9, 1})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if _, err := d.Record(b); err != nil && !errors.Is(err, format.ErrPayload) && !errors.Is(err, format.ErrMagic) &&
+			!errors.Is(err, format.ErrShort) && !errors.Is(err, format.ErrUnknownSchema) {
+			t.Fatalf("%x: %v: not a format error", b, err)
+		}
+	})
+}
