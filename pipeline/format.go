@@ -58,6 +58,9 @@ type RegistrySpec struct {
 	User     string
 	Password kafkasec.Secret
 	TLS      *kafkasec.TLS
+	// RetryLimit bounds how long a fetch waits for a registry that does
+	// not answer before the job fails (0: format's default, 5 minutes).
+	RetryLimit time.Duration
 }
 
 // recordFormat reads source.kafka.format or <sink>.kafka.format.
@@ -155,6 +158,7 @@ func (d *dec) registryObject(n ast.Node, r *RegistrySpec) {
 				}},
 				field{"password", true, func(_, v ast.Node) { d.secret(v, "kafka.schemaRegistry.basicAuth.password", "", &r.Password) }})
 		}},
+		field{"retryLimit", false, func(_, v ast.Node) { d.duration(v, "kafka.schemaRegistry.retryLimit", true, &r.RetryLimit) }},
 		field{"tls", false, func(k, v ast.Node) {
 			// Read with kafka.tls's parser into a scratch spec.
 			var scratch KafkaSpec
@@ -244,11 +248,11 @@ func registryOf(ctx context.Context, s *Spec) (format.Registry, error) {
 	r := s.Kafka.Registry
 	registries.mu.Lock()
 	defer registries.mu.Unlock()
-	key := r.URL + "\x00" + r.User
+	key := fmt.Sprint(r.URL, "\x00", r.User, "\x00", r.RetryLimit)
 	if c, ok := registries.m[key]; ok {
 		return c, nil
 	}
-	c, err := format.NewClient(format.RegistryConfig{URL: r.URL, Username: r.User, Password: r.Password, TLS: r.TLS})
+	c, err := format.NewClient(format.RegistryConfig{URL: r.URL, Username: r.User, Password: r.Password, TLS: r.TLS, RetryLimit: r.RetryLimit})
 	if err != nil {
 		return nil, fmt.Errorf("%s: kafka.schemaRegistry: %w", r.Pos, err)
 	}

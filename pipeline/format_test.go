@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -331,5 +333,58 @@ outputs:
 	}
 	if b := readLines(t, filepath.Join(dir, "bad.jsonl")); len(b) != 1 || !strings.Contains(b[0]["reason"].(string), "does not validate") {
 		t.Fatalf("dead letters %v", b)
+	}
+}
+
+// TestRegistryDownWhileRunning: the registry answers at build, then stops
+// answering before the first record's schema is fetched: the source
+// retries until kafka.schemaRegistry.retryLimit, then the job fails
+// (naming the registry) instead of dropping the record (R2).
+func TestRegistryDownWhileRunning(t *testing.T) {
+	ctx := context.Background()
+	reg := srtest.Start(t, map[string]int32{"orders": 1}, nil)
+	cl, _ := format.NewClient(format.RegistryConfig{URL: reg.URL})
+	enc, err := avro.NewEncoder(ctx, avro.Options{Registry: cl, Subject: "orders-value", Schema: ordersAvsc, AutoRegister: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := enc.AppendRecord(nil, map[string]any{"customer": "ann", "amount": "1.00", "at": float64(1)})
+	prod, _ := kgo.NewClient(kgo.SeedBrokers(reg.Broker.Addrs()...), kgo.DefaultProduceTopic("orders"))
+	defer prod.Close()
+	if err := prod.ProduceSync(ctx, &kgo.Record{Value: b}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	src := fmt.Sprintf(`kafka:
+  brokers: [%s]
+  schemaRegistry: {url: %s, retryLimit: 500ms}
+source:
+  kafka: {topics: [orders], bounded: true, format: {avro: {}}}
+  deadLetters: bad
+sink:
+  stdout: {}
+outputs:
+  bad:
+    stdout: {}
+`, reg.Broker.Addrs()[0], reg.URL)
+	spec, err := pipeline.Parse("p.yaml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, err := pipeline.Build(ctx, spec, pipeline.Options{Stdout: io.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	reg.Down.Store(1 << 30)
+	rj, err := j.Start(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = rj.Wait()
+	if !errors.Is(err, format.ErrUnavailable) || !strings.Contains(err.Error(), "offset 0") {
+		t.Fatalf("job ended with %v; want it failed with ErrUnavailable naming the record", err)
+	}
+	if n := reg.Requests.Load(); n < 3 {
+		t.Fatalf("%d registry requests; want the fetch retried", n)
 	}
 }
