@@ -36,3 +36,9 @@ func (t *TLS) config() (*tls.Config, error) {
 	}
 	return cfg, nil
 }
+
+// Config returns the tls.Config t describes, for other TLS clients of the
+// same shop (package format's schema registry client). It reads the files
+// t names; errors name the files, never their content (S3). It does not
+// log the insecureSkipVerify warning: the caller does.
+func (t *TLS) Config() (*tls.Config, error) { return t.config() }

@@ -226,7 +226,11 @@ func (j *Job) startKafka(ctx context.Context) error {
 		}
 		j.closers = append(j.closers, func() error { br.Close(); return nil })
 		j.Brokers = br.Addrs()
-		if err := produceFiles(ctx, j.Brokers, e.Produce); err != nil {
+		reg, err := j.startEmbeddedRegistry(ctx) // pipeline/format.go
+		if err != nil {
+			return err
+		}
+		if err := produceFiles(ctx, j.Brokers, e.Produce, reg); err != nil {
 			return err
 		}
 	} else {
@@ -408,7 +412,11 @@ func (b *builder) source(ctx context.Context) (weir.Stream[Record], error) {
 			close(stop)
 			o.Stop = stop
 		}
-		src := kafka.NewSource(o, kafkaRecords(k))
+		deser, err := kafkaSourceRecords(ctx, b.j.Spec)
+		if err != nil {
+			return out, err
+		}
+		src := kafka.NewSource(o, deser)
 		if err := src.Validate(); err != nil {
 			return out, fmt.Errorf("%s: %w", k.Pos, err)
 		}
@@ -756,7 +764,11 @@ func (b *builder) sink(output string, s *SinkSpec, in weir.Stream[Record]) error
 			kp, _ := parseFieldPath(k.Key)
 			keyFn = func(r Record) []byte { return []byte(keyString(kp.get(r))) }
 		}
-		o := kafka.SinkOptions[Record]{Brokers: b.j.Brokers, Security: b.j.Security, Topic: k.Topic, Serialize: kafka.SerializeJSON(keyFn)}
+		ser, err := kafkaSinkSerialize(context.Background(), b.j.Spec, k, keyFn)
+		if err != nil {
+			return err
+		}
+		o := kafka.SinkOptions[Record]{Brokers: b.j.Brokers, Security: b.j.Security, Topic: k.Topic, Serialize: ser}
 		if k.Delivery == "exactly-once" {
 			o.TransactionalIDPrefix = k.TransactionalIDPrefix
 			if o.TransactionalIDPrefix == "" {

@@ -13,6 +13,7 @@ import (
 // and used once, Kafka parts have a cluster, and topics of an in-memory
 // embedded broker exist.
 func (d *dec) check(s *Spec) {
+	d.checkFormats(s)
 	compile := func(p Pos, what, src string, kind exprKind) {
 		if _, err := compileExpr(src, kind); err != nil {
 			line, col := exprErrorColumn(err)

@@ -349,6 +349,7 @@ type clusterRun struct {
 	brokers []string
 	stdout  *lockedWriter
 	log     io.Writer
+	formats clusterFormat // source.kafka.format and sink.kafka.format (pipeline/format.go)
 	mu      struct {
 		sync.Mutex
 		builds  []taskBuild
@@ -461,11 +462,15 @@ func RunCluster(ctx context.Context, spec *Spec, opts ClusterOptions, log io.Wri
 	if err := checkTopics(ctx, spec, brokers, sec); err != nil {
 		return s, err
 	}
+	formats, ferr := clusterFormats(ctx, spec)
+	if ferr != nil {
+		return s, ferr
+	}
 	stdout := opts.Stdout
 	if stdout == nil {
 		stdout = os.Stdout
 	}
-	r := &clusterRun{ctx: ctx, spec: spec, opts: opts, plan: plan, brokers: brokers, stdout: &lockedWriter{w: stdout}, log: log}
+	r := &clusterRun{ctx: ctx, spec: spec, opts: opts, plan: plan, brokers: brokers, stdout: &lockedWriter{w: stdout}, log: log, formats: formats}
 	r.mu.started = map[string]int{}
 	r.mu.running = map[string]*weir.Environment{}
 	r.mu.closers = map[string][]func() error{}
@@ -564,11 +569,6 @@ func RunCluster(ctx context.Context, spec *Spec, opts ClusterOptions, log io.Wri
 // job is the pipeline as a cluster.Job.
 func (r *clusterRun) job() cluster.Job[Record, Record, string, Record] {
 	k := r.spec.Sink.Kafka
-	var keyFn func(Record) []byte
-	if k.Key != "" {
-		kp, _ := parseFieldPath(k.Key)
-		keyFn = func(r Record) []byte { return []byte(keyString(kp.get(r))) }
-	}
 	name := r.spec.Sink.Name
 	if name == "" {
 		name = "sink"
@@ -578,7 +578,7 @@ func (r *clusterRun) job() cluster.Job[Record, Record, string, Record] {
 		prefix = "weir-" + (&builder{j: &Job{Spec: r.spec}}).jobName() + "-" + name
 	}
 	return cluster.Job[Record, Record, string, Record]{
-		Source:     kafkaRecords(r.spec.Source.Kafka),
+		Source:     r.formats.source,
 		Watermarks: kafkaWatermarks(&r.spec.Source),
 		Upstream: func(in weir.Stream[Record]) weir.Stream[Record] {
 			out, b, err := r.buildUpstream(in)
@@ -591,7 +591,7 @@ func (r *clusterRun) job() cluster.Job[Record, Record, string, Record] {
 			r.built(b, err)
 			return out
 		},
-		Sink: kafka.SinkOptions[Record]{Topic: k.Topic, Serialize: kafka.SerializeJSON(keyFn), TransactionalIDPrefix: prefix},
+		Sink: kafka.SinkOptions[Record]{Topic: k.Topic, Serialize: r.formats.sink, TransactionalIDPrefix: prefix},
 	}
 }
 
@@ -646,7 +646,7 @@ func (r *clusterRun) buildKeyed(ks weir.KeyedStream[string, Record]) (weir.Strea
 // reported before the process joins the group rather than by a task.
 func (r *clusterRun) dryBuild() error {
 	env := weir.NewEnvironment(weir.Config{Parallelism: 1})
-	src := kafka.NewSource(kafka.Options{Brokers: r.brokers, Security: r.spec.Kafka.Security, Topics: r.spec.Source.Kafka.Topics}, kafkaRecords(r.spec.Source.Kafka))
+	src := kafka.NewSource(kafka.Options{Brokers: r.brokers, Security: r.spec.Kafka.Security, Topics: r.spec.Source.Kafka.Topics}, r.formats.source)
 	in := weir.FromSource(env, "source", src, kafkaWatermarks(&r.spec.Source))
 	mid, ub, err := r.buildUpstream(in)
 	closeAll(ub.j.closers)

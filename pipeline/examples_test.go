@@ -352,3 +352,20 @@ func first(rs []map[string]any) map[string]any {
 	}
 	return rs[0]
 }
+
+// TestAvroOrdersExample: orders.jsonl produced as Avro through the
+// embedded registry, counted per customer and minute, written as Avro;
+// the line that is not JSON is the one dead letter (not the wire format).
+func TestAvroOrdersExample(t *testing.T) {
+	var out bytes.Buffer
+	s, err := pipeline.Run(context.Background(), parse(t, "avro-orders.yaml"), pipeline.Options{Stdout: &out}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.SourceRecords != 200 || s.SourceDeadLetters != 1 || s.Outputs["sink"] != 58 {
+		t.Fatalf("summary %+v; want 200 records, 1 dead letter, 58 counts", s)
+	}
+	if !strings.Contains(out.String(), "not the magic byte") {
+		t.Fatalf("dead letter %q; want it to say the magic byte is wrong", out.String())
+	}
+}

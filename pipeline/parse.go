@@ -279,6 +279,7 @@ func (d *dec) kafka(k, n ast.Node) *KafkaSpec {
 		}},
 		field{"tls", false, func(k, v ast.Node) { d.kafkaTLS(k, v, ks) }},
 		field{"sasl", false, func(k, v ast.Node) { d.kafkaSASL(k, v, ks) }},
+		field{"schemaRegistry", false, func(k, v ast.Node) { ks.Registry = d.schemaRegistry(k, v) }},
 		field{"embedded", false, func(k, v ast.Node) {
 			e := &EmbeddedSpec{Pos: d.pos(k), Topics: map[string]int32{}, TopicPos: map[string]Pos{}}
 			ks.Embedded = e
@@ -300,6 +301,7 @@ func (d *dec) kafka(k, n ast.Node) *KafkaSpec {
 							field{"file", true, func(_, v ast.Node) { d.nonEmpty(v, what+".file", "a JSON-lines file", &ps.File) }},
 							field{"key", false, func(_, v ast.Node) { d.nonEmpty(v, what+".key", "a field path", &ps.Key) }},
 							field{"timestamp", false, func(_, v ast.Node) { d.nonEmpty(v, what+".timestamp", "a field path", &ps.Timestamp) }},
+							field{"format", false, func(k, v ast.Node) { ps.Format = d.recordFormat(k, v, what+".format", true) }},
 						)
 						e.Produce = append(e.Produce, ps)
 					})
@@ -369,6 +371,7 @@ func (d *dec) source(k, n ast.Node, s *SourceSpec) {
 				field{"group", false, func(_, v ast.Node) { d.nonEmpty(v, "source.kafka.group", "a consumer group name", &ks.Group) }},
 				field{"readCommitted", false, func(_, v ast.Node) { d.boolean(v, "source.kafka.readCommitted", &ks.ReadCommitted) }},
 				field{"bounded", false, func(_, v ast.Node) { d.boolean(v, "source.kafka.bounded", &ks.Bounded) }},
+				field{"format", false, func(k, v ast.Node) { ks.Format = d.recordFormat(k, v, "source.kafka.format", false) }},
 				field{"metadata", false, func(_, v ast.Node) {
 					d.nonEmpty(v, "source.kafka.metadata", "a field name such as kafka", &ks.Metadata)
 				}},
@@ -895,6 +898,9 @@ func (d *dec) sink(k, n ast.Node, what string) *SinkSpec {
 				field{"transactionalIdPrefix", false, func(_, v ast.Node) {
 					d.nonEmpty(v, what+".kafka.transactionalIdPrefix", "a prefix unique to the job", &ks.TransactionalIDPrefix)
 				}},
+				field{"format", false, func(k, v ast.Node) {
+					ks.Format = d.recordFormat(k, v, what+".kafka.format", true)
+				}},
 			)
 		}},
 		d.httpSinkField(s, what, &kinds),
@@ -919,6 +925,7 @@ func resolvePaths(s *Spec, dir string) {
 	if s.Kafka != nil {
 		resolveSecurityPaths(&s.Kafka.Security, fix)
 	}
+	resolveFormatPaths(s, fix)
 	if s.Kafka != nil && s.Kafka.Embedded != nil {
 		fix(&s.Kafka.Embedded.Dir)
 		for i := range s.Kafka.Embedded.Produce {

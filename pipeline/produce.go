@@ -9,13 +9,15 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/weirproject/weir/format"
 )
 
 // produceFiles loads each JSON-lines file into its topic if the topic is
 // empty (so a restart on a persistent embedded broker does not load it
 // twice). Lines are produced as they are (a line that is not a JSON object
 // is produced too: the job sends it to its dead letters).
-func produceFiles(ctx context.Context, brokers []string, ps []ProduceSpec) error {
+func produceFiles(ctx context.Context, brokers []string, ps []ProduceSpec, reg format.Registry) error {
 	if len(ps) == 0 {
 		return nil
 	}
@@ -72,6 +74,9 @@ func produceFiles(ctx context.Context, brokers []string, ps []ProduceSpec) error
 		f.Close()
 		if err := sc.Err(); err != nil {
 			return fmt.Errorf("%s: produce: %s: %w", p.Pos, p.File, err)
+		}
+		if err := encodeProduced(ctx, reg, p, recs); err != nil { // pipeline/format.go
+			return err
 		}
 		if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
 			return fmt.Errorf("%s: produce to %s: %w", p.Pos, p.Topic, err)

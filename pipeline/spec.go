@@ -71,6 +71,8 @@ type KafkaSpec struct {
 	// every Kafka client of the job; TLSPos and SASLPos are their keys'.
 	Security        kafkasec.Security
 	TLSPos, SASLPos Pos
+	// Registry is kafka.schemaRegistry (nil: none; pipeline/format.go).
+	Registry *RegistrySpec
 }
 
 // EmbeddedSpec starts the in-process broker for the job's life.
@@ -130,6 +132,8 @@ type KafkaSourceSpec struct {
 	// Metadata names a field that receives {topic, partition, offset,
 	// timestamp} of each record ("" adds none).
 	Metadata string
+	// Format is source.kafka.format (nil: JSON; pipeline/format.go).
+	Format *FormatSpec
 }
 
 // FileSourceSpec reads JSON-lines files.
@@ -308,6 +312,8 @@ type KafkaSinkSpec struct {
 	// Key names the field whose value is the record key ("": none).
 	Key                   string
 	TransactionalIDPrefix string
+	// Format is the sink's kafka.format (nil: JSON; pipeline/format.go).
+	Format *FormatSpec
 }
 
 // FileSinkSpec writes JSON lines: exactly once into files in Dir
@@ -340,6 +346,9 @@ type ProduceSpec struct {
 	File      string
 	Key       string
 	Timestamp string
+	// Format writes the records in a schema-registry format (nil: JSON
+	// lines as they are; pipeline/format.go).
+	Format *FormatSpec
 }
 
 // RestartSpec is job.restart: whether and when a job whose step failed is

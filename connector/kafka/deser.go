@@ -1,6 +1,8 @@
 package kafka
 
 import (
+	"errors"
+
 	json "github.com/goccy/go-json"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -16,6 +18,14 @@ import (
 type Deserializer[T any] interface {
 	Deserialize(r *kgo.Record) (T, error)
 }
+
+// ErrFailJob, wrapped in a Deserializer's error, fails the job (the
+// source's Poll returns the error; the restart strategy then restarts the
+// job from its last checkpoint, so the record is read again) instead of
+// making the record a dead letter. It is for errors that are not the
+// record's fault, such as a schema registry that stayed unreachable for
+// its retry limit (package format): a dead letter would drop a good record.
+var ErrFailJob = errors.New("kafka: the deserializer cannot go on")
 
 // DeserializerFunc adapts a function to Deserializer.
 type DeserializerFunc[T any] func(r *kgo.Record) (T, error)

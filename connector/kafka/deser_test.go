@@ -1,10 +1,17 @@
 package kafka
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/weirproject/weir"
+	"github.com/weirproject/weir/watermark"
 )
 
 type deserProbe struct {
@@ -76,5 +83,31 @@ func BenchmarkJSONDeserialize(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestDeserializerFailsJob: a Deserializer error wrapping ErrFailJob fails
+// the job (naming the record) instead of making a dead letter.
+func TestDeserializerFailsJob(t *testing.T) {
+	b := startBroker(t, map[string]int32{"f": 1})
+	produce(t, client(t, b), rec("f", 0, 1, "ok"), rec("f", 0, 2, "registry down"))
+	env := weir.NewEnvironment(weir.Config{Parallelism: 1, Logger: quiet})
+	stop := make(chan struct{})
+	close(stop)
+	src := NewSource(Options{Brokers: b.Addrs(), Topics: []string{"f"}, Stop: stop}, DeserializerFunc[string](func(r *kgo.Record) (string, error) {
+		if string(r.Value) != "ok" {
+			return "", fmt.Errorf("schema registry: %w", ErrFailJob)
+		}
+		return "ok", nil
+	}))
+	s := weir.FromSource(env, "kafka", src, watermark.ForMonotonous[string]())
+	bad := collectTo(weir.DeadLetters(s))
+	collectTo(s)
+	err := env.Execute(context.Background())
+	if !errors.Is(err, ErrFailJob) || !strings.Contains(err.Error(), "topic f partition 0 offset 1") {
+		t.Fatalf("Execute: %v; want ErrFailJob naming the record", err)
+	}
+	if bad.len() != 0 {
+		t.Fatalf("%d dead letters; want none", bad.len())
 	}
 }

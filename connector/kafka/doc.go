@@ -108,7 +108,11 @@
 //	    except by StartCommitted.
 //	K11. A record the Deserializer rejects becomes a dead letter (Split =
 //	    partition, Position = offset, the raw value, and a reason naming
-//	    topic, partition and offset) and does not fail the job.
+//	    topic, partition and offset) and does not fail the job, unless
+//	    the error wraps ErrFailJob (not the record's fault, such as a
+//	    schema registry unreachable past its retry limit): that fails the
+//	    job, naming the record, and the record is read again after the
+//	    restore.
 //	K12. Errors. A topic that does not exist, or brokers that cannot be
 //	    reached, fail the job at start with a message that names them.
 //	    Leader moves and retriable broker errors are retried (partitions

@@ -3,6 +3,7 @@ package kafka
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sort"
@@ -259,8 +260,11 @@ func (r *reader[T]) Poll(out runtime.SourceOutput[T]) (runtime.PollStatus, error
 			rec := m.records[r.curIdx]
 			r.curIdx++
 			n++
-			r.emit(s, rec, out)
+			err := r.emit(s, rec, out)
 			rec.Recycle() // its slab goes back to the pool (pool.go)
+			if err != nil {
+				return runtime.Wait, err
+			}
 		}
 		if r.curIdx < len(m.records) {
 			break
@@ -291,13 +295,16 @@ func (r *reader[T]) Poll(out runtime.SourceOutput[T]) (runtime.PollStatus, error
 	return runtime.Wait, nil
 }
 
-func (r *reader[T]) emit(s *split, rec *kgo.Record, out runtime.SourceOutput[T]) {
+func (r *reader[T]) emit(s *split, rec *kgo.Record, out runtime.SourceOutput[T]) error {
 	s.pos = rec.Offset + 1
 	v, err := r.deser.Deserialize(rec)
 	if err != nil {
+		if errors.Is(err, ErrFailJob) {
+			return fmt.Errorf("kafka topic %s partition %d offset %d: %w", rec.Topic, rec.Partition, rec.Offset, err)
+		}
 		out.DeadLetter(runtime.DeadLetter{Split: int(rec.Partition), Position: rec.Offset, Raw: rec.Value,
 			Reason: fmt.Sprintf("kafka topic %s partition %d offset %d does not deserialize: %v", rec.Topic, rec.Partition, rec.Offset, err)})
-		return
+		return nil
 	}
 	if s.idle && r.opts.Live == LiveRejoin {
 		// The first live record of a caught-up split: its own
@@ -306,6 +313,7 @@ func (r *reader[T]) emit(s *split, rec *kgo.Record, out runtime.SourceOutput[T])
 		out.SetSplitIdle(s.id, false)
 	}
 	out.Collect(s.id, v, rec.Timestamp.UnixMilli())
+	return nil
 }
 
 func (r *reader[T]) applyInit(inits []splitInit) {

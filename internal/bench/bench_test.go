@@ -32,6 +32,11 @@ func TestScenariosAgreeWithLoops(t *testing.T) {
 	if _, err := KafkaKeyedCountTLS(20_000, 1000, 1); err != nil {
 		t.Fatal(err)
 	}
+	for _, kind := range []string{"avro", "protobuf"} {
+		if _, err := KafkaFormatKeyedCount(kind, 5_000, 100, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 // BenchmarkKafkaKeyedCountTLS: the Kafka JSON keyed count over SASL_SSL
@@ -174,5 +179,34 @@ func TestStateSizeKeepsEveryKey(t *testing.T) {
 		if r.Found != 20_000 || r.Records != 40_000 || r.StateBytes < 20_000*1024 || r.PeakGoMemBytes <= 0 || r.RecordsPerSec <= 0 {
 			t.Fatalf("%s: %+v", backend, r)
 		}
+	}
+}
+
+// BenchmarkKafkaFormatKeyedCount: peers-style records (three fields), 200k
+// in Avro and 50k in Protobuf (dynamic messages cost 3x as much: the run
+// stays under a minute), from the in-process broker, 10k keys, through the
+// Kafka source into a keyed count, against franz-go + the same library and
+// cached schema + a map, in one run (issue 26):
+//
+//	go test -run XXX -bench KafkaFormatKeyedCount -benchtime 1x ./internal/bench/
+func BenchmarkKafkaFormatKeyedCount(b *testing.B) {
+	for _, kind := range []string{"avro", "protobuf"} {
+		b.Run(kind, func(b *testing.B) {
+			for b.Loop() {
+				n := int64(200_000)
+				if kind == "protobuf" {
+					n = 50_000
+				}
+				r, err := KafkaFormatKeyedCount(kind, n, 10_000, 1)
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.ReportMetric(r.EnginePerSec, "records/s")
+				b.ReportMetric(r.Ratio, "x-loop")
+				b.ReportMetric(r.EngineCPUNsPerRecord, "cpu-ns/rec")
+				b.ReportMetric(r.LoopCPUNsPerRecord, "loop-cpu-ns/rec")
+				b.ReportMetric(r.EngineCPUNsPerRecord/r.LoopCPUNsPerRecord, "cpu-x-loop")
+			}
+		})
 	}
 }

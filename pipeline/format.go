@@ -1,0 +1,464 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/goccy/go-yaml/ast"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/weirproject/weir/connector/kafka"
+	"github.com/weirproject/weir/format"
+	"github.com/weirproject/weir/format/avro"
+	"github.com/weirproject/weir/format/jsonschema"
+	"github.com/weirproject/weir/format/protobuf"
+	"github.com/weirproject/weir/kafkasec"
+	"github.com/weirproject/weir/schemaregistry"
+)
+
+// This file reads and builds the record formats of Kafka sources and
+// sinks (docs/formats.md): kafka.schemaRegistry, source.kafka.format and
+// <sink>.kafka.format. JSON is the default; avro reads and writes the
+// Confluent wire format with schemas from the registry.
+
+// FormatSpec is source.kafka.format or <sink>.kafka.format: one of json
+// (Kind "" or "json"), avro, protobuf, jsonSchema.
+type FormatSpec struct {
+	Pos  Pos
+	Kind string
+	// Schema is a schema file (.avsc): the reader's schema of a source
+	// ("" reads with each writer's schema), the schema a sink registers
+	// with AutoRegister.
+	Schema    string
+	SchemaPos Pos
+	// Subject is the registry subject a sink writes with (default
+	// "<topic>-value"): its latest version, unless ID or AutoRegister.
+	Subject      string
+	ID           int
+	AutoRegister bool
+	// Message is the protobuf message a sink writes (its full name).
+	Message string
+	// Validate checks jsonSchema records against their schema.
+	Validate bool
+}
+
+// RegistrySpec is kafka.schemaRegistry.
+type RegistrySpec struct {
+	Pos Pos
+	// Embedded runs the embedded registry (package schemaregistry) on
+	// the embedded broker, on a free loopback port; Build sets URL.
+	Embedded bool
+	URL      string
+	User     string
+	Password kafkasec.Secret
+	TLS      *kafkasec.TLS
+	// RetryLimit bounds how long a fetch waits for a registry that does
+	// not answer before the job fails (0: format's default, 5 minutes).
+	RetryLimit time.Duration
+}
+
+// recordFormat reads source.kafka.format or <sink>.kafka.format.
+func (d *dec) recordFormat(k, n ast.Node, what string, sink bool) *FormatSpec {
+	f := &FormatSpec{Pos: d.pos(k)}
+	if s, ok := d.unwrap(n).(*ast.StringNode); ok {
+		if s.Value != "json" {
+			d.errf(n, "%s: %q: want json, or one of {avro: {...}}, {protobuf: {...}}, {jsonSchema: {...}}", what, s.Value)
+		}
+		f.Kind = "json"
+		return f
+	}
+	kinds := 0
+	// kind reads one format's mapping: the keys every format has, and
+	// extra.
+	kind := func(name, schemaExample string, extra ...field) field {
+		return field{name, false, func(_, v ast.Node) {
+			kinds++
+			f.Kind = name
+			w := what + "." + name
+			fields := append([]field{}, extra...)
+			if sink || name == "avro" {
+				fields = append(fields, field{"schema", false, func(_, v ast.Node) {
+					f.SchemaPos = d.pos(v)
+					d.nonEmpty(v, w+".schema", schemaExample, &f.Schema)
+				}})
+			}
+			if sink {
+				fields = append(fields,
+					field{"subject", false, func(_, v ast.Node) {
+						d.nonEmpty(v, w+".subject", "a registry subject such as orders-value", &f.Subject)
+					}},
+					field{"id", false, func(_, v ast.Node) { d.intField(v, w+".id", 1, 1<<31-1, &f.ID) }},
+					field{"autoRegister", false, func(_, v ast.Node) { d.boolean(v, w+".autoRegister", &f.AutoRegister) }})
+			}
+			if !d.object(v, w, fields...) {
+				return
+			}
+			if f.AutoRegister && f.Schema == "" {
+				d.errf(v, "%s: autoRegister needs schema, the schema file to register", w)
+			}
+			if f.AutoRegister && f.ID != 0 {
+				d.errf(v, "%s: id and autoRegister both given; want one", w)
+			}
+			if sink && name == "protobuf" && f.Message == "" {
+				d.errf(v, "%s: message is required: the full name of the message to write, such as shop.Order", w)
+			}
+		}}
+	}
+	d.object(n, what,
+		field{"json", false, func(_, v ast.Node) { kinds++; f.Kind = "json"; d.object(v, what+".json") }},
+		kind("avro", "an Avro schema file such as order.avsc"),
+		kind("protobuf", "a .proto file such as order.proto",
+			field{"message", false, func(_, v ast.Node) {
+				d.nonEmpty(v, what+".protobuf.message", "a message's full name such as shop.Order", &f.Message)
+			}}),
+		kind("jsonSchema", "a JSON Schema file such as order.schema.json",
+			field{"validate", false, func(_, v ast.Node) { d.boolean(v, what+".jsonSchema.validate", &f.Validate) }}),
+	)
+	if kinds != 1 {
+		d.errf(k, "%s: want exactly one of json, avro, protobuf, jsonSchema", what)
+	}
+	return f
+}
+
+// schemaRegistry reads kafka.schemaRegistry: a URL, or {url, basicAuth:
+// {user, password}, tls}. The password is ${ENV} only (as kafka.sasl's).
+func (d *dec) schemaRegistry(k, n ast.Node) *RegistrySpec {
+	r := &RegistrySpec{Pos: d.pos(k)}
+	if s, ok := d.unwrap(n).(*ast.StringNode); ok && s.Value == "embedded" {
+		r.Embedded = true
+		return r
+	} else if ok {
+		d.nonEmpty(s, "kafka.schemaRegistry", "the registry's URL, or embedded", &r.URL)
+	} else {
+		d.registryObject(n, r)
+	}
+	if r.URL != "" {
+		if _, err := format.NewClient(format.RegistryConfig{URL: r.URL}); err != nil {
+			d.errf(k, "kafka.schemaRegistry: %v", err)
+		}
+	}
+	return r
+}
+
+func (d *dec) registryObject(n ast.Node, r *RegistrySpec) {
+	d.object(n, "kafka.schemaRegistry",
+		field{"url", true, func(_, v ast.Node) {
+			d.nonEmpty(v, "kafka.schemaRegistry.url", "the registry's URL such as http://127.0.0.1:8081", &r.URL)
+		}},
+		field{"basicAuth", false, func(_, v ast.Node) {
+			d.object(v, "kafka.schemaRegistry.basicAuth",
+				field{"user", true, func(_, v ast.Node) {
+					d.nonEmpty(v, "kafka.schemaRegistry.basicAuth.user", "a user name or API key", &r.User)
+				}},
+				field{"password", true, func(_, v ast.Node) { d.secret(v, "kafka.schemaRegistry.basicAuth.password", "", &r.Password) }})
+		}},
+		field{"retryLimit", false, func(_, v ast.Node) { d.duration(v, "kafka.schemaRegistry.retryLimit", true, &r.RetryLimit) }},
+		field{"tls", false, func(k, v ast.Node) {
+			// Read with kafka.tls's parser into a scratch spec.
+			var scratch KafkaSpec
+			d.kafkaTLS(k, v, &scratch)
+			r.TLS = scratch.Security.TLS
+			if r.TLS == nil {
+				r.TLS = &kafkasec.TLS{}
+			}
+		}},
+	)
+}
+
+// checkFormats refuses a format other than json without
+// kafka.schemaRegistry.
+func (d *dec) checkFormats(s *Spec) {
+	needs := func(f *FormatSpec, what string) {
+		if f != nil && f.Kind != "json" && (s.Kafka == nil || s.Kafka.Registry == nil) {
+			d.errAt(f.Pos, "%s: %s needs kafka.schemaRegistry (the registry's URL)", what, f.Kind)
+		}
+	}
+	if k := s.Source.Kafka; k != nil {
+		needs(k.Format, "source.kafka.format")
+	}
+	if s.Kafka != nil && s.Kafka.Embedded != nil {
+		for i := range s.Kafka.Embedded.Produce {
+			needs(s.Kafka.Embedded.Produce[i].Format, fmt.Sprintf("kafka.embedded.produce[%d].format", i))
+		}
+	}
+	if s.Kafka != nil && s.Kafka.Registry != nil && s.Kafka.Registry.Embedded && s.Kafka.Embedded == nil {
+		d.errAt(s.Kafka.Registry.Pos, "kafka.schemaRegistry: embedded runs on the embedded broker; with brokers give the registry's URL")
+	}
+	for what, sk := range allSinks(s) {
+		if sk != nil && sk.Kafka != nil {
+			needs(sk.Kafka.Format, what+".kafka.format")
+		}
+	}
+}
+
+// allSinks is the main sink and each output's, by name.
+func allSinks(s *Spec) map[string]*SinkSpec {
+	m := map[string]*SinkSpec{"sink": s.Sink}
+	for name, o := range s.Outputs {
+		m["outputs."+name+".sink"] = o.Sink
+	}
+	return m
+}
+
+// resolveFormatPaths makes schema files relative to the pipeline file.
+func resolveFormatPaths(s *Spec, fix func(*string)) {
+	if k := s.Source.Kafka; k != nil && k.Format != nil {
+		fix(&k.Format.Schema)
+	}
+	for _, sk := range allSinks(s) {
+		if sk != nil && sk.Kafka != nil && sk.Kafka.Format != nil {
+			fix(&sk.Kafka.Format.Schema)
+		}
+	}
+	if s.Kafka != nil && s.Kafka.Embedded != nil {
+		for i := range s.Kafka.Embedded.Produce {
+			if f := s.Kafka.Embedded.Produce[i].Format; f != nil {
+				fix(&f.Schema)
+			}
+		}
+	}
+	if s.Kafka != nil && s.Kafka.Registry != nil && s.Kafka.Registry.TLS != nil {
+		t := s.Kafka.Registry.TLS
+		fix(&t.CAFile)
+		fix(&t.CertFile)
+		fix(&t.KeyFile)
+	}
+}
+
+// registries holds the schema registry clients of running jobs, one per
+// URL and user (a clustered job builds many times): schemas fetched once
+// serve every task and restart.
+var registries struct {
+	mu sync.Mutex
+	m  map[string]*format.Client
+}
+
+// registryOf returns the client of kafka.schemaRegistry, checking at its
+// first use that the registry answers (R3: fail fast at build time).
+func registryOf(ctx context.Context, s *Spec) (format.Registry, error) {
+	if s.Kafka == nil || s.Kafka.Registry == nil {
+		return nil, nil
+	}
+	r := s.Kafka.Registry
+	registries.mu.Lock()
+	defer registries.mu.Unlock()
+	key := fmt.Sprint(r.URL, "\x00", r.User, "\x00", r.RetryLimit)
+	if c, ok := registries.m[key]; ok {
+		return c, nil
+	}
+	c, err := format.NewClient(format.RegistryConfig{URL: r.URL, Username: r.User, Password: r.Password, TLS: r.TLS, RetryLimit: r.RetryLimit})
+	if err != nil {
+		return nil, fmt.Errorf("%s: kafka.schemaRegistry: %w", r.Pos, err)
+	}
+	if err := c.Check(ctx); err != nil {
+		return nil, fmt.Errorf("%s: kafka.schemaRegistry: %w", r.Pos, err)
+	}
+	if registries.m == nil {
+		registries.m = map[string]*format.Client{}
+	}
+	registries.m[key] = c
+	return c, nil
+}
+
+func readSchema(f *FormatSpec) (string, error) {
+	if f.Schema == "" {
+		return "", nil
+	}
+	b, err := os.ReadFile(f.Schema)
+	if err != nil {
+		return "", fmt.Errorf("%s: %s.schema: %v", f.SchemaPos, f.Kind, err)
+	}
+	return string(b), nil
+}
+
+// kafkaSourceRecords is the deserializer of the Kafka source: JSON
+// objects (kafkaRecords), or source.kafka.format's, with the record's
+// metadata in source.kafka.metadata if named.
+func kafkaSourceRecords(ctx context.Context, s *Spec) (kafka.Deserializer[Record], error) {
+	k := s.Source.Kafka
+	f := k.Format
+	if f == nil || f.Kind == "json" {
+		return kafkaRecords(k), nil
+	}
+	reg, err := registryOf(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	text, err := readSchema(f)
+	if err != nil {
+		return nil, err
+	}
+	var decode func([]byte) (map[string]any, error)
+	switch f.Kind {
+	case "avro":
+		d, err := avro.NewDecoder(avro.Options{Registry: reg, Schema: text})
+		if err != nil {
+			return nil, fmt.Errorf("%s: source.kafka.format.avro: %w", f.Pos, err)
+		}
+		decode = d.Record
+	case "protobuf":
+		d, err := protobuf.NewDecoder(protobuf.Options{Registry: reg})
+		if err != nil {
+			return nil, fmt.Errorf("%s: source.kafka.format.protobuf: %w", f.Pos, err)
+		}
+		decode = d.Record
+	case "jsonSchema":
+		d, err := jsonschema.NewDecoder(jsonschema.Options{Registry: reg, Validate: f.Validate})
+		if err != nil {
+			return nil, fmt.Errorf("%s: source.kafka.format.jsonSchema: %w", f.Pos, err)
+		}
+		decode = func(b []byte) (map[string]any, error) {
+			var m map[string]any
+			if err := d.Decode(b, &m); err != nil {
+				return nil, err
+			}
+			if m == nil {
+				return nil, errors.New("not a JSON object (null)")
+			}
+			return m, nil
+		}
+	}
+	meta := k.Metadata
+	return kafka.DeserializerFunc[Record](func(r *kgo.Record) (Record, error) {
+		rec, err := decode(r.Value)
+		if err != nil {
+			return nil, err
+		}
+		if meta != "" {
+			rec[meta] = map[string]any{"topic": r.Topic, "partition": float64(r.Partition),
+				"offset": float64(r.Offset), "timestamp": float64(r.Timestamp.UnixMilli())}
+		}
+		return rec, nil
+	}), nil
+}
+
+// kafkaSinkSerialize is the Serialize of a Kafka sink: JSON, or
+// <sink>.kafka.format's, with keyFn (if not nil) giving the record key.
+func kafkaSinkSerialize(ctx context.Context, s *Spec, k *KafkaSinkSpec, keyFn func(Record) []byte) (func(Record) (*kgo.Record, error), error) {
+	f := k.Format
+	if f == nil || f.Kind == "json" {
+		return kafka.SerializeJSON(keyFn), nil
+	}
+	reg, err := registryOf(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	text, err := readSchema(f)
+	if err != nil {
+		return nil, err
+	}
+	return formatSerializer(ctx, reg, f, text, k.Topic, keyFn)
+}
+
+// formatSerializer makes the Serialize of format f (not json) writing to
+// topic, with schema text (the file's content, or "").
+func formatSerializer(ctx context.Context, reg format.Registry, f *FormatSpec, text, topic string, keyFn func(Record) []byte) (func(Record) (*kgo.Record, error), error) {
+	subject := f.Subject
+	if subject == "" {
+		subject = topic + "-value"
+	}
+	var ser func(Record) (*kgo.Record, error)
+	var err error
+	switch f.Kind {
+	case "avro":
+		ser, err = avro.RecordSerializer(ctx, avro.Options{Registry: reg, Schema: text, Subject: subject, ID: f.ID, AutoRegister: f.AutoRegister}, keyFn)
+	case "protobuf":
+		ser, err = protobuf.RecordSerializer(ctx, protobuf.Options{Registry: reg, Schema: text, Subject: subject, ID: f.ID,
+			AutoRegister: f.AutoRegister, Message: f.Message}, keyFn)
+	case "jsonSchema":
+		ser, err = jsonschema.Serializer(ctx, jsonschema.Options{Registry: reg, Schema: text, Subject: subject, ID: f.ID,
+			AutoRegister: f.AutoRegister, Validate: f.Validate}, keyFn)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: kafka.format.%s: %w", f.Pos, f.Kind, err)
+	}
+	return ser, nil
+}
+
+// clusterFormat is the source's deserializer and the sink's Serialize of
+// a clustered job, made once per process.
+type clusterFormat struct {
+	source kafka.Deserializer[Record]
+	sink   func(Record) (*kgo.Record, error)
+}
+
+func clusterFormats(ctx context.Context, s *Spec) (clusterFormat, error) {
+	var f clusterFormat
+	var err error
+	if f.source, err = kafkaSourceRecords(ctx, s); err != nil {
+		return f, err
+	}
+	k := s.Sink.Kafka
+	var keyFn func(Record) []byte
+	if k.Key != "" {
+		kp, _ := parseFieldPath(k.Key)
+		keyFn = func(r Record) []byte { return []byte(keyString(kp.get(r))) }
+	}
+	f.sink, err = kafkaSinkSerialize(ctx, s, k, keyFn)
+	return f, err
+}
+
+// startEmbeddedRegistry starts the embedded schema registry of
+// kafka.schemaRegistry: embedded on the job's embedded broker (its schemas
+// in the broker's _schemas topic) and returns its client; without one, the
+// client of kafka.schemaRegistry, if any. The registry closes with the job.
+func (j *Job) startEmbeddedRegistry(ctx context.Context) (format.Registry, error) {
+	ks := j.Spec.Kafka
+	if ks == nil || ks.Registry == nil {
+		return nil, nil
+	}
+	if r := ks.Registry; r.Embedded {
+		srv, err := schemaregistry.Start(ctx, schemaregistry.Config{Brokers: j.Brokers})
+		if err != nil {
+			return nil, fmt.Errorf("%s: kafka.schemaRegistry: %w", r.Pos, err)
+		}
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			srv.Close()
+			return nil, fmt.Errorf("%s: kafka.schemaRegistry: %w", r.Pos, err)
+		}
+		hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
+		go hs.Serve(ln)
+		j.closers = append(j.closers, func() error { hs.Close(); return srv.Close() })
+		r.URL = "http://" + ln.Addr().String()
+	}
+	return registryOf(ctx, j.Spec)
+}
+
+// encodeProduced rewrites the values of recs (JSON lines of
+// kafka.embedded.produce p) in p.format, if any. A line that is not a JSON
+// object is produced as it is (a record the source will make a dead letter
+// of: not the wire format), so examples can show bad input; one that does
+// not fit the schema is an error.
+func encodeProduced(ctx context.Context, reg format.Registry, p ProduceSpec, recs []*kgo.Record) error {
+	f := p.Format
+	if f == nil || f.Kind == "json" || len(recs) == 0 {
+		return nil
+	}
+	text, err := readSchema(f)
+	if err != nil {
+		return err
+	}
+	ser, err := formatSerializer(ctx, reg, f, text, p.Topic, nil)
+	if err != nil {
+		return fmt.Errorf("%s: produce: %w", p.Pos, err)
+	}
+	for i, r := range recs {
+		v, err := decodeRecord(r.Value)
+		if err != nil {
+			continue
+		}
+		out, err := ser(v)
+		if err != nil {
+			return fmt.Errorf("%s: produce: %s line %d: %w", p.Pos, p.File, i+1, err)
+		}
+		r.Value = out.Value
+	}
+	return nil
+}
