@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/weirproject/weir/broker"
+	"github.com/weirproject/weir/kafkasec"
 	"github.com/weirproject/weir/schemaregistry"
 )
 
@@ -36,7 +37,11 @@ func Start(t testing.TB, topics map[string]int32, users map[string]string) *Regi
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { br.Close() })
-	srv, err := schemaregistry.Start(context.Background(), schemaregistry.Config{Brokers: br.Addrs(), Users: users})
+	secrets := make(map[string]kafkasec.Secret, len(users))
+	for u, p := range users {
+		secrets[u] = kafkasec.Secret(p)
+	}
+	srv, err := schemaregistry.Start(context.Background(), schemaregistry.Config{Brokers: br.Addrs(), Users: secrets})
 	if err != nil {
 		t.Fatal(err)
 	}
