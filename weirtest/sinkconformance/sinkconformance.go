@@ -7,8 +7,8 @@
 // A sink passes it by giving three functions (Sink): how to end a stream
 // in it, how to make an empty destination (a directory, a topic, a
 // table), and how to read what is committed there. The suite is run by
-// the sinks' own tests (connector/file, connector/kafka and
-// connector/postgres run it).
+// the sinks' own tests (connector/file, connector/kafka,
+// connector/postgres and connector/parquet run it).
 //
 // What it checks:
 //
@@ -18,8 +18,9 @@
 //	    as the failure-free run (nothing lost, nothing twice).
 //
 // Kill -9 of a process (a crash the runtime cannot see) needs a child
-// process and is left to each sink's tests (see connector/postgres
-// TestKill9 and internal/crashtest TestKill9); the suite's in-process
+// process and is left to each sink's tests (connector/postgres,
+// connector/parquet TestKill9, internal/crashtest TestKill9 for the Kafka
+// and file sinks, cmd/weir TestRunResumesAfterKill); the suite's in-process
 // failures leave the sink as a crash would (no Close-time commit).
 package sinkconformance
 
