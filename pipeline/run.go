@@ -196,6 +196,8 @@ func (j *Job) describe() string {
 		src = "JSON-lines files"
 	case s.Source.Postgres != nil:
 		src = "PostgreSQL changes"
+	case s.Source.HTTP != nil:
+		src = "webhook " + s.Source.HTTP.Listen + s.Source.HTTP.Path
 	}
 	out := src
 	for _, st := range s.Steps {
@@ -218,6 +220,8 @@ func Describe(s *Spec) string {
 		src = "JSON-lines files"
 	case s.Source.Postgres != nil:
 		src = "PostgreSQL changes"
+	case s.Source.HTTP != nil:
+		src = "webhook " + s.Source.HTTP.Listen + s.Source.HTTP.Path
 	}
 	out := src
 	for _, st := range s.Steps {
@@ -233,6 +237,8 @@ func Describe(s *Spec) string {
 		sink = s.Sink.File.Path
 	case s.Sink.Parquet != nil:
 		sink = describeParquet(s.Sink.Parquet)
+	case s.Sink.Postgres != nil, s.Sink.HTTP != nil:
+		sink = describeSink(s.Sink)
 	}
 	out += " -> " + sink
 	if s.Kafka != nil && s.Kafka.Security.Enabled() {
