@@ -33,7 +33,7 @@ func TestPostgresSourceBadFiles(t *testing.T) {
 		{"bad table", "source:\n  postgres: {url: 'postgres://h/db', tables: [a.b.c]}\n" + sink, `p.yaml:2:47: source.postgres.tables[0]: cdc: Options.Tables: "a.b.c"`},
 		{"snapshot not bool", "source:\n  postgres: {url: 'postgres://h/db', snapshot: yes please}\n" + sink, "p.yaml:2:48: source.postgres.snapshot: got a string, want true or false"},
 		{"two sources", "source:\n  postgres: {url: 'postgres://h/db'}\n  generate: {count: 1, fields: {a: i}}\n  timestamp: t\n" + sink,
-			"p.yaml:1:1: source: want exactly one of kafka, file, generate, postgres (got 2)"},
+			"p.yaml:1:1: source: want exactly one of kafka, file, generate, postgres, http (got 2)"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := pipeline.Parse("p.yaml", []byte(c.src))
