@@ -77,6 +77,9 @@ type partTrack struct {
 func (p *partTrack) setPosition(pos int64) {
 	p.position.Store(pos)
 	gaugeSet(p.gauges.position, pos)
+	if end := p.logEnd.Load(); end >= 0 && pos >= 0 {
+		gaugeSet(p.gauges.lag, max(end-pos, 0))
+	}
 }
 
 // setStart records the resolved start offset and the end-offset snapshot.

@@ -33,6 +33,15 @@ const (
 	// the source will emit, all records before it emitted; -1 until the
 	// start offset is resolved. It is updated once per fetched batch.
 	MetricPartitionPosition = "kafkaPartitionPosition"
+	// MetricPartitionLag is how far the source is behind the partition's
+	// log: the log end the latest fetch reported (the high watermark, or
+	// the last stable offset under read_committed) minus the position, in
+	// offsets (transaction markers count as one each); -1 until both are
+	// known. It is live, unlike the end-offset snapshot, and is what an
+	// autoscaler reads (docs/deploy.md, "Autoscaling"): the total is
+	// sum(weir_kafka_partition_lag) in Prometheus. Updated once per
+	// fetched batch, as the position is.
+	MetricPartitionLag = "kafkaPartitionLag"
 	// MetricPartitionCaughtUp is 1 once the position has reached the end
 	// offset snapshot (or started at or past it), else 0. Partitions
 	// discovered after the start (K13) are 1 from birth.
@@ -69,7 +78,7 @@ func boolValue(b bool) int64 {
 
 // partGauges are one partition's catch-up gauges.
 type partGauges struct {
-	start, end, position, caughtUp, millis *runtime.Gauge
+	start, end, position, lag, caughtUp, millis *runtime.Gauge
 }
 
 func newPartGauges(ctx runtime.SourceContext, topic string, partition int32) partGauges {
@@ -80,12 +89,14 @@ func newPartGauges(ctx runtime.SourceContext, topic string, partition int32) par
 	g := partGauges{start: ctx.LabeledGauge(MetricPartitionStartOffset, ls...),
 		end:      ctx.LabeledGauge(MetricPartitionEndOffset, ls...),
 		position: ctx.LabeledGauge(MetricPartitionPosition, ls...),
+		lag:      ctx.LabeledGauge(MetricPartitionLag, ls...),
 		caughtUp: ctx.LabeledGauge(MetricPartitionCaughtUp, ls...),
 		millis:   ctx.LabeledGauge(MetricPartitionCatchUpMillis, ls...)}
 	g.start.Set(-1)
 	g.millis.Set(-1)
 	g.end.Set(-1)
 	g.position.Set(-1)
+	g.lag.Set(-1)
 	g.caughtUp.Set(0)
 	return g
 }

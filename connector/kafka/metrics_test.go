@@ -92,11 +92,13 @@ func TestCatchUpMetrics(t *testing.T) {
 		{MetricPartitionEndOffset, p("slow", "0"), 3, 0},
 		{MetricPartitionPosition, p("slow", "0"), 3, 0},
 		{MetricPartitionCaughtUp, p("slow", "0"), 1, 0},
+		{MetricPartitionLag, p("slow", "0"), 0, 0},
 		{MetricPartitionEndOffset, p("tx", "1"), 0, 0}, // empty: caught up at once
 		{MetricPartitionPosition, p("tx", "1"), 0, 0},
 		{MetricPartitionCaughtUp, p("tx", "1"), 1, 0},
 		{MetricPartitionStartOffset, p("tx", "0"), -1, 1},
 		{MetricPartitionEndOffset, p("tx", "0"), -1, 1}, // no snapshot yet
+		{MetricPartitionLag, p("tx", "0"), -1, 1},
 		{MetricPartitionPosition, p("tx", "0"), -1, 1},
 		{MetricPartitionCaughtUp, p("tx", "0"), 0, 1},
 		{MetricTopicCaughtUp, tp("slow"), 1, 0},
@@ -121,6 +123,7 @@ func TestCatchUpMetrics(t *testing.T) {
 		{MetricPartitionStartOffset, p("tx", "0"), 0, 1},
 		{MetricPartitionEndOffset, p("tx", "0"), 6, 1},
 		{MetricPartitionPosition, p("tx", "0"), 6, 1},
+		{MetricPartitionLag, p("tx", "0"), 0, 1},
 		{MetricPartitionCaughtUp, p("tx", "0"), 1, 1},
 		{MetricTopicCaughtUp, tp("tx"), 1, 1},
 	})
@@ -160,6 +163,25 @@ func TestCatchUpMetrics(t *testing.T) {
 	} {
 		if !strings.Contains(text, line) {
 			t.Errorf("Prometheus output lacks %q:\n%s", line, text)
+		}
+	}
+}
+
+// TestPartitionLag: the lag gauge is the latest fetch's log end minus the
+// position, never negative, and -1 until both are known.
+func TestPartitionLag(t *testing.T) {
+	p := &partTrack{gauges: partGauges{position: &runtime.Gauge{}, lag: &runtime.Gauge{}}}
+	p.logEnd.Store(-1)
+	p.gauges.lag.Set(-1)
+	p.setPosition(4)
+	if v := p.gauges.lag.Value(); v != -1 {
+		t.Fatalf("lag %d before a log end is known; want -1", v)
+	}
+	for _, c := range []struct{ logEnd, pos, want int64 }{{10, 4, 6}, {10, 10, 0}, {12, 10, 2}, {9, 10, 0}} {
+		p.logEnd.Store(c.logEnd)
+		p.setPosition(c.pos)
+		if v := p.gauges.lag.Value(); v != c.want {
+			t.Errorf("log end %d, position %d: lag %d, want %d", c.logEnd, c.pos, v, c.want)
 		}
 	}
 }
