@@ -73,7 +73,7 @@ func demoCmd() *cobra.Command {
 	f.StringVar(&o.RestoreFrom, "restore", "", "start from this savepoint or checkpoint (a directory or a URL)")
 	f.DurationVar(&o.SavepointAfter, "savepoint-after", 0, "take a savepoint after this long, then stop (with --savepoint-dir)")
 	f.StringVar(&o.MetricsAddr, "metrics-addr", "", "serve Prometheus metrics on this address while the demo runs")
-	f.StringVar(&o.UIAddr, "ui-addr", "", "serve the live dashboard on this address while the demo runs (such as 127.0.0.1:8081; no host: loopback)")
+	f.StringVar(&o.UIAddr, "ui-addr", "", "serve the live dashboard on this address while the demo runs (such as 127.0.0.1:8088; no host: loopback)")
 	f.StringVar(&o.SavepointDir, "savepoint-dir", "", "where --savepoint-after, or a stop by SIGINT or SIGTERM, writes the savepoint, a directory or a URL (default for a stop: a new directory under $TMPDIR/weir-savepoints)")
 	return c
 }
@@ -124,7 +124,7 @@ func validateDemo(cmd *cobra.Command, o *demo.Options) error {
 		k.hostPort("metrics-addr", o.MetricsAddr)
 	}
 	if _, err := dashboard.ParseAddr(o.UIAddr); o.UIAddr != "" && err != nil {
-		k.fail("--ui-addr %q: want host:port, such as 127.0.0.1:8081 (no host: loopback; 0.0.0.0: every interface)", o.UIAddr)
+		k.fail("--ui-addr %q: want host:port, such as 127.0.0.1:8088 (no host: loopback; 0.0.0.0: every interface)", o.UIAddr)
 	}
 	if _, local := checkpoint.LocalPath(o.CheckpointDir); k.err == nil && local && o.CheckpointDir != "" {
 		if err := runtime.ValidateConfig(runtime.Config{Checkpoint: runtime.CheckpointConfig{Dir: o.CheckpointDir}}); err != nil {
