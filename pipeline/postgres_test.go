@@ -57,23 +57,8 @@ func TestPostgresSinkBadSpecs(t *testing.T) {
 // (upserts and deletes by an expression, nested field paths, the password
 // from ${ENV}) against a real server, exactly once with checkpoints.
 func TestPostgresSinkPipeline(t *testing.T) {
-	s, err := pgtest.Start(pgtest.Options{})
-	if errors.Is(err, pgtest.ErrNotInstalled) {
-		t.Skipf("PostgreSQL is not installed: %v", err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Stop()
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, s.ConnString)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, "CREATE TABLE items (id bigint PRIMARY KEY, name text NOT NULL, qty integer, tags jsonb)"); err != nil {
-		t.Fatal(err)
-	}
+	conn, url := startPostgres(t, "CREATE TABLE items (id bigint PRIMARY KEY, name text NOT NULL, qty integer, tags jsonb)")
 	t.Setenv("WEIR_TEST_PG_PW", "any-password") // trust auth ignores it
 	dir := t.TempDir()
 	in := filepath.Join(dir, "in.jsonl")
@@ -109,7 +94,7 @@ sink:
     key: [id]
     delete: op == "delete"
     batch: 4
-`, filepath.Join(dir, "chk"), in, s.ConnString)
+`, filepath.Join(dir, "chk"), in, url)
 	spec, err := pipeline.Parse("pg.yaml", []byte(src))
 	if err != nil {
 		t.Fatal(err)
@@ -148,24 +133,9 @@ sink:
 // TestPostgresSinkExample runs examples/pipelines/postgres-sink.yaml
 // against a throwaway server, twice: upserts leave the same table.
 func TestPostgresSinkExample(t *testing.T) {
-	s, err := pgtest.Start(pgtest.Options{})
-	if errors.Is(err, pgtest.ErrNotInstalled) {
-		t.Skipf("PostgreSQL is not installed: %v", err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Stop()
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, s.ConnString)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, "CREATE TABLE orders (id text PRIMARY KEY, customer text NOT NULL, amount numeric, time_ms bigint)"); err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv("WEIR_PG_URL", s.ConnString)
+	conn, url := startPostgres(t, "CREATE TABLE orders (id text PRIMARY KEY, customer text NOT NULL, amount numeric, time_ms bigint)")
+	t.Setenv("WEIR_PG_URL", url)
 	in, err := os.ReadFile(filepath.Join("../examples/pipelines", "orders.jsonl"))
 	if err != nil {
 		t.Fatal(err)
@@ -188,4 +158,29 @@ func TestPostgresSinkExample(t *testing.T) {
 			t.Fatalf("run %d: %d rows, want %d (one per order id)", run, n, want)
 		}
 	}
+}
+
+// startPostgres starts a throwaway server (skipping the test where
+// PostgreSQL is not installed), runs ddl on it and returns a connection and
+// the server's URL; both are closed when the test ends.
+func startPostgres(t *testing.T, ddl string) (*pgx.Conn, string) {
+	t.Helper()
+	s, err := pgtest.Start(pgtest.Options{})
+	if errors.Is(err, pgtest.ErrNotInstalled) {
+		t.Skipf("PostgreSQL is not installed: %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Stop)
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, s.ConnString)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(ctx) })
+	if _, err := conn.Exec(ctx, ddl); err != nil {
+		t.Fatal(err)
+	}
+	return conn, s.ConnString
 }
