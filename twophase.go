@@ -2,6 +2,7 @@ package weir
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 
@@ -58,6 +59,23 @@ type TransactionReleaser[TXN any] interface {
 	Release(txn TXN) error
 }
 
+// ErrRejected marks an error of Write caused by the record, not by the
+// sink or its destination: a value the destination cannot hold (text in a
+// numeric column, a required field missing). A Write that returns it must
+// leave the transaction as it was, without the record. Sinks wrap it
+// (fmt.Errorf("%w: ...", weir.ErrRejected)); with a rejects tag
+// (TwoPhaseCommitRejecting) the record goes to that side output with the
+// reason and the job goes on, otherwise the job fails as on any other
+// error of Write.
+var ErrRejected = errors.New("record rejected by the sink")
+
+// Rejected is a record a sink rejected (ErrRejected), with the reason: the
+// side output of TwoPhaseCommitRejecting, with the record's timestamp.
+type Rejected[T any] struct {
+	Value  T
+	Reason string
+}
+
 // TwoPhaseCommit ends s in a two-phase-commit sink; newSink is called once
 // per subtask, when the subtask opens.
 func TwoPhaseCommit[T, TXN any](s Stream[T], name string, newSink func(ctx *runtime.Context) (TwoPhaseCommitter[T, TXN], error)) Stream[struct{}] {
@@ -69,8 +87,17 @@ func TwoPhaseCommit[T, TXN any](s Stream[T], name string, newSink func(ctx *runt
 // task runs (runtime.Validator), so that bad options fail Start instead of
 // the first subtask to open.
 func TwoPhaseCommitChecked[T, TXN any](s Stream[T], name string, validate func() error, newSink func(ctx *runtime.Context) (TwoPhaseCommitter[T, TXN], error)) Stream[struct{}] {
+	return TwoPhaseCommitRejecting(s, name, validate, newSink, nil)
+}
+
+// TwoPhaseCommitRejecting is TwoPhaseCommitChecked whose sink's rejected
+// records (a Write error wrapping ErrRejected) go to the side output
+// rejects (read it with SideOutput on the returned stream) and are counted
+// (the operator's deadLetters counter, weir_dead_letters), instead of
+// failing the job. A nil rejects is TwoPhaseCommitChecked.
+func TwoPhaseCommitRejecting[T, TXN any](s Stream[T], name string, validate func() error, newSink func(ctx *runtime.Context) (TwoPhaseCommitter[T, TXN], error), rejects *OutputTag[Rejected[T]]) Stream[struct{}] {
 	return Transform(s, name, func() runtime.OneInputOperator[T, struct{}] {
-		return &twoPhaseOp[T, TXN]{newSink: newSink, validate: validate}
+		return &twoPhaseOp[T, TXN]{newSink: newSink, validate: validate, rejectsTag: rejects}
 	})
 }
 
@@ -102,6 +129,12 @@ type twoPhaseOp[T, TXN any] struct {
 	open      TXN
 	pending   []pendingTxn[TXN]
 	committed []pendingTxn[TXN] // committed, not yet released
+
+	// rejectsTag, if not nil, receives the records Write rejects
+	// (rejects, counted by rejected); only the failure path touches them.
+	rejectsTag *OutputTag[Rejected[T]]
+	rejects    runtime.Output[Rejected[T]]
+	rejected   *runtime.Counter
 }
 
 const (
@@ -117,6 +150,10 @@ func (o *twoPhaseOp[T, TXN]) Open(ctx *runtime.Context, out runtime.Output[struc
 	}
 	o.sink = sink
 	o.releaser, _ = sink.(TransactionReleaser[TXN])
+	if o.rejectsTag != nil {
+		o.rejects = runtime.SideOutput(ctx, o.rejectsTag)
+		o.rejected = ctx.Counter("deadLetters")
+	}
 	if r := ctx.Restored(); r != nil {
 		items, err := r.List(listPending)
 		if err != nil {
@@ -171,7 +208,12 @@ func (o *twoPhaseOp[T, TXN]) Open(ctx *runtime.Context, out runtime.Output[struc
 
 func (o *twoPhaseOp[T, TXN]) ProcessRecord(r Record[T]) error {
 	if err := o.sink.Write(o.open, r); err != nil {
-		return err
+		if o.rejects == nil || !errors.Is(err, ErrRejected) {
+			return err
+		}
+		o.rejected.Inc()
+		o.rejects.Collect(Record[Rejected[T]]{Value: Rejected[T]{Value: r.Value, Reason: err.Error()}, Timestamp: r.Timestamp})
+		return nil
 	}
 	killpoint.Hit("sink.after-write")
 	return nil

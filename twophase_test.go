@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -106,5 +107,97 @@ func TestTwoPhaseCommitReleasesAfterALaterCheckpoint(t *testing.T) {
 	checkpointAndCommit(job, 101)
 	if !has("release 2") || has("release 101") {
 		t.Fatalf("after the restored run's first checkpoint: %v, want 2 released and 101 not", log)
+	}
+}
+
+// rejectingSink rejects the multiples of 3 (weir.ErrRejected) and commits
+// the rest; committed holds what its commits made visible.
+type rejectingSink struct {
+	mu        *sync.Mutex
+	committed *[]int64
+}
+
+func (s *rejectingSink) Begin() (*[]int64, error) { return new([]int64), nil }
+func (s *rejectingSink) Write(txn *[]int64, r weir.Record[int64]) error {
+	if r.Value%3 == 0 {
+		return fmt.Errorf("%w: %d is a multiple of 3", weir.ErrRejected, r.Value)
+	}
+	*txn = append(*txn, r.Value)
+	return nil
+}
+func (s *rejectingSink) PreCommit(*[]int64) error { return nil }
+func (s *rejectingSink) Commit(txn *[]int64) error {
+	s.mu.Lock()
+	*s.committed = append(*s.committed, *txn...)
+	s.mu.Unlock()
+	return nil
+}
+func (s *rejectingSink) Recover(*[]int64, bool) error { return nil }
+
+// A sink's rejected records (weir.ErrRejected) go to the rejects side
+// output with the reason and their timestamps, the rest are committed, and
+// the operator counts them; without a rejects tag the first one fails the
+// job.
+func TestTwoPhaseCommitRejects(t *testing.T) {
+	const n = 300
+	run := func(tag *weir.OutputTag[weir.Rejected[int64]]) ([]int64, *weirtest.Observation[weir.Rejected[int64]], *runtime.Job, error) {
+		var mu sync.Mutex
+		var committed []int64
+		env := weir.NewEnvironment(weir.Config{Parallelism: 2})
+		src := weir.Generate(env, "numbers", n, func(i int64) weir.Record[int64] {
+			return weir.Record[int64]{Value: i, Timestamp: 1000 + i}
+		}, watermark.ForMonotonous[int64]())
+		out := weir.TwoPhaseCommitRejecting(src, "sink", nil, func(*runtime.Context) (weir.TwoPhaseCommitter[int64, *[]int64], error) {
+			return &rejectingSink{mu: &mu, committed: &committed}, nil
+		}, tag)
+		var obs *weirtest.Observation[weir.Rejected[int64]]
+		if tag != nil {
+			obs = weirtest.Observe(weir.SideOutput(out, tag))
+		}
+		job, err := env.Start(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = job.Wait()
+		return committed, obs, job, err
+	}
+
+	committed, obs, job, err := run(weir.NewOutputTag[weir.Rejected[int64]]("rejects"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	obs.CheckFinal(t)
+	slices.Sort(committed)
+	var want, wantRejected []int64
+	for i := range int64(n) {
+		if i%3 == 0 {
+			wantRejected = append(wantRejected, i)
+		} else {
+			want = append(want, i)
+		}
+	}
+	if !slices.Equal(committed, want) {
+		t.Fatalf("committed %v\nwant %v", committed, want)
+	}
+	var rejected []int64
+	for _, r := range obs.Records() {
+		if r.Timestamp != 1000+r.Value.Value {
+			t.Fatalf("rejected %d has timestamp %d, want %d", r.Value.Value, r.Timestamp, 1000+r.Value.Value)
+		}
+		if wantReason := fmt.Sprintf("record rejected by the sink: %d is a multiple of 3", r.Value.Value); r.Value.Reason != wantReason {
+			t.Fatalf("reason %q, want %q", r.Value.Reason, wantReason)
+		}
+		rejected = append(rejected, r.Value.Value)
+	}
+	slices.Sort(rejected)
+	if !slices.Equal(rejected, wantRejected) {
+		t.Fatalf("rejected %v\nwant %v", rejected, wantRejected)
+	}
+	if got := job.Metrics().Sum("sink", "deadLetters"); got != int64(len(wantRejected)) {
+		t.Fatalf("deadLetters counter %d, want %d", got, len(wantRejected))
+	}
+
+	if _, _, _, err := run(nil); err == nil || !strings.Contains(err.Error(), "is a multiple of 3") {
+		t.Fatalf("without a rejects tag: %v, want the job to fail with the rejection", err)
 	}
 }
