@@ -95,6 +95,9 @@ type Job struct {
 	// failing names the operators that make dead letters of records they
 	// fail on (P7).
 	failing []string
+	// rejecting names the sink operators whose rejected records go to a
+	// dead-letter output (pipeline/sinkdead.go).
+	rejecting []string
 	// windows names the window operators (their late records dropped
 	// are counted in the summary).
 	windows []string

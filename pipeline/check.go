@@ -161,12 +161,12 @@ func (d *dec) check(s *Spec) {
 			topic(p.Topic, p.TopicPos, fmt.Sprintf("kafka.embedded.produce[%d].topic", i))
 		}
 	}
-	checkHTTPSinks(d, s, feed)
+	checkSinkDeadLetters(d, s, feed)
 	sinks := map[string]*SinkSpec{"sink": s.Sink}
 	for name, o := range s.Outputs {
 		sinks["outputs."+name] = o.Sink
 		if !o.used {
-			d.errAt(o.Pos, "outputs.%s: not used; name it in source.deadLetters, a step's or an http sink's deadLetters, a tee step, a sort's violations or a window's late, or remove it", name)
+			d.errAt(o.Pos, "outputs.%s: not used; name it in source.deadLetters, a step's or a sink's deadLetters, a tee step, a sort's violations or a window's late, or remove it", name)
 		}
 	}
 	for _, what := range sortedKeys(sinks) {

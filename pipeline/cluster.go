@@ -414,6 +414,7 @@ type taskBuild struct {
 	// failing and windows are the builder's (dead letters and late
 	// records dropped, for the summary).
 	failing, windows []string
+	rejecting        []string
 	sourceOp         string
 }
 
@@ -540,7 +541,7 @@ func RunCluster(ctx context.Context, spec *Spec, opts ClusterOptions, log io.Wri
 	s.Elapsed = time.Since(start)
 	if err != nil {
 		if !errors.Is(err, context.Canceled) || ctx.Err() == nil {
-			return s, err
+			return s, rejectedHint(err)
 		}
 		s.Stopped = true
 	}
@@ -666,7 +667,7 @@ func (r *clusterRun) built(b *builder, err error) {
 		fmt.Fprintf(r.log, "weir run: building a task: %v\n", err)
 	}
 	task, _ := cluster.TaskName(b.env)
-	tb := taskBuild{task: task, env: b.env, sinks: b.j.Sinks, failing: b.j.failing, windows: b.j.windows, sourceOp: b.j.sourceOp}
+	tb := taskBuild{task: task, env: b.env, sinks: b.j.Sinks, failing: b.j.failing, rejecting: b.j.rejecting, windows: b.j.windows, sourceOp: b.j.sourceOp}
 	if strings.HasPrefix(task, "source-") {
 		tb.countOp = b.j.firstOp
 		if tb.countOp == "" {
@@ -780,6 +781,7 @@ func (r *clusterRun) summarize(s *Summary) []SinkInfo {
 			s.DeadLetters += m.Sum(op, "deadLetters")
 			s.DeadLettersDropped += m.Sum(op, "deadLettersDropped")
 		}
+		s.addSinkDeadLetters(m, tb.sinks, tb.rejecting)
 		if tb.sourceOp != "" {
 			s.SourceDeadLetters += m.Sum(tb.sourceOp, "deadLetters")
 		}

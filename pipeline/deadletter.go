@@ -56,7 +56,7 @@ func feeders(s *Spec) map[string][]string {
 		}
 	}
 	add(s.Source.DeadLetters, "")
-	add(httpSinkDeadLetters(s.Sink), "")
+	add(sinkOutput(s.Sink), "")
 	steps := func(from string, sts []StepSpec) {
 		for i := range sts {
 			st := &sts[i]
@@ -73,7 +73,7 @@ func feeders(s *Spec) map[string][]string {
 	steps("", s.Steps)
 	for _, name := range sortedKeys(s.Outputs) {
 		steps(name, s.Outputs[name].Steps)
-		add(httpSinkDeadLetters(s.Outputs[name].Sink), name)
+		add(sinkOutput(s.Outputs[name].Sink), name)
 	}
 	return out
 }
@@ -232,4 +232,10 @@ func jsonable(v any) bool {
 		}
 	}
 	return true
+}
+
+// sinkOutput is the output the records sink s cannot write feed ("": none).
+func sinkOutput(s *SinkSpec) string {
+	to, _, _ := sinkDeadLetters(s)
+	return to
 }

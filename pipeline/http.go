@@ -250,35 +250,6 @@ func (d *dec) byteSize(n ast.Node, what string) int64 {
 	return v
 }
 
-// checkHTTPSinks checks the dead-letter outputs of HTTP sinks (feed is
-// check's).
-func checkHTTPSinks(d *dec, s *Spec, feed func(name string, p Pos, what, how string)) {
-	sinks := map[string]*SinkSpec{"sink": s.Sink}
-	for name, o := range s.Outputs {
-		sinks["outputs."+name] = o.Sink
-	}
-	for _, what := range sortedKeys(sinks) {
-		h := sinks[what].HTTP
-		if h == nil || h.DeadLetters == "" {
-			continue
-		}
-		if what == "outputs."+h.DeadLetters {
-			d.errAt(h.DeadLettersPos, "%s.http.deadLetters: output %q would feed itself; name another output", what, h.DeadLetters)
-			continue
-		}
-		feed(h.DeadLetters, h.DeadLettersPos, what+".http.deadLetters", "dead")
-	}
-}
-
-// httpSinkDeadLetters is the output an HTTP sink's dead letters feed ("":
-// none).
-func httpSinkDeadLetters(s *SinkSpec) string {
-	if s == nil || s.HTTP == nil {
-		return ""
-	}
-	return s.HTTP.DeadLetters
-}
-
 // httpSource adds source.http (W1-W8 of package webhook). Requests are
 // answered once a checkpoint covers them when the job checkpoints
 // (job.checkpoint.interval), else once their records are emitted.

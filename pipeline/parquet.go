@@ -30,6 +30,10 @@ type ParquetSinkSpec struct {
 	Partition   string
 	RollSize    int64
 	Compression string
+	// DeadLetters names the output receiving the records that do not fit
+	// the fields (pipeline/sinkdead.go); "": they fail the job.
+	DeadLetters    string
+	DeadLettersPos Pos
 }
 
 func (p *ParquetSinkSpec) options() parquet.Options {
@@ -78,6 +82,10 @@ func (d *dec) parquetSink(k, n ast.Node, what string) *ParquetSinkSpec {
 		field{"compression", false, func(_, v ast.Node) {
 			compPos = v
 			d.oneOf(v, what+".compression", &p.Compression, parquet.Compressions...)
+		}},
+		field{"deadLetters", false, func(_, v ast.Node) {
+			p.DeadLettersPos = d.pos(v)
+			d.nonEmpty(v, what+".deadLetters", "the name of an output", &p.DeadLetters)
 		}},
 	)
 	if !ok || p.Path == "" {
@@ -145,7 +153,8 @@ func (d *dec) parquetFields(n ast.Node, what string) []parquet.Field {
 // parquetSink adds the Parquet sink of output; it returns the sink's
 // description.
 func (b *builder) parquetSink(name string, p *ParquetSinkSpec, in weir.Stream[Record]) string {
-	parquet.SinkFields(in, name, p.options(), p.Fields).UID(name)
+	rejects, route := b.sinkRejects(name, p.DeadLetters)
+	route(parquet.SinkFieldsRejecting(in, name, p.options(), p.Fields, rejects).UID(name))
 	return describeParquet(p)
 }
 

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -103,7 +104,7 @@ func TestParquetSinkErrors(t *testing.T) {
 	head := "name: p\nsource:\n  generate: {count: 1, fields: {a: \"1\"}}\nsink:\n  parquet:\n"
 	for _, c := range []struct{ body, want string }{
 		{"    path: out\n    fields: {a: int32}\n", `p.yaml:7:17: sink.parquet.fields.a: type "int32"; want one of string, int64, double, boolean, timestamp, each optionally preceded by "optional "`},
-		{"    path: out\n    fields: {a: int64}\n    colour: red\n", `p.yaml:8:5: sink.parquet: unknown key "colour"; accepted: compression, fields, partition, path, rollSize`},
+		{"    path: out\n    fields: {a: int64}\n    colour: red\n", `p.yaml:8:5: sink.parquet: unknown key "colour"; accepted: compression, deadLetters, fields, partition, path, rollSize`},
 		{"    path: out\n    fields: {a: int64}\n    partition: dt={yy}\n", `p.yaml:8:16: sink.parquet: partition "dt={yy}": unknown placeholder {yy}`},
 		{"    path: out\n    fields: {a: int64}\n    rollSize: 10XB\n", `p.yaml:8:15: sink.parquet.rollSize: "10XB": want a size such as 128MiB`},
 		{"    path: out\n    fields: {a: int64}\n    compression: lz4\n", `p.yaml:8:18: sink.parquet.compression: "lz4": want one of zstd, snappy, none`},
@@ -115,5 +116,112 @@ func TestParquetSinkErrors(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v\nwant an error with %q", c.body, err, c.want)
 		}
+	}
+}
+
+// TestParquetSinkDeadLetters: records that do not fit the declared
+// columns (a required field missing, a string in a double column) go to
+// sink.parquet.deadLetters with the reason and are counted apart from the
+// sink's records; the rest are written. Without deadLetters the first one
+// fails the job, naming the key that would keep it.
+func TestParquetSinkDeadLetters(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in.jsonl")
+	lines := []string{
+		`{"id": "a", "amount": 1.5, "time": 1000}`,
+		`{"id": "b", "time": 2000}`,
+		`{"id": "c", "amount": "lots", "time": 3000}`,
+		`{"id": "d", "amount": 4, "time": 4000}`,
+	}
+	if err := os.WriteFile(in, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	spec := func(out, deadLetters string) string {
+		return `
+name: pq-dead
+source:
+  file: {paths: [` + in + `]}
+  timestamp: time
+sink:
+  parquet:
+    path: ` + filepath.Join(dir, out) + `
+    fields: {id: string, amount: double}
+    partition: none` + deadLetters + `
+outputs:
+  misfits:
+    stdout: {}
+`
+	}
+	p, err := pipeline.Parse("p.yaml", []byte(spec("routed", "\n    deadLetters: misfits")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stdout strings.Builder
+	s, err := pipeline.Run(context.Background(), p, pipeline.Options{Stdout: &stdout}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Outputs["sink"] != 2 || s.SinkDeadLetters != 2 || s.Outputs["misfits"] != 2 || s.Dropped != 0 {
+		t.Fatalf("summary %+v; want 2 records in the sink, 2 sink dead letters in misfits", s)
+	}
+	var letters []map[string]any
+	for _, l := range strings.Split(strings.TrimSpace(stdout.String()), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatalf("%q: %v", l, err)
+		}
+		letters = append(letters, m)
+	}
+	if len(letters) != 2 {
+		t.Fatalf("dead letters %v", letters)
+	}
+	for _, m := range letters {
+		v, _ := m["value"].(map[string]any)
+		reason, _ := m["reason"].(string)
+		switch v["id"] {
+		case "b":
+			if !strings.Contains(reason, `field "amount" is missing or null`) {
+				t.Errorf("b's reason %q", reason)
+			}
+		case "c":
+			if !strings.Contains(reason, `field "amount": string lots is not of type double`) {
+				t.Errorf("c's reason %q", reason)
+			}
+		default:
+			t.Errorf("dead letter %v", m)
+		}
+		if m["sink"] != "sink" {
+			t.Errorf("dead letter %v does not name the sink", m)
+		}
+	}
+	var ids []string
+	err = filepath.WalkDir(filepath.Join(dir, "routed"), func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".parquet") {
+			return err
+		}
+		rows, err := pq.ReadFile[struct {
+			ID     string  `parquet:"id"`
+			Amount float64 `parquet:"amount"`
+		}](path)
+		for _, r := range rows {
+			ids = append(ids, r.ID)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(ids)
+	if !slices.Equal(ids, []string{"a", "d"}) {
+		t.Fatalf("written %v, want a and d", ids)
+	}
+
+	p, err = pipeline.Parse("p.yaml", []byte(strings.Replace(spec("failing", ""), "outputs:\n  misfits:\n    stdout: {}\n", "", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = pipeline.Run(context.Background(), p, pipeline.Options{Stdout: io.Discard}, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), `field "amount" is missing or null`) || !strings.Contains(err.Error(), "deadLetters") {
+		t.Fatalf("without deadLetters: %v; want the job to fail naming the field and the deadLetters key", err)
 	}
 }

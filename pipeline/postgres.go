@@ -32,6 +32,10 @@ type PostgresSinkSpec struct {
 	Delivery, Mode string
 	Batch          int
 	ID             string
+	// DeadLetters names the output receiving the records the table
+	// cannot hold (pipeline/sinkdead.go); "": they fail the job.
+	DeadLetters    string
+	DeadLettersPos Pos
 }
 
 // postgresSink parses sink.postgres.
@@ -78,6 +82,10 @@ func (d *dec) postgresSink(k, v ast.Node, what string) *PostgresSinkSpec {
 		field{"mode", false, func(_, v ast.Node) { d.oneOf(v, w+".mode", &p.Mode, "progress-table", "two-phase") }},
 		field{"batch", false, func(_, v ast.Node) { d.intField(v, w+".batch", 1, 1_000_000, &p.Batch) }},
 		field{"id", false, func(_, v ast.Node) { d.nonEmpty(v, w+".id", "a name unique to the job, such as orders-job", &p.ID) }},
+		field{"deadLetters", false, func(_, v ast.Node) {
+			p.DeadLettersPos = d.pos(v)
+			d.nonEmpty(v, w+".deadLetters", "the name of an output", &p.DeadLetters)
+		}},
 	)
 	bad := false
 	for _, c := range p.Key {
@@ -120,7 +128,7 @@ func (p *PostgresSinkSpec) options(b *builder) postgres.Options[Record] {
 					// or text column reads it).
 					j, err := gojson.Marshal(v)
 					if err != nil {
-						return nil, err
+						return nil, fmt.Errorf("%w: column %s: %v", weir.ErrRejected, cols[i], err)
 					}
 					v = string(j)
 				}
@@ -135,11 +143,11 @@ func (p *PostgresSinkSpec) options(b *builder) postgres.Options[Record] {
 		o.Delete = func(r Record) (bool, error) {
 			out, err := ref.run(r)
 			if err != nil {
-				return false, fmt.Errorf("delete at %s (%s): %s", at, src, exprMessage(err))
+				return false, fmt.Errorf("%w: delete at %s (%s): %s", weir.ErrRejected, at, src, exprMessage(err))
 			}
 			del, ok := out.(bool)
 			if !ok && out != nil {
-				return false, fmt.Errorf("delete at %s (%s): returned %T %v, want a bool", at, src, out, out)
+				return false, fmt.Errorf("%w: delete at %s (%s): returned %T %v, want a bool", weir.ErrRejected, at, src, out, out)
 			}
 			return del, nil
 		}
@@ -155,7 +163,10 @@ func (p *PostgresSinkSpec) options(b *builder) postgres.Options[Record] {
 
 // postgresSink ends in in a PostgreSQL sink and says where it writes.
 func (b *builder) postgresSink(p *PostgresSinkSpec, name string, in weir.Stream[Record]) string {
-	postgres.Sink(in, name, p.options(b)).UID(name)
+	o := p.options(b)
+	var route func(weir.Stream[struct{}])
+	o.Rejected, route = b.sinkRejects(name, p.DeadLetters)
+	route(postgres.Sink(in, name, o).UID(name))
 	return describePostgres(p)
 }
 

@@ -29,7 +29,7 @@ func TestPostgresSinkBadSpecs(t *testing.T) {
 	t.Setenv("WEIR_TEST_PG_PW", "pw")
 	for _, c := range []struct{ name, sink, want string }{
 		{"missing url", "sink:\n  postgres: {table: t, columns: {id: id}}\n", `p.yaml:6:14: sink.postgres: missing key "url"`},
-		{"unknown key", "sink:\n  postgres: {url: 'postgres://h/db', table: t, columns: {id: id}, upsert: true}\n", `p.yaml:6:67: sink.postgres: unknown key "upsert"; accepted: batch, columns, delete, delivery, id, key, mode, password, table, url`},
+		{"unknown key", "sink:\n  postgres: {url: 'postgres://h/db', table: t, columns: {id: id}, upsert: true}\n", `p.yaml:6:67: sink.postgres: unknown key "upsert"; accepted: batch, columns, deadLetters, delete, delivery, id, key, mode, password, table, url`},
 		{"bad mode", "sink:\n  postgres: {url: 'postgres://h/db', table: t, columns: {id: id}, mode: xa}\n", `p.yaml:6:73: sink.postgres.mode: "xa": want one of progress-table, two-phase`},
 		{"bad delivery", "sink:\n  postgres: {url: 'postgres://h/db', table: t, columns: {id: id}, delivery: twice}\n", `sink.postgres.delivery: "twice": want one of exactly-once, at-least-once`},
 		{"empty columns", "sink:\n  postgres: {url: 'postgres://h/db', table: t, columns: {}}\n", `p.yaml:6:57: sink.postgres.columns: empty; want a mapping of column names to field paths`},
@@ -161,11 +161,12 @@ func TestPostgresSinkExample(t *testing.T) {
 }
 
 // startPostgres starts a throwaway server (skipping the test where
-// PostgreSQL is not installed), runs ddl on it and returns a connection and
+// PostgreSQL is not installed; with prepared transactions, for mode
+// two-phase), runs ddl on it and returns a connection and
 // the server's URL; both are closed when the test ends.
 func startPostgres(t *testing.T, ddl string) (*pgx.Conn, string) {
 	t.Helper()
-	s, err := pgtest.Start(pgtest.Options{})
+	s, err := pgtest.Start(pgtest.Options{Settings: map[string]string{"max_prepared_transactions": "10"}})
 	if errors.Is(err, pgtest.ErrNotInstalled) {
 		t.Skipf("PostgreSQL is not installed: %v", err)
 	}
@@ -183,4 +184,77 @@ func startPostgres(t *testing.T, ddl string) (*pgx.Conn, string) {
 		t.Fatal(err)
 	}
 	return conn, s.ConnString
+}
+
+// TestPostgresSinkDeadLetters: records the table cannot hold (text in an
+// integer column, no value for a NOT NULL column) go to
+// sink.postgres.deadLetters with the reason, in both exactly-once modes;
+// the other rows are committed.
+func TestPostgresSinkDeadLetters(t *testing.T) {
+	ctx := context.Background()
+	conn, url := startPostgres(t, "CREATE TABLE items (id bigint PRIMARY KEY, name text NOT NULL, qty integer)")
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in.jsonl")
+	lines := `{"time": 1, "id": 1, "name": "one", "qty": 1}
+{"time": 2, "id": 2, "name": "two", "qty": "many"}
+{"time": 3, "id": 3, "qty": 3}
+{"time": 4, "id": 4, "name": "four"}
+`
+	if err := os.WriteFile(in, []byte(lines), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, mode := range []string{"progress-table", "two-phase"} {
+		t.Run(mode, func(t *testing.T) {
+			if _, err := conn.Exec(ctx, "TRUNCATE items"); err != nil {
+				t.Fatal(err)
+			}
+			src := fmt.Sprintf(`
+name: pg-dead
+job:
+  checkpoint: {interval: 50ms, dir: %s}
+source:
+  file: {paths: [%s]}
+  timestamp: time
+sink:
+  postgres:
+    url: %q
+    table: items
+    columns: {id: id, name: name, qty: qty}
+    key: [id]
+    mode: %s
+    deadLetters: misfits
+outputs:
+  misfits:
+    stdout: {}
+`, filepath.Join(dir, "chk-"+mode), in, url, mode)
+			spec, err := pipeline.Parse("pg.yaml", []byte(src))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out strings.Builder
+			sum, err := pipeline.Run(ctx, spec, pipeline.Options{Stdout: &out}, io.Discard)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if sum.Outputs["sink"] != 2 || sum.SinkDeadLetters != 2 || sum.Outputs["misfits"] != 2 {
+				t.Fatalf("summary %+v; want 2 rows and 2 sink dead letters", sum)
+			}
+			for _, want := range []string{`"id":2`, `column \"qty\"`, `"id":3`, `column \"name\" is NOT NULL`} {
+				if !strings.Contains(out.String(), want) {
+					t.Errorf("dead letters %s\nwant %s in them", out.String(), want)
+				}
+			}
+			var ids []int64
+			rows, err := conn.Query(ctx, "SELECT id FROM items ORDER BY id")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ids, err = pgx.CollectRows(rows, pgx.RowTo[int64]); err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(ids, []int64{1, 4}) {
+				t.Fatalf("rows %v, want 1 and 4", ids)
+			}
+		})
+	}
 }

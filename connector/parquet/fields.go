@@ -80,13 +80,22 @@ func ExactlyOnceFields(o Options, fields []Field) func(*runtime.Context) (weir.T
 // columns (see ExactlyOnceFields), with o and fields validated when the
 // job is built.
 func SinkFields(s weir.Stream[map[string]any], name string, o Options, fields []Field) weir.Stream[struct{}] {
+	return SinkFieldsRejecting(s, name, o, fields, nil)
+}
+
+// SinkFieldsRejecting is SinkFields whose records that do not fit the
+// declared columns (a required field missing or null, a value not of its
+// column's type) go to the side output rejects (weir.Rejected, read with
+// weir.SideOutput on the returned stream) and are counted, instead of
+// failing the job; the rest are written. A nil rejects is SinkFields.
+func SinkFieldsRejecting(s weir.Stream[map[string]any], name string, o Options, fields []Field, rejects *weir.OutputTag[weir.Rejected[map[string]any]]) weir.Stream[struct{}] {
 	validate := func() error {
 		if err := o.Validate(); err != nil {
 			return err
 		}
 		return CheckFields(fields)
 	}
-	return weir.TwoPhaseCommitChecked(s, name, validate, ExactlyOnceFields(o, fields))
+	return weir.TwoPhaseCommitRejecting(s, name, validate, ExactlyOnceFields(o, fields), rejects)
 }
 
 // fieldsEncoder writes map records as rows of a schema built from the
@@ -109,6 +118,65 @@ func newFieldsEncoder(fields []Field) *fieldsEncoder {
 		g[f.Name] = n
 	}
 	return &fieldsEncoder{schema: pq.NewSchema("record", g), cols: cols}
+}
+
+// check returns an error wrapping weir.ErrRejected when r does not fit
+// the columns (what convert would refuse), without converting anything:
+// the sink calls it in Write, so that a record that does not fit is
+// rejected alone, before it is buffered with others.
+func (e *fieldsEncoder) check(r map[string]any) error {
+	for _, f := range e.cols {
+		if !fits(f, r[f.Name]) {
+			_, err := convert(f, r[f.Name])
+			return fmt.Errorf("%w: %v", weir.ErrRejected, err)
+		}
+	}
+	return nil
+}
+
+// fits reports whether convert accepts v for f.
+func fits(f Field, v any) bool {
+	if v == nil {
+		return f.Optional
+	}
+	switch f.Type {
+	case "string":
+		switch v.(type) {
+		case string, json.Number:
+			return true
+		}
+	case "int64", "timestamp":
+		switch x := v.(type) {
+		case float64:
+			return x == math.Trunc(x) && (f.Type == "timestamp" || math.Abs(x) < 1<<63)
+		case int64, int:
+			return true
+		case json.Number:
+			if f.Type == "int64" {
+				_, err := x.Int64()
+				return err == nil
+			}
+		case string:
+			if f.Type == "timestamp" {
+				_, err := time.Parse(time.RFC3339Nano, x)
+				return err == nil
+			}
+		case time.Time:
+			return f.Type == "timestamp"
+		}
+	case "double":
+		switch x := v.(type) {
+		case float64, int64, int:
+			return true
+		case json.Number:
+			_, err := x.Float64()
+			return err == nil
+		}
+	case "boolean":
+		_, ok := v.(bool)
+		return ok
+	}
+	return false
 }
 
 func (e *fieldsEncoder) newWriter(w io.Writer, opts []pq.WriterOption) rowWriter[map[string]any] {

@@ -123,8 +123,12 @@ func newSinkFunc[T any](o Options, enc encoder[T]) func(*runtime.Context) (weir.
 		if err != nil {
 			return nil, err
 		}
+		var check func(T) error
+		if c, ok := enc.(interface{ check(T) error }); ok {
+			check = c.check
+		}
 		return &sink[T]{
-			o: o, st: st, pt: pt, enc: enc, wopts: writerOptions(o),
+			o: o, st: st, pt: pt, enc: enc, check: check, wopts: writerOptions(o),
 			subtask: ctx.Subtask, run: newRun(), restored: ctx.Restored() != nil,
 			parts: map[string]*openPart[T]{},
 		}, nil
@@ -139,6 +143,7 @@ type sink[T any] struct {
 	st       store
 	pt       *partitioner
 	enc      encoder[T]
+	check    func(T) error // nil: every record fits (struct records)
 	wopts    []pq.WriterOption
 	subtask  int
 	run      string
@@ -177,6 +182,11 @@ func (s *sink[T]) Begin() (*Txn, error) {
 }
 
 func (s *sink[T]) Write(txn *Txn, r weir.Record[T]) error {
+	if s.check != nil {
+		if err := s.check(r.Value); err != nil {
+			return err
+		}
+	}
 	dir := s.pt.dir(r.Timestamp)
 	p := s.last
 	if p == nil || dir != s.lastDir {

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/weirproject/weir"
 )
 
 // Delivery is the sink's guarantee.
@@ -91,6 +93,13 @@ type Options[T any] struct {
 	// '_', '.', '-'; at most 100 characters. Empty: the table name and
 	// the operator's UID (or name).
 	ID string
+	// Rejected, if not nil, receives the records the sink cannot write
+	// (weir.ErrRejected: a value its column's type cannot hold, no value
+	// for a NOT NULL column, or a Row or Delete error wrapping
+	// weir.ErrRejected), with the reason, as a side output of the stream
+	// Sink returns (weir.SideOutput); they are counted (deadLetters) and
+	// the job goes on. nil: such a record fails the job.
+	Rejected *weir.OutputTag[weir.Rejected[T]]
 	// ProgressTable is the progress table (mode progress-table), created
 	// if missing; "" means weir_sink_progress.
 	ProgressTable string

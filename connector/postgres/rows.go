@@ -3,6 +3,7 @@ package postgres
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -10,6 +11,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/weirproject/weir"
 )
 
 // Row operations, one byte per row in rowBuf.ops.
@@ -39,6 +42,7 @@ type table struct {
 	ident   string   // quoted, schema-qualified
 	cols    []string // quoted column names, in Options.Columns order
 	oids    []uint32 // their types
+	notNull []bool   // whether a column is NOT NULL
 	keyIdx  []int    // positions of the key columns in cols
 	copySQL string
 	upsert  string // INSERT ... ON CONFLICT, or a plain INSERT without key
@@ -51,7 +55,8 @@ type table struct {
 func describe(ctx context.Context, conn *pgx.Conn, name pgx.Identifier, columns, key []string) (*table, error) {
 	t := &table{ident: name.Sanitize()}
 	types := map[string]uint32{}
-	rows, err := conn.Query(ctx, `SELECT a.attname, a.atttypid FROM pg_attribute a
+	notNull := map[string]bool{}
+	rows, err := conn.Query(ctx, `SELECT a.attname, a.atttypid, a.attnotnull FROM pg_attribute a
 		WHERE a.attrelid = $1::regclass AND a.attnum > 0 AND NOT a.attisdropped`, t.ident)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: table %s: %w (the sink does not create tables: create it first)", t.ident, err)
@@ -59,11 +64,13 @@ func describe(ctx context.Context, conn *pgx.Conn, name pgx.Identifier, columns,
 	for rows.Next() {
 		var n string
 		var oid uint32
-		if err := rows.Scan(&n, &oid); err != nil {
+		var nn bool
+		if err := rows.Scan(&n, &oid, &nn); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("postgres: table %s: %w", t.ident, err)
 		}
 		types[n] = oid
+		notNull[n] = nn
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("postgres: table %s: %w (the sink does not create tables: create it first)", t.ident, err)
@@ -81,6 +88,7 @@ func describe(ctx context.Context, conn *pgx.Conn, name pgx.Identifier, columns,
 		q := pgx.Identifier{c}.Sanitize()
 		t.cols = append(t.cols, q)
 		t.oids = append(t.oids, oid)
+		t.notNull = append(t.notNull, notNull[c])
 		if isKey[c] {
 			t.keyIdx = append(t.keyIdx, i)
 		} else {
@@ -138,6 +146,10 @@ func (t *table) encodeRow(m *pgtype.Map, b *rowBuf, op byte, vals []any, scratch
 			b.data = append(b.data, '\t')
 		}
 		if v == nil {
+			if t.notNull[i] && (op == opWrite || slices.Contains(t.keyIdx, i)) {
+				b.data = b.data[:start]
+				return scratch, fmt.Errorf("%w: postgres: column %s is NOT NULL and the record has no value for it", weir.ErrRejected, t.cols[i])
+			}
 			b.data = append(b.data, `\N`...)
 			continue
 		}
@@ -145,9 +157,19 @@ func (t *table) encodeRow(m *pgtype.Map, b *rowBuf, op byte, vals []any, scratch
 		scratch, err = m.Encode(t.oids[i], pgtype.TextFormatCode, v, scratch[:0])
 		if err != nil {
 			b.data = b.data[:start]
-			return scratch, fmt.Errorf("postgres: column %s: %w", t.cols[i], err)
+			return scratch, fmt.Errorf("%w: postgres: column %s: %v", weir.ErrRejected, t.cols[i], err)
+		}
+		if _, isText := v.(string); isText && scratch != nil {
+			if err := checkText(m, t.oids[i], scratch); err != nil {
+				b.data = b.data[:start]
+				return scratch, fmt.Errorf("%w: postgres: column %s: %v", weir.ErrRejected, t.cols[i], err)
+			}
 		}
 		if scratch == nil {
+			if t.notNull[i] && (op == opWrite || slices.Contains(t.keyIdx, i)) {
+				b.data = b.data[:start]
+				return scratch, fmt.Errorf("%w: postgres: column %s is NOT NULL and the record's value is null", weir.ErrRejected, t.cols[i])
+			}
 			b.data = append(b.data, `\N`...)
 			continue
 		}
@@ -156,6 +178,33 @@ func (t *table) encodeRow(m *pgtype.Map, b *rowBuf, op byte, vals []any, scratch
 	b.data = append(b.data, '\n')
 	b.ops = append(b.ops, op)
 	return scratch, nil
+}
+
+// checkText checks text a string value was encoded to (pgx passes a Go
+// string through as the text of any type) the way the server will parse
+// it for a column of type oid, so that a value the server would refuse
+// ("many" for an integer) is rejected with its record when written,
+// instead of failing the whole transaction when it is committed (where a
+// restore would commit it again, and fail again). Text types need no
+// check; types pgx does not know (enums, domains) are left to the server.
+func checkText(m *pgtype.Map, oid uint32, text []byte) error {
+	switch oid {
+	case pgtype.TextOID, pgtype.VarcharOID, pgtype.BPCharOID, pgtype.NameOID, pgtype.UnknownOID:
+		return nil
+	case pgtype.JSONOID, pgtype.JSONBOID:
+		if !json.Valid(text) {
+			return fmt.Errorf("%.40q is not JSON", text)
+		}
+		return nil
+	}
+	t, ok := m.TypeForOID(oid)
+	if !ok {
+		return nil
+	}
+	if _, err := t.Codec.DecodeValue(m, oid, pgtype.TextFormatCode, text); err != nil {
+		return fmt.Errorf("%.40q is not a valid %s: %v", text, t.Name, err)
+	}
+	return nil
 }
 
 func appendEscaped(dst, s []byte) []byte {

@@ -50,7 +50,7 @@ func namePrefix(id string, subtask int) string {
 // Sink ends s in a PostgreSQL sink with the guarantee o.Delivery; the
 // options are checked when the job is built.
 func Sink[T any](s weir.Stream[T], name string, o Options[T]) weir.Stream[struct{}] {
-	return weir.TwoPhaseCommitChecked(s, name, o.Validate, New(o))
+	return weir.TwoPhaseCommitRejecting(s, name, o.Validate, New(o), o.Rejected)
 }
 
 // New returns the sink factory for weir.TwoPhaseCommit (Sink calls it).
