@@ -89,7 +89,7 @@ func runChildJob(spec string, sinks []Sink) int {
 // is killed with SIGKILL a random delay after a random count of records
 // has passed (unless it completes first), and the next restores from the
 // latest completed checkpoint, until one child completes.
-func runKill(ctx context.Context, t *testing.T, s Sink, o Options, want []string) {
+func runKill(ctx context.Context, t testing.TB, s Sink, o Options, want []string) {
 	kills := 0
 	for trial := range o.KillTrials {
 		seed := o.Seed + uint64(trial)

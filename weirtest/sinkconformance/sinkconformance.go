@@ -137,7 +137,7 @@ func Run(t *testing.T, s Sink, o Options) {
 }
 
 // runCrash is the crash mode (S2).
-func runCrash(ctx context.Context, t *testing.T, s Sink, o Options, want []string) {
+func runCrash(ctx context.Context, t testing.TB, s Sink, o Options, want []string) {
 	restores := 0
 	for trial := range o.Trials {
 		seed := o.Seed + uint64(trial)
