@@ -1,21 +1,18 @@
 package sinkconformance
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/weirproject/weir/internal/childproc"
 )
 
 // childEnv carries a childSpec (JSON) to a child process of the kill9
@@ -141,57 +138,36 @@ func startChild(ctx context.Context, c childSpec, delay time.Duration) (killed b
 	if err != nil {
 		return false, err
 	}
-	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childEnv+"="+string(spec))
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	stdout, err := cmd.StdoutPipe()
+	killPoint := make(chan struct{})
+	var once sync.Once
+	done := false // written by the line reader, read after Wait
+	p, err := childproc.Start(ctx, childEnv, string(spec), func(line string) {
+		switch line {
+		case lineKillPoint:
+			once.Do(func() { close(killPoint) })
+		case lineDone:
+			done = true
+		}
+	})
 	if err != nil {
 		return false, err
 	}
-	if err := cmd.Start(); err != nil {
-		return false, err
-	}
-	killPoint, eof := make(chan struct{}), make(chan struct{})
-	var once sync.Once
-	done := false // written by the reader before eof closes
-	go func() {
-		defer close(eof)
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			switch sc.Text() {
-			case lineKillPoint:
-				once.Do(func() { close(killPoint) })
-			case lineDone:
-				done = true
-			}
-		}
-	}()
 	select {
 	case <-killPoint:
 		// A random moment after the kill point, not a synchronisation:
 		// the child runs on meanwhile (or ends, and is not killed).
 		select {
 		case <-time.After(delay):
-			_ = cmd.Process.Signal(syscall.SIGKILL)
-		case <-eof:
+			p.Kill()
+		case <-p.Exited():
 		}
-	case <-eof:
+	case <-p.Exited():
 	}
-	<-eof
-	werr := cmd.Wait()
-	var exit *exec.ExitError
-	switch {
-	case werr == nil && done:
-		return false, nil
-	case werr == nil:
+	if killed, err := p.Wait(); killed || err != nil {
+		return killed, err
+	}
+	if !done {
 		return false, fmt.Errorf("the child exited without running the job: does the package's TestMain call sinkconformance.MaybeChild with the sink %q?", c.Sink)
-	case errors.As(werr, &exit):
-		if ws, ok := exit.Sys().(syscall.WaitStatus); ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL && ctx.Err() == nil {
-			return true, nil
-		}
 	}
-	return false, fmt.Errorf("%v; its standard error ends:\n%s", werr, tail(stderr.Bytes(), 4096))
+	return false, nil
 }
-
-func tail(b []byte, n int) []byte { return b[max(0, len(b)-n):] }
