@@ -4,11 +4,18 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/weirproject/weir/weirtest/sinkconformance"
 )
 
 // TestMain fails the package's tests when goroutines outlive them. The
 // benchmarks' shared broker (bench_test.go) is closed before the check.
-func TestMain(m *testing.M) { goleak.VerifyTestMain(closeBenchBroker{m}) }
+// A child process of the conformance suite's kill9 mode runs its job
+// instead.
+func TestMain(m *testing.M) {
+	sinkconformance.MaybeChild(conformanceSink)
+	goleak.VerifyTestMain(closeBenchBroker{m})
+}
 
 // closeBenchBroker runs the tests and benchmarks, then closes the broker
 // the benchmarks started, if any.

@@ -2,164 +2,24 @@ package postgres_test
 
 import (
 	"bytes"
-	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/weirproject/weir"
-	"github.com/weirproject/weir/checkpoint"
 	"github.com/weirproject/weir/connector/postgres"
 	"github.com/weirproject/weir/runtime"
-	"github.com/weirproject/weir/watermark"
-	"github.com/weirproject/weir/weirtest/sinkconformance"
 )
 
-// recordSink is the sink of the conformance suite and the kill -9 test:
-// one text column, no key, so a row written twice shows twice.
+// recordSink is the sink of TestRetryAfterTerminate and the conformance
+// suite: one text column, no key, so a row written twice shows twice.
 func recordSink(url, table string, mode postgres.Mode) postgres.Options[string] {
 	return postgres.Options[string]{URL: url, Table: table, Columns: []string{"rec"}, Mode: mode, Batch: 50,
 		Row: func(r string) ([]any, error) { return []any{r}, nil }}
-}
-
-// TestConformance runs the exactly-once sink conformance suite (random
-// in-process failures and restores) in both modes (P2).
-func TestConformance(t *testing.T) {
-	s := server(t)
-	for _, mode := range []postgres.Mode{postgres.ProgressTable, postgres.TwoPhase} {
-		t.Run(string(mode), func(t *testing.T) {
-			sinkconformance.Run(t, sinkconformance.Sink{
-				NewDest: func(t testing.TB) string { return newTable(t, s, "conf", "rec text NOT NULL") },
-				Attach: func(st weir.Stream[string], table string) {
-					postgres.Sink(st, "pg", recordSink(s.ConnString, table, mode)).UID("pg")
-				},
-				Committed: func(t testing.TB, table string) []string {
-					return query(t, s.ConnString, "SELECT rec FROM "+table)
-				},
-			}, sinkconformance.Options{Records: 500})
-			// Nothing is left prepared (two-phase) once the job ends.
-			if got := query(t, s.ConnString, "SELECT gid FROM pg_prepared_xacts"); len(got) != 0 {
-				t.Fatalf("prepared transactions left: %v", got)
-			}
-		})
-	}
-}
-
-// childSpec is the job a kill -9 child runs.
-type childSpec struct {
-	URL, Table, Checkpoints string
-	Mode                    postgres.Mode
-	Splits                  int
-	PerSplit                int64
-}
-
-func childJob(ctx context.Context, c childSpec) error {
-	cfg := weir.Config{Parallelism: 2, MaxParallelism: 64,
-		Checkpoint: runtime.CheckpointConfig{Interval: 20 * time.Millisecond, Dir: c.Checkpoints, Retain: 2}}
-	if dir, _, err := checkpoint.Latest(c.Checkpoints); err == nil {
-		cfg.Checkpoint.RestoreFrom = dir
-	}
-	env := weir.NewEnvironment(cfg)
-	src := weir.GenerateSplits(env, "records", c.Splits, c.PerSplit, func(split int, i int64) weir.Record[string] {
-		if i%20 == 0 {
-			time.Sleep(time.Millisecond) // let checkpoints and kills land mid-run
-		}
-		return weir.Record[string]{Value: fmt.Sprintf("s%d-%06d", split, i), Timestamp: i}
-	}, watermark.ForMonotonous[string]()).UID("records")
-	postgres.Sink(src, "pg", recordSink(c.URL, c.Table, c.Mode)).UID("pg")
-	return env.Execute(ctx)
-}
-
-func runChild(spec string) int {
-	var c childSpec
-	if err := json.Unmarshal([]byte(spec), &c); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 2
-	}
-	if err := childJob(context.Background(), c); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	return 0
-}
-
-// TestKill9 runs the job in a child process, kills it with SIGKILL at
-// random moments (in two-phase mode with prepared transactions pending
-// or open), restarts it from its latest checkpoint until a child
-// completes: the table holds every record exactly once, and no prepared
-// transaction is left (P2, P3, P4).
-func TestKill9(t *testing.T) {
-	if testing.Short() {
-		t.Skip("spawns processes")
-	}
-	s := server(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	for _, mode := range []postgres.Mode{postgres.ProgressTable, postgres.TwoPhase} {
-		t.Run(string(mode), func(t *testing.T) {
-			seed := uint64(time.Now().UnixNano())
-			rng := rand.New(rand.NewPCG(seed, 9))
-			c := childSpec{URL: s.ConnString, Table: newTable(t, s, "kill", "rec text NOT NULL"),
-				Checkpoints: filepath.Join(t.TempDir(), "chk"), Mode: mode, Splits: 4, PerSplit: 1500}
-			spec, _ := json.Marshal(c)
-			kills := 0
-			for attempt := 0; ; attempt++ {
-				if attempt > 20 {
-					t.Fatalf("seed %d: no child completed in 20 attempts", seed)
-				}
-				cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
-				cmd.Env = append(os.Environ(), "WEIR_PGSINK_CHILD="+string(spec))
-				cmd.Stderr = os.Stderr
-				if err := cmd.Start(); err != nil {
-					t.Fatal(err)
-				}
-				done := make(chan error, 1)
-				go func() { done <- cmd.Wait() }()
-				if kills < 3 {
-					select {
-					case err := <-done:
-						if err != nil {
-							t.Fatalf("seed %d: child: %v", seed, err)
-						}
-					case <-time.After(time.Duration(150+rng.IntN(400)) * time.Millisecond):
-						cmd.Process.Signal(syscall.SIGKILL)
-						<-done
-						kills++
-						continue
-					}
-				} else if err := <-done; err != nil {
-					t.Fatalf("seed %d: child: %v", seed, err)
-				}
-				break
-			}
-			got := query(t, s.ConnString, "SELECT rec FROM "+c.Table)
-			slices.Sort(got)
-			var want []string
-			for sp := range c.Splits {
-				for i := range c.PerSplit {
-					want = append(want, fmt.Sprintf("s%d-%06d", sp, i))
-				}
-			}
-			if !slices.Equal(got, want) {
-				dup, missing := diff(got, want)
-				t.Fatalf("seed %d, %d kills: %d rows, want %d; twice: %v; missing: %v", seed, kills, len(got), len(want), first(dup), first(missing))
-			}
-			if got := query(t, s.ConnString, "SELECT gid FROM pg_prepared_xacts WHERE gid LIKE $1", "weir:"+c.Table+"%"); len(got) != 0 {
-				t.Fatalf("prepared transactions left: %v", got)
-			}
-			t.Logf("%d kills", kills)
-		})
-	}
 }
 
 func diff(got, want []string) (twice, missing []string) {

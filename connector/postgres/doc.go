@@ -91,8 +91,9 @@
 //	P8. The password (in the URL, Password, PGPASSWORD or PGPASSFILE) is
 //	    never logged nor put in an error.
 //
-// weirtest/sinkconformance drives both exactly-once modes (TestConformance);
-// TestKill9 kills a child process running the job and restores it.
+// weirtest/sinkconformance drives both exactly-once modes (TestConformance):
+// in-process failures, and kill -9 of a child process running the job,
+// each followed by a restore from the latest checkpoint.
 //
 // Memory: in exactly-once modes a subtask holds the rows of the open
 // checkpoint interval (encoded) until the barrier (two-phase) or until

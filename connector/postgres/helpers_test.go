@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/weirproject/weir/internal/pgtest"
+	"github.com/weirproject/weir/weirtest/sinkconformance"
 )
 
 var (
@@ -21,12 +22,10 @@ var (
 	tables  atomic.Int64
 )
 
-// TestMain runs a kill -9 child when asked (see TestKill9), else the
-// tests, and stops the shared server after them.
+// TestMain runs a child job of the conformance suite's kill9 mode when
+// started as one, else the tests, and stops the shared server after them.
 func TestMain(m *testing.M) {
-	if spec := os.Getenv("WEIR_PGSINK_CHILD"); spec != "" {
-		os.Exit(runChild(spec))
-	}
+	sinkconformance.MaybeChild(conformanceSinks...)
 	code := m.Run()
 	if srv != nil {
 		srv.Stop()

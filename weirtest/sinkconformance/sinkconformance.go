@@ -1,27 +1,3 @@
-// Package sinkconformance is the conformance suite for exactly-once sinks:
-// it runs a checkpointed job that ends in the sink under test, fails it at
-// random points (in process), restores it from its latest checkpoint each
-// time until it completes, and checks that the committed output equals
-// that of a run without failures: every record exactly once.
-//
-// A sink passes it by giving three functions (Sink): how to end a stream
-// in it, how to make an empty destination (a directory, a topic, a
-// table), and how to read what is committed there. The suite is run by
-// the sinks' own tests (connector/file, connector/kafka,
-// connector/postgres and connector/parquet run it).
-//
-// What it checks:
-//
-//	S1. A failure-free run commits each of the job's records exactly once.
-//	S2. Runs failed at Failures random points, each restored from the
-//	    latest completed checkpoint, commit the same multiset of records
-//	    as the failure-free run (nothing lost, nothing twice).
-//
-// Kill -9 of a process (a crash the runtime cannot see) needs a child
-// process and is left to each sink's tests (connector/postgres,
-// connector/parquet TestKill9, internal/crashtest TestKill9 for the Kafka
-// and file sinks, cmd/weir TestRunResumesAfterKill); the suite's in-process
-// failures leave the sink as a crash would (no Close-time commit).
 package sinkconformance
 
 import (
@@ -45,14 +21,21 @@ import (
 
 // Sink is the sink under test.
 type Sink struct {
+	// Name identifies the sink to the kill9 mode's child process, which
+	// finds it among those given to MaybeChild; unique within a test
+	// binary. Required.
+	Name string
 	// NewDest returns a new, empty destination; every run of one trial
-	// writes to the same one.
+	// writes to the same one. It runs in the test's process only.
 	NewDest func(t testing.TB) string
 	// Attach ends s in the sink, writing to dest. The records are
-	// strings ("s<split>-<n>"); Attach maps them as the sink needs.
+	// strings ("s<split>-<n>"); Attach maps them as the sink needs. It
+	// also runs in the kill9 mode's child processes, so it must depend on
+	// dest alone.
 	Attach func(s weir.Stream[string], dest string)
 	// Committed returns the records committed to dest, each as many times
-	// as it is there, in any order.
+	// as it is there, in any order. It runs in the test's process once
+	// the job has completed.
 	Committed func(t testing.TB, dest string) []string
 }
 
@@ -64,37 +47,47 @@ type Options struct {
 	Splits int
 	// Parallelism of the job; 0 means 2.
 	Parallelism int
-	// Trials with failures; 0 means 3 (WEIR_CONFORMANCE_TRIALS overrides).
+	// Trials of the crash mode; 0 means 3 (WEIR_CONFORMANCE_TRIALS
+	// overrides).
 	Trials int
-	// Failures per trial; 0 means 3.
+	// Failures per crash trial; 0 means 3.
 	Failures int
+	// KillTrials of the kill9 mode; 0 means 2
+	// (WEIR_CONFORMANCE_KILL_TRIALS overrides).
+	KillTrials int
+	// Kills per kill9 trial (at most; a child may complete before its
+	// kill point); 0 means 3.
+	Kills int
 	// Interval between checkpoints; 0 means 15ms.
 	Interval time.Duration
-	// Seed of the first trial (trial i uses Seed+i); 0 means 1.
+	// Seed of the first trial (trial i uses Seed+i); 0 means 1
+	// (WEIR_CONFORMANCE_SEED overrides, to replay a failure).
 	Seed uint64
 }
 
 func (o Options) withDefaults() Options {
+	def := func(v *int, d int, env string) {
+		if *v == 0 {
+			*v = d
+			if n, err := strconv.Atoi(os.Getenv(env)); env != "" && err == nil && n > 0 {
+				*v = n
+			}
+		}
+	}
 	if o.Records == 0 {
 		o.Records = 1500
 	}
-	if o.Splits == 0 {
-		o.Splits = 4
-	}
-	if o.Parallelism == 0 {
-		o.Parallelism = 2
-	}
-	if o.Trials == 0 {
-		o.Trials = 3
-		if n, err := strconv.Atoi(os.Getenv("WEIR_CONFORMANCE_TRIALS")); err == nil && n > 0 {
-			o.Trials = n
-		}
-	}
-	if o.Failures == 0 {
-		o.Failures = 3
-	}
+	def(&o.Splits, 4, "")
+	def(&o.Parallelism, 2, "")
+	def(&o.Trials, 3, "WEIR_CONFORMANCE_TRIALS")
+	def(&o.Failures, 3, "")
+	def(&o.KillTrials, 2, "WEIR_CONFORMANCE_KILL_TRIALS")
+	def(&o.Kills, 3, "")
 	if o.Interval == 0 {
 		o.Interval = 15 * time.Millisecond
+	}
+	if n, err := strconv.ParseUint(os.Getenv("WEIR_CONFORMANCE_SEED"), 10, 64); err == nil && n > 0 {
+		o.Seed = n
 	}
 	if o.Seed == 0 {
 		o.Seed = 1
@@ -102,14 +95,19 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
-// errInjected is the failure the job injects.
+func (o Options) total() int64 { return o.Records * int64(o.Splits) }
+
+// errInjected is the failure the crash mode injects.
 var errInjected = errors.New("sinkconformance: injected failure")
 
-// Run runs the suite (S1, S2) for s. A failure names the trial's seed;
-// Options{Seed: seed, Trials: 1} replays it.
+// Run runs the suite (S1, then S2 and S3 as the subtests crash and
+// kill9) for s. A failure names the trial's seed and how to replay it.
 func Run(t *testing.T, s Sink, o Options) {
+	if s.Name == "" {
+		t.Fatal("sinkconformance: Sink.Name is empty: name the sink and pass it to sinkconformance.MaybeChild in the package's TestMain")
+	}
 	o = o.withDefaults()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 
 	var want []string
@@ -121,7 +119,7 @@ func Run(t *testing.T, s Sink, o Options) {
 	slices.Sort(want)
 
 	ref := s.NewDest(t)
-	if err := runOnce(ctx, s, o, ref, t.TempDir(), 0); err != nil {
+	if err := runJob(ctx, s, o, ref, t.TempDir(), nil); err != nil {
 		t.Fatalf("failure-free run: %v", err)
 	}
 	got := s.Committed(t, ref)
@@ -129,7 +127,17 @@ func Run(t *testing.T, s Sink, o Options) {
 	if err := sameRecords(got, want); err != nil {
 		t.Fatalf("S1: the failure-free run's committed output: %v", err)
 	}
+	t.Run("crash", func(t *testing.T) { runCrash(ctx, t, s, o, want) })
+	t.Run("kill9", func(t *testing.T) {
+		if testing.Short() {
+			t.Skip("spawns processes")
+		}
+		runKill(ctx, t, s, o, want)
+	})
+}
 
+// runCrash is the crash mode (S2).
+func runCrash(ctx context.Context, t testing.TB, s Sink, o Options, want []string) {
 	restores := 0
 	for trial := range o.Trials {
 		seed := o.Seed + uint64(trial)
@@ -141,25 +149,31 @@ func Run(t *testing.T, s Sink, o Options) {
 			if _, _, err := checkpoint.Latest(chk); err == nil {
 				restores++
 			}
-			failAt := int64(0)
+			var at func(n int64) error
 			if attempts <= o.Failures {
-				failAt = 1 + rng.Int64N(o.Records*int64(o.Splits))
+				failAt := 1 + rng.Int64N(o.total())
+				at = func(n int64) error {
+					if n == failAt {
+						return errInjected
+					}
+					return nil
+				}
 			}
-			err := runOnce(ctx, s, o, dest, chk, failAt)
+			err := runJob(ctx, s, o, dest, chk, at)
 			if err == nil {
 				break
 			}
 			if !errors.Is(err, errInjected) {
-				t.Fatalf("seed %d (replay with Options{Seed: %d, Trials: 1}): attempt %d: %v", seed, seed, attempts, err)
+				t.Fatalf("%s: attempt %d: %v", replay(seed), attempts, err)
 			}
 			if attempts > o.Failures+5 {
-				t.Fatalf("seed %d: still failing after %d attempts: %v", seed, attempts, err)
+				t.Fatalf("%s: still failing after %d attempts: %v", replay(seed), attempts, err)
 			}
 		}
 		got := s.Committed(t, dest)
 		slices.Sort(got)
 		if err := sameRecords(got, want); err != nil {
-			t.Fatalf("S2: seed %d (replay with Options{Seed: %d, Trials: 1}), %d attempts: the committed output differs from the failure-free run's: %v", seed, seed, attempts, err)
+			t.Fatalf("S2: %s, %d attempts: the committed output differs from the failure-free run's: %v", replay(seed), attempts, err)
 		}
 	}
 	if restores == 0 {
@@ -168,11 +182,17 @@ func Run(t *testing.T, s Sink, o Options) {
 	t.Logf("%d trials, %d runs restored from a checkpoint", o.Trials, restores)
 }
 
+// replay names a trial's seed and how to run it alone.
+func replay(seed uint64) string {
+	return fmt.Sprintf("seed %d (replay: WEIR_CONFORMANCE_SEED=%d WEIR_CONFORMANCE_TRIALS=1 WEIR_CONFORMANCE_KILL_TRIALS=1)", seed, seed)
+}
+
 func record(split int, i int64) string { return fmt.Sprintf("s%d-%06d", split, i) }
 
-// runOnce runs the job once, restored from the latest checkpoint in chk if
-// there is one, failing once failAt records have passed (0: never).
-func runOnce(ctx context.Context, s Sink, o Options, dest, chk string, failAt int64) error {
+// runJob runs the job once, restored from the latest checkpoint in chk if
+// there is one. at, if not nil, is called with the count of records that
+// have passed (1, 2, ...) as each passes; an error fails the job.
+func runJob(ctx context.Context, s Sink, o Options, dest, chk string, at func(n int64) error) error {
 	cfg := weir.Config{Parallelism: o.Parallelism, MaxParallelism: 64,
 		Checkpoint: runtime.CheckpointConfig{Interval: o.Interval, Dir: chk, Retain: 2}}
 	if dir, _, err := checkpoint.Latest(chk); err == nil {
@@ -189,8 +209,8 @@ func runOnce(ctx context.Context, s Sink, o Options, dest, chk string, failAt in
 			// Let checkpoints complete while the job runs.
 			time.Sleep(time.Millisecond)
 		}
-		if failAt > 0 && n == failAt {
-			return r, errInjected
+		if at != nil {
+			return r, at(n)
 		}
 		return r, nil
 	}).UID("fail-injector")

@@ -1,17 +1,15 @@
 package cdc_test
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -19,9 +17,13 @@ import (
 	"github.com/weirproject/weir/checkpoint"
 	"github.com/weirproject/weir/connector/file"
 	"github.com/weirproject/weir/connector/postgres/cdc"
+	"github.com/weirproject/weir/internal/childproc"
 	"github.com/weirproject/weir/runtime"
 	"github.com/weirproject/weir/watermark"
 )
+
+// errKilled is a child's end by the test's SIGKILL.
+var errKilled = errors.New("killed")
 
 // child is what a child process of TestKill9 runs.
 type child struct {
@@ -97,35 +99,30 @@ func TestKill9(t *testing.T) {
 		if attempt > 10 {
 			t.Fatal("no child completed in 10 attempts")
 		}
-		cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), "WEIR_CDC_CHILD="+string(spec))
-		stderr, err := cmd.StderrPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
 		// The child logs "cdc: streaming" once its slot streams; the kill
 		// comes a random moment after it.
 		streaming := make(chan struct{})
-		var logs strings.Builder
-		scanned := make(chan struct{})
-		go func() {
-			defer close(scanned)
-			sc := bufio.NewScanner(stderr)
-			for sc.Scan() {
-				logs.WriteString(sc.Text() + "\n")
-				if strings.Contains(sc.Text(), "cdc: streaming") {
-					if i := strings.Index(sc.Text(), " from="); i >= 0 {
-						froms = append(froms, strings.Fields(sc.Text()[i:])[0])
-					}
-					close(streaming)
+		var logs strings.Builder // written by the line reader until the child is waited for
+		p, err := childproc.Start(ctx, "WEIR_CDC_CHILD", string(spec), func(line string) {
+			logs.WriteString(line + "\n")
+			if strings.Contains(line, "cdc: streaming") {
+				if i := strings.Index(line, " from="); i >= 0 {
+					froms = append(froms, strings.Fields(line[i:])[0])
 				}
+				close(streaming)
 			}
-		}()
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
 		done := make(chan error, 1)
-		go func() { <-scanned; done <- cmd.Wait() }()
+		go func() {
+			killed, err := p.Wait()
+			if err == nil && killed {
+				err = errKilled
+			}
+			done <- err
+		}()
 		if kills < 3 {
 			select {
 			case err := <-done:
@@ -150,10 +147,15 @@ func TestKill9(t *testing.T) {
 					break
 				}
 				time.Sleep(time.Duration(rng.IntN(100)) * time.Millisecond) // a random moment, not a synchronisation
-				cmd.Process.Signal(syscall.SIGKILL)
-				<-done
-				kills++
-				continue
+				p.Kill()
+				switch err := <-done; {
+				case err == errKilled:
+					kills++
+					continue
+				case err != nil:
+					t.Fatalf("child: %v\n%s", err, logs.String())
+				}
+				// It completed before the kill.
 			}
 		} else if err := <-done; err != nil {
 			t.Fatalf("child: %v\n%s", err, logs.String())
