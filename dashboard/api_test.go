@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	goruntime "runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -16,6 +17,7 @@ import (
 	"github.com/weirproject/weir"
 	"github.com/weirproject/weir/agent"
 	"github.com/weirproject/weir/connector/kafka"
+	"github.com/weirproject/weir/internal/buildinfo"
 	"github.com/weirproject/weir/runtime"
 	"github.com/weirproject/weir/watermark"
 	"github.com/weirproject/weir/window"
@@ -168,6 +170,27 @@ func TestAPI(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusMethodNotAllowed {
 		t.Errorf("POST /api/frame: %d, want 405", resp.StatusCode)
+	}
+}
+
+// TestFrameNamesTheBinary: every frame carries the weir binary's build
+// information under "weir", the object `weir version --json` prints.
+func TestFrameNamesTheBinary(t *testing.T) {
+	s := newServer(jobSource{finishedJob(t)}, Options{})
+	s.sample()
+	srv := httptest.NewServer(s.Handler())
+	defer srv.Close()
+	var f struct {
+		Weir map[string]any `json:"weir"`
+	}
+	get(t, srv, "/api/frame", 200, &f)
+	want, _ := json.Marshal(buildinfo.Get())
+	var w map[string]any
+	if err := json.Unmarshal(want, &w); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(f.Weir, w) || f.Weir["version"] == "" || f.Weir["go"] != goruntime.Version() {
+		t.Errorf("frame's weir: %v, want %s (weir version --json)", f.Weir, want)
 	}
 }
 

@@ -378,6 +378,11 @@ func figures(f dashboard.Frame) map[string]string {
 		put(k+"acknowledged", c.Acknowledged)
 		put(k+"cause", c.Cause)
 	}
+	put("weir.version", f.Weir.Version)
+	put("weir.commit", f.Weir.Commit)
+	put("weir.go", f.Weir.Go)
+	put("weir.platform", f.Weir.Platform)
+	put("weir.tags", strings.Join(f.Weir.Tags, ","))
 	put("dead.total", f.DeadLetters.Total)
 	for _, s := range f.DeadLetters.PerSource {
 		put("dead."+s.Name, s.Count)

@@ -2,6 +2,7 @@ package dashboard
 
 import (
 	"github.com/weirproject/weir/agent"
+	"github.com/weirproject/weir/internal/buildinfo"
 	"github.com/weirproject/weir/runtime"
 )
 
@@ -17,6 +18,10 @@ type Frame struct {
 	IntervalMs int64 `json:"intervalMs"`
 	// Done is set once the job has ended (the figures stay as they were).
 	Done bool `json:"done,omitempty"`
+	// Weir is the weir binary serving the page: version, commit, Go
+	// version, platform and build tags, the object `weir version --json`
+	// prints and `weir run --json` summaries carry under "weir".
+	Weir buildinfo.Info `json:"weir"`
 
 	Operators   []OperatorFrame  `json:"operators"`
 	Watermarks  []WatermarkFrame `json:"watermarks"`

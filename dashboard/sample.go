@@ -8,6 +8,7 @@ import (
 
 	"github.com/weirproject/weir/agent"
 	"github.com/weirproject/weir/asyncio"
+	"github.com/weirproject/weir/internal/buildinfo"
 	"github.com/weirproject/weir/runtime"
 	"github.com/weirproject/weir/watermark"
 	"github.com/weirproject/weir/window"
@@ -55,6 +56,8 @@ type sampleInput struct {
 	// did not answer in time are missing (their gauges still show).
 	agents []agent.SubtaskStatus
 	done   bool
+	// weir is the binary's build information (buildinfo.Get).
+	weir buildinfo.Info
 }
 
 // metricID identifies a metric across frames.
@@ -112,7 +115,7 @@ func label(m runtime.Metric, name string) string {
 // buildFrame makes frame seq from in; prev (nil for the first) gives the
 // rates.
 func buildFrame(seq int64, prev *Frame, in sampleInput) *Frame {
-	f := &Frame{Seq: seq, AtMs: in.atMs, Done: in.done, counters: map[string]int64{}}
+	f := &Frame{Seq: seq, AtMs: in.atMs, Done: in.done, Weir: in.weir, counters: map[string]int64{}}
 	for _, m := range in.metrics {
 		if !m.Gauge {
 			f.counters[metricID(m)] = m.Value

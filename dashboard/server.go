@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/weirproject/weir/agent"
+	"github.com/weirproject/weir/internal/buildinfo"
 	"github.com/weirproject/weir/runtime"
 )
 
@@ -226,7 +227,7 @@ func (s *Server) sample() (done bool) {
 		done = true
 	default:
 	}
-	in := sampleInput{atMs: s.opts.Now().UnixMilli(), done: done}
+	in := sampleInput{atMs: s.opts.Now().UnixMilli(), done: done, weir: buildinfo.Get()}
 	in.metrics = s.job.Snapshot()
 	in.notes = s.job.Notes()
 	in.topology = s.job.Topology()

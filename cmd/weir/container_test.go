@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -15,23 +16,7 @@ import (
 // as user 65532 with a read-only root filesystem. Set WEIR_CONTAINER_TESTS=1
 // (podman with runc; see docs/deploy.md).
 func TestContainerImage(t *testing.T) {
-	if os.Getenv("WEIR_CONTAINER_TESTS") != "1" {
-		t.Skip("container test: set WEIR_CONTAINER_TESTS=1 (needs podman and runc)")
-	}
-	if _, err := exec.LookPath("podman"); err != nil {
-		t.Skip("container test: podman not installed (apt-get install podman runc)")
-	}
-	const tag = "localhost/weir:container-test"
-	root, err := filepath.Abs("../..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	build := exec.Command(filepath.Join(root, "deploy/container/build.sh"), tag)
-	build.Env = append(os.Environ(), "VERSION=v9.9.9-test", "COMMIT=c0ffee", "PODMAN_FLAGS=--runtime runc")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build.sh: %v\n%s", err, out)
-	}
-	t.Cleanup(func() { exec.Command("podman", "rmi", "-f", tag).Run() })
+	tag := containerImage(t)
 	podman := func(args ...string) string {
 		t.Helper()
 		all := append([]string{"--runtime", "runc", "run", "--rm", "--network", "host", "--read-only"}, append([]string{tag}, args...)...)
@@ -62,5 +47,51 @@ func TestContainerImage(t *testing.T) {
 	}
 	if size, err := exec.Command("podman", "image", "inspect", "--format", "{{.Size}}", tag).Output(); err == nil {
 		t.Logf("image %s: %s bytes", tag, strings.TrimSpace(string(size)))
+	}
+}
+
+// containerTag is the image the container tests build (once per test
+// binary) and TestMain removes.
+const containerTag = "localhost/weir:container-test"
+
+var image struct {
+	once  sync.Once
+	built bool
+	err   error
+	out   []byte
+}
+
+// containerImage skips t unless WEIR_CONTAINER_TESTS=1 and podman is
+// installed, and returns the image built by deploy/container/build.sh (as
+// version v9.9.9-test, commit c0ffee), built by the first test that asks.
+func containerImage(t *testing.T) string {
+	t.Helper()
+	if os.Getenv("WEIR_CONTAINER_TESTS") != "1" {
+		t.Skip("container test: set WEIR_CONTAINER_TESTS=1 (needs podman and runc)")
+	}
+	if _, err := exec.LookPath("podman"); err != nil {
+		t.Skip("container test: podman not installed (apt-get install podman runc)")
+	}
+	image.once.Do(func() {
+		root, err := filepath.Abs("../..")
+		if err != nil {
+			image.err = err
+			return
+		}
+		build := exec.Command(filepath.Join(root, "deploy/container/build.sh"), containerTag)
+		build.Env = append(os.Environ(), "VERSION=v9.9.9-test", "COMMIT=c0ffee", "PODMAN_FLAGS=--runtime runc")
+		image.out, image.err = build.CombinedOutput()
+		image.built = image.err == nil
+	})
+	if image.err != nil {
+		t.Fatalf("build.sh: %v\n%s", image.err, image.out)
+	}
+	return containerTag
+}
+
+// removeContainerImage removes the image if a test built it.
+func removeContainerImage() {
+	if image.built {
+		exec.Command("podman", "rmi", "-f", containerTag).Run()
 	}
 }

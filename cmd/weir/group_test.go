@@ -77,11 +77,13 @@ func groupBroker(t *testing.T, n int, topics ...string) []string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { b.Close() })
-	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	produceGroupEvents(t, b.Addrs(), groupEvents(n))
+	return b.Addrs()
+}
+
+// groupEvents are the input of groupBroker: n events, then the four flush
+// records (the last four records, one per partition).
+func groupEvents(n int) []*kgo.Record {
 	rng := rand.New(rand.NewPCG(3, 4))
 	base := int64(1_767_225_600_000)
 	var recs []*kgo.Record
@@ -94,10 +96,20 @@ func groupBroker(t *testing.T, n int, topics ...string) []string {
 		v, _ := json.Marshal(map[string]any{"user": "flush", "amount": 0, "time": base + 24*3600*1000})
 		recs = append(recs, &kgo.Record{Topic: "events", Partition: int32(p), Value: v})
 	}
+	return recs
+}
+
+// produceGroupEvents writes recs (with their partitions) to the brokers.
+func produceGroupEvents(t *testing.T, brokers []string, recs []*kgo.Record) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
 	if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
-	return b.Addrs()
 }
 
 // writeGroupFile writes groupYAML into dir and sets its environment.

@@ -28,7 +28,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(asWeir) == "1" {
 		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	removeContainerImage()
+	os.Exit(code)
 }
 
 // weirCmd returns weir with args as a child process.

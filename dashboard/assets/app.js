@@ -271,11 +271,19 @@ function renderLate(f) {
   put("late", table(["window operator", "late ", "to side output ", "last one: why late"], rows));
 }
 
+// The weir binary serving the page (weir version).
+function renderVersion(f) {
+  const w = f.weir || {}, tags = (w.tags || []).join(",");
+  put("weir", fig("span", "weir.version", w.version, w.version), " · ", fig("span", "weir.commit", w.commit, "commit " + w.commit),
+    " · ", fig("span", "weir.go", w.go, w.go), " · ", fig("span", "weir.platform", w.platform, w.platform),
+    tags ? " · " : "", fig("span", "weir.tags", tags, tags ? "tags " + tags : ""));
+}
+
 function render(f) {
   const st = document.getElementById("status");
   st.textContent = f.done ? "job ended" : "running";
   st.className = "status " + (f.done ? "done" : "running");
-  const steps = [renderGraph, renderChart, renderKafka, renderWatermarks, renderHeld, renderAgents, renderCheckpoints, renderDead, renderLate];
+  const steps = [renderVersion, renderGraph, renderChart, renderKafka, renderWatermarks, renderHeld, renderAgents, renderCheckpoints, renderDead, renderLate];
   for (const step of steps) {
     try { step(f); } catch (e) { console.error(step.name, e); }
   }
