@@ -45,7 +45,9 @@
 //	    one of them (PLAIN or SCRAM, a wrong password included) gets no
 //	    answer but SASL_AUTHENTICATION_FAILED or a closed connection; with
 //	    Options.TLS, every listener speaks TLS only. OAUTHBEARER and
-//	    AWS_MSK_IAM are not served (kfake enforces PLAIN and SCRAM).
+//	    AWS_MSK_IAM are not served (kfake enforces PLAIN and SCRAM). A
+//	    SaslHandshake answer lists the users' mechanisms, as Kafka's
+//	    lists its enabled ones (mechanisms.go).
 //
 // # Limits (kfake's)
 //
@@ -230,7 +232,8 @@ func Start(opts Options) (*Broker, error) {
 			kopts = append(kopts, kfake.Superuser(u.Mechanism, u.Name, u.Password))
 		}
 	}
-	if opts.TLS != nil {
+	mechs := enabledMechanisms(opts.Users)
+	if opts.TLS != nil && len(mechs) == 0 {
 		kopts = append(kopts, kfake.TLS(opts.TLS))
 	}
 	kopts = append(kopts,
@@ -242,7 +245,13 @@ func Start(opts Options) (*Broker, error) {
 			if err != nil {
 				return nil, err
 			}
-			return net.Listen(network, net.JoinHostPort(host, p))
+			l, err := net.Listen(network, net.JoinHostPort(host, p))
+			if err != nil || len(mechs) == 0 {
+				return l, err
+			}
+			// With SASL, handshake answers list the mechanisms (and
+			// the listener does the TLS): mechanisms.go.
+			return &mechanismsListener{Listener: l, tls: opts.TLS, mechs: mechs}, nil
 		}),
 	)
 	c, err := kfake.NewCluster(kopts...)

@@ -22,6 +22,14 @@ import (
 // returns the registry URL it prints; stop sends SIGTERM and waits.
 func startBrokerChild(t *testing.T, args ...string) (url string, stop func()) {
 	t.Helper()
+	_, url, stop = startBrokerChildAddrs(t, args...)
+	return url, stop
+}
+
+// startBrokerChildAddrs is startBrokerChild that also returns the
+// broker's bootstrap address.
+func startBrokerChildAddrs(t *testing.T, args ...string) (addr, url string, stop func()) {
+	t.Helper()
 	cmd := weirCmd(t, append([]string{"broker", "--addr", "127.0.0.1:0", "--schema-registry", "127.0.0.1:0"}, args...)...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -51,12 +59,12 @@ func startBrokerChild(t *testing.T, args ...string) (url string, stop func()) {
 		t.Fatalf("weir broker printed no registry line:\n%s", w.text())
 	}
 	w.mu.Lock()
-	m := regexp.MustCompile(`schema registry at (\S+) `).FindStringSubmatch(w.buf.String())
+	m := regexp.MustCompile(`(?s)broker listening on (\S+) .*schema registry at (\S+) `).FindStringSubmatch(w.buf.String())
 	w.mu.Unlock()
 	if m == nil {
-		t.Fatalf("no URL in the registry line")
+		t.Fatalf("no address or no URL in the start lines")
 	}
-	return m[1], stop
+	return m[1], m[2], stop
 }
 
 func registryClient(t *testing.T, url, caFile, user, pass string) *sr.Client {
