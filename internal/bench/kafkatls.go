@@ -29,6 +29,10 @@ var tlsBrokers struct {
 
 const benchPassword = "bench-password"
 
+// produceBatch is how many records produceEvents puts in a batch (below
+// kgo's 10,000 buffered records across kafkaPartitions partitions).
+const produceBatch = 2000
+
 // kafkaTLSEvents returns the plaintext and the SASL_SSL child brokers,
 // each with n events over nKeys keys (kafkaEvents' sequence).
 func kafkaTLSEvents(n int64, nKeys int) (plain, secure *childBroker, err error) {
@@ -69,14 +73,19 @@ func closeTLSBrokers() {
 
 // produceEvents writes n events over nKeys keys (eventAt's sequence)
 // round-robin to kafkaTopic's partitions of the broker at addrs, through
-// a client with sec.
+// a client with sec, in batches of produceBatch records per partition
+// whatever the speed of the connection: a flush after each produceBatch
+// per partition, and a linger long enough never to cut a batch before.
+// Two brokers so filled hold the same batches, so a reader's work (CRC,
+// decompression, allocation per batch) is the same on both; batches cut
+// by a linger time would depend on each broker's round trip.
 func produceEvents(addrs []string, sec kafkasec.Security, n int64, nKeys int) error {
 	so, err := sec.Opts()
 	if err != nil {
 		return err
 	}
 	cl, err := kgo.NewClient(append(so, kgo.SeedBrokers(addrs...), kgo.RecordPartitioner(kgo.ManualPartitioner()),
-		kgo.ProducerLinger(5*time.Millisecond))...)
+		kgo.ProducerLinger(time.Minute))...)
 	if err != nil {
 		return err
 	}
@@ -86,6 +95,11 @@ func produceEvents(addrs []string, sec kafkasec.Security, n int64, nKeys int) er
 	var mu sync.Mutex
 	var firstErr error
 	for i := range n {
+		if i > 0 && i%(produceBatch*kafkaPartitions) == 0 {
+			if err := cl.Flush(ctx); err != nil {
+				return err
+			}
+		}
 		v, _ := gojson.Marshal(eventAt(keys, i))
 		cl.Produce(ctx, &kgo.Record{Topic: kafkaTopic, Partition: int32(i % kafkaPartitions), Value: v, Timestamp: time.UnixMilli(i)},
 			func(_ *kgo.Record, err error) {
