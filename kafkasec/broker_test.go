@@ -2,11 +2,14 @@ package kafkasec_test
 
 import (
 	"context"
+	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -194,5 +197,64 @@ func TestMutualTLS(t *testing.T) {
 	err = roundTrip(t, b.Addr(), kafkasec.Security{TLS: &kafkasec.TLS{CAFile: caFile}})
 	if err == nil || !strings.Contains(err.Error(), "set tls.certFile and tls.keyFile") {
 		t.Fatalf("without a client certificate: want an error naming tls.certFile, got %v", err)
+	}
+}
+
+// TestTLSSessionsResumed: a client's connections after its first to a
+// broker resume the TLS session (S7) and still authenticate.
+func TestTLSSessionsResumed(t *testing.T) {
+	b, caFile := securedBroker(t)
+	sec := kafkasec.Security{TLS: &kafkasec.TLS{CAFile: caFile},
+		SASL: &kafkasec.SASL{Mechanism: kafkasec.ScramSHA512, Username: "alice", Password: testPassword}}
+	opts, err := sec.Opts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var full, resumed int
+	hook := connectHook(func(conn net.Conn) {
+		tc, ok := conn.(*tls.Conn)
+		if !ok {
+			t.Errorf("connection %T, want *tls.Conn", conn)
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if tc.ConnectionState().DidResume {
+			resumed++
+		} else {
+			full++
+		}
+	})
+	cl, err := kgo.NewClient(append(opts, kgo.SeedBrokers(b.Addrs()...), kgo.DefaultProduceTopic("t"), kgo.WithHooks(hook))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	// The seed connection answers the metadata request; the produce
+	// goes over a connection to broker 0, a second one to the same
+	// address.
+	if _, err := cl.Request(ctx, kmsg.NewPtrMetadataRequest()); err != nil {
+		t.Fatal(sec.Explain(err))
+	}
+	if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte("v")}).FirstErr(); err != nil {
+		t.Fatal(sec.Explain(err))
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if full != 1 || resumed < 1 {
+		t.Fatalf("%d full handshakes and %d resumed; want 1 full and the others resumed", full, resumed)
+	}
+}
+
+// connectHook is a kgo.HookBrokerConnect calling f with each new
+// connection.
+type connectHook func(net.Conn)
+
+func (f connectHook) OnBrokerConnect(_ kgo.BrokerMetadata, _ time.Duration, conn net.Conn, err error) {
+	if err == nil {
+		f(conn)
 	}
 }

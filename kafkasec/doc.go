@@ -35,6 +35,10 @@
 //	    again after; a token known to be expired (a JWT whose exp has
 //	    passed, or a fetched token past its expiry) is refused with
 //	    ErrTokenExpired before it is sent.
+//	S7. The TLS configuration Opts builds keeps a session cache shared by
+//	    the client's connections: a connection to a broker the client
+//	    has already reached resumes its TLS session (an abbreviated
+//	    handshake) when the broker issues session tickets.
 //
 // # Not done
 //

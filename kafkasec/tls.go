@@ -10,8 +10,18 @@ import (
 
 // config builds the client's tls.Config, reading CAFile, CertFile and
 // KeyFile. Errors name the files, never their content (S3).
+//
+// Each config has a session cache of its own (S7): a client opens a
+// connection per broker and more over its life (the seed connection, one
+// for produce, one for fetch, reconnections), and every one after the
+// first to a broker resumes the session the broker handed out instead of
+// a full handshake (no certificate chain sent and verified again). Go's
+// client resumes only a session whose certificate has not expired and
+// whose configuration still verifies it; a broker that does not issue
+// tickets gets full handshakes, as before.
 func (t *TLS) config() (*tls.Config, error) {
-	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: t.ServerName, InsecureSkipVerify: t.InsecureSkipVerify}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: t.ServerName, InsecureSkipVerify: t.InsecureSkipVerify,
+		ClientSessionCache: tls.NewLRUClientSessionCache(0)}
 	if t.CAFile != "" {
 		pem, err := os.ReadFile(t.CAFile)
 		if err != nil {

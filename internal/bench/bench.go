@@ -36,6 +36,16 @@ type Result struct {
 	// CPU per record (median run), where the scenario measures it.
 	EngineCPUNsPerRecord float64 `json:"engineCpuNsPerRecord,omitempty"`
 	LoopCPUNsPerRecord   float64 `json:"loopCpuNsPerRecord,omitempty"`
+	// EngineBrokerCPUNsPerRecord and LoopBrokerCPUNsPerRecord are the
+	// broker's CPU per record on each side (median run), where the
+	// scenario runs the broker in a process of its own.
+	EngineBrokerCPUNsPerRecord float64 `json:"engineBrokerCpuNsPerRecord,omitempty"`
+	LoopBrokerCPUNsPerRecord   float64 `json:"loopBrokerCpuNsPerRecord,omitempty"`
+	// PairedRatio is the median over rounds of the engine's time over the
+	// loop's in the same round, where the scenario reports it: on a loaded
+	// machine steadier than Ratio, whose two medians come from different
+	// rounds.
+	PairedRatio float64 `json:"pairedRatio,omitempty"`
 }
 
 // Event is the record type of the keyed scenarios.

@@ -40,8 +40,11 @@ func TestScenariosAgreeWithLoops(t *testing.T) {
 }
 
 // BenchmarkKafkaKeyedCountTLS: the Kafka JSON keyed count over SASL_SSL
-// (TLS + SCRAM-SHA-512) and over plaintext, side by side in one run; no
-// timed assert (x-plaintext is plaintext's throughput over SASL_SSL's):
+// (TLS + SCRAM-SHA-512) and over plaintext, side by side in one run, each
+// broker in a child process; no timed assert (x-plaintext is plaintext's
+// throughput over SASL_SSL's from the medians of each side, -paired the
+// median of the rounds' ratios; *-cpu-ns/rec the client's CPU, this
+// process's; *-broker-cpu-ns/rec the child broker's):
 //
 //	go test -run XXX -bench KafkaKeyedCountTLS -benchtime 1x ./internal/bench/
 func BenchmarkKafkaKeyedCountTLS(b *testing.B) {
@@ -53,8 +56,11 @@ func BenchmarkKafkaKeyedCountTLS(b *testing.B) {
 		b.ReportMetric(r.EnginePerSec, "sasl_ssl-records/s")
 		b.ReportMetric(r.LoopPerSec, "plaintext-records/s")
 		b.ReportMetric(r.Ratio, "x-plaintext")
+		b.ReportMetric(r.PairedRatio, "x-plaintext-paired")
 		b.ReportMetric(r.EngineCPUNsPerRecord, "sasl_ssl-cpu-ns/rec")
 		b.ReportMetric(r.LoopCPUNsPerRecord, "plaintext-cpu-ns/rec")
+		b.ReportMetric(r.EngineBrokerCPUNsPerRecord, "sasl_ssl-broker-cpu-ns/rec")
+		b.ReportMetric(r.LoopBrokerCPUNsPerRecord, "plaintext-broker-cpu-ns/rec")
 	}
 }
 

@@ -49,7 +49,7 @@ func kafkaEvents(n int64, nKeys int) (*broker.Broker, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := produceEvents(b, kafkasec.Security{}, n, nKeys); err != nil {
+	if err := produceEvents(b.Addrs(), kafkasec.Security{}, n, nKeys); err != nil {
 		b.Close()
 		return nil, err
 	}
