@@ -10,7 +10,7 @@
 // instance serves every test of a test binary: it is started by the first
 // Start, on a free port of 127.0.0.1, and ends with the test binary (it
 // exits when its standard input, held by this package, closes, which
-// happens even when the test binary is killed). Each Start has its own
+// happens even when the test binary is killed), or at Stop. Each Start has its own
 // container. When node or the azurite package is missing, Start skips the
 // test saying how to install it (.ci/install-npm-tools installs it into
 // the tools directory: WEIR_NPM_TOOLS, else the user cache's weir/npm).
@@ -57,9 +57,10 @@ const startTimeout = 2 * time.Minute
 var server struct {
 	sync.Mutex
 	started bool
-	host    string    // 127.0.0.1:PORT once it listens
-	err     error     // why it is not there (the tests skip with it)
-	stdin   io.Closer // held open for the life of the process: Azurite exits at its EOF
+	host    string        // 127.0.0.1:PORT once it listens
+	err     error         // why it is not there (the tests skip with it)
+	stdin   io.Closer     // held open until Stop: Azurite exits at its EOF
+	exited  chan struct{} // closed once the Azurite process has exited
 }
 
 // containers numbers the containers of Start.
@@ -132,6 +133,27 @@ func Start(t testing.TB, prefix string) string {
 	return u.String()
 }
 
+// Available starts the process's Azurite if need be and returns nil, or
+// returns why it cannot run here (what Start would skip with).
+func Available() error {
+	_, err := ensureServer()
+	return err
+}
+
+// Stop ends the process's Azurite, if it was started, and waits for it
+// to exit, which also ends its clients' connections: for a TestMain that
+// checks that no goroutine outlives the tests. A later Start starts a new
+// one (with empty storage).
+func Stop() {
+	server.Lock()
+	defer server.Unlock()
+	if server.stdin != nil {
+		server.stdin.Close()
+		<-server.exited
+	}
+	server.started, server.host, server.err, server.stdin, server.exited = false, "", nil, nil, nil
+}
+
 // ensureServer starts the process's Azurite once and returns its
 // host:port, or why it cannot run (remembered: later tests skip at once).
 func ensureServer() (string, error) {
@@ -178,12 +200,13 @@ func startAzurite() (string, error) {
 		return "", fmt.Errorf("start Azurite: %w", err)
 	}
 	w.Close()
-	server.stdin = stdin
+	exited := make(chan struct{})
 	found := make(chan string, 1)
 	lines := make(chan string, 64)
 	go func() {
-		// Reads Azurite's output for the life of the process, so that it
-		// never blocks on a full pipe; the first lines go to the starter.
+		// Reads Azurite's output until it exits, so that it never blocks
+		// on a full pipe; the first lines go to the starter.
+		defer close(exited)
 		sc := bufio.NewScanner(out)
 		sent := false
 		for sc.Scan() {
@@ -197,6 +220,8 @@ func startAzurite() (string, error) {
 			}
 		}
 		close(lines)
+		out.Close()
+		cmd.Wait()
 	}()
 	timer := time.NewTimer(startTimeout)
 	defer timer.Stop()
@@ -204,22 +229,18 @@ func startAzurite() (string, error) {
 	for {
 		select {
 		case host := <-found:
+			server.stdin, server.exited = stdin, exited
 			return host, nil
 		case l, ok := <-lines:
 			if ok {
 				said = append(said, l)
 				continue
 			}
-			cmd.Wait()
-			select {
-			case host := <-found:
-				return host, nil
-			default:
-			}
+			<-exited
 			return "", fmt.Errorf("Azurite (%s) exited before listening: %s", cmd.ProcessState, strings.Join(said, " | "))
 		case <-timer.C:
 			cmd.Process.Kill()
-			cmd.Wait()
+			<-exited
 			return "", errors.New("Azurite did not listen within " + startTimeout.String() + ": " + strings.Join(said, " | "))
 		}
 	}
