@@ -24,11 +24,17 @@ import (
 // incremental checkpoints: SSTs uploaded as objects under shared/ and
 // downloaded into the local Pebble directory on restore).
 func TestJobRestoresFromS3(t *testing.T) {
+	jobRestoresFrom(t, "s3://", func(t *testing.T) string { return s3test.Start(t, "jobs/count") })
+}
+
+// jobRestoresFrom is TestJobRestoresFromS3 on the bucket start returns (a
+// checkpoint base whose URL starts with scheme), for each state backend.
+func jobRestoresFrom(t *testing.T, scheme string, start func(t *testing.T) string) {
 	for _, backend := range []string{state.BackendMemory, state.BackendPebble} {
 		t.Run(backend, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			base := s3test.Start(t, "jobs/count")
+			base := start(t)
 			const perKey = 3000
 			build := func(restore string) (*weir.Environment, *weir.Collected[[2]int64]) {
 				env := weir.NewEnvironment(weir.Config{Parallelism: 2, MaxParallelism: 64,
@@ -60,7 +66,7 @@ func TestJobRestoresFromS3(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !strings.HasPrefix(latest, "s3://") || id != 2 {
+			if !strings.HasPrefix(latest, scheme) || id != 2 {
 				t.Fatalf("latest checkpoint %d at %s", id, latest)
 			}
 			snap, err := checkpoint.Read(latest)

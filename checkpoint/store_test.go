@@ -57,15 +57,28 @@ func dataName(t testing.TB, dir, prefix string) string {
 // imports this package, so this package's own tests cannot import it.
 var S3Start func(t testing.TB, prefix string) string
 
+// GCSStart and AzureStart are S3Start's counterparts for gs:// (a GCS
+// server in the test's process, internal/gcstest) and azblob:// (Azurite,
+// internal/azuretest); AzureStart returns "" when Azurite cannot run here
+// (it logs why). Both are set by cloud_test.go, an external test.
+var GCSStart, AzureStart func(t testing.TB, prefix string) string
+
 // locations returns a checkpoint base of every kind of location: a path,
-// a file:// URL, and an s3:// URL on an S3 server in the test's process.
+// a file:// URL, an s3:// URL on an S3 server and a gs:// URL on a GCS
+// server in the test's process, and an azblob:// URL on Azurite when it
+// can run here.
 func locations(t *testing.T) map[string]string {
 	t.Helper()
-	return map[string]string{
+	locs := map[string]string{
 		"path": filepath.Join(t.TempDir(), "chk"),
 		"file": "file://" + filepath.ToSlash(filepath.Join(t.TempDir(), "chk")),
 		"s3":   S3Start(t, "jobs/chk"),
+		"gs":   GCSStart(t, "jobs/chk"),
 	}
+	if az := AzureStart(t, "jobs/chk"); az != "" {
+		locs["azblob"] = az
+	}
+	return locs
 }
 
 // objects returns the keys of every object under base, sorted, relative to
@@ -262,16 +275,25 @@ func TestSnapshotCopiedBetweenS3AndDirectoryReadsTheSame(t *testing.T) {
 
 // A bad location is refused in one line naming it and what is accepted.
 func TestCheckLocation(t *testing.T) {
-	// s3 is linked in this test (s3test links checkpoint/s3); gs and azblob
-	// are not: cmd/weir's TestDriversByBuildTag checks them with their tags.
-	for _, loc := range []string{"/tmp/x", "rel/dir", "file:///tmp/x", "s3://bucket", "s3://bucket/a/b?region=eu-west-1"} {
+	// Every driver is linked in this test (s3test, gcstest and azuretest
+	// link checkpoint/s3, gcs and azure): cmd/weir's TestDriversByBuildTag
+	// checks that a location without its driver is refused; here, the line
+	// it is refused with.
+	for _, loc := range []string{"/tmp/x", "rel/dir", "file:///tmp/x", "s3://bucket", "s3://bucket/a/b?region=eu-west-1",
+		"gs://b/p", "azblob://c/p?domain=127.0.0.1:10000&protocol=http&localemu=true"} {
 		if err := CheckLocation(loc); err != nil {
 			t.Errorf("%s: %v", loc, err)
 		}
 	}
 	for loc, msg := range map[string]string{
-		"gs://b/p":        `this build has no gs driver; install weir with it: go install -tags weir_gcs github.com/weirproject/weir/cmd/weir@latest`,
-		"azblob://c/p":    `import _ "github.com/weirproject/weir/checkpoint/azure"`,
+		"gs":     `this build has no gs driver; install weir with it: go install -tags weir_gcs github.com/weirproject/weir/cmd/weir@latest`,
+		"azblob": `import _ "github.com/weirproject/weir/checkpoint/azure"`,
+	} {
+		if err := missingDriver(loc+"://b/p", loc); !strings.Contains(err.Error(), msg) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%s without its driver: %v, want one line containing %q", loc, err, msg)
+		}
+	}
+	for loc, msg := range map[string]string{
 		"":                "empty location",
 		"ftp://host/x":    `scheme "ftp"; accepted schemes are file, s3, gs and azblob`,
 		"s3:///prefix":    "names no bucket",

@@ -16,6 +16,7 @@ import (
 	"gocloud.dev/gcerrors"
 
 	"github.com/weirproject/weir/checkpoint"
+	"github.com/weirproject/weir/internal/blobupload"
 )
 
 // Register makes checkpoint locations with scheme (s3, gs or azblob) open
@@ -60,20 +61,18 @@ func (s *bucketStore) Create(key string) (checkpoint.ObjectWriter, error) {
 	return s.create(key, false)
 }
 
+// create starts the upload of key. It goes through blobupload (a pipe
+// into Bucket.Upload), not blob.Writer: gocloud.dev's azureblob writer
+// panics when an upload fed by Write fails, as a conditional write that
+// loses does (see package internal/blobupload).
 func (s *bucketStore) create(key string, ifNotExist bool) (*bucketWriter, error) {
-	ctx, cancel := context.WithCancel(context.Background())
-	w, err := s.b.NewWriter(ctx, key, &gcblob.WriterOptions{ContentType: "application/octet-stream", IfNotExist: ifNotExist})
-	if err != nil {
-		cancel()
-		return nil, fmt.Errorf("checkpoint: create object %s: %w", key, err)
-	}
-	return &bucketWriter{w: w, cancel: cancel, key: key}, nil
+	w := blobupload.New(s.b, key, &gcblob.WriterOptions{ContentType: "application/octet-stream", IfNotExist: ifNotExist})
+	return &bucketWriter{w: w, key: key}, nil
 }
 
 type bucketWriter struct {
-	w      *gcblob.Writer
-	cancel context.CancelFunc
-	key    string
+	w   *blobupload.Writer
+	key string
 }
 
 func (w *bucketWriter) Write(p []byte) (int, error) {
@@ -94,18 +93,14 @@ func (w *bucketWriter) wrap(err error) error {
 }
 
 func (w *bucketWriter) Close() error {
-	defer w.cancel()
 	if err := w.w.Close(); err != nil {
 		return w.wrap(err)
 	}
 	return nil
 }
 
-// Abort cancels the upload before Close, which then discards it.
-func (w *bucketWriter) Abort() {
-	w.cancel()
-	w.w.Close()
-}
+// Abort cancels the upload, which discards it.
+func (w *bucketWriter) Abort() { w.w.Abort() }
 
 func (s *bucketStore) Publish(key string, data []byte) error {
 	return s.publish(key, data, false)

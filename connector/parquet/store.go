@@ -16,6 +16,7 @@ import (
 	"gocloud.dev/gcerrors"
 
 	"github.com/weirproject/weir/checkpoint"
+	"github.com/weirproject/weir/internal/blobupload"
 )
 
 // store holds the sink's objects under its root; keys are slash-separated
@@ -195,20 +196,17 @@ type bucketStore struct {
 	where string
 }
 
+// create starts the upload of key through blobupload (a pipe into
+// Bucket.Upload), not blob.Writer: gocloud.dev's azureblob writer panics
+// when an upload fed by Write fails or is aborted.
 func (s *bucketStore) create(key string) (objectWriter, error) {
-	ctx, cancel := context.WithCancel(context.Background())
-	w, err := s.b.NewWriter(ctx, key, &gcblob.WriterOptions{ContentType: "application/vnd.apache.parquet", BufferSize: 8 << 20})
-	if err != nil {
-		cancel()
-		return nil, fmt.Errorf("parquet: create %s/%s: %w", s.where, key, err)
-	}
-	return &blobWriter{w: w, cancel: cancel, name: s.where + "/" + key}, nil
+	w := blobupload.New(s.b, key, &gcblob.WriterOptions{ContentType: "application/vnd.apache.parquet", BufferSize: 8 << 20})
+	return &blobWriter{w: w, name: s.where + "/" + key}, nil
 }
 
 type blobWriter struct {
-	w      *gcblob.Writer
-	cancel context.CancelFunc
-	name   string
+	w    *blobupload.Writer
+	name string
 }
 
 func (w *blobWriter) Write(p []byte) (int, error) {
@@ -220,17 +218,13 @@ func (w *blobWriter) Write(p []byte) (int, error) {
 }
 
 func (w *blobWriter) Close() error {
-	defer w.cancel()
 	if err := w.w.Close(); err != nil {
 		return fmt.Errorf("parquet: write %s: %w", w.name, err)
 	}
 	return nil
 }
 
-func (w *blobWriter) Abort() {
-	w.cancel()
-	w.w.Close()
-}
+func (w *blobWriter) Abort() { w.w.Abort() }
 
 func (s *bucketStore) publish(tmp, final string) error {
 	ctx := context.Background()
