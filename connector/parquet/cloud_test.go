@@ -17,7 +17,7 @@ import (
 // failures and restores.
 func TestConformanceGCS(t *testing.T) {
 	n := 0
-	sinkconformance.Run(t, conformanceSink(func(tb testing.TB) string {
+	sinkconformance.Run(t, withDest(func(tb testing.TB) string {
 		n++
 		return gcstest.Start(tb, fmt.Sprintf("conf%d/out", n))
 	}), sinkconformance.Options{Records: 400})
@@ -28,7 +28,7 @@ func TestConformanceGCS(t *testing.T) {
 // when node or Azurite is missing).
 func TestConformanceAzure(t *testing.T) {
 	n := 0
-	sinkconformance.Run(t, conformanceSink(func(tb testing.TB) string {
+	sinkconformance.Run(t, withDest(func(tb testing.TB) string {
 		n++
 		return azuretest.Start(tb, fmt.Sprintf("conf%d/out", n))
 	}), sinkconformance.Options{Records: 400})
