@@ -232,6 +232,22 @@ func (d *Decoder) Record(b []byte) (map[string]any, error) {
 	return RecordOf(shape, m), nil
 }
 
+// Value decodes b into a JSON-like value (any schema, not only records:
+// the keys of Kafka records are often a string or a long). Records come out
+// as RecordOf makes them.
+func (d *Decoder) Value(b []byte) (any, error) {
+	var v any
+	shape, err := d.Decode(b, &v)
+	if err != nil {
+		return nil, err
+	}
+	return ToJSON(shape, v), nil
+}
+
+// ToJSON converts v, a value decoded by hamba/avro with schema shape, into
+// a JSON-like value as RecordOf converts record fields.
+func ToJSON(shape havro.Schema, v any) any { return toJSON(shape, v) }
+
 // Encoder writes values in the Confluent wire format with one registered
 // schema, resolved when it is made (A3). Safe for concurrent use.
 type Encoder struct {
@@ -311,6 +327,17 @@ func (e *Encoder) AppendRecord(b []byte, r map[string]any) ([]byte, error) {
 		return nil, fmt.Errorf("avro: schema id %d: %w", e.id, err)
 	}
 	return e.Append(b, v)
+}
+
+// AppendValue appends a JSON-like value of any schema (FromRecord converts
+// it) to b: AppendRecord for values that are not records, such as a key
+// that is a string.
+func (e *Encoder) AppendValue(b []byte, v any) ([]byte, error) {
+	n, err := FromRecord(e.schema, v)
+	if err != nil {
+		return nil, fmt.Errorf("avro: schema id %d: %w", e.id, err)
+	}
+	return e.Append(b, n)
 }
 
 // Serializer returns a kafka.SinkOptions.Serialize function writing T

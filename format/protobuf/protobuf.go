@@ -618,6 +618,16 @@ func (e *Encoder) AppendRecord(b []byte, r map[string]any) ([]byte, error) {
 	return e.Append(b, m)
 }
 
+// AppendValue appends a JSON-like value, which must be an object (a
+// map[string]any, FromRecord), in the wire format.
+func (e *Encoder) AppendValue(b []byte, v any) ([]byte, error) {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("protobuf: schema id %d writes the message %s; got %T, want an object", e.id, e.md.FullName(), v)
+	}
+	return e.AppendRecord(b, m)
+}
+
 // Serializer returns a kafka.SinkOptions.Serialize function for messages.
 func Serializer[T proto.Message](ctx context.Context, o Options, key func(T) []byte) (func(T) (*kgo.Record, error), error) {
 	e, err := NewEncoder(ctx, o)
