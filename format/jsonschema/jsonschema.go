@@ -9,8 +9,10 @@
 //     with its references (other subjects' versions, named by the $ref
 //     URL they stand for).
 //   - J2: with Validate, a record that does not validate is a dead letter
-//     (format.ErrValidation, naming the schema id and what failed), and an
-//     encoded value that does not validate fails the sink; without it the
+//     (format.ErrValidation, naming the schema id and what failed), and a
+//     value that does not validate is not encoded: Append returns that
+//     error (a pipeline's Kafka sink makes the record a dead letter, as it
+//     does a value Avro or Protobuf cannot encode); without Validate the
 //     schema is not fetched when decoding.
 package jsonschema
 
