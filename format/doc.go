@@ -29,6 +29,16 @@
 //     letter.
 //   - R3: Check sends one request without retrying, so that a job whose
 //     registry is down fails when it is built, with the URL in the error.
+//   - C1: a codec's Schemas fetches and makes (parses, resolves, compiles)
+//     each writer's schema id once, however many goroutines meet it at once;
+//     Of then reads without a lock. Every error of a fetch or a make is a
+//     *DecodeError naming the id (the record is a dead letter), except a
+//     registry that stayed unavailable, which wraps kafka.ErrFailJob (R2).
+//   - C2: an encoder's schema is chosen once, when it is made, by
+//     Target.Find (a fixed id, Schema registered under Subject, or
+//     Subject's latest version) and must be of the codec's type; the
+//     codecs supply only their codec (codec.go: Schemas, Target,
+//     Serializer, Deserializer are the one mechanism the three share).
 //   - Secrets (the basic-auth password) are kafkasec.Secret values: never
 //     printed or logged.
 package format

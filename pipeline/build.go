@@ -762,16 +762,12 @@ func (b *builder) sink(output string, s *SinkSpec, in weir.Stream[Record]) error
 		info.Describe = b.postgresSink(s.Postgres, name, in)
 	case s.Kafka != nil:
 		k := s.Kafka
-		var keyFn func(Record) []byte
-		if k.Key != "" {
-			kp, _ := parseFieldPath(k.Key)
-			keyFn = func(r Record) []byte { return []byte(keyString(kp.get(r))) }
-		}
-		ser, err := kafkaSinkSerialize(context.Background(), b.j.Spec, k, keyFn)
+		ser, err := kafkaSinkSerialize(context.Background(), b.j.Spec, k)
 		if err != nil {
 			return err
 		}
-		o := kafka.SinkOptions[Record]{Brokers: b.j.Brokers, Security: b.j.Security, Topic: k.Topic, Serialize: ser}
+		enc := b.kafkaEncode(name, output, k.Topic, ser, in) // pipeline/kafkasink.go
+		o := kafka.SinkOptions[*kgo.Record]{Brokers: b.j.Brokers, Security: b.j.Security, Topic: k.Topic, Serialize: produceEncoded}
 		if k.Delivery == "exactly-once" {
 			o.TransactionalIDPrefix = k.TransactionalIDPrefix
 			if o.TransactionalIDPrefix == "" {
@@ -781,10 +777,10 @@ func (b *builder) sink(output string, s *SinkSpec, in weir.Stream[Record]) error
 				o.TransactionalIDPrefix += "-" + b.txnSuffix
 			}
 			info.Describe = "Kafka topic " + k.Topic + " (exactly once)"
-			kafka.ExactlyOnceSink(in, name, o).UID(name)
+			kafka.ExactlyOnceSink(enc, name, o).UID(name)
 		} else {
 			info.Describe = "Kafka topic " + k.Topic + " (at least once)"
-			kafka.Sink(in, name, o).UID(name)
+			kafka.Sink(enc, name, o).UID(name)
 		}
 	case s.HTTP != nil:
 		d, err := b.httpSink(name, s, in)

@@ -16,6 +16,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/weirproject/weir"
 	"github.com/weirproject/weir/checkpoint"
 	"github.com/weirproject/weir/cluster"
@@ -568,7 +570,7 @@ func RunCluster(ctx context.Context, spec *Spec, opts ClusterOptions, log io.Wri
 }
 
 // job is the pipeline as a cluster.Job.
-func (r *clusterRun) job() cluster.Job[Record, Record, string, Record] {
+func (r *clusterRun) job() cluster.Job[Record, Record, string, *kgo.Record] {
 	k := r.spec.Sink.Kafka
 	name := r.spec.Sink.Name
 	if name == "" {
@@ -578,7 +580,7 @@ func (r *clusterRun) job() cluster.Job[Record, Record, string, Record] {
 	if prefix == "" {
 		prefix = "weir-" + (&builder{j: &Job{Spec: r.spec}}).jobName() + "-" + name
 	}
-	return cluster.Job[Record, Record, string, Record]{
+	return cluster.Job[Record, Record, string, *kgo.Record]{
 		Source:     r.formats.source,
 		Watermarks: kafkaWatermarks(&r.spec.Source),
 		Upstream: func(in weir.Stream[Record]) weir.Stream[Record] {
@@ -587,12 +589,13 @@ func (r *clusterRun) job() cluster.Job[Record, Record, string, Record] {
 			return out
 		},
 		Key: recordKey(r.plan.key),
-		Keyed: func(ks weir.KeyedStream[string, Record]) weir.Stream[Record] {
+		Keyed: func(ks weir.KeyedStream[string, Record]) weir.Stream[*kgo.Record] {
 			out, b, err := r.buildKeyed(ks)
 			r.built(b, err)
 			return out
 		},
-		Sink: kafka.SinkOptions[Record]{Topic: k.Topic, Serialize: r.formats.sink, TransactionalIDPrefix: prefix},
+		// The records come encoded (kafkaEncode in buildKeyed).
+		Sink: kafka.SinkOptions[*kgo.Record]{Topic: k.Topic, Serialize: produceEncoded, TransactionalIDPrefix: prefix},
 	}
 }
 
@@ -626,20 +629,22 @@ func (r *clusterRun) buildUpstream(in weir.Stream[Record]) (weir.Stream[Record],
 }
 
 // buildKeyed adds the keyed task's steps: the keyed step, the steps after
-// it, and the outputs they feed.
-func (r *clusterRun) buildKeyed(ks weir.KeyedStream[string, Record]) (weir.Stream[Record], *builder, error) {
+// it, the main sink's encoder (its dead letters as a local job's), and the
+// outputs they feed.
+func (r *clusterRun) buildKeyed(ks weir.KeyedStream[string, Record]) (weir.Stream[*kgo.Record], *builder, error) {
 	b := r.taskBuilder(ks.Env())
 	out, err := b.keyedStep(r.ctx, "", r.plan.keyed, r.plan.key, ks)
 	if err == nil {
 		out, err = b.steps(r.ctx, "", r.plan.after, out)
 	}
+	if err != nil {
+		out = ks.Stream
+	}
+	enc := b.kafkaEncode("sink", "sink", r.spec.Sink.Kafka.Topic, r.formats.sink, out)
 	if err == nil {
 		err = b.buildOutputs(r.ctx)
 	}
-	if err != nil {
-		return ks.Stream, b, err
-	}
-	return out, b, nil
+	return enc, b, err
 }
 
 // dryBuild builds both halves once into a scratch environment, so that a

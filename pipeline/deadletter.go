@@ -46,9 +46,21 @@ func DeadLettersOf(s *Spec, in string, st *StepSpec) string {
 	return ""
 }
 
-// feeders returns, for every output, the outputs whose steps feed it ("" for
-// the source and the main steps), once per feeding reference.
+// feeders returns, for every output, the outputs whose steps or Kafka
+// sink feed it ("" for the source and the main steps), once per feeding
+// reference.
 func feeders(s *Spec) map[string][]string {
+	out := stepFeeders(s)
+	kafkaSinkFeeds(s, func(to, from string) {
+		if to != "" && to != from {
+			out[to] = append(out[to], from)
+		}
+	})
+	return out
+}
+
+// stepFeeders is feeders without the Kafka sinks' dead letters.
+func stepFeeders(s *Spec) map[string][]string {
 	out := map[string][]string{}
 	add := func(to, from string) {
 		if to != "" && to != from { // an output feeding itself: check reports it

@@ -77,9 +77,13 @@
 //	    logged (deadletter.go). The good path allocates nothing more.
 //	    With continueOnError, an input an agent step's action fails on
 //	    is a dead letter of the step too (agent.Options.FailedInputs),
-//	    with its action, key, input number and run id. The summary counts
-//	    every dead letter and every record dropped for want of an output
-//	    (Summary.Dropped; `weir run` then exits with status 3).
+//	    with its action, key, input number and run id. A record a Kafka
+//	    sink cannot write in its format or keyFormat is a dead letter of
+//	    the sink ({sink, topic, reason, value}) sent to the source's
+//	    deadLetters output, in local and group mode (kafkasink.go). The
+//	    summary counts every dead letter and every record dropped for
+//	    want of an output (Summary.Dropped; `weir run` then exits with
+//	    status 3).
 //	P8. Secrets of kafka.sasl come only from ${ENV} or files; a literal
 //	    one is refused, and no error, log line, summary or Describe shows
 //	    a secret's value (kafkasec's S3). Every Kafka client of Run and

@@ -2,7 +2,7 @@ package pipeline
 
 import (
 	"context"
-	"errors"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	gojson "github.com/goccy/go-json"
 	"github.com/goccy/go-yaml/ast"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -38,7 +39,8 @@ type FormatSpec struct {
 	Schema    string
 	SchemaPos Pos
 	// Subject is the registry subject a sink writes with (default
-	// "<topic>-value"): its latest version, unless ID or AutoRegister.
+	// "<topic>-value", or "<topic>-key" for a keyFormat): its latest
+	// version, unless ID or AutoRegister.
 	Subject      string
 	ID           int
 	AutoRegister bool
@@ -181,6 +183,7 @@ func (d *dec) checkFormats(s *Spec) {
 	}
 	if k := s.Source.Kafka; k != nil {
 		needs(k.Format, "source.kafka.format")
+		needs(k.KeyFormat, "source.kafka.keyFormat")
 	}
 	if s.Kafka != nil && s.Kafka.Embedded != nil {
 		for i := range s.Kafka.Embedded.Produce {
@@ -193,6 +196,7 @@ func (d *dec) checkFormats(s *Spec) {
 	for what, sk := range allSinks(s) {
 		if sk != nil && sk.Kafka != nil {
 			needs(sk.Kafka.Format, what+".kafka.format")
+			needs(sk.Kafka.KeyFormat, what+".kafka.keyFormat")
 		}
 	}
 }
@@ -208,12 +212,19 @@ func allSinks(s *Spec) map[string]*SinkSpec {
 
 // resolveFormatPaths makes schema files relative to the pipeline file.
 func resolveFormatPaths(s *Spec, fix func(*string)) {
-	if k := s.Source.Kafka; k != nil && k.Format != nil {
-		fix(&k.Format.Schema)
+	fixFormat := func(f *FormatSpec) {
+		if f != nil {
+			fix(&f.Schema)
+		}
+	}
+	if k := s.Source.Kafka; k != nil {
+		fixFormat(k.Format)
+		fixFormat(k.KeyFormat)
 	}
 	for _, sk := range allSinks(s) {
-		if sk != nil && sk.Kafka != nil && sk.Kafka.Format != nil {
-			fix(&sk.Kafka.Format.Schema)
+		if sk != nil && sk.Kafka != nil {
+			fixFormat(sk.Kafka.Format)
+			fixFormat(sk.Kafka.KeyFormat)
 		}
 	}
 	if s.Kafka != nil && s.Kafka.Embedded != nil {
@@ -279,56 +290,51 @@ func readSchema(f *FormatSpec) (string, error) {
 
 // kafkaSourceRecords is the deserializer of the Kafka source: JSON
 // objects (kafkaRecords), or source.kafka.format's, with the record's
-// metadata in source.kafka.metadata if named.
+// metadata in source.kafka.metadata if named, and the key decoded with
+// source.kafka.keyFormat, if given, in the field source.kafka.keyField.
 func kafkaSourceRecords(ctx context.Context, s *Spec) (kafka.Deserializer[Record], error) {
 	k := s.Source.Kafka
 	f := k.Format
-	if f == nil || f.Kind == "json" {
+	if (f == nil || f.Kind == "json") && k.KeyFormat == nil {
 		return kafkaRecords(k), nil
 	}
-	reg, err := registryOf(ctx, s)
-	if err != nil {
-		return nil, err
+	value := func(b []byte) (any, error) {
+		var v any
+		err := gojson.Unmarshal(b, &v)
+		return v, err
 	}
-	text, err := readSchema(f)
-	if err != nil {
-		return nil, err
-	}
-	var decode func([]byte) (map[string]any, error)
-	switch f.Kind {
-	case "avro":
-		d, err := avro.NewDecoder(avro.Options{Registry: reg, Schema: text})
-		if err != nil {
-			return nil, fmt.Errorf("%s: source.kafka.format.avro: %w", f.Pos, err)
-		}
-		decode = d.Record
-	case "protobuf":
-		d, err := protobuf.NewDecoder(protobuf.Options{Registry: reg})
-		if err != nil {
-			return nil, fmt.Errorf("%s: source.kafka.format.protobuf: %w", f.Pos, err)
-		}
-		decode = d.Record
-	case "jsonSchema":
-		d, err := jsonschema.NewDecoder(jsonschema.Options{Registry: reg, Validate: f.Validate})
-		if err != nil {
-			return nil, fmt.Errorf("%s: source.kafka.format.jsonSchema: %w", f.Pos, err)
-		}
-		decode = func(b []byte) (map[string]any, error) {
-			var m map[string]any
-			if err := d.Decode(b, &m); err != nil {
-				return nil, err
-			}
-			if m == nil {
-				return nil, errors.New("not a JSON object (null)")
-			}
-			return m, nil
+	if f != nil && f.Kind != "json" {
+		var err error
+		if value, err = decoderOf(ctx, s, f, "source.kafka.format"); err != nil {
+			return nil, err
 		}
 	}
-	meta := k.Metadata
+	var key func([]byte) (any, error)
+	if k.KeyFormat != nil {
+		var err error
+		if key, err = decoderOf(ctx, s, k.KeyFormat, "source.kafka.keyFormat"); err != nil {
+			return nil, err
+		}
+	}
+	meta, keyField := k.Metadata, k.KeyField
+	if keyField == "" {
+		keyField = "key"
+	}
 	return kafka.DeserializerFunc[Record](func(r *kgo.Record) (Record, error) {
-		rec, err := decode(r.Value)
+		v, err := value(r.Value)
 		if err != nil {
 			return nil, err
+		}
+		rec, ok := v.(map[string]any)
+		if !ok || rec == nil {
+			return nil, fmt.Errorf("not a record: the value is %s; want an object", describeJSON(v))
+		}
+		if key != nil && len(r.Key) > 0 {
+			kv, err := key(r.Key)
+			if err != nil {
+				return nil, fmt.Errorf("key: %w", err)
+			}
+			rec[keyField] = kv
 		}
 		if meta != "" {
 			rec[meta] = map[string]any{"topic": r.Topic, "partition": float64(r.Partition),
@@ -338,12 +344,34 @@ func kafkaSourceRecords(ctx context.Context, s *Spec) (kafka.Deserializer[Record
 	}), nil
 }
 
-// kafkaSinkSerialize is the Serialize of a Kafka sink: JSON, or
-// <sink>.kafka.format's, with keyFn (if not nil) giving the record key.
-func kafkaSinkSerialize(ctx context.Context, s *Spec, k *KafkaSinkSpec, keyFn func(Record) []byte) (func(Record) (*kgo.Record, error), error) {
-	f := k.Format
-	if f == nil || f.Kind == "json" {
-		return kafka.SerializeJSON(keyFn), nil
+// describeJSON names the kind of a JSON-like value, for reasons.
+func describeJSON(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case string:
+		return "a string"
+	case float64:
+		return "a number"
+	case bool:
+		return "a boolean"
+	case []any:
+		return "a list"
+	}
+	return fmt.Sprintf("%T", v)
+}
+
+// decoderOf makes the decoder of format f (a value's or a key's; what
+// names it): the wire format's bytes into a JSON-like value (records
+// into objects; a key may also be a string, a number, ...). json parses
+// JSON without a header.
+func decoderOf(ctx context.Context, s *Spec, f *FormatSpec, what string) (func([]byte) (any, error), error) {
+	if f.Kind == "json" {
+		return func(b []byte) (any, error) {
+			var v any
+			err := gojson.Unmarshal(b, &v)
+			return v, err
+		}, nil
 	}
 	reg, err := registryOf(ctx, s)
 	if err != nil {
@@ -353,36 +381,131 @@ func kafkaSinkSerialize(ctx context.Context, s *Spec, k *KafkaSinkSpec, keyFn fu
 	if err != nil {
 		return nil, err
 	}
-	return formatSerializer(ctx, reg, f, text, k.Topic, keyFn)
-}
-
-// formatSerializer makes the Serialize of format f (not json) writing to
-// topic, with schema text (the file's content, or "").
-func formatSerializer(ctx context.Context, reg format.Registry, f *FormatSpec, text, topic string, keyFn func(Record) []byte) (func(Record) (*kgo.Record, error), error) {
-	subject := f.Subject
-	if subject == "" {
-		subject = topic + "-value"
-	}
-	var ser func(Record) (*kgo.Record, error)
-	var err error
 	switch f.Kind {
 	case "avro":
-		ser, err = avro.RecordSerializer(ctx, avro.Options{Registry: reg, Schema: text, Subject: subject, ID: f.ID, AutoRegister: f.AutoRegister}, keyFn)
+		d, err := avro.NewDecoder(avro.Options{Registry: reg, Schema: text})
+		if err != nil {
+			return nil, fmt.Errorf("%s: %s.avro: %w", f.Pos, what, err)
+		}
+		return d.Value, nil
 	case "protobuf":
-		ser, err = protobuf.RecordSerializer(ctx, protobuf.Options{Registry: reg, Schema: text, Subject: subject, ID: f.ID,
-			AutoRegister: f.AutoRegister, Message: f.Message}, keyFn)
-	case "jsonSchema":
-		ser, err = jsonschema.Serializer(ctx, jsonschema.Options{Registry: reg, Schema: text, Subject: subject, ID: f.ID,
-			AutoRegister: f.AutoRegister, Validate: f.Validate}, keyFn)
+		d, err := protobuf.NewDecoder(protobuf.Options{Registry: reg})
+		if err != nil {
+			return nil, fmt.Errorf("%s: %s.protobuf: %w", f.Pos, what, err)
+		}
+		return func(b []byte) (any, error) { return d.Record(b) }, nil
+	default: // jsonSchema
+		d, err := jsonschema.NewDecoder(jsonschema.Options{Registry: reg, Validate: f.Validate})
+		if err != nil {
+			return nil, fmt.Errorf("%s: %s.jsonSchema: %w", f.Pos, what, err)
+		}
+		return func(b []byte) (any, error) {
+			var v any
+			err := d.Decode(b, &v)
+			return v, err
+		}, nil
 	}
-	if err != nil {
-		return nil, fmt.Errorf("%s: kafka.format.%s: %w", f.Pos, f.Kind, err)
-	}
-	return ser, nil
 }
 
-// clusterFormat is the source's deserializer and the sink's Serialize of
-// a clustered job, made once per process.
+// kafkaSinkSerialize is the Serialize of a Kafka sink: the record as JSON
+// or in <sink>.kafka.format, its key (sink.kafka.key) as text or in
+// <sink>.kafka.keyFormat. An error is the record's: it becomes a dead
+// letter (kafkaEncodeOp).
+func kafkaSinkSerialize(ctx context.Context, s *Spec, k *KafkaSinkSpec) (func(Record) (*kgo.Record, error), error) {
+	var keyFn func(Record) ([]byte, error)
+	if k.Key != "" {
+		kp, _ := parseFieldPath(k.Key) // checked by Parse
+		keyFn = func(r Record) ([]byte, error) { return []byte(keyString(kp.get(r))), nil }
+		if kf := k.KeyFormat; kf != nil {
+			enc, err := encoderOf(ctx, s, kf, k.Topic+"-key")
+			if err != nil {
+				return nil, err
+			}
+			keyFn = func(r Record) ([]byte, error) {
+				v, _ := kp.get(r)
+				b, err := enc(v)
+				if err != nil {
+					return nil, fmt.Errorf("key %s: %w", k.Key, err)
+				}
+				return b, nil
+			}
+		}
+	}
+	// encoding/json, as kafka.SerializeJSON wrote JSON sinks before.
+	value := func(r Record) ([]byte, error) { return json.Marshal(r) }
+	if f := k.Format; f != nil && f.Kind != "json" {
+		enc, err := encoderOf(ctx, s, f, k.Topic+"-value")
+		if err != nil {
+			return nil, err
+		}
+		value = func(r Record) ([]byte, error) { return enc(map[string]any(r)) }
+	}
+	return func(r Record) (*kgo.Record, error) {
+		v, err := value(r)
+		if err != nil {
+			return nil, err
+		}
+		out := &kgo.Record{Value: v}
+		if keyFn != nil {
+			if out.Key, err = keyFn(r); err != nil {
+				return nil, err
+			}
+		}
+		return out, nil
+	}, nil
+}
+
+// encoderOf makes the encoder of format f (a value's or a key's) writing
+// with the schema of f's subject (default subject), id or autoRegister.
+func encoderOf(ctx context.Context, s *Spec, f *FormatSpec, subject string) (func(any) ([]byte, error), error) {
+	if f.Kind == "json" {
+		return func(v any) ([]byte, error) { return gojson.Marshal(v) }, nil
+	}
+	reg, err := registryOf(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	text, err := readSchema(f)
+	if err != nil {
+		return nil, err
+	}
+	return formatEncoder(ctx, reg, f, text, subject)
+}
+
+// formatEncoder makes the encoder of format f (not json) with schema
+// text (the file's content, or "") and the default subject.
+func formatEncoder(ctx context.Context, reg format.Registry, f *FormatSpec, text, subject string) (func(any) ([]byte, error), error) {
+	if f.Subject != "" {
+		subject = f.Subject
+	}
+	var enc func(any) ([]byte, error)
+	switch f.Kind {
+	case "avro":
+		e, err := avro.NewEncoder(ctx, avro.Options{Registry: reg, Schema: text, Subject: subject, ID: f.ID, AutoRegister: f.AutoRegister})
+		if err != nil {
+			return nil, fmt.Errorf("%s: kafka.format.%s: %w", f.Pos, f.Kind, err)
+		}
+		enc = func(v any) ([]byte, error) { return e.AppendValue(nil, v) }
+	case "protobuf":
+		e, err := protobuf.NewEncoder(ctx, protobuf.Options{Registry: reg, Schema: text, Subject: subject, ID: f.ID,
+			AutoRegister: f.AutoRegister, Message: f.Message})
+		if err != nil {
+			return nil, fmt.Errorf("%s: kafka.format.%s: %w", f.Pos, f.Kind, err)
+		}
+		enc = func(v any) ([]byte, error) { return e.AppendValue(nil, v) }
+	default: // jsonSchema
+		e, err := jsonschema.NewEncoder(ctx, jsonschema.Options{Registry: reg, Schema: text, Subject: subject, ID: f.ID,
+			AutoRegister: f.AutoRegister, Validate: f.Validate})
+		if err != nil {
+			return nil, fmt.Errorf("%s: kafka.format.%s: %w", f.Pos, f.Kind, err)
+		}
+		enc = func(v any) ([]byte, error) { return e.Append(nil, v) }
+	}
+	return enc, nil
+}
+
+// clusterFormat is the source's deserializer and the main sink's
+// Serialize of a clustered job, made once per process.
 type clusterFormat struct {
 	source kafka.Deserializer[Record]
 	sink   func(Record) (*kgo.Record, error)
@@ -394,13 +517,7 @@ func clusterFormats(ctx context.Context, s *Spec) (clusterFormat, error) {
 	if f.source, err = kafkaSourceRecords(ctx, s); err != nil {
 		return f, err
 	}
-	k := s.Sink.Kafka
-	var keyFn func(Record) []byte
-	if k.Key != "" {
-		kp, _ := parseFieldPath(k.Key)
-		keyFn = func(r Record) []byte { return []byte(keyString(kp.get(r))) }
-	}
-	f.sink, err = kafkaSinkSerialize(ctx, s, k, keyFn)
+	f.sink, err = kafkaSinkSerialize(ctx, s, s.Sink.Kafka)
 	return f, err
 }
 
@@ -445,7 +562,7 @@ func encodeProduced(ctx context.Context, reg format.Registry, p ProduceSpec, rec
 	if err != nil {
 		return err
 	}
-	ser, err := formatSerializer(ctx, reg, f, text, p.Topic, nil)
+	enc, err := formatEncoder(ctx, reg, f, text, p.Topic+"-value")
 	if err != nil {
 		return fmt.Errorf("%s: produce: %w", p.Pos, err)
 	}
@@ -454,11 +571,11 @@ func encodeProduced(ctx context.Context, reg format.Registry, p ProduceSpec, rec
 		if err != nil {
 			continue
 		}
-		out, err := ser(v)
+		out, err := enc(map[string]any(v))
 		if err != nil {
 			return fmt.Errorf("%s: produce: %s line %d: %w", p.Pos, p.File, i+1, err)
 		}
-		r.Value = out.Value
+		r.Value = out
 	}
 	return nil
 }

@@ -203,6 +203,15 @@ sink: {stdout: {}}`, `source.kafka.format.avro: unknown key "autoRegister"`},
 		{`kafka: {brokers: ["h:1"], schemaRegistry: "http://r:8081"}
 source: {kafka: {topics: [a]}}
 sink: {kafka: {topic: b, format: {avro: {autoRegister: true}}}}`, `sink.kafka.format.avro: autoRegister needs schema`},
+		{`kafka: {brokers: ["h:1"], schemaRegistry: "http://r:8081"}
+source: {kafka: {topics: [a]}}
+sink: {kafka: {topic: b, keyFormat: {avro: {}}}}`, `f.yaml:3:26: sink.kafka.keyFormat: needs key, the field whose value is written as the record key`},
+		{`kafka: {brokers: ["h:1"], schemaRegistry: "http://r:8081"}
+source: {kafka: {topics: [a], keyField: k}}
+sink: {stdout: {}}`, `source.kafka.keyField: needs keyFormat`},
+		{`kafka: {brokers: ["h:1"]}
+source: {kafka: {topics: [a], keyFormat: {protobuf: {}}}}
+sink: {stdout: {}}`, `source.kafka.keyFormat: protobuf needs kafka.schemaRegistry`},
 	} {
 		_, err := pipeline.Parse("f.yaml", []byte(c.src))
 		if err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "hunter2") {

@@ -372,12 +372,19 @@ func (d *dec) source(k, n ast.Node, s *SourceSpec) {
 				field{"readCommitted", false, func(_, v ast.Node) { d.boolean(v, "source.kafka.readCommitted", &ks.ReadCommitted) }},
 				field{"bounded", false, func(_, v ast.Node) { d.boolean(v, "source.kafka.bounded", &ks.Bounded) }},
 				field{"format", false, func(k, v ast.Node) { ks.Format = d.recordFormat(k, v, "source.kafka.format", false) }},
+				field{"keyFormat", false, func(k, v ast.Node) { ks.KeyFormat = d.recordFormat(k, v, "source.kafka.keyFormat", false) }},
+				field{"keyField", false, func(_, v ast.Node) {
+					d.nonEmpty(v, "source.kafka.keyField", "a field name such as key", &ks.KeyField)
+				}},
 				field{"metadata", false, func(_, v ast.Node) {
 					d.nonEmpty(v, "source.kafka.metadata", "a field name such as kafka", &ks.Metadata)
 				}},
 			)
 			if len(ks.Topics) == 0 && ks.TopicPattern == "" {
 				d.errf(k, "source.kafka: want topics (a list of names) or topicPattern (a regular expression)")
+			}
+			if ks.KeyField != "" && ks.KeyFormat == nil {
+				d.errf(k, "source.kafka.keyField: needs keyFormat, the format of the keys (json, avro, protobuf or jsonSchema)")
 			}
 			if ks.Start == "committed" && ks.Group == "" {
 				d.errf(k, "source.kafka: start committed needs group, the consumer group whose offsets to start from")
@@ -901,7 +908,13 @@ func (d *dec) sink(k, n ast.Node, what string) *SinkSpec {
 				field{"format", false, func(k, v ast.Node) {
 					ks.Format = d.recordFormat(k, v, what+".kafka.format", true)
 				}},
+				field{"keyFormat", false, func(k, v ast.Node) {
+					ks.KeyFormat = d.recordFormat(k, v, what+".kafka.keyFormat", true)
+				}},
 			)
+			if ks.KeyFormat != nil && ks.Key == "" {
+				d.errAt(ks.KeyFormat.Pos, "%s.kafka.keyFormat: needs key, the field whose value is written as the record key", what)
+			}
 		}},
 		d.httpSinkField(s, what, &kinds),
 	)

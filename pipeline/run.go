@@ -24,7 +24,8 @@ type Summary struct {
 	Outputs map[string]int64 `json:"outputs"`
 	// Elapsed is the running time of the job.
 	Elapsed time.Duration `json:"elapsedNs"`
-	// DeadLetters counts the records steps failed on (P7), sent to a
+	// DeadLetters counts the records steps and Kafka sinks failed on (P7,
+	// pipeline/kafkasink.go), sent to a
 	// dead-letter output or, DeadLettersDropped of them, dropped for want
 	// of one. The source's dead letters are counted by their output.
 	DeadLetters        int64 `json:"deadLetters,omitempty"`

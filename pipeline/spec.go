@@ -134,6 +134,11 @@ type KafkaSourceSpec struct {
 	Metadata string
 	// Format is source.kafka.format (nil: JSON; pipeline/format.go).
 	Format *FormatSpec
+	// KeyFormat is source.kafka.keyFormat (nil: the key is not read):
+	// each record's key is decoded and put in the field KeyField
+	// (default "key").
+	KeyFormat *FormatSpec
+	KeyField  string
 }
 
 // FileSourceSpec reads JSON-lines files.
@@ -314,6 +319,10 @@ type KafkaSinkSpec struct {
 	TransactionalIDPrefix string
 	// Format is the sink's kafka.format (nil: JSON; pipeline/format.go).
 	Format *FormatSpec
+	// KeyFormat is the sink's kafka.keyFormat (nil: the key field's value
+	// as text): the value of Key written in a format, subject
+	// "<topic>-key" by default.
+	KeyFormat *FormatSpec
 }
 
 // FileSinkSpec writes JSON lines: exactly once into files in Dir

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"sync"
-	"sync/atomic"
 
 	havro "github.com/hamba/avro/v2"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -59,16 +58,12 @@ func Parse(text string) (havro.Schema, error) {
 
 // Decoder decodes records in the Confluent wire format with their writers'
 // schemas resolved into the reader's schema. The schemas of an id are
-// fetched, parsed and resolved once (A1), then read without a lock: the
-// map of ids is replaced whole when an id is added (copy on write). Safe
-// for concurrent use.
+// fetched, parsed and resolved once (A1; format.Schemas), then read
+// without a lock. Safe for concurrent use.
 type Decoder struct {
-	reg    format.Registry
-	reader havro.Schema // nil: each writer's schema as it is
-	key    bool
-
-	mu      sync.Mutex // serialises additions to schemas
-	schemas atomic.Pointer[map[int]decodeSchemas]
+	reader  havro.Schema // nil: each writer's schema as it is
+	key     bool
+	schemas *format.Schemas[decodeSchemas]
 }
 
 // decodeSchemas are the schemas of one writer's id: how to decode its
@@ -82,9 +77,9 @@ type decodeSchemas struct {
 // NewDecoder validates o and makes a Decoder.
 func NewDecoder(o Options) (*Decoder, error) {
 	if o.Registry == nil {
-		return nil, errors.New("avro: Options.Registry is nil; give a format.Client (or format.Memory)")
+		return nil, format.ErrNoRegistry("avro")
 	}
-	d := &Decoder{reg: o.Registry, key: o.Key}
+	d := &Decoder{key: o.Key}
 	if o.Schema != "" {
 		s, err := Parse(o.Schema)
 		if err != nil {
@@ -92,56 +87,25 @@ func NewDecoder(o Options) (*Decoder, error) {
 		}
 		d.reader = s
 	}
-	m := map[int]decodeSchemas{}
-	d.schemas.Store(&m)
+	d.schemas = format.NewSchemas(o.Registry, sr.TypeAvro, "Avro", d.resolve)
 	return d, nil
 }
 
-// schemasOf returns the schemas of writer id, fetching and resolving them
-// on first use.
-func (d *Decoder) schemasOf(id int) (decodeSchemas, error) {
-	if s, ok := (*d.schemas.Load())[id]; ok {
-		return s, nil
-	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if s, ok := (*d.schemas.Load())[id]; ok {
-		return s, nil
-	}
-	raw, err := d.reg.SchemaByID(context.Background(), id)
-	if err != nil {
-		if errors.Is(err, format.ErrUnavailable) {
-			return decodeSchemas{}, fmt.Errorf("%w: %w", kafka.ErrFailJob, err)
-		}
-		var de *format.DecodeError
-		if errors.As(err, &de) {
-			return decodeSchemas{}, err
-		}
-		return decodeSchemas{}, format.Errorf(id, format.ErrUnknownSchema, "%v", err)
-	}
-	if raw.Type != sr.TypeAvro {
-		return decodeSchemas{}, format.Errorf(id, format.ErrPayload, "the schema is %s, not Avro", raw.Type)
-	}
+// resolve parses the writer's schema of an id and resolves it into the
+// reader's (A2).
+func (d *Decoder) resolve(_ context.Context, _ int, raw sr.Schema) (decodeSchemas, error) {
 	w, err := Parse(raw.Schema)
 	if err != nil {
-		return decodeSchemas{}, format.Errorf(id, format.ErrPayload, "%v", err)
+		return decodeSchemas{}, err
 	}
-	s := decodeSchemas{decode: w, shape: w}
-	if d.reader != nil {
-		r, err := havro.NewSchemaCompatibility().Resolve(d.reader, w)
-		if err != nil {
-			return decodeSchemas{}, format.Errorf(id, format.ErrPayload, "the writer's schema does not resolve into the reader's: %v", err)
-		}
-		s = decodeSchemas{decode: r, shape: d.reader}
+	if d.reader == nil {
+		return decodeSchemas{decode: w, shape: w}, nil
 	}
-	old := *d.schemas.Load()
-	m := make(map[int]decodeSchemas, len(old)+1)
-	for k, v := range old {
-		m[k] = v
+	r, err := havro.NewSchemaCompatibility().Resolve(d.reader, w)
+	if err != nil {
+		return decodeSchemas{}, fmt.Errorf("the writer's schema does not resolve into the reader's: %v", err)
 	}
-	m[id] = s
-	d.schemas.Store(&m)
-	return s, nil
+	return decodeSchemas{decode: r, shape: d.reader}, nil
 }
 
 // Decode decodes b (header and payload) into v, a pointer to a struct
@@ -154,7 +118,7 @@ func (d *Decoder) Decode(b []byte, v any) (havro.Schema, error) {
 	if err != nil {
 		return nil, err
 	}
-	s, err := d.schemasOf(id)
+	s, err := d.schemas.Of(id)
 	if err != nil {
 		return nil, err
 	}
@@ -183,13 +147,6 @@ func unmarshal(s havro.Schema, b []byte, v any) error {
 	return err
 }
 
-func (d *Decoder) bytesOf(r *kgo.Record) []byte {
-	if d.key {
-		return r.Key
-	}
-	return r.Value
-}
-
 // Deserializer decodes records into T: a struct with avro tags (fields
 // missing from the reader's shape keep their zero value) or
 // map[string]any (hamba/avro's native values: int64, time.Time, *big.Rat,
@@ -200,9 +157,9 @@ func Deserializer[T any](o Options) (kafka.Deserializer[T], error) {
 	if err != nil {
 		return nil, err
 	}
-	return kafka.DeserializerFunc[T](func(r *kgo.Record) (T, error) {
+	return format.Deserializer(d.key, func(b []byte) (T, error) {
 		var v T
-		_, err := d.Decode(d.bytesOf(r), &v)
+		_, err := d.Decode(b, &v)
 		return v, err
 	}), nil
 }
@@ -214,9 +171,7 @@ func Records(o Options) (kafka.Deserializer[map[string]any], error) {
 	if err != nil {
 		return nil, err
 	}
-	return kafka.DeserializerFunc[map[string]any](func(r *kgo.Record) (map[string]any, error) {
-		return d.Record(d.bytesOf(r))
-	}), nil
+	return format.Deserializer(d.key, d.Record), nil
 }
 
 // Record decodes b into a JSON-like map (RecordOf).
@@ -232,6 +187,22 @@ func (d *Decoder) Record(b []byte) (map[string]any, error) {
 	return RecordOf(shape, m), nil
 }
 
+// Value decodes b into a JSON-like value (any schema, not only records:
+// the keys of Kafka records are often a string or a long). Records come out
+// as RecordOf makes them.
+func (d *Decoder) Value(b []byte) (any, error) {
+	var v any
+	shape, err := d.Decode(b, &v)
+	if err != nil {
+		return nil, err
+	}
+	return ToJSON(shape, v), nil
+}
+
+// ToJSON converts v, a value decoded by hamba/avro with schema shape, into
+// a JSON-like value as RecordOf converts record fields.
+func ToJSON(shape havro.Schema, v any) any { return toJSON(shape, v) }
+
 // Encoder writes values in the Confluent wire format with one registered
 // schema, resolved when it is made (A3). Safe for concurrent use.
 type Encoder struct {
@@ -246,42 +217,17 @@ type Encoder struct {
 // than at the first record.
 func NewEncoder(ctx context.Context, o Options) (*Encoder, error) {
 	if o.Registry == nil {
-		return nil, errors.New("avro: Options.Registry is nil; give a format.Client (or format.Memory)")
+		return nil, format.ErrNoRegistry("avro")
 	}
-	var text string
-	var id int
-	switch {
-	case o.ID != 0:
-		s, err := o.Registry.SchemaByID(ctx, o.ID)
-		if err != nil {
-			return nil, fmt.Errorf("avro: encoding schema id %d: %w", o.ID, err)
-		}
-		id, text = o.ID, s.Schema
-	case o.AutoRegister:
-		if o.Subject == "" || o.Schema == "" {
-			return nil, errors.New("avro: AutoRegister needs Subject and Schema")
-		}
-		if _, err := Parse(o.Schema); err != nil {
-			return nil, err
-		}
-		n, err := o.Registry.Register(ctx, o.Subject, sr.Schema{Schema: o.Schema, Type: sr.TypeAvro})
-		if err != nil {
-			return nil, fmt.Errorf("avro: %w", err)
-		}
-		id, text = n, o.Schema
-	case o.Subject != "":
-		s, err := o.Registry.SchemaByVersion(ctx, o.Subject, -1)
-		if err != nil {
-			return nil, fmt.Errorf("avro: %w", err)
-		}
-		if s.Type != sr.TypeAvro {
-			return nil, fmt.Errorf("avro: subject %s holds a %s schema, not Avro", o.Subject, s.Type)
-		}
-		id, text = s.ID, s.Schema.Schema
-	default:
-		return nil, errors.New("avro: encoding needs Subject (its latest version), ID, or AutoRegister with Subject and Schema")
+	t := format.Target{ID: o.ID, Subject: o.Subject, AutoRegister: o.AutoRegister, Schema: o.Schema}
+	id, raw, err := t.Find(ctx, o.Registry, "avro", sr.TypeAvro, "Avro", func(s sr.Schema) error {
+		_, err := Parse(s.Schema)
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
-	s, err := Parse(text)
+	s, err := Parse(raw.Schema)
 	if err != nil {
 		return nil, err
 	}
@@ -313,6 +259,17 @@ func (e *Encoder) AppendRecord(b []byte, r map[string]any) ([]byte, error) {
 	return e.Append(b, v)
 }
 
+// AppendValue appends a JSON-like value of any schema (FromRecord converts
+// it) to b: AppendRecord for values that are not records, such as a key
+// that is a string.
+func (e *Encoder) AppendValue(b []byte, v any) ([]byte, error) {
+	n, err := FromRecord(e.schema, v)
+	if err != nil {
+		return nil, fmt.Errorf("avro: schema id %d: %w", e.id, err)
+	}
+	return e.Append(b, n)
+}
+
 // Serializer returns a kafka.SinkOptions.Serialize function writing T
 // with the Encoder's schema into the value (or the key with Options.Key),
 // with key, if not nil, giving the record's key.
@@ -321,13 +278,7 @@ func Serializer[T any](ctx context.Context, o Options, key func(T) []byte) (func
 	if err != nil {
 		return nil, err
 	}
-	return func(v T) (*kgo.Record, error) {
-		b, err := e.Append(nil, v)
-		if err != nil {
-			return nil, err
-		}
-		return place(b, o.Key, v, key), nil
-	}, nil
+	return format.Serializer(o.Key, key, func(b []byte, v T) ([]byte, error) { return e.Append(b, v) }), nil
 }
 
 // RecordSerializer is Serializer for JSON-like maps (FromRecord).
@@ -336,24 +287,5 @@ func RecordSerializer(ctx context.Context, o Options, key func(map[string]any) [
 	if err != nil {
 		return nil, err
 	}
-	return func(v map[string]any) (*kgo.Record, error) {
-		b, err := e.AppendRecord(nil, v)
-		if err != nil {
-			return nil, err
-		}
-		return place(b, o.Key, v, key), nil
-	}, nil
-}
-
-func place[T any](b []byte, asKey bool, v T, key func(T) []byte) *kgo.Record {
-	r := &kgo.Record{}
-	if asKey {
-		r.Key = b
-		return r
-	}
-	r.Value = b
-	if key != nil {
-		r.Key = key(v)
-	}
-	return r
+	return format.Serializer(o.Key, key, e.AppendRecord), nil
 }

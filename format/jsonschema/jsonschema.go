@@ -9,18 +9,17 @@
 //     with its references (other subjects' versions, named by the $ref
 //     URL they stand for).
 //   - J2: with Validate, a record that does not validate is a dead letter
-//     (format.ErrValidation, naming the schema id and what failed), and an
-//     encoded value that does not validate fails the sink; without it the
+//     (format.ErrValidation, naming the schema id and what failed), and a
+//     value that does not validate is not encoded: Append returns that
+//     error (a pipeline's Kafka sink makes the record a dead letter, as it
+//     does a value Avro or Protobuf cannot encode); without Validate the
 //     schema is not fetched when decoding.
 package jsonschema
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/url"
-	"sync"
-	"sync/atomic"
 
 	gojson "github.com/goccy/go-json"
 	gjs "github.com/google/jsonschema-go/jsonschema"
@@ -46,23 +45,28 @@ type Options struct {
 	Key bool
 }
 
-// Decoder reads JSON records in the wire format. Safe for concurrent use.
+// Decoder reads JSON records in the wire format (J1: the schemas of ids
+// fetched and resolved once, by format.Schemas). Safe for concurrent use.
 type Decoder struct {
-	reg      format.Registry
 	validate bool
 	key      bool
-	mu       sync.Mutex
-	schemas  atomic.Pointer[map[int]*gjs.Resolved]
+	schemas  *format.Schemas[*gjs.Resolved]
 }
 
 // NewDecoder validates o and makes a Decoder.
 func NewDecoder(o Options) (*Decoder, error) {
 	if o.Registry == nil {
-		return nil, errors.New("jsonschema: Options.Registry is nil; give a format.Client (or format.Memory)")
+		return nil, format.ErrNoRegistry("jsonschema")
 	}
-	d := &Decoder{reg: o.Registry, validate: o.Validate, key: o.Key}
-	m := map[int]*gjs.Resolved{}
-	d.schemas.Store(&m)
+	reg := o.Registry
+	d := &Decoder{validate: o.Validate, key: o.Key}
+	d.schemas = format.NewSchemas(reg, sr.TypeJSON, "JSON", func(ctx context.Context, _ int, s sr.Schema) (*gjs.Resolved, error) {
+		rs, err := Resolve(ctx, reg, s)
+		if err != nil {
+			return nil, fmt.Errorf("the schema does not resolve: %w", err)
+		}
+		return rs, nil
+	})
 	return d, nil
 }
 
@@ -94,44 +98,6 @@ func Resolve(ctx context.Context, reg format.Registry, s sr.Schema) (*gjs.Resolv
 	return root.Resolve(&gjs.ResolveOptions{BaseURI: "urn:weir:schema", Loader: loader})
 }
 
-func (d *Decoder) schemaOf(id int) (*gjs.Resolved, error) {
-	if s, ok := (*d.schemas.Load())[id]; ok {
-		return s, nil
-	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if s, ok := (*d.schemas.Load())[id]; ok {
-		return s, nil
-	}
-	ctx := context.Background()
-	raw, err := d.reg.SchemaByID(ctx, id)
-	if err != nil {
-		if errors.Is(err, format.ErrUnavailable) {
-			return nil, fmt.Errorf("%w: %w", kafka.ErrFailJob, err)
-		}
-		var de *format.DecodeError
-		if errors.As(err, &de) {
-			return nil, err
-		}
-		return nil, format.Errorf(id, format.ErrUnknownSchema, "%v", err)
-	}
-	if raw.Type != sr.TypeJSON {
-		return nil, format.Errorf(id, format.ErrPayload, "the schema is %s, not JSON", raw.Type)
-	}
-	rs, err := Resolve(ctx, d.reg, raw)
-	if err != nil {
-		return nil, format.Errorf(id, format.ErrPayload, "the schema does not resolve: %v", err)
-	}
-	old := *d.schemas.Load()
-	m := make(map[int]*gjs.Resolved, len(old)+1)
-	for k, v := range old {
-		m[k] = v
-	}
-	m[id] = rs
-	d.schemas.Store(&m)
-	return rs, nil
-}
-
 // Decode decodes b into v (a pointer), validating first with Validate.
 func (d *Decoder) Decode(b []byte, v any) error {
 	id, payload, err := format.ParseHeader(b)
@@ -139,7 +105,7 @@ func (d *Decoder) Decode(b []byte, v any) error {
 		return err
 	}
 	if d.validate {
-		rs, err := d.schemaOf(id)
+		rs, err := d.schemas.Of(id)
 		if err != nil {
 			return err
 		}
@@ -165,13 +131,6 @@ func (d *Decoder) Decode(b []byte, v any) error {
 	return nil
 }
 
-func (d *Decoder) bytesOf(r *kgo.Record) []byte {
-	if d.key {
-		return r.Key
-	}
-	return r.Value
-}
-
 // Deserializer decodes records into T (map[string]any gives the pipeline's
 // JSON-like records: numbers float64).
 func Deserializer[T any](o Options) (kafka.Deserializer[T], error) {
@@ -179,9 +138,9 @@ func Deserializer[T any](o Options) (kafka.Deserializer[T], error) {
 	if err != nil {
 		return nil, err
 	}
-	return kafka.DeserializerFunc[T](func(r *kgo.Record) (T, error) {
+	return format.Deserializer(d.key, func(b []byte) (T, error) {
 		var v T
-		err := d.Decode(d.bytesOf(r), &v)
+		err := d.Decode(b, &v)
 		return v, err
 	}), nil
 }
@@ -197,33 +156,15 @@ type Encoder struct {
 // version of Subject) once.
 func NewEncoder(ctx context.Context, o Options) (*Encoder, error) {
 	if o.Registry == nil {
-		return nil, errors.New("jsonschema: Options.Registry is nil; give a format.Client (or format.Memory)")
+		return nil, format.ErrNoRegistry("jsonschema")
 	}
-	var s sr.Schema
-	var id int
-	var err error
-	switch {
-	case o.ID != 0:
-		id = o.ID
-		s, err = o.Registry.SchemaByID(ctx, id)
-	case o.AutoRegister:
-		if o.Subject == "" || o.Schema == "" {
-			return nil, errors.New("jsonschema: AutoRegister needs Subject and Schema")
-		}
-		s = sr.Schema{Schema: o.Schema, Type: sr.TypeJSON}
-		if _, err := Resolve(ctx, o.Registry, s); err != nil {
-			return nil, fmt.Errorf("jsonschema: Schema: %w", err)
-		}
-		id, err = o.Registry.Register(ctx, o.Subject, s)
-	case o.Subject != "":
-		var ss sr.SubjectSchema
-		ss, err = o.Registry.SchemaByVersion(ctx, o.Subject, -1)
-		s, id = ss.Schema, ss.ID
-	default:
-		return nil, errors.New("jsonschema: encoding needs Subject (its latest version), ID, or AutoRegister with Subject and Schema")
-	}
+	t := format.Target{ID: o.ID, Subject: o.Subject, AutoRegister: o.AutoRegister, Schema: o.Schema}
+	id, s, err := t.Find(ctx, o.Registry, "jsonschema", sr.TypeJSON, "JSON", func(s sr.Schema) error {
+		_, err := Resolve(ctx, o.Registry, s)
+		return err
+	})
 	if err != nil {
-		return nil, fmt.Errorf("jsonschema: %w", err)
+		return nil, err
 	}
 	e := &Encoder{id: id, header: format.AppendHeader(nil, id)}
 	if o.Validate {
@@ -259,20 +200,5 @@ func Serializer[T any](ctx context.Context, o Options, key func(T) []byte) (func
 	if err != nil {
 		return nil, err
 	}
-	return func(v T) (*kgo.Record, error) {
-		b, err := e.Append(nil, v)
-		if err != nil {
-			return nil, err
-		}
-		r := &kgo.Record{}
-		if o.Key {
-			r.Key = b
-			return r, nil
-		}
-		r.Value = b
-		if key != nil {
-			r.Key = key(v)
-		}
-		return r, nil
-	}, nil
+	return format.Serializer(o.Key, key, func(b []byte, v T) ([]byte, error) { return e.Append(b, v) }), nil
 }

@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"math"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/bufbuild/protocompile"
@@ -55,23 +53,27 @@ type compiled struct {
 
 // Decoder decodes Protobuf records in the Confluent wire format into
 // dynamic messages built from the registry's descriptors (P1: an id is
-// fetched and compiled once, with its references; decoding then takes no
-// lock). Safe for concurrent use.
+// fetched and compiled once, with its references, by format.Schemas;
+// decoding then takes no lock). Safe for concurrent use.
 type Decoder struct {
-	reg   format.Registry
 	key   bool
-	mu    sync.Mutex
-	files atomic.Pointer[map[int]compiled]
+	files *format.Schemas[compiled]
 }
 
 // NewDecoder validates o and makes a Decoder.
 func NewDecoder(o Options) (*Decoder, error) {
 	if o.Registry == nil {
-		return nil, errors.New("protobuf: Options.Registry is nil; give a format.Client (or format.Memory)")
+		return nil, format.ErrNoRegistry("protobuf")
 	}
-	d := &Decoder{reg: o.Registry, key: o.Key}
-	m := map[int]compiled{}
-	d.files.Store(&m)
+	reg := o.Registry
+	d := &Decoder{key: o.Key}
+	d.files = format.NewSchemas(reg, sr.TypeProtobuf, "Protobuf", func(ctx context.Context, id int, s sr.Schema) (compiled, error) {
+		f, err := Compile(ctx, reg, fmt.Sprintf("schema-%d.proto", id), s)
+		if err != nil {
+			return compiled{}, fmt.Errorf("the schema does not compile: %w", err)
+		}
+		return compiled{file: f}, nil
+	})
 	return d, nil
 }
 
@@ -112,48 +114,6 @@ func Compile(ctx context.Context, reg format.Registry, name string, main sr.Sche
 		return nil, err
 	}
 	return fs[0], nil
-}
-
-func (d *Decoder) fileOf(id int) (compiled, error) {
-	if c, ok := (*d.files.Load())[id]; ok {
-		return c, nil
-	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if c, ok := (*d.files.Load())[id]; ok {
-		return c, nil
-	}
-	ctx := context.Background()
-	s, err := d.reg.SchemaByID(ctx, id)
-	if err != nil {
-		if errors.Is(err, format.ErrUnavailable) {
-			return compiled{}, fmt.Errorf("%w: %w", kafka.ErrFailJob, err)
-		}
-		var de *format.DecodeError
-		if errors.As(err, &de) {
-			return compiled{}, err
-		}
-		return compiled{}, format.Errorf(id, format.ErrUnknownSchema, "%v", err)
-	}
-	if s.Type != sr.TypeProtobuf {
-		return compiled{}, format.Errorf(id, format.ErrPayload, "the schema is %s, not Protobuf", s.Type)
-	}
-	f, err := Compile(ctx, d.reg, fmt.Sprintf("schema-%d.proto", id), s)
-	if err != nil {
-		if errors.Is(err, format.ErrUnavailable) {
-			return compiled{}, fmt.Errorf("%w: %w", kafka.ErrFailJob, err)
-		}
-		return compiled{}, format.Errorf(id, format.ErrPayload, "the schema does not compile: %v", err)
-	}
-	c := compiled{file: f}
-	old := *d.files.Load()
-	m := make(map[int]compiled, len(old)+1)
-	for k, v := range old {
-		m[k] = v
-	}
-	m[id] = c
-	d.files.Store(&m)
-	return c, nil
 }
 
 // MessageAt returns the message of file f at index (top-level message
@@ -203,7 +163,7 @@ func (d *Decoder) parse(b []byte) (int, protoreflect.MessageDescriptor, []byte, 
 	if err != nil {
 		return id, nil, nil, err
 	}
-	c, err := d.fileOf(id)
+	c, err := d.files.Of(id)
 	if err != nil {
 		return id, nil, nil, err
 	}
@@ -252,22 +212,13 @@ func (d *Decoder) Record(b []byte) (map[string]any, error) {
 	return RecordOf(m), nil
 }
 
-func (d *Decoder) bytesOf(r *kgo.Record) []byte {
-	if d.key {
-		return r.Key
-	}
-	return r.Value
-}
-
 // Dynamic decodes records into dynamic messages.
 func Dynamic(o Options) (kafka.Deserializer[*dynamicpb.Message], error) {
 	d, err := NewDecoder(o)
 	if err != nil {
 		return nil, err
 	}
-	return kafka.DeserializerFunc[*dynamicpb.Message](func(r *kgo.Record) (*dynamicpb.Message, error) {
-		return d.Decode(d.bytesOf(r))
-	}), nil
+	return format.Deserializer(d.key, d.Decode), nil
 }
 
 // Generated decodes records into the generated type T, made by newT for
@@ -277,9 +228,9 @@ func Generated[T proto.Message](o Options, newT func() T) (kafka.Deserializer[T]
 	if err != nil {
 		return nil, err
 	}
-	return kafka.DeserializerFunc[T](func(r *kgo.Record) (T, error) {
+	return format.Deserializer(d.key, func(b []byte) (T, error) {
 		m := newT()
-		err := d.DecodeInto(d.bytesOf(r), m)
+		err := d.DecodeInto(b, m)
 		return m, err
 	}), nil
 }
@@ -290,9 +241,7 @@ func Records(o Options) (kafka.Deserializer[map[string]any], error) {
 	if err != nil {
 		return nil, err
 	}
-	return kafka.DeserializerFunc[map[string]any](func(r *kgo.Record) (map[string]any, error) {
-		return d.Record(d.bytesOf(r))
-	}), nil
+	return format.Deserializer(d.key, d.Record), nil
 }
 
 // RecordOf converts a message into a JSON-like map keyed by the fields'
@@ -547,43 +496,18 @@ type Encoder struct {
 // version of Subject), compiles it and finds Message in it.
 func NewEncoder(ctx context.Context, o Options) (*Encoder, error) {
 	if o.Registry == nil {
-		return nil, errors.New("protobuf: Options.Registry is nil; give a format.Client (or format.Memory)")
+		return nil, format.ErrNoRegistry("protobuf")
 	}
 	if o.Message == "" {
 		return nil, errors.New("protobuf: Options.Message is empty; give the full name of the message to write, such as shop.Order")
 	}
-	var s sr.Schema
-	var id int
-	switch {
-	case o.ID != 0:
-		var err error
-		if s, err = o.Registry.SchemaByID(ctx, o.ID); err != nil {
-			return nil, fmt.Errorf("protobuf: schema id %d: %w", o.ID, err)
-		}
-		id = o.ID
-	case o.AutoRegister:
-		if o.Subject == "" || o.Schema == "" {
-			return nil, errors.New("protobuf: AutoRegister needs Subject and Schema")
-		}
-		s = sr.Schema{Schema: o.Schema, Type: sr.TypeProtobuf}
-		if _, err := Compile(ctx, o.Registry, "main.proto", s); err != nil {
-			return nil, fmt.Errorf("protobuf: Schema: %w", err)
-		}
-		var err error
-		if id, err = o.Registry.Register(ctx, o.Subject, s); err != nil {
-			return nil, fmt.Errorf("protobuf: %w", err)
-		}
-	case o.Subject != "":
-		ss, err := o.Registry.SchemaByVersion(ctx, o.Subject, -1)
-		if err != nil {
-			return nil, fmt.Errorf("protobuf: %w", err)
-		}
-		s, id = ss.Schema, ss.ID
-	default:
-		return nil, errors.New("protobuf: encoding needs Subject (its latest version), ID, or AutoRegister with Subject and Schema")
-	}
-	if s.Type != sr.TypeProtobuf {
-		return nil, fmt.Errorf("protobuf: schema id %d is %s, not Protobuf", id, s.Type)
+	t := format.Target{ID: o.ID, Subject: o.Subject, AutoRegister: o.AutoRegister, Schema: o.Schema}
+	id, s, err := t.Find(ctx, o.Registry, "protobuf", sr.TypeProtobuf, "Protobuf", func(s sr.Schema) error {
+		_, err := Compile(ctx, o.Registry, "main.proto", s)
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
 	f, err := Compile(ctx, o.Registry, "main.proto", s)
 	if err != nil {
@@ -618,19 +542,23 @@ func (e *Encoder) AppendRecord(b []byte, r map[string]any) ([]byte, error) {
 	return e.Append(b, m)
 }
 
+// AppendValue appends a JSON-like value, which must be an object (a
+// map[string]any, FromRecord), in the wire format.
+func (e *Encoder) AppendValue(b []byte, v any) ([]byte, error) {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("protobuf: schema id %d writes the message %s; got %T, want an object", e.id, e.md.FullName(), v)
+	}
+	return e.AppendRecord(b, m)
+}
+
 // Serializer returns a kafka.SinkOptions.Serialize function for messages.
 func Serializer[T proto.Message](ctx context.Context, o Options, key func(T) []byte) (func(T) (*kgo.Record, error), error) {
 	e, err := NewEncoder(ctx, o)
 	if err != nil {
 		return nil, err
 	}
-	return func(v T) (*kgo.Record, error) {
-		b, err := e.Append(nil, v)
-		if err != nil {
-			return nil, err
-		}
-		return place(b, o.Key, v, key), nil
-	}, nil
+	return format.Serializer(o.Key, key, func(b []byte, m T) ([]byte, error) { return e.Append(b, m) }), nil
 }
 
 // RecordSerializer is Serializer for JSON-like maps.
@@ -639,26 +567,7 @@ func RecordSerializer(ctx context.Context, o Options, key func(map[string]any) [
 	if err != nil {
 		return nil, err
 	}
-	return func(v map[string]any) (*kgo.Record, error) {
-		b, err := e.AppendRecord(nil, v)
-		if err != nil {
-			return nil, err
-		}
-		return place(b, o.Key, v, key), nil
-	}, nil
-}
-
-func place[T any](b []byte, asKey bool, v T, key func(T) []byte) *kgo.Record {
-	r := &kgo.Record{}
-	if asKey {
-		r.Key = b
-		return r
-	}
-	r.Value = b
-	if key != nil {
-		r.Key = key(v)
-	}
-	return r
+	return format.Serializer(o.Key, key, e.AppendRecord), nil
 }
 
 // fromDescriptors builds the file name of srcs when every schema in srcs

@@ -37,6 +37,13 @@ func Start(t testing.TB, topics map[string]int32, users map[string]string) *Regi
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { br.Close() })
+	return StartOn(t, br, users)
+}
+
+// StartOn starts a registry (with users, if any, required by basic auth)
+// on br, which the caller closes; the registry closes with the test.
+func StartOn(t testing.TB, br *broker.Broker, users map[string]string) *Registry {
+	t.Helper()
 	secrets := make(map[string]kafkasec.Secret, len(users))
 	for u, p := range users {
 		secrets[u] = kafkasec.Secret(p)
