@@ -69,6 +69,10 @@ type TransactionReleaser[TXN any] interface {
 // error of Write.
 var ErrRejected = errors.New("record rejected by the sink")
 
+// CounterRejected is the counter of a two-phase sink operator's rejected
+// records (weir_rejected).
+const CounterRejected = "rejected"
+
 // Rejected is a record a sink rejected (ErrRejected), with the reason: the
 // side output of TwoPhaseCommitRejecting, with the record's timestamp.
 type Rejected[T any] struct {
@@ -93,7 +97,7 @@ func TwoPhaseCommitChecked[T, TXN any](s Stream[T], name string, validate func()
 // TwoPhaseCommitRejecting is TwoPhaseCommitChecked whose sink's rejected
 // records (a Write error wrapping ErrRejected) go to the side output
 // rejects (read it with SideOutput on the returned stream) and are counted
-// (the operator's deadLetters counter, weir_dead_letters), instead of
+// (CounterRejected), instead of
 // failing the job. A nil rejects is TwoPhaseCommitChecked.
 func TwoPhaseCommitRejecting[T, TXN any](s Stream[T], name string, validate func() error, newSink func(ctx *runtime.Context) (TwoPhaseCommitter[T, TXN], error), rejects *OutputTag[Rejected[T]]) Stream[struct{}] {
 	return Transform(s, name, func() runtime.OneInputOperator[T, struct{}] {
@@ -152,7 +156,7 @@ func (o *twoPhaseOp[T, TXN]) Open(ctx *runtime.Context, out runtime.Output[struc
 	o.releaser, _ = sink.(TransactionReleaser[TXN])
 	if o.rejectsTag != nil {
 		o.rejects = runtime.SideOutput(ctx, o.rejectsTag)
-		o.rejected = ctx.Counter("deadLetters")
+		o.rejected = ctx.Counter(CounterRejected)
 	}
 	if r := ctx.Restored(); r != nil {
 		items, err := r.List(listPending)

@@ -193,8 +193,8 @@ func TestTwoPhaseCommitRejects(t *testing.T) {
 	if !slices.Equal(rejected, wantRejected) {
 		t.Fatalf("rejected %v\nwant %v", rejected, wantRejected)
 	}
-	if got := job.Metrics().Sum("sink", "deadLetters"); got != int64(len(wantRejected)) {
-		t.Fatalf("deadLetters counter %d, want %d", got, len(wantRejected))
+	if got := job.Metrics().Sum("sink", weir.CounterRejected); got != int64(len(wantRejected)) {
+		t.Fatalf("rejected counter %d, want %d", got, len(wantRejected))
 	}
 
 	if _, _, _, err := run(nil); err == nil || !strings.Contains(err.Error(), "is a multiple of 3") {

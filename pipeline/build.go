@@ -757,9 +757,9 @@ func (b *builder) sink(output string, s *SinkSpec, in weir.Stream[Record]) error
 		info.Describe = s.File.Path + " (at least once)"
 		weir.ToSink(in, name, jsonl.Sink[Record](s.File.Path))
 	case s.Parquet != nil:
-		info.Describe = b.parquetSink(name, s.Parquet, in)
+		info.Describe = b.parquetSink(name, output, s.Parquet, in)
 	case s.Postgres != nil:
-		info.Describe = b.postgresSink(s.Postgres, name, in)
+		info.Describe = b.postgresSink(s.Postgres, name, output, in)
 	case s.Kafka != nil:
 		k := s.Kafka
 		ser, err := kafkaSinkSerialize(context.Background(), b.j.Spec, k)

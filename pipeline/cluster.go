@@ -543,7 +543,7 @@ func RunCluster(ctx context.Context, spec *Spec, opts ClusterOptions, log io.Wri
 	s.Elapsed = time.Since(start)
 	if err != nil {
 		if !errors.Is(err, context.Canceled) || ctx.Err() == nil {
-			return s, rejectedHint(err)
+			return s, err
 		}
 		s.Stopped = true
 	}
@@ -786,7 +786,7 @@ func (r *clusterRun) summarize(s *Summary) []SinkInfo {
 			s.DeadLetters += m.Sum(op, "deadLetters")
 			s.DeadLettersDropped += m.Sum(op, "deadLettersDropped")
 		}
-		s.addSinkDeadLetters(m, tb.sinks, tb.rejecting)
+		s.subtractRejected(m, tb.sinks, tb.rejecting)
 		if tb.sourceOp != "" {
 			s.SourceDeadLetters += m.Sum(tb.sourceOp, "deadLetters")
 		}

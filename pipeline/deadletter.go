@@ -51,7 +51,7 @@ func DeadLettersOf(s *Spec, in string, st *StepSpec) string {
 // reference.
 func feeders(s *Spec) map[string][]string {
 	out := stepFeeders(s)
-	kafkaSinkFeeds(s, func(to, from string) {
+	rejectingSinkFeeds(s, func(to, from string) {
 		if to != "" && to != from {
 			out[to] = append(out[to], from)
 		}
@@ -59,7 +59,8 @@ func feeders(s *Spec) map[string][]string {
 	return out
 }
 
-// stepFeeders is feeders without the Kafka sinks' dead letters.
+// stepFeeders is feeders without the dead letters sinks send to the
+// source's deadLetters (rejectingSinkFeeds).
 func stepFeeders(s *Spec) map[string][]string {
 	out := map[string][]string{}
 	add := func(to, from string) {

@@ -80,7 +80,10 @@
 //	    with its action, key, input number and run id. A record a Kafka
 //	    sink cannot write in its format or keyFormat is a dead letter of
 //	    the sink ({sink, topic, reason, value}) sent to the source's
-//	    deadLetters output, in local and group mode (kafkasink.go). The
+//	    deadLetters output, in local and group mode (kafkasink.go); one
+//	    a Postgres or Parquet sink cannot hold is rejected before it joins
+//	    a transaction and sent to the sink's deadLetters, else the
+//	    source's (sinkdead.go). The
 //	    summary counts every dead letter and every record dropped for
 //	    want of an output (Summary.Dropped; `weir run` then exits with
 //	    status 3).

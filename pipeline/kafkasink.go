@@ -129,13 +129,3 @@ func feedsInto(s *Spec, from, to string) bool {
 	}
 	return walk(to)
 }
-
-// kafkaSinkFeeds adds to feed (feeders') the dead letters of every Kafka
-// sink of an output.
-func kafkaSinkFeeds(s *Spec, add func(to, from string)) {
-	for _, name := range sortedKeys(s.Outputs) {
-		if sk := s.Outputs[name].Sink; sk != nil && sk.Kafka != nil {
-			add(sinkDeadLettersOf(s, name), name)
-		}
-	}
-}

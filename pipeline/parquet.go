@@ -31,7 +31,7 @@ type ParquetSinkSpec struct {
 	RollSize    int64
 	Compression string
 	// DeadLetters names the output receiving the records that do not fit
-	// the fields (pipeline/sinkdead.go); "": they fail the job.
+	// the fields (pipeline/sinkdead.go); "": the source's deadLetters.
 	DeadLetters    string
 	DeadLettersPos Pos
 }
@@ -152,8 +152,8 @@ func (d *dec) parquetFields(n ast.Node, what string) []parquet.Field {
 
 // parquetSink adds the Parquet sink of output; it returns the sink's
 // description.
-func (b *builder) parquetSink(name string, p *ParquetSinkSpec, in weir.Stream[Record]) string {
-	rejects, route := b.sinkRejects(name, p.DeadLetters)
+func (b *builder) parquetSink(name, output string, p *ParquetSinkSpec, in weir.Stream[Record]) string {
+	rejects, route := b.sinkRejects(name, output, p.DeadLetters)
 	route(parquet.SinkFieldsRejecting(in, name, p.options(), p.Fields, rejects).UID(name))
 	return describeParquet(p)
 }

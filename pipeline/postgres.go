@@ -33,7 +33,7 @@ type PostgresSinkSpec struct {
 	Batch          int
 	ID             string
 	// DeadLetters names the output receiving the records the table
-	// cannot hold (pipeline/sinkdead.go); "": they fail the job.
+	// cannot hold (pipeline/sinkdead.go); "": the source's deadLetters.
 	DeadLetters    string
 	DeadLettersPos Pos
 }
@@ -162,10 +162,10 @@ func (p *PostgresSinkSpec) options(b *builder) postgres.Options[Record] {
 }
 
 // postgresSink ends in in a PostgreSQL sink and says where it writes.
-func (b *builder) postgresSink(p *PostgresSinkSpec, name string, in weir.Stream[Record]) string {
+func (b *builder) postgresSink(p *PostgresSinkSpec, name, output string, in weir.Stream[Record]) string {
 	o := p.options(b)
 	var route func(weir.Stream[struct{}])
-	o.Rejected, route = b.sinkRejects(name, p.DeadLetters)
+	o.Rejected, route = b.sinkRejects(name, output, p.DeadLetters)
 	route(postgres.Sink(in, name, o).UID(name))
 	return describePostgres(p)
 }

@@ -236,7 +236,7 @@ outputs:
 			if err != nil {
 				t.Fatal(err)
 			}
-			if sum.Outputs["sink"] != 2 || sum.SinkDeadLetters != 2 || sum.Outputs["misfits"] != 2 {
+			if sum.Outputs["sink"] != 2 || sum.DeadLetters != 2 || sum.Outputs["misfits"] != 2 {
 				t.Fatalf("summary %+v; want 2 rows and 2 sink dead letters", sum)
 			}
 			for _, want := range []string{`"id":2`, `column \"qty\"`, `"id":3`, `column \"name\" is NOT NULL`} {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/weirproject/weir"
 	"github.com/weirproject/weir/runtime"
 	"github.com/weirproject/weir/window"
 )
@@ -30,10 +31,6 @@ type Summary struct {
 	// of one. The source's dead letters are counted by their output.
 	DeadLetters        int64 `json:"deadLetters,omitempty"`
 	DeadLettersDropped int64 `json:"deadLettersDropped,omitempty"`
-	// SinkDeadLetters counts the records sinks could not write (a value
-	// their target cannot hold), sent to the sinks' deadLetters outputs
-	// (pipeline/sinkdead.go); Outputs does not count them.
-	SinkDeadLetters int64 `json:"sinkDeadLetters,omitempty"`
 	// SourceDeadLetters counts the records the source could not decode
 	// or timestamp: sent to source.deadLetters or, without it, dropped.
 	SourceDeadLetters int64 `json:"sourceDeadLetters,omitempty"`
@@ -120,7 +117,7 @@ func Run(ctx context.Context, spec *Spec, opts Options, log io.Writer) (Summary,
 	if err != nil {
 		// Cancelled by ctx, or by an OnStart hook (after a savepoint).
 		if !errors.Is(err, context.Canceled) {
-			return s, rejectedHint(err)
+			return s, err
 		}
 		s.Stopped = true
 	}
@@ -133,7 +130,7 @@ func Run(ctx context.Context, spec *Spec, opts Options, log io.Writer) (Summary,
 		s.DeadLetters += m.Sum(op, "deadLetters")
 		s.DeadLettersDropped += m.Sum(op, "deadLettersDropped")
 	}
-	s.addSinkDeadLetters(m, j.Sinks, j.rejecting)
+	s.subtractRejected(m, j.Sinks, j.rejecting)
 	for _, op := range j.windows {
 		s.LateDropped += m.Sum(op, window.CounterLateDropped) - m.Sum(op, window.CounterLateOutput)
 	}
@@ -176,9 +173,6 @@ func (s *Summary) report(log io.Writer) {
 	}
 	if routed := s.DeadLetters - s.DeadLettersDropped; routed > 0 {
 		fmt.Fprintf(log, "  steps' dead letters  %8d records a step failed on, sent to dead-letter outputs\n", routed)
-	}
-	if s.SinkDeadLetters > 0 {
-		fmt.Fprintf(log, "  sinks' dead letters  %8d records a sink could not write (a value its target cannot hold), sent to dead-letter outputs\n", s.SinkDeadLetters)
 	}
 	if s.DeadLettersDropped > 0 {
 		fmt.Fprintf(log, "  DROPPED              %8d records a step failed on, LOST: the step has no deadLetters output (set deadLetters on the step or the source)\n", s.DeadLettersDropped)
@@ -278,12 +272,12 @@ func startedFrom(r runtime.RestoredFrom, spec *Spec, opts Options) string {
 	}
 }
 
-// addSinkDeadLetters counts the dead letters of the rejecting sink
-// operators and takes them out of their outputs' counts.
-func (s *Summary) addSinkDeadLetters(m *runtime.Metrics, sinks []SinkInfo, rejecting []string) {
+// subtractRejected takes the records the rejecting sink operators
+// rejected (their dead letters, counted as the steps') out of their
+// outputs' counts.
+func (s *Summary) subtractRejected(m *runtime.Metrics, sinks []SinkInfo, rejecting []string) {
 	for _, op := range rejecting {
-		n := m.Sum(op, "deadLetters")
-		s.SinkDeadLetters += n
+		n := m.Sum(op, weir.CounterRejected)
 		for _, si := range sinks {
 			if si.Operator == op {
 				s.Outputs[si.Output] -= n
