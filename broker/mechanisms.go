@@ -115,6 +115,23 @@ func (c *mechanismsConn) Write(p []byte) (int, error) {
 			p = p[k:]
 			continue
 		}
+		if len(c.wbuf) == 0 && len(p) >= 8 {
+			// A frame starts here with its header whole: unless it
+			// answers a handshake, pass it through without a copy.
+			size := int(int32(binary.BigEndian.Uint32(p)))
+			c.mu.Lock()
+			handshake := c.pending[int32(binary.BigEndian.Uint32(p[4:]))]
+			c.mu.Unlock()
+			if !handshake {
+				k := min(4+size, len(p))
+				if _, err := c.Conn.Write(p[:k]); err != nil {
+					return 0, err
+				}
+				c.wleft = 4 + size - k
+				p = p[k:]
+				continue
+			}
+		}
 		c.wbuf = append(c.wbuf, p...)
 		p = nil
 		if len(c.wbuf) < 8 {
