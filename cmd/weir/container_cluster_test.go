@@ -211,19 +211,7 @@ func TestContainerCluster(t *testing.T) {
 		t.Errorf("static membership: member %s, started again within the session time-out, runs %v (want its tasks %v back), and the others' tasks changed: %v", victimID, again, victimTasks, moved)
 	}
 
-	lost, dup := 0, 0
-	for r, n := range want {
-		if got[r] < n {
-			lost += n - got[r]
-			t.Errorf("lost: %s", r)
-		}
-	}
-	for r, n := range got {
-		if n > want[r] {
-			dup += n - want[r]
-			t.Errorf("extra: %s (%d times, want %d)", r, n, want[r])
-		}
-	}
+	lost, dup := compareCounts(t, want, got)
 	t.Logf("%d window totals; the containers' run: %d lost, %d duplicated; %v in all", len(want), lost, dup, time.Since(t0).Round(time.Millisecond))
 	if !maps.Equal(want, got) {
 		t.Fatalf("the containers' committed output differs from the local run's: %d lost, %d duplicated (of %d)", lost, dup, len(want))

@@ -364,19 +364,7 @@ func groupKillOne(t *testing.T, y, group string) {
 	}
 
 	got = committedOutput(t, brokers, "out-group")
-	lost, dup := 0, 0
-	for r, n := range want {
-		if got[r] < n {
-			lost += n - got[r]
-			t.Errorf("lost: %s", r)
-		}
-	}
-	for r, n := range got {
-		if n > want[r] {
-			dup += n - want[r]
-			t.Errorf("extra: %s (%d times, want %d)", r, n, want[r])
-		}
-	}
+	lost, dup := compareCounts(t, want, got)
 	t.Logf("%d window totals; group run: %d lost, %d duplicated\nsurvivor %s:\n%s", len(want), lost, dup, survivor.name, text)
 	if !maps.Equal(want, got) {
 		t.Fatalf("the group run's committed output differs from the local run's: %d lost, %d duplicated (of %d)", lost, dup, len(want))
@@ -648,4 +636,24 @@ func TestRunGroupPage(t *testing.T) {
 			}
 		}
 	}
+}
+
+// compareCounts reports every record of want missing from got ("lost")
+// and every one got has more often than want ("extra") as a test error,
+// and returns how many records were lost and duplicated.
+func compareCounts(t *testing.T, want, got map[string]int) (lost, dup int) {
+	t.Helper()
+	for r, n := range want {
+		if got[r] < n {
+			lost += n - got[r]
+			t.Errorf("lost: %s", r)
+		}
+	}
+	for r, n := range got {
+		if n > want[r] {
+			dup += n - want[r]
+			t.Errorf("extra: %s (%d times, want %d)", r, n, want[r])
+		}
+	}
+	return lost, dup
 }
