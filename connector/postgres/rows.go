@@ -5,7 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -154,8 +156,9 @@ func (t *table) encodeRow(m *pgtype.Map, b *rowBuf, op byte, vals []any, scratch
 			continue
 		}
 		var err error
-		scratch, err = m.Encode(t.oids[i], pgtype.TextFormatCode, v, scratch[:0])
-		if err != nil {
+		if out, ok := appendText(scratch[:0], t.oids[i], v); ok {
+			scratch = out
+		} else if scratch, err = m.Encode(t.oids[i], pgtype.TextFormatCode, v, scratch[:0]); err != nil {
 			b.data = b.data[:start]
 			return scratch, fmt.Errorf("%w: postgres: column %s: %v", weir.ErrRejected, t.cols[i], err)
 		}
@@ -178,6 +181,39 @@ func (t *table) encodeRow(m *pgtype.Map, b *rowBuf, op byte, vals []any, scratch
 	b.data = append(b.data, '\n')
 	b.ops = append(b.ops, op)
 	return scratch, nil
+}
+
+// appendText appends the text of v for a column of type oid in the
+// common cases (integers and JSON numbers into bigint, doubles, strings
+// into text), the bytes pgtype's text encoding writes for them
+// (TestAppendTextMatchesPgtype) without its planning per value; ok false
+// leaves v to pgtype.
+func appendText(buf []byte, oid uint32, v any) ([]byte, bool) {
+	if buf == nil {
+		buf = []byte{} // an empty text is not NULL
+	}
+	switch oid {
+	case pgtype.Int8OID:
+		switch x := v.(type) {
+		case int64:
+			return strconv.AppendInt(buf, x, 10), true
+		case int:
+			return strconv.AppendInt(buf, int64(x), 10), true
+		case float64:
+			if x == math.Trunc(x) && x >= math.MinInt64 && x < math.MaxInt64 {
+				return strconv.AppendInt(buf, int64(x), 10), true
+			}
+		}
+	case pgtype.Float8OID:
+		if x, ok := v.(float64); ok {
+			return strconv.AppendFloat(buf, x, 'f', -1, 64), true
+		}
+	case pgtype.TextOID, pgtype.VarcharOID:
+		if x, ok := v.(string); ok {
+			return append(buf, x...), true
+		}
+	}
+	return buf, false
 }
 
 // checkText checks text a string value was encoded to (pgx passes a Go
