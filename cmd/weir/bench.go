@@ -41,7 +41,11 @@ func benchCmd() *cobra.Command {
 					}
 					continue
 				}
-				fmt.Fprintf(out, "%-40s engine %12.0f rec/s   loop %12.0f rec/s   ratio %.2f\n", r.Name, r.EnginePerSec, r.LoopPerSec, r.Ratio)
+				fmt.Fprintf(out, "%-40s engine %12.0f rec/s   loop %12.0f rec/s   ratio %.2f", r.Name, r.EnginePerSec, r.LoopPerSec, r.Ratio)
+				if r.EngineCPUNsPerRecord > 0 && r.LoopCPUNsPerRecord > 0 {
+					fmt.Fprintf(out, "   cpu/rec %.0f ns vs %.0f ns (%.2fx)", r.EngineCPUNsPerRecord, r.LoopCPUNsPerRecord, r.EngineCPUNsPerRecord/r.LoopCPUNsPerRecord)
+				}
+				fmt.Fprintln(out)
 			}
 			return nil
 		},

@@ -210,17 +210,17 @@ func ChainLoop(n int64) (time.Duration, int64) {
 }
 
 // countFn counts records per key in value state and emits the new count.
-type countFn struct {
+type countFn[T any] struct {
 	cnt *state.ValueState[string, int64]
 }
 
-func (f *countFn) Open(ctx *weir.KeyedContext[string, int64]) error {
+func (f *countFn[T]) Open(ctx *weir.KeyedContext[string, int64]) error {
 	var err error
 	f.cnt, err = state.Value[string, int64](ctx.State(), "count")
 	return err
 }
 
-func (f *countFn) ProcessElement(_ Event, ctx *weir.KeyedContext[string, int64]) error {
+func (f *countFn[T]) ProcessElement(_ T, ctx *weir.KeyedContext[string, int64]) error {
 	n, _ := f.cnt.Value()
 	n++
 	f.cnt.Update(n)
@@ -228,13 +228,18 @@ func (f *countFn) ProcessElement(_ Event, ctx *weir.KeyedContext[string, int64])
 	return nil
 }
 
-func (f *countFn) OnTimer(int64, *weir.KeyedContext[string, int64]) error { return nil }
+func (f *countFn[T]) OnTimer(int64, *weir.KeyedContext[string, int64]) error { return nil }
 
 // countPerKey adds the keyed count (countFn) over src and counts its
 // outputs into total when the job ends.
 func countPerKey(src weir.Stream[Event], total *int64) {
-	counts := weir.Process(weir.KeyBy(src, func(e Event) string { return e.Key }), "count",
-		func() weir.KeyedProcessFunction[string, Event, int64] { return &countFn{} })
+	countPerKeyOf(src, func(e Event) string { return e.Key }, total)
+}
+
+// countPerKeyOf is countPerKey for any record type, keyed by key.
+func countPerKeyOf[T any](src weir.Stream[T], key func(T) string, total *int64) {
+	counts := weir.Process(weir.KeyBy(src, key), "count",
+		func() weir.KeyedProcessFunction[string, T, int64] { return &countFn[T]{} })
 	count(counts, total, nil, nil)
 }
 
@@ -310,8 +315,10 @@ var Scenarios = []Scenario{
 	{"checkpoint-1s", func(n int64, k int) (Result, error) { return CheckpointThroughput(4*n, k, time.Second) }},
 	// At most a million records: they are produced into the in-process
 	// broker first.
-	{"kafka-keyed-count", func(n int64, k int) (Result, error) { return KafkaKeyedCount(min(n, 1_000_000), k, 1) }},
-	{"kafka-keyed-count-2", func(n int64, k int) (Result, error) { return KafkaKeyedCount(min(n, 1_000_000), k, 2) }},
+	{"kafka-keyed-count", func(n int64, k int) (Result, error) { return KafkaKeyedCount(min(n, 1_000_000), k, 1, ShapePeers) }},
+	{"kafka-keyed-count-2", func(n int64, k int) (Result, error) { return KafkaKeyedCount(min(n, 1_000_000), k, 2, ShapePeers) }},
+	{"kafka-keyed-count-bare", func(n int64, k int) (Result, error) { return KafkaKeyedCount(min(n, 1_000_000), k, 1, ShapeBare) }},
+	{"kafka-keyed-count-bare-2", func(n int64, k int) (Result, error) { return KafkaKeyedCount(min(n, 1_000_000), k, 2, ShapeBare) }},
 	{"kafka-keyed-count-tls", func(n int64, k int) (Result, error) { return KafkaKeyedCountTLS(min(n, 1_000_000), k, 1) }},
 }
 

@@ -8,7 +8,6 @@ import (
 	"sync"
 	"time"
 
-	gojson "github.com/goccy/go-json"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/weirproject/weir"
@@ -51,7 +50,7 @@ func kafkaTLSEvents(n int64, nKeys int) (plain, secure *childBroker, err error) 
 		return nil, nil, err
 	}
 	for _, c := range []*childBroker{d.plain, d.secure} {
-		if err := produceEvents(c.addrs, c.sec, n, nKeys); err != nil {
+		if err := produceEvents(c.addrs, c.sec, n, nKeys, ShapeBare); err != nil {
 			closeTLSBrokers()
 			return nil, nil, err
 		}
@@ -71,15 +70,15 @@ func closeTLSBrokers() {
 	}
 }
 
-// produceEvents writes n events over nKeys keys (eventAt's sequence)
-// round-robin to kafkaTopic's partitions of the broker at addrs, through
-// a client with sec, in batches of produceBatch records per partition
+// produceEvents writes n events over nKeys keys (eventAt's sequence) in
+// shape (kafkaRecord) round-robin to kafkaTopic's partitions of the broker
+// at addrs, through a client with sec, in batches of produceBatch records per partition
 // whatever the speed of the connection: a flush after each produceBatch
 // per partition, and a linger long enough never to cut a batch before.
 // Two brokers so filled hold the same batches, so a reader's work (CRC,
 // decompression, allocation per batch) is the same on both; batches cut
 // by a linger time would depend on each broker's round trip.
-func produceEvents(addrs []string, sec kafkasec.Security, n int64, nKeys int) error {
+func produceEvents(addrs []string, sec kafkasec.Security, n int64, nKeys int, shape Shape) error {
 	so, err := sec.Opts()
 	if err != nil {
 		return err
@@ -100,8 +99,11 @@ func produceEvents(addrs []string, sec kafkasec.Security, n int64, nKeys int) er
 				return err
 			}
 		}
-		v, _ := gojson.Marshal(eventAt(keys, i))
-		cl.Produce(ctx, &kgo.Record{Topic: kafkaTopic, Partition: int32(i % kafkaPartitions), Value: v, Timestamp: time.UnixMilli(i)},
+		rec, err := kafkaRecord(keys, i, shape)
+		if err != nil {
+			return err
+		}
+		cl.Produce(ctx, rec,
 			func(_ *kgo.Record, err error) {
 				if err != nil {
 					mu.Lock()
