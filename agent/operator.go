@@ -192,7 +192,7 @@ type completion[K comparable, IN any] struct {
 	next *completion[K, IN]
 	// replayed says the run was a completed one replayed from the store.
 	replayed bool
-	// parent is the input's span (tracing on only).
+	// parent is the input's span (tracing on, the input sampled).
 	parent trace.Span
 	rcMem  RunnerContext // rc points here
 	sent   [2]Event      // initial storage of rc.sent
@@ -865,14 +865,18 @@ func (o *operator[K, IN, OUT]) prepare(ks *keyState[K, IN]) *completion[K, IN] {
 	*c.rc = RunnerContext{host: o, key: ks.boxed, seq: r.seq, ev: t.ev, action: o.def.actions[t.action], actionIdx: t.action,
 		short:   Memory{name: "short-term", base: ks.memory, expiry: ks.expiry, short: true},
 		sensory: Memory{name: "sensory", base: r.sensory},
-		sent:    c.sent[:0], elog: o.elog, tr: o.tr}
+		sent:    c.sent[:0], elog: o.elog}
 	if o.tr != nil {
 		if r.span == nil {
 			// An input restored unfinished: its span starts with its
 			// first task after the restore.
 			r.span = o.tr.startInput(ks.boxed, r.seq, r.input.Value, true)
 		}
-		c.parent = r.span
+		// An input the sampler dropped has no spans under it: its
+		// actions and calls cost nothing more.
+		if r.span.IsRecording() {
+			c.parent, c.rc.tr = r.span, o.tr
+		}
 	}
 	if len(ks.expiry) > 0 {
 		c.rc.short.now = clock.NowMillis(o.Ctx.Clock)
@@ -926,7 +930,7 @@ func (o *operator[K, IN, OUT]) execute(c *completion[K, IN]) {
 		ctx, cancel = context.WithTimeout(ctx, o.opts.ActionTimeout)
 		defer cancel()
 	}
-	if o.tr != nil {
+	if c.parent != nil {
 		var span trace.Span
 		ctx, span = o.tr.startAction(ctx, c.parent, c.rc)
 		defer func() {

@@ -70,8 +70,9 @@ const (
 // call the action makes through its RunnerContext. An action run taken
 // from the action-state store after a restore, and a call answered from
 // it, are spans marked weir.agent.replayed: nothing was asked of the
-// model or tool. Attributes are set only on spans that are recording, so
-// a trace the sampler drops costs the spans' starts and ends only.
+// model or tool. Attributes are set only on spans that are recording, and
+// an input whose span the sampler drops gets no spans under it, so such an
+// input costs one span's start and end.
 type tracing struct {
 	t        trace.Tracer
 	content  bool
