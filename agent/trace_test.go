@@ -165,7 +165,7 @@ func tree(spans []*tracepb.Span, keys ...string) string {
 }
 
 // TestTracesOverOTLP runs an agent whose first action calls the offline
-// model and a Go tool and whose second calls the model, crashes it while
+// model, a Go tool and an MCP tool and whose second calls the model, crashes it while
 // the second waits, and restores it: the OTLP receiver gets the input's
 // execution tree of each run, the second one with the completed first
 // action and the second action's model call marked replayed.
@@ -181,7 +181,7 @@ func TestTracesOverOTLP(t *testing.T) {
 	var g *gates
 	a := &Agent{
 		Models: map[string]model.ChatModel{"llm": &model.Offline{}},
-		Tools:  []tool.Tool{lookup},
+		Tools:  append([]tool.Tool{lookup}, (&mcpMailer{}).connect(t, ctx).Tools()...),
 		Actions: []Action{
 			NewAction("first", func(c *RunnerContext, ev Event) error {
 				if err := g.wait(c.Context(), "first"); err != nil {
@@ -193,6 +193,10 @@ func TestTracesOverOTLP(t *testing.T) {
 				res, err := c.CallTool("lookup", json.RawMessage(`{"word":"weir"}`))
 				if err != nil {
 					return err
+				}
+				// An MCP tool, reporting an error (IsError).
+				if mail, err := c.CallTool("email", json.RawMessage(`{"to":"nobody"}`)); err != nil || !mail.IsError {
+					return fmt.Errorf("email: %v, %+v", err, mail)
 				}
 				c.Output(res.Content)
 				return c.Send(NewEvent("next", "payload", nil))
@@ -242,6 +246,7 @@ func TestTracesOverOTLP(t *testing.T) {
 	want := `action first{weir.agent.key=A weir.agent.seq=0 weir.agent.event.type=input}
   chat llm{gen_ai.operation.name=chat gen_ai.request.model=llm gen_ai.response.model=offline gen_ai.response.finish_reasons=[stop]}
   execute_tool lookup{gen_ai.operation.name=execute_tool gen_ai.tool.name=lookup}
+  execute_tool email{gen_ai.operation.name=execute_tool gen_ai.tool.name=email ERROR}
 action second{weir.agent.key=A weir.agent.seq=0 weir.agent.event.type=next ERROR}
   chat offline-large{gen_ai.operation.name=chat gen_ai.request.model=offline-large gen_ai.response.model=offline gen_ai.response.finish_reasons=[stop]}
 `
