@@ -57,6 +57,8 @@ type RunnerContext struct {
 	// result.
 	elog         *eventLog
 	replayedCall bool
+	// tr makes the run's model and tool call spans (nil: tracing off).
+	tr *tracing
 }
 
 // Context returns the run's context: cancelled when the operator closes
@@ -152,7 +154,15 @@ func (c *RunnerContext) Chat(name string, req model.Request) (*model.Response, e
 	if err != nil {
 		return nil, err
 	}
-	m = c.host.modelUsage(name).counted(m, c.host.callStat(chatCallPrefix+name))
+	m = c.host.modelUsage(name).counted(m, c.host.callStat(chatCallPrefix+name), c.tr != nil)
+	if c.tr != nil {
+		return c.tr.chat(c, name, req, func() (*model.Response, error) { return c.chatLogged(name, m, req) })
+	}
+	return c.chatLogged(name, m, req)
+}
+
+// chatLogged is Chat's call, logged when the operator has an event log.
+func (c *RunnerContext) chatLogged(name string, m model.ChatModel, req model.Request) (*model.Response, error) {
 	if c.elog == nil {
 		return c.chat(name, m, req)
 	}
@@ -199,6 +209,15 @@ func (c *RunnerContext) Tools() *tool.Set { return c.host.agentDef().tools }
 // through c.Tools().Call makes one such call. The tool's context carries
 // c (RunnerOf).
 func (c *RunnerContext) CallTool(name string, args json.RawMessage) (tool.Result, error) {
+	if c.tr != nil {
+		return c.tr.callTool(c, name, args, func() (tool.Result, error) { return c.callToolLogged(name, args) })
+	}
+	return c.callToolLogged(name, args)
+}
+
+// callToolLogged is CallTool's call, logged when the operator has an event
+// log.
+func (c *RunnerContext) callToolLogged(name string, args json.RawMessage) (tool.Result, error) {
 	if c.elog == nil {
 		return c.callTool(name, args)
 	}

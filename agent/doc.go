@@ -156,6 +156,13 @@
 //     sequence number, event, action); after a restore, what is taken
 //     from the store instead of being done again is marked Replayed.
 //     Without listeners the log costs a nil check per action.
+//  14. Traces, when asked for. With Options.TracerProvider every input's
+//     execution tree is a trace: a span per input, action run, and model
+//     and tool call made through the RunnerContext (GenAI semantic
+//     conventions; content only with Options.TraceContent), replays from
+//     the store marked weir.agent.replayed, retries and rate-limit waits
+//     as events (trace.go, docs/tracing.md). Without a provider tracing
+//     costs a nil check per input, action and call.
 //
 // # Limits
 //

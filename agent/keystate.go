@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"github.com/weirproject/weir/state"
+
+	"go.opentelemetry.io/otel/trace"
 )
 
 // keyState is everything the operator keeps per key, in one value state:
@@ -63,6 +65,8 @@ type runState struct {
 	sensory map[string]json.RawMessage
 	input   Event   // the input event (so that it needs no allocation of its own)
 	first   [2]task // initial storage of tasks
+	// span is the input's span (tracing on only), ended in finish.
+	span trace.Span
 }
 
 type task struct {

@@ -25,6 +25,8 @@ import (
 	"github.com/weirproject/weir/runtime"
 	"github.com/weirproject/weir/state"
 	"github.com/weirproject/weir/timer"
+
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Options configure Apply. The zero value is usable: every field documents
@@ -91,6 +93,19 @@ type Options struct {
 	// JSON-lines file or a Kafka topic). nil means no log, at the cost of
 	// a nil check per action.
 	Listeners []Listener
+	// TracerProvider, when set, traces every input's execution tree: a
+	// span per input, per action run (replayed ones marked), per model
+	// and tool call made through the RunnerContext, with the client's
+	// retries and rate-limit waits as span events (trace.go,
+	// docs/tracing.md). Sampling is the provider's. nil means no tracing,
+	// at the cost of a nil check per input, action and call.
+	TracerProvider trace.TracerProvider
+	// TraceContent puts the prompts and completions of model calls and
+	// the arguments and results of tool calls on their spans
+	// (gen_ai.input.messages, gen_ai.output.messages,
+	// gen_ai.tool.call.arguments, gen_ai.tool.call.result). false means
+	// spans carry no content: the data may be personal.
+	TraceContent bool
 }
 
 // Validate reports what is wrong with the options (nil if nothing is): the
@@ -177,8 +192,10 @@ type completion[K comparable, IN any] struct {
 	next *completion[K, IN]
 	// replayed says the run was a completed one replayed from the store.
 	replayed bool
-	rcMem    RunnerContext // rc points here
-	sent     [2]Event      // initial storage of rc.sent
+	// parent is the input's span (tracing on, the input sampled).
+	parent trace.Span
+	rcMem  RunnerContext // rc points here
+	sent   [2]Event      // initial storage of rc.sent
 }
 
 // operator is one subtask of an agent operator.
@@ -247,6 +264,8 @@ type operator[K comparable, IN, OUT any] struct {
 	usage map[string]*modelUsage
 	// elog is the event log; nil without Options.Listeners.
 	elog *eventLog
+	// tr makes spans; nil without Options.TracerProvider.
+	tr *tracing
 	// condAct is the activation of trigger conditions (subtask goroutine).
 	condAct eventActivation
 	// ttl holds a processing-time timer per short-term entry with a TTL
@@ -330,6 +349,7 @@ func (o *operator[K, IN, OUT]) Open(ctx *runtime.Context, out runtime.Output[OUT
 	if len(o.opts.Listeners) > 0 {
 		o.elog = &eventLog{listeners: o.opts.Listeners, operator: ctx.Name, subtask: ctx.Subtask, now: clk.Now}
 	}
+	o.tr = newTracing(o.opts.TracerProvider, o.opts.TraceContent, ctx.Name, ctx.Subtask)
 	if o.opts.Store != nil {
 		st, err := o.opts.Store(ctx)
 		if err != nil {
@@ -737,6 +757,9 @@ func (o *operator[K, IN, OUT]) begin(ks *keyState[K, IN]) {
 	r.seq, r.ts, r.nextID = seq, p.ts, 1
 	r.input = Event{Type: TypeInput, Value: p.value, Parent: -1}
 	r.tasks = r.first[:0]
+	if o.tr != nil {
+		r.span = o.tr.startInput(ks.boxed, seq, any(p.value), false)
+	}
 	o.addTasks(ks.key, r, &r.input)
 	ks.run = r
 }
@@ -807,6 +830,9 @@ func (o *operator[K, IN, OUT]) finish(ks *keyState[K, IN]) {
 		ks.purgeDue = false
 		o.purgeExpired(ks)
 	}
+	if r := ks.run; r.span != nil {
+		r.span.End()
+	}
 	if r := ks.run; len(o.freeR) < 4*o.opts.MaxConcurrentKeys {
 		*r = runState{}
 		o.freeR = append(o.freeR, r)
@@ -840,6 +866,18 @@ func (o *operator[K, IN, OUT]) prepare(ks *keyState[K, IN]) *completion[K, IN] {
 		short:   Memory{name: "short-term", base: ks.memory, expiry: ks.expiry, short: true},
 		sensory: Memory{name: "sensory", base: r.sensory},
 		sent:    c.sent[:0], elog: o.elog}
+	if o.tr != nil {
+		if r.span == nil {
+			// An input restored unfinished: its span starts with its
+			// first task after the restore.
+			r.span = o.tr.startInput(ks.boxed, r.seq, r.input.Value, true)
+		}
+		// An input the sampler dropped has no spans under it: its
+		// actions and calls cost nothing more.
+		if r.span.IsRecording() {
+			c.parent, c.rc.tr = r.span, o.tr
+		}
+	}
 	if len(ks.expiry) > 0 {
 		c.rc.short.now = clock.NowMillis(o.Ctx.Clock)
 	}
@@ -891,6 +929,16 @@ func (o *operator[K, IN, OUT]) execute(c *completion[K, IN]) {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, o.opts.ActionTimeout)
 		defer cancel()
+	}
+	if c.parent != nil {
+		var span trace.Span
+		ctx, span = o.tr.startAction(ctx, c.parent, c.rc)
+		defer func() {
+			if c.replayed && span.IsRecording() {
+				span.SetAttributes(attrReplayed.Bool(true))
+			}
+			endSpan(span, c.err)
+		}()
 	}
 	c.rc.ctx = ctx
 	if d := c.rc.durable; d != nil {

@@ -53,8 +53,9 @@ func newModelUsage(ctx *runtime.Context, name string, now func() time.Time) *mod
 
 // counted returns m with every call counted in st (calls, errors) and u
 // (tokens, latency, the client's retries): each attempt of a structured
-// call is a call. m itself when both are nil.
-func (u *modelUsage) counted(m model.ChatModel, st *callStat) model.ChatModel {
+// call is a call. m itself when both are nil. With traced, the client's
+// retries are also events of the call's span (retryEvents).
+func (u *modelUsage) counted(m model.ChatModel, st *callStat, traced bool) model.ChatModel {
 	if u == nil && st == nil {
 		return m
 	}
@@ -65,7 +66,11 @@ func (u *modelUsage) counted(m model.ChatModel, st *callStat) model.ChatModel {
 			return resp, err
 		}
 		start := u.now()
-		resp, err := m.Chat(model.WithRetryObserver(ctx, u.observe), req)
+		obs := u.observe
+		if traced {
+			obs = retryEvents(ctx, obs)
+		}
+		resp, err := m.Chat(model.WithRetryObserver(ctx, obs), req)
 		u.latency.Observe(u.now().Sub(start).Microseconds())
 		st.record(err != nil, 0)
 		if err == nil && resp != nil {

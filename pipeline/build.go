@@ -33,6 +33,8 @@ import (
 	"github.com/weirproject/weir/runtime"
 	"github.com/weirproject/weir/watermark"
 	"github.com/weirproject/weir/window"
+
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 )
 
 // Options configure Build. The zero value is usable.
@@ -112,6 +114,9 @@ type Job struct {
 	healthSrv   *http.Server
 	probe       health.Probe
 	closeOnce   sync.Once
+	// tracer is job.tracing's provider (tracing.go), made by the first
+	// agent step; nil without job.tracing.
+	tracer *sdktrace.TracerProvider
 }
 
 // SinkInfo names one sink of a job.
@@ -715,6 +720,9 @@ func (b *builder) keyedStep(ctx context.Context, from string, st *StepSpec, kp f
 		route(checked)
 		ks = weir.KeyBy(checked, ks.Key())
 		o := agent.Options{MaxConcurrentKeys: st.Agent.MaxConcurrent, ActionTimeout: st.Agent.ActionTimeout, ContinueOnError: st.Agent.ContinueOnError}
+		if err := b.traceAgent(ctx, &o); err != nil {
+			return in, err
+		}
 		if s := st.Agent.Store; s != nil {
 			if s.WALDir != "" {
 				o.Store = wal.Factory(s.WALDir, wal.Options{NoSync: s.NoSync})

@@ -126,6 +126,7 @@ func (d *dec) job(k, n ast.Node, j *JobSpec) {
 			d.nonEmpty(v, "job.restoreFrom", "a savepoint or checkpoint directory, or the directory holding chk-N", &j.RestoreFrom)
 		}},
 		field{"restart", false, func(k, v ast.Node) { j.Restart = d.restart(k, v) }},
+		field{"tracing", false, func(k, v ast.Node) { j.Tracing = d.tracing(k, v) }},
 		field{"allowNonRestoredState", false, func(_, v ast.Node) {
 			d.boolean(v, "job.allowNonRestoredState", &j.AllowNonRestoredState)
 		}},

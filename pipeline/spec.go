@@ -56,6 +56,8 @@ type JobSpec struct {
 	AllowNonRestoredState bool
 	// Restart is job.restart (nil: none given, no restarts).
 	Restart *RestartSpec
+	// Tracing is job.tracing (nil: none given, no traces; tracing.go).
+	Tracing *TracingSpec
 	// Positions of job.checkpoint.dir, job.restoreFrom and job.stateDir,
 	// for the checks before a run (CheckStart).
 	CheckpointDirPos, RestoreFromPos, StateDirPos Pos

@@ -61,6 +61,8 @@ import (
 	"github.com/weirproject/weir/agent/model"
 	"github.com/weirproject/weir/runtime"
 	"github.com/weirproject/weir/watermark"
+
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Config describes one experiment. The zero value is usable: every field
@@ -85,6 +87,8 @@ type Config struct {
 	Seed int64 `json:"seed"`
 	// Blocking runs the blocking variant.
 	Blocking bool `json:"blocking"`
+	// TracerProvider, if set, traces the agent (agent.Options.TracerProvider).
+	TracerProvider trace.TracerProvider `json:"-"`
 	// Store, if set, is the operator's action-state store (every model
 	// call and completed action recorded); StoreName names it in reports.
 	Store     agent.StoreFactory `json:"-"`
@@ -518,7 +522,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	if cfg.TreeDepth > 0 {
 		a.Actions = append(a.Actions, agent.NewAction("child", act, childEvent))
 	}
-	opts := agent.Options{MaxConcurrentKeys: cfg.MaxConcurrentKeys, Blocking: cfg.Blocking, Store: cfg.Store}
+	opts := agent.Options{MaxConcurrentKeys: cfg.MaxConcurrentKeys, Blocking: cfg.Blocking, Store: cfg.Store, TracerProvider: cfg.TracerProvider}
 	out := agent.Apply[string, Input, string](weir.KeyBy(src, func(in Input) string { return in.Key }), "agent", a, opts).Parallelism(cfg.Parallelism)
 	st.total = actions
 	weir.Transform(out, "sink", func() runtime.OneInputOperator[string, struct{}] { return &sink{st: st} }).Parallelism(1)

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/weirproject/weir/agent/model"
+
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 )
 
 // TestExperimentSmall runs a small experiment: every input produces one
@@ -73,6 +75,42 @@ func BenchmarkOverhead(b *testing.B) {
 			b.ReportMetric(c.AgentMicros, "agent-µs/input")
 			b.ReportMetric(c.LoopMicros, "loop-µs/input")
 			b.ReportMetric(c.Overhead(), "overhead-µs/action")
+		})
+	}
+}
+
+// discard is a span exporter that drops what it gets: the cost measured is
+// the operator's and the SDK's, not an exporter's.
+type discard struct{}
+
+func (discard) ExportSpans(context.Context, []sdktrace.ReadOnlySpan) error { return nil }
+func (discard) Shutdown(context.Context) error                             { return nil }
+
+// BenchmarkTracing measures the operator's CPU per input (zero model
+// latency, one action and one model call per input) without tracing and
+// with a tracer provider sampling nothing, 1% and every input (spans
+// batched to an exporter that drops them).
+func BenchmarkTracing(b *testing.B) {
+	for _, c := range []struct {
+		name    string
+		sampler sdktrace.Sampler
+	}{{"off", nil}, {"sampled-none", sdktrace.NeverSample()}, {"sampled-1pct", sdktrace.TraceIDRatioBased(0.01)}, {"sampled-all", sdktrace.AlwaysSample()}} {
+		b.Run(c.name, func(b *testing.B) {
+			cfg := Config{Inputs: 20_000, Latency: model.Latency{Dist: "fixed"}}
+			var tp *sdktrace.TracerProvider
+			if c.sampler != nil {
+				tp = sdktrace.NewTracerProvider(sdktrace.WithSampler(c.sampler), sdktrace.WithBatcher(discard{}))
+				defer tp.Shutdown(context.Background())
+				cfg.TracerProvider = tp
+			}
+			var cpu CPU
+			for b.Loop() {
+				var err error
+				if cpu, err = MeasureCPU(context.Background(), cfg); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(cpu.AgentMicros, "agent-µs/input")
 		})
 	}
 }

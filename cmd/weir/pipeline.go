@@ -85,6 +85,7 @@ func runCmd() *cobra.Command {
 		uiAddr       string
 		savepointDir string
 		group        pipeline.ClusterOptions
+		trace        *traceFlags
 	)
 	c := &cobra.Command{
 		Use:   "run PIPELINE.yaml",
@@ -142,6 +143,9 @@ func runCmd() *cobra.Command {
 				return pipelineUsage(cmd, err)
 			}
 			if err := checkRestartFlags(cmd, s, opts.Restart); err != nil {
+				return err
+			}
+			if err := trace.apply(cmd, s); err != nil {
 				return err
 			}
 			if group.Group != "" {
@@ -243,6 +247,7 @@ func runCmd() *cobra.Command {
 	f.DurationVar(&opts.Restart.MaxDelay, "restart-max-delay", 0, "with exponential-backoff: the longest pause (overrides job.restart.maxDelay; 0: the file's, else 1m)")
 	f.IntVar(&opts.Parallelism, "parallelism", 0, "parallelism (overrides job.parallelism; 0: the file's)")
 	f.BoolVar(&asJSON, "json", false, "print the summary as JSON on stdout at the end")
+	trace = addTraceFlags(f)
 	f.StringVar(&uiAddr, "ui-addr", "", "serve the live dashboard on this address while the job runs (such as 127.0.0.1:8088; no host: loopback)")
 	f.StringVar(&savepointDir, "savepoint-dir", "", "where a stop by SIGINT or SIGTERM writes its savepoint (default: a new directory under job.checkpoint.dir's savepoints/, or $TMPDIR/weir-savepoints without one)")
 	f.StringVar(&group.Group, "group", "", "run the pipeline as one job over every process started with this group (Kafka consumer group; see docs/scale-out.md)")

@@ -106,6 +106,12 @@ type Message[T any] struct {
 	Value     T
 }
 
+// KafkaOrigin returns the record's topic, partition and offset: an agent
+// input that is a Message is traced with them (agent.KafkaOrigin).
+func (m Message[T]) KafkaOrigin() (topic string, partition int32, offset int64) {
+	return m.Topic, m.Partition, m.Offset
+}
+
 // WithMetadata wraps d so that each value comes with its topic, partition,
 // offset, timestamp, key and headers. Operators that need a replayable
 // order across partitions (ties broken by partition and offset, as package
