@@ -33,6 +33,9 @@ import (
 //	At the end of bounded input: PreCommit and Commit of the open
 //	    transaction (there will be no further checkpoint).
 //	On failure or cancellation the open transaction is left for Recover.
+//	A PreCommit that fails fails the task at once: its transaction is never
+//	    written to, pre-committed or committed again, and the restart's
+//	    Recover aborts it.
 type TwoPhaseCommitter[T, TXN any] interface {
 	Begin() (TXN, error)
 	Write(txn TXN, r Record[T]) error
@@ -133,6 +136,14 @@ type twoPhaseOp[T, TXN any] struct {
 	open      TXN
 	pending   []pendingTxn[TXN]
 	committed []pendingTxn[TXN] // committed, not yet released
+	// broken is the error of a PreCommit that failed: the open
+	// transaction is then in a state the operator cannot know (a file
+	// sink may have closed its file, a Kafka sink half flushed), so it is
+	// never written to, pre-committed or committed again: the task fails
+	// at once (a declined checkpoint alone would let the job go on), and
+	// the restart's Recover aborts the transaction. (Carrying on with it lost records:
+	// the file sink re-created the closed file empty at the next Write.)
+	broken error
 
 	// rejectsTag, if not nil, receives the records Write rejects
 	// (rejects, counted by rejected); only the failure path touches them.
@@ -211,6 +222,9 @@ func (o *twoPhaseOp[T, TXN]) Open(ctx *runtime.Context, out runtime.Output[struc
 }
 
 func (o *twoPhaseOp[T, TXN]) ProcessRecord(r Record[T]) error {
+	if o.broken != nil {
+		return o.broken
+	}
 	if err := o.sink.Write(o.open, r); err != nil {
 		if o.rejects == nil || !errors.Is(err, ErrRejected) {
 			return err
@@ -224,7 +238,12 @@ func (o *twoPhaseOp[T, TXN]) ProcessRecord(r Record[T]) error {
 }
 
 func (o *twoPhaseOp[T, TXN]) SnapshotState(w *runtime.SnapshotWriter) error {
+	if o.broken != nil {
+		return o.broken
+	}
 	if err := o.sink.PreCommit(o.open); err != nil {
+		o.broken = fmt.Errorf("weir: pre-commit of checkpoint %d failed, the open transaction is unusable: %w", w.CheckpointID(), err)
+		o.Ctx.Fail(o.broken)
 		return err
 	}
 	o.pending = append(o.pending, pendingTxn[TXN]{Checkpoint: w.CheckpointID(), Txn: o.open})
@@ -291,6 +310,9 @@ func (o *twoPhaseOp[T, TXN]) NotifyCheckpointAborted(int64) {}
 
 func (o *twoPhaseOp[T, TXN]) EndInput() error {
 	// Bounded input: nothing will be replayed, so commit everything now.
+	if o.broken != nil {
+		return o.broken
+	}
 	if err := o.sink.PreCommit(o.open); err != nil {
 		return err
 	}

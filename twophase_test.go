@@ -201,3 +201,86 @@ func TestTwoPhaseCommitRejects(t *testing.T) {
 		t.Fatalf("without a rejects tag: %v, want the job to fail with the rejection", err)
 	}
 }
+
+// preCommitFailingSink fails its first PreCommit and logs every Write and
+// Commit after it.
+type preCommitFailingSink struct {
+	mu       sync.Mutex
+	failed   bool
+	after    []string
+	failedCh chan struct{}
+}
+
+func (s *preCommitFailingSink) Begin() (int, error) { return 0, nil }
+func (s *preCommitFailingSink) Write(txn int, r weir.Record[int64]) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.failed {
+		s.after = append(s.after, fmt.Sprintf("write %d", r.Value))
+	}
+	return nil
+}
+func (s *preCommitFailingSink) PreCommit(int) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.failed {
+		s.failed = true
+		close(s.failedCh)
+		return fmt.Errorf("disk full")
+	}
+	s.after = append(s.after, "pre-commit")
+	return nil
+}
+func (s *preCommitFailingSink) Commit(int) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.failed {
+		s.after = append(s.after, "commit")
+	}
+	return nil
+}
+func (s *preCommitFailingSink) Recover(int, bool) error { return nil }
+
+// TestTwoPhaseCommitFailsOnAFailedPreCommit: the transaction whose
+// PreCommit failed is in a state the operator cannot know (the file sink
+// had closed its file), so the task fails at once rather than write more
+// into it (the checkpoint alone being declined, the job went on, and the
+// file sink re-created its file empty at the next record).
+func TestTwoPhaseCommitFailsOnAFailedPreCommit(t *testing.T) {
+	env := weir.NewEnvironment(weir.Config{Parallelism: 1, Checkpoint: runtime.CheckpointConfig{Dir: t.TempDir()}})
+	src := weir.Generate(env, "numbers", -1, func(i int64) weir.Record[int64] {
+		time.Sleep(time.Millisecond)
+		return weir.Record[int64]{Value: i, Timestamp: i}
+	}, watermark.ForMonotonous[int64]())
+	sink := &preCommitFailingSink{failedCh: make(chan struct{})}
+	weir.TwoPhaseCommit(src, "sink", func(*runtime.Context) (weir.TwoPhaseCommitter[int64, int], error) { return sink, nil })
+	job, err := env.Start(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { job.Cancel(); job.Wait() })
+	if _, _, err := job.TriggerCheckpoint(context.Background()); err == nil {
+		t.Fatal("the checkpoint whose pre-commit failed completed")
+	}
+	// Either the job ends, or (the bug) the sink gets more work.
+	weirtest.Eventually(t, "the job's end or a write after the failed pre-commit", func() bool {
+		sink.mu.Lock()
+		defer sink.mu.Unlock()
+		select {
+		case <-job.Done():
+			return true
+		default:
+			return len(sink.after) > 0
+		}
+	})
+	sink.mu.Lock()
+	after := slices.Clone(sink.after)
+	sink.mu.Unlock()
+	if len(after) > 0 {
+		t.Fatalf("after the failed pre-commit the operator went on: %v", after)
+	}
+	err = job.Wait()
+	if err == nil || !strings.Contains(err.Error(), "disk full") || !strings.Contains(err.Error(), "pre-commit of checkpoint") {
+		t.Fatalf("job ended with %v, want the pre-commit's failure", err)
+	}
+}

@@ -120,6 +120,7 @@ func newRoot() *cobra.Command {
 	})
 	root.AddCommand(keysCmd(), demoCmd(), benchCmd(), savepointCmd(), brokerCmd(), experimentCmd())
 	root.AddCommand(runCmd(), validateCmd(), agentRootCmd(), versionCmd())
+	root.AddCommand(simCmd())
 	return root
 }
 

@@ -1,0 +1,235 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/weirproject/weir"
+	"github.com/weirproject/weir/checkpoint"
+	"github.com/weirproject/weir/runtime"
+	"github.com/weirproject/weir/watermark"
+	"github.com/weirproject/weir/weirtest"
+	"github.com/weirproject/weir/window"
+)
+
+// The invariants a run checks (the package documentation numbers them).
+const (
+	InvExactlyOnce = "S1 exactly-once output"
+	InvWatermarks  = "S2 watermarks rise"
+	InvBehindWM    = "S3 nothing emitted behind the watermark"
+	InvCompletes   = "S4 the job completes"
+)
+
+// MaxAttempts bounds the attempts of one run: one per fault plus the clean
+// one, with room for a fault that strikes again after a restore.
+const MaxAttempts = 8
+
+// AttemptTimeout bounds one attempt; a run that reaches it fails S4.
+const AttemptTimeout = time.Minute
+
+// Result is the outcome of one seed.
+type Result struct {
+	Seed     uint64  `json:"seed"`
+	Shape    string  `json:"shape"`
+	Faults   []Fault `json:"faults"`
+	Attempts int     `json:"attempts"`
+	// Restores counts the attempts that started from a checkpoint.
+	Restores int      `json:"restores"`
+	Failure  *Failure `json:"failure,omitempty"`
+	Replay   string   `json:"replay"`
+	// Elapsed is the run's wall time.
+	Elapsed time.Duration `json:"elapsed_ns"`
+}
+
+// Failure is the first invariant a run broke.
+type Failure struct {
+	Invariant string `json:"invariant"`
+	Detail    string `json:"detail"`
+	// Records are the records involved (at most a few).
+	Records []string `json:"records,omitempty"`
+}
+
+func (f *Failure) Error() string { return f.Invariant + ": " + f.Detail }
+
+// checkpointDir is the checkpoints' directory in the run's in-memory file
+// system.
+const checkpointDir = "/checkpoints"
+
+// Options of Run. The zero value is usable.
+type Options struct {
+	Dir string
+	// wrap, set by tests, replaces each sink subtask's committer by a
+	// planted bug (mutants_test.go).
+	wrap func(*sink) weir.TwoPhaseCommitter[string, Txn]
+}
+
+// Run generates seed's job, workload and faults, runs the job until it
+// completes (restarting it from its latest checkpoint after every injected
+// failure) and checks the invariants. Checkpoints go to an in-memory file
+// system. The error is for the simulator's own failures (none yet).
+func Run(ctx context.Context, seed uint64, o Options) (*Result, error) {
+	start := time.Now()
+	spec := Generate(seed)
+	res := &Result{Seed: seed, Shape: spec.Shape(), Replay: fmt.Sprintf("weir sim --seed %d", seed)}
+	st := newStore()
+	res.Failure = run(ctx, spec, st, vfs.NewMem(), o, res)
+	res.Faults = spec.Faults
+	res.Elapsed = time.Since(start)
+	if res.Failure == nil {
+		res.Failure = checkOutput(spec, st.committed())
+	}
+	return res, nil
+}
+
+func run(ctx context.Context, spec *Spec, st *store, fs vfs.FS, o Options, res *Result) *Failure {
+	for res.Attempts < MaxAttempts {
+		res.Attempts++
+		var fault *Fault
+		if i := res.Attempts - 1; i < len(spec.Faults) {
+			fault = &spec.Faults[i]
+		}
+		obs, restored, err := attempt(ctx, spec, st, fs, fault, o)
+		if restored {
+			res.Restores++
+		}
+		if f := checkObserved(spec, obs); f != nil {
+			return f
+		}
+		switch {
+		case err == nil:
+			return nil
+		case errors.Is(err, ErrInjected):
+			continue
+		default:
+			return &Failure{Invariant: InvCompletes, Detail: fmt.Sprintf("attempt %d: %v", res.Attempts, err)}
+		}
+	}
+	return &Failure{Invariant: InvCompletes, Detail: fmt.Sprintf("still failing after %d attempts", MaxAttempts)}
+}
+
+// attempt runs the job once, restored from the latest checkpoint in fs
+// if there is one, with fault armed, and returns what the observer saw.
+func attempt(ctx context.Context, spec *Spec, st *store, fs vfs.FS, fault *Fault, o Options) (obs *weirtest.Observation[string], restored bool, err error) {
+	ctx, cancel := context.WithTimeout(ctx, AttemptTimeout)
+	defer cancel()
+	cfg := weir.Config{Parallelism: spec.Parallelism, MaxParallelism: 128,
+		// The interval is never reached: checkpoints are triggered at the
+		// script's barriers. It is set because a job with periodic
+		// checkpoints ends its bounded input with a final checkpoint,
+		// which commits the sinks' last transactions exactly once (without
+		// it they commit at the end of input, and a failure then repeats
+		// what other subtasks committed already).
+		Checkpoint: runtime.CheckpointConfig{Dir: checkpointDir, Retain: 2, Interval: time.Hour,
+			Storage: checkpoint.Storage{FS: fs}}}
+	if latest, _, err := cfg.Checkpoint.Storage.Latest(checkpointDir); err == nil {
+		cfg.Checkpoint.RestoreFrom, restored = latest, true
+	}
+	env := weir.NewEnvironment(cfg)
+	b := &barriers{reached: make(chan chan struct{}, spec.Barriers+1)}
+	src := weir.FromSource(env, "src", source(spec, b), watermark.NoWatermarks[event]()).UID("src").Parallelism(1)
+	var seen int64 // the source's subtask is the only caller
+	passed := weir.MapErr(src, "fail-injector", func(e event) (event, error) {
+		seen++
+		if fault != nil && fault.Kind == FaultRecord && fault.At == seen {
+			fault.Struck = true
+			return e, fmt.Errorf("%w: record %d of the attempt (id %d)", ErrInjected, seen, e.ID)
+		}
+		return e, nil
+	}).UID("fail-injector").Parallelism(1)
+	late := weir.NewOutputTag[event]("late")
+	opts := []window.Option{window.LateOutput(late)}
+	if spec.LatenessMS > 0 {
+		opts = append(opts, window.AllowedLateness(time.Duration(spec.LatenessMS)*time.Millisecond))
+	}
+	windowed := window.AggregateKeyed(weir.KeyBy(passed, func(e event) string { return e.Key }), "window",
+		window.Tumbling(time.Duration(spec.WindowMS)*time.Millisecond), window.AggregateFuncs[event, acc, acc]{
+			AddFn:    func(e event, a acc) acc { return acc{N: a.N + 1, Sum: a.Sum + e.ID} },
+			ResultFn: func(a acc) acc { return a },
+			MergeFn:  func(a, b acc) acc { return acc{N: a.N + b.N, Sum: a.Sum + b.Sum} },
+		}, opts...).UID("window")
+	lines := weir.Map(windowed, "window-lines", func(r window.Result[string, acc]) string {
+		return windowLine(r.Key, r.Window.Start, r.Window.End, r.Value.N, r.Value.Sum)
+	}).UID("window-lines")
+	obs = weirtest.ObserveWith(lines, weirtest.Options{Name: "observe-window"})
+	lates := weir.Map(weir.SideOutput(windowed, late), "late-lines", func(e event) string {
+		return lateLine(e.Key, e.TS, e.ID)
+	}).UID("late-lines")
+	weir.TwoPhaseCommit(weir.Union(lines, lates), "sink", func(ctx *runtime.Context) (weir.TwoPhaseCommitter[string, Txn], error) {
+		k := &sink{st: st, subtask: ctx.Subtask}
+		if fault != nil && fault.Kind != FaultRecord && fault.Subtask == ctx.Subtask {
+			k.fault = fault
+		}
+		if o.wrap != nil {
+			return o.wrap(k), nil
+		}
+		return k, nil
+	}).UID("sink")
+
+	job, err := env.Start(ctx)
+	if err != nil {
+		return obs, restored, err
+	}
+	for {
+		select {
+		case ch := <-b.reached:
+			// A checkpoint that fails (a fault struck during it) fails
+			// the job too; either way the source goes on, and the job's
+			// end says what happened.
+			job.TriggerCheckpoint(ctx)
+			close(ch)
+		case <-job.Done():
+			return obs, restored, job.Wait()
+		}
+	}
+}
+
+type acc struct{ N, Sum int64 }
+
+// checkOutput checks S1: the committed lines against the reference.
+func checkOutput(spec *Spec, got []string) *Failure {
+	want := Reference(spec)
+	slices.Sort(got)
+	missing, extra := diff(want, got)
+	if len(missing) == 0 && len(extra) == 0 {
+		return nil
+	}
+	f := &Failure{Invariant: InvExactlyOnce, Detail: fmt.Sprintf("committed %d lines, the reference %d: %d missing, %d extra", len(got), len(want), len(missing), len(extra))}
+	for i, l := range missing {
+		if i == 4 {
+			break
+		}
+		f.Records = append(f.Records, "missing: "+l)
+	}
+	for i, l := range extra {
+		if i == 4 {
+			break
+		}
+		f.Records = append(f.Records, "extra:   "+l)
+	}
+	return f
+}
+
+// diff returns the lines of sorted want not in sorted got and those of got
+// not in want, counting repeats.
+func diff(want, got []string) (missing, extra []string) {
+	i, j := 0, 0
+	for i < len(want) || j < len(got) {
+		switch {
+		case j == len(got) || (i < len(want) && want[i] < got[j]):
+			missing = append(missing, want[i])
+			i++
+		case i == len(want) || got[j] < want[i]:
+			extra = append(extra, got[j])
+			j++
+		default:
+			i++
+			j++
+		}
+	}
+	return missing, extra
+}

@@ -1,0 +1,190 @@
+package sim
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+)
+
+// StepKind says what a Step of the workload is.
+type StepKind int
+
+const (
+	// StepRecord emits a record of a split.
+	StepRecord StepKind = iota
+	// StepWatermark sets a split's watermark.
+	StepWatermark
+	// StepBarrier is where the source stops until a checkpoint has been
+	// taken (or has failed): checkpoints are triggered at these positions
+	// of the workload, never by a timer.
+	StepBarrier
+)
+
+// Step is one element of the source's script.
+type Step struct {
+	Kind  StepKind
+	Split int
+	Key   string
+	TS    int64 // a record's timestamp, or the watermark
+	ID    int64 // a record's identity, unique in the workload
+}
+
+// FaultKind says where a Fault strikes.
+type FaultKind string
+
+// The faults of this slice: in-process task failures, each ending the
+// attempt with ErrInjected; the job then restarts from its latest
+// checkpoint.
+const (
+	// FaultRecord fails the operator behind the source at the At-th record
+	// it sees in the attempt.
+	FaultRecord FaultKind = "record"
+	// FaultWrite fails the sink subtask's At-th Write of the attempt.
+	FaultWrite FaultKind = "write"
+	// FaultPreCommit fails the sink subtask's At-th PreCommit of the
+	// attempt after the transaction was made durable (the checkpoint
+	// then fails).
+	FaultPreCommit FaultKind = "precommit"
+	// FaultCommitBefore fails the sink subtask's At-th Commit before it
+	// commits; FaultCommitAfter after it committed.
+	FaultCommitBefore FaultKind = "commit-before"
+	FaultCommitAfter  FaultKind = "commit-after"
+)
+
+// Fault is one injected failure. The n-th attempt of a run is armed with
+// the n-th fault of the schedule; attempts after the schedule run clean.
+type Fault struct {
+	Kind    FaultKind `json:"kind"`
+	Subtask int       `json:"subtask"` // of the sink (write, precommit, commit)
+	At      int64     `json:"at"`      // 1-based count within the attempt
+	// Struck says whether the fault happened (a fault beyond the end of
+	// its attempt's work does not).
+	Struck bool `json:"struck"`
+}
+
+func (f Fault) String() string {
+	s := fmt.Sprintf("%s#%d", f.Kind, f.At)
+	if f.Kind != FaultRecord {
+		s = fmt.Sprintf("%s@sink[%d]#%d", f.Kind, f.Subtask, f.At)
+	}
+	if !f.Struck {
+		s += "(missed)"
+	}
+	return s
+}
+
+// Spec is what a seed generates: the job's shape, its workload (the
+// source's script) and the fault schedule.
+type Spec struct {
+	Seed uint64 `json:"seed"`
+	// Parallelism of the keyed window operator and the sink; the source
+	// has one subtask reading Splits splits (see the package
+	// documentation: why one).
+	Parallelism int `json:"parallelism"`
+	Splits      int `json:"splits"`
+	Keys        int `json:"keys"`
+	Records     int `json:"records"`
+	// WindowMS is the tumbling window's size, LatenessMS its allowed
+	// lateness, both in milliseconds of event time.
+	WindowMS   int64 `json:"window_ms"`
+	LatenessMS int64 `json:"lateness_ms"`
+	// Barriers is the number of checkpoint positions in the script.
+	Barriers int     `json:"barriers"`
+	Faults   []Fault `json:"faults"`
+	Steps    []Step  `json:"-"`
+}
+
+// Shape describes the job in one line.
+func (s *Spec) Shape() string {
+	return fmt.Sprintf("parallelism %d, %d splits, %d keys, %d records, tumbling %dms lateness %dms, %d checkpoints",
+		s.Parallelism, s.Splits, s.Keys, s.Records, s.WindowMS, s.LatenessMS, s.Barriers)
+}
+
+// FaultSchedule describes faults (a Spec's, or a Result's, which says
+// which struck) in one line.
+func FaultSchedule(faults []Fault) string {
+	if len(faults) == 0 {
+		return "none"
+	}
+	var b []string
+	for _, f := range faults {
+		b = append(b, f.String())
+	}
+	return strings.Join(b, ", ")
+}
+
+// Generate derives the job, workload and faults of seed. It is a pure
+// function of the seed.
+func Generate(seed uint64) *Spec {
+	rng := rand.New(rand.NewPCG(seed, 0x5eed))
+	s := &Spec{
+		Seed:        seed,
+		Parallelism: 1 + rng.IntN(3),
+		Splits:      1 + rng.IntN(4),
+		Keys:        1 + rng.IntN(12),
+		Records:     50 + rng.IntN(600),
+		WindowMS:    int64(10 * (1 + rng.IntN(10))),
+	}
+	if rng.IntN(3) > 0 {
+		s.LatenessMS = int64(5 * rng.IntN(8))
+	}
+	// Keys are skewed: Zipf over the key indexes.
+	zipf := rand.NewZipf(rng, 1.1+rng.Float64(), 1, uint64(s.Keys-1)) // imax 0: always 0
+	keys := make([]string, s.Keys)
+	for i := range keys {
+		keys[i] = "k" + strconv.Itoa(i)
+	}
+	// Each split's event time advances by random steps; records are out of
+	// order by up to ooo ms, and a few are very late (behind the split's
+	// watermark by up to three windows).
+	ooo := int64(rng.IntN(30))
+	lateP := rng.Float64() * 0.1
+	base := make([]int64, s.Splits)
+	wm := make([]int64, s.Splits)
+	for i := range base {
+		base[i] = int64(rng.IntN(50))
+		wm[i] = -1 << 62
+	}
+	every := max(1, s.Records/(2+rng.IntN(10))) // 1 to 10 checkpoints
+	wmEvery := 1 + rng.IntN(8)
+	for i := range s.Records {
+		sp := rng.IntN(s.Splits)
+		base[sp] += int64(rng.IntN(6))
+		ts := base[sp] - int64(rng.Int64N(ooo+1))
+		if rng.Float64() < lateP {
+			ts = base[sp] - ooo - 1 - rng.Int64N(3*s.WindowMS+1)
+		}
+		s.Steps = append(s.Steps, Step{Kind: StepRecord, Split: sp, Key: keys[zipf.Uint64()], TS: ts, ID: int64(i)})
+		if rng.IntN(wmEvery) == 0 {
+			if w := base[sp] - ooo - 1; w > wm[sp] {
+				wm[sp] = w
+				s.Steps = append(s.Steps, Step{Kind: StepWatermark, Split: sp, TS: w})
+			}
+		}
+		if (i+1)%every == 0 && i+1 < s.Records {
+			s.Steps = append(s.Steps, Step{Kind: StepBarrier})
+			s.Barriers++
+		}
+	}
+	// Faults: up to three, each in a later attempt. A sink subtask writes
+	// about its share of the reference's lines per attempt.
+	lines := int64(len(Reference(s)))
+	for range rng.IntN(4) {
+		f := Fault{Subtask: rng.IntN(s.Parallelism)}
+		switch rng.IntN(5) {
+		case 0:
+			f.Kind, f.At = FaultRecord, 1+rng.Int64N(int64(s.Records))
+		case 1:
+			f.Kind, f.At = FaultWrite, 1+rng.Int64N(lines/int64(s.Parallelism)+1)
+		case 2:
+			f.Kind, f.At = FaultPreCommit, 1+rng.Int64N(int64(s.Barriers+1))
+		case 3:
+			f.Kind, f.At = FaultCommitBefore, 1+rng.Int64N(int64(s.Barriers+1))
+		default:
+			f.Kind, f.At = FaultCommitAfter, 1+rng.Int64N(int64(s.Barriers+1))
+		}
+		s.Faults = append(s.Faults, f)
+	}
+	return s
+}
