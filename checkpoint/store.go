@@ -149,7 +149,7 @@ func (d *dirStore) Create(key string) (ObjectWriter, error) {
 // create starts writing key to a temporary name of its own.
 func (d *dirStore) create(key string) (*dirWriter, error) {
 	p := d.path(key)
-	if err := d.fs.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+	if err := mkdirAllSynced(d.fs, filepath.Dir(p)); err != nil {
 		return nil, fmt.Errorf("checkpoint: create %s: %w", filepath.Dir(p), err)
 	}
 	tmp := p + "." + newToken() + tmpSuffix
@@ -158,6 +158,28 @@ func (d *dirStore) create(key string) (*dirWriter, error) {
 		return nil, fmt.Errorf("checkpoint: create %s: %w", tmp, err)
 	}
 	return &dirWriter{fs: d.fs, f: f, path: p, tmp: tmp}, nil
+}
+
+// mkdirAllSynced is MkdirAll that also syncs the parent of every directory
+// it creates, so that the directory's entry survives a machine crash. A
+// published file's directory and its parent are synced by publish; without
+// this, the first checkpoint of a new base (MkdirAll of base/chk-N) lived
+// in a base whose own entry, and its parents', were never synced: a crash
+// could lose every checkpoint. A directory that exists costs one Stat.
+func mkdirAllSynced(fs vfs.FS, dir string) error {
+	if _, err := fs.Stat(dir); err == nil {
+		return nil
+	}
+	parent := filepath.Dir(dir)
+	if parent != dir {
+		if err := mkdirAllSynced(fs, parent); err != nil {
+			return err
+		}
+	}
+	if err := fs.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	return syncDir(fs, parent)
 }
 
 type dirWriter struct {

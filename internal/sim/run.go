@@ -77,7 +77,7 @@ func Run(ctx context.Context, seed uint64, o Options) (*Result, error) {
 	spec := Generate(seed)
 	res := &Result{Seed: seed, Shape: spec.Shape(), Replay: fmt.Sprintf("weir sim --seed %d", seed)}
 	st := newStore()
-	res.Failure = run(ctx, spec, st, vfs.NewMem(), o, res)
+	res.Failure = run(ctx, spec, st, vfs.NewCrashableMem(), o, res)
 	res.Faults = spec.Faults
 	res.Elapsed = time.Since(start)
 	if res.Failure == nil {
@@ -86,7 +86,7 @@ func Run(ctx context.Context, seed uint64, o Options) (*Result, error) {
 	return res, nil
 }
 
-func run(ctx context.Context, spec *Spec, st *store, fs vfs.FS, o Options, res *Result) *Failure {
+func run(ctx context.Context, spec *Spec, st *store, fs *vfs.MemFS, o Options, res *Result) *Failure {
 	for res.Attempts < MaxAttempts {
 		res.Attempts++
 		var fault *Fault
@@ -104,6 +104,12 @@ func run(ctx context.Context, spec *Spec, st *store, fs vfs.FS, o Options, res *
 		case err == nil:
 			return nil
 		case errors.Is(err, ErrInjected):
+			if fault != nil && fault.Machine {
+				// The job has stopped (Wait returned): nothing writes
+				// to fs any more. The next attempt sees only what was
+				// synced.
+				fs = fs.CrashClone(vfs.CrashCloneCfg{})
+			}
 			continue
 		default:
 			return &Failure{Invariant: InvCompletes, Detail: fmt.Sprintf("attempt %d: %v", res.Attempts, err)}

@@ -58,6 +58,10 @@ type Fault struct {
 	Kind    FaultKind `json:"kind"`
 	Subtask int       `json:"subtask"` // of the sink (write, precommit, commit)
 	At      int64     `json:"at"`      // 1-based count within the attempt
+	// Machine says the failure crashes the machine too: the checkpoint
+	// storage keeps only what was synced (Pebble's crashable in-memory
+	// file system, CrashClone).
+	Machine bool `json:"machine,omitempty"`
 	// Struck says whether the fault happened (a fault beyond the end of
 	// its attempt's work does not).
 	Struck bool `json:"struck"`
@@ -67,6 +71,9 @@ func (f Fault) String() string {
 	s := fmt.Sprintf("%s#%d", f.Kind, f.At)
 	if f.Kind != FaultRecord {
 		s = fmt.Sprintf("%s@sink[%d]#%d", f.Kind, f.Subtask, f.At)
+	}
+	if f.Machine {
+		s += "+machine"
 	}
 	if !f.Struck {
 		s += "(missed)"
@@ -185,6 +192,12 @@ func Generate(seed uint64) *Spec {
 			f.Kind, f.At = FaultCommitAfter, 1+rng.Int64N(int64(s.Barriers+1))
 		}
 		s.Faults = append(s.Faults, f)
+	}
+	// Which failures crash the machine too: drawn from a second stream of
+	// the seed, so the schedules above stay those of earlier versions.
+	mrng := rand.New(rand.NewPCG(seed, 0x3ac4))
+	for i := range s.Faults {
+		s.Faults[i].Machine = mrng.IntN(2) == 0
 	}
 	return s
 }
