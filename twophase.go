@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/weirproject/weir/internal/mutant"
 	"sort"
 
 	"github.com/weirproject/weir/checkpoint"
@@ -179,6 +180,9 @@ func (o *twoPhaseOp[T, TXN]) Open(ctx *runtime.Context, out runtime.Output[struc
 			if err := json.Unmarshal(it, &p); err != nil {
 				return fmt.Errorf("weir: restore pending transaction: %w", err)
 			}
+			if mutant.On(mutant.SinkSkipRecoverCommit) {
+				continue
+			}
 			if err := sink.Commit(p.Txn); err != nil {
 				return fmt.Errorf("weir: commit restored transaction of checkpoint %d: %w", p.Checkpoint, err)
 			}
@@ -245,6 +249,11 @@ func (o *twoPhaseOp[T, TXN]) SnapshotState(w *runtime.SnapshotWriter) error {
 		o.broken = fmt.Errorf("weir: pre-commit of checkpoint %d failed, the open transaction is unusable: %w", w.CheckpointID(), err)
 		o.Ctx.Fail(o.broken)
 		return err
+	}
+	if mutant.On(mutant.SinkCommitBeforeCheckpoint) {
+		if err := o.sink.Commit(o.open); err != nil {
+			return err
+		}
 	}
 	o.pending = append(o.pending, pendingTxn[TXN]{Checkpoint: w.CheckpointID(), Txn: o.open})
 	for i := range o.pending {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/weirproject/weir/internal/mutant"
 	"hash/crc32"
 	"io"
 	"net/url"
@@ -507,6 +508,9 @@ func (st Storage) Latest(base string) (string, int64, error) {
 		return "", 0, fmt.Errorf("%w under %s", ErrNoSnapshot, base)
 	}
 	id := ids[len(ids)-1]
+	if mutant.On(mutant.RestoreSecondLatest) && len(ids) > 1 {
+		id = ids[len(ids)-2]
+	}
 	return Dir(base, id), id, nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/weirproject/weir/internal/mutant"
 	"io"
 	"os"
 	"path"
@@ -202,7 +203,9 @@ func (w *dirWriter) Write(p []byte) (int, error) {
 
 func (w *dirWriter) Close() error {
 	tmp := w.tmp
-	if err := w.f.Sync(); err != nil {
+	if mutant.On(mutant.CheckpointNoSync) {
+		// planted bug: the file's data is not made durable
+	} else if err := w.f.Sync(); err != nil {
 		w.f.Close()
 		return fmt.Errorf("checkpoint: sync %s: %w", tmp, err)
 	}

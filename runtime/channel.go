@@ -1,6 +1,9 @@
 package runtime
 
-import "github.com/weirproject/weir/keygroup"
+import (
+	"github.com/weirproject/weir/internal/mutant"
+	"github.com/weirproject/weir/keygroup"
+)
 
 // Channels between subtasks.
 //
@@ -243,6 +246,12 @@ func (w *writer[T]) flush() {
 
 func (w *writer[T]) barrier(id int64) {
 	for _, c := range w.chans {
+		if mutant.On(mutant.ChannelDropBeforeBarrier) && len(c.buf) > 0 {
+			c.buf = c.buf[:len(c.buf)-1]
+			if c.kgs != nil {
+				c.kgs = c.kgs[:len(c.kgs)-1]
+			}
+		}
 		c.send(ctrlBarrier, id)
 	}
 }

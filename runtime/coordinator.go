@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/weirproject/weir/internal/mutant"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -552,6 +553,9 @@ func (t *task) checkpoint(id int64) {
 			}
 			if s, ok := p.(SplitSnapshotter); ok && err == nil {
 				items, e := s.SnapshotSplits(id)
+				if mutant.On(mutant.SourceForgetsSplit) && len(items) > 0 {
+					items = items[:len(items)-1]
+				}
 				if e != nil {
 					err = fmt.Errorf("operator %q (subtask %d): snapshot splits: %w", ctx.Name, ctx.Subtask, e)
 				}

@@ -2,6 +2,7 @@ package timer
 
 import (
 	"fmt"
+	"github.com/weirproject/weir/internal/mutant"
 	"math"
 
 	"github.com/weirproject/weir/codec"
@@ -244,6 +245,11 @@ func (s *Service[K, N]) AdvanceWatermark(wm int64, fire func(Timer[K, N])) {
 	for {
 		ts, ok := s.event.PeekTimestamp()
 		if !ok || ts > wm {
+			if !ok || !mutant.On(mutant.TimerFiresEarly) || ts-1 > wm {
+				return
+			}
+		}
+		if mutant.On(mutant.TimerFiresLate) && ts == wm && wm < math.MaxInt64 {
 			return
 		}
 		t, _ := s.event.Poll()

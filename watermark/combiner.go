@@ -1,6 +1,10 @@
 package watermark
 
-import "fmt"
+import (
+	"fmt"
+	"github.com/weirproject/weir/internal/mutant"
+	"math"
+)
 
 // Combiner combines the watermarks and idle status of several inputs into one
 // monotone output, with the semantics of Flink's StatusWatermarkValve
@@ -209,7 +213,14 @@ func (c *Combiner) emitMin() {
 	if len(c.heap) == 0 {
 		return
 	}
+	if mutant.On(mutant.CombinerMax) {
+		c.flushMax()
+		return
+	}
 	if m := c.in[c.heap[0]].wm; m > c.last {
+		if mutant.On(mutant.CombinerEarly) && m < math.MaxInt64 {
+			m++
+		}
 		c.last = m
 		c.out.EmitWatermark(m)
 	}

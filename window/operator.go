@@ -3,6 +3,7 @@ package window
 import (
 	"errors"
 	"fmt"
+	"github.com/weirproject/weir/internal/mutant"
 	"math"
 
 	"github.com/weirproject/weir"
@@ -203,7 +204,19 @@ func (o *operator[K, T, OUT]) cleanupTime(w Window) int64 {
 	if !o.eventTime {
 		return w.MaxTimestamp()
 	}
+	if mutant.On(mutant.WindowCleanupEarly) {
+		return addSat(w.MaxTimestamp(), o.lateness) - 1
+	}
 	return addSat(w.MaxTimestamp(), o.lateness)
+}
+
+// fireTime is when the default event-time trigger fires w: its
+// MaxTimestamp (I2).
+func fireTime(w Window) int64 {
+	if mutant.On(mutant.WindowFiresEarly) {
+		return w.MaxTimestamp() - 1
+	}
+	return w.MaxTimestamp()
 }
 
 // ProcessRecord assigns r to its windows.
@@ -296,7 +309,7 @@ func (o *operator[K, T, OUT]) afterAdd(k K, w, sw Window, register bool, wm int6
 				return err
 			}
 		} else if register || wm < o.registerBelow {
-			o.registerEvent(k, kg, w, maxTs, register && wm >= o.registerBelow)
+			o.registerEvent(k, kg, w, fireTime(w), register && wm >= o.registerBelow)
 		}
 		if c := o.cleanupTime(w); (register || wm < o.registerBelow) && c != maxTs {
 			o.registerEvent(k, kg, w, c, register && wm >= o.registerBelow)
@@ -349,7 +362,7 @@ func (o *operator[K, T, OUT]) onTimer(t timer.Timer[K, Window]) {
 	// Default triggers: event time fires at MaxTimestamp exactly (a
 	// cleanup timer later than that does not fire); processing time fires
 	// on its only timer.
-	if !o.eventTime || t.Timestamp == w.MaxTimestamp() {
+	if !o.eventTime || t.Timestamp == fireTime(w) {
 		if err := o.fire(t.Key, w, sw); err != nil {
 			o.err = err
 			return

@@ -66,6 +66,9 @@ type Options struct {
 	// wrap, set by tests, replaces each sink subtask's committer by a
 	// planted bug (mutants_test.go).
 	wrap func(*sink) weir.TwoPhaseCommitter[string, Txn]
+	// timeout, set by tests, replaces AttemptTimeout (a planted bug can
+	// make a job hang: S4).
+	timeout time.Duration
 }
 
 // Run generates seed's job, workload and faults, runs the job until it
@@ -121,7 +124,11 @@ func run(ctx context.Context, spec *Spec, st *store, fs *vfs.MemFS, o Options, r
 // attempt runs the job once, restored from the latest checkpoint in fs
 // if there is one, with fault armed, and returns what the observer saw.
 func attempt(ctx context.Context, spec *Spec, st *store, fs vfs.FS, fault *Fault, o Options) (obs *weirtest.Observation[string], restored bool, err error) {
-	ctx, cancel := context.WithTimeout(ctx, AttemptTimeout)
+	timeout := AttemptTimeout
+	if o.timeout > 0 {
+		timeout = o.timeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	cfg := weir.Config{Parallelism: spec.Parallelism, MaxParallelism: 128,
 		// The interval is never reached: checkpoints are triggered at the

@@ -1,0 +1,90 @@
+// Package mutant plants bugs in weir's real code for the simulator to find
+// (issue 29, "the simulator catches planted bugs"; docs/reliability.md,
+// Simulation). A planted bug is a branch at a real place of the runtime,
+// the watermark combiner, the timers, the window operator, the two-phase
+// sink and the checkpoint storage:
+//
+//	if mutant.On(mutant.TimerFiresEarly) { ... the wrong behaviour ... }
+//
+// In a normal build On is a constant false function: the compiler inlines
+// it and removes the branch with its body, so a mutant costs nothing, not
+// even a load, on any path (M1; `go build -gcflags=-m` shows On inlined,
+// and TestOffIsInert checks a normal build refuses every mutant). Built with the tag weir_mutants, On reports whether name is the
+// one active mutant: the environment variable WEIR_MUTANT names it at
+// start, and Set (for tests) changes it. At most one mutant is active.
+//
+// Invariants:
+//
+//	M1. Without the tag weir_mutants, On returns false for every name and
+//	    Set refuses every name but "": no planted bug can run in a
+//	    release build.
+//	M2. With the tag, On(name) is true exactly while name is the active
+//	    mutant; Set accepts only the names of All.
+//
+// The names are the constants below; All lists them with where each is
+// planted. A name says what the wrong code does.
+package mutant
+
+// Name is a planted bug's name.
+type Name string
+
+// The planted bugs. Each is a single small change at a real place; the
+// comment names the place.
+const (
+	// CombinerEarly: watermark.Combiner forwards its combined watermark
+	// one millisecond ahead of the minimum of its inputs.
+	CombinerEarly Name = "watermark.combiner-one-early"
+	// CombinerMax: watermark.Combiner forwards the maximum over its inputs
+	// rather than the minimum.
+	CombinerMax Name = "watermark.combiner-max"
+	// TimerFiresEarly: timer.Service fires event-time timers with
+	// Timestamp <= wm+1 (a timer fires one millisecond before the
+	// watermark reaches it).
+	TimerFiresEarly Name = "timer.fires-at-ts-gt-wm"
+	// TimerFiresLate: timer.Service fires only timers with Timestamp < wm.
+	TimerFiresLate Name = "timer.fires-at-ts-lt-wm"
+	// WindowFiresEarly: the window operator registers a window's firing
+	// timer at its last millisecond minus one.
+	WindowFiresEarly Name = "window.fires-one-ms-early"
+	// WindowCleanupEarly: the window operator drops a window's state one
+	// millisecond before the watermark reaches its cleanup time.
+	WindowCleanupEarly Name = "window.cleanup-one-ms-early"
+	// ChannelDropBeforeBarrier: the runtime's local channel loses the last
+	// record sent before each checkpoint barrier.
+	ChannelDropBeforeBarrier Name = "runtime.drop-last-record-before-barrier"
+	// RestoreSecondLatest: checkpoint.Storage.Latest returns the
+	// checkpoint before the latest complete one.
+	RestoreSecondLatest Name = "checkpoint.restore-second-latest"
+	// CheckpointNoSync: checkpoint files are closed without Sync, so a
+	// machine crash loses them although the manifest says they exist.
+	CheckpointNoSync Name = "checkpoint.skip-fsync"
+	// SinkCommitBeforeCheckpoint: weir.TwoPhaseCommit commits a
+	// transaction at its pre-commit, before the checkpoint that covers it
+	// completes.
+	SinkCommitBeforeCheckpoint Name = "sink.commit-before-checkpoint-completes"
+	// SinkSkipRecoverCommit: weir.TwoPhaseCommit, restored, does not commit
+	// the pre-committed transactions of the checkpoint it restores.
+	SinkSkipRecoverCommit Name = "sink.skip-commit-on-restore"
+	// SourceForgetsSplit: the runtime's snapshot of a source subtask
+	// leaves out the last of the split items its reader returned.
+	SourceForgetsSplit Name = "runtime.source-forgets-a-split"
+)
+
+// All lists every planted bug with the file it is planted in.
+var All = []struct {
+	Name  Name
+	Where string
+}{
+	{CombinerEarly, "watermark/combiner.go emitMin"},
+	{CombinerMax, "watermark/combiner.go emitMin"},
+	{TimerFiresEarly, "timer/service.go AdvanceWatermark"},
+	{TimerFiresLate, "timer/service.go AdvanceWatermark"},
+	{WindowFiresEarly, "window/operator.go fireTime"},
+	{WindowCleanupEarly, "window/operator.go cleanupTime"},
+	{ChannelDropBeforeBarrier, "runtime/channel.go writer.barrier"},
+	{RestoreSecondLatest, "checkpoint/fs.go Storage.Latest"},
+	{CheckpointNoSync, "checkpoint/store.go dirWriter.Close"},
+	{SinkCommitBeforeCheckpoint, "twophase.go SnapshotState"},
+	{SinkSkipRecoverCommit, "twophase.go Open (restore)"},
+	{SourceForgetsSplit, "runtime/coordinator.go (snapshot of a source subtask)"},
+}

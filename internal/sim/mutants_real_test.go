@@ -1,0 +1,63 @@
+//go:build weir_mutants
+
+package sim
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/weirproject/weir/internal/mutant"
+)
+
+// TestMutants plants each bug of internal/mutant in weir's real code (one
+// at a time: they are process-wide) and runs seeds 1..within: the
+// simulator must find it within that many seeds, or it cannot fail and
+// proves nothing. Run it with
+//
+//	go test -tags weir_mutants -run TestMutants ./internal/sim
+//
+// WEIR_MUTANT_TABLE=1 prints the table of docs/reliability.md
+// (Simulation): every seed up to within is run, not only up to the first
+// that finds the bug.
+func TestMutants(t *testing.T) {
+	table := os.Getenv("WEIR_MUTANT_TABLE") != ""
+	defer mutant.Set("")
+	var rows []string
+	for _, m := range mutant.All {
+		n := uint64(mutantSeeds)
+		if err := mutant.Set(m.Name); err != nil {
+			t.Fatal(err)
+		}
+		var found []uint64
+		var first *Result
+		for seed := uint64(1); seed <= n && (table || len(found) == 0); seed++ {
+			res, err := Run(context.Background(), seed, Options{timeout: 10 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Failure != nil {
+				found = append(found, seed)
+				if first == nil {
+					first = res
+				}
+			}
+		}
+		if len(found) == 0 {
+			t.Errorf("%s (%s): not found within %d seeds", m.Name, m.Where, n)
+			continue
+		}
+		t.Logf("%s: found by seed %d: %v %q", m.Name, found[0], first.Failure, first.Failure.Records)
+		rows = append(rows, fmt.Sprintf("| `%s` | %s | %d of 1-%d | %d (%s) |", m.Name, m.Where, len(found), n, found[0], strings.SplitN(first.Failure.Invariant, " ", 2)[0]))
+	}
+	if table {
+		t.Log("\n| mutant | where | seeds that found it | first seed (invariant) |\n|---|---|---|---|\n" + strings.Join(rows, "\n"))
+	}
+}
+
+// mutantSeeds is how many seeds each planted bug is given: the first
+// found it within 9 (docs/reliability.md, Simulation).
+const mutantSeeds = 40
