@@ -63,6 +63,8 @@ func TestBadCommandLines(t *testing.T) {
 		{[]string{"sim", "--workers", "0"}, "weir sim: --workers 0: want an integer from 1 to 4096"},
 		{[]string{"sim", "--seed", "-1"}, "weir sim: invalid argument \"-1\" for \"--seed\" flag"},
 		{[]string{"sim", "extra"}, "weir sim: unexpected argument \"extra\""},
+		{[]string{"sim", "--duration", "-1s"}, "weir sim: --duration -1s: want a duration >= 0"},
+		{[]string{"sim", "--random", "--seed", "4"}, "weir sim: --random and --seed: give one of them"},
 		{[]string{"bench", "--records", "0"}, "weir bench: --records 0"},
 		{[]string{"bench", "--keys", "0"}, "weir bench: --keys 0"},
 		{[]string{"bench", "x"}, "weir bench: unexpected argument"},

@@ -1,10 +1,13 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"runtime"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -14,7 +17,8 @@ import (
 func simCmd() *cobra.Command {
 	var seeds, workers int
 	var seed uint64
-	var asJSON bool
+	var asJSON, random bool
+	var duration time.Duration
 	c := &cobra.Command{
 		Use:   "sim",
 		Short: "Run seeded simulations of a whole job with injected failures and check its invariants (docs/reliability.md, Simulation)",
@@ -26,12 +30,21 @@ after each failure, and its committed output, watermarks and late records are
 checked. A failing seed prints its job, faults, the first broken invariant
 with the records involved, and the command that replays it.
 
---seed S alone runs seed S; with --seeds N it runs S, S+1, ..., S+N-1.`,
+--seed S alone runs seed S; with --seeds N it runs S, S+1, ..., S+N-1.
+--random starts at a random seed (printed first, to replay the batch);
+--duration D stops the batch after D (the seeds running then are not
+counted), for a time-boxed random batch in CI:
+
+  weir sim --random --seeds 100000000 --duration 3m`,
 		Args: noArgs,
 		PreRunE: func(cmd *cobra.Command, _ []string) error {
 			k := &checks{c: cmd}
 			k.intRange("seeds", int64(seeds), 1, 0)
 			k.intRange("workers", int64(workers), 1, 4096)
+			k.duration("duration", duration, 0)
+			if random && cmd.Flags().Changed("seed") {
+				k.fail("--random and --seed: give one of them")
+			}
 			return k.err
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -40,6 +53,16 @@ with the records involved, and the command that replays it.
 				n = 1
 			}
 			out := cmd.OutOrStdout()
+			if random {
+				seed = rand.Uint64() >> 1 // room for the batch after it
+				fmt.Fprintf(out, "sim: random first seed %d (replay the batch with --seed %d --seeds %d)\n", seed, seed, n)
+			}
+			ctx := cmd.Context()
+			if duration > 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, duration)
+				defer cancel()
+			}
 			report := func(r *sim.Result) {
 				if r.Failure == nil && n > 1 {
 					return
@@ -50,7 +73,7 @@ with the records involved, and the command that replays it.
 				}
 				printSimResult(out, r)
 			}
-			sum, err := sim.RunSeeds(cmd.Context(), seed, n, workers, sim.Options{}, report)
+			sum, err := sim.RunSeeds(ctx, seed, n, workers, sim.Options{}, report)
 			if err != nil {
 				return err
 			}
@@ -69,6 +92,8 @@ with the records involved, and the command that replays it.
 	c.Flags().IntVar(&seeds, "seeds", 100, "number of seeds to run")
 	c.Flags().Uint64Var(&seed, "seed", 1, "first seed (alone: run only this seed)")
 	c.Flags().IntVar(&workers, "workers", runtime.GOMAXPROCS(0), "seeds run at once")
+	c.Flags().BoolVar(&random, "random", false, "start at a random seed, printed first (not with --seed)")
+	c.Flags().DurationVar(&duration, "duration", 0, "stop the batch after this long (0: run every seed)")
 	c.Flags().BoolVar(&asJSON, "json", false, "print each reported seed and the summary as JSON objects, one a line")
 	return c
 }
