@@ -61,3 +61,47 @@ func TestMutants(t *testing.T) {
 // mutantSeeds is how many seeds each planted bug is given: the first
 // found it within 9 (docs/reliability.md, Simulation).
 const mutantSeeds = 40
+
+// TestReplayFidelity measures how often a failing seed fails again when
+// replayed (docs/reliability.md, Simulation): for each planted bug, the
+// first three seeds of 1..mutantSeeds that find it are replayed five
+// times each. It runs only with WEIR_SIM_FIDELITY=1.
+func TestReplayFidelity(t *testing.T) {
+	if os.Getenv("WEIR_SIM_FIDELITY") == "" {
+		t.Skip("set WEIR_SIM_FIDELITY=1 to measure")
+	}
+	defer mutant.Set("")
+	const replays = 5
+	var total, again int
+	for _, m := range mutant.All {
+		if err := mutant.Set(m.Name); err != nil {
+			t.Fatal(err)
+		}
+		var found []uint64
+		for seed := uint64(1); seed <= mutantSeeds && len(found) < 3; seed++ {
+			res, err := Run(context.Background(), seed, Options{timeout: 10 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Failure != nil {
+				found = append(found, seed)
+			}
+		}
+		n, k := 0, 0
+		for _, seed := range found {
+			for range replays {
+				res, err := Run(context.Background(), seed, Options{timeout: 10 * time.Second})
+				if err != nil {
+					t.Fatal(err)
+				}
+				n++
+				if res.Failure != nil {
+					k++
+				}
+			}
+		}
+		total, again = total+n, again+k
+		t.Logf("%s: seeds %v, %d of %d replays failed again", m.Name, found, k, n)
+	}
+	t.Logf("replay fidelity: %d of %d replays of failing seeds failed again (%.1f%%)", again, total, 100*float64(again)/float64(total))
+}
