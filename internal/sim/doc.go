@@ -35,8 +35,22 @@
 // durable (the checkpoint fails); before or after the n-th Commit (the
 // commit at checkpoint completion, or of a restored transaction). Each
 // failure ends the attempt; the next attempt restores the latest complete
-// checkpoint. internal/killpoint's points stop the whole process with
-// SIGKILL and are for child-process tests; they are not used here.
+// checkpoint. About half of the failures (Fault.Machine, drawn from a
+// second stream of the seed) crash the machine too: the checkpoints'
+// in-memory file system is a crashable vfs.MemFS, replaced by its
+// CrashClone, which keeps exactly what was synced. internal/killpoint's
+// points stop the whole process with SIGKILL and are for child-process
+// tests; they are not used here.
+//
+// # Planted bugs
+//
+// internal/mutant plants 12 bugs in weir's real code (watermark
+// combiner, timers, window operator, channels, source snapshots,
+// checkpoint storage, two-phase sink), active one at a time in a build
+// with the tag weir_mutants; TestMutants (mutants_real_test.go) requires
+// each to be found within 40 seeds. mutants_test.go wraps the sink
+// instead, in every build. Seeds that once failed are kept, with the
+// reason, in testdata/regressions.txt and replayed by TestRegressionSeeds.
 //
 // # Invariants
 //
@@ -92,9 +106,8 @@
 //
 // Not done yet (issue 29): several source subtasks (their combined
 // watermark, and so lateness, depends on timing: the oracle must become a
-// relation), timers, an event-time sort, agents, Kafka sources and sinks
-// and broker faults, clustered mode, filesystem faults in checkpoint
-// storage (the in-memory FS is where errorfs would go), virtual
-// processing time, clock jumps, goroutine-leak and memory invariants,
-// failing seeds kept in testdata/.
+// relation), a timer-using process function, an event-time sort, agents,
+// Kafka sources and sinks and broker faults, clustered mode, torn writes
+// and ENOSPC in checkpoint storage (errorfs over the MemFS), virtual
+// processing time, clock jumps, goroutine-leak and memory invariants.
 package sim
