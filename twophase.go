@@ -4,11 +4,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/weirproject/weir/internal/mutant"
 	"sort"
 
 	"github.com/weirproject/weir/checkpoint"
 	"github.com/weirproject/weir/internal/killpoint"
+	"github.com/weirproject/weir/internal/mutant"
 	"github.com/weirproject/weir/runtime"
 )
 

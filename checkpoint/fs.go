@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/weirproject/weir/internal/mutant"
 	"hash/crc32"
 	"io"
 	"net/url"
@@ -20,6 +19,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/weirproject/weir/internal/killpoint"
+	"github.com/weirproject/weir/internal/mutant"
 )
 
 // MetadataFile is the name of a snapshot's manifest.

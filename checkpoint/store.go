@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/weirproject/weir/internal/mutant"
 	"io"
 	"os"
 	"path"
@@ -13,6 +12,8 @@ import (
 	"syscall"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/weirproject/weir/internal/mutant"
 )
 
 // Store is where snapshots are kept: a local directory (DirStore) or an

@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/weirproject/weir/internal/mutant"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/weirproject/weir/checkpoint"
 	"github.com/weirproject/weir/clock"
+	"github.com/weirproject/weir/internal/mutant"
 )
 
 // CheckpointMode is the guarantee checkpoints give.

@@ -2,10 +2,10 @@ package timer
 
 import (
 	"fmt"
-	"github.com/weirproject/weir/internal/mutant"
 	"math"
 
 	"github.com/weirproject/weir/codec"
+	"github.com/weirproject/weir/internal/mutant"
 	"github.com/weirproject/weir/keygroup"
 )
 

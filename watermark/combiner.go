@@ -2,8 +2,9 @@ package watermark
 
 import (
 	"fmt"
-	"github.com/weirproject/weir/internal/mutant"
 	"math"
+
+	"github.com/weirproject/weir/internal/mutant"
 )
 
 // Combiner combines the watermarks and idle status of several inputs into one

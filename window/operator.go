@@ -3,10 +3,10 @@ package window
 import (
 	"errors"
 	"fmt"
-	"github.com/weirproject/weir/internal/mutant"
 	"math"
 
 	"github.com/weirproject/weir"
+	"github.com/weirproject/weir/internal/mutant"
 	"github.com/weirproject/weir/keygroup"
 	"github.com/weirproject/weir/runtime"
 	"github.com/weirproject/weir/state"
