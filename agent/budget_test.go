@@ -281,7 +281,7 @@ func TestBudgetOptionsValidated(t *testing.T) {
 // budgetRestoreJob runs key A's inputs through budgetAgent under a per-key
 // budget of 3 requests a day, pausing after the first two until end is
 // closed; restore names the checkpoint to start from.
-func budgetRestoreJob(m model.ChatModel, dir, restore string, end <-chan struct{}, opts Options, before, after []string) (*weir.Environment, *recorder[string], *[]runtime.Record[FailedInput]) {
+func budgetRestoreJob(a *Agent, dir, restore string, end <-chan struct{}, opts Options, before, after []string) (*weir.Environment, *recorder[string], *[]runtime.Record[FailedInput]) {
 	env := weir.NewEnvironment(weir.Config{Parallelism: 1, MaxParallelism: 128,
 		Checkpoint: runtime.CheckpointConfig{Dir: dir, RestoreFrom: restore}})
 	var steps []step[msg]
@@ -299,7 +299,7 @@ func budgetRestoreJob(m model.ChatModel, dir, restore string, end <-chan struct{
 	tag := weir.NewOutputTag[FailedInput]("failed")
 	opts.ContinueOnError, opts.FailedInputs = true, tag
 	opts.Budgets = []Budget{{Name: "per-user", Requests: 3, Window: 24 * time.Hour}}
-	out := Apply[string, msg, string](weir.KeyBy(src, keyOfMsg), "agent", budgetAgent(map[string]model.ChatModel{"big": m}), opts).UID("agent")
+	out := Apply[string, msg, string](weir.KeyBy(src, keyOfMsg), "agent", a, opts).UID("agent")
 	var mu sync.Mutex
 	var failed []runtime.Record[FailedInput]
 	weir.Transform(weir.SideOutput(out, tag), "failed", func() runtime.OneInputOperator[FailedInput, struct{}] {
@@ -316,7 +316,7 @@ func TestBudgetSpendSurvivesRestore(t *testing.T) {
 	ctx := testCtx(t)
 	dir := filepath.Join(t.TempDir(), "checkpoints")
 	m1 := &tokenModel{name: "big", tokens: 10}
-	env, rc, _ := budgetRestoreJob(m1, dir, "", make(chan struct{}), Options{}, []string{"1", "2"}, nil)
+	env, rc, _ := budgetRestoreJob(budgetAgent(map[string]model.ChatModel{"big": m1}), dir, "", make(chan struct{}), Options{}, []string{"1", "2"}, nil)
 	job, err := env.Start(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -332,7 +332,7 @@ func TestBudgetSpendSurvivesRestore(t *testing.T) {
 	done := make(chan struct{})
 	close(done)
 	m2 := &tokenModel{name: "big", tokens: 10}
-	env2, rc2, failed := budgetRestoreJob(m2, filepath.Join(t.TempDir(), "cp2"), cpDir, done, Options{}, []string{"1", "2"}, []string{"3", "4"})
+	env2, rc2, failed := budgetRestoreJob(budgetAgent(map[string]model.ChatModel{"big": m2}), filepath.Join(t.TempDir(), "cp2"), cpDir, done, Options{}, []string{"1", "2"}, []string{"3", "4"})
 	if err := env2.Execute(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -344,5 +344,85 @@ func TestBudgetSpendSurvivesRestore(t *testing.T) {
 	}
 	if n := m2.calls.Load(); n != 1 {
 		t.Fatalf("%d calls after the restore, want 1", n)
+	}
+}
+
+// holdingAgent calls model "big" and outputs the reply, after waiting
+// for hold to close when the reply is big:2 (entered is closed then): the
+// action is unfinished with its call made.
+func holdingAgent(m model.ChatModel, hold <-chan struct{}, entered chan<- struct{}) *Agent {
+	return &Agent{Models: map[string]model.ChatModel{"big": m}, Actions: []Action{
+		NewAction("chat", func(c *RunnerContext, ev Event) error {
+			in, err := Input[msg](ev)
+			if err != nil {
+				return err
+			}
+			resp, err := c.Chat("big", model.Request{Messages: []model.Message{model.User(in.Text)}})
+			if err != nil {
+				return err
+			}
+			if s := resp.Message.Content; s == "big:2" {
+				if entered != nil {
+					close(entered)
+				}
+				select {
+				case <-hold:
+				case <-c.Context().Done():
+					return c.Context().Err()
+				}
+			}
+			c.Output(resp.Message.Content)
+			return nil
+		}, TypeInput),
+	}}
+}
+
+// TestBudgetReplayedCallsNotChargedTwice: with an action-state store, a
+// call made before a checkpoint (recorded, its action unfinished) is
+// replayed after the restore, not made and not
+// charged again: under a budget of 3 requests, inputs 1 and 2 spent 2
+// before the checkpoint, so after it input 3 goes through and 4 is
+// refused. Charging the replay would refuse 3.
+func TestBudgetReplayedCallsNotChargedTwice(t *testing.T) {
+	ctx := testCtx(t)
+	store := NewMemoryStore()
+	m1 := &tokenModel{name: "big", tokens: 10}
+	entered := make(chan struct{})
+	env, _, _ := budgetRestoreJob(holdingAgent(m1, make(chan struct{}), entered), filepath.Join(t.TempDir(), "cp"), "", make(chan struct{}),
+		Options{Store: store.Factory()}, []string{"1", "2"}, nil)
+	job, err := env.Start(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-entered:
+	case <-ctx.Done():
+		t.Fatal("input 2 did not reach its hold")
+	}
+	_, cpDir, err := job.TriggerCheckpoint(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	job.Cancel()
+	job.Wait()
+
+	done := make(chan struct{})
+	close(done)
+	m2 := &tokenModel{name: "big", tokens: 10}
+	env2, rc2, failed := budgetRestoreJob(holdingAgent(m2, done, nil), filepath.Join(t.TempDir(), "cp2"), cpDir, done,
+		Options{Store: store.Factory()}, []string{"1", "2"}, []string{"3", "4"})
+	if err := env2.Execute(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got := values(rc2.events)
+	slices.Sort(got)
+	if !slices.Equal(got, []string{"big:2", "big:3"}) {
+		t.Fatalf("outputs after the restore %v, want [big:2 big:3] (2 replayed, 3 let through)", got)
+	}
+	if len(*failed) != 1 || !errors.Is((*failed)[0].Value.Err, ErrBudgetExceeded) {
+		t.Fatalf("failed inputs after the restore %+v, want 4's, refused by the budget", *failed)
+	}
+	if n := m2.calls.Load(); n != 1 {
+		t.Fatalf("%d calls after the restore, want 1 (3; 2's replayed)", n)
 	}
 }
