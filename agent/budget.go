@@ -128,8 +128,14 @@ type BudgetError struct {
 }
 
 func (e *BudgetError) Error() string {
-	s := fmt.Sprintf("agent: budget %q spent for model %q: %d tokens (limit %d), %d requests (limit %d) in the window %s to %s",
-		e.Budget, e.Model, e.Tokens, e.TokenLimit, e.Requests, e.RequestLimit,
+	limit := func(n int64) string {
+		if n == 0 {
+			return "no limit"
+		}
+		return fmt.Sprintf("limit %d", n)
+	}
+	s := fmt.Sprintf("agent: budget %q spent for model %q: %d tokens (%s), %d requests (%s) in the window %s to %s",
+		e.Budget, e.Model, e.Tokens, limit(e.TokenLimit), e.Requests, limit(e.RequestLimit),
 		e.WindowStart.UTC().Format(time.RFC3339), e.WindowEnd.UTC().Format(time.RFC3339))
 	if e.Err != nil {
 		s += "; waiting for the next window was cut short: " + e.Err.Error()
