@@ -113,7 +113,9 @@ sink:
 // are refused at their line and column, naming what is accepted.
 func TestAgentLimitsConfigErrors(t *testing.T) {
 	head := "source:\n  file: {paths: [in.jsonl]}\n  timestamp: time\nsink:\n  stdout: {}\nsteps:\n  - keyBy: u\n"
-	agent := func(rest string) string { return head + "  - agent:\n      prompt: p\n      continueOnError: true\n" + rest }
+	agent := func(rest string) string {
+		return head + "  - agent:\n      prompt: p\n      continueOnError: true\n" + rest
+	}
 	cases := []struct{ name, src, want string }{
 		{"scope", agent("      budgets: [{name: b, scope: user, tokens: 1, window: 1h}]\n"), `p.yaml:11:34: steps[1].agent.budgets[0].scope: "user": want one of key, model, job`},
 		{"no limit", agent("      budgets: [{name: b, window: 1h}]\n"), "p.yaml:11:17: steps[1].agent.budgets[0]: want tokens, requests or both"},
