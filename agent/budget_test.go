@@ -426,3 +426,72 @@ func TestBudgetReplayedCallsNotChargedTwice(t *testing.T) {
 		t.Fatalf("%d calls after the restore, want 1 (3; 2's replayed)", n)
 	}
 }
+
+// BenchmarkBudgetCheck is the cost a budget adds to a model call: the
+// same call (a model that answers at once, reporting 100 tokens) without
+// budgets, behind one per-key budget (1,000 keys in turn), and behind a
+// per-key, a per-model and a per-job budget; serial and from 8 goroutines
+// at once (the action workers of one subtask share the ledger's lock).
+func BenchmarkBudgetCheck(b *testing.B) {
+	m := model.Func(func(context.Context, model.Request) (*model.Response, error) {
+		return &model.Response{Usage: model.Usage{PromptTokens: 60, CompletionTokens: 40}}, nil
+	})
+	keys := make([][]byte, 1000)
+	for i := range keys {
+		keys[i] = fmt.Appendf(nil, "user-%d", i)
+	}
+	const huge = 1 << 60
+	cases := []struct {
+		name string
+		bs   []Budget
+	}{
+		{"none", nil},
+		{"per-key", []Budget{{Name: "k", Tokens: huge, Window: 24 * time.Hour}}},
+		{"key+model+job", []Budget{{Name: "k", Tokens: huge, Window: 24 * time.Hour},
+			{Name: "m", Scope: BudgetPerModel, Requests: huge, Window: time.Minute},
+			{Name: "j", Scope: BudgetPerJob, Tokens: huge, Window: time.Hour}}},
+	}
+	req := model.Request{Messages: []model.Message{model.User("hi")}}
+	for _, c := range cases {
+		b.Run(c.name+"/serial", func(b *testing.B) {
+			l := newBudgets(c.bs, []string{"big"}, 1, clock.Real, nil)
+			rcs := make([]*RunnerContext, len(keys))
+			ms := make([]model.ChatModel, len(keys))
+			for i := range keys {
+				rcs[i] = &RunnerContext{bkey: keys[i]}
+				ms[i] = m
+				if l != nil {
+					ms[i] = l.guard(rcs[i], "big", m, nil)
+				}
+			}
+			ctx := context.Background()
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := range b.N {
+				if _, err := ms[i%len(ms)].Chat(ctx, req); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(c.name+"/parallel8", func(b *testing.B) {
+			l := newBudgets(c.bs, []string{"big"}, 1, clock.Real, nil)
+			var next atomic.Int64
+			ctx := context.Background()
+			b.SetParallelism(8)
+			b.ReportAllocs()
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				i := int(next.Add(1))
+				var cm model.ChatModel = m
+				if l != nil {
+					cm = l.guard(&RunnerContext{bkey: keys[i%len(keys)]}, "big", m, nil)
+				}
+				for pb.Next() {
+					if _, err := cm.Chat(ctx, req); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		})
+	}
+}
