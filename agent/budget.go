@@ -243,16 +243,13 @@ type budgets struct {
 	metrics []budgetMetrics
 	mu      struct {
 		sync.Mutex
-		buckets map[bucketID]*bucket
+		// buckets holds, per budget, its buckets by part: the encoded
+		// key (per key), the model name (per model), "" (per job).
+		buckets []map[string]*bucket
 	}
 }
 
 type limits struct{ tokens, requests int64 }
-
-type bucketID struct {
-	budget int
-	part   string // the encoded key (per key), the model name (per model), "" (per job)
-}
 
 type bucket struct {
 	window   int64 // start, Unix milliseconds
@@ -287,8 +284,8 @@ func newBudgets(bs []Budget, models []string, par int, clk clock.Clock, ctx *run
 		return nil
 	}
 	b := &budgets{list: bs, byModel: map[string][]int{}, clk: clk}
-	b.mu.buckets = map[bucketID]*bucket{}
 	for i, bu := range bs {
+		b.mu.buckets = append(b.mu.buckets, map[string]*bucket{})
 		l := limits{bu.Tokens, bu.Requests}
 		if bu.Scope == BudgetPerModel || bu.Scope == BudgetPerJob {
 			l.tokens, l.requests = ceilDiv(l.tokens, par), ceilDiv(l.requests, par)
@@ -343,7 +340,7 @@ func (a *admission) add(b *bucket, budget int) {
 // admit lets a call to model name through (B1), or picks the fallback,
 // waits for the next window, or refuses, as the spent budget says. key
 // and kg are the run's encoded key and key group.
-func (b *budgets) admit(ctx context.Context, key []byte, kg int, name string) (*admission, error) {
+func (b *budgets) admit(ctx context.Context, key []byte, kg int, name string) (admission, error) {
 	for hops := 0; ; {
 		now := b.clk.Now().UnixMilli()
 		b.mu.Lock()
@@ -357,7 +354,7 @@ func (b *budgets) admit(ctx context.Context, key []byte, kg int, name string) (*
 			}
 		}
 		if blocked < 0 {
-			a := &admission{model: name}
+			a := admission{model: name}
 			for _, i := range b.byModel[name] {
 				k := b.bucketLocked(i, key, kg, name, now)
 				k.requests++
@@ -380,7 +377,7 @@ func (b *budgets) admit(ctx context.Context, key []byte, kg int, name string) (*
 			hops++
 			if hops > len(b.list) {
 				b.metrics[blocked].rejected.Inc()
-				return nil, fmt.Errorf("%w (its fallbacks are all spent)", berr)
+				return admission{}, fmt.Errorf("%w (its fallbacks are all spent)", berr)
 			}
 			b.metrics[blocked].fallbacks.Inc()
 			name = bu.Fallback
@@ -393,11 +390,11 @@ func (b *budgets) admit(ctx context.Context, key []byte, kg int, name string) (*
 				t.Stop()
 				b.metrics[blocked].rejected.Inc()
 				berr.Err = ctx.Err()
-				return nil, berr
+				return admission{}, berr
 			}
 		default:
 			b.metrics[blocked].rejected.Inc()
-			return nil, berr
+			return admission{}, berr
 		}
 	}
 }
@@ -440,20 +437,28 @@ func (a *admission) bucketAt(i int) (*bucket, int64) {
 // window of now if it holds an older one.
 func (b *budgets) bucketLocked(i int, key []byte, kg int, model string, now int64) *bucket {
 	bu := &b.list[i]
-	id := bucketID{budget: i}
+	m := b.mu.buckets[i]
+	var k *bucket
 	switch bu.Scope {
 	case BudgetPerModel:
-		id.part = model
+		k = m[model]
 	case BudgetPerJob:
+		k = m[""]
 	default:
-		id.part = string(key)
+		k = m[string(key)] // no copy of key to look it up
 	}
 	w := bu.Window.Milliseconds()
 	start := now - ((now%w)+w)%w
-	k := b.mu.buckets[id]
 	if k == nil {
 		k = &bucket{window: start, kg: kg}
-		b.mu.buckets[id] = k
+		switch bu.Scope {
+		case BudgetPerModel:
+			m[model] = k
+		case BudgetPerJob:
+			m[""] = k
+		default:
+			m[string(key)] = k
+		}
 	} else if k.window < start {
 		*k = bucket{window: start, kg: kg}
 	}
@@ -482,15 +487,17 @@ func (b *budgets) snapshot(w *runtime.SnapshotWriter) error {
 	now := b.clk.Now().UnixMilli()
 	var entries []budgetEntry
 	b.mu.Lock()
-	for id, k := range b.mu.buckets {
-		bu := &b.list[id.budget]
+	for i, m := range b.mu.buckets {
+		bu := &b.list[i]
 		win := bu.Window.Milliseconds()
-		if k.window+win <= now {
-			delete(b.mu.buckets, id)
-			continue
+		for part, k := range m {
+			if k.window+win <= now {
+				delete(m, part)
+				continue
+			}
+			entries = append(entries, budgetEntry{Budget: bu.Name, Scope: string(scopeOf(bu)), Part: []byte(part), KeyGroup: k.kg,
+				Window: k.window, WindowMs: win, Tokens: k.tokens, Requests: k.requests})
 		}
-		entries = append(entries, budgetEntry{Budget: bu.Name, Scope: string(scopeOf(bu)), Part: []byte(id.part), KeyGroup: k.kg,
-			Window: k.window, WindowMs: win, Tokens: k.tokens, Requests: k.requests})
 	}
 	b.mu.Unlock()
 	blob, err := json.Marshal(entries)
@@ -523,6 +530,10 @@ func (b *budgets) restore(r *runtime.Restored, rng interface{ Contains(int) bool
 	for i, bu := range b.list {
 		byName[bu.Name] = i
 	}
+	type bucketID struct {
+		budget int
+		part   string
+	}
 	shared := map[bucketID]*bucket{}
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -543,7 +554,7 @@ func (b *budgets) restore(r *runtime.Restored, rng interface{ Contains(int) bool
 			id := bucketID{budget: i, part: string(e.Part)}
 			if scopeOf(bu) == BudgetPerKey {
 				if rng.Contains(e.KeyGroup) {
-					b.mu.buckets[id] = &bucket{window: e.Window, tokens: e.Tokens, requests: e.Requests, kg: e.KeyGroup}
+					b.mu.buckets[i][id.part] = &bucket{window: e.Window, tokens: e.Tokens, requests: e.Requests, kg: e.KeyGroup}
 				}
 				continue
 			}
@@ -560,7 +571,7 @@ func (b *budgets) restore(r *runtime.Restored, rng interface{ Contains(int) bool
 	}
 	for id, s := range shared {
 		s.tokens, s.requests = ceilDiv(s.tokens, par), ceilDiv(s.requests, par)
-		b.mu.buckets[id] = s
+		b.mu.buckets[id.budget][id.part] = s
 	}
 	return nil
 }
@@ -589,7 +600,7 @@ func (b *budgets) guard(c *RunnerContext, name string, m model.ChatModel, counte
 		}
 		resp, err := call.Chat(ctx, req)
 		if err == nil && resp != nil {
-			b.charge(a, int64(resp.Usage.PromptTokens)+int64(resp.Usage.CompletionTokens))
+			b.charge(&a, int64(resp.Usage.PromptTokens)+int64(resp.Usage.CompletionTokens))
 		}
 		return resp, err
 	})

@@ -92,7 +92,7 @@ func TestBudgetNeverExceeded(t *testing.T) {
 			if spent {
 				t.Fatalf("call %s/%s let through though a budget covering it is spent", key, m)
 			}
-			l.charge(a, tokens)
+			l.charge(&a, tokens)
 			for i, b := range bs {
 				if !covers(b, m) {
 					continue
