@@ -382,8 +382,10 @@ func (b *budgets) admit(ctx context.Context, key []byte, kg int, name string) (a
 			b.metrics[blocked].fallbacks.Inc()
 			name = bu.Fallback
 		case BudgetWait:
+			// The timer is armed before the wait is counted, so that one
+			// who sees the count and moves the clock finds it armed.
+			t := b.clk.NewTimer(time.Duration(spent.window+w-b.clk.Now().UnixMilli()) * time.Millisecond)
 			b.metrics[blocked].waits.Inc()
-			t := b.clk.NewTimer(time.Duration(spent.window+w-now) * time.Millisecond)
 			select {
 			case <-t.C():
 			case <-ctx.Done():

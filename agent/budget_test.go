@@ -495,3 +495,43 @@ func BenchmarkBudgetCheck(b *testing.B) {
 		})
 	}
 }
+
+// TestBudgetWaitOnTheJobClock: a call past a BudgetWait budget waits on
+// the job's clock until its window rolls over, then is let through; a
+// wait whose context ends fails with a BudgetError wrapping the context's
+// error.
+func TestBudgetWaitOnTheJobClock(t *testing.T) {
+	clk := clock.NewManual(time.UnixMilli(10_500))
+	l := newBudgets([]Budget{{Name: "w", Requests: 1, Window: time.Second, OnLimit: BudgetWait}}, []string{"big"}, 1, clk, nil)
+	if _, err := l.admit(context.Background(), []byte("A"), 0, "big"); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := l.admit(context.Background(), []byte("A"), 0, "big")
+		done <- err
+	}()
+	for l.metrics[0].waits.Value() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("the call went through before the window rolled over: %v", err)
+	default:
+	}
+	clk.Set(time.UnixMilli(11_000))
+	if err := <-done; err != nil {
+		t.Fatalf("after the window rolled over: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		for l.metrics[0].waits.Value() < 2 {
+			time.Sleep(time.Millisecond)
+		}
+		cancel()
+	}()
+	_, err := l.admit(ctx, []byte("A"), 0, "big")
+	if !errors.Is(err, ErrBudgetExceeded) || !errors.Is(err, context.Canceled) {
+		t.Fatalf("cut-short wait: %v, want a budget error wrapping context.Canceled", err)
+	}
+}
