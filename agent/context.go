@@ -28,6 +28,8 @@ type host interface {
 	modelUsage(name string) *modelUsage
 	// now is the job's clock.
 	now() time.Time
+	// budgetLedger is the ledger of Options.Budgets (nil: none).
+	budgetLedger() *budgets
 }
 
 // RunnerContext is what an action gets besides its event: the key and
@@ -59,6 +61,10 @@ type RunnerContext struct {
 	replayedCall bool
 	// tr makes the run's model and tool call spans (nil: tracing off).
 	tr *tracing
+	// kg is the key's key group; bkey the encoded key, made on the first
+	// call a per-key budget counts.
+	kg   int
+	bkey []byte
 }
 
 // Context returns the run's context: cancelled when the operator closes
@@ -155,6 +161,15 @@ func (c *RunnerContext) Chat(name string, req model.Request) (*model.Response, e
 		return nil, err
 	}
 	m = c.host.modelUsage(name).counted(m, c.host.callStat(chatCallPrefix+name), c.tr != nil)
+	if b := c.host.budgetLedger(); b != nil {
+		m = b.guard(c, name, m, func(fallback string) (model.ChatModel, error) {
+			fm, err := c.Model(fallback)
+			if err != nil {
+				return nil, err
+			}
+			return c.host.modelUsage(fallback).counted(fm, c.host.callStat(chatCallPrefix+fallback), c.tr != nil), nil
+		})
+	}
 	if c.tr != nil {
 		return c.tr.chat(c, name, req, func() (*model.Response, error) { return c.chatLogged(name, m, req) })
 	}

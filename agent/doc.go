@@ -163,6 +163,16 @@
 //     the store marked weir.agent.replayed, retries and rate-limit waits
 //     as events (trace.go, docs/tracing.md). Without a provider tracing
 //     costs a nil check per input, action and call.
+//  15. Budgets, checked before each call. With Options.Budgets a model call
+//     made through RunnerContext.Chat is let through only while every
+//     budget covering it (per key, per model or per job, over a tumbling
+//     processing-time window) is below its limits (budget.go, B1-B3): a
+//     budget's requests are never exceeded, its tokens by at most the
+//     calls in flight when it was reached (one for a per-key budget). At
+//     the limit the call fails (the input to Options.FailedInputs), waits
+//     for the next window (holding the watermark), or goes to a fallback
+//     model. The current windows' spend is checkpointed; replayed calls
+//     are not charged again.
 //
 // # Limits
 //

@@ -106,6 +106,14 @@ type Options struct {
 	// gen_ai.tool.call.arguments, gen_ai.tool.call.result). false means
 	// spans carry no content: the data may be personal.
 	TraceContent bool
+	// Budgets bound the tokens and requests of the model calls made
+	// through RunnerContext.Chat per key, per model or per job over a
+	// tumbling processing-time window, checked before each call, with
+	// what a call does at the limit: fail, wait for the next window, or
+	// fall back to another model (budget.go). Their spend of the current
+	// window is checkpointed. nil means no budgets, at the cost of a nil
+	// check per call.
+	Budgets []Budget
 }
 
 // Validate reports what is wrong with the options (nil if nothing is): the
@@ -125,6 +133,7 @@ func (o Options) Validate() error {
 	if o.FailedInputs != nil && !o.ContinueOnError {
 		errs = append(errs, errors.New("agent: Options.FailedInputs is set without ContinueOnError: a failed action fails the job; set ContinueOnError too, or leave FailedInputs nil"))
 	}
+	errs = append(errs, validateBudgets(o.Budgets)...)
 	return errors.Join(errs...)
 }
 
@@ -152,7 +161,7 @@ func Apply[K comparable, IN, OUT any](ks weir.KeyedStream[K, IN], name string, a
 	if err != nil {
 		panic(fmt.Sprintf("agent.Apply(%q): %v", name, err))
 	}
-	optsErr := opts.Validate()
+	optsErr := errors.Join(opts.Validate(), validateBudgetModels(opts.Budgets, def))
 	opts = opts.withDefaults()
 	key, hash := ks.Key(), ks.Hasher()
 	return weir.TransformKeyed(ks, name, func() runtime.OneInputOperator[IN, OUT] {
@@ -266,6 +275,8 @@ type operator[K comparable, IN, OUT any] struct {
 	elog *eventLog
 	// tr makes spans; nil without Options.TracerProvider.
 	tr *tracing
+	// budgets is the ledger of Options.Budgets; nil without them.
+	budgets *budgets
 	// condAct is the activation of trigger conditions (subtask goroutine).
 	condAct eventActivation
 	// ttl holds a processing-time timer per short-term entry with a TTL
@@ -350,6 +361,7 @@ func (o *operator[K, IN, OUT]) Open(ctx *runtime.Context, out runtime.Output[OUT
 		o.elog = &eventLog{listeners: o.opts.Listeners, operator: ctx.Name, subtask: ctx.Subtask, now: clk.Now}
 	}
 	o.tr = newTracing(o.opts.TracerProvider, o.opts.TraceContent, ctx.Name, ctx.Subtask)
+	o.budgets = newBudgets(o.opts.Budgets, o.def.modelNames(), ctx.Parallelism, clk, ctx)
 	if o.opts.Store != nil {
 		st, err := o.opts.Store(ctx)
 		if err != nil {
@@ -517,6 +529,11 @@ func (o *operator[K, IN, OUT]) SnapshotState(w *runtime.SnapshotWriter) error {
 		}
 		w.List(storeMarkers, checkpoint.Union, [][]byte{m})
 	}
+	if o.budgets != nil {
+		if err := o.budgets.snapshot(w); err != nil {
+			return err
+		}
+	}
 	rng := o.Ctx.KeyGroups
 	for kg := rng.Start; kg <= rng.End; kg++ {
 		if o.keysTab.NumKeysInKeyGroup(kg) == 0 {
@@ -618,6 +635,11 @@ const snapshotFormat = 2
 
 func (o *operator[K, IN, OUT]) restore(ctx *runtime.Context) error {
 	r := ctx.Restored()
+	if r != nil && o.budgets != nil {
+		if err := o.budgets.restore(r, ctx.KeyGroups, ctx.Parallelism); err != nil {
+			return err
+		}
+	}
 	if r == nil {
 		// A fresh start: the job may be running again after a failure
 		// before its first checkpoint, and the store holds what that run
@@ -865,7 +887,7 @@ func (o *operator[K, IN, OUT]) prepare(ks *keyState[K, IN]) *completion[K, IN] {
 	*c.rc = RunnerContext{host: o, key: ks.boxed, seq: r.seq, ev: t.ev, action: o.def.actions[t.action], actionIdx: t.action,
 		short:   Memory{name: "short-term", base: ks.memory, expiry: ks.expiry, short: true},
 		sensory: Memory{name: "sensory", base: r.sensory},
-		sent:    c.sent[:0], elog: o.elog}
+		sent:    c.sent[:0], elog: o.elog, kg: ks.kg}
 	if o.tr != nil {
 		if r.span == nil {
 			// An input restored unfinished: its span starts with its

@@ -86,3 +86,6 @@ func (o *operator[K, IN, OUT]) modelUsage(name string) *modelUsage { return o.us
 
 // now implements host.
 func (o *operator[K, IN, OUT]) now() time.Time { return o.timer.now() }
+
+// budgetLedger implements host.
+func (o *operator[K, IN, OUT]) budgetLedger() *budgets { return o.budgets }

@@ -39,22 +39,17 @@ func buildAgent(ctx context.Context, a *AgentSpec) (*agent.Agent, *template.Temp
 		}
 		return nil, nil, nil, err
 	}
-	var m model.ChatModel
-	if a.Model.Offline {
-		var lat model.Latency
-		if a.Model.Latency > 0 {
-			lat = model.Latency{Dist: "exponential", Mean: a.Model.Latency}
+	m, err := chatModel(&a.Model, len(a.Tools) > 0)
+	if err != nil {
+		return fail(err)
+	}
+	models := map[string]model.ChatModel{agentModel: m}
+	if a.FallbackModel != nil {
+		fm, err := chatModel(a.FallbackModel, len(a.Tools) > 0)
+		if err != nil {
+			return fail(err)
 		}
-		m = &model.Offline{Seed: a.Model.Seed, Latency: lat, ToolCalls: len(a.Tools) > 0}
-	} else {
-		cfg := model.OpenAIConfig{BaseURL: a.Model.URL, Model: a.Model.Name, Timeout: a.Model.Timeout}
-		if a.Model.APIKeyEnv != "" {
-			cfg.APIKey = os.Getenv(a.Model.APIKeyEnv)
-			if cfg.APIKey == "" {
-				return fail(fmt.Errorf("%s: model.apiKeyEnv: $%s is empty or unset", a.Model.Pos, a.Model.APIKeyEnv))
-			}
-		}
-		m = model.OpenAI(cfg)
+		models[agentFallbackModel] = fm
 	}
 	var tools []tool.Tool
 	for _, t := range a.Tools {
@@ -166,9 +161,36 @@ func buildAgent(ctx context.Context, a *AgentSpec) (*agent.Agent, *template.Temp
 	}
 	return &agent.Agent{
 		Actions: actions,
-		Models:  map[string]model.ChatModel{agentModel: m},
+		Models:  models,
 		Tools:   tools,
 	}, tmpl, closers, nil
+}
+
+// chatModel makes the model of a model spec (offline, or an
+// OpenAI-compatible endpoint), behind its rate limit if it has one.
+func chatModel(s *ModelSpec, toolCalls bool) (model.ChatModel, error) {
+	var m model.ChatModel
+	if s.Offline {
+		var lat model.Latency
+		if s.Latency > 0 {
+			lat = model.Latency{Dist: "exponential", Mean: s.Latency}
+		}
+		m = &model.Offline{Seed: s.Seed, Latency: lat, ToolCalls: toolCalls}
+	} else {
+		cfg := model.OpenAIConfig{BaseURL: s.URL, Model: s.Name, Timeout: s.Timeout}
+		if s.APIKeyEnv != "" {
+			cfg.APIKey = os.Getenv(s.APIKeyEnv)
+			if cfg.APIKey == "" {
+				return nil, fmt.Errorf("%s: model.apiKeyEnv: $%s is empty or unset", s.Pos, s.APIKeyEnv)
+			}
+		}
+		m = model.OpenAI(cfg)
+	}
+	m, err := rateLimited(m, s.RateLimit)
+	if err != nil {
+		return nil, fmt.Errorf("%s: rateLimit: %w", s.Pos, err)
+	}
+	return m, nil
 }
 
 // promptCheckOp renders an agent step's prompt for each record before the

@@ -719,7 +719,16 @@ func (b *builder) keyedStep(ctx context.Context, from string, st *StepSpec, kp f
 		})
 		route(checked)
 		ks = weir.KeyBy(checked, ks.Key())
-		o := agent.Options{MaxConcurrentKeys: st.Agent.MaxConcurrent, ActionTimeout: st.Agent.ActionTimeout, ContinueOnError: st.Agent.ContinueOnError}
+		o := agent.Options{MaxConcurrentKeys: st.Agent.MaxConcurrent, ActionTimeout: st.Agent.ActionTimeout, ContinueOnError: st.Agent.ContinueOnError,
+			Budgets: agentBudgets(st.Agent)}
+		if l := st.Agent.EventLog; l != nil {
+			w, closer, err := b.agentEventLog(l)
+			if err != nil {
+				return in, err
+			}
+			b.j.closers = append(b.j.closers, closer)
+			o.Listeners = []agent.Listener{w}
+		}
 		if err := b.traceAgent(ctx, &o); err != nil {
 			return in, err
 		}

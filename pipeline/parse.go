@@ -703,6 +703,12 @@ func (d *dec) agent(k, n ast.Node, what string) *AgentSpec {
 		field{"maxConcurrentKeys", false, func(_, v ast.Node) { d.intField(v, what+".maxConcurrentKeys", 1, 1<<20, &a.MaxConcurrent) }},
 		field{"actionTimeout", false, func(_, v ast.Node) { d.duration(v, what+".actionTimeout", true, &a.ActionTimeout) }},
 		field{"continueOnError", false, func(_, v ast.Node) { d.boolean(v, what+".continueOnError", &a.ContinueOnError) }},
+		field{"fallbackModel", false, func(k, v ast.Node) {
+			a.FallbackModel = &ModelSpec{}
+			d.model(k, v, what+".fallbackModel", a.FallbackModel)
+		}},
+		field{"budgets", false, func(_, v ast.Node) { d.budgets(v, what+".budgets", a) }},
+		field{"eventLog", false, func(k, v ast.Node) { a.EventLog = d.eventLog(k, v, what+".eventLog") }},
 		field{"store", false, func(k, v ast.Node) {
 			st := &StoreSpec{Pos: d.pos(k)}
 			a.Store = st
@@ -728,6 +734,7 @@ func (d *dec) agent(k, n ast.Node, what string) *AgentSpec {
 			}
 		}},
 	)
+	d.checkBudgets(what, a)
 	return a
 }
 
@@ -755,6 +762,7 @@ func (d *dec) model(k, n ast.Node, what string, m *ModelSpec) {
 		}},
 		field{"apiKeyEnv", false, func(_, v ast.Node) { d.nonEmpty(v, what+".apiKeyEnv", "an environment variable name", &m.APIKeyEnv) }},
 		field{"timeout", false, func(_, v ast.Node) { d.duration(v, what+".timeout", true, &m.Timeout) }},
+		field{"rateLimit", false, func(_, v ast.Node) { m.RateLimit = d.rateLimit(v, what+".rateLimit") }},
 	)
 	switch {
 	case offline && endpoint:

@@ -235,6 +235,13 @@ type AgentSpec struct {
 	MaxConcurrent   int
 	ActionTimeout   time.Duration
 	ContinueOnError bool
+	// FallbackModel is a second model (named "fallback" in the agent), the
+	// one budgets with onLimit fallback call past their limit; nil: none.
+	FallbackModel *ModelSpec
+	// Budgets bound the model calls' tokens and requests (agentlimits.go).
+	Budgets []BudgetSpec
+	// EventLog is where the agent's event log goes; nil: no log.
+	EventLog *EventLogSpec
 }
 
 // ModelSpec is the agent's model: the offline model (default) or an
@@ -250,6 +257,8 @@ type ModelSpec struct {
 	Name      string
 	APIKeyEnv string
 	Timeout   time.Duration
+	// RateLimit, when set, puts the model's calls behind a model.Limiter.
+	RateLimit *RateLimitSpec
 }
 
 // ToolSpec is an HTTP tool or an MCP server.

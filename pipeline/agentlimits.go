@@ -1,0 +1,202 @@
+package pipeline
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/goccy/go-yaml/ast"
+
+	"github.com/weirproject/weir/agent"
+	"github.com/weirproject/weir/agent/eventlog"
+	"github.com/weirproject/weir/agent/model"
+)
+
+// The agent step's limits in YAML: budgets (agent.Budget), a rate limit
+// per model (model.RateLimit) and the event log (agent/eventlog), which Go
+// configures through agent.Options and the model clients.
+
+// agentFallbackModel is the name of the agent step's fallbackModel in
+// agent.Agent.Models.
+const agentFallbackModel = "fallback"
+
+// BudgetSpec is one of an agent step's budgets (agent.Budget).
+type BudgetSpec struct {
+	Pos      Pos
+	Name     string
+	Scope    string // key, model or job
+	Models   []string
+	Tokens   int64
+	Requests int64
+	Window   time.Duration
+	OnLimit  string // fail, wait or fallback
+}
+
+// RateLimitSpec is a model's rate limit (model.RateLimit).
+type RateLimitSpec struct {
+	Requests      int
+	Tokens        int
+	Interval      time.Duration
+	MaxConcurrent int
+}
+
+// EventLogSpec is where an agent step writes its event log: a JSON-lines
+// file or a Kafka topic of the pipeline's cluster.
+type EventLogSpec struct {
+	Pos   Pos
+	File  string
+	Topic string
+}
+
+// budgets decodes agent.budgets: a list of {name, scope, models, tokens,
+// requests, window, onLimit}.
+func (d *dec) budgets(n ast.Node, what string, a *AgentSpec) {
+	seen := map[string]bool{}
+	d.list(n, what, false, func(i int, bn ast.Node) {
+		at := fmt.Sprintf("%s[%d]", what, i)
+		b := BudgetSpec{Pos: d.pos(bn), Scope: "key", OnLimit: "fail"}
+		d.object(bn, at,
+			field{"name", true, func(_, v ast.Node) {
+				if d.nonEmpty(v, at+".name", "a name for metrics and checkpoints such as per-user", &b.Name) {
+					if seen[b.Name] {
+						d.errf(v, "%s.name: %q is used twice; want unique budget names", at, b.Name)
+					}
+					seen[b.Name] = true
+				}
+			}},
+			field{"scope", false, func(_, v ast.Node) { d.oneOf(v, at+".scope", &b.Scope, "key", "model", "job") }},
+			field{"models", false, func(_, v ast.Node) {
+				var ps []Pos
+				d.strings(v, at+".models", &b.Models, &ps)
+				for j, m := range b.Models {
+					if m != agentModel && m != agentFallbackModel {
+						d.errAt(ps[j], "%s.models[%d]: %q: want model or fallback (the step's model and fallbackModel)", at, j, m)
+					}
+				}
+			}},
+			field{"tokens", false, func(_, v ast.Node) { d.integer(v, at+".tokens", 1, 1<<50, &b.Tokens) }},
+			field{"requests", false, func(_, v ast.Node) { d.integer(v, at+".requests", 1, 1<<40, &b.Requests) }},
+			field{"window", true, func(_, v ast.Node) { d.duration(v, at+".window", true, &b.Window) }},
+			field{"onLimit", false, func(_, v ast.Node) { d.oneOf(v, at+".onLimit", &b.OnLimit, "fail", "wait", "fallback") }},
+		)
+		if b.Tokens == 0 && b.Requests == 0 {
+			d.errAt(b.Pos, "%s: want tokens, requests or both (the most per window)", at)
+		}
+		a.Budgets = append(a.Budgets, b)
+	})
+}
+
+// checkBudgets checks what needs the whole agent step: a fallback needs
+// fallbackModel, a failing budget needs continueOnError (the refused input
+// then goes to the step's dead letters).
+func (d *dec) checkBudgets(what string, a *AgentSpec) {
+	for i, b := range a.Budgets {
+		at := fmt.Sprintf("%s.budgets[%d]", what, i)
+		switch b.OnLimit {
+		case "fallback":
+			if a.FallbackModel == nil {
+				d.errAt(b.Pos, "%s: onLimit fallback needs %s.fallbackModel (the model called past the budget)", at, what)
+			}
+			for _, m := range b.Models {
+				if m == agentFallbackModel {
+					d.errAt(b.Pos, "%s: onLimit fallback on a budget of the fallback model itself; want models: [model]", at)
+				}
+			}
+		case "fail":
+			if !a.ContinueOnError {
+				d.errAt(b.Pos, "%s: onLimit fail needs %s.continueOnError: true (a refused input then goes to the step's dead letters); or use onLimit wait", at, what)
+			}
+		}
+		for _, m := range b.Models {
+			if m == agentFallbackModel && a.FallbackModel == nil {
+				d.errAt(b.Pos, "%s: models names fallback, but %s has no fallbackModel", at, what)
+			}
+		}
+	}
+}
+
+// rateLimit decodes model.rateLimit.
+func (d *dec) rateLimit(n ast.Node, what string) *RateLimitSpec {
+	r := &RateLimitSpec{}
+	d.object(n, what,
+		field{"requests", false, func(_, v ast.Node) { d.intField(v, what+".requests", 1, 1<<20, &r.Requests) }},
+		field{"tokens", false, func(_, v ast.Node) { d.intField(v, what+".tokens", 1, 1<<40, &r.Tokens) }},
+		field{"interval", false, func(_, v ast.Node) { d.duration(v, what+".interval", true, &r.Interval) }},
+		field{"maxConcurrent", false, func(_, v ast.Node) { d.intField(v, what+".maxConcurrent", 1, 1<<20, &r.MaxConcurrent) }},
+	)
+	if r.Requests == 0 && r.Tokens == 0 && r.MaxConcurrent == 0 {
+		d.errf(n, "%s: want at least one of requests, tokens (per interval, default 1m) or maxConcurrent", what)
+	}
+	return r
+}
+
+// eventLog decodes agent.eventLog: {file: path} or {kafka: {topic}}.
+func (d *dec) eventLog(k, n ast.Node, what string) *EventLogSpec {
+	l := &EventLogSpec{Pos: d.pos(k)}
+	kinds := 0
+	d.object(n, what,
+		field{"file", false, func(_, v ast.Node) {
+			kinds++
+			d.nonEmpty(v, what+".file", "a JSON-lines file such as /var/log/weir/agent.jsonl", &l.File)
+		}},
+		field{"kafka", false, func(_, v ast.Node) {
+			kinds++
+			d.object(v, what+".kafka",
+				field{"topic", true, func(_, v ast.Node) { d.nonEmpty(v, what+".kafka.topic", "a topic name", &l.Topic) }},
+			)
+		}},
+	)
+	if kinds != 1 {
+		d.errf(k, "%s: want exactly one of file (a path) or kafka ({topic})", what)
+	}
+	return l
+}
+
+// agentBudgets turns the step's budgets into agent.Budgets.
+func agentBudgets(a *AgentSpec) []agent.Budget {
+	var bs []agent.Budget
+	for _, b := range a.Budgets {
+		ab := agent.Budget{Name: b.Name, Scope: agent.BudgetScope(b.Scope), Models: b.Models, Tokens: b.Tokens, Requests: b.Requests,
+			Window: b.Window, OnLimit: agent.BudgetOnLimit(b.OnLimit)}
+		if ab.OnLimit == agent.BudgetFallback {
+			ab.Fallback = agentFallbackModel
+		}
+		bs = append(bs, ab)
+	}
+	return bs
+}
+
+// rateLimited wraps m in the limiter of its rate limit (nil: m).
+func rateLimited(m model.ChatModel, r *RateLimitSpec) (model.ChatModel, error) {
+	if r == nil {
+		return m, nil
+	}
+	l, err := model.NewLimiter(model.RateLimit{Requests: r.Requests, Tokens: r.Tokens, Interval: r.Interval, MaxConcurrent: r.MaxConcurrent})
+	if err != nil {
+		return nil, err
+	}
+	return model.WithRateLimit(m, l), nil
+}
+
+// agentEventLog opens the step's event log; the closer flushes and closes
+// it.
+func (b *builder) agentEventLog(l *EventLogSpec) (agent.Listener, func() error, error) {
+	if l.File != "" {
+		w, err := eventlog.CreateFile(l.File)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s: eventLog.file: %w", l.Pos, err)
+		}
+		return w, w.Close, nil
+	}
+	if len(b.j.Brokers) == 0 {
+		return nil, nil, fmt.Errorf("%s: eventLog.kafka: the pipeline has no Kafka cluster (job.kafka)", l.Pos)
+	}
+	opts, err := b.j.Security.Opts()
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: eventLog.kafka: %w", l.Pos, err)
+	}
+	w, err := eventlog.NewKafkaWriter(b.j.Brokers, l.Topic, opts...)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: eventLog.kafka: %w", l.Pos, err)
+	}
+	return w, w.Close, nil
+}
