@@ -59,6 +59,9 @@ type RunnerContext struct {
 	replayedCall bool
 	// tr makes the run's model and tool call spans (nil: tracing off).
 	tr *tracing
+	// kstate is the key's *keyState, for Await (nil: the operator takes
+	// no answers).
+	kstate any
 }
 
 // Context returns the run's context: cancelled when the operator closes
