@@ -65,6 +65,9 @@ type RunnerContext struct {
 	// call a per-key budget counts.
 	kg   int
 	bkey []byte
+	// kstate is the key's *keyState, for Await (nil: the operator takes
+	// no answers).
+	kstate any
 }
 
 // Context returns the run's context: cancelled when the operator closes

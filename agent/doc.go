@@ -173,6 +173,17 @@
 //     for the next window (holding the watermark), or goes to a fallback
 //     model. The current windows' spend is checkpointed; replayed calls
 //     are not charged again.
+//  16. Waits are action state. Await (with ApplyWithAnswers, whose second
+//     input is the answers, keyed like the input) records, with a store,
+//     the wait's identity and deadline, its request (Wait.Ask) and its
+//     outcome as durable calls: a restore neither asks again nor starts
+//     the time-out over. A key's answers not used up are keyed state,
+//     checkpointed with the answers' source offsets, so an answer that
+//     comes before its wait, or before a crash, is not lost, and one
+//     taken stays until its input finishes. A waiting input holds the
+//     watermark (guarantee 5) at most until Wait.Timeout passes
+//     (processing time on the job's clock); answers take no part in
+//     event time (await.go, answers.go, docs/agents.md "Human approval").
 //
 // # Limits
 //

@@ -30,6 +30,13 @@ type keyState[K comparable, IN any] struct {
 	// purgeDue says a TTL timer fired while an action of the key was
 	// running: expired entries go when the input finishes.
 	purgeDue bool
+	// inbox holds the answers (ApplyWithAnswers) the key has received and
+	// not used up: untaken ones, and those the input in progress took
+	// (dropped when it finishes). Checkpointed.
+	inbox []storedAnswer
+	// waiter is the wait of the key's running action, registered by Await
+	// (nil: none).
+	waiter *waiter
 }
 
 func (ks *keyState[K, IN]) hasPending() bool { return ks.head < len(ks.pending) }
@@ -86,6 +93,7 @@ type keyStateJSON struct {
 	Expiry  map[string]int64           `json:"expiry,omitempty"`
 	Run     *runJSON                   `json:"run,omitempty"`
 	Pending []pendingJSON              `json:"pending,omitempty"`
+	Answers []storedAnswer             `json:"answers,omitempty"`
 }
 
 type runJSON struct {
@@ -115,7 +123,7 @@ type keyStateCodec[K comparable, IN any] struct {
 }
 
 func (c keyStateCodec[K, IN]) Append(dst []byte, ks *keyState[K, IN]) ([]byte, error) {
-	j := keyStateJSON{NextSeq: ks.nextSeq, Memory: ks.memory, Expiry: ks.expiry}
+	j := keyStateJSON{NextSeq: ks.nextSeq, Memory: ks.memory, Expiry: ks.expiry, Answers: ks.inbox}
 	for _, p := range ks.pending[ks.head:] {
 		b, err := c.in.Append(nil, p.value)
 		if err != nil {
@@ -142,7 +150,7 @@ func (c keyStateCodec[K, IN]) Decode(src []byte) (*keyState[K, IN], error) {
 	if err := json.Unmarshal(src, &j); err != nil {
 		return nil, fmt.Errorf("agent: corrupt checkpointed key state: %w", err)
 	}
-	ks := &keyState[K, IN]{nextSeq: j.NextSeq, memory: j.Memory, expiry: j.Expiry}
+	ks := &keyState[K, IN]{nextSeq: j.NextSeq, memory: j.Memory, expiry: j.Expiry, inbox: j.Answers}
 	for _, p := range j.Pending {
 		v, err := c.in.Decode(p.Value)
 		if err != nil {

@@ -286,6 +286,13 @@ type operator[K comparable, IN, OUT any] struct {
 	nextWake  int64
 	cExpired  *runtime.Counter
 	cMemEvent *runtime.Counter
+	// takesAnswers says the operator has an answers input
+	// (ApplyWithAnswers); waits are the registered waits of Await, with
+	// their keys (subtask goroutine).
+	takesAnswers                             bool
+	waits                                    map[*waiter]any
+	cAnswers, cAnswersDropped, cWaitTimeouts *runtime.Counter
+	gWaits                                   *runtime.Gauge
 }
 
 // pendingPrune is what a checkpoint covers: the inputs finished before its
@@ -339,6 +346,11 @@ func (o *operator[K, IN, OUT]) Open(ctx *runtime.Context, out runtime.Output[OUT
 	o.ttl.OnProcessingHeadChange(o.scheduleTTL)
 	o.cExpired = ctx.Counter("memoryExpired")
 	o.cMemEvent = ctx.Counter("memoryUpdateEvents")
+	o.waits = map[*waiter]any{}
+	o.cAnswers = ctx.Counter("answersReceived")
+	o.cAnswersDropped = ctx.Counter("answersDropped")
+	o.cWaitTimeouts = ctx.Counter("waitTimeouts")
+	o.gWaits = ctx.Gauge("pendingWaits")
 	o.gHeld = ctx.Gauge("heldWatermarks")
 	o.gAge = ctx.Gauge("oldestHeldWatermarkAgeMs")
 	o.gInFlight = ctx.Gauge("inFlightInputs")
@@ -852,6 +864,7 @@ func (o *operator[K, IN, OUT]) finish(ks *keyState[K, IN]) {
 		ks.purgeDue = false
 		o.purgeExpired(ks)
 	}
+	ks.dropUsedAnswers()
 	if r := ks.run; r.span != nil {
 		r.span.End()
 	}
@@ -888,6 +901,9 @@ func (o *operator[K, IN, OUT]) prepare(ks *keyState[K, IN]) *completion[K, IN] {
 		short:   Memory{name: "short-term", base: ks.memory, expiry: ks.expiry, short: true},
 		sensory: Memory{name: "sensory", base: r.sensory},
 		sent:    c.sent[:0], elog: o.elog, kg: ks.kg}
+	if o.takesAnswers {
+		c.rc.kstate = ks
+	}
 	if o.tr != nil {
 		if r.span == nil {
 			// An input restored unfinished: its span starts with its
@@ -1281,7 +1297,8 @@ func (o *operator[K, IN, OUT]) fail(err error) {
 // status describes the subtask (on the subtask goroutine).
 func (o *operator[K, IN, OUT]) status() SubtaskStatus {
 	s := SubtaskStatus{Operator: o.Ctx.Name, Subtask: o.Ctx.Subtask, HeldWatermarks: o.q.Held(),
-		RunningKeys: o.running, WaitingInputs: o.waiting, InFlightInputs: o.unfinished}
+		RunningKeys: o.running, WaitingInputs: o.waiting, InFlightInputs: o.unfinished,
+		PendingWaits: o.pendingWaits(clock.NowMillis(o.Ctx.Clock))}
 	if m, _, ok := o.q.Oldest(); ok {
 		s.OldestHeldWatermark = m.ts
 		s.OldestHeldIsStatus = m.kind != markWatermark

@@ -35,6 +35,9 @@ type SubtaskStatus struct {
 	RunningKeys    int `json:"runningKeys"`
 	WaitingInputs  int `json:"waitingInputs"`
 	InFlightInputs int `json:"inFlightInputs"`
+	// PendingWaits lists the waits of actions (Await) not answered yet,
+	// soonest deadline first: what a dashboard shows as pending approvals.
+	PendingWaits []PendingWait `json:"pendingWaits,omitempty"`
 }
 
 // HeldKey is a key holding a watermark back, with its number of unfinished

@@ -310,6 +310,31 @@ func TestHeldFromAgentStatus(t *testing.T) {
 	}
 }
 
+// TestPendingApprovalsFromAgentStatus: an agent's frame lists the pending
+// waits of all its subtasks (key, action, age, deadline), soonest deadline
+// first.
+func TestPendingApprovalsFromAgentStatus(t *testing.T) {
+	top := runtime.Topology{Operators: []runtime.OperatorInfo{{Name: "agent", UID: "agent", Parallelism: 2, Task: "agent"}}}
+	ms := []runtime.Metric{{Operator: "agent", Name: "actionsRun", Value: 1}}
+	status := []agent.SubtaskStatus{
+		{Operator: "agent", Subtask: 0, PendingWaits: []agent.PendingWait{{Key: "late", Action: "review", Wait: "approve", ID: "w1", AgeMs: 10, DeadlineMs: 9000}}},
+		{Operator: "agent", Subtask: 1, PendingWaits: []agent.PendingWait{{Key: "soon", Action: "review", Wait: "approve", ID: "w2", AgeMs: 50, DeadlineMs: 2000}}},
+		{Operator: "other", Subtask: 0, PendingWaits: []agent.PendingWait{{Key: "x", DeadlineMs: 1}}},
+	}
+	f := buildFrame(1, nil, sampleInput{atMs: 1000, topology: top, metrics: ms, agents: status})
+	if len(f.Agents) != 1 {
+		t.Fatalf("agents: %+v", f.Agents)
+	}
+	got := f.Agents[0].PendingApprovals
+	if len(got) != 2 || got[0].Key != "soon" || got[0].Subtask != 1 || got[0].AgeMs != 50 || got[1].Key != "late" || got[1].DeadlineMs != 9000 {
+		t.Fatalf("pending approvals %+v", got)
+	}
+	b, _ := json.Marshal(got[0])
+	if want := `{"subtask":1,"key":"soon","action":"review","wait":"approve","id":"w2","ageMs":50,"deadlineMs":2000}`; string(b) != want {
+		t.Fatalf("JSON %s, want %s", b, want)
+	}
+}
+
 // TestGroupAPI: /api/group serves Options.Group, answers 404 without it
 // and 502 when the group cannot be described; the group page is served.
 func TestGroupAPI(t *testing.T) {

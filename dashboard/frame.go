@@ -137,6 +137,16 @@ type AgentFrame struct {
 	P99LatencyMs float64 `json:"p99LatencyMs"`
 	Models       []Calls `json:"models"`
 	Tools        []Calls `json:"tools"`
+	// PendingApprovals are the waits of its actions (agent.Await) not
+	// answered yet, from the subtasks that answered agent.Status, soonest
+	// deadline first.
+	PendingApprovals []PendingApproval `json:"pendingApprovals,omitempty"`
+}
+
+// PendingApproval is a pending wait of one subtask of an agent operator.
+type PendingApproval struct {
+	Subtask int `json:"subtask"`
+	agent.PendingWait
 }
 
 // Calls counts the calls to one model or tool.

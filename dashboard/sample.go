@@ -334,6 +334,7 @@ func buildFrame(seq int64, prev *Frame, in sampleInput) *Frame {
 			for i := range a.Tools {
 				a.Tools[i].P99LatencyMs = quantileMs(ix[name][agent.MetricToolLatency], "tool", a.Tools[i].Name, 0.99)
 			}
+			a.PendingApprovals = pendingApprovals(in.agents, name)
 			f.Agents = append(f.Agents, a)
 		case ix.has(name, asyncio.MetricOldestHeldSince):
 			for _, m := range ix[name][asyncio.MetricHeldWatermarks] {
@@ -486,4 +487,25 @@ func quantileMs(ms []runtime.Metric, lbl, v string, q float64) float64 {
 func round(v float64, digits int) float64 {
 	p := math.Pow(10, float64(digits))
 	return math.Round(v*p) / p
+}
+
+// pendingApprovals lists the pending waits of operator op's subtasks,
+// soonest deadline first.
+func pendingApprovals(status []agent.SubtaskStatus, op string) []PendingApproval {
+	var out []PendingApproval
+	for _, s := range status {
+		if s.Operator != op {
+			continue
+		}
+		for _, w := range s.PendingWaits {
+			out = append(out, PendingApproval{Subtask: s.Subtask, PendingWait: w})
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		if out[i].DeadlineMs != out[j].DeadlineMs {
+			return out[i].DeadlineMs < out[j].DeadlineMs
+		}
+		return out[i].Subtask < out[j].Subtask
+	})
+	return out
 }

@@ -224,6 +224,11 @@ function renderAgents(f) {
       td(`${k}${kind}.${c.name}.tokens`, (c.inputTokens || 0) + (c.outputTokens || 0), kind === "model" ? `${num(c.inputTokens || 0)} / ${num(c.outputTokens || 0)}` : "–"),
       td(`${k}${kind}.${c.name}.p99LatencyMs`, c.p99LatencyMs, c.p99LatencyMs ? dur(c.p99LatencyMs) : "–")));
     if (calls.length) out.push(table(["", "model or tool", "calls ", "errors ", "retries ", "429 waits ", "tokens in / out ", "p99 ≤ "], calls));
+    const waits = (a.pendingApprovals || []).map(w => el("tr", {},
+      el("td", {class: "num"}, w.subtask), el("td", {}, w.key), el("td", {}, w.action), el("td", {}, w.wait),
+      td(`${k}wait.${w.id}.ageMs`, w.ageMs, dur(w.ageMs)),
+      fig("td", `${k}wait.${w.id}.deadlineMs`, w.deadlineMs, clock(w.deadlineMs))));
+    if (waits.length) out.push(el("h4", {}, "pending approvals"), table(["subtask ", "key", "action", "wait", "waiting ", "deadline (UTC)"], waits));
   }
   put("agents", ...out);
 }

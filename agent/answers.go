@@ -1,0 +1,245 @@
+package agent
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/weirproject/weir"
+	"github.com/weirproject/weir/clock"
+	"github.com/weirproject/weir/keygroup"
+	"github.com/weirproject/weir/runtime"
+)
+
+// ApplyWithAnswers is Apply with a second input: answers, the external
+// events its actions wait for with Await (approvals read from a Kafka
+// topic, webhooks), keyed by answerKey like the agent's input (the same
+// hash, so an answer reaches the subtask that owns its key).
+//
+// Why a second input of the operator, not a consumer of its own: the
+// answers then travel with the job's checkpoints like any record. The
+// source's offsets and the operator's state (the answers a key has
+// received and not used up) are in the same checkpoint, so after a
+// restore no answer is lost (an answer read before the checkpoint is in
+// the key's state; one read after it is read again) and none is applied
+// twice (a wait whose outcome was recorded replays it from the store).
+// Keying and rescaling are those of any keyed input.
+//
+// Answers take no part in event time: their watermarks are dropped and
+// their input is idle for the combined watermark, so that a quiet answers
+// topic does not hold the agent's watermark (only waiting inputs do, until
+// they are answered or time out). Their timestamps are ignored.
+func ApplyWithAnswers[K comparable, IN, OUT any](ks weir.KeyedStream[K, IN], answers weir.Stream[Answer], answerKey func(Answer) K,
+	name string, a *Agent, opts Options) weir.Stream[OUT] {
+	def, err := compile(a)
+	if err != nil {
+		panic(fmt.Sprintf("agent.ApplyWithAnswers(%q): %v", name, err))
+	}
+	optsErr := opts.Validate()
+	if optsErr == nil && opts.Blocking {
+		optsErr = errors.New("agent: Options.Blocking with ApplyWithAnswers: an action waiting for an answer would block the subtask that delivers it; leave Blocking false")
+	}
+	opts = opts.withDefaults()
+	key, hash := ks.Key(), ks.Hasher()
+	untimed := weir.Transform(answers, name+"-answers", func() runtime.OneInputOperator[Answer, Answer] { return &untimedOp{} })
+	kans := weir.KeyByHash(untimed, answerKey, hash)
+	return weir.TransformTwo(ks.Stream, kans.Stream, name, func() runtime.TwoInputOperator[IN, Answer, OUT] {
+		op := newOperator[K, IN, OUT](def, key, hash, opts)
+		op.optsErr = optsErr
+		op.takesAnswers = true
+		return &twoInputOperator[K, IN, OUT]{operator: op, answerKey: answerKey}
+	}, runtime.KeyGroups(ks.KeyGroupFunc), runtime.KeyGroups(kans.KeyGroupFunc))
+}
+
+// untimedOp forwards answers and takes them out of event time: it drops
+// their watermarks and reports its output idle (an idle input does not
+// count in the downstream operator's combined watermark; records do not
+// make it active, only a watermark would).
+type untimedOp struct {
+	runtime.Base[Answer]
+	idle bool
+}
+
+func (o *untimedOp) markIdle() {
+	if !o.idle {
+		o.idle = true
+		o.Out.EmitIdle(true)
+	}
+}
+
+func (o *untimedOp) ProcessRecord(r runtime.Record[Answer]) error {
+	o.markIdle()
+	o.Out.Collect(r)
+	return nil
+}
+func (o *untimedOp) ProcessWatermark(int64) error { o.markIdle(); return nil }
+func (o *untimedOp) ProcessIdle(bool) error       { o.markIdle(); return nil }
+func (o *untimedOp) EndInput() error              { return nil }
+
+// twoInputOperator is the agent operator with its answers input.
+type twoInputOperator[K comparable, IN, OUT any] struct {
+	*operator[K, IN, OUT]
+	answerKey func(Answer) K
+	ended     [2]bool
+}
+
+func (t *twoInputOperator[K, IN, OUT]) ProcessRecord1(r runtime.Record[IN]) error {
+	return t.ProcessRecord(r)
+}
+
+func (t *twoInputOperator[K, IN, OUT]) ProcessRecord2(r runtime.Record[Answer]) error {
+	t.processAnswer(t.answerKey(r.Value), r.Value)
+	return t.err
+}
+
+// EndInput finishes the inputs in progress once both inputs have ended:
+// while answers may still come, an input waiting for one must not be
+// waited for.
+func (t *twoInputOperator[K, IN, OUT]) EndInput(input int) error {
+	t.ended[input-1] = true
+	if t.ended[0] && t.ended[1] {
+		return t.operator.EndInput()
+	}
+	return nil
+}
+
+// processAnswer puts an answer into its key's inbox (keyed state,
+// checkpointed) and hands it to the key's registered wait if it is the
+// one it waits for.
+func (o *operator[K, IN, OUT]) processAnswer(k K, a Answer) {
+	o.backend.SetCurrentKey(k, keygroup.Assign(o.hash(k), o.maxP))
+	ks, ok := o.keys.Value()
+	if !ok {
+		ks = &keyState[K, IN]{key: k, boxed: k, kg: o.backend.CurrentKeyGroup()}
+		o.keys.Update(ks)
+	}
+	o.cAnswers.Inc()
+	ks.inbox = append(ks.inbox, storedAnswer{Answer: a})
+	if w := ks.waiter; w != nil {
+		if got, ok := takeAnswer(ks.inbox, w); ok {
+			o.endWait(ks, w, waitOutcome{Answer: copyAnswer(got)})
+		}
+	}
+	if len(ks.inbox) > maxAnswersPerKey {
+		if i := slices.IndexFunc(ks.inbox, func(s storedAnswer) bool { return s.UsedBy == "" }); i >= 0 {
+			o.logger.Warn("agent: too many answers no wait has taken for this key; dropping the oldest",
+				"key", k, "wait", ks.inbox[i].Answer.Wait, "id", ks.inbox[i].Answer.ID, "limit", maxAnswersPerKey)
+			ks.inbox = slices.Delete(ks.inbox, i, i+1)
+			o.cAnswersDropped.Inc()
+		}
+	}
+}
+
+func copyAnswer(a *Answer) *Answer {
+	c := *a
+	c.Value = slices.Clone(a.Value)
+	return &c
+}
+
+// clock implements waitHost.
+func (o *operator[K, IN, OUT]) clock() clock.Clock { return o.Ctx.Clock }
+
+// await implements waitHost, on the action's goroutine: it registers w on
+// the subtask goroutine (through the mailbox) and waits for its outcome.
+func (o *operator[K, IN, OUT]) await(ctx context.Context, c *RunnerContext, w *waiter) (waitOutcome, error) {
+	if !o.takesAnswers {
+		return waitOutcome{}, fmt.Errorf("agent: action %q: Await %q: this operator takes no answers; build it with agent.ApplyWithAnswers", w.action, w.name)
+	}
+	ks := c.kstate.(*keyState[K, IN])
+	w.ch = make(chan waitOutcome, 1)
+	o.mb.Post(func() { o.registerWait(ks, w) })
+	select {
+	case out := <-w.ch:
+		return out, nil
+	case <-ctx.Done():
+		o.mb.Post(func() {
+			if ks.waiter == w {
+				o.endWait(ks, w, waitOutcome{})
+			}
+		})
+		return waitOutcome{}, ctx.Err()
+	}
+}
+
+// registerWait (subtask goroutine) answers w at once from the key's inbox
+// (an answer that came first, or the one a run before a restore took), or
+// times it out if its recorded deadline has passed, or else makes it the
+// key's waiter with a processing-time timer at its deadline.
+func (o *operator[K, IN, OUT]) registerWait(ks *keyState[K, IN], w *waiter) {
+	if o.closed {
+		return // the action's context is cancelled
+	}
+	now := clock.NowMillis(o.Ctx.Clock)
+	w.since = now
+	if got, ok := takeAnswer(ks.inbox, w); ok {
+		w.ch <- waitOutcome{Answer: copyAnswer(got)}
+		return
+	}
+	if now >= w.deadline {
+		o.cWaitTimeouts.Inc()
+		w.ch <- waitOutcome{TimedOut: true}
+		return
+	}
+	ks.waiter = w
+	o.waits[w] = ks.boxed
+	o.gWaits.Set(int64(len(o.waits)))
+	o.Ctx.RegisterProcessingTimer(w.deadline, func(int64) {
+		if ks.waiter == w && !o.closed {
+			o.cWaitTimeouts.Inc()
+			o.endWait(ks, w, waitOutcome{TimedOut: true})
+		}
+	})
+}
+
+// endWait unregisters the key's waiter w and hands it out.
+func (o *operator[K, IN, OUT]) endWait(ks *keyState[K, IN], w *waiter, out waitOutcome) {
+	ks.waiter = nil
+	delete(o.waits, w)
+	o.gWaits.Set(int64(len(o.waits)))
+	w.ch <- out
+}
+
+// dropUsedAnswers removes the answers the key's finished input took.
+func (ks *keyState[K, IN]) dropUsedAnswers() {
+	if len(ks.inbox) > 0 {
+		ks.inbox = slices.DeleteFunc(ks.inbox, func(s storedAnswer) bool { return s.UsedBy != "" })
+		if len(ks.inbox) == 0 {
+			ks.inbox = nil
+		}
+	}
+}
+
+// PendingWait is a wait registered by Await and not answered yet.
+type PendingWait struct {
+	Key    string `json:"key"`
+	Action string `json:"action"`
+	Wait   string `json:"wait"`
+	ID     string `json:"id"`
+	// AgeMs is how long it has waited (since this subtask registered it;
+	// after a restore, since the re-run registered it again) and
+	// DeadlineMs when it times out (processing time, Unix ms).
+	AgeMs      int64 `json:"ageMs"`
+	DeadlineMs int64 `json:"deadlineMs"`
+}
+
+// pendingWaits lists the registered waits, oldest deadline first (subtask
+// goroutine).
+func (o *operator[K, IN, OUT]) pendingWaits(now int64) []PendingWait {
+	if len(o.waits) == 0 {
+		return nil
+	}
+	out := make([]PendingWait, 0, len(o.waits))
+	for w, k := range o.waits {
+		out = append(out, PendingWait{Key: fmt.Sprint(k), Action: w.action, Wait: w.name, ID: w.id,
+			AgeMs: now - w.since, DeadlineMs: w.deadline})
+	}
+	slices.SortFunc(out, func(a, b PendingWait) int {
+		if c := cmp.Compare(a.DeadlineMs, b.DeadlineMs); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Key, b.Key)
+	})
+	return out
+}
