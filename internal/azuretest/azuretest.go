@@ -34,7 +34,8 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
-	"gocloud.dev/blob"
+
+	"github.com/weirproject/weir/internal/blobtest"
 
 	_ "github.com/weirproject/weir/checkpoint/azure" // azblob:// locations (and gocloud.dev's azureblob for Keys)
 )
@@ -250,27 +251,5 @@ func startAzurite() (string, error) {
 // or one joined under it), relative to it, as Azurite lists them.
 func Keys(t testing.TB, loc string) []string {
 	t.Helper()
-	u, err := url.Parse(loc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	prefix := strings.Trim(u.Path, "/") + "/"
-	u.Path = ""
-	b, err := blob.OpenBucket(context.Background(), u.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	var keys []string
-	it := b.List(&blob.ListOptions{Prefix: prefix})
-	for {
-		o, err := it.Next(context.Background())
-		if err == io.EOF {
-			return keys
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		keys = append(keys, strings.TrimPrefix(o.Key, prefix))
-	}
+	return blobtest.Keys(t, loc)
 }

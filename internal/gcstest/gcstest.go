@@ -13,16 +13,15 @@
 package gcstest
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"net/url"
-	"strings"
 	"sync/atomic"
 	"testing"
 
 	"github.com/fsouza/fake-gcs-server/fakestorage"
-	"gocloud.dev/blob"
+
+	"github.com/weirproject/weir/internal/blobtest"
 
 	_ "github.com/weirproject/weir/checkpoint/gcs" // gs:// locations (and gocloud.dev's gcsblob for Keys)
 )
@@ -65,27 +64,5 @@ func Start(t testing.TB, prefix string) string {
 // or one joined under it), relative to it, as the GCS server lists them.
 func Keys(t testing.TB, loc string) []string {
 	t.Helper()
-	u, err := url.Parse(loc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	prefix := strings.Trim(u.Path, "/") + "/"
-	u.Path = ""
-	b, err := blob.OpenBucket(context.Background(), u.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	var keys []string
-	it := b.List(&blob.ListOptions{Prefix: prefix})
-	for {
-		o, err := it.Next(context.Background())
-		if err == io.EOF {
-			return keys
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		keys = append(keys, strings.TrimPrefix(o.Key, prefix))
-	}
+	return blobtest.Keys(t, loc)
 }

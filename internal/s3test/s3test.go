@@ -6,17 +6,14 @@
 package s3test
 
 import (
-	"context"
-	"io"
 	"net/http/httptest"
 	"net/url"
-	"strings"
 	"testing"
-
-	"gocloud.dev/blob"
 
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
+
+	"github.com/weirproject/weir/internal/blobtest"
 
 	_ "github.com/weirproject/weir/checkpoint/s3" // s3:// locations (and gocloud.dev's s3blob for Keys)
 )
@@ -56,27 +53,5 @@ func Start(t testing.TB, prefix string) string {
 // or one joined under it), relative to it, as the S3 server lists them.
 func Keys(t testing.TB, loc string) []string {
 	t.Helper()
-	u, err := url.Parse(loc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	prefix := strings.Trim(u.Path, "/") + "/"
-	u.Path = ""
-	b, err := blob.OpenBucket(context.Background(), u.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	var keys []string
-	it := b.List(&blob.ListOptions{Prefix: prefix})
-	for {
-		o, err := it.Next(context.Background())
-		if err == io.EOF {
-			return keys
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		keys = append(keys, strings.TrimPrefix(o.Key, prefix))
-	}
+	return blobtest.Keys(t, loc)
 }
