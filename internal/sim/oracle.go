@@ -21,6 +21,18 @@ func lateLine(key string, ts, id int64) string {
 	return fmt.Sprintf("L %s ts=%d id=%d", key, ts, id)
 }
 
+// sortLine and violationLine are the event-time sort's (Spec.Sort): a
+// record on the sort's main output, and a record that reached the sort at
+// or behind its watermark (ordering/doc.go S3: emitted at once, and also
+// to the violations output).
+func sortLine(key string, ts, id int64) string {
+	return fmt.Sprintf("S %s ts=%d id=%d", key, ts, id)
+}
+
+func violationLine(key string, ts, id int64) string {
+	return fmt.Sprintf("V %s ts=%d id=%d", key, ts, id)
+}
+
 // Reference computes the committed output the job must produce from the
 // workload alone, by the rules the job declares (window/doc.go I1-I4, I8,
 // restated independently): the source's watermark is the minimum of its
@@ -29,7 +41,11 @@ func lateLine(key string, ts, id int64) string {
 // the watermark reaches its last millisecond, and again at once for every
 // record that joins it after that and before the watermark reaches its
 // cleanup time (last millisecond + lateness); a record whose window is
-// gone goes to the late output. It returns the lines sorted.
+// gone goes to the late output. With Spec.Sort, every record is on the
+// sort's output exactly once (held until the watermark passes it, or at
+// once if it arrived at or behind the watermark: ordering/doc.go S1, S3),
+// and those that arrived at or behind it are on its violations output
+// too. It returns the lines sorted.
 func Reference(s *Spec) []string {
 	type win struct {
 		key        string
@@ -69,6 +85,12 @@ func Reference(s *Spec) []string {
 			splitWM[st.Split] = max(splitWM[st.Split], st.TS)
 			advance(slices.Min(splitWM))
 		case StepRecord:
+			if s.Sort {
+				out = append(out, sortLine(st.Key, st.TS, st.ID))
+				if st.TS <= wm {
+					out = append(out, violationLine(st.Key, st.TS, st.ID))
+				}
+			}
 			start := st.TS - floorMod(st.TS, size)
 			maxTS := start + size - 1
 			if sat(maxTS, L) <= wm {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/weirproject/weir"
 	"github.com/weirproject/weir/checkpoint"
+	"github.com/weirproject/weir/ordering"
 	"github.com/weirproject/weir/runtime"
 	"github.com/weirproject/weir/watermark"
 	"github.com/weirproject/weir/weirtest"
@@ -23,6 +24,7 @@ const (
 	InvWatermarks  = "S2 watermarks rise"
 	InvBehindWM    = "S3 nothing emitted behind the watermark"
 	InvCompletes   = "S4 the job completes"
+	InvSorted      = "S5 the sort releases in order, at the watermark"
 )
 
 // MaxAttempts bounds the attempts of one run: one per fault plus the clean
@@ -123,7 +125,7 @@ func run(ctx context.Context, spec *Spec, st *store, fs *vfs.MemFS, o Options, r
 
 // attempt runs the job once, restored from the latest checkpoint in fs
 // if there is one, with fault armed, and returns what the observer saw.
-func attempt(ctx context.Context, spec *Spec, st *store, fs vfs.FS, fault *Fault, o Options) (obs *weirtest.Observation[string], restored bool, err error) {
+func attempt(ctx context.Context, spec *Spec, st *store, fs vfs.FS, fault *Fault, o Options) (obs observed, restored bool, err error) {
 	timeout := AttemptTimeout
 	if o.timeout > 0 {
 		timeout = o.timeout
@@ -168,11 +170,26 @@ func attempt(ctx context.Context, spec *Spec, st *store, fs vfs.FS, fault *Fault
 	lines := weir.Map(windowed, "window-lines", func(r window.Result[string, acc]) string {
 		return windowLine(r.Key, r.Window.Start, r.Window.End, r.Value.N, r.Value.Sum)
 	}).UID("window-lines")
-	obs = weirtest.ObserveWith(lines, weirtest.Options{Name: "observe-window"})
+	obs.window = weirtest.ObserveWith(lines, weirtest.Options{Name: "observe-window"})
 	lates := weir.Map(weir.SideOutput(windowed, late), "late-lines", func(e event) string {
 		return lateLine(e.Key, e.TS, e.ID)
 	}).UID("late-lines")
-	weir.TwoPhaseCommit(weir.Union(lines, lates), "sink", func(ctx *runtime.Context) (weir.TwoPhaseCommitter[string, Txn], error) {
+	parts := []weir.Stream[string]{lines, lates}
+	if spec.Sort {
+		// The event-time sort per key, on a branch beside the window: its
+		// output observed right behind it (S5), its records and
+		// violations committed by the same sink (S1).
+		viol := weir.NewOutputTag[event]("violations")
+		sorted := ordering.Sort(weir.KeyBy(passed, func(e event) string { return e.Key }), "sort",
+			ordering.SortOptions[event]{Violations: viol}).UID("sort")
+		obs.sort = weirtest.ObserveWith(sorted, weirtest.Options{Name: "observe-sort"})
+		sortLines := weir.Map(sorted, "sort-lines", func(e event) string { return sortLine(e.Key, e.TS, e.ID) }).UID("sort-lines")
+		violLines := weir.Map(weir.SideOutput(sorted, viol), "violation-lines", func(e event) string {
+			return violationLine(e.Key, e.TS, e.ID)
+		}).UID("violation-lines")
+		parts = append(parts, sortLines, violLines)
+	}
+	weir.TwoPhaseCommit(weir.Union(parts[0], parts[1:]...), "sink", func(ctx *runtime.Context) (weir.TwoPhaseCommitter[string, Txn], error) {
 		k := &sink{st: st, subtask: ctx.Subtask}
 		if fault != nil && fault.Kind != FaultRecord && fault.Subtask == ctx.Subtask {
 			k.fault = fault
@@ -202,6 +219,13 @@ func attempt(ctx context.Context, spec *Spec, st *store, fs vfs.FS, fault *Fault
 }
 
 type acc struct{ N, Sum int64 }
+
+// observed is what one attempt's observers received: behind the window
+// (S2, S3) and, with Spec.Sort, behind the sort (S5).
+type observed struct {
+	window *weirtest.Observation[string]
+	sort   *weirtest.Observation[event]
+}
 
 // checkOutput checks S1: the committed lines against the reference.
 func checkOutput(spec *Spec, got []string) *Failure {

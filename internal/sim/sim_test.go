@@ -73,3 +73,48 @@ func TestReferenceByHand(t *testing.T) {
 		t.Fatalf("reference:\n%q\nwant\n%q", got, want)
 	}
 }
+
+// TestReferenceSortByHand checks the oracle's sort lines (Spec.Sort) on the
+// workload of TestReferenceByHand: every record once on the sort's output,
+// and those at or behind the watermark when they arrive on its
+// violations output too.
+func TestReferenceSortByHand(t *testing.T) {
+	rec := func(split int, key string, ts, id int64) Step {
+		return Step{Kind: StepRecord, Split: split, Key: key, TS: ts, ID: id}
+	}
+	wm := func(split int, ts int64) Step { return Step{Kind: StepWatermark, Split: split, TS: ts} }
+	steps := []Step{
+		rec(0, "a", 1, 1),
+		wm(0, 20),          // the minimum is still split 1's (none)
+		rec(1, "a", 3, 2),  // held
+		wm(1, 9),           // minimum 9
+		rec(1, "a", 9, 3),  // at the watermark: a violation
+		rec(1, "b", 10, 4), // above it: held
+		rec(0, "b", 2, 5),  // behind it: a violation
+	}
+	plain := &Spec{Splits: 2, WindowMS: 10, Steps: steps}
+	sorted := &Spec{Splits: 2, WindowMS: 10, Steps: steps, Sort: true}
+	want := append(Reference(plain),
+		sortLine("a", 1, 1), sortLine("a", 3, 2), sortLine("a", 9, 3), sortLine("b", 10, 4), sortLine("b", 2, 5),
+		violationLine("a", 9, 3), violationLine("b", 2, 5))
+	slices.Sort(want)
+	if got := Reference(sorted); !slices.Equal(got, want) {
+		t.Fatalf("reference:\n%q\nwant\n%q", got, want)
+	}
+}
+
+// TestSortSeedsAreDrawn: about half the seeds sort, and adding the sort
+// left the workloads of earlier versions alone (the draw is a stream of
+// its own).
+func TestSortSeedsAreDrawn(t *testing.T) {
+	n := 0
+	for seed := uint64(1); seed <= fixedSeeds; seed++ {
+		if Generate(seed).Sort {
+			n++
+		}
+	}
+	if n < fixedSeeds/4 || n > 3*fixedSeeds/4 {
+		t.Fatalf("%d of %d seeds sort", n, fixedSeeds)
+	}
+	t.Logf("%d of %d seeds sort", n, fixedSeeds)
+}

@@ -97,15 +97,23 @@ type Spec struct {
 	WindowMS   int64 `json:"window_ms"`
 	LatenessMS int64 `json:"lateness_ms"`
 	// Barriers is the number of checkpoint positions in the script.
-	Barriers int     `json:"barriers"`
-	Faults   []Fault `json:"faults"`
-	Steps    []Step  `json:"-"`
+	Barriers int `json:"barriers"`
+	// Sort adds an event-time sort per key (ordering.Sort) on a branch
+	// beside the window, with its violations output; its lines go to the
+	// same sink (S5).
+	Sort   bool    `json:"sort,omitempty"`
+	Faults []Fault `json:"faults"`
+	Steps  []Step  `json:"-"`
 }
 
 // Shape describes the job in one line.
 func (s *Spec) Shape() string {
-	return fmt.Sprintf("parallelism %d, %d splits, %d keys, %d records, tumbling %dms lateness %dms, %d checkpoints",
-		s.Parallelism, s.Splits, s.Keys, s.Records, s.WindowMS, s.LatenessMS, s.Barriers)
+	sort := ""
+	if s.Sort {
+		sort = ", event-time sort"
+	}
+	return fmt.Sprintf("parallelism %d, %d splits, %d keys, %d records, tumbling %dms lateness %dms%s, %d checkpoints",
+		s.Parallelism, s.Splits, s.Keys, s.Records, s.WindowMS, s.LatenessMS, sort, s.Barriers)
 }
 
 // FaultSchedule describes faults (a Spec's, or a Result's, which says
@@ -199,5 +207,10 @@ func Generate(seed uint64) *Spec {
 	for i := range s.Faults {
 		s.Faults[i].Machine = mrng.IntN(2) == 0
 	}
+	// Whether the job sorts too (half the seeds): a third stream, drawn
+	// after the faults, so workloads and schedules stay those of earlier
+	// versions (a write fault's count is drawn from the window's lines).
+	srng := rand.New(rand.NewPCG(seed, 0x5027))
+	s.Sort = srng.IntN(2) == 0
 	return s
 }
