@@ -1,5 +1,7 @@
 package ordering
 
+import "github.com/weirproject/weir/internal/mutant"
+
 // heldQueue holds the sort's records until the watermark releases them, in
 // the order (timestamp, tiebreak, arrival) of heldRec.less.
 //
@@ -85,7 +87,7 @@ func (q *heldQueue[T]) push(h heldRec[T]) {
 		q.runOf[h.t1] = run
 		q.runs = append(q.runs, run)
 	}
-	if run == nil || (!run.empty() && h.less(run.last())) {
+	if run == nil || (!run.empty() && h.less(run.last()) && !mutant.On(mutant.SortArrivalOrder)) {
 		q.pushSpill(h)
 		return
 	}

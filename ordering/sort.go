@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	"github.com/weirproject/weir"
+	"github.com/weirproject/weir/internal/mutant"
 	"github.com/weirproject/weir/keygroup"
 	"github.com/weirproject/weir/runtime"
 	"github.com/weirproject/weir/state"
@@ -185,7 +186,11 @@ func (o *sortOp[K, T]) ProcessWatermark(ts int64) error {
 		case o.enc != nil:
 			n, err = o.enc.release(ts, o.emitHeld)
 		default:
-			n = o.held.release(ts, o.emitHeld)
+			rel := ts
+			if mutant.On(mutant.SortReleasesEarly) && ts < math.MaxInt64 {
+				rel = ts + 1
+			}
+			n = o.held.release(rel, o.emitHeld)
 		}
 		if n > 0 {
 			o.released.Add(int64(n))

@@ -1,8 +1,8 @@
 // Package mutant plants bugs in weir's real code for the simulator to find
 // (issue 29, "the simulator catches planted bugs"; docs/reliability.md,
 // Simulation). A planted bug is a branch at a real place of the runtime,
-// the watermark combiner, the timers, the window operator, the two-phase
-// sink and the checkpoint storage:
+// the watermark combiner, the timers, the window operator, the event-time
+// sort, the two-phase sink and the checkpoint storage:
 //
 //	if mutant.On(mutant.TimerFiresEarly) { ... the wrong behaviour ... }
 //
@@ -68,6 +68,13 @@ const (
 	// SourceForgetsSplit: the runtime's snapshot of a source subtask
 	// leaves out the last of the split items its reader returned.
 	SourceForgetsSplit Name = "runtime.source-forgets-a-split"
+	// SortReleasesEarly: ordering.Sort releases, at a watermark W, the
+	// held records with timestamp <= W+1 (one millisecond early).
+	SortReleasesEarly Name = "ordering.sort-releases-at-ts-le-wm+1"
+	// SortArrivalOrder: the sort's held queue appends a record to its run
+	// even when it is out of the run's order, so such records are
+	// released in arrival order rather than timestamp order.
+	SortArrivalOrder Name = "ordering.sort-keeps-arrival-order"
 )
 
 // All lists every planted bug with the file it is planted in.
@@ -87,4 +94,6 @@ var All = []struct {
 	{SinkCommitBeforeCheckpoint, "twophase.go SnapshotState"},
 	{SinkSkipRecoverCommit, "twophase.go Open (restore)"},
 	{SourceForgetsSplit, "runtime/coordinator.go (snapshot of a source subtask)"},
+	{SortReleasesEarly, "ordering/sort.go ProcessWatermark"},
+	{SortArrivalOrder, "ordering/held.go heldQueue.push"},
 }
