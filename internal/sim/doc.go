@@ -16,8 +16,12 @@
 //	  -> keyBy -> tumbling event-time window, AggregateKeyed (count, sum
 //	     of record ids), allowed lateness 0-35ms, late side output
 //	     (parallelism 1-3)
-//	  -> union(window lines, late lines) -> weir.TwoPhaseCommit into a
-//	     simulated external system (store) that outlives the attempts.
+//	  -> in half the seeds (Spec.Sort, drawn from a stream of its own),
+//	     on a branch beside the window: keyBy -> ordering.Sort per key
+//	     with a violations output (parallelism 1-3)
+//	  -> union(window lines, late lines[, sort lines, violation lines])
+//	     -> weir.TwoPhaseCommit into a simulated external system (store)
+//	     that outlives the attempts.
 //
 // Checkpoints are triggered only at the script's barrier steps: the reader
 // stops there (returns Wait) and the driver calls Job.TriggerCheckpoint,
@@ -44,9 +48,9 @@
 //
 // # Planted bugs
 //
-// internal/mutant plants 12 bugs in weir's real code (watermark
-// combiner, timers, window operator, channels, source snapshots,
-// checkpoint storage, two-phase sink), active one at a time in a build
+// internal/mutant plants 14 bugs in weir's real code (watermark
+// combiner, timers, window operator, event-time sort, channels, source
+// snapshots, checkpoint storage, two-phase sink), active one at a time in a build
 // with the tag weir_mutants; TestMutants (mutants_real_test.go) requires
 // each to be found within 40 seeds. mutants_test.go wraps the sink
 // instead, in every build. Seeds that once failed are kept, with the
@@ -60,6 +64,9 @@
 //	    multiset, equal Reference(spec): a plain Go function that applies
 //	    the rules the job declares (window/doc.go I1-I4, I8) to the
 //	    workload. It is an oracle, not a failure-free run of weir.
+//	    With the sort, it also holds every record once on the sort's
+//	    output, and once more on its violations output if it reached the
+//	    sort at or behind the watermark (ordering/doc.go S1, S3).
 //	S2. Watermarks rise. Per channel into the observer behind the window
 //	    operator (chained: one channel per window subtask), every
 //	    watermark is above the one before it, in every attempt.
@@ -69,8 +76,17 @@
 //	    reached; late records go only to the late output (not observed).
 //	S4. The job completes: every attempt ends with nil or an injected
 //	    failure, within AttemptTimeout, in at most MaxAttempts attempts.
+//	S5. The sort releases in order, at the watermark. Per channel into
+//	    the observer right behind the sort (chained: one per subtask), a
+//	    record above the last watermark received was held: per key these
+//	    come in non-decreasing timestamp order, and the watermark that
+//	    follows each is at or above its timestamp (the sort releases what
+//	    W passes before forwarding W, so a record released before the
+//	    watermark reached it is followed by a lower one). A record at or
+//	    behind the last watermark is an order violation, emitted at once;
+//	    S1 says whether it should be one.
 //
-// The observer records with weirtest.Observe; S2 and S3 are checked here
+// The observers record with weirtest.Observe; S2, S3 and S5 are checked here
 // on its events, since weirtest's Violations treats every record behind
 // the watermark as a violation and this job declares late firings.
 //
@@ -106,7 +122,8 @@
 //
 // Not done yet (issue 29): several source subtasks (their combined
 // watermark, and so lateness, depends on timing: the oracle must become a
-// relation), a timer-using process function, an event-time sort, agents,
+// relation), a timer-using process function, the sort's Pebble mode and
+// tiebreaks, agents,
 // Kafka sources and sinks and broker faults, clustered mode, torn writes
 // and ENOSPC in checkpoint storage (errorfs over the MemFS), virtual
 // processing time, clock jumps, goroutine-leak and memory invariants.
