@@ -24,10 +24,11 @@ func simCmd() *cobra.Command {
 		Short: "Run seeded simulations of a whole job with injected failures and check its invariants (docs/reliability.md, Simulation)",
 		Long: `Each seed generates a job (a source of several splits with skewed keys and
 out-of-order timestamps, a key-by, an event-time tumbling window with allowed
-lateness and a late output, an exactly-once two-phase sink), its workload and
-a schedule of failures; the job runs, restarting from its latest checkpoint
-after each failure, and its committed output, watermarks and late records are
-checked. A failing seed prints its job, faults, the first broken invariant
+lateness and a late output, in half the seeds an event-time sort per key
+beside it, an exactly-once two-phase sink), its workload and a schedule of
+failures; the job runs, restarting from its latest checkpoint after each
+failure, and its committed output, watermarks, late records and the sort's
+order are checked. A failing seed prints its job, faults, the first broken invariant
 with the records involved, and the command that replays it.
 
 --seed S alone runs seed S; with --seeds N it runs S, S+1, ..., S+N-1.
