@@ -16,6 +16,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/weirproject/weir/internal/npmtools"
 )
 
 // confluentPackages are the npm packages (and versions) of the
@@ -28,45 +30,11 @@ import (
 var confluentPackages = []string{"@confluentinc/schemaregistry@1.10.1", "kafkajs@2.2.4", "kafkajs-snappy@1.1.0"}
 
 // confluentClients returns node and the node_modules directory holding
-// confluentPackages, installing them with npm into the tools directory
-// (WEIR_NPM_TOOLS, else the user cache's weir/npm) when missing, or skips
-// the test saying why.
+// confluentPackages (internal/npmtools installs them when missing), or
+// skips the test saying why.
 func confluentClients(t *testing.T) (node, modules string) {
 	t.Helper()
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Skip("node is not installed: Confluent's npm clients cannot run; install Node.js and run .ci/install-npm-tools")
-	}
-	dir := os.Getenv("WEIR_NPM_TOOLS")
-	if dir == "" {
-		cache, err := os.UserCacheDir()
-		if err != nil {
-			t.Skipf("no cache directory for npm tools (%v); set WEIR_NPM_TOOLS and run .ci/install-npm-tools", err)
-		}
-		dir = filepath.Join(cache, "weir", "npm")
-	}
-	modules = filepath.Join(dir, "node_modules")
-	installed := func() bool {
-		for _, p := range confluentPackages {
-			name := p[:strings.LastIndex(p, "@")]
-			if _, err := os.Stat(filepath.Join(modules, name, "package.json")); err != nil {
-				return false
-			}
-		}
-		return true
-	}
-	if installed() {
-		return node, modules
-	}
-	npm, err := exec.LookPath("npm")
-	if err != nil {
-		t.Skipf("%s are not installed in %s and npm is missing: run .ci/install-npm-tools", strings.Join(confluentPackages, ", "), dir)
-	}
-	args := append([]string{"install", "--prefix", dir, "--no-audit", "--no-fund"}, confluentPackages...)
-	if out, err := exec.Command(npm, args...).CombinedOutput(); err != nil || !installed() {
-		t.Skipf("npm %s failed (%v): %s", strings.Join(args, " "), err, out)
-	}
-	return node, modules
+	return npmtools.Require(t, "Confluent's npm clients", confluentPackages...)
 }
 
 // TestConfluentClientsRoundTrip: Confluent's own serializers

@@ -13,6 +13,7 @@ import (
 
 	"github.com/weirproject/weir"
 	"github.com/weirproject/weir/connector/parquet"
+	"github.com/weirproject/weir/internal/npmtools"
 	"github.com/weirproject/weir/runtime"
 	"github.com/weirproject/weir/watermark"
 )
@@ -21,37 +22,13 @@ import (
 // Parquet with; .ci/install-npm-tools installs the same.
 const duckDBPackage = "@duckdb/node-api@1.5.6-r.1"
 
-// duckDB returns the directory of the installed @duckdb/node-api module,
-// installing it with npm into the tools directory (WEIR_NPM_TOOLS, else
-// the user cache's weir/npm) when it is missing, or skips the test saying
-// why.
+// duckDB returns node and the directory of the installed @duckdb/node-api
+// module (internal/npmtools installs it when missing), or skips the test
+// saying why.
 func duckDB(t *testing.T) (node, module string) {
 	t.Helper()
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Skip("node is not installed: the DuckDB reader (npm @duckdb/node-api) cannot run; install Node.js and run .ci/install-npm-tools")
-	}
-	dir := os.Getenv("WEIR_NPM_TOOLS")
-	if dir == "" {
-		cache, err := os.UserCacheDir()
-		if err != nil {
-			t.Skipf("no cache directory for npm tools (%v); set WEIR_NPM_TOOLS and run .ci/install-npm-tools", err)
-		}
-		dir = filepath.Join(cache, "weir", "npm")
-	}
-	module = filepath.Join(dir, "node_modules", "@duckdb", "node-api")
-	if _, err := os.Stat(filepath.Join(module, "package.json")); err == nil {
-		return node, module
-	}
-	npm, err := exec.LookPath("npm")
-	if err != nil {
-		t.Skipf("%s is not installed in %s and npm is missing: run .ci/install-npm-tools", duckDBPackage, dir)
-	}
-	out, err := exec.Command(npm, "install", "--prefix", dir, "--no-audit", "--no-fund", duckDBPackage).CombinedOutput()
-	if err != nil {
-		t.Skipf("npm install --prefix %s %s failed (%v): %s", dir, duckDBPackage, err, out)
-	}
-	return node, module
+	node, modules := npmtools.Require(t, "the DuckDB reader", duckDBPackage)
+	return node, filepath.Join(modules, "@duckdb", "node-api")
 }
 
 // duckDBScript reads the committed files with DuckDB and prints, as JSON,

@@ -36,6 +36,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 
 	"github.com/weirproject/weir/internal/blobtest"
+	"github.com/weirproject/weir/internal/npmtools"
 
 	_ "github.com/weirproject/weir/checkpoint/azure" // azblob:// locations (and gocloud.dev's azureblob for Keys)
 )
@@ -78,18 +79,9 @@ require(process.argv[1]);`
 // listening is Azurite's line once its blob service accepts connections.
 var listening = regexp.MustCompile(`successfully listens on https?://([0-9.]+:[0-9]+)`)
 
-// ToolsDir returns the directory of the npm tools the tests use:
-// WEIR_NPM_TOOLS, else the user cache directory's weir/npm.
-func ToolsDir() (string, error) {
-	if dir := os.Getenv("WEIR_NPM_TOOLS"); dir != "" {
-		return dir, nil
-	}
-	cache, err := os.UserCacheDir()
-	if err != nil {
-		return "", fmt.Errorf("no cache directory for npm tools (%v); set WEIR_NPM_TOOLS and run .ci/install-npm-tools", err)
-	}
-	return filepath.Join(cache, "weir", "npm"), nil
-}
+// ToolsDir returns the directory of the npm tools the tests use
+// (npmtools.Dir).
+func ToolsDir() (string, error) { return npmtools.Dir() }
 
 // Start creates an empty container named weir-N (N unique in the process)
 // in the test binary's Azurite (starting it if need be), points the Azure
