@@ -147,6 +147,26 @@
 //	    producer that starts again (failover, restore) is behind until it
 //	    has caught up again, in unbounded and bounded runs alike. The
 //	    producers' catch-up is part of the keyed task's checkpoints.
+//	W7. Idleness is checked against the source topic. A source task's
+//	    idle record names the position in its partition it went idle at
+//	    (and, while it stays idle, a new one is sent when that position
+//	    moves: transaction markers, compaction). Before anything of a
+//	    poll may move its watermark, a keyed task lists the source
+//	    topic's end offsets (last stable offsets under read_committed) and
+//	    keeps a producer idle only if its partition still ends at that
+//	    position: the records being applied were fetched before the
+//	    check, so the producer was idle when the others read what now
+//	    moves event time. A producer whose partition has more (its task
+//	    was killed while idle, after records arrived, or has not yet
+//	    committed what it read) is held: active again at the watermark
+//	    the keyed task has reached, until it reports anew (its restored
+//	    task's behind, records and watermarks, or a new idle). Without
+//	    this a process killed while its source tasks were idle left their
+//	    idleness in force, the other producers carried event time past
+//	    everything written to their partitions meanwhile, and their
+//	    restored tasks sent it late. A check that fails (brokers
+//	    unreachable) holds too. Idle records written before W7 name no
+//	    position and are applied as sent.
 //	K1. Agents. Keyed task q runs as slice q of KeyedTasks of the job's
 //	    key groups (runtime.Config.Slice), so its operators know the key
 //	    groups it owns (runtime.Context.OwnedKeyGroups), whichever process

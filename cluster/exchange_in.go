@@ -1,10 +1,13 @@
 package cluster
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/weirproject/weir/checkpoint"
@@ -25,6 +28,10 @@ type producerState struct {
 	Ended     bool  `json:"ended,omitempty"`
 	// CaughtUp: the producer's current run has caught up (W6).
 	CaughtUp bool `json:"caughtUp,omitempty"`
+	// IdlePos is the position in its source partition the producer went
+	// idle at (W7); -1: not named (an idle record of before W7), and the
+	// idleness is taken as sent.
+	IdlePos int64 `json:"idlePos"`
 }
 
 // exchangeSource reads one partition of the exchange topic for a keyed
@@ -38,14 +45,73 @@ type producerState struct {
 type exchangeSource[T any] struct {
 	src       *kafka.Source[inRec[T]]
 	producers int
+	// The source topic, for W7's end offsets.
+	ends sourceEnds
 }
 
 func newExchangeSource[T any](cfg Config, codec Codec[T], topic string, part int32, producers int) *exchangeSource[T] {
 	deser := kafka.DeserializerFunc[inRec[T]](func(r *kgo.Record) (inRec[T], error) { return decode(codec, r) })
 	src := kafka.NewSource(kafka.Options{Brokers: cfg.Brokers, Topics: []string{topic}, Partitions: []int32{part},
 		ReadCommitted: true, CatchUp: kafka.CatchUpOff, Security: cfg.Security, ClientOptions: cfg.ClientOptions}, deser)
-	return &exchangeSource[T]{src: src, producers: producers}
+	return &exchangeSource[T]{src: src, producers: producers, ends: sourceEnds{
+		opts:  append([]kgo.Opt{kgo.SeedBrokers(seeds(cfg.Brokers)...)}, cfg.clientOptions()...),
+		topic: cfg.SourceTopic, committed: cfg.SourceReadCommitted}}
 }
+
+// sourceEnds lists the end offsets of the source topic's partitions as its
+// source tasks read it (last stable offsets under read_committed), for a
+// keyed task's check of idle producers (W7). Its client is made at the
+// first check, so a task whose producers never go idle has none.
+type sourceEnds struct {
+	opts      []kgo.Opt
+	topic     string
+	committed bool
+	cl        *kgo.Client
+}
+
+// list returns the end offsets of the source topic's partitions.
+func (e *sourceEnds) list() (map[int32]int64, error) {
+	if e.cl == nil {
+		cl, err := kgo.NewClient(e.opts...)
+		if err != nil {
+			return nil, err
+		}
+		e.cl = cl
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), endsTimeout)
+	defer cancel()
+	adm := kadm.NewClient(e.cl)
+	var (
+		l   kadm.ListedOffsets
+		err error
+	)
+	if e.committed {
+		l, err = adm.ListCommittedOffsets(ctx, e.topic)
+	} else {
+		l, err = adm.ListEndOffsets(ctx, e.topic)
+	}
+	if err != nil {
+		return nil, err
+	}
+	ends := map[int32]int64{}
+	l.Each(func(o kadm.ListedOffset) {
+		if o.Err == nil {
+			ends[o.Partition] = o.Offset
+		}
+	})
+	return ends, nil
+}
+
+func (e *sourceEnds) close() {
+	if e.cl != nil {
+		e.cl.Close()
+		e.cl = nil
+	}
+}
+
+// endsTimeout bounds a check of W7; a check that fails holds the idle
+// producers it was for (the safe way: event time waits).
+const endsTimeout = 5 * time.Second
 
 // Validate implements runtime.Validator.
 func (s *exchangeSource[T]) Validate() error { return s.src.Validate() }
@@ -60,9 +126,10 @@ func (s *exchangeSource[T]) CreateReader(ctx runtime.SourceContext) (runtime.Rea
 	if log == nil {
 		log = slog.Default()
 	}
-	r := &exchangeReader[T]{inner: inner, state: make([]producerState, s.producers), applied: make([]bool, s.producers), log: log}
+	r := &exchangeReader[T]{inner: inner, state: make([]producerState, s.producers), applied: make([]bool, s.producers),
+		checked: make([]int64, s.producers), ends: s.ends, log: log}
 	for p := range r.state {
-		r.state[p] = producerState{Producer: int32(p), Watermark: watermark.Min}
+		r.state[p] = producerState{Producer: int32(p), Watermark: watermark.Min, IdlePos: -1}
 	}
 	if ctx.Restored != nil {
 		items, err := ctx.Restored.List(producersList)
@@ -70,7 +137,7 @@ func (s *exchangeSource[T]) CreateReader(ctx runtime.SourceContext) (runtime.Rea
 			return nil, err
 		}
 		for _, it := range items {
-			var st producerState
+			st := producerState{IdlePos: -1}
 			if err := json.Unmarshal(it, &st); err != nil {
 				return nil, fmt.Errorf("cluster: corrupt producer state in checkpoint %d: %w", ctx.Restored.CheckpointID, err)
 			}
@@ -95,10 +162,18 @@ func (s *exchangeSource[T]) CreateReader(ctx runtime.SourceContext) (runtime.Rea
 // the minimum as a local job's caught-up partition does until its topic
 // has caught up: its partition may still get history (a loader writing),
 // which must not be late. applied is what the runtime was told.
+//
+// An idle producer's idleness holds only while its source partition ends
+// where the producer went idle (W7): checked is the poll at which that was
+// last found true, and verify checks again before anything of a later poll
+// may move the watermark.
 type exchangeReader[T any] struct {
 	inner   runtime.Reader[inRec[T]]
 	state   []producerState
 	applied []bool
+	checked []int64
+	polls   int64
+	ends    sourceEnds
 	// topicCaughtUp: every producer has caught up or ended (W6).
 	topicCaughtUp bool
 	ended         int
@@ -174,6 +249,8 @@ func (r *exchangeReader[T]) Poll(out runtime.SourceOutput[T]) (runtime.PollStatu
 				out.EmitWatermark(p, st.Watermark)
 			}
 		}
+		r.polls++
+		r.verify(out)
 		r.recheck(out, 0)
 		for p := range r.state {
 			r.sync(out, p)
@@ -183,6 +260,7 @@ func (r *exchangeReader[T]) Poll(out runtime.SourceOutput[T]) (runtime.PollStatu
 		return runtime.Done, nil
 	}
 	r.tap.out = out
+	r.polls++
 	st, err := r.inner.Poll(&r.tap)
 	if err != nil {
 		return st, err
@@ -199,8 +277,63 @@ func (r *exchangeReader[T]) Poll(out runtime.SourceOutput[T]) (runtime.PollStatu
 	return st, nil
 }
 
+// verify checks that every producer idle at a named position still has
+// nothing past it in its source partition (W7), once per poll: the
+// records being applied were fetched before it, so a producer found idle
+// here was idle when the other producers read what moves the watermark
+// now. A producer whose partition has more (its task is down, or has not
+// committed what it read since) is held: active again, at the watermark
+// the task has reached (it cannot go back), until it reports anew.
+func (r *exchangeReader[T]) verify(out runtime.SourceOutput[T]) {
+	due := false
+	for p, st := range r.state {
+		if st.Idle && !st.Ended && st.IdlePos >= 0 && r.checked[p] != r.polls {
+			due = true
+			break
+		}
+	}
+	if !due {
+		return
+	}
+	ends, err := r.ends.list()
+	for p := range r.state {
+		st := &r.state[p]
+		if !st.Idle || st.Ended || st.IdlePos < 0 || r.checked[p] == r.polls {
+			continue
+		}
+		r.checked[p] = r.polls
+		end, ok := ends[int32(p)]
+		if err == nil && ok && end <= st.IdlePos {
+			continue
+		}
+		st.Idle = false
+		if err != nil || !ok {
+			r.log.Warn("cluster: cannot check an idle source task's partition; it holds the watermark until it reports again",
+				"producer", p, "topic", r.ends.topic, "err", err)
+		} else {
+			r.log.Info("cluster: an idle source task's partition has records it has not sent (the task is down, or behind); "+
+				"it holds the watermark until it reports again", "producer", p, "topic", r.ends.topic, "idleAt", st.IdlePos, "end", end)
+		}
+		if !r.applied[p] {
+			continue // it holds already (W6)
+		}
+		r.applied[p] = false
+		out.SetSplitIdle(p, false)
+		if w, ok := out.(runtime.SourceWatermarker); ok {
+			if cur := w.SourceWatermark(); cur > st.Watermark {
+				st.Watermark = cur
+				out.EmitWatermark(p, cur)
+			}
+		}
+	}
+}
+
 func (r *exchangeReader[T]) Ready() <-chan struct{} { return r.inner.Ready() }
-func (r *exchangeReader[T]) Close() error           { return r.inner.Close() }
+
+func (r *exchangeReader[T]) Close() error {
+	r.ends.close()
+	return r.inner.Close()
+}
 
 // SnapshotState implements runtime.Snapshotter: the inner reader's
 // position, and every producer's state.
@@ -274,17 +407,21 @@ func (t *tap[T]) Collect(_ int, v inRec[T], ts int64) {
 		t.out.Collect(p, v.v, ts)
 	case kindWatermark:
 		if v.wm > st.Watermark {
+			r.verify(t.out)
 			st.Watermark = v.wm
 			t.out.EmitWatermark(p, v.wm)
 		}
 	case kindIdle:
-		st.Idle = true
+		st.Idle, st.IdlePos = true, v.pos
+		r.checked[p] = 0
+		r.verify(t.out)
 		r.sync(t.out, p)
 	case kindActive:
 		st.Idle = false
 		r.sync(t.out, p)
 	case kindCaughtUp:
 		st.CaughtUp = true
+		r.verify(t.out)
 		r.recheck(t.out, p)
 	case kindBehind:
 		st.CaughtUp, st.Idle = false, false
@@ -292,6 +429,7 @@ func (t *tap[T]) Collect(_ int, v inRec[T], ts int64) {
 	case kindEnd:
 		st.Ended = true
 		r.ended++
+		r.verify(t.out)
 		t.out.FinishSplit(p)
 		r.recheck(t.out, p)
 	}

@@ -4,7 +4,9 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"slices"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -171,4 +173,123 @@ func TestCaughtUpProducerHoldsUntilEveryProducerHasCaughtUp(t *testing.T) {
 	send(1, kindActive, 1001)
 	send(1, kindWatermark, 2000)
 	weirtest.Eventually(t, "watermark 2000 (every producer caught up: producer 0 idle)", func() bool { return last() == 2000 })
+}
+
+// W7: an idle producer whose source partition has records past the
+// position it went idle at holds the keyed task's watermark where it
+// stands, until it reports again. (Before, a source task killed while
+// idle, with records arriving after its last checkpoint, left its
+// idleness in force: the other producers carried event time past those
+// records, which its restored task then sent late, and its windows lost
+// them.)
+func TestIdleProducerWithUnsentRecordsHolds(t *testing.T) {
+	b, err := broker.Start(broker.Options{Topics: map[string]int32{"g-exchange": 1, "out": 1, "events": 2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addrs()...), kgo.DefaultProduceTopic("g-exchange"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx := context.Background()
+	produce := func(r *kgo.Record) {
+		t.Helper()
+		if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send := func(p int32, kind byte, wm int64) {
+		t.Helper()
+		produce(&kgo.Record{Key: producerKey(p), Headers: controlHeaders, Value: encodeControl(kind, wm), Timestamp: time.UnixMilli(max(wm, 0))})
+	}
+	idle := func(p int32, wm, pos int64) {
+		t.Helper()
+		produce(&kgo.Record{Key: producerKey(p), Headers: controlHeaders, Value: encodeIdle(wm, pos), Timestamp: time.UnixMilli(wm)})
+	}
+	event := func() { // one record in partition 0 of the source topic
+		t.Helper()
+		produce(&kgo.Record{Topic: "events", Partition: 0, Value: []byte("1")})
+	}
+	for range 3 {
+		event()
+	}
+	cfg, err := Config{Brokers: b.Addrs(), Group: "g", SourceTopic: "events", KeyedTasks: 1, CheckpointBase: t.TempDir(),
+		CheckpointInterval: time.Hour, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got *weir.Collected[int64]
+	var seen atomic.Int64 // records through the keyed steps (Collected shows them at the next watermark)
+	job := Job[int64, int64, int64, int64]{Source: kafka.JSON[int64](), Key: func(v int64) int64 { return v },
+		Keyed: func(ks weir.KeyedStream[int64, int64]) weir.Stream[int64] {
+			got = weir.Collect(weir.Map(ks.Stream, "count", func(v int64) int64 { seen.Add(1); return v }))
+			return ks.Stream
+		},
+		Sink: kafka.SinkOptions[int64]{Topic: "out", Serialize: kafka.SerializeJSON[int64](nil)}}
+	env, _, err := taskEnv(cfg, "keyed-0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	job.buildKeyedTask(env, cfg, 0, 2)
+	j, err := env.Start(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { j.Cancel(); j.Wait() }()
+	last := func() int64 {
+		w := got.Watermarks(0)
+		if len(w) == 0 {
+			return -1
+		}
+		return w[len(w)-1]
+	}
+	data := func(p int32, v, ts int64) {
+		t.Helper()
+		produce(&kgo.Record{Key: producerKey(p), Value: []byte(strconv.FormatInt(v, 10)), Timestamp: time.UnixMilli(ts)})
+	}
+
+	// Producer 0 caught up and idle at offset 3, the end of its partition:
+	// producer 1's watermark goes through.
+	send(0, kindBehind, watermark.Min)
+	send(1, kindBehind, watermark.Min)
+	send(0, kindWatermark, 100)
+	send(0, kindCaughtUp, 100)
+	idle(0, 100, 3)
+	send(1, kindWatermark, 50)
+	send(1, kindCaughtUp, 50)
+	send(1, kindWatermark, 1000)
+	weirtest.Eventually(t, "watermark 1000 (producer 0 idle at the end of its partition)", func() bool { return last() == 1000 })
+
+	// A record reaches producer 0's partition, and producer 0 sends
+	// nothing (its task is down): it holds the watermark at 1000.
+	event()
+	send(1, kindWatermark, 2000)
+	data(1, 1, 2001)
+	weirtest.Eventually(t, "producer 1's record", func() bool { return seen.Load() == 1 })
+	if w := last(); w != 1000 {
+		t.Fatalf("watermark %d; want 1000: producer 0, idle at offset 3, has a record at 3 it has not sent", w)
+	}
+
+	// Its task starts again: the record it replays, at 1200, is not late.
+	send(0, kindBehind, 100)
+	data(0, 2, 1200)
+	send(0, kindWatermark, 1500)
+	weirtest.Eventually(t, "watermark 1500 (producer 0's)", func() bool { return last() == 1500 })
+	send(0, kindCaughtUp, 1500)
+	idle(0, 1500, 4)
+	weirtest.Eventually(t, "watermark 2000 (producer 0 idle again at the end of its partition)", func() bool { return last() == 2000 })
+	var ws []int64
+	for _, w := range got.Watermarks(0) {
+		if w > 1000 {
+			ws = append(ws, w)
+		}
+	}
+	if !slices.Equal(ws, []int64{1500, 2000}) {
+		t.Fatalf("watermarks past 1000: %v; want [1500 2000] (held at 1000 until producer 0 reported again)", ws)
+	}
+	if n := len(got.Records()); n != 2 {
+		t.Fatalf("%d records; want 2", n)
+	}
 }

@@ -44,16 +44,32 @@ type exchangeOut[K comparable, T any] struct {
 	// checkSet: a timer will ask caughtUp again (W6).
 	caughtUp                          func() bool
 	announced, caughtUpSent, checkSet bool
+
+	// position reports the source's position in its partition (the next
+	// offset it emits; -1 unknown), sent with every idle record; idlePos
+	// is the one last sent, and while the task is idle a timer sends a
+	// new idle record when the position has moved since (W7).
+	position func() int64
+	idlePos  int64
 }
 
-func newExchangeOut[K comparable, T any](ks weir.KeyedStream[K, T], maxPar, parts int, interval time.Duration, caughtUp func() bool) func() runtime.OneInputOperator[T, outRec[T]] {
+func newExchangeOut[K comparable, T any](ks weir.KeyedStream[K, T], maxPar, parts int, interval time.Duration, caughtUp func() bool, position func() int64) func() runtime.OneInputOperator[T, outRec[T]] {
 	return func() runtime.OneInputOperator[T, outRec[T]] {
 		return &exchangeOut[K, T]{
 			keyGroup: func(v T) int { return ks.KeyGroupOf(v, maxPar) },
 			maxPar:   maxPar, parts: parts, interval: max(interval.Milliseconds(), 1),
 			pending: watermark.Min, sent: watermark.Min, caughtUp: caughtUp,
+			position: position, idlePos: -1,
 		}
 	}
+}
+
+// pos is the source's position, or -1.
+func (o *exchangeOut[K, T]) pos() int64 {
+	if o.position == nil {
+		return -1
+	}
+	return max(o.position(), -1)
 }
 
 // announce sends kindBehind once per run, before anything else of the run:
@@ -80,23 +96,29 @@ func (o *exchangeOut[K, T]) maybeCaughtUp() {
 	o.control(kindCaughtUp, o.sent)
 }
 
-// checkLater asks maybeCaughtUp again after an interval, while the task is
-// idle without having caught up (time-out idleness): no watermark or idle
-// change would make it ask.
+// checkLater looks again after an interval, while the task is idle: for
+// its catch-up, if it went idle without having caught up (time-out
+// idleness), since no watermark or idle change would make it ask; and for
+// its position, which moves while idle when the partition gets no records
+// but transaction markers (or compaction gaps) do: a new idle record
+// names the new position, or the keyed tasks would hold this producer
+// (W7).
 func (o *exchangeOut[K, T]) checkLater() {
-	if o.checkSet || o.caughtUpSent || o.caughtUp == nil {
+	if o.checkSet {
 		return
 	}
 	o.checkSet = true
 	o.Ctx.RegisterProcessingTimer(o.Ctx.Clock.Now().UnixMilli()+o.interval, func(int64) {
 		o.checkSet = false
-		if o.ended {
+		if o.ended || !o.idle {
 			return
 		}
 		o.maybeCaughtUp()
-		if o.idle {
-			o.checkLater()
+		if p := o.pos(); p != o.idlePos {
+			o.idlePos = p
+			o.controlIdle()
 		}
+		o.checkLater()
 	})
 }
 
@@ -160,7 +182,8 @@ func (o *exchangeOut[K, T]) ProcessIdle(idle bool) error {
 		// view of this producer is current when it leaves the minimum
 		// (and the catch-up, which flush reports, before the idle).
 		o.flush(o.Ctx.Clock.Now().UnixMilli())
-		o.control(kindIdle, o.sent)
+		o.idlePos = o.pos()
+		o.controlIdle()
 		o.checkLater()
 	} else {
 		o.control(kindActive, o.sent)
@@ -170,9 +193,16 @@ func (o *exchangeOut[K, T]) ProcessIdle(idle bool) error {
 
 // control writes one control record of kind to every exchange partition.
 func (o *exchangeOut[K, T]) control(kind byte, wm int64) {
+	o.controlAt(kind, wm, -1)
+}
+
+// controlIdle writes the idle record, with the position it was decided at.
+func (o *exchangeOut[K, T]) controlIdle() { o.controlAt(kindIdle, o.sent, o.idlePos) }
+
+func (o *exchangeOut[K, T]) controlAt(kind byte, wm, pos int64) {
 	ts := min(max(wm, 0), maxKafkaTs)
 	for q := range o.parts {
-		o.Out.Collect(runtime.Record[outRec[T]]{Value: outRec[T]{part: int32(q), kind: kind, wm: wm}, Timestamp: ts})
+		o.Out.Collect(runtime.Record[outRec[T]]{Value: outRec[T]{part: int32(q), kind: kind, wm: wm, pos: pos}, Timestamp: ts})
 	}
 }
 
@@ -192,7 +222,11 @@ func exchangeSinkOptions[T any](cfg Config, codec Codec[T], topic string, produc
 		Topic:   topic,
 		Serialize: func(o outRec[T]) (*kgo.Record, error) {
 			if o.kind != kindData {
-				return &kgo.Record{Key: key, Partition: o.part, Headers: controlHeaders, Value: encodeControl(o.kind, o.wm),
+				v := encodeControl(o.kind, o.wm)
+				if o.kind == kindIdle {
+					v = encodeIdle(o.wm, o.pos)
+				}
+				return &kgo.Record{Key: key, Partition: o.part, Headers: controlHeaders, Value: v,
 					Timestamp: time.UnixMilli(min(max(o.wm, 0), maxKafkaTs))}, nil
 			}
 			b, err := codec.Encode(o.v)

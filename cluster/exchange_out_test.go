@@ -33,7 +33,7 @@ func TestExchangeOutRoutesAndOrders(t *testing.T) {
 	})
 	src := weir.FromSlice(env, "src", data, punctuated.WithTimestamp(func(v int64, _ int64) (int64, bool) { return v, true }))
 	ks := weir.KeyBy(src, func(v int64) string { return fmt.Sprint(v % 50) })
-	out := weir.Collect(weir.Transform(src, "exchange-out", newExchangeOut(ks, maxPar, parts, time.Millisecond, nil)))
+	out := weir.Collect(weir.Transform(src, "exchange-out", newExchangeOut(ks, maxPar, parts, time.Millisecond, nil, nil)))
 	if err := env.Execute(context.Background()); err != nil {
 		t.Fatal(err)
 	}

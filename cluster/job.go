@@ -189,8 +189,19 @@ func (j Job[IN, MID, K, OUT]) buildSourceTask(env *weir.Environment, cfg Config,
 	in := weir.FromSource(env, "source", src, j.Watermarks).UID("source")
 	mid := j.upstream(in)
 	ks := weir.KeyBy(mid, j.Key)
-	routed := weir.Transform(mid, "exchange-out", newExchangeOut(ks, cfg.MaxParallelism, cfg.KeyedTasks, cfg.ControlInterval, src.CaughtUp)).UID("exchange-out")
+	routed := weir.Transform(mid, "exchange-out", newExchangeOut(ks, cfg.MaxParallelism, cfg.KeyedTasks, cfg.ControlInterval, src.CaughtUp, sourcePosition(src))).UID("exchange-out")
 	kafka.ExactlyOnceSink(routed, "exchange-sink", exchangeSinkOptions(cfg, j.codec(), cfg.ExchangeTopic(), int32(p), cfg.Group+"-"+task)).UID("exchange-sink")
+}
+
+// sourcePosition reports the position (the next offset it emits) of a
+// source task's Kafka source in its one partition, -1 before it is known.
+func sourcePosition[T any](src *kafka.Source[T]) func() int64 {
+	return func() int64 {
+		for _, st := range src.Status() {
+			return st.Position
+		}
+		return -1
+	}
 }
 
 // buildKeyedTask adds keyed task q to env: exchange partition q, the keyed

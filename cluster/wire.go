@@ -63,6 +63,7 @@ type outRec[T any] struct {
 	part int32
 	kind byte
 	wm   int64
+	pos  int64 // kindIdle: the source partition's position, or -1
 	v    T
 }
 
@@ -72,6 +73,7 @@ type inRec[T any] struct {
 	producer int32
 	kind     byte
 	wm       int64
+	pos      int64 // kindIdle: the position it was sent at, or -1 (W7)
 	v        T
 }
 
@@ -84,6 +86,17 @@ func encodeControl(kind byte, wm int64) []byte {
 	return b
 }
 
+// encodeIdle is the value of an idle record that names the producer's
+// position in its source partition (W7): encodeControl's 9 bytes, then
+// the position (8 bytes big-endian). An idle record of 9 bytes (written
+// before W7, or with the position unknown) names none.
+func encodeIdle(wm, pos int64) []byte {
+	if pos < 0 {
+		return encodeControl(kindIdle, wm)
+	}
+	return binary.BigEndian.AppendUint64(encodeControl(kindIdle, wm), uint64(pos))
+}
+
 // decode reads a record of the exchange topic.
 func decode[T any](codec Codec[T], r *kgo.Record) (inRec[T], error) {
 	if len(r.Key) != 4 {
@@ -92,11 +105,18 @@ func decode[T any](codec Codec[T], r *kgo.Record) (inRec[T], error) {
 	in := inRec[T]{producer: int32(binary.BigEndian.Uint32(r.Key))}
 	for _, h := range r.Headers {
 		if h.Key == controlHeader {
-			if len(r.Value) != 9 || r.Value[0] == kindData || r.Value[0] > kindLast {
+			ok := len(r.Value) == 9 || len(r.Value) == 17 && r.Value[0] == kindIdle
+			if !ok || r.Value[0] == kindData || r.Value[0] > kindLast {
 				return inRec[T]{}, fmt.Errorf("cluster: malformed control record %x", r.Value)
 			}
 			in.kind = r.Value[0]
-			in.wm = int64(binary.BigEndian.Uint64(r.Value[1:]))
+			in.wm = int64(binary.BigEndian.Uint64(r.Value[1:9]))
+			in.pos = -1
+			if len(r.Value) == 17 {
+				if in.pos = int64(binary.BigEndian.Uint64(r.Value[9:])); in.pos < 0 {
+					return inRec[T]{}, fmt.Errorf("cluster: malformed control record %x (negative position)", r.Value)
+				}
+			}
 			return in, nil
 		}
 	}

@@ -74,6 +74,16 @@ type Reader[T any] interface {
 	Close() error
 }
 
+// SourceWatermarker is implemented by the SourceOutput the runtime hands a
+// Reader: SourceWatermark is the watermark the source subtask has emitted
+// over its splits so far (watermark.Min before the first). A reader that
+// marks an idle split active again, and must have it hold the output
+// where it stands rather than rejoin the minimum later (watermark I5),
+// emits this as the split's watermark.
+type SourceWatermarker interface {
+	SourceWatermark() int64
+}
+
 // SourceOutput is where a Reader emits records. Split ids are small
 // non-negative integers chosen by the reader (for Kafka, an index over the
 // assigned partitions); each split gets its own watermark generator and the

@@ -138,6 +138,9 @@ func (x *sourceInstance[T]) FinishSplit(split int) {
 	x.known[split] = false // the id may start a new split later
 }
 
+// SourceWatermark implements SourceWatermarker.
+func (x *sourceInstance[T]) SourceWatermark() int64 { return x.splits.Current() }
+
 // SetSplitIdle implements SourceOutput.
 func (x *sourceInstance[T]) SetSplitIdle(split int, idle bool) {
 	x.AddSplit(split)
