@@ -146,7 +146,14 @@
 //	    topic has caught up every producer's idleness applies as sent. A
 //	    producer that starts again (failover, restore) is behind until it
 //	    has caught up again, in unbounded and bounded runs alike. The
-//	    producers' catch-up is part of the keyed task's checkpoints.
+//	    producers' catch-up is part of the keyed task's checkpoints. A
+//	    producer made active again (its idleness held back here, or held
+//	    by W7) holds the keyed task's watermark where it stands: its split
+//	    is given that watermark when its own is lower, since an active
+//	    split below the output rejoins the minimum only once it has caught
+//	    up with it (watermark I5) and would hold nothing until then (a
+//	    restored source task's "behind" made the caught-up producers
+//	    active that way, and their restored tasks' records came late).
 //	W7. Idleness is checked against the source topic. A source task's
 //	    idle record names the position in its partition it went idle at
 //	    (and, while it stays idle, a new one is sent when that position

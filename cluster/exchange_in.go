@@ -189,14 +189,31 @@ func (r *exchangeReader[T]) idleWanted(p int) bool {
 	return st.Idle && (!st.CaughtUp || r.topicCaughtUp)
 }
 
-// sync tells the runtime producer p's idleness if it changed.
+// sync tells the runtime producer p's idleness if it changed. A producer
+// made active again holds the task's watermark where it stands: its split
+// gets that watermark (if above its own), since an active split whose
+// watermark is below the output rejoins the minimum only once it has
+// caught up with it (watermark I5), and until then would hold nothing.
+// Its records behind that watermark are late, as a local job's would be.
 func (r *exchangeReader[T]) sync(out runtime.SourceOutput[T], p int) {
-	if r.state[p].Ended {
+	st := &r.state[p]
+	if st.Ended {
 		return
 	}
-	if want := r.idleWanted(p); want != r.applied[p] {
-		r.applied[p] = want
-		out.SetSplitIdle(p, want)
+	want := r.idleWanted(p)
+	if want == r.applied[p] {
+		return
+	}
+	r.applied[p] = want
+	out.SetSplitIdle(p, want)
+	if want {
+		return
+	}
+	if w, ok := out.(runtime.SourceWatermarker); ok {
+		if cur := w.SourceWatermark(); cur > st.Watermark {
+			st.Watermark = cur
+			out.EmitWatermark(p, cur)
+		}
 	}
 }
 
@@ -314,17 +331,7 @@ func (r *exchangeReader[T]) verify(out runtime.SourceOutput[T]) {
 			r.log.Info("cluster: an idle source task's partition has records it has not sent (the task is down, or behind); "+
 				"it holds the watermark until it reports again", "producer", p, "topic", r.ends.topic, "idleAt", st.IdlePos, "end", end)
 		}
-		if !r.applied[p] {
-			continue // it holds already (W6)
-		}
-		r.applied[p] = false
-		out.SetSplitIdle(p, false)
-		if w, ok := out.(runtime.SourceWatermarker); ok {
-			if cur := w.SourceWatermark(); cur > st.Watermark {
-				st.Watermark = cur
-				out.EmitWatermark(p, cur)
-			}
-		}
+		r.sync(out, p)
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -59,7 +60,8 @@ sink:
   kafka: {topic: "${OUT}", delivery: exactly-once, key: user}
 `
 
-// groupBroker starts the in-process broker with the input topic loaded:
+// groupBroker starts the in-process broker with the input topic loaded
+// (none with n 0):
 // n events over 4 partitions, timestamps rising per partition and
 // disordered by less than the watermark bound (no record is late), with
 // whole amounts (so that sums do not depend on the order), then in
@@ -77,7 +79,9 @@ func groupBroker(t *testing.T, n int, topics ...string) []string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { b.Close() })
-	produceGroupEvents(t, b.Addrs(), groupEvents(n))
+	if n > 0 {
+		produceGroupEvents(t, b.Addrs(), groupEvents(n))
+	}
 	return b.Addrs()
 }
 
@@ -366,6 +370,274 @@ func groupKillOne(t *testing.T, y, group string) {
 	got = committedOutput(t, brokers, "out-group")
 	lost, dup := compareCounts(t, want, got)
 	t.Logf("%d window totals; group run: %d lost, %d duplicated\nsurvivor %s:\n%s", len(want), lost, dup, survivor.name, text)
+	if !maps.Equal(want, got) {
+		t.Fatalf("the group run's committed output differs from the local run's: %d lost, %d duplicated (of %d)", lost, dup, len(want))
+	}
+}
+
+// TestRunGroupKillWhileIdle (cluster W7): two processes run the unbounded
+// group job over the first half of the input until their source tasks
+// have caught up and gone idle; then more input reaches every partition
+// and, at once, the process running the most source tasks is killed
+// (SIGKILL: nothing of what it read since is committed); the rest of the
+// input follows. The keyed tasks must not take the dead tasks' idleness
+// for the truth while the others carry event time to the end of the
+// input: the survivor restores the dead tasks, and the committed output
+// equals a local run's. (Before W7 it lost most of what the dead tasks'
+// partitions got after the kill: their restored tasks sent it late.)
+func TestRunGroupKillWhileIdle(t *testing.T) {
+	brokers := groupBroker(t, 0, "out-local", "out-group")
+	recs := groupEvents(6000)
+	half := 3000
+	produceGroupEvents(t, brokers, recs[:half])
+	dir := t.TempDir()
+	file := writeGroupFile(t, dir, brokers)
+	unbounded := filepath.Join(dir, "unbounded.yaml")
+	if err := os.WriteFile(unbounded, []byte(strings.Replace(groupYAML, "bounded: true", "bounded: false", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	const group = "idle-kill"
+	t.Setenv("OUT", "out-group")
+	t.Setenv("CKPT", filepath.Join(dir, "unused"))
+	args := func(member string) []string {
+		return []string{"run", unbounded, "--group", group, "--keyed-tasks", "2", "--member", member,
+			"--checkpoint-dir", filepath.Join(dir, "group"), "--session-timeout", "1s"}
+	}
+	a := startGroupChild(t, "a", args("a")...)
+	b := startGroupChild(t, "b", args("b")...)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.MetadataMinAge(10*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	exchanged := func() int64 {
+		ends, err := adm.ListEndOffsets(context.Background(), group+"-exchange")
+		if err != nil {
+			return -1
+		}
+		var n int64
+		ends.Each(func(o kadm.ListedOffset) { n += max(o.Offset, 0) })
+		return n
+	}
+	deadline := time.After(3 * time.Minute)
+	wait := func(what string) {
+		t.Helper()
+		select {
+		case <-a.done:
+			t.Fatalf("process a ended %s: %v\n%s", what, a.err, a.lines.text())
+		case <-b.done:
+			t.Fatalf("process b ended %s: %v\n%s", what, b.err, b.lines.text())
+		case <-deadline:
+			t.Fatalf("timed out %s\na:\n%s\nb:\n%s", what, a.stderr(), b.stderr())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	// The six tasks split between the two, and the first half through
+	// the exchange topic: its end offsets stay put for a second (the
+	// source tasks have caught up and gone idle; idle tasks write
+	// nothing).
+	for last, still := int64(-1), 0; still < 10; {
+		wait("for the first half to go through")
+		if len(a.running())+len(b.running()) != 6 {
+			still = 0
+			continue
+		}
+		n := exchanged()
+		if n < int64(half/2) || n != last {
+			last, still = n, 0
+			continue
+		}
+		still++
+	}
+	sources := func(c *groupChild) (out []string) {
+		for _, task := range c.running() {
+			if strings.HasPrefix(task, "source-") {
+				out = append(out, task)
+			}
+		}
+		return out
+	}
+	victim, survivor := a, b
+	if len(sources(b)) > len(sources(a)) {
+		victim, survivor = b, a
+	}
+	victimTasks := victim.running()
+	if len(sources(victim)) == 0 {
+		t.Fatalf("no source task in either process: a %v, b %v", a.running(), b.running())
+	}
+	before := len(survivor.stderr())
+	produceGroupEvents(t, brokers, recs[half:half+250])
+	victim.cmd.Process.Signal(syscall.SIGKILL)
+	<-victim.done
+	produceGroupEvents(t, brokers, recs[half+250:])
+	t.Logf("killed %s running %v while its source tasks were idle, with 250 new records in the partitions", victim.name, victimTasks)
+
+	t.Setenv("OUT", "out-local")
+	t.Setenv("CKPT", filepath.Join(dir, "local"))
+	var lout, lerr bytes.Buffer
+	if code := run([]string{"run", file}, &lout, &lerr); code != 0 {
+		t.Fatalf("local run: exit %d\n%s", code, lerr.String())
+	}
+	want := committedOutput(t, brokers, "out-local")
+	if len(want) < 50 {
+		t.Fatalf("the local run committed %d window totals; want more than 50", len(want))
+	}
+
+	// The survivor takes the victim's tasks over and completes the
+	// output; an output that stops short for a minute has lost some.
+	var got map[string]int
+	seen, changed := -1, time.Now()
+	for {
+		after := survivor.stderr()[before:]
+		taken := true
+		for _, task := range victimTasks {
+			taken = taken && strings.Contains(after, "weir run: task "+task+" started")
+		}
+		got = committedOutput(t, brokers, "out-group")
+		if len(got) != seen {
+			seen, changed = len(got), time.Now()
+		}
+		if taken && len(got) >= len(want) || time.Since(changed) > time.Minute {
+			break
+		}
+		select {
+		case <-survivor.done:
+			t.Fatalf("the survivor ended: %v\n%s", survivor.err, survivor.lines.text())
+		case <-deadline:
+			t.Fatalf("the survivor did not take over %v and complete the output (%d of %d):\n%s", victimTasks, len(got), len(want), survivor.stderr())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	survivor.cmd.Process.Signal(syscall.SIGTERM)
+	<-survivor.done
+	lost, dup := compareCounts(t, want, got)
+	t.Logf("%d window totals; group run: %d lost, %d duplicated", len(want), lost, dup)
+	if !maps.Equal(want, got) {
+		t.Fatalf("the group run's committed output differs from the local run's: %d lost, %d duplicated (of %d)\nsurvivor:\n%s",
+			lost, dup, len(want), survivor.lines.text())
+	}
+}
+
+// TestRunGroupStaticRestartAmidInput is TestContainerCluster in processes:
+// three static members over the first half of the input; the rest arrives
+// in batches, and after the third the member m-1 is killed and started
+// again under its id (its tasks come back to it, nobody else's move),
+// while the input goes on. The committed output equals a local run's.
+// (Before W7 and the hold of sync, the keyed tasks let event time pass
+// what the killed member's source tasks had not committed: when they
+// were idle at the kill, through their idleness; when a restored source
+// task announced its replay, through the caught-up producers W6 made
+// active again, which held nothing: their watermarks were below the
+// task's. Their restored tasks' records then came late.)
+func TestRunGroupStaticRestartAmidInput(t *testing.T) {
+	brokers := groupBroker(t, 0, "out-local", "out-group")
+	recs := groupEvents(6000)
+	half := 3000
+	produceGroupEvents(t, brokers, recs[:half])
+	dir := t.TempDir()
+	file := writeGroupFile(t, dir, brokers)
+	unbounded := filepath.Join(dir, "unbounded.yaml")
+	if err := os.WriteFile(unbounded, []byte(strings.Replace(groupYAML, "bounded: true", "bounded: false", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	const group = "static-amid"
+	t.Setenv("OUT", "out-group")
+	t.Setenv("CKPT", filepath.Join(dir, "unused"))
+	args := func(member string) []string {
+		return []string{"run", unbounded, "--group", group, "--keyed-tasks", "2", "--member", member,
+			"--checkpoint-dir", filepath.Join(dir, "group"), "--session-timeout", "2m"}
+	}
+	members := map[string]*groupChild{}
+	for _, id := range []string{"m-0", "m-1", "m-2"} {
+		members[id] = startGroupChild(t, id, args(id)...)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.MetadataMinAge(10*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	exchanged := func() int64 {
+		ends, err := adm.ListEndOffsets(context.Background(), group+"-exchange")
+		if err != nil {
+			return -1
+		}
+		var n int64
+		ends.Each(func(o kadm.ListedOffset) { n += max(o.Offset, 0) })
+		return n
+	}
+	deadline := time.After(3 * time.Minute)
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		for !cond() {
+			for id, c := range members {
+				select {
+				case <-c.done:
+					t.Fatalf("member %s ended waiting for %s: %v\n%s", id, what, c.err, c.stderr())
+				default:
+				}
+			}
+			select {
+			case <-deadline:
+				var all strings.Builder
+				for id, c := range members {
+					fmt.Fprintf(&all, "%s:\n%s\n", id, c.stderr())
+				}
+				t.Fatalf("timed out waiting for %s\n%s", what, all.String())
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}
+	waitFor("the three members to run two tasks each, and a quarter of the input through the exchange", func() bool {
+		for _, c := range members {
+			if len(c.running()) != 2 {
+				return false
+			}
+		}
+		return exchanged() >= int64(half/2)
+	})
+	victim := members["m-1"]
+	victimTasks := victim.running()
+	slices.Sort(victimTasks)
+	rest := recs[half:]
+	for i := 0; len(rest) > 0; i++ {
+		n := min(len(rest), 250)
+		produceGroupEvents(t, brokers, rest[:n])
+		rest = rest[n:]
+		if i == 2 {
+			victim.cmd.Process.Signal(syscall.SIGKILL)
+			<-victim.done
+			members["m-1"] = startGroupChild(t, "m-1-again", args("m-1")...)
+		}
+	}
+
+	t.Setenv("OUT", "out-local")
+	t.Setenv("CKPT", filepath.Join(dir, "local"))
+	var lout, lerr bytes.Buffer
+	if code := run([]string{"run", file}, &lout, &lerr); code != 0 {
+		t.Fatalf("local run: exit %d\n%s", code, lerr.String())
+	}
+	want := committedOutput(t, brokers, "out-local")
+	if len(want) < 50 {
+		t.Fatalf("the local run committed %d window totals; want more than 50", len(want))
+	}
+	var got map[string]int
+	seen, changed := -1, time.Now()
+	waitFor("the group's committed output to be complete", func() bool {
+		got = committedOutput(t, brokers, "out-group")
+		if len(got) != seen {
+			seen, changed = len(got), time.Now()
+		}
+		return len(got) >= len(want) || time.Since(changed) > time.Minute
+	})
+	again := members["m-1"].running()
+	slices.Sort(again)
+	if !slices.Equal(again, victimTasks) {
+		t.Errorf("member m-1, started again within the session time-out, runs %v; want its tasks %v back", again, victimTasks)
+	}
+	lost, dup := compareCounts(t, want, got)
+	t.Logf("killed m-1 running %v; %d window totals; group run: %d lost, %d duplicated", victimTasks, len(want), lost, dup)
 	if !maps.Equal(want, got) {
 		t.Fatalf("the group run's committed output differs from the local run's: %d lost, %d duplicated (of %d)", lost, dup, len(want))
 	}
