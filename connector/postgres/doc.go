@@ -92,8 +92,9 @@
 //	    at most Batch statements, in record order, with text parameters.
 //	    The rows accepted, rejected and stored do not depend on the format
 //	    (TestBinaryMatchesText): a Go string for a non-text column is
-//	    checked as the text of the column's type in either, and times go
-//	    with microseconds, the nanoseconds below dropped, in either.
+//	    checked as the text of the column's type in either, and a
+//	    time.Time goes with microseconds, the nanoseconds below dropped,
+//	    in either (a string with more digits is rounded, in either).
 //	P8. The password (in the URL, Password, PGPASSWORD or PGPASSFILE) is
 //	    never logged nor put in an error.
 //
