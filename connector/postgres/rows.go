@@ -338,12 +338,12 @@ const (
 )
 
 // write sends the rows of b on conn, inside the transaction the caller
-// has begun: all by one COPY when every row is an insert (binary COPY for
-// binary rows), else as one
-// pipelined batch of prepared statements per batchRows rows, in order (so
-// a key written then deleted in one batch ends deleted). Parameters are
-// sent as text and the server reads them as the column's type, exactly
-// as COPY does.
+// has begun: all by one COPY when every row is an insert (binary COPY,
+// the stream's header and trailer around b.data, for binary rows), else
+// as one pipelined batch of prepared statements per batchRows rows, in
+// order (so a key written then deleted in one batch ends deleted).
+// Parameters are sent as text and the server reads them as the column's
+// type, exactly as text COPY does.
 func (t *table) write(ctx context.Context, conn *pgx.Conn, b *rowBuf, batchRows int) error {
 	if b.rows() == 0 {
 		return nil
