@@ -129,11 +129,13 @@ func (t *table) binaryValue(m *pgtype.Map, i int, v any, scratch []byte) ([]byte
 		return scratch, nil, nil
 	}
 	scratch = text
-	if isString {
+	if isString && (oid == pgtype.JSONOID || oid == pgtype.JSONBOID) {
 		if err := checkText(m, oid, text); err != nil {
 			return scratch, nil, fmt.Errorf("%w: postgres: column %s: %v", weir.ErrRejected, t.cols[i], err)
 		}
 	}
+	// For the other types textToBinary's decoding is checkText's (the
+	// same codec, the same error), done once.
 	out, err := textToBinary(m, oid, text)
 	if err != nil {
 		return scratch, nil, fmt.Errorf("%w: postgres: column %s: %v", weir.ErrRejected, t.cols[i], err)
@@ -154,26 +156,21 @@ func textToBinary(m *pgtype.Map, oid uint32, text []byte) ([]byte, error) {
 	if !ok {
 		return nil, fmt.Errorf("no binary encoding for type %d", oid) // binaryCapable excludes it
 	}
-	var val any
-	var err error
-	switch oid {
-	case pgtype.DateOID, pgtype.TimestampOID, pgtype.TimestamptzOID:
-		// Their DecodeValue gives a time.Time, or for infinity a
-		// value pgx cannot encode again: scan into pgx's own type.
+	val, err := typ.Codec.DecodeValue(m, oid, pgtype.TextFormatCode, text)
+	if err != nil {
+		return nil, fmt.Errorf("%.40q is not a valid %s: %v", text, typ.Name, err) // as checkText
+	}
+	if inf, ok := val.(pgtype.InfinityModifier); ok {
+		// A date's or timestamp's infinity, which pgx does not encode
+		// as such: in pgx's own types.
 		switch oid {
 		case pgtype.DateOID:
-			val = &pgtype.Date{}
+			val = pgtype.Date{InfinityModifier: inf, Valid: true}
 		case pgtype.TimestampOID:
-			val = &pgtype.Timestamp{}
-		default:
-			val = &pgtype.Timestamptz{}
+			val = pgtype.Timestamp{InfinityModifier: inf, Valid: true}
+		case pgtype.TimestamptzOID:
+			val = pgtype.Timestamptz{InfinityModifier: inf, Valid: true}
 		}
-		err = m.Scan(oid, pgtype.TextFormatCode, text, val)
-	default:
-		val, err = typ.Codec.DecodeValue(m, oid, pgtype.TextFormatCode, text)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("%.40q is not a valid %s: %v", text, typ.Name, err)
 	}
 	out, err := m.Encode(oid, pgtype.BinaryFormatCode, val, []byte{})
 	if err != nil {
