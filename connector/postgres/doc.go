@@ -25,7 +25,7 @@
 // server and any role that may create (or write) the progress table,
 // holds no lock and no server transaction while the job waits for a
 // checkpoint or is down, and has nothing to clean up after a crash. Its
-// costs: checkpoints grow by the interval's rows (encoded as COPY text),
+// costs: checkpoints grow by the interval's rows (encoded for COPY),
 // and rows reach the server in a burst at each completed checkpoint.
 //
 // two-phase writes rows as they come into a server transaction, PREPARE
@@ -57,7 +57,8 @@
 //	    its latest completed checkpoint with the same ID. Nothing of a
 //	    checkpoint interval is visible before that checkpoint completes.
 //	P3. progress-table: a transaction's rows are in the checkpoint until
-//	    committed; Commit inserts the row (ID, name) into the progress table
+//	    committed, in the COPY format Txn.Format names (a checkpoint of a
+//	    version before binary COPY holds text, and commits as text); Commit inserts the row (ID, name) into the progress table
 //	    and the rows in one server transaction, or does nothing when that
 //	    row exists. Progress rows older than ProgressRetention are deleted
 //	    when a subtask starts.
@@ -85,9 +86,15 @@
 //	    again leaves the same table, so an upsert sink at least once ends
 //	    in the state exactly once would give (deletes too), though a reader
 //	    may see older values again for a while during the replay.
-//	P7. Inserts (no Key) are sent by COPY; upserts and deletes as pipelined
-//	    batches of at most Batch statements, in record order. Values are
-//	    encoded by pgx in the text format of each column's type.
+//	P7. Inserts (no Key) are sent by COPY, in its binary format when every
+//	    column's type has a binary encoding (else in text: decided once,
+//	    when the sink starts); upserts and deletes as pipelined batches of
+//	    at most Batch statements, in record order, with text parameters.
+//	    The rows accepted, rejected and stored do not depend on the format
+//	    (TestBinaryMatchesText): a Go string for a non-text column is
+//	    checked as the text of the column's type in either, and a
+//	    time.Time goes with microseconds, the nanoseconds below dropped,
+//	    in either (a string with more digits is rounded, in either).
 //	P8. The password (in the URL, Password, PGPASSWORD or PGPASSFILE) is
 //	    never logged nor put in an error.
 //

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"slices"
 	"strconv"
@@ -23,17 +24,27 @@ const (
 	opDelete = 'd'
 )
 
-// rowBuf holds rows encoded once, when written, in the text format of
-// COPY: data is lines of tab-separated fields (NULL as \N, with
-// backslash, tab, newline and carriage return escaped), ops one byte per
-// line. The same bytes are sent by COPY (inserts), split into statement
-// parameters (upserts, deletes), and stored in a checkpoint (P3), so a
-// row has one encoding whatever path it takes and survives the JSON round
-// trip of a checkpoint exactly (the types came from the server's catalog
-// when it was encoded, not from JSON).
+// rowBuf holds rows encoded once, when written, in one of COPY's two
+// formats, ops one byte per row:
+//
+//   - text (binary false): data is lines of tab-separated fields (NULL as
+//     \N, with backslash, tab, newline and carriage return escaped). Sent
+//     by COPY (inserts), or split into statement parameters (upserts,
+//     deletes): a table with a key always uses text.
+//   - binary: data is COPY's binary tuples (encodeBinaryRow), without the
+//     stream's header and trailer (added when sent): a table without a key
+//     whose column types all have a binary encoding (binaryCapable), so
+//     the server reads int8, float8, timestamptz... with its cheap
+//     receive functions instead of parsing text.
+//
+// The same bytes are sent and stored in a checkpoint (P3, with the format
+// in Txn.Format), so a row has one encoding whatever path it takes and
+// survives the JSON round trip of a checkpoint exactly (the types came
+// from the server's catalog when it was encoded, not from JSON).
 type rowBuf struct {
-	data []byte
-	ops  []byte
+	data   []byte
+	ops    []byte
+	binary bool
 }
 
 func (b *rowBuf) rows() int { return len(b.ops) }
@@ -46,15 +57,19 @@ type table struct {
 	oids    []uint32 // their types
 	notNull []bool   // whether a column is NOT NULL
 	keyIdx  []int    // positions of the key columns in cols
-	copySQL string
-	upsert  string // INSERT ... ON CONFLICT, or a plain INSERT without key
-	delete  string
+	// binary: rows are encoded in COPY's binary format (no key, and
+	// binaryCapable), decided once when the table is described.
+	binary        bool
+	copySQL       string // COPY ... FROM STDIN (text)
+	copyBinarySQL string // COPY ... FROM STDIN (FORMAT binary)
+	upsert        string // INSERT ... ON CONFLICT, or a plain INSERT without key
+	delete        string
 }
 
 // describe reads the columns' types from the catalog and builds the
 // statements; it fails when the table or a column is missing, and (by
 // preparing it) when the upsert's ON CONFLICT names no unique constraint.
-func describe(ctx context.Context, conn *pgx.Conn, name pgx.Identifier, columns, key []string) (*table, error) {
+func describe(ctx context.Context, conn *pgx.Conn, m *pgtype.Map, name pgx.Identifier, columns, key []string) (*table, error) {
 	t := &table{ident: name.Sanitize()}
 	types := map[string]uint32{}
 	notNull := map[string]bool{}
@@ -99,6 +114,8 @@ func describe(ctx context.Context, conn *pgx.Conn, name pgx.Identifier, columns,
 	}
 	colList := strings.Join(t.cols, ", ")
 	t.copySQL = "COPY " + t.ident + " (" + colList + ") FROM STDIN"
+	t.copyBinarySQL = t.copySQL + " (FORMAT binary)"
+	t.binary = len(key) == 0 && binaryCapable(m, t.oids)
 	params := make([]string, len(columns))
 	for i := range params {
 		params[i] = fmt.Sprintf("$%d", i+1)
@@ -136,11 +153,20 @@ func describe(ctx context.Context, conn *pgx.Conn, name pgx.Identifier, columns,
 	return t, nil
 }
 
-// encodeRow appends a row to b, each value encoded by m in the text
-// format of its column's type.
+// encodeRow appends a row to b, each value encoded by m in the format of
+// b (text, or binary: encodeBinaryRow) for its column's type. scratch is
+// the caller's buffer for one value, returned grown.
 func (t *table) encodeRow(m *pgtype.Map, b *rowBuf, op byte, vals []any, scratch []byte) ([]byte, error) {
 	if len(vals) != len(t.cols) {
 		return scratch, fmt.Errorf("postgres: Row returned %d values for %d columns", len(vals), len(t.cols))
+	}
+	if scratch == nil {
+		// A nil result of pgx's Encode is NULL: an empty text (a value
+		// encoded into scratch[:0]) must not be taken for one.
+		scratch = make([]byte, 0, 64)
+	}
+	if b.binary {
+		return t.encodeBinaryRow(m, b, op, vals, scratch)
 	}
 	start := len(b.data)
 	for i, v := range vals {
@@ -154,6 +180,10 @@ func (t *table) encodeRow(m *pgtype.Map, b *rowBuf, op byte, vals []any, scratch
 			}
 			b.data = append(b.data, `\N`...)
 			continue
+		}
+		if err := t.refused(i, v); err != nil {
+			b.data = b.data[:start]
+			return scratch, err
 		}
 		var err error
 		if out, ok := appendText(scratch[:0], t.oids[i], v); ok {
@@ -308,13 +338,26 @@ const (
 )
 
 // write sends the rows of b on conn, inside the transaction the caller
-// has begun: all by one COPY when every row is an insert, else as one
-// pipelined batch of prepared statements per batchRows rows, in order (so
-// a key written then deleted in one batch ends deleted). Parameters are
-// sent as text and the server reads them as the column's type, exactly
-// as COPY does.
+// has begun: all by one COPY when every row is an insert (binary COPY,
+// the stream's header and trailer around b.data, for binary rows), else
+// as one pipelined batch of prepared statements per batchRows rows, in
+// order (so a key written then deleted in one batch ends deleted).
+// Parameters are sent as text and the server reads them as the column's
+// type, exactly as text COPY does.
 func (t *table) write(ctx context.Context, conn *pgx.Conn, b *rowBuf, batchRows int) error {
 	if b.rows() == 0 {
+		return nil
+	}
+	if b.binary {
+		if len(t.keyIdx) > 0 {
+			// Binary rows are inserts: a checkpoint's transaction of a
+			// sink without key, restored into one with a key.
+			return errPermanent{fmt.Errorf("postgres: the rows of this transaction were encoded for COPY into %s without key, which now has key columns: restore with the key the checkpoint was taken with", t.ident)}
+		}
+		r := io.MultiReader(bytes.NewReader(copyBinaryHeader), bytes.NewReader(b.data), bytes.NewReader(copyBinaryTrailer))
+		if _, err := conn.PgConn().CopyFrom(ctx, r, t.copyBinarySQL); err != nil {
+			return fmt.Errorf("postgres: copy into %s: %w", t.ident, err)
+		}
 		return nil
 	}
 	if len(t.keyIdx) == 0 {

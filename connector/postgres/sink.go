@@ -30,10 +30,15 @@ type Txn struct {
 	// nothing to commit.
 	Rows int64 `json:"rows"`
 	// Data and Ops are the rows themselves in mode progress-table (P3),
-	// held until Commit, in the text format of COPY; empty in the other
-	// modes.
+	// held until Commit, in the format of COPY Format names; empty in the
+	// other modes.
 	Data []byte `json:"data,omitempty"`
 	Ops  []byte `json:"ops,omitempty"`
+	// Format is Data's format: "" COPY's text (also that of every
+	// checkpoint written before binary COPY, which commit as before),
+	// "binary" COPY's binary tuples (a table without key whose types
+	// all have a binary encoding).
+	Format string `json:"format,omitempty"`
 }
 
 // Name is the transaction's name in the server: the gid of its prepared
@@ -151,9 +156,10 @@ func (s *sink[T]) spare() rowBuf {
 		b := s.free[n-1]
 		s.free = s.free[:n-1]
 		b.reset()
+		b.binary = s.tbl.binary // a buffer of a restored transaction may hold another format
 		return b
 	}
-	return rowBuf{}
+	return rowBuf{binary: s.tbl.binary}
 }
 
 // recycle keeps the memory of buffers whose rows are done with (at most
@@ -199,11 +205,12 @@ func (s *sink[T]) open() error {
 				return errPermanent{fmt.Errorf("postgres: mode two-phase needs the server setting max_prepared_transactions > 0 (it is 0: set it in postgresql.conf and restart the server), or use mode progress-table, which works on any server")}
 			}
 		}
-		tbl, err := describe(ctx, conn.Conn(), mustSplit(s.o.Table), s.o.Columns, s.o.Key)
+		tbl, err := describe(ctx, conn.Conn(), s.m, mustSplit(s.o.Table), s.o.Columns, s.o.Key)
 		if err != nil {
 			return errPermanent{err}
 		}
 		s.tbl = tbl
+		s.buf = rowBuf{binary: tbl.binary}
 		if s.exactlyOnce() && !s.twoPhase() {
 			return s.openProgress(ctx, conn.Conn())
 		}
@@ -245,6 +252,9 @@ func (s *sink[T]) Begin() (*Txn, error) {
 	if s.exactlyOnce() && !s.twoPhase() {
 		b := s.spare()
 		txn.Data, txn.Ops = b.data, b.ops
+		if b.binary {
+			txn.Format = formatBinary
+		}
 	}
 	return txn, nil
 }
@@ -266,7 +276,7 @@ func (s *sink[T]) Write(txn *Txn, r weir.Record[T]) error {
 		}
 	}
 	if s.exactlyOnce() && !s.twoPhase() {
-		b := rowBuf{data: txn.Data, ops: txn.Ops}
+		b := rowBuf{data: txn.Data, ops: txn.Ops, binary: txn.Format == formatBinary}
 		s.scratch, err = s.tbl.encodeRow(s.m, &b, op, vals, s.scratch)
 		txn.Data, txn.Ops = b.data, b.ops
 		if err == nil {
@@ -429,7 +439,10 @@ func (s *sink[T]) Commit(txn *Txn) error {
 			return err
 		})
 	}
-	b := rowBuf{data: txn.Data, ops: txn.Ops}
+	if txn.Format != formatText && txn.Format != formatBinary {
+		return fmt.Errorf("postgres: transaction %s: rows in format %q, which this version does not know (a checkpoint of a later version?)", txn.Name(), txn.Format)
+	}
+	b := rowBuf{data: txn.Data, ops: txn.Ops, binary: txn.Format == formatBinary}
 	err := s.retry("commit", func(ctx context.Context, _ int) error {
 		return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 			tag, err := tx.Exec(ctx, "INSERT INTO "+s.progress+" (sink, txn) VALUES ($1, $2) ON CONFLICT DO NOTHING", s.id, txn.Name())
