@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -14,6 +15,8 @@ import (
 	"github.com/weirproject/weir/agent/model"
 	"github.com/weirproject/weir/agent/replay"
 	"github.com/weirproject/weir/agent/tool"
+	"github.com/weirproject/weir/broker"
+	"github.com/weirproject/weir/kafkasec"
 )
 
 // lookupTool is a Go tool that counts its executions.
@@ -209,5 +212,86 @@ func TestReplaySkipsInputsNotRecorded(t *testing.T) {
 	s := rep.Summary
 	if s.Inputs != 2 || s.Skipped != 1 || s.Failed != 1 || rep.Inputs[0].Skipped == "" || !strings.Contains(rep.Inputs[1].NewError, "boom") {
 		t.Fatalf("report %+v", rep)
+	}
+}
+
+// TestCollectorAfterARestore: a run logged again after a restore (a second
+// action_start of the same run) replaces the first attempt, and outputs
+// re-emitted from the store (replayed) are not counted twice.
+func TestCollectorAfterARestore(t *testing.T) {
+	in := agent.Event{Type: agent.TypeInput, Value: map[string]any{"item": "x"}}
+	var c replay.Collector
+	for _, e := range []agent.LogEntry{
+		{Key: "a", Seq: 0, Action: "review", Kind: agent.LogActionStart, Data: in},
+		{Key: "a", Seq: 0, Action: "review", Kind: agent.LogToolCall, Name: "lookup", Data: json.RawMessage(`{"item":"x"}`)},
+		{Key: "a", Seq: 0, Action: "review", Kind: agent.LogToolResult, Name: "lookup", Data: tool.Result{Content: "first"}},
+		// The crash; the restored job runs the action again.
+		{Key: "a", Seq: 0, Action: "review", Kind: agent.LogActionStart, Data: in},
+		{Key: "a", Seq: 0, Action: "review", Kind: agent.LogToolCall, Name: "lookup", Data: json.RawMessage(`{"item":"x"}`)},
+		{Key: "a", Seq: 0, Action: "review", Kind: agent.LogToolResult, Name: "lookup", Data: tool.Result{Content: "first"}, Replayed: true},
+		{Key: "a", Seq: 0, Action: "review", Kind: agent.LogOutput, Data: "done"},
+		// Another crash after the action completed: replayed from the store.
+		{Key: "a", Seq: 0, Action: "review", Kind: agent.LogActionReplayed, Replayed: true},
+		{Key: "a", Seq: 0, Action: "review", Kind: agent.LogOutput, Data: "done", Replayed: true},
+		// A log that holds only the replay of an input.
+		{Key: "b", Seq: 3, Action: "review", Kind: agent.LogActionReplayed, Replayed: true},
+		{Key: "b", Seq: 3, Action: "review", Kind: agent.LogOutput, Data: "kept", Replayed: true},
+	} {
+		if err := c.Add(e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runs := c.Runs()
+	if len(runs) != 2 {
+		t.Fatalf("%d runs, want 2", len(runs))
+	}
+	a, b := runs[0], runs[1]
+	if !a.HasInput || len(a.ToolCalls) != 1 || a.ToolCalls[0].Result.Content != "first" || !reflect.DeepEqual(a.Outputs, []any{"done"}) {
+		t.Fatalf("run a: %+v", a)
+	}
+	if b.HasInput || !reflect.DeepEqual(b.Outputs, []any{"kept"}) {
+		t.Fatalf("run b: %+v", b)
+	}
+}
+
+// TestReadTopic: the runs of an event log written to a Kafka topic (the
+// embedded broker) are those of the same entries in a file.
+func TestReadTopic(t *testing.T) {
+	b, err := broker.Start(broker.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if err := b.CreateTopic("agent-log", 3, nil); err != nil {
+		t.Fatal(err)
+	}
+	w, err := eventlog.NewKafkaWriter(b.Addrs(), "agent-log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var execs atomic.Int64
+	ev, err := agent.NewEvaluator(reviewer(prompt, 1, lookupTool(&execs)), agent.EvalOptions{Listeners: []agent.Listener{w}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		if _, err := ev.Evaluate(context.Background(), fmt.Sprint(i%2), int64(i/2), map[string]any{"item": fmt.Sprint(i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	runs, err := replay.ReadTopic(context.Background(), b.Addrs(), kafkasec.Security{}, "agent-log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	execs.Store(0)
+	rep, err := replay.Evaluate(context.Background(), runs, reviewer(prompt, 1, lookupTool(&execs)), replay.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := rep.Summary; s.Inputs != 5 || s.Unchanged != 5 || s.MatchedCalls != 5 || execs.Load() != 0 {
+		t.Fatalf("summary %+v, %d tool executions", s, execs.Load())
 	}
 }
