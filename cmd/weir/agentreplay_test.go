@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -12,6 +13,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/weirproject/weir/agent/replay"
 )
@@ -178,5 +181,60 @@ func TestAgentReplayFlags(t *testing.T) {
 		if code != 2 || !strings.Contains(errb.String(), c.want) || strings.Count(strings.TrimSpace(errb.String()), "\n") > 1 {
 			t.Errorf("%v: exit %d, stderr %q; want 2 and %q", c.args, code, errb.String(), c.want)
 		}
+	}
+}
+
+// TestAgentReplayMCPTool: the same with an MCP server's tool (streamable
+// HTTP): the replay connects to list the tools and calls none of them.
+func TestAgentReplayMCPTool(t *testing.T) {
+	server := mcp.NewServer(&mcp.Implementation{Name: "stock", Version: "1"}, nil)
+	var calls atomic.Int64
+	type args struct {
+		Sku string `json:"sku"`
+	}
+	mcp.AddTool(server, &mcp.Tool{Name: "stock", Description: "Stock level of an item"}, func(_ context.Context, _ *mcp.CallToolRequest, a args) (*mcp.CallToolResult, any, error) {
+		n := calls.Add(1)
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("stock level %d for %s", n, a.Sku)}}}, nil, nil
+	})
+	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil))
+	defer srv.Close()
+	dir := t.TempDir()
+	logPath := filepath.Join(dir, "agent.jsonl")
+	pipe := func(name string, seed int, eventLog string) string {
+		src := fmt.Sprintf(`source:
+  generate: {count: 8, fields: {sku: '"sku-" + string(i %% 4)', t: 'i * 1000'}}
+  timestamp: t
+steps:
+  - keyBy: sku
+  - agent:
+      prompt: 'How many {{.sku}} are left?'
+      model: {offline: {seed: %d}}
+      tools: [{mcp: {url: '%s'}}]
+%ssink:
+  file: {dir: %s}
+`, seed, srv.URL, eventLog, filepath.Join(dir, name+"-out"))
+		p := filepath.Join(dir, name+".yaml")
+		if err := os.WriteFile(p, []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	var out, errb bytes.Buffer
+	if code := run([]string{"run", pipe("orig", 1, "      eventLog: {file: "+logPath+"}\n")}, &out, &errb); code != 0 {
+		t.Fatalf("weir run: exit %d, stderr %s", code, errb.String())
+	}
+	if calls.Load() != 8 {
+		t.Fatalf("the MCP tool ran %d times in the job, want 8", calls.Load())
+	}
+	out.Reset()
+	if code := run([]string{"agent", "replay", "--log", logPath, "--pipeline", pipe("new", 2, ""), "--json"}, &out, &errb); code != 0 {
+		t.Fatalf("weir agent replay: exit %d, stderr %s", code, errb.String())
+	}
+	var rep replay.Report
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if s := rep.Summary; calls.Load() != 8 || s.Inputs != 8 || s.Changed != 8 || s.MatchedCalls != 8 || s.NewCalls != 0 {
+		t.Fatalf("the MCP tool ran %d times in all (want 8: none in the replay); summary %+v", calls.Load(), s)
 	}
 }
