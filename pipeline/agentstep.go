@@ -346,7 +346,7 @@ func AgentOf(ctx context.Context, s *Spec, name string) (a *agent.Agent, close f
 	case len(found) == 0:
 		return nil, nil, fmt.Errorf("%s: no agent step named %q; the agent steps are %s", s.File, name, strings.Join(names, ", "))
 	case len(found) > 1:
-		return nil, nil, fmt.Errorf("%s: %d agent steps; name one (the agent steps are %s; a step's name is its name: key)", s.File, len(found), strings.Join(names, ", "))
+		return nil, nil, fmt.Errorf("%s: %d agent steps; name one (the agent steps are %s, named by their name: key)", s.File, len(found), strings.Join(names, ", "))
 	}
 	a, _, closers, err := buildAgent(ctx, found[0].Agent)
 	if err != nil {

@@ -171,6 +171,9 @@ ran; with --fail-on-change, 4 when a decision changed or an input failed. docs/a
 			defer stop()
 			a, closeAgent, err := pipeline.AgentOf(ctx, spec, step)
 			if err != nil {
+				if step == "" {
+					return usagef(cmd, "--pipeline: %v; --step NAME picks one", err)
+				}
 				return usagef(cmd, "--pipeline: %v", err)
 			}
 			defer closeAgent()

@@ -158,6 +158,18 @@ func TestAgentReplayFlags(t *testing.T) {
 	p := replayPipeline(t, dir, "p", 1, "x {{.item}}", "http://127.0.0.1:1/", "")
 	noAgent := filepath.Join(dir, "noagent.yaml")
 	os.WriteFile(noAgent, []byte("source:\n  generate: {count: 1, fields: {t: 'i'}}\n  timestamp: t\nsink:\n  stdout: {}\n"), 0o644)
+	two := filepath.Join(dir, "two.yaml")
+	os.WriteFile(two, []byte(`source:
+  generate: {count: 2, fields: {u: 'i', t: 'i'}}
+  timestamp: t
+steps:
+  - keyBy: u
+  - {agent: {prompt: 'a {{.u}}'}, name: first}
+  - keyBy: u
+  - {agent: {prompt: 'b {{.u}}', output: answer2}, name: second}
+sink:
+  stdout: {}
+`), 0o644)
 	for _, c := range []struct {
 		args []string
 		want string
@@ -175,6 +187,7 @@ func TestAgentReplayFlags(t *testing.T) {
 		{[]string{"--log", logPath, "--pipeline", p, "--stub-content", "x"}, "--stub-content: only with --unmatched stub"},
 		{[]string{"--log", logPath, "--pipeline", noAgent}, "the pipeline has no agent step"},
 		{[]string{"--log", logPath, "--pipeline", p, "--step", "other"}, `no agent step named "other"`},
+		{[]string{"--log", logPath, "--pipeline", two}, `2 agent steps; name one (the agent steps are "first", "second", named by their name: key); --step NAME picks one`},
 	} {
 		var out, errb bytes.Buffer
 		code := run(append([]string{"agent", "replay"}, c.args...), &out, &errb)
