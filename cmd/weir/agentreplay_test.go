@@ -177,6 +177,8 @@ sink:
 		{[]string{"--pipeline", p}, "give --log FILE or --topic TOPIC"},
 		{[]string{"--log", logPath, "--topic", "t", "--pipeline", p}, "--log and --topic: give one of them"},
 		{[]string{"--topic", "t", "--pipeline", p}, "give --brokers"},
+		{[]string{"--topic", "t", "--brokers", "9092", "--pipeline", p}, `--brokers "9092": want host:port`},
+		{[]string{"--log", logPath, "--brokers", "h:9092", "--pipeline", p}, "--brokers: only with --topic"},
 		{[]string{"--log", filepath.Join(dir, "none"), "--pipeline", p}, "--log"},
 		{[]string{"--log", logPath}, "give --pipeline FILE"},
 		{[]string{"--log", logPath, "--pipeline", p, "--from", "yesterday"}, `--from: "yesterday" is neither an input position`},
