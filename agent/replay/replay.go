@@ -47,8 +47,9 @@ func (o Options) validate() error {
 
 // Input is the evaluation of one recorded input.
 type Input struct {
-	Key string `json:"key"`
-	Seq int64  `json:"seq"`
+	Operator string `json:"operator"`
+	Key      string `json:"key"`
+	Seq      int64  `json:"seq"`
 	// Skipped is why the input was not evaluated ("" when it was).
 	Skipped string `json:"skipped,omitempty"`
 	// OldOutputs and OldErrors are the recorded decision; NewOutputs and
@@ -213,7 +214,7 @@ func Evaluate(ctx context.Context, runs []*Run, a *agent.Agent, opts Options) (*
 	rep := &Report{Inputs: make([]Input, 0, len(runs))}
 	s := &rep.Summary
 	for _, r := range runs {
-		in := Input{Key: r.Key, Seq: r.Seq, OldOutputs: orEmpty(r.Outputs), OldErrors: r.Errors,
+		in := Input{Operator: r.Operator, Key: r.Key, Seq: r.Seq, OldOutputs: orEmpty(r.Outputs), OldErrors: r.Errors,
 			ModelCallsBefore: r.ModelCalls, TokensBefore: r.Tokens, NewOutputs: []any{}}
 		s.Inputs++
 		s.ModelCallsBefore += r.ModelCalls

@@ -14,9 +14,11 @@ import (
 
 // Run is one recorded input: what the event log says the job did with it.
 type Run struct {
-	// Key (as the log prints it) and Seq identify the input.
-	Key string
-	Seq int64
+	// Operator names the agent operator (a log may hold several); Key
+	// (as the log prints it) and Seq identify the input within it.
+	Operator string
+	Key      string
+	Seq      int64
 	// TimeMs is the time of the input's first entry (Unix ms).
 	TimeMs int64
 	// Input is the input's value (decoded JSON); HasInput says the log
@@ -80,9 +82,12 @@ type actionRun struct {
 	live bool
 }
 
+// runKey identifies an input: the operator (a log may hold several agent
+// operators' entries), the key and the sequence number.
 type runKey struct {
-	key string
-	seq int64
+	operator string
+	key      string
+	seq      int64
 }
 
 type actionKey struct {
@@ -108,10 +113,10 @@ func (c *Collector) Add(e agent.LogEntry) error {
 	if c.runs == nil {
 		c.runs = map[runKey]*pending{}
 	}
-	rk := runKey{e.Key, e.Seq}
+	rk := runKey{e.Operator, e.Key, e.Seq}
 	p := c.runs[rk]
 	if p == nil {
-		p = &pending{run: &Run{Key: e.Key, Seq: e.Seq, TimeMs: e.TimeMs}, actions: map[actionKey]*actionRun{}}
+		p = &pending{run: &Run{Operator: e.Operator, Key: e.Key, Seq: e.Seq, TimeMs: e.TimeMs}, actions: map[actionKey]*actionRun{}}
 		c.runs[rk] = p
 		c.order = append(c.order, rk)
 	}

@@ -80,10 +80,36 @@ func selectRuns(runs []*replay.Run, from, to bound, sample int) []*replay.Run {
 	return out
 }
 
+// operatorRuns keeps the runs of the agent operator named op; "" means
+// the only one the log holds.
+func operatorRuns(runs []*replay.Run, op string) ([]*replay.Run, error) {
+	var names []string
+	seen := map[string]bool{}
+	var kept []*replay.Run
+	for _, r := range runs {
+		if !seen[r.Operator] {
+			seen[r.Operator] = true
+			names = append(names, fmt.Sprintf("%q", r.Operator))
+		}
+		if r.Operator == op {
+			kept = append(kept, r)
+		}
+	}
+	switch {
+	case op == "" && len(names) > 1:
+		return nil, fmt.Errorf("the log holds the entries of %d agent operators (%s); --operator NAME picks one", len(names), strings.Join(names, ", "))
+	case op == "":
+		return runs, nil
+	case len(kept) == 0:
+		return nil, fmt.Errorf("--operator %q: the log has no entries of it; its agent operators are %s", op, strings.Join(names, ", "))
+	}
+	return kept, nil
+}
+
 // agentReplayCmd is `weir agent replay`: a changed agent over recorded
 // inputs (package agent/replay).
 func agentReplayCmd() *cobra.Command {
-	var logFile, topic, brokers, kafkaConfig, pipelineFile, step, fromS, toS, unmatched, stub string
+	var logFile, topic, brokers, kafkaConfig, pipelineFile, step, operator, fromS, toS, unmatched, stub string
 	var sample int
 	var asJSON, failOnChange bool
 	var sec kafkasec.Security
@@ -186,6 +212,9 @@ ran; with --fail-on-change, 4 when a decision changed or an input failed. docs/a
 			if err != nil {
 				return err
 			}
+			if runs, err = operatorRuns(runs, operator); err != nil {
+				return err
+			}
 			runs = selectRuns(runs, from, to, sample)
 			rep, err := replay.Evaluate(ctx, runs, a, replay.Options{Unmatched: replay.Unmatched(unmatched), StubContent: stub})
 			if err != nil {
@@ -214,6 +243,7 @@ ran; with --fail-on-change, 4 when a decision changed or an input failed. docs/a
 	f.StringVar(&kafkaConfig, "kafka-config", "", "YAML file with tls and sasl for --brokers (the keys of a pipeline's kafka section)")
 	f.StringVar(&pipelineFile, "pipeline", "", "pipeline file whose agent step is the changed agent")
 	f.StringVar(&step, "step", "", "the agent step's name, when the pipeline has more than one")
+	f.StringVar(&operator, "operator", "", "the agent operator whose inputs to replay, when the log holds several (the operator field of its entries)")
 	f.StringVar(&fromS, "from", "", "first input: a position in the log (0 is the first input) or an RFC 3339 time")
 	f.StringVar(&toS, "to", "", "end of the inputs (excluded): a position or an RFC 3339 time")
 	f.IntVar(&sample, "sample", 0, "evaluate N inputs spread evenly over the selection (0: all)")

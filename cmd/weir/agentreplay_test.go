@@ -16,6 +16,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/weirproject/weir/agent"
+	"github.com/weirproject/weir/agent/eventlog"
 	"github.com/weirproject/weir/agent/replay"
 )
 
@@ -251,5 +253,41 @@ steps:
 	}
 	if s := rep.Summary; calls.Load() != 8 || s.Inputs != 8 || s.Changed != 8 || s.MatchedCalls != 8 || s.NewCalls != 0 {
 		t.Fatalf("the MCP tool ran %d times in all (want 8: none in the replay); summary %+v", calls.Load(), s)
+	}
+}
+
+// TestAgentReplayOperators: a log holding two agent operators' entries
+// needs --operator, which keeps that operator's inputs.
+func TestAgentReplayOperators(t *testing.T) {
+	dir := t.TempDir()
+	logPath := filepath.Join(dir, "two.jsonl")
+	w, err := eventlog.CreateFile(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, op := range []string{"agent-a", "agent-b", "agent-a"} {
+		e := agent.LogEntry{Operator: op, Key: "k", Seq: int64(i), Action: "respond", Kind: agent.LogActionStart,
+			Data: agent.Event{Type: agent.TypeInput, Value: map[string]any{"item": i, "u": 1}}}
+		w.OnEntry(&e)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	p := replayPipeline(t, dir, "p", 1, "x {{.item}}", "http://127.0.0.1:1/", "")
+	var out, errb bytes.Buffer
+	if code := run([]string{"agent", "replay", "--log", logPath, "--pipeline", p}, &out, &errb); code != 1 ||
+		!strings.Contains(errb.String(), `the log holds the entries of 2 agent operators ("agent-a", "agent-b"); --operator NAME picks one`) {
+		t.Fatalf("exit %d, stderr %q", code, errb.String())
+	}
+	out.Reset()
+	if code := run([]string{"agent", "replay", "--log", logPath, "--pipeline", p, "--operator", "agent-a", "--json"}, &out, &errb); code != 0 {
+		t.Fatalf("--operator: exit %d, stderr %q", code, errb.String())
+	}
+	var rep replay.Report
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if s := rep.Summary; s.Inputs != 2 || rep.Inputs[0].Operator != "agent-a" || rep.Inputs[1].Seq != 2 || s.NewCalls != 2 || s.Changed != 2 {
+		t.Fatalf("--operator agent-a: %+v", rep)
 	}
 }
