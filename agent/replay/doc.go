@@ -4,8 +4,8 @@
 // the old and the new decision and a summary of the differences: what
 // `weir agent replay` prints (docs/agent-replay.md).
 //
-// Recorded runs come from the event log (Collect, ReadFile, ReadTopic):
-// per input (key and sequence number) its value (the input event of the
+// Recorded runs come from the event log (Collector, ReadFile,
+// ReadTopic): per input (operator, key and sequence number) its value (the input event of the
 // first action_start entry), the model calls with their requests,
 // responses and token usage, the tool calls with their arguments and
 // results, the outputs and the action errors. Evaluate runs each input
@@ -23,14 +23,17 @@
 //     Options.Unmatched = Stub, answered with Options.StubContent. Both
 //     are listed as new calls. A call of a tool the new agent does not
 //     have gets the agent's usual "no tool named" result and is listed as
-//     new. Nothing external is called except the new agent's models.
+//     new. Nothing external is called except the new agent's models
+//     (building the agent may connect to MCP servers to list their
+//     tools: pipeline.AgentOf does; none of their tools is called).
 //  2. Inputs in log order, one at a time. Inputs are evaluated in the
 //     order of their first entry in the log; short-term memory carries
 //     over between the inputs of one key, as in the job, starting empty.
 //  3. Decisions compared as JSON. An input's decision is its outputs (in
 //     order) and whether an action failed; old and new are compared as
-//     canonical JSON, so key order and number spelling do not count as
-//     changes.
+//     canonical JSON, so key order and spacing do not count as changes
+//     (numbers are compared as written). An input the new agent fails on
+//     counts as failed, not as changed.
 //  4. Tokens, not money. weir has no price table (its budgets count
 //     tokens and requests): the report gives model calls and prompt and
 //     completion tokens before (the recorded responses' usage) and after
