@@ -185,6 +185,10 @@
 //     (processing time on the job's clock); answers take no part in
 //     event time (await.go, answers.go, docs/agents.md "Human approval").
 //
+// Evaluator runs an agent's actions over inputs in-process, without a
+// job, a store or state (evaluate.go): package agent/replay uses it to
+// evaluate a changed agent over the inputs an event log recorded.
+//
 // # Limits
 //
 // A hung action holds every later watermark of its subtask (by design: the

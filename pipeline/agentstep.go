@@ -320,3 +320,45 @@ func mcpOptions(t ToolSpec) (tool.MCPOptions, error) {
 	}
 	return opts, nil
 }
+
+// AgentOf builds the agent of the spec's agent step named name ("" means
+// the only agent step) as `weir run` builds it (model, fallback model,
+// tools, prompt, condition), without a job: what `weir agent replay`
+// evaluates over a recorded event log. The step's store, budgets, event
+// log and tracing are not built. MCP servers are connected (their tools
+// are listed); close disconnects them. The action's input is a Record.
+func AgentOf(ctx context.Context, s *Spec, name string) (a *agent.Agent, close func() error, err error) {
+	var found []*StepSpec
+	var names []string
+	for i := range s.Steps {
+		st := &s.Steps[i]
+		if st.Kind != "agent" {
+			continue
+		}
+		names = append(names, fmt.Sprintf("%q", st.Name))
+		if name == "" || st.Name == name {
+			found = append(found, st)
+		}
+	}
+	switch {
+	case len(names) == 0:
+		return nil, nil, fmt.Errorf("%s: the pipeline has no agent step", s.File)
+	case len(found) == 0:
+		return nil, nil, fmt.Errorf("%s: no agent step named %q; the agent steps are %s", s.File, name, strings.Join(names, ", "))
+	case len(found) > 1:
+		return nil, nil, fmt.Errorf("%s: %d agent steps; name one (the agent steps are %s, named by their name: key)", s.File, len(found), strings.Join(names, ", "))
+	}
+	a, _, closers, err := buildAgent(ctx, found[0].Agent)
+	if err != nil {
+		return nil, nil, err
+	}
+	return a, func() error {
+		var first error
+		for _, c := range closers {
+			if err := c(); err != nil && first == nil {
+				first = err
+			}
+		}
+		return first
+	}, nil
+}

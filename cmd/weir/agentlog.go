@@ -19,8 +19,8 @@ import (
 
 // agentRootCmd is `weir agent`: tools for agent jobs.
 func agentRootCmd() *cobra.Command {
-	c := &cobra.Command{Use: "agent", Short: "Tools for agent jobs (the event log)"}
-	c.AddCommand(agentLogCmd())
+	c := &cobra.Command{Use: "agent", Short: "Tools for agent jobs (the event log, replay evaluation)"}
+	c.AddCommand(agentLogCmd(), agentReplayCmd())
 	return c
 }
 

@@ -145,6 +145,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, de.Error())
 		return exitStatusDropped
 	}
+	var ce *changedError
+	if errors.As(err, &ce) {
+		fmt.Fprintln(stderr, ce.Error())
+		return exitStatusChanged
+	}
 	fmt.Fprintln(stderr, "weir:", err)
 	return 1
 }
