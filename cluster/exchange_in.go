@@ -328,7 +328,7 @@ func (r *exchangeReader[T]) verify(out runtime.SourceOutput[T]) {
 			r.log.Warn("cluster: cannot check an idle source task's partition; it holds the watermark until it reports again",
 				"producer", p, "topic", r.ends.topic, "err", err)
 		} else {
-			r.log.Info("cluster: an idle source task's partition has records it has not sent (the task is down, or behind); "+
+			r.log.Debug("cluster: an idle source task's partition has records it has not sent (the task is down, or behind); "+
 				"it holds the watermark until it reports again", "producer", p, "topic", r.ends.topic, "idleAt", st.IdlePos, "end", end)
 		}
 		r.sync(out, p)
