@@ -375,6 +375,62 @@ func groupKillOne(t *testing.T, y, group string) {
 	}
 }
 
+// liveGroup is the set-up of the tests that feed a clustered job live:
+// the broker with the first half of groupEvents(6000) (recs[:half]), the
+// bounded pipeline file for the local run (file) and an unbounded copy for
+// the group's members, whose command lines args gives.
+type liveGroup struct {
+	brokers   []string
+	recs      []*kgo.Record
+	half      int
+	dir, file string
+	group     string
+	args      func(member string) []string
+}
+
+func newLiveGroup(t *testing.T, group, session string) liveGroup {
+	t.Helper()
+	g := liveGroup{brokers: groupBroker(t, 0, "out-local", "out-group"), recs: groupEvents(6000), half: 3000,
+		dir: t.TempDir(), group: group}
+	produceGroupEvents(t, g.brokers, g.recs[:g.half])
+	g.file = writeGroupFile(t, g.dir, g.brokers)
+	unbounded := filepath.Join(g.dir, "unbounded.yaml")
+	if err := os.WriteFile(unbounded, []byte(strings.Replace(groupYAML, "bounded: true", "bounded: false", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("OUT", "out-group")
+	t.Setenv("CKPT", filepath.Join(g.dir, "unused"))
+	g.args = func(member string) []string {
+		return []string{"run", unbounded, "--group", group, "--keyed-tasks", "2", "--member", member,
+			"--checkpoint-dir", filepath.Join(g.dir, "group"), "--session-timeout", session}
+	}
+	return g
+}
+
+// exchangedRecords returns a function counting the records (committed or
+// not, control records included) in group's exchange topic; -1 when it
+// cannot be listed yet.
+func exchangedRecords(t *testing.T, brokers []string, group string) func() int64 {
+	t.Helper()
+	// A short metadata age: the exchange topic appears after the
+	// client's first look.
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.MetadataMinAge(10*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	adm := kadm.NewClient(cl)
+	return func() int64 {
+		ends, err := adm.ListEndOffsets(context.Background(), group+"-exchange")
+		if err != nil {
+			return -1
+		}
+		var n int64
+		ends.Each(func(o kadm.ListedOffset) { n += max(o.Offset, 0) })
+		return n
+	}
+}
+
 // TestRunGroupKillWhileIdle (cluster W7): two processes run the unbounded
 // group job over the first half of the input until their source tasks
 // have caught up and gone idle; then more input reaches every partition
@@ -386,40 +442,11 @@ func groupKillOne(t *testing.T, y, group string) {
 // equals a local run's. (Before W7 it lost most of what the dead tasks'
 // partitions got after the kill: their restored tasks sent it late.)
 func TestRunGroupKillWhileIdle(t *testing.T) {
-	brokers := groupBroker(t, 0, "out-local", "out-group")
-	recs := groupEvents(6000)
-	half := 3000
-	produceGroupEvents(t, brokers, recs[:half])
-	dir := t.TempDir()
-	file := writeGroupFile(t, dir, brokers)
-	unbounded := filepath.Join(dir, "unbounded.yaml")
-	if err := os.WriteFile(unbounded, []byte(strings.Replace(groupYAML, "bounded: true", "bounded: false", 1)), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	const group = "idle-kill"
-	t.Setenv("OUT", "out-group")
-	t.Setenv("CKPT", filepath.Join(dir, "unused"))
-	args := func(member string) []string {
-		return []string{"run", unbounded, "--group", group, "--keyed-tasks", "2", "--member", member,
-			"--checkpoint-dir", filepath.Join(dir, "group"), "--session-timeout", "1s"}
-	}
+	in := newLiveGroup(t, "idle-kill", "1s")
+	brokers, recs, half, file, dir, args := in.brokers, in.recs, in.half, in.file, in.dir, in.args
 	a := startGroupChild(t, "a", args("a")...)
 	b := startGroupChild(t, "b", args("b")...)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.MetadataMinAge(10*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
-	exchanged := func() int64 {
-		ends, err := adm.ListEndOffsets(context.Background(), group+"-exchange")
-		if err != nil {
-			return -1
-		}
-		var n int64
-		ends.Each(func(o kadm.ListedOffset) { n += max(o.Offset, 0) })
-		return n
-	}
+	exchanged := exchangedRecords(t, brokers, in.group)
 	deadline := time.After(3 * time.Minute)
 	wait := func(what string) {
 		t.Helper()
@@ -531,42 +558,13 @@ func TestRunGroupKillWhileIdle(t *testing.T) {
 // active again, which held nothing: their watermarks were below the
 // task's. Their restored tasks' records then came late.)
 func TestRunGroupStaticRestartAmidInput(t *testing.T) {
-	brokers := groupBroker(t, 0, "out-local", "out-group")
-	recs := groupEvents(6000)
-	half := 3000
-	produceGroupEvents(t, brokers, recs[:half])
-	dir := t.TempDir()
-	file := writeGroupFile(t, dir, brokers)
-	unbounded := filepath.Join(dir, "unbounded.yaml")
-	if err := os.WriteFile(unbounded, []byte(strings.Replace(groupYAML, "bounded: true", "bounded: false", 1)), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	const group = "static-amid"
-	t.Setenv("OUT", "out-group")
-	t.Setenv("CKPT", filepath.Join(dir, "unused"))
-	args := func(member string) []string {
-		return []string{"run", unbounded, "--group", group, "--keyed-tasks", "2", "--member", member,
-			"--checkpoint-dir", filepath.Join(dir, "group"), "--session-timeout", "2m"}
-	}
+	in := newLiveGroup(t, "static-amid", "2m")
+	brokers, recs, half, file, dir, args := in.brokers, in.recs, in.half, in.file, in.dir, in.args
 	members := map[string]*groupChild{}
 	for _, id := range []string{"m-0", "m-1", "m-2"} {
 		members[id] = startGroupChild(t, id, args(id)...)
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.MetadataMinAge(10*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
-	exchanged := func() int64 {
-		ends, err := adm.ListEndOffsets(context.Background(), group+"-exchange")
-		if err != nil {
-			return -1
-		}
-		var n int64
-		ends.Each(func(o kadm.ListedOffset) { n += max(o.Offset, 0) })
-		return n
-	}
+	exchanged := exchangedRecords(t, brokers, in.group)
 	deadline := time.After(3 * time.Minute)
 	waitFor := func(what string, cond func() bool) {
 		t.Helper()
