@@ -41,30 +41,7 @@ offsets it has when the command starts (--brokers). --key keeps one key's entrie
 		Args: noArgs,
 		PreRunE: func(cmd *cobra.Command, _ []string) error {
 			k := &checks{c: cmd}
-			switch {
-			case file == "" && topic == "":
-				k.fail("give --file FILE or --topic TOPIC")
-			case file != "" && topic != "":
-				k.fail("--file and --topic: give one of them")
-			case topic != "" && brokers == "":
-				k.fail("--topic %q: give --brokers host:port[,host:port...]", topic)
-			}
-			if topic != "" {
-				for _, b := range strings.Split(brokers, ",") {
-					k.hostPort("brokers", b)
-				}
-			}
-			if kafkaConfig != "" {
-				var err error
-				if sec, err = pipeline.ParseSecurityFile(kafkaConfig); err != nil {
-					k.fail("--kafka-config: %v", strings.ReplaceAll(err.Error(), "\n", "; "))
-				}
-			}
-			if file != "" {
-				if st, err := os.Stat(file); err != nil || st.IsDir() {
-					k.fail("--file %q: want a log file written by eventlog (%v)", file, errOrDir(err))
-				}
-			}
+			sec = k.eventLogSource("file", file, topic, brokers, kafkaConfig)
 			return k.err
 		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -104,4 +81,39 @@ func errOrDir(err error) string {
 		return err.Error()
 	}
 	return "a directory"
+}
+
+// eventLogSource checks the flags that name an agent's event log, shared
+// by weir agent log and weir agent replay: a file (--<fileFlag>) or a
+// Kafka topic (--topic, with --brokers and optionally --kafka-config),
+// one of them; it returns the parsed security of --kafka-config.
+func (k *checks) eventLogSource(fileFlag, file, topic, brokers, kafkaConfig string) kafkasec.Security {
+	switch {
+	case file == "" && topic == "":
+		k.fail("give --%s FILE or --topic TOPIC (the agent's event log)", fileFlag)
+	case file != "" && topic != "":
+		k.fail("--%s and --topic: give one of them", fileFlag)
+	case topic != "" && brokers == "":
+		k.fail("--topic %q: give --brokers host:port[,host:port...]", topic)
+	case topic == "" && brokers != "":
+		k.fail("--brokers: only with --topic")
+	}
+	if topic != "" {
+		for _, b := range strings.Split(brokers, ",") {
+			k.hostPort("brokers", b)
+		}
+	}
+	var sec kafkasec.Security
+	if kafkaConfig != "" {
+		var err error
+		if sec, err = pipeline.ParseSecurityFile(kafkaConfig); err != nil {
+			k.fail("--kafka-config: %v", strings.ReplaceAll(err.Error(), "\n", "; "))
+		}
+	}
+	if file != "" {
+		if st, err := os.Stat(file); err != nil || st.IsDir() {
+			k.fail("--%s %q: want an event log file written by an agent step's eventLog (%v)", fileFlag, file, errOrDir(err))
+		}
+	}
+	return sec
 }

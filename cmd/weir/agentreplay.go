@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"os/signal"
 	"strconv"
 	"strings"
@@ -132,32 +131,7 @@ ran; with --fail-on-change, 4 when a decision changed or an input failed. docs/a
 		Args: noArgs,
 		PreRunE: func(cmd *cobra.Command, _ []string) error {
 			k := &checks{c: cmd}
-			switch {
-			case logFile == "" && topic == "":
-				k.fail("give --log FILE or --topic TOPIC (the agent's event log)")
-			case logFile != "" && topic != "":
-				k.fail("--log and --topic: give one of them")
-			case topic != "" && brokers == "":
-				k.fail("--topic %q: give --brokers host:port[,host:port...]", topic)
-			case topic == "" && brokers != "":
-				k.fail("--brokers: only with --topic")
-			}
-			if topic != "" {
-				for _, b := range strings.Split(brokers, ",") {
-					k.hostPort("brokers", b)
-				}
-			}
-			if kafkaConfig != "" {
-				var err error
-				if sec, err = pipeline.ParseSecurityFile(kafkaConfig); err != nil {
-					k.fail("--kafka-config: %v", strings.ReplaceAll(err.Error(), "\n", "; "))
-				}
-			}
-			if logFile != "" {
-				if st, err := os.Stat(logFile); err != nil || st.IsDir() {
-					k.fail("--log %q: want an event log file written by an agent step's eventLog (%v)", logFile, errOrDir(err))
-				}
-			}
+			sec = k.eventLogSource("log", logFile, topic, brokers, kafkaConfig)
 			var err error
 			if from, err = parseBound(fromS); err != nil {
 				k.fail("--from: %v", err)

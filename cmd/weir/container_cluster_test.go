@@ -182,16 +182,7 @@ func TestContainerCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Setenv("BROKERS", brokers[0])
-	t.Setenv("OUT", "out-local")
-	t.Setenv("CKPT", filepath.Join(dir, "local-ckpt"))
-	var lout, lerr strings.Builder
-	if code := run([]string{"run", local}, &lout, &lerr); code != 0 {
-		t.Fatalf("local run: exit %d\n%s", code, lerr.String())
-	}
-	want := committedOutput(t, brokers, "out-local")
-	if len(want) < 50 {
-		t.Fatalf("the local run committed %d window totals; want more than 50", len(want))
-	}
+	want := localRun(t, local, filepath.Join(dir, "local-ckpt"), brokers)
 
 	// The group's output is complete once it has as many window totals as
 	// the local run's (the last input fires every window). One that stops

@@ -253,16 +253,7 @@ func groupKillOne(t *testing.T, y, group string) {
 	}
 
 	// The local run (in this process: weir run without --group).
-	t.Setenv("OUT", "out-local")
-	t.Setenv("CKPT", filepath.Join(dir, "local"))
-	var lout, lerr bytes.Buffer
-	if code := run([]string{"run", file}, &lout, &lerr); code != 0 {
-		t.Fatalf("local run: exit %d\n%s", code, lerr.String())
-	}
-	want := committedOutput(t, brokers, "out-local")
-	if len(want) < 50 {
-		t.Fatalf("the local run committed %d window totals; want more than 50", len(want))
-	}
+	want := localRun(t, file, filepath.Join(dir, "local"), brokers)
 
 	t.Setenv("OUT", "out-group")
 	t.Setenv("CKPT", filepath.Join(dir, "unused"))
@@ -373,6 +364,25 @@ func groupKillOne(t *testing.T, y, group string) {
 	if !maps.Equal(want, got) {
 		t.Fatalf("the group run's committed output differs from the local run's: %d lost, %d duplicated (of %d)", lost, dup, len(want))
 	}
+}
+
+// localRun runs file (groupYAML, bounded) as one local job in this
+// process (weir run without --group), writing to topic out-local with its
+// checkpoints in ckpt, and returns its committed window totals: the output
+// a group run of the same input must equal (more than 50 of them).
+func localRun(t *testing.T, file, ckpt string, brokers []string) map[string]int {
+	t.Helper()
+	t.Setenv("OUT", "out-local")
+	t.Setenv("CKPT", ckpt)
+	var lout, lerr bytes.Buffer
+	if code := run([]string{"run", file}, &lout, &lerr); code != 0 {
+		t.Fatalf("local run: exit %d\n%s", code, lerr.String())
+	}
+	want := committedOutput(t, brokers, "out-local")
+	if len(want) < 50 {
+		t.Fatalf("the local run committed %d window totals; want more than 50", len(want))
+	}
+	return want
 }
 
 // liveGroup is the set-up of the tests that feed a clustered job live:
@@ -500,16 +510,7 @@ func TestRunGroupKillWhileIdle(t *testing.T) {
 	produceGroupEvents(t, brokers, recs[half+250:])
 	t.Logf("killed %s running %v while its source tasks were idle, with 250 new records in the partitions", victim.name, victimTasks)
 
-	t.Setenv("OUT", "out-local")
-	t.Setenv("CKPT", filepath.Join(dir, "local"))
-	var lout, lerr bytes.Buffer
-	if code := run([]string{"run", file}, &lout, &lerr); code != 0 {
-		t.Fatalf("local run: exit %d\n%s", code, lerr.String())
-	}
-	want := committedOutput(t, brokers, "out-local")
-	if len(want) < 50 {
-		t.Fatalf("the local run committed %d window totals; want more than 50", len(want))
-	}
+	want := localRun(t, file, filepath.Join(dir, "local"), brokers)
 
 	// The survivor takes the victim's tasks over and completes the
 	// output; an output that stops short for a minute has lost some.
@@ -610,16 +611,7 @@ func TestRunGroupStaticRestartAmidInput(t *testing.T) {
 		}
 	}
 
-	t.Setenv("OUT", "out-local")
-	t.Setenv("CKPT", filepath.Join(dir, "local"))
-	var lout, lerr bytes.Buffer
-	if code := run([]string{"run", file}, &lout, &lerr); code != 0 {
-		t.Fatalf("local run: exit %d\n%s", code, lerr.String())
-	}
-	want := committedOutput(t, brokers, "out-local")
-	if len(want) < 50 {
-		t.Fatalf("the local run committed %d window totals; want more than 50", len(want))
-	}
+	want := localRun(t, file, filepath.Join(dir, "local"), brokers)
 	var got map[string]int
 	seen, changed := -1, time.Now()
 	waitFor("the group's committed output to be complete", func() bool {
