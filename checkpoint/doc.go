@@ -16,8 +16,11 @@
 // A snapshot is complete exactly when its _metadata exists: data objects
 // are written first, each whole or not at all, then the manifest (the
 // commit point, Store.Publish). In a directory each file is written to a
-// temporary name, synced and renamed into place, and after the manifest's
-// rename the directory and its parent are synced; in a bucket each write
+// temporary name, synced and renamed into place; the directory is synced
+// before the manifest is linked (so a manifest that survives a crash names
+// only files whose entries survive too) and, with its parent, after; a
+// directory created whose entry could not be synced is removed again (so
+// a later write creates and syncs it rather than trusting it); in a bucket each write
 // is one atomic object (there is no rename). A crash at any point leaves
 // either a complete snapshot or one without _metadata, which readers
 // ignore and retention removes. The manifest is created only if absent

@@ -26,9 +26,11 @@ func simCmd() *cobra.Command {
 out-of-order timestamps, a key-by, an event-time tumbling window with allowed
 lateness and a late output, in half the seeds an event-time sort per key
 beside it, an exactly-once two-phase sink), its workload and a schedule of
-failures; the job runs, restarting from its latest checkpoint after each
-failure, and its committed output, watermarks, late records and the sort's
-order are checked. A failing seed prints its job, faults, the first broken invariant
+failures (task failures, machine crashes with torn writes, failed fsyncs,
+writes, creates and renames of the checkpoint storage, ENOSPC); the job runs,
+restarting from its latest checkpoint after each failure, and its committed
+output, watermarks, late records, the sort's order, leaked goroutines and
+the live heap are checked. A failing seed prints its job, faults, the first broken invariant
 with the records involved, and the command that replays it.
 
 --seed S alone runs seed S; with --seeds N it runs S, S+1, ..., S+N-1.
@@ -81,11 +83,14 @@ counted), for a time-boxed random batch in CI:
 			if asJSON {
 				json.NewEncoder(out).Encode(sum)
 			} else {
-				fmt.Fprintf(out, "sim: %d seeds, %d failures, %.1f seeds/s, %.1f seeds per CPU-second\n",
-					sum.Seeds, sum.Failures, sum.SeedsPerSecond, sum.SeedsPerCPUSecond)
+				fmt.Fprintf(out, "sim: %d seeds, %d failures, %.1f seeds/s, %.1f seeds per CPU-second, live heap %d KiB before, %d KiB after\n",
+					sum.Seeds, sum.Failures, sum.SeedsPerSecond, sum.SeedsPerCPUSecond, sum.HeapStartBytes>>10, sum.HeapEndBytes>>10)
 			}
 			if sum.Failures > 0 {
 				return fmt.Errorf("sim: %d of %d seeds failed", sum.Failures, sum.Seeds)
+			}
+			if f := sum.MemoryFailure(); f != nil {
+				return fmt.Errorf("sim: %v", f)
 			}
 			return nil
 		},
@@ -101,11 +106,11 @@ counted), for a time-boxed random batch in CI:
 
 func printSimResult(w io.Writer, r *sim.Result) {
 	if r.Failure == nil {
-		fmt.Fprintf(w, "seed %d: ok (%d attempts, %d restores)\n  job: %s\n  faults: %s\n", r.Seed, r.Attempts, r.Restores, r.Shape, sim.FaultSchedule(r.Faults))
+		fmt.Fprintf(w, "seed %d: ok (%d attempts, %d restores)\n  job: %s\n  faults: %s\n", r.Seed, r.Attempts, r.Restores, r.Shape, r.Schedule())
 		return
 	}
 	fmt.Fprintf(w, "seed %d: FAIL %s\n  job: %s\n  faults: %s (%d attempts, %d restores)\n  %s\n",
-		r.Seed, r.Failure.Invariant, r.Shape, sim.FaultSchedule(r.Faults), r.Attempts, r.Restores, r.Failure.Detail)
+		r.Seed, r.Failure.Invariant, r.Shape, r.Schedule(), r.Attempts, r.Restores, r.Failure.Detail)
 	for _, rec := range r.Failure.Records {
 		fmt.Fprintf(w, "    %s\n", rec)
 	}

@@ -2,6 +2,8 @@ package sim
 
 import (
 	"context"
+	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -18,6 +20,35 @@ type Summary struct {
 	CPUSeconds        float64 `json:"cpu_seconds"`
 	SeedsPerSecond    float64 `json:"seeds_per_second"`
 	SeedsPerCPUSecond float64 `json:"seeds_per_cpu_second"`
+	// HeapStartBytes and HeapEndBytes are the live heap (after a
+	// collection) before the first seed and after the last: memory a run
+	// keeps after its end shows as growth between them (S7).
+	HeapStartBytes uint64 `json:"heap_start_bytes"`
+	HeapEndBytes   uint64 `json:"heap_end_bytes"`
+}
+
+// HeapGrowthLimit bounds S7: the live heap after a batch may exceed the
+// one before it by at most this much. A run keeps about nothing after its
+// end (about 60 KiB of caches fill over the first seeds, then the heap is
+// flat: 460 KiB after 10, 50 and 100 seeds).
+const HeapGrowthLimit = 32 << 20
+
+// MemoryFailure checks S7 on a batch: nil when the live heap grew by at
+// most HeapGrowthLimit.
+func (s Summary) MemoryFailure() *Failure {
+	if s.HeapEndBytes <= s.HeapStartBytes+HeapGrowthLimit {
+		return nil
+	}
+	return &Failure{Invariant: InvMemory, Detail: fmt.Sprintf("the live heap grew from %d KiB to %d KiB over %d seeds (limit %d KiB)",
+		s.HeapStartBytes>>10, s.HeapEndBytes>>10, s.Seeds, HeapGrowthLimit>>10)}
+}
+
+// liveHeap returns the bytes of live heap objects after a collection.
+func liveHeap() uint64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
 }
 
 // RunSeeds runs seeds first, first+1, ... (n of them) on workers
@@ -25,10 +56,11 @@ type Summary struct {
 // goroutine at a time, in completion order. It stops early when ctx ends
 // (the seeds not started are not counted).
 func RunSeeds(ctx context.Context, first uint64, n, workers int, o Options, report func(*Result)) (Summary, error) {
+	var sum Summary
+	sum.HeapStartBytes = liveHeap()
 	start, cpu0 := time.Now(), cpuSeconds()
 	var next atomic.Uint64
 	var mu sync.Mutex
-	var sum Summary
 	var firstErr error
 	var wg sync.WaitGroup
 	for range max(1, workers) {
@@ -63,6 +95,7 @@ func RunSeeds(ctx context.Context, first uint64, n, workers int, o Options, repo
 	wg.Wait()
 	sum.Seconds = time.Since(start).Seconds()
 	sum.CPUSeconds = cpuSeconds() - cpu0
+	sum.HeapEndBytes = liveHeap()
 	if sum.Seconds > 0 {
 		sum.SeedsPerSecond = float64(sum.Seeds) / sum.Seconds
 	}

@@ -52,7 +52,7 @@ func TestPlantedBugsAreFound(t *testing.T) {
 			}
 			if res.Failure != nil {
 				found = seed
-				t.Logf("%s: found by seed %d (%s; faults %s): %v %q", m.name, seed, res.Shape, FaultSchedule(res.Faults), res.Failure, res.Failure.Records)
+				t.Logf("%s: found by seed %d (%s; faults %s): %v %q", m.name, seed, res.Shape, res.Schedule(), res.Failure, res.Failure.Records)
 			}
 		}
 		if found == 0 {

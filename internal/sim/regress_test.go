@@ -35,7 +35,7 @@ func TestRegressionSeeds(t *testing.T) {
 			t.Fatal(err)
 		}
 		if f := res.Failure; f != nil {
-			t.Errorf("seed %d (%s; faults %s), once: %s\nnow: %v %q\nreplay: %s", seed, res.Shape, FaultSchedule(res.Faults), reason, f, f.Records, res.Replay)
+			t.Errorf("seed %d (%s; faults %s), once: %s\nnow: %v %q\nreplay: %s", seed, res.Shape, res.Schedule(), reason, f, f.Records, res.Replay)
 		}
 	}
 	if err := sc.Err(); err != nil {

@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"math/rand/v2"
 	"slices"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 
 	"github.com/weirproject/weir"
 	"github.com/weirproject/weir/checkpoint"
@@ -25,6 +28,8 @@ const (
 	InvBehindWM    = "S3 nothing emitted behind the watermark"
 	InvCompletes   = "S4 the job completes"
 	InvSorted      = "S5 the sort releases in order, at the watermark"
+	InvNoLeak      = "S6 no goroutine outlives the job"
+	InvMemory      = "S7 memory is bounded"
 )
 
 // MaxAttempts bounds the attempts of one run: one per fault plus the clean
@@ -41,9 +46,12 @@ type Result struct {
 	Faults   []Fault `json:"faults"`
 	Attempts int     `json:"attempts"`
 	// Restores counts the attempts that started from a checkpoint.
-	Restores int      `json:"restores"`
-	Failure  *Failure `json:"failure,omitempty"`
-	Replay   string   `json:"replay"`
+	Restores int `json:"restores"`
+	// Storage are the checkpoint storage's faults (Spec.Storage), with
+	// which struck.
+	Storage []StorageFault `json:"storage,omitempty"`
+	Failure *Failure       `json:"failure,omitempty"`
+	Replay  string         `json:"replay"`
 	// Elapsed is the run's wall time.
 	Elapsed time.Duration `json:"elapsed_ns"`
 }
@@ -82,8 +90,14 @@ func Run(ctx context.Context, seed uint64, o Options) (*Result, error) {
 	spec := Generate(seed)
 	res := &Result{Seed: seed, Shape: spec.Shape(), Replay: fmt.Sprintf("weir sim --seed %d", seed)}
 	st := newStore()
-	res.Failure = run(ctx, spec, st, vfs.NewCrashableMem(), o, res)
+	id := labelled(ctx, func(ctx context.Context) {
+		res.Failure = run(ctx, spec, st, vfs.NewCrashableMem(), o, res)
+	})
+	if res.Failure == nil {
+		res.Failure = checkLeaks(id)
+	}
 	res.Faults = spec.Faults
+	res.Storage = spec.Storage
 	res.Elapsed = time.Since(start)
 	if res.Failure == nil {
 		res.Failure = checkOutput(spec, st.committed())
@@ -98,7 +112,13 @@ func run(ctx context.Context, spec *Spec, st *store, fs *vfs.MemFS, o Options, r
 		if i := res.Attempts - 1; i < len(spec.Faults) {
 			fault = &spec.Faults[i]
 		}
-		obs, restored, err := attempt(ctx, spec, st, fs, fault, o)
+		var cfs vfs.FS = fs
+		for i := range spec.Storage {
+			if sf := &spec.Storage[i]; sf.Attempt == res.Attempts {
+				cfs = errorfs.Wrap(fs, &storageInjector{f: sf})
+			}
+		}
+		obs, restored, err := attempt(ctx, spec, st, fs, cfs, fault, o)
 		if restored {
 			res.Restores++
 		}
@@ -113,7 +133,10 @@ func run(ctx context.Context, spec *Spec, st *store, fs *vfs.MemFS, o Options, r
 				// The job has stopped (Wait returned): nothing writes
 				// to fs any more. The next attempt sees only what was
 				// synced.
-				fs = fs.CrashClone(vfs.CrashCloneCfg{})
+				// With TornPercent, some of what was written but not
+				// synced survives too, block by block: torn writes.
+				fs = fs.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: spec.TornPercent,
+					RNG: rand.New(rand.NewPCG(spec.Seed, uint64(res.Attempts)))})
 			}
 			continue
 		default:
@@ -125,7 +148,9 @@ func run(ctx context.Context, spec *Spec, st *store, fs *vfs.MemFS, o Options, r
 
 // attempt runs the job once, restored from the latest checkpoint in fs
 // if there is one, with fault armed, and returns what the observer saw.
-func attempt(ctx context.Context, spec *Spec, st *store, fs vfs.FS, fault *Fault, o Options) (obs observed, restored bool, err error) {
+// The job writes its checkpoints through cfs: fs, or fs with a storage
+// fault armed.
+func attempt(ctx context.Context, spec *Spec, st *store, fs, cfs vfs.FS, fault *Fault, o Options) (obs observed, restored bool, err error) {
 	timeout := AttemptTimeout
 	if o.timeout > 0 {
 		timeout = o.timeout
@@ -133,6 +158,9 @@ func attempt(ctx context.Context, spec *Spec, st *store, fs vfs.FS, fault *Fault
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	cfg := weir.Config{Parallelism: spec.Parallelism, MaxParallelism: 128,
+		// Failed checkpoints are expected here (storage faults): the
+		// invariants judge the job, not its log lines.
+		Logger: slog.New(slog.DiscardHandler),
 		// The interval is never reached: checkpoints are triggered at the
 		// script's barriers. It is set because a job with periodic
 		// checkpoints ends its bounded input with a final checkpoint,
@@ -140,8 +168,8 @@ func attempt(ctx context.Context, spec *Spec, st *store, fs vfs.FS, fault *Fault
 		// it they commit at the end of input, and a failure then repeats
 		// what other subtasks committed already).
 		Checkpoint: runtime.CheckpointConfig{Dir: checkpointDir, Retain: 2, Interval: time.Hour,
-			Storage: checkpoint.Storage{FS: fs}}}
-	if latest, _, err := cfg.Checkpoint.Storage.Latest(checkpointDir); err == nil {
+			Storage: checkpoint.Storage{FS: cfs}}}
+	if latest, _, err := (checkpoint.Storage{FS: fs}).Latest(checkpointDir); err == nil {
 		cfg.Checkpoint.RestoreFrom, restored = latest, true
 	}
 	env := weir.NewEnvironment(cfg)

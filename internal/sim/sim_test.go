@@ -11,13 +11,17 @@ const fixedSeeds = 60
 
 func TestFixedSeedsKeepTheInvariants(t *testing.T) {
 	restores, struck := 0, 0
+	var heap0 uint64
 	for seed := uint64(1); seed <= fixedSeeds; seed++ {
+		if seed == 11 {
+			heap0 = liveHeap() // after the caches have filled
+		}
 		res, err := Run(context.Background(), seed, Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if f := res.Failure; f != nil {
-			t.Errorf("seed %d (%s; faults %s): %v %q\nreplay: %s", seed, res.Shape, FaultSchedule(res.Faults), f, f.Records, res.Replay)
+			t.Errorf("seed %d (%s; faults %s): %v %q\nreplay: %s", seed, res.Shape, res.Schedule(), f, f.Records, res.Replay)
 		}
 		restores += res.Restores
 		for _, f := range res.Faults {
@@ -25,6 +29,12 @@ func TestFixedSeedsKeepTheInvariants(t *testing.T) {
 				struck++
 			}
 		}
+	}
+	// S7 for a run: what the 50 seeds after the first ten keep is at most
+	// a few hundred bytes each (measured: none; a leak of a job's graph
+	// or state is tens of KiB a seed).
+	if heap, limit := liveHeap(), heap0+(1<<20); heap > limit {
+		t.Errorf("%v: the live heap grew from %d KiB to %d KiB over seeds 11-%d", InvMemory, heap0>>10, heap>>10, fixedSeeds)
 	}
 	// The seeds must exercise recovery, or passing proves little.
 	if restores < fixedSeeds/3 || struck < fixedSeeds/3 {

@@ -103,7 +103,47 @@ type Spec struct {
 	// same sink (S5).
 	Sort   bool    `json:"sort,omitempty"`
 	Faults []Fault `json:"faults"`
-	Steps  []Step  `json:"-"`
+	// Storage are failures of the checkpoint storage's file system, each
+	// armed in one attempt beside that attempt's Fault.
+	Storage []StorageFault `json:"storage,omitempty"`
+	// TornPercent is, for a machine crash, the chance that each block or
+	// directory entry written but not synced survives it (Pebble's
+	// CrashCloneCfg.UnsyncedDataPercent): 0 keeps exactly what was
+	// synced; between 0 and 100 the crash tears writes.
+	TornPercent int    `json:"torn_percent,omitempty"`
+	Steps       []Step `json:"-"`
+}
+
+// StorageOp says which file-system operation of the checkpoint storage a
+// StorageFault fails.
+type StorageOp string
+
+// The operations a StorageFault can fail.
+const (
+	StorageSync   StorageOp = "sync"   // an fsync of a file or directory
+	StorageWrite  StorageOp = "write"  // a write to a file
+	StorageCreate StorageOp = "create" // the creation of a file or directory
+	StorageLink   StorageOp = "link"   // a link or rename (publishing a file)
+)
+
+// StorageFault fails the At-th operation Op of the checkpoint storage in
+// the attempt Attempt (1-based) with Errno (EIO or ENOSPC). It does not end
+// the attempt by itself: the checkpoint being written fails, and what the
+// job does then is what is tested.
+type StorageFault struct {
+	Attempt int       `json:"attempt"`
+	Op      StorageOp `json:"op"`
+	At      int       `json:"at"`
+	Errno   string    `json:"errno"`
+	Struck  bool      `json:"struck"`
+}
+
+func (f StorageFault) String() string {
+	s := fmt.Sprintf("storage-%s#%d(%s)@attempt%d", f.Op, f.At, f.Errno, f.Attempt)
+	if !f.Struck {
+		s += "(missed)"
+	}
+	return s
 }
 
 // Shape describes the job in one line.
@@ -112,8 +152,8 @@ func (s *Spec) Shape() string {
 	if s.Sort {
 		sort = ", event-time sort"
 	}
-	return fmt.Sprintf("parallelism %d, %d splits, %d keys, %d records, tumbling %dms lateness %dms%s, %d checkpoints",
-		s.Parallelism, s.Splits, s.Keys, s.Records, s.WindowMS, s.LatenessMS, sort, s.Barriers)
+	return fmt.Sprintf("parallelism %d, %d splits, %d keys, %d records, tumbling %dms lateness %dms%s, %d checkpoints, torn writes %d%%",
+		s.Parallelism, s.Splits, s.Keys, s.Records, s.WindowMS, s.LatenessMS, sort, s.Barriers, s.TornPercent)
 }
 
 // FaultSchedule describes faults (a Spec's, or a Result's, which says
@@ -212,5 +252,33 @@ func Generate(seed uint64) *Spec {
 	// versions (a write fault's count is drawn from the window's lines).
 	srng := rand.New(rand.NewPCG(seed, 0x5027))
 	s.Sort = srng.IntN(2) == 0
+	// Storage faults and torn writes: a fourth stream. In each attempt
+	// (those of the schedule and the clean one after it), one chance in
+	// four of a failed file-system operation during a checkpoint.
+	frng := rand.New(rand.NewPCG(seed, 0xf5f5))
+	ops := []StorageOp{StorageSync, StorageWrite, StorageCreate, StorageLink}
+	for a := 1; a <= len(s.Faults)+1; a++ {
+		if frng.IntN(4) != 0 {
+			continue
+		}
+		f := StorageFault{Attempt: a, Op: ops[frng.IntN(len(ops))], Errno: "EIO"}
+		if f.Op == StorageWrite && frng.IntN(2) == 0 {
+			f.Errno = "ENOSPC"
+		}
+		// A checkpoint does a few operations of each kind per subtask
+		// and operator: spread the strike over the attempt's checkpoints.
+		f.At = 1 + frng.IntN(4*(s.Barriers+1)*s.Parallelism)
+		s.Storage = append(s.Storage, f)
+	}
+	s.TornPercent = []int{0, 0, 30, 70, 100}[frng.IntN(5)]
+	return s
+}
+
+// Schedule describes the run's faults, task and storage, in one line.
+func (r *Result) Schedule() string {
+	s := FaultSchedule(r.Faults)
+	for _, f := range r.Storage {
+		s += ", " + f.String()
+	}
 	return s
 }
