@@ -111,6 +111,9 @@ func Reference(s *Spec) []string {
 		}
 	}
 	advance(math.MaxInt64) // every split finishes: the maximum watermark
+	if s.Timers {
+		out = append(out, timerReference(s)...)
+	}
 	slices.Sort(out)
 	return out
 }

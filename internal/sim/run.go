@@ -30,6 +30,7 @@ const (
 	InvSorted      = "S5 the sort releases in order, at the watermark"
 	InvNoLeak      = "S6 no goroutine outlives the job"
 	InvMemory      = "S7 memory is bounded"
+	InvTimers      = "S8 timers fire in timestamp order, once the watermark reaches them"
 )
 
 // MaxAttempts bounds the attempts of one run: one per fault plus the clean
@@ -217,6 +218,9 @@ func attempt(ctx context.Context, spec *Spec, st *store, fs, cfs vfs.FS, fault *
 		}).UID("violation-lines")
 		parts = append(parts, sortLines, violLines)
 	}
+	if spec.Timers {
+		parts = append(parts, timerBranch(spec, passed, &obs.timers))
+	}
 	weir.TwoPhaseCommit(weir.Union(parts[0], parts[1:]...), "sink", func(ctx *runtime.Context) (weir.TwoPhaseCommitter[string, Txn], error) {
 		k := &sink{st: st, subtask: ctx.Subtask}
 		if fault != nil && fault.Kind != FaultRecord && fault.Subtask == ctx.Subtask {
@@ -253,6 +257,7 @@ type acc struct{ N, Sum int64 }
 type observed struct {
 	window *weirtest.Observation[string]
 	sort   *weirtest.Observation[event]
+	timers *weirtest.Observation[string]
 }
 
 // checkOutput checks S1: the committed lines against the reference.

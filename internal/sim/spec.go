@@ -101,8 +101,13 @@ type Spec struct {
 	// Sort adds an event-time sort per key (ordering.Sort) on a branch
 	// beside the window, with its violations output; its lines go to the
 	// same sink (S5).
-	Sort   bool    `json:"sort,omitempty"`
-	Faults []Fault `json:"faults"`
+	Sort bool `json:"sort,omitempty"`
+	// Timers adds a KeyedProcessFunction with an event-time timer per
+	// record at its timestamp + TimerDelayMS, on a branch beside the
+	// window (timers.go; S8).
+	Timers       bool    `json:"timers,omitempty"`
+	TimerDelayMS int64   `json:"timer_delay_ms,omitempty"`
+	Faults       []Fault `json:"faults"`
 	// Storage are failures of the checkpoint storage's file system, each
 	// armed in one attempt beside that attempt's Fault.
 	Storage []StorageFault `json:"storage,omitempty"`
@@ -151,6 +156,9 @@ func (s *Spec) Shape() string {
 	sort := ""
 	if s.Sort {
 		sort = ", event-time sort"
+	}
+	if s.Timers {
+		sort += fmt.Sprintf(", event-time timers at +%dms", s.TimerDelayMS)
 	}
 	return fmt.Sprintf("parallelism %d, %d splits, %d keys, %d records, tumbling %dms lateness %dms%s, %d checkpoints, torn writes %d%%",
 		s.Parallelism, s.Splits, s.Keys, s.Records, s.WindowMS, s.LatenessMS, sort, s.Barriers, s.TornPercent)
@@ -271,6 +279,11 @@ func Generate(seed uint64) *Spec {
 		s.Storage = append(s.Storage, f)
 	}
 	s.TornPercent = []int{0, 0, 30, 70, 100}[frng.IntN(5)]
+	// The timer branch (a third of the seeds): a fifth stream.
+	trng := rand.New(rand.NewPCG(seed, 0x7133))
+	if trng.IntN(3) == 0 {
+		s.Timers, s.TimerDelayMS = true, trng.Int64N(3*s.WindowMS+1)
+	}
 	return s
 }
 
