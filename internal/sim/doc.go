@@ -16,6 +16,9 @@
 //	  -> keyBy -> tumbling event-time window, AggregateKeyed (count, sum
 //	     of record ids), allowed lateness 0-35ms, late side output
 //	     (parallelism 1-3)
+//	  -> in a third of the seeds (Spec.Timers, a fifth stream of the
+//	     seed), beside the window: keyBy -> a KeyedProcessFunction with
+//	     an event-time timer per record at its timestamp + TimerDelayMS
 //	  -> in half the seeds (Spec.Sort, drawn from a stream of its own),
 //	     on a branch beside the window: keyBy -> ordering.Sort per key
 //	     with a violations output (parallelism 1-3)
@@ -93,6 +96,11 @@
 //	    behind the last watermark is an order violation, emitted at once;
 //	    S1 says whether it should be one.
 //
+//	S8. Timers fire in order, at the watermark (Spec.Timers, timers.go).
+//	    Per channel into the observer behind the timer function, the
+//	    firings between two watermarks come in non-decreasing timestamp
+//	    order, each at or behind the watermark that follows; S1 holds
+//	    each firing once with the records registered for it.
 //	S6. No goroutine leak. Run runs the seed under a pprof label of its
 //	    own, which every goroutine the job starts inherits; 5 s after
 //	    the run's end none may carry it (leak.go).
@@ -135,7 +143,7 @@
 //
 // Not done yet (issue 29): several source subtasks (their combined
 // watermark, and so lateness, depends on timing: the oracle must become a
-// relation), a timer-using process function, the sort's Pebble mode and
+// relation), processing-time timers, the sort's Pebble mode and
 // tiebreaks, agents,
 // Kafka sources and sinks and broker faults, clustered mode, virtual
 // processing time, clock jumps, a bound on a run's peak memory.
