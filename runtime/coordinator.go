@@ -571,6 +571,11 @@ func (t *task) checkpoint(id int64) {
 	for _, w := range t.writers {
 		w.barrier(id)
 	}
+	if final {
+		// Nothing may follow the final barrier: processing-time
+		// callbacks stop here (procTimers.quiesce).
+		t.timers.quiesce()
+	}
 	if len(writers) == 0 {
 		t.job.coord.ack(ack{t: t, id: id, states: states, err: err, sync: sync})
 		return

@@ -101,6 +101,12 @@
 //	    firings between two watermarks come in non-decreasing timestamp
 //	    order, each at or behind the watermark that follows; S1 holds
 //	    each firing once with the records registered for it.
+//	S9. Processing-time timers (Spec.ProcDelayMS): a manual clock that
+//	    moves only after a checkpoint at a barrier, while the job holds no
+//	    record (every record before the barrier is processed, none after
+//	    it is out), by Spec.ClockSteps (milliseconds, or a jump of
+//	    minutes). No record is in two committed firings, none is empty,
+//	    none fired before processing time reached it (checkProcTimers).
 //	S6. No goroutine leak. Run runs the seed under a pprof label of its
 //	    own, which every goroutine the job starts inherits; 5 s after
 //	    the run's end none may carry it (leak.go).
@@ -143,8 +149,8 @@
 //
 // Not done yet (issue 29): several source subtasks (their combined
 // watermark, and so lateness, depends on timing: the oracle must become a
-// relation), processing-time timers, the sort's Pebble mode and
+// relation), the sort's Pebble mode and
 // tiebreaks, agents,
-// Kafka sources and sinks and broker faults, clustered mode, virtual
-// processing time, clock jumps, a bound on a run's peak memory.
+// Kafka sources and sinks and broker faults, clustered mode, clocks
+// that jump back, a bound on a run's peak memory.
 package sim

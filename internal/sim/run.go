@@ -14,6 +14,7 @@ import (
 
 	"github.com/weirproject/weir"
 	"github.com/weirproject/weir/checkpoint"
+	"github.com/weirproject/weir/clock"
 	"github.com/weirproject/weir/ordering"
 	"github.com/weirproject/weir/runtime"
 	"github.com/weirproject/weir/watermark"
@@ -31,6 +32,7 @@ const (
 	InvNoLeak      = "S6 no goroutine outlives the job"
 	InvMemory      = "S7 memory is bounded"
 	InvTimers      = "S8 timers fire in timestamp order, once the watermark reaches them"
+	InvProcTimers  = "S9 processing-time timers fire once, when due, and hold each record once"
 )
 
 // MaxAttempts bounds the attempts of one run: one per fault plus the clean
@@ -106,7 +108,16 @@ func Run(ctx context.Context, seed uint64, o Options) (*Result, error) {
 	return res, nil
 }
 
+// world is what outlives a run's attempts besides the store and the file
+// system: processing time (a manual clock, with Spec.ProcDelayMS), and the
+// count of barriers reached, which picks the clock's next step.
+type world struct {
+	clk      *clock.Manual
+	barriers int
+}
+
 func run(ctx context.Context, spec *Spec, st *store, fs *vfs.MemFS, o Options, res *Result) *Failure {
+	w := &world{clk: clock.NewManual(time.UnixMilli(1_000_000_000_000))}
 	for res.Attempts < MaxAttempts {
 		res.Attempts++
 		var fault *Fault
@@ -119,7 +130,7 @@ func run(ctx context.Context, spec *Spec, st *store, fs *vfs.MemFS, o Options, r
 				cfs = errorfs.Wrap(fs, &storageInjector{f: sf})
 			}
 		}
-		obs, restored, err := attempt(ctx, spec, st, fs, cfs, fault, o)
+		obs, restored, err := attempt(ctx, spec, st, fs, cfs, fault, w, o)
 		if restored {
 			res.Restores++
 		}
@@ -151,7 +162,7 @@ func run(ctx context.Context, spec *Spec, st *store, fs *vfs.MemFS, o Options, r
 // if there is one, with fault armed, and returns what the observer saw.
 // The job writes its checkpoints through cfs: fs, or fs with a storage
 // fault armed.
-func attempt(ctx context.Context, spec *Spec, st *store, fs, cfs vfs.FS, fault *Fault, o Options) (obs observed, restored bool, err error) {
+func attempt(ctx context.Context, spec *Spec, st *store, fs, cfs vfs.FS, fault *Fault, w *world, o Options) (obs observed, restored bool, err error) {
 	timeout := AttemptTimeout
 	if o.timeout > 0 {
 		timeout = o.timeout
@@ -170,6 +181,9 @@ func attempt(ctx context.Context, spec *Spec, st *store, fs, cfs vfs.FS, fault *
 		// what other subtasks committed already).
 		Checkpoint: runtime.CheckpointConfig{Dir: checkpointDir, Retain: 2, Interval: time.Hour,
 			Storage: checkpoint.Storage{FS: cfs}}}
+	if spec.ProcDelayMS > 0 {
+		cfg.Clock = w.clk
+	}
 	if latest, _, err := (checkpoint.Storage{FS: fs}).Latest(checkpointDir); err == nil {
 		cfg.Checkpoint.RestoreFrom, restored = latest, true
 	}
@@ -243,6 +257,14 @@ func attempt(ctx context.Context, spec *Spec, st *store, fs, cfs vfs.FS, fault *
 			// the job too; either way the source goes on, and the job's
 			// end says what happened.
 			job.TriggerCheckpoint(ctx)
+			if spec.ProcDelayMS > 0 {
+				// Every record before the barrier has been processed
+				// (the checkpoint is aligned) and none after it is
+				// out yet: processing time moves while the job holds
+				// no record, so what each timer holds is fixed.
+				w.clk.Advance(time.Duration(spec.ClockSteps[w.barriers%len(spec.ClockSteps)]) * time.Millisecond)
+				w.barriers++
+			}
 			close(ch)
 		case <-job.Done():
 			return obs, restored, job.Wait()
@@ -262,13 +284,17 @@ type observed struct {
 
 // checkOutput checks S1: the committed lines against the reference.
 func checkOutput(spec *Spec, got []string) *Failure {
+	got, f := checkProcTimers(got)
+	if f != nil {
+		return f
+	}
 	want := Reference(spec)
 	slices.Sort(got)
 	missing, extra := diff(want, got)
 	if len(missing) == 0 && len(extra) == 0 {
 		return nil
 	}
-	f := &Failure{Invariant: InvExactlyOnce, Detail: fmt.Sprintf("committed %d lines, the reference %d: %d missing, %d extra", len(got), len(want), len(missing), len(extra))}
+	f = &Failure{Invariant: InvExactlyOnce, Detail: fmt.Sprintf("committed %d lines, the reference %d: %d missing, %d extra", len(got), len(want), len(missing), len(extra))}
 	for i, l := range missing {
 		if i == 4 {
 			break

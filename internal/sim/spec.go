@@ -105,9 +105,16 @@ type Spec struct {
 	// Timers adds a KeyedProcessFunction with an event-time timer per
 	// record at its timestamp + TimerDelayMS, on a branch beside the
 	// window (timers.go; S8).
-	Timers       bool    `json:"timers,omitempty"`
-	TimerDelayMS int64   `json:"timer_delay_ms,omitempty"`
-	Faults       []Fault `json:"faults"`
+	Timers       bool  `json:"timers,omitempty"`
+	TimerDelayMS int64 `json:"timer_delay_ms,omitempty"`
+	// ProcDelayMS, in half the timer seeds, adds a processing-time timer
+	// per record at processing time + ProcDelayMS (S9). Processing time is
+	// then virtual: a manual clock that moves only after a checkpoint
+	// taken at a barrier, by ClockSteps[n] for the run's n-th barrier
+	// (cyclically): mostly milliseconds, sometimes a jump of minutes.
+	ProcDelayMS int64   `json:"proc_delay_ms,omitempty"`
+	ClockSteps  []int64 `json:"clock_steps_ms,omitempty"`
+	Faults      []Fault `json:"faults"`
 	// Storage are failures of the checkpoint storage's file system, each
 	// armed in one attempt beside that attempt's Fault.
 	Storage []StorageFault `json:"storage,omitempty"`
@@ -159,6 +166,9 @@ func (s *Spec) Shape() string {
 	}
 	if s.Timers {
 		sort += fmt.Sprintf(", event-time timers at +%dms", s.TimerDelayMS)
+		if s.ProcDelayMS > 0 {
+			sort += fmt.Sprintf(", processing-time timers at +%dms (virtual clock)", s.ProcDelayMS)
+		}
 	}
 	return fmt.Sprintf("parallelism %d, %d splits, %d keys, %d records, tumbling %dms lateness %dms%s, %d checkpoints, torn writes %d%%",
 		s.Parallelism, s.Splits, s.Keys, s.Records, s.WindowMS, s.LatenessMS, sort, s.Barriers, s.TornPercent)
@@ -283,6 +293,16 @@ func Generate(seed uint64) *Spec {
 	trng := rand.New(rand.NewPCG(seed, 0x7133))
 	if trng.IntN(3) == 0 {
 		s.Timers, s.TimerDelayMS = true, trng.Int64N(3*s.WindowMS+1)
+		if trng.IntN(2) == 0 {
+			s.ProcDelayMS = 1 + trng.Int64N(200)
+			for range s.Barriers + 1 {
+				step := 1 + trng.Int64N(300)
+				if trng.IntN(8) == 0 {
+					step = (1 + trng.Int64N(5)) * 60_000 // a clock jump
+				}
+				s.ClockSteps = append(s.ClockSteps, step)
+			}
+		}
 	}
 	return s
 }
