@@ -1027,7 +1027,19 @@ func (o *operator[K, IN, OUT]) execute(c *completion[K, IN]) {
 	if c.err != nil {
 		// The last call's record, if queued, must be durable (or its
 		// error known) before the failure is applied.
-		d.settle()
+		if d.settle() == nil && len(d.calls) == 0 && len(d.recorded) == 0 {
+			// A run that failed before recording anything (a time-out, an
+			// error before its first durable call) is recorded, empty and
+			// not completed, before its input goes on: else a restore that
+			// runs it again finds the store knowing later runs of the key
+			// and not this one, takes that for a divergence and discards
+			// the key's recorded future, repeating the side effects of
+			// every later input of the key (found by internal/sim, seed
+			// 51 with the agent branch).
+			if err := d.store.Put(&ActionState{ID: d.id, Pos: d.pos, KeyGroup: d.kg}); err != nil {
+				d.failed(fmt.Errorf("agent: recording a failed action in the action-state store: %w", err))
+			}
+		}
 		return
 	}
 	// The store may keep st: it gets its own copies of the slices (the
