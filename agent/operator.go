@@ -21,6 +21,7 @@ import (
 	"github.com/weirproject/weir/agent/segq"
 	"github.com/weirproject/weir/checkpoint"
 	"github.com/weirproject/weir/clock"
+	"github.com/weirproject/weir/internal/mutant"
 	"github.com/weirproject/weir/keygroup"
 	"github.com/weirproject/weir/runtime"
 	"github.com/weirproject/weir/state"
@@ -437,6 +438,10 @@ func (o *operator[K, IN, OUT]) ProcessRecord(r runtime.Record[IN]) error {
 // ProcessWatermark queues the watermark behind every unfinished input and
 // releases what may leave.
 func (o *operator[K, IN, OUT]) ProcessWatermark(ts int64) error {
+	if mutant.On(mutant.AgentWatermarkPastRunning) && o.waiting == 0 && o.q.Held() == 0 {
+		o.Out.EmitWatermark(ts)
+		return o.err
+	}
 	o.q.AddWatermark(mark{kind: markWatermark, ts: ts})
 	o.release()
 	return o.err
@@ -525,6 +530,15 @@ func (o *operator[K, IN, OUT]) SnapshotState(w *runtime.SnapshotWriter) error {
 	}
 	o.flushLog()
 	if o.store != nil && len(o.finished) > 0 {
+		if mutant.On(mutant.AgentPruneAtSnapshot) {
+			list := make([]KeySeq, 0, len(o.finished))
+			for k, s := range o.finished {
+				list = append(list, KeySeq{Key: []byte(k), Seq: s})
+			}
+			if err := o.store.Prune(list); err != nil {
+				return err
+			}
+		}
 		o.prunes = append(o.prunes, pendingPrune{id: w.CheckpointID(), upTo: o.finished})
 		o.finished = map[string]int64{}
 	}

@@ -17,7 +17,10 @@ func checkObserved(spec *Spec, o observed) *Failure {
 	if f := checkWindow(spec, o.window); f != nil {
 		return f
 	}
-	return checkSorted(o.sort)
+	if f := checkSorted(o.sort); f != nil {
+		return f
+	}
+	return checkAgentObserved(spec, o.agent)
 }
 
 func checkWindow(spec *Spec, obs *weirtest.Observation[string]) *Failure {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"time"
 
@@ -82,23 +83,30 @@ func Run(ctx context.Context, seed uint64, o Options) (*Result, error) {
 	spec := Generate(seed)
 	res := &Result{Seed: seed, Shape: spec.Shape(), Replay: fmt.Sprintf("weir sim --seed %d", seed)}
 	st := newStore()
-	res.Failure = run(ctx, spec, st, vfs.NewCrashableMem(), o, res)
+	var aw *agentWorld
+	if spec.Agent != nil {
+		aw = newAgentWorld(spec.Agent)
+	}
+	res.Failure = run(ctx, spec, st, vfs.NewCrashableMem(), aw, o, res)
 	res.Faults = spec.Faults
 	res.Elapsed = time.Since(start)
+	if res.Failure == nil && aw != nil {
+		res.Failure = aw.failure()
+	}
 	if res.Failure == nil {
-		res.Failure = checkOutput(spec, st.committed())
+		res.Failure = checkOutput(spec, aw, st.committed())
 	}
 	return res, nil
 }
 
-func run(ctx context.Context, spec *Spec, st *store, fs *vfs.MemFS, o Options, res *Result) *Failure {
+func run(ctx context.Context, spec *Spec, st *store, fs *vfs.MemFS, aw *agentWorld, o Options, res *Result) *Failure {
 	for res.Attempts < MaxAttempts {
 		res.Attempts++
 		var fault *Fault
 		if i := res.Attempts - 1; i < len(spec.Faults) {
 			fault = &spec.Faults[i]
 		}
-		obs, restored, err := attempt(ctx, spec, st, fs, fault, o)
+		obs, restored, err := attempt(ctx, spec, st, fs, fault, aw, res.Attempts, o)
 		if restored {
 			res.Restores++
 		}
@@ -125,7 +133,7 @@ func run(ctx context.Context, spec *Spec, st *store, fs *vfs.MemFS, o Options, r
 
 // attempt runs the job once, restored from the latest checkpoint in fs
 // if there is one, with fault armed, and returns what the observer saw.
-func attempt(ctx context.Context, spec *Spec, st *store, fs vfs.FS, fault *Fault, o Options) (obs observed, restored bool, err error) {
+func attempt(ctx context.Context, spec *Spec, st *store, fs vfs.FS, fault *Fault, aw *agentWorld, n int, o Options) (obs observed, restored bool, err error) {
 	timeout := AttemptTimeout
 	if o.timeout > 0 {
 		timeout = o.timeout
@@ -141,6 +149,10 @@ func attempt(ctx context.Context, spec *Spec, st *store, fs vfs.FS, fault *Fault
 		// what other subtasks committed already).
 		Checkpoint: runtime.CheckpointConfig{Dir: checkpointDir, Retain: 2, Interval: time.Hour,
 			Storage: checkpoint.Storage{FS: fs}}}
+	if aw != nil {
+		// The agent logs every failed action (the seed's faults): noise.
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
 	if latest, _, err := cfg.Checkpoint.Storage.Latest(checkpointDir); err == nil {
 		cfg.Checkpoint.RestoreFrom, restored = latest, true
 	}
@@ -152,6 +164,7 @@ func attempt(ctx context.Context, spec *Spec, st *store, fs vfs.FS, fault *Fault
 		seen++
 		if fault != nil && fault.Kind == FaultRecord && fault.At == seen {
 			fault.Struck = true
+			aw.strike(fault)
 			return e, fmt.Errorf("%w: record %d of the attempt (id %d)", ErrInjected, seen, e.ID)
 		}
 		return e, nil
@@ -189,8 +202,11 @@ func attempt(ctx context.Context, spec *Spec, st *store, fs vfs.FS, fault *Fault
 		}).UID("violation-lines")
 		parts = append(parts, sortLines, violLines)
 	}
+	if aw != nil {
+		parts = append(parts, agentBranch(aw, n, aw.begin(n), passed, &obs.agent)...)
+	}
 	weir.TwoPhaseCommit(weir.Union(parts[0], parts[1:]...), "sink", func(ctx *runtime.Context) (weir.TwoPhaseCommitter[string, Txn], error) {
-		k := &sink{st: st, subtask: ctx.Subtask}
+		k := &sink{st: st, subtask: ctx.Subtask, aw: aw}
 		if fault != nil && fault.Kind != FaultRecord && fault.Subtask == ctx.Subtask {
 			k.fault = fault
 		}
@@ -225,10 +241,18 @@ type acc struct{ N, Sum int64 }
 type observed struct {
 	window *weirtest.Observation[string]
 	sort   *weirtest.Observation[event]
+	agent  agentObserved
 }
 
-// checkOutput checks S1: the committed lines against the reference.
-func checkOutput(spec *Spec, got []string) *Failure {
+// checkOutput checks S1: the committed lines against the reference, and,
+// with the agent branch, S6 on its lines.
+func checkOutput(spec *Spec, aw *agentWorld, got []string) *Failure {
+	got, agentLines := splitAgentLines(got)
+	if aw != nil {
+		if f := checkAgentOutput(spec, aw, agentLines); f != nil {
+			return f
+		}
+	}
 	want := Reference(spec)
 	slices.Sort(got)
 	missing, extra := diff(want, got)

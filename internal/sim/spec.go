@@ -101,9 +101,12 @@ type Spec struct {
 	// Sort adds an event-time sort per key (ordering.Sort) on a branch
 	// beside the window, with its violations output; its lines go to the
 	// same sink (S5).
-	Sort   bool    `json:"sort,omitempty"`
-	Faults []Fault `json:"faults"`
-	Steps  []Step  `json:"-"`
+	Sort bool `json:"sort,omitempty"`
+	// Agent, when set (about a third of the seeds), adds the agent branch
+	// (agentspec.go, S6-S8).
+	Agent  *AgentSpec `json:"agent,omitempty"`
+	Faults []Fault    `json:"faults"`
+	Steps  []Step     `json:"-"`
 }
 
 // Shape describes the job in one line.
@@ -111,6 +114,9 @@ func (s *Spec) Shape() string {
 	sort := ""
 	if s.Sort {
 		sort = ", event-time sort"
+	}
+	if s.Agent != nil {
+		sort += ", " + s.Agent.String()
 	}
 	return fmt.Sprintf("parallelism %d, %d splits, %d keys, %d records, tumbling %dms lateness %dms%s, %d checkpoints",
 		s.Parallelism, s.Splits, s.Keys, s.Records, s.WindowMS, s.LatenessMS, sort, s.Barriers)
@@ -212,5 +218,6 @@ func Generate(seed uint64) *Spec {
 	// versions (a write fault's count is drawn from the window's lines).
 	srng := rand.New(rand.NewPCG(seed, 0x5027))
 	s.Sort = srng.IntN(2) == 0
+	s.Agent = generateAgent(s) // a stream of its own, too
 	return s
 }
