@@ -39,6 +39,45 @@ func TestCompileRejectsBadAgents(t *testing.T) {
 	}
 }
 
+// TestKeyStateCodecKeepsTheInputInProgress: the input in progress is
+// checkpointed with its value, so that a restored input whose action then
+// fails reaches FailedInputs with its value (guarantee 8), not nil; a
+// checkpoint without it (written before it was added) takes the value
+// from the input's task. Found by the simulator (internal/sim, seed 17
+// with the agent branch: a dead letter without its input).
+func TestKeyStateCodecKeepsTheInputInProgress(t *testing.T) {
+	run := func(*RunnerContext, Event) error { return nil }
+	def, _ := compile(&Agent{Actions: []Action{NewAction("a", run, TypeInput)}})
+	codec := keyStateCodec[string, msg]{def: def, in: state.JSONCodec[msg]()}
+	in := msg{Key: "K", Text: "late", N: 7}
+	r := &runState{seq: 2, ts: 9, nextID: 1}
+	r.input = Event{Type: TypeInput, Value: in, Parent: -1}
+	r.tasks = []task{{ev: &r.input, action: 0}}
+	b, err := codec.Append(nil, &keyState[string, msg]{key: "K", run: r})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := codec.Decode(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, ok := got.run.input.Value.(msg); !ok || v != in || got.run.input.Type != TypeInput {
+		t.Fatalf("restored input %+v (value %T), want %+v", got.run.input, got.run.input.Value, in)
+	}
+	// The form before: no "input" in the run.
+	old := strings.Replace(string(b), `"input":`, `"inputGone":`, 1)
+	if old == string(b) {
+		t.Fatalf("no input in %s", b)
+	}
+	got, err = codec.Decode([]byte(old))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, ok := got.run.input.Value.(msg); !ok || v != in {
+		t.Fatalf("restored input from the older form %+v (value %T), want %+v", got.run.input, got.run.input.Value, in)
+	}
+}
+
 func TestConfig(t *testing.T) {
 	c := Config{"s": "v", "i": 3, "f": 2.0, "obj": map[string]any{"key": "k"}}
 	if c.String("s", "d") != "v" || c.String("x", "d") != "d" || c.Int("i", 0) != 3 || c.Int("f", 0) != 2 || c.Int("s", 9) != 9 {
@@ -75,6 +114,9 @@ func TestKeyStateCodecRoundTrip(t *testing.T) {
 	r := got.run
 	if r.seq != 4 || r.ts != 70 || r.nextID != 4 || len(r.tasks) != 2 || r.tasks[0].action != 1 || r.tasks[1].action != 0 || r.tasks[0].ev != r.tasks[1].ev || r.tasks[0].ev.ID != 3 {
 		t.Fatalf("decoded run %+v", r)
+	}
+	if r.input.Value != nil {
+		t.Fatalf("restored input %+v from a run without one", r.input)
 	}
 	// A restore with an agent that lost action "b" says what to do.
 	def2, _ := compile(&Agent{Actions: []Action{NewAction("a", run, TypeInput)}})

@@ -84,8 +84,9 @@
 //     whose actions fail under ContinueOnError, finishes like any other:
 //     its watermark reference is removed and the key's next input starts.
 //     Each failed action run is counted (failedInputs) and, with
-//     Options.FailedInputs, sent there with its input (failed.go): an
-//     input is never lost without a trace.
+//     Options.FailedInputs, sent there with its input (failed.go; an
+//     input restored unfinished from a checkpoint too): an input is never
+//     lost without a trace.
 //  9. Visible stalls. Gauges heldWatermarks, oldestHeldWatermarkAgeMs,
 //     inFlightInputs and runningKeys, counters actionsRun, actionErrors,
 //     eventsUnhandled and inputsRestored (unfinished inputs a restore
@@ -117,7 +118,10 @@
 //     differs from the one recorded at its position, or a run the store
 //     does not know while it knows later ones of the key (another input
 //     under that sequence number), discards the key's recorded future (and
-//     only that key's) and goes on live. States of inputs finished before
+//     only that key's) and goes on live. A run that failed (under
+//     ContinueOnError) before recording anything is recorded empty, so a
+//     restore that runs it again is not taken for such a divergence.
+//     States of inputs finished before
 //     a checkpoint are pruned once no retained checkpoint needs them
 //     (guarantee 11), which also drops the ghosts of inputs that will
 //     never be replayed. Each durable call gets

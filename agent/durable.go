@@ -12,6 +12,7 @@ import (
 	"slices"
 
 	"github.com/weirproject/weir/internal/killpoint"
+	"github.com/weirproject/weir/internal/mutant"
 )
 
 // durableRun is the store side of one action run: the state recorded so
@@ -136,8 +137,10 @@ func durable[T any](c *RunnerContext, name string, args any, fn func(context.Con
 	}
 	// The previous call's result must be durable before this call can
 	// take effect.
-	if err := d.settle(); err != nil {
-		return zero, err
+	if !mutant.On(mutant.AgentCallBeforeRecorded) {
+		if err := d.settle(); err != nil {
+			return zero, err
+		}
 	}
 	// record records cr as the call's result: queued, when the store is
 	// a Queuer and the caller need not wait (settle waits later), else

@@ -499,3 +499,54 @@ func TestStoredStatesAreNotModified(t *testing.T) {
 	}
 	rs.verify(t)
 }
+
+// TestFailedRunIsRecorded: an action that fails, under ContinueOnError,
+// before recording anything (a time-out, an error before its first durable
+// call) leaves an empty run state, so that a later run of the same inputs
+// (here a fresh start over the same store) finds the key's later runs
+// where it recorded them: no divergence, and the later input's call is
+// replayed, not made again. Without the state, the store knowing later
+// runs of the key and not this one was taken for a divergence, and the
+// key's recorded future discarded (found by internal/sim, seed 51 with the
+// agent branch).
+func TestFailedRunIsRecorded(t *testing.T) {
+	ctx := testCtx(t)
+	store := NewMemoryStore()
+	var calls atomic.Int64
+	a := &Agent{Actions: []Action{NewAction("act", func(c *RunnerContext, ev Event) error {
+		in, err := Input[msg](ev)
+		if err != nil {
+			return err
+		}
+		if in.Text == "fail" {
+			return errors.New("failed before any call")
+		}
+		v, err := Durable(c, "effect", in.Text, func(context.Context, string) (string, error) {
+			calls.Add(1)
+			return "done " + in.Text, nil
+		})
+		if err != nil {
+			return err
+		}
+		c.Output(v)
+		return nil
+	}, TypeInput)}}
+	for run := 1; run <= 2; run++ {
+		env := weir.NewEnvironment(weir.Config{Parallelism: 1})
+		src := weir.FromSource[msg](env, "src", scripted(rec(msg{Key: "A", Text: "fail"}, 1), rec(msg{Key: "A", Text: "ok"}, 2)), watermark.NoWatermarks[msg]())
+		rc := record(Apply[string, msg, string](weir.KeyBy(src, keyOfMsg), "agent", a, Options{Store: store.Factory(), ContinueOnError: true}))
+		if err := env.Execute(ctx); err != nil {
+			t.Fatal(err)
+		}
+		evs, _ := rc.snapshot()
+		if got := values(evs); !slices.Equal(got, []string{"done ok"}) {
+			t.Fatalf("run %d: outputs %q", run, got)
+		}
+		if n := env.Metrics().Sum("agent", "divergences"); n != 0 {
+			t.Fatalf("run %d: %d divergences", run, n)
+		}
+		if n := calls.Load(); n != 1 {
+			t.Fatalf("run %d: the durable call was made %d times", run, n)
+		}
+	}
+}

@@ -97,6 +97,10 @@ type keyStateJSON struct {
 }
 
 type runJSON struct {
+	// Input is the input's value (IN's codec). Checkpoints written before
+	// it was added lack it; their restored input is taken from its
+	// unfinished task, if one is the input event.
+	Input   json.RawMessage            `json:"input,omitempty"`
 	Seq     int64                      `json:"seq"`
 	TS      int64                      `json:"ts"`
 	NextID  int64                      `json:"next_id"`
@@ -133,6 +137,15 @@ func (c keyStateCodec[K, IN]) Append(dst []byte, ks *keyState[K, IN]) ([]byte, e
 	}
 	if r := ks.run; r != nil {
 		rj := &runJSON{Seq: r.seq, TS: r.ts, NextID: r.nextID, Sensory: r.sensory}
+		// The input itself, so that a restored input that fails is sent to
+		// FailedInputs with its value (guarantee 8), not nil.
+		if v, ok := r.input.Value.(IN); ok {
+			b, err := c.in.Append(nil, v)
+			if err != nil {
+				return dst, fmt.Errorf("agent: cannot checkpoint the input in progress of key %v: %w", ks.key, err)
+			}
+			rj.Input = b
+		}
 		for _, t := range r.tasks[r.thead:] {
 			rj.Tasks = append(rj.Tasks, taskJSON{Event: *t.ev, Action: c.def.actions[t.action].Name})
 		}
@@ -160,6 +173,23 @@ func (c keyStateCodec[K, IN]) Decode(src []byte) (*keyState[K, IN], error) {
 	}
 	if rj := j.Run; rj != nil {
 		r := &runState{seq: rj.Seq, ts: rj.TS, nextID: rj.NextID, sensory: rj.Sensory}
+		r.input = Event{Type: TypeInput, Parent: -1}
+		if len(rj.Input) > 0 {
+			v, err := c.in.Decode(rj.Input)
+			if err != nil {
+				return nil, fmt.Errorf("agent: checkpointed input in progress does not decode: %w", err)
+			}
+			r.input.Value = v
+		} else {
+			for _, t := range rj.Tasks {
+				if t.Event.Type == TypeInput && t.Event.Parent < 0 {
+					if v, err := ValueAs[IN](t.Event); err == nil {
+						r.input.Value = v
+					}
+					break
+				}
+			}
+		}
 		evs := map[int64]*Event{}
 		for _, t := range rj.Tasks {
 			ai, ok := c.def.byName[t.Action]

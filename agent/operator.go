@@ -21,6 +21,7 @@ import (
 	"github.com/weirproject/weir/agent/segq"
 	"github.com/weirproject/weir/checkpoint"
 	"github.com/weirproject/weir/clock"
+	"github.com/weirproject/weir/internal/mutant"
 	"github.com/weirproject/weir/keygroup"
 	"github.com/weirproject/weir/runtime"
 	"github.com/weirproject/weir/state"
@@ -437,6 +438,10 @@ func (o *operator[K, IN, OUT]) ProcessRecord(r runtime.Record[IN]) error {
 // ProcessWatermark queues the watermark behind every unfinished input and
 // releases what may leave.
 func (o *operator[K, IN, OUT]) ProcessWatermark(ts int64) error {
+	if mutant.On(mutant.AgentWatermarkPastRunning) && o.waiting == 0 && o.q.Held() == 0 {
+		o.Out.EmitWatermark(ts)
+		return o.err
+	}
 	o.q.AddWatermark(mark{kind: markWatermark, ts: ts})
 	o.release()
 	return o.err
@@ -525,6 +530,15 @@ func (o *operator[K, IN, OUT]) SnapshotState(w *runtime.SnapshotWriter) error {
 	}
 	o.flushLog()
 	if o.store != nil && len(o.finished) > 0 {
+		if mutant.On(mutant.AgentPruneAtSnapshot) {
+			list := make([]KeySeq, 0, len(o.finished))
+			for k, s := range o.finished {
+				list = append(list, KeySeq{Key: []byte(k), Seq: s})
+			}
+			if err := o.store.Prune(list); err != nil {
+				return err
+			}
+		}
 		o.prunes = append(o.prunes, pendingPrune{id: w.CheckpointID(), upTo: o.finished})
 		o.finished = map[string]int64{}
 	}
@@ -1027,7 +1041,19 @@ func (o *operator[K, IN, OUT]) execute(c *completion[K, IN]) {
 	if c.err != nil {
 		// The last call's record, if queued, must be durable (or its
 		// error known) before the failure is applied.
-		d.settle()
+		if d.settle() == nil && len(d.calls) == 0 && len(d.recorded) == 0 {
+			// A run that failed before recording anything (a time-out, an
+			// error before its first durable call) is recorded, empty and
+			// not completed, before its input goes on: else a restore that
+			// runs it again finds the store knowing later runs of the key
+			// and not this one, takes that for a divergence and discards
+			// the key's recorded future, repeating the side effects of
+			// every later input of the key (found by internal/sim, seed
+			// 51 with the agent branch).
+			if err := d.store.Put(&ActionState{ID: d.id, Pos: d.pos, KeyGroup: d.kg}); err != nil {
+				d.failed(fmt.Errorf("agent: recording a failed action in the action-state store: %w", err))
+			}
+		}
 		return
 	}
 	// The store may keep st: it gets its own copies of the slices (the

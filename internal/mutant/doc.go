@@ -2,7 +2,7 @@
 // (issue 29, "the simulator catches planted bugs"; docs/reliability.md,
 // Simulation). A planted bug is a branch at a real place of the runtime,
 // the watermark combiner, the timers, the window operator, the event-time
-// sort, the two-phase sink and the checkpoint storage:
+// sort, the two-phase sink, the checkpoint storage and the agent operator:
 //
 //	if mutant.On(mutant.TimerFiresEarly) { ... the wrong behaviour ... }
 //
@@ -75,6 +75,17 @@ const (
 	// even when it is out of the run's order, so such records are
 	// released in arrival order rather than timestamp order.
 	SortArrivalOrder Name = "ordering.sort-keeps-arrival-order"
+	// AgentPruneAtSnapshot: the agent operator prunes the action states of
+	// the inputs a checkpoint covers when it takes the checkpoint, not once
+	// the checkpoint has completed and is the oldest retained one.
+	AgentPruneAtSnapshot Name = "agent.prune-before-checkpoint-completes"
+	// AgentWatermarkPastRunning: the agent operator forwards a watermark at
+	// once when no input waits and none is held, though actions of earlier
+	// inputs are still running.
+	AgentWatermarkPastRunning Name = "agent.forward-watermark-past-running-actions"
+	// AgentCallBeforeRecorded: a durable call starts without waiting for
+	// the previous call's result to be durable.
+	AgentCallBeforeRecorded Name = "agent.call-before-previous-result-durable"
 )
 
 // All lists every planted bug with the file it is planted in.
@@ -96,4 +107,7 @@ var All = []struct {
 	{SourceForgetsSplit, "runtime/coordinator.go (snapshot of a source subtask)"},
 	{SortReleasesEarly, "ordering/sort.go ProcessWatermark"},
 	{SortArrivalOrder, "ordering/held.go heldQueue.push"},
+	{AgentPruneAtSnapshot, "agent/operator.go SnapshotState"},
+	{AgentWatermarkPastRunning, "agent/operator.go ProcessWatermark"},
+	{AgentCallBeforeRecorded, "agent/durable.go durable"},
 }

@@ -22,7 +22,13 @@
 //	  -> in half the seeds (Spec.Sort, drawn from a stream of its own),
 //	     on a branch beside the window: keyBy -> ordering.Sort per key
 //	     with a violations output (parallelism 1-3)
-//	  -> union(window lines, late lines[, sort lines, violation lines])
+//	  -> in a third of the seeds (Spec.Agent, a stream of its own), on a
+//	     third branch: filter (the records whose id is a multiple of
+//	     AgentSpec.Every: 50-119 of them) -> keyBy -> agent.Apply with a
+//	     scripted model and a tool, the WAL action-state store,
+//	     ContinueOnError and a failed-inputs output (agent.go)
+//	  -> union(window lines, late lines[, sort lines, violation lines]
+//	     [, decision lines, dead-letter lines])
 //	     -> weir.TwoPhaseCommit into a simulated external system (store)
 //	     that outlives the attempts.
 //
@@ -56,11 +62,39 @@
 // points stop the whole process with SIGKILL and are for child-process
 // tests; they are not used here.
 //
+// # The agent branch
+//
+// One action per input: a model call (RunnerContext.Chat, through
+// model.WithRetry), then a tool call (CallTool) with the model's verdict,
+// then the decision as output. The model and the tool are the seed's, per
+// input (AgentInput, drawn from a stream of its own): answers, token
+// counts, latencies, transient failures (HTTP 503, retried under the same
+// idempotency key), permanent ones (HTTP 400), a call that hangs until the
+// action's time-out (agent.Options.ActionTimeout, 20-30ms of real time),
+// an answer that arrives after it, a tool call the external system
+// refuses. Both record every request with its idempotency key in
+// agentWorld, which outlives the attempts. A failure kills the process at
+// the instant it strikes: the attempt's later calls never return (they
+// wait for the operator to cancel them, so nothing about them is
+// recorded), and a failure that crashes the machine also crash-clones, at
+// that instant, the machine's disk holding the WAL.
+//
+// The action-state store is the WAL (agent/wal) on that disk (a
+// crashable vfs.MemFS of its own, wal.Options.FS), not the memory store:
+// the WAL is the default store, Checkpointed (its markers in every
+// checkpoint, its prune horizon checked on restore) and a Queuer (a call's
+// result is queued, and waited for before the next call), and what it
+// keeps through a crash is what it synced, which is what S7's bound is
+// about; a memory store snapshotted into checkpoints would survive every
+// crash whole and leave the window untested. The store is watched at its
+// interface (observedStore): a Put, or a queued write's Wait, that
+// returns nil says its call outcomes are durable.
+//
 // # Planted bugs
 //
-// internal/mutant plants 14 bugs in weir's real code (watermark
+// internal/mutant plants 17 bugs in weir's real code (watermark
 // combiner, timers, window operator, event-time sort, channels, source
-// snapshots, checkpoint storage, two-phase sink), active one at a time in a build
+// snapshots, checkpoint storage, two-phase sink, agent operator), active one at a time in a build
 // with the tag weir_mutants; TestMutants (mutants_real_test.go) requires
 // each to be found within 40 seeds. mutants_test.go wraps the sink
 // instead, in every build. Seeds that once failed are kept, with the
@@ -96,6 +130,11 @@
 //	    behind the last watermark is an order violation, emitted at once;
 //	    S1 says whether it should be one.
 //
+//	S6. No goroutine leak. Run runs the seed under a pprof label of its
+//	    own, which every goroutine the job starts inherits; 5 s after
+//	    the run's end none may carry it (leak.go).
+//	S7. Memory is bounded: the live heap after a batch exceeds the one
+//	    before it by at most HeapGrowthLimit (Summary.MemoryFailure).
 //	S8. Timers fire in order, at the watermark (Spec.Timers, timers.go).
 //	    Per channel into the observer behind the timer function, the
 //	    firings between two watermarks come in non-decreasing timestamp
@@ -107,11 +146,34 @@
 //	    it is out), by Spec.ClockSteps (milliseconds, or a jump of
 //	    minutes). No record is in two committed firings, none is empty,
 //	    none fired before processing time reached it (checkProcTimers).
-//	S6. No goroutine leak. Run runs the seed under a pprof label of its
-//	    own, which every goroutine the job starts inherits; 5 s after
-//	    the run's end none may carry it (leak.go).
-//	S7. Memory is bounded: the live heap after a batch exceeds the one
-//	    before it by at most HeapGrowthLimit (Summary.MemoryFailure).
+//	S10. Every agent input ends exactly once. Among the committed lines,
+//	    every input the agent branch took has exactly one: its decision
+//	    (verdict, tokens and effect as scripted) or a dead letter naming
+//	    the reason its fault gives (model-permanent, tool-rejected,
+//	    timeout for a hung call); a late answer allows either; a
+//	    time-out dead letter is allowed for any input only if its action
+//	    saw its deadline pass (load), as the action records. No input is
+//	    lost, none is there twice, and no other agent line is.
+//	S11. Side effects under one key, repeated only in the window. Every
+//	    model and tool request carries an idempotency key; each (input,
+//	    call) uses one key and each key one (input, call). A call
+//	    produces an outcome at most once per attempt, and again in a
+//	    later attempt only after a failure that struck after its last
+//	    outcome and before the store reported that outcome durable, once
+//	    per such failure: the residual window of agent/doc.go (guarantee
+//	    10 and Limits: at most one call per running action has taken
+//	    effect without its result being durable, and a crash there
+//	    repeats it). That bound is also checked as it is stated: when the
+//	    tool call takes effect, the model call this attempt made must be
+//	    durable. And a committed decision's tool call took effect.
+//	S12. The agent emits nothing behind a watermark it forwarded. Per
+//	    channel into the observers right behind the agent operator
+//	    (chained: one per subtask; its main output and its failed-inputs
+//	    output), watermarks rise, and an output at or behind the last
+//	    watermark received is allowed only for an input that reached the
+//	    operator after that watermark (the operator holds a watermark
+//	    until every input before it has finished: agent/doc.go,
+//	    guarantee 5).
 //
 // The observers record with weirtest.Observe; S2, S3 and S5 are checked here
 // on its events, since weirtest's Violations treats every record behind
@@ -147,10 +209,16 @@
 // that interleaving may not replay from its seed; fidelity is measured by
 // running a failing seed again (docs/reliability.md, Simulation).
 //
+// The agent branch adds real time and its own interleavings: which
+// actions are in flight when a failure strikes, whether a WAL write was
+// synced before a machine crash, whether a load-induced time-out happens;
+// S10 and S11 are relations that allow each outcome the guarantees allow,
+// so a seed's verdict does not depend on them.
+//
 // Not done yet (issue 29): several source subtasks (their combined
 // watermark, and so lateness, depends on timing: the oracle must become a
 // relation), the sort's Pebble mode and
-// tiebreaks, agents,
-// Kafka sources and sinks and broker faults, clustered mode, clocks
-// that jump back, a bound on a run's peak memory.
+// tiebreaks, the agent's Kafka store, memory, Await and several actions
+// per input, Kafka sources and sinks and broker faults, clustered mode,
+// clocks that jump back, a bound on a run's peak memory.
 package sim

@@ -59,7 +59,9 @@ func TestMutants(t *testing.T) {
 }
 
 // mutantSeeds is how many seeds each planted bug is given: the first
-// found it within 9 (docs/reliability.md, Simulation).
+// found it within 17 (the agent's early prune, which only the agent
+// seeds with a failed checkpoint can find; docs/reliability.md,
+// Simulation).
 const mutantSeeds = 40
 
 // TestReplayFidelity measures how often a failing seed fails again when

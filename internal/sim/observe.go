@@ -20,7 +20,10 @@ func checkObserved(spec *Spec, o observed) *Failure {
 	if f := checkSorted(o.sort); f != nil {
 		return f
 	}
-	return checkTimers(o.timers)
+	if f := checkTimers(o.timers); f != nil {
+		return f
+	}
+	return checkAgentObserved(spec, o.agent)
 }
 
 func checkWindow(spec *Spec, obs *weirtest.Observation[string]) *Failure {

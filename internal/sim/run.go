@@ -93,8 +93,12 @@ func Run(ctx context.Context, seed uint64, o Options) (*Result, error) {
 	spec := Generate(seed)
 	res := &Result{Seed: seed, Shape: spec.Shape(), Replay: fmt.Sprintf("weir sim --seed %d", seed)}
 	st := newStore()
+	var aw *agentWorld
+	if spec.Agent != nil {
+		aw = newAgentWorld(spec.Agent)
+	}
 	id := labelled(ctx, func(ctx context.Context) {
-		res.Failure = run(ctx, spec, st, vfs.NewCrashableMem(), o, res)
+		res.Failure = run(ctx, spec, st, vfs.NewCrashableMem(), aw, o, res)
 	})
 	if res.Failure == nil {
 		res.Failure = checkLeaks(id)
@@ -102,8 +106,11 @@ func Run(ctx context.Context, seed uint64, o Options) (*Result, error) {
 	res.Faults = spec.Faults
 	res.Storage = spec.Storage
 	res.Elapsed = time.Since(start)
+	if res.Failure == nil && aw != nil {
+		res.Failure = aw.failure()
+	}
 	if res.Failure == nil {
-		res.Failure = checkOutput(spec, st.committed())
+		res.Failure = checkOutput(spec, aw, st.committed())
 	}
 	return res, nil
 }
@@ -116,7 +123,7 @@ type world struct {
 	barriers int
 }
 
-func run(ctx context.Context, spec *Spec, st *store, fs *vfs.MemFS, o Options, res *Result) *Failure {
+func run(ctx context.Context, spec *Spec, st *store, fs *vfs.MemFS, aw *agentWorld, o Options, res *Result) *Failure {
 	w := &world{clk: clock.NewManual(time.UnixMilli(1_000_000_000_000))}
 	for res.Attempts < MaxAttempts {
 		res.Attempts++
@@ -130,7 +137,7 @@ func run(ctx context.Context, spec *Spec, st *store, fs *vfs.MemFS, o Options, r
 				cfs = errorfs.Wrap(fs, &storageInjector{f: sf})
 			}
 		}
-		obs, restored, err := attempt(ctx, spec, st, fs, cfs, fault, w, o)
+		obs, restored, err := attempt(ctx, spec, st, fs, cfs, fault, w, aw, res.Attempts, o)
 		if restored {
 			res.Restores++
 		}
@@ -162,7 +169,7 @@ func run(ctx context.Context, spec *Spec, st *store, fs *vfs.MemFS, o Options, r
 // if there is one, with fault armed, and returns what the observer saw.
 // The job writes its checkpoints through cfs: fs, or fs with a storage
 // fault armed.
-func attempt(ctx context.Context, spec *Spec, st *store, fs, cfs vfs.FS, fault *Fault, w *world, o Options) (obs observed, restored bool, err error) {
+func attempt(ctx context.Context, spec *Spec, st *store, fs, cfs vfs.FS, fault *Fault, w *world, aw *agentWorld, n int, o Options) (obs observed, restored bool, err error) {
 	timeout := AttemptTimeout
 	if o.timeout > 0 {
 		timeout = o.timeout
@@ -195,6 +202,7 @@ func attempt(ctx context.Context, spec *Spec, st *store, fs, cfs vfs.FS, fault *
 		seen++
 		if fault != nil && fault.Kind == FaultRecord && fault.At == seen {
 			fault.Struck = true
+			aw.strike(fault)
 			return e, fmt.Errorf("%w: record %d of the attempt (id %d)", ErrInjected, seen, e.ID)
 		}
 		return e, nil
@@ -235,8 +243,11 @@ func attempt(ctx context.Context, spec *Spec, st *store, fs, cfs vfs.FS, fault *
 	if spec.Timers {
 		parts = append(parts, timerBranch(spec, passed, &obs.timers))
 	}
+	if aw != nil {
+		parts = append(parts, agentBranch(aw, n, aw.begin(n), passed, &obs.agent)...)
+	}
 	weir.TwoPhaseCommit(weir.Union(parts[0], parts[1:]...), "sink", func(ctx *runtime.Context) (weir.TwoPhaseCommitter[string, Txn], error) {
-		k := &sink{st: st, subtask: ctx.Subtask}
+		k := &sink{st: st, subtask: ctx.Subtask, aw: aw}
 		if fault != nil && fault.Kind != FaultRecord && fault.Subtask == ctx.Subtask {
 			k.fault = fault
 		}
@@ -280,13 +291,22 @@ type observed struct {
 	window *weirtest.Observation[string]
 	sort   *weirtest.Observation[event]
 	timers *weirtest.Observation[string]
+	agent  agentObserved
 }
 
-// checkOutput checks S1: the committed lines against the reference.
-func checkOutput(spec *Spec, got []string) *Failure {
+// checkOutput checks S1: the committed lines against the reference, S9 on
+// the processing-time firings and, with the agent branch, S10 on its
+// lines.
+func checkOutput(spec *Spec, aw *agentWorld, got []string) *Failure {
 	got, f := checkProcTimers(got)
 	if f != nil {
 		return f
+	}
+	got, agentLines := splitAgentLines(got)
+	if aw != nil {
+		if f := checkAgentOutput(spec, aw, agentLines); f != nil {
+			return f
+		}
 	}
 	want := Reference(spec)
 	slices.Sort(got)

@@ -125,6 +125,7 @@ type sink struct {
 	st                          *store
 	subtask                     int
 	fault                       *Fault // nil: none for this subtask
+	aw                          *agentWorld
 	writes, precommits, commits int64
 }
 
@@ -133,6 +134,7 @@ var _ weir.TwoPhaseCommitter[string, Txn] = (*sink)(nil)
 func (k *sink) strike(kind FaultKind, n int64) bool {
 	if k.fault != nil && k.fault.Kind == kind && k.fault.At == n {
 		k.fault.Struck = true
+		k.aw.strike(k.fault)
 		return true
 	}
 	return false

@@ -114,7 +114,10 @@ type Spec struct {
 	// (cyclically): mostly milliseconds, sometimes a jump of minutes.
 	ProcDelayMS int64   `json:"proc_delay_ms,omitempty"`
 	ClockSteps  []int64 `json:"clock_steps_ms,omitempty"`
-	Faults      []Fault `json:"faults"`
+	// Agent, when set (about a third of the seeds), adds the agent branch
+	// (agentspec.go, S10-S12).
+	Agent  *AgentSpec `json:"agent,omitempty"`
+	Faults []Fault    `json:"faults"`
 	// Storage are failures of the checkpoint storage's file system, each
 	// armed in one attempt beside that attempt's Fault.
 	Storage []StorageFault `json:"storage,omitempty"`
@@ -169,6 +172,9 @@ func (s *Spec) Shape() string {
 		if s.ProcDelayMS > 0 {
 			sort += fmt.Sprintf(", processing-time timers at +%dms (virtual clock)", s.ProcDelayMS)
 		}
+	}
+	if s.Agent != nil {
+		sort += ", " + s.Agent.String()
 	}
 	return fmt.Sprintf("parallelism %d, %d splits, %d keys, %d records, tumbling %dms lateness %dms%s, %d checkpoints, torn writes %d%%",
 		s.Parallelism, s.Splits, s.Keys, s.Records, s.WindowMS, s.LatenessMS, sort, s.Barriers, s.TornPercent)
@@ -304,6 +310,7 @@ func Generate(seed uint64) *Spec {
 			}
 		}
 	}
+	s.Agent = generateAgent(s) // a stream of its own, too
 	return s
 }
 

@@ -1,0 +1,140 @@
+package sim
+
+import (
+	"fmt"
+	"math/rand/v2"
+)
+
+// AgentFault is what the scripted model or tool does with one input of the
+// agent branch (Spec.Agent).
+type AgentFault string
+
+// The agent branch's faults, drawn per input.
+const (
+	// AgentOK: the model answers (after AgentInput.Retries transient
+	// failures, which the model client retries under the same
+	// idempotency key) and the tool takes effect: a decision line.
+	AgentOK AgentFault = ""
+	// AgentPermanent: the model fails with an error that is not
+	// retryable (HTTP 400): the input is dead-lettered.
+	AgentPermanent AgentFault = "model-permanent"
+	// AgentHang: the model call hangs until the action's time-out: the
+	// input is dead-lettered (timeout).
+	AgentHang AgentFault = "model-hang"
+	// AgentLate: the model answers only after the action's time-out (it
+	// ignores the cancellation). The action then finds its context done
+	// at the tool call, and the input is dead-lettered (timeout); after a
+	// restore that runs the input again, the recorded answer is replayed
+	// at once and the tool call made in time: a decision line. Either is
+	// right, never both.
+	AgentLate AgentFault = "model-late"
+	// AgentToolRejected: the tool call fails (the external system
+	// refuses it, without effect): the input is dead-lettered.
+	AgentToolRejected AgentFault = "tool-rejected"
+)
+
+// AgentSpec is the agent branch of a seed's job (in about a third of the
+// seeds): keyBy -> agent.Apply with a scripted model and a tool whose call
+// is a side effect into a simulated external system, its action states in
+// the WAL store, failed inputs to a dead-letter output.
+type AgentSpec struct {
+	// MaxConcurrentKeys is agent.Options.MaxConcurrentKeys (2-4, or 0:
+	// the default, 256).
+	MaxConcurrentKeys int `json:"max_concurrent_keys"`
+	// TimeoutMS is agent.Options.ActionTimeout, in real milliseconds.
+	TimeoutMS int `json:"timeout_ms"`
+	// Every says which records the agent takes: those whose ID is a
+	// multiple of it (60 to 120 of them, so that a seed stays
+	// fast: every action is a few hand-offs between goroutines and a
+	// group commit of the WAL).
+	Every int64 `json:"every"`
+	// Inputs holds the script of every record, by its ID.
+	Inputs []AgentInput `json:"-"`
+}
+
+// AgentInput is what the scripted model and tool do for one input.
+type AgentInput struct {
+	Verdict            string
+	Prompt, Completion int // the model's token counts
+	// Retries is the number of transient failures (HTTP 503) before the
+	// model answers.
+	Retries int
+	Fault   AgentFault
+	// DelayMicros is the model call's latency (honouring cancellation).
+	DelayMicros int
+}
+
+// takes reports whether the agent takes record id.
+func (a *AgentSpec) takes(id int64) bool { return id%a.Every == 0 }
+
+// Faults counts the inputs with each fault (retries counted apart).
+func (a *AgentSpec) faults() map[AgentFault]int {
+	n := map[AgentFault]int{}
+	for id, in := range a.Inputs {
+		if !a.takes(int64(id)) {
+			continue
+		}
+		if in.Fault != AgentOK {
+			n[in.Fault]++
+		}
+		if in.Retries > 0 {
+			n["retried"]++
+		}
+	}
+	return n
+}
+
+func (a *AgentSpec) String() string {
+	f := a.faults()
+	return fmt.Sprintf("agent (every %d, keys at once %d, time-out %dms; %d retried, %d permanent, %d hung, %d late, %d tool-rejected)",
+		a.Every, a.MaxConcurrentKeys, a.TimeoutMS, f["retried"], f[AgentPermanent], f[AgentHang], f[AgentLate], f[AgentToolRejected])
+}
+
+// agentStream is the constant of the seed's stream the agent branch is
+// drawn from (after everything else, so that earlier seeds keep their
+// workloads and fault schedules).
+const agentStream = 0xa6e7
+
+// generateAgent draws the agent branch of s (nil in about two thirds of
+// the seeds).
+func generateAgent(s *Spec) *AgentSpec {
+	rng := rand.New(rand.NewPCG(s.Seed, agentStream))
+	if rng.IntN(3) != 0 {
+		return nil
+	}
+	a := &AgentSpec{MaxConcurrentKeys: []int{0, 2, 3, 4}[rng.IntN(4)], TimeoutMS: 20 + 10*rng.IntN(2),
+		Every: int64(max(1, s.Records/60))}
+	verdicts := []string{"approve", "reject", "hold"}
+	// At most one hung and one late model call a seed: each costs the
+	// action's time-out in real time.
+	hang, late := -1, -1
+	if rng.IntN(2) == 0 {
+		hang = rng.IntN(s.Records/int(a.Every)) * int(a.Every)
+	}
+	if rng.IntN(2) == 0 {
+		late = rng.IntN(s.Records/int(a.Every)) * int(a.Every)
+	}
+	a.Inputs = make([]AgentInput, s.Records)
+	for i := range a.Inputs {
+		in := AgentInput{Verdict: verdicts[rng.IntN(len(verdicts))], Prompt: 5 + rng.IntN(200), Completion: 1 + rng.IntN(50)}
+		switch u := rng.Float64(); {
+		case u < 0.03:
+			in.Fault = AgentPermanent
+		case u < 0.06:
+			in.Fault = AgentToolRejected
+		case u < 0.14:
+			in.Retries = 1 + rng.IntN(2)
+		}
+		if rng.IntN(10) == 0 {
+			in.DelayMicros = 50 + rng.IntN(450)
+		}
+		switch i {
+		case hang:
+			in.Fault = AgentHang
+		case late:
+			in.Fault = AgentLate
+		}
+		a.Inputs[i] = in
+	}
+	return a
+}
