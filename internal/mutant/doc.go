@@ -2,7 +2,7 @@
 // (issue 29, "the simulator catches planted bugs"; docs/reliability.md,
 // Simulation). A planted bug is a branch at a real place of the runtime,
 // the watermark combiner, the timers, the window operator, the event-time
-// sort, the two-phase sink and the checkpoint storage:
+// sort, the two-phase sink, the checkpoint storage and the Kafka connector:
 //
 //	if mutant.On(mutant.TimerFiresEarly) { ... the wrong behaviour ... }
 //
@@ -75,6 +75,12 @@ const (
 	// even when it is out of the run's order, so such records are
 	// released in arrival order rather than timestamp order.
 	SortArrivalOrder Name = "ordering.sort-keeps-arrival-order"
+	// KafkaCommitAtPreCommit: kafka.ExactlyOnceSink commits a transaction
+	// at its pre-commit, before the checkpoint that covers it completes.
+	KafkaCommitAtPreCommit Name = "kafka.sink-commits-at-pre-commit"
+	// KafkaSnapshotOnePast: the kafka source checkpoints each partition's
+	// position one past the next record to emit.
+	KafkaSnapshotOnePast Name = "kafka.source-snapshots-one-past"
 )
 
 // All lists every planted bug with the file it is planted in.
@@ -96,4 +102,6 @@ var All = []struct {
 	{SourceForgetsSplit, "runtime/coordinator.go (snapshot of a source subtask)"},
 	{SortReleasesEarly, "ordering/sort.go ProcessWatermark"},
 	{SortArrivalOrder, "ordering/held.go heldQueue.push"},
+	{KafkaCommitAtPreCommit, "connector/kafka/sink.go txnSink.PreCommit"},
+	{KafkaSnapshotOnePast, "connector/kafka/reader.go reader.states"},
 }

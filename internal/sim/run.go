@@ -71,6 +71,9 @@ type Options struct {
 	// timeout, set by tests, replaces AttemptTimeout (a planted bug can
 	// make a job hang: S4).
 	timeout time.Duration
+	// noKafka, set by tests, skips the Kafka form; onlyKafka skips the
+	// scripted job of a seed with a Kafka form.
+	noKafka, onlyKafka bool
 }
 
 // Run generates seed's job, workload and faults, runs the job until it
@@ -82,12 +85,18 @@ func Run(ctx context.Context, seed uint64, o Options) (*Result, error) {
 	spec := Generate(seed)
 	res := &Result{Seed: seed, Shape: spec.Shape(), Replay: fmt.Sprintf("weir sim --seed %d", seed)}
 	st := newStore()
-	res.Failure = run(ctx, spec, st, vfs.NewCrashableMem(), o, res)
-	res.Faults = spec.Faults
-	res.Elapsed = time.Since(start)
-	if res.Failure == nil {
-		res.Failure = checkOutput(spec, st.committed())
+	if !o.onlyKafka || spec.Kafka == nil {
+		res.Failure = run(ctx, spec, st, vfs.NewCrashableMem(), o, res)
+		if res.Failure == nil {
+			res.Failure = checkOutput(spec, st.committed())
+		}
 	}
+	res.Faults = spec.Faults
+	if res.Failure == nil && spec.Kafka != nil && !o.noKafka {
+		res.Failure = runKafka(ctx, spec, o, res)
+		res.Faults = append(append(res.Faults, spec.Kafka.Faults...), spec.Kafka.Background...)
+	}
+	res.Elapsed = time.Since(start)
 	return res, nil
 }
 
@@ -229,7 +238,12 @@ type observed struct {
 
 // checkOutput checks S1: the committed lines against the reference.
 func checkOutput(spec *Spec, got []string) *Failure {
-	want := Reference(spec)
+	return compareLines(Reference(spec), got)
+}
+
+// compareLines compares the committed lines got with the sorted reference
+// want, as multisets.
+func compareLines(want, got []string) *Failure {
 	slices.Sort(got)
 	missing, extra := diff(want, got)
 	if len(missing) == 0 && len(extra) == 0 {

@@ -65,11 +65,26 @@ type Fault struct {
 	// Struck says whether the fault happened (a fault beyond the end of
 	// its attempt's work does not).
 	Struck bool `json:"struck"`
+	// The broker faults of the Kafka form (kafka.go): the request kind,
+	// the error answered, how many requests in a row (retriable), the
+	// delay (latency).
+	Request string `json:"request,omitempty"`
+	Err     string `json:"err,omitempty"`
+	Repeat  int    `json:"repeat,omitempty"`
+	DelayMS int64  `json:"delay_ms,omitempty"`
 }
 
 func (f Fault) String() string {
 	s := fmt.Sprintf("%s#%d", f.Kind, f.At)
-	if f.Kind != FaultRecord {
+	switch {
+	case f.Request != "" && f.DelayMS > 0:
+		s = fmt.Sprintf("%s@%s#%d+%dms", f.Kind, f.Request, f.At, f.DelayMS)
+	case f.Request != "":
+		s = fmt.Sprintf("%s@%s#%d:%s", f.Kind, f.Request, f.At, f.Err)
+		if f.Repeat > 1 {
+			s += fmt.Sprintf("x%d", f.Repeat)
+		}
+	case f.Kind != FaultRecord:
 		s = fmt.Sprintf("%s@sink[%d]#%d", f.Kind, f.Subtask, f.At)
 	}
 	if f.Machine {
@@ -101,9 +116,12 @@ type Spec struct {
 	// Sort adds an event-time sort per key (ordering.Sort) on a branch
 	// beside the window, with its violations output; its lines go to the
 	// same sink (S5).
-	Sort   bool    `json:"sort,omitempty"`
-	Faults []Fault `json:"faults"`
-	Steps  []Step  `json:"-"`
+	Sort bool `json:"sort,omitempty"`
+	// Kafka, in about a third of the seeds, adds a second run: the Kafka
+	// form of the job (kafka.go), after the scripted one.
+	Kafka  *KafkaSpec `json:"kafka,omitempty"`
+	Faults []Fault    `json:"faults"`
+	Steps  []Step     `json:"-"`
 }
 
 // Shape describes the job in one line.
@@ -111,6 +129,9 @@ func (s *Spec) Shape() string {
 	sort := ""
 	if s.Sort {
 		sort = ", event-time sort"
+	}
+	if s.Kafka != nil {
+		sort += "; " + s.Kafka.shape()
 	}
 	return fmt.Sprintf("parallelism %d, %d splits, %d keys, %d records, tumbling %dms lateness %dms%s, %d checkpoints",
 		s.Parallelism, s.Splits, s.Keys, s.Records, s.WindowMS, s.LatenessMS, sort, s.Barriers)
@@ -212,5 +233,7 @@ func Generate(seed uint64) *Spec {
 	// versions (a write fault's count is drawn from the window's lines).
 	srng := rand.New(rand.NewPCG(seed, 0x5027))
 	s.Sort = srng.IntN(2) == 0
+	// The Kafka form (a third of the seeds): a fourth stream, drawn last.
+	s.Kafka = generateKafka(s)
 	return s
 }
