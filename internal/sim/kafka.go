@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -557,7 +558,11 @@ func latestComplete(fs vfs.FS) int64 {
 	}
 	var best int64
 	for _, n := range names {
-		id, err := strconv.ParseInt(trimPrefix(n, "chk-"), 10, 64)
+		num, ok := strings.CutPrefix(n, "chk-")
+		if !ok {
+			continue
+		}
+		id, err := strconv.ParseInt(num, 10, 64)
 		if err != nil || id <= best {
 			continue
 		}
@@ -566,13 +571,6 @@ func latestComplete(fs vfs.FS) int64 {
 		}
 	}
 	return best
-}
-
-func trimPrefix(s, p string) string {
-	if len(s) >= len(p) && s[:len(p)] == p {
-		return s[len(p):]
-	}
-	return "x"
 }
 
 // attempt runs the Kafka job once, restored from the latest checkpoint if
