@@ -261,6 +261,10 @@ func (o *twoPhaseOp[T, TXN]) SnapshotState(w *runtime.SnapshotWriter) error {
 	}
 	next, err := o.sink.Begin()
 	if err != nil {
+		// o.open is pre-committed now: the next Write would fail with
+		// "not open" and hide this cause.
+		o.broken = fmt.Errorf("weir: begin of the transaction after checkpoint %d failed: %w", w.CheckpointID(), err)
+		o.Ctx.Fail(o.broken)
 		return err
 	}
 	o.open = next

@@ -284,3 +284,75 @@ func TestTwoPhaseCommitFailsOnAFailedPreCommit(t *testing.T) {
 		t.Fatalf("job ended with %v, want the pre-commit's failure", err)
 	}
 }
+
+// beginFailingSink fails every Begin after its first (the one at open),
+// and logs every Write after that failure.
+type beginFailingSink struct {
+	mu     sync.Mutex
+	begins int
+	after  []string
+}
+
+func (s *beginFailingSink) Begin() (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.begins++
+	if s.begins > 1 {
+		return 0, fmt.Errorf("producer fenced")
+	}
+	return s.begins, nil
+}
+func (s *beginFailingSink) Write(txn int, r weir.Record[int64]) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.begins > 1 {
+		s.after = append(s.after, fmt.Sprintf("write %d to %d", r.Value, txn))
+	}
+	return nil
+}
+func (s *beginFailingSink) PreCommit(int) error     { return nil }
+func (s *beginFailingSink) Commit(int) error        { return nil }
+func (s *beginFailingSink) Recover(int, bool) error { return nil }
+
+// TestTwoPhaseCommitFailsOnAFailedBegin: when the transaction after a
+// checkpoint cannot begin, the job fails with that cause, and no record
+// is written to the transaction just pre-committed (the simulator found
+// a job failing later with "not open" instead, issue 29).
+func TestTwoPhaseCommitFailsOnAFailedBegin(t *testing.T) {
+	env := weir.NewEnvironment(weir.Config{Parallelism: 1, Checkpoint: runtime.CheckpointConfig{Dir: t.TempDir()}})
+	src := weir.Generate(env, "numbers", -1, func(i int64) weir.Record[int64] {
+		time.Sleep(time.Millisecond)
+		return weir.Record[int64]{Value: i, Timestamp: i}
+	}, watermark.ForMonotonous[int64]())
+	sink := &beginFailingSink{}
+	weir.TwoPhaseCommit(src, "sink", func(*runtime.Context) (weir.TwoPhaseCommitter[int64, int], error) { return sink, nil })
+	job, err := env.Start(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { job.Cancel(); job.Wait() })
+	if _, _, err := job.TriggerCheckpoint(context.Background()); err == nil {
+		t.Fatal("the checkpoint whose next transaction did not begin completed")
+	}
+	// Either the job ends, or (the bug) the sink gets more work.
+	weirtest.Eventually(t, "the job's end or a write after the failed begin", func() bool {
+		sink.mu.Lock()
+		defer sink.mu.Unlock()
+		select {
+		case <-job.Done():
+			return true
+		default:
+			return len(sink.after) > 0
+		}
+	})
+	sink.mu.Lock()
+	after := slices.Clone(sink.after)
+	sink.mu.Unlock()
+	if len(after) > 0 {
+		t.Fatalf("after the failed begin the operator wrote: %v", after)
+	}
+	err = job.Wait()
+	if err == nil || !strings.Contains(err.Error(), "producer fenced") || !strings.Contains(err.Error(), "begin of the transaction after checkpoint") {
+		t.Fatalf("job ended with %v, want the begin's failure", err)
+	}
+}

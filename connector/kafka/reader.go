@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/weirproject/weir/checkpoint"
+	"github.com/weirproject/weir/internal/mutant"
 	"github.com/weirproject/weir/runtime"
 )
 
@@ -527,6 +528,8 @@ func (r *reader[T]) states() ([][]byte, kadm.Offsets, error) {
 		off := s.pos
 		if off < 0 {
 			off = s.initial
+		} else if mutant.On(mutant.KafkaSnapshotOnePast) {
+			off++
 		}
 		b, err := json.Marshal(splitState{Topic: s.topic, Partition: s.partition, Offset: off})
 		if err != nil {

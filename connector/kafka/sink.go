@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/weirproject/weir"
+	"github.com/weirproject/weir/internal/mutant"
 	"github.com/weirproject/weir/runtime"
 )
 
@@ -556,6 +557,12 @@ func (s *txnSink[T]) PreCommit(t *Txn) error {
 	}
 	t.ProducerID, t.Epoch = pid, epoch
 	sl.state = slotPreCommitted
+	if mutant.On(mutant.KafkaCommitAtPreCommit) {
+		if err := sl.cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
+			return fmt.Errorf("kafka: commit transaction %s: %w", t.TransactionalID, err)
+		}
+		sl.state = slotCommitted
+	}
 	return nil
 }
 

@@ -2,7 +2,8 @@
 // (issue 29, "the simulator catches planted bugs"; docs/reliability.md,
 // Simulation). A planted bug is a branch at a real place of the runtime,
 // the watermark combiner, the timers, the window operator, the event-time
-// sort, the two-phase sink, the checkpoint storage and the agent operator:
+// sort, the two-phase sink, the checkpoint storage, the agent operator and
+// the Kafka connector:
 //
 //	if mutant.On(mutant.TimerFiresEarly) { ... the wrong behaviour ... }
 //
@@ -86,6 +87,12 @@ const (
 	// AgentCallBeforeRecorded: a durable call starts without waiting for
 	// the previous call's result to be durable.
 	AgentCallBeforeRecorded Name = "agent.call-before-previous-result-durable"
+	// KafkaCommitAtPreCommit: kafka.ExactlyOnceSink commits a transaction
+	// at its pre-commit, before the checkpoint that covers it completes.
+	KafkaCommitAtPreCommit Name = "kafka.sink-commits-at-pre-commit"
+	// KafkaSnapshotOnePast: the kafka source checkpoints each partition's
+	// position one past the next record to emit.
+	KafkaSnapshotOnePast Name = "kafka.source-snapshots-one-past"
 )
 
 // All lists every planted bug with the file it is planted in.
@@ -110,4 +117,6 @@ var All = []struct {
 	{AgentPruneAtSnapshot, "agent/operator.go SnapshotState"},
 	{AgentWatermarkPastRunning, "agent/operator.go ProcessWatermark"},
 	{AgentCallBeforeRecorded, "agent/durable.go durable"},
+	{KafkaCommitAtPreCommit, "connector/kafka/sink.go txnSink.PreCommit"},
+	{KafkaSnapshotOnePast, "connector/kafka/reader.go reader.states"},
 }

@@ -57,3 +57,29 @@ func TestMeasureShapes(t *testing.T) {
 			s.name, a.seeds, float64(a.records)/float64(a.seeds), float64(a.attempts)/float64(a.seeds), a.cpu, float64(a.seeds)/a.cpu, a.jobSec/a.cpu)
 	}
 }
+
+// TestMeasureKafka prints the Kafka form's figures (docs/reliability.md,
+// Simulation): the Kafka forms of seeds 1..300 alone, on two workers. It
+// runs only with WEIR_SIM_MEASURE=1.
+func TestMeasureKafka(t *testing.T) {
+	if os.Getenv("WEIR_SIM_MEASURE") == "" {
+		t.Skip("set WEIR_SIM_MEASURE=1 to measure")
+	}
+	n, restores, attempts := 0, 0, 0
+	sum, err := RunSeeds(context.Background(), 1, 300, 2, Options{onlyKafka: true}, func(res *Result) {
+		if Generate(res.Seed).Kafka == nil {
+			return
+		}
+		n++
+		restores += res.Restores
+		attempts += res.Attempts
+		if res.Failure != nil {
+			t.Errorf("seed %d: %v %q", res.Seed, res.Failure, res.Failure.Records)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d Kafka forms of seeds 1-300: %.1f s, %.1f CPU-s: %.1f Kafka seeds/s, %.1f per CPU-second; %.2f attempts and %.2f restores a seed",
+		n, sum.Seconds, sum.CPUSeconds, float64(n)/sum.Seconds, float64(n)/sum.CPUSeconds, float64(attempts)/float64(n), float64(restores)/float64(n))
+}

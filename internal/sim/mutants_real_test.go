@@ -20,14 +20,19 @@ import (
 //
 //	go test -tags weir_mutants -run TestMutants ./internal/sim
 //
-// WEIR_MUTANT_TABLE=1 prints the table of docs/reliability.md
+// WEIR_MUTANT_ONLY=prefix plants only the bugs whose names start with
+// prefix. WEIR_MUTANT_TABLE=1 prints the table of docs/reliability.md
 // (Simulation): every seed up to within is run, not only up to the first
 // that finds the bug.
 func TestMutants(t *testing.T) {
 	table := os.Getenv("WEIR_MUTANT_TABLE") != ""
 	defer mutant.Set("")
 	var rows []string
+	only := os.Getenv("WEIR_MUTANT_ONLY")
 	for _, m := range mutant.All {
+		if !strings.HasPrefix(string(m.Name), only) {
+			continue
+		}
 		n := uint64(mutantSeeds)
 		if err := mutant.Set(m.Name); err != nil {
 			t.Fatal(err)

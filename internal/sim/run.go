@@ -82,6 +82,9 @@ type Options struct {
 	// timeout, set by tests, replaces AttemptTimeout (a planted bug can
 	// make a job hang: S4).
 	timeout time.Duration
+	// noKafka, set by tests, skips the Kafka form; onlyKafka skips the
+	// scripted job of a seed with a Kafka form.
+	noKafka, onlyKafka bool
 }
 
 // Run generates seed's job, workload and faults, runs the job until it
@@ -97,21 +100,30 @@ func Run(ctx context.Context, seed uint64, o Options) (*Result, error) {
 	if spec.Agent != nil {
 		aw = newAgentWorld(spec.Agent)
 	}
+	kafka := spec.Kafka != nil && !o.noKafka
 	id := labelled(ctx, func(ctx context.Context) {
-		res.Failure = run(ctx, spec, st, vfs.NewCrashableMem(), aw, o, res)
+		if !o.onlyKafka || spec.Kafka == nil {
+			res.Failure = run(ctx, spec, st, vfs.NewCrashableMem(), aw, o, res)
+			if res.Failure == nil && aw != nil {
+				res.Failure = aw.failure()
+			}
+			if res.Failure == nil {
+				res.Failure = checkOutput(spec, aw, st.committed())
+			}
+		}
+		if res.Failure == nil && kafka {
+			res.Failure = runKafka(ctx, spec, o, res)
+		}
 	})
 	if res.Failure == nil {
 		res.Failure = checkLeaks(id)
 	}
 	res.Faults = spec.Faults
+	if kafka {
+		res.Faults = append(append(res.Faults, spec.Kafka.Faults...), spec.Kafka.Background...)
+	}
 	res.Storage = spec.Storage
 	res.Elapsed = time.Since(start)
-	if res.Failure == nil && aw != nil {
-		res.Failure = aw.failure()
-	}
-	if res.Failure == nil {
-		res.Failure = checkOutput(spec, aw, st.committed())
-	}
 	return res, nil
 }
 
@@ -308,13 +320,18 @@ func checkOutput(spec *Spec, aw *agentWorld, got []string) *Failure {
 			return f
 		}
 	}
-	want := Reference(spec)
+	return compareLines(Reference(spec), got)
+}
+
+// compareLines compares the committed lines got with the sorted reference
+// want, as multisets.
+func compareLines(want, got []string) *Failure {
 	slices.Sort(got)
 	missing, extra := diff(want, got)
 	if len(missing) == 0 && len(extra) == 0 {
 		return nil
 	}
-	f = &Failure{Invariant: InvExactlyOnce, Detail: fmt.Sprintf("committed %d lines, the reference %d: %d missing, %d extra", len(got), len(want), len(missing), len(extra))}
+	f := &Failure{Invariant: InvExactlyOnce, Detail: fmt.Sprintf("committed %d lines, the reference %d: %d missing, %d extra", len(got), len(want), len(missing), len(extra))}
 	for i, l := range missing {
 		if i == 4 {
 			break

@@ -65,11 +65,26 @@ type Fault struct {
 	// Struck says whether the fault happened (a fault beyond the end of
 	// its attempt's work does not).
 	Struck bool `json:"struck"`
+	// The broker faults of the Kafka form (kafka.go): the request kind,
+	// the error answered, how many requests in a row (retriable), the
+	// delay (latency).
+	Request string `json:"request,omitempty"`
+	Err     string `json:"err,omitempty"`
+	Repeat  int    `json:"repeat,omitempty"`
+	DelayMS int64  `json:"delay_ms,omitempty"`
 }
 
 func (f Fault) String() string {
 	s := fmt.Sprintf("%s#%d", f.Kind, f.At)
-	if f.Kind != FaultRecord {
+	switch {
+	case f.Request != "" && f.DelayMS > 0:
+		s = fmt.Sprintf("%s@%s#%d+%dms", f.Kind, f.Request, f.At, f.DelayMS)
+	case f.Request != "":
+		s = fmt.Sprintf("%s@%s#%d:%s", f.Kind, f.Request, f.At, f.Err)
+		if f.Repeat > 1 {
+			s += fmt.Sprintf("x%d", f.Repeat)
+		}
+	case f.Kind != FaultRecord:
 		s = fmt.Sprintf("%s@sink[%d]#%d", f.Kind, f.Subtask, f.At)
 	}
 	if f.Machine {
@@ -116,7 +131,10 @@ type Spec struct {
 	ClockSteps  []int64 `json:"clock_steps_ms,omitempty"`
 	// Agent, when set (about a third of the seeds), adds the agent branch
 	// (agentspec.go, S10-S12).
-	Agent  *AgentSpec `json:"agent,omitempty"`
+	Agent *AgentSpec `json:"agent,omitempty"`
+	// Kafka, in about a third of the seeds, adds a second run: the Kafka
+	// form of the job (kafka.go), after the scripted one.
+	Kafka  *KafkaSpec `json:"kafka,omitempty"`
 	Faults []Fault    `json:"faults"`
 	// Storage are failures of the checkpoint storage's file system, each
 	// armed in one attempt beside that attempt's Fault.
@@ -175,6 +193,9 @@ func (s *Spec) Shape() string {
 	}
 	if s.Agent != nil {
 		sort += ", " + s.Agent.String()
+	}
+	if s.Kafka != nil {
+		sort += "; " + s.Kafka.shape()
 	}
 	return fmt.Sprintf("parallelism %d, %d splits, %d keys, %d records, tumbling %dms lateness %dms%s, %d checkpoints, torn writes %d%%",
 		s.Parallelism, s.Splits, s.Keys, s.Records, s.WindowMS, s.LatenessMS, sort, s.Barriers, s.TornPercent)
@@ -311,6 +332,8 @@ func Generate(seed uint64) *Spec {
 		}
 	}
 	s.Agent = generateAgent(s) // a stream of its own, too
+	// The Kafka form (a third of the seeds): a stream of its own.
+	s.Kafka = generateKafka(s)
 	return s
 }
 
