@@ -114,6 +114,19 @@ type Options struct {
 	// window is checkpointed. nil means no budgets, at the cost of a nil
 	// check per call.
 	Budgets []Budget
+	// EndAnswers, with ApplyWithAnswers, is called once, from a subtask
+	// goroutine, when the agent's input has ended on every subtask and
+	// each subtask has finished every input, its pending waits included
+	// (answered or timed out). Close the answers source's Stop channel
+	// (kafka.Options.Stop) there, so that a job whose input is bounded
+	// ends although its answers topic never does: the end of input waits
+	// for the pending waits, at most until their deadlines, and the
+	// answers input never holds completion. It is called at most once per
+	// ApplyWithAnswers, also across restarts of the job (a restarted
+	// attempt's waits then end with the answers read until then, or time
+	// out). nil means the operator ends when both of its inputs have
+	// ended. Apply refuses it.
+	EndAnswers func()
 }
 
 // Validate reports what is wrong with the options (nil if nothing is): the
@@ -162,6 +175,9 @@ func Apply[K comparable, IN, OUT any](ks weir.KeyedStream[K, IN], name string, a
 		panic(fmt.Sprintf("agent.Apply(%q): %v", name, err))
 	}
 	optsErr := errors.Join(opts.Validate(), validateBudgetModels(opts.Budgets, def))
+	if opts.EndAnswers != nil {
+		optsErr = errors.Join(optsErr, errors.New("agent: Options.EndAnswers is for ApplyWithAnswers (an agent with an answers input); leave it nil with Apply"))
+	}
 	opts = opts.withDefaults()
 	key, hash := ks.Key(), ks.Hasher()
 	return weir.TransformKeyed(ks, name, func() runtime.OneInputOperator[IN, OUT] {
@@ -289,8 +305,13 @@ type operator[K comparable, IN, OUT any] struct {
 	// takesAnswers says the operator has an answers input
 	// (ApplyWithAnswers); waits are the registered waits of Await, with
 	// their keys (subtask goroutine).
-	takesAnswers                             bool
-	waits                                    map[*waiter]any
+	takesAnswers bool
+	waits        map[*waiter]any
+	// answersEnd, with Options.EndAnswers, is shared by the subtasks;
+	// inputEnded says this subtask's first input has ended, endReported
+	// that it told answersEnd it has finished (subtask goroutine).
+	answersEnd                               *answersEnd
+	inputEnded, endReported                  bool
 	cAnswers, cAnswersDropped, cWaitTimeouts *runtime.Counter
 	gWaits                                   *runtime.Gauge
 }
@@ -1249,6 +1270,7 @@ func (o *operator[K, IN, OUT]) release() {
 		o.tickArmed = true
 		o.Ctx.RegisterProcessingTimer(clock.NowMillis(o.Ctx.Clock)+tickMillis, o.tick)
 	}
+	o.maybeEndAnswers()
 }
 
 const tickMillis = 1000
