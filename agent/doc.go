@@ -183,7 +183,10 @@
 //     taken stays until its input finishes. A waiting input holds the
 //     watermark (guarantee 5) at most until Wait.Timeout passes
 //     (processing time on the job's clock); answers take no part in
-//     event time (await.go, answers.go, docs/agents.md "Human approval").
+//     event time, nor in the job's end: with Options.EndAnswers the
+//     answers source is told to stop once the input has ended and every
+//     pending wait has ended (await.go, answers.go, docs/agents.md "Human
+//     approval").
 //
 // Evaluator runs an agent's actions over inputs in-process, without a
 // job, a store or state (evaluate.go): package agent/replay uses it to
