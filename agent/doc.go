@@ -148,7 +148,8 @@
 //     each rejection fed back to the model); with a store the validated
 //     reply is what is recorded and replayed. Every call made to a model
 //     through Chat is counted per model name (modelCalls,
-//     modelCallErrors, modelInputTokens, modelOutputTokens, label model);
+//     modelCallErrors, modelInputTokens, modelOutputTokens and, with
+//     Options.Pricing, modelSpendMicros, label model);
 //     a replayed call is not counted again.
 //  13. An event log, at least once. Options.Listeners get an entry for
 //     every action start, model and tool call and result, end or error,

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/weirproject/weir"
+	"github.com/weirproject/weir/agent/model"
 	"github.com/weirproject/weir/agent/segq"
 	"github.com/weirproject/weir/checkpoint"
 	"github.com/weirproject/weir/clock"
@@ -114,6 +115,15 @@ type Options struct {
 	// window is checkpointed. nil means no budgets, at the cost of a nil
 	// check per call.
 	Budgets []Budget
+	// Pricing prices the model calls made through RunnerContext.Chat
+	// (model.Pricing: currency per million prompt and completion tokens,
+	// by the model that answered, else by the name in Agent.Models): their
+	// spend is counted in millionths of the currency by the counter
+	// modelSpendMicros, labelled model (the name in Agent.Models), for
+	// the calls whose tokens are counted (a reply replayed from the store
+	// is not charged again). A call whose model has no price counts
+	// nothing. nil means no spend metric.
+	Pricing model.Pricing
 	// EndAnswers, with ApplyWithAnswers, is called once, from a subtask
 	// goroutine, when the agent's input has ended on every subtask and
 	// each subtask has finished every input, its pending waits included
@@ -147,6 +157,9 @@ func (o Options) Validate() error {
 		errs = append(errs, errors.New("agent: Options.FailedInputs is set without ContinueOnError: a failed action fails the job; set ContinueOnError too, or leave FailedInputs nil"))
 	}
 	errs = append(errs, validateBudgets(o.Budgets)...)
+	if err := o.Pricing.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("agent: Options.Pricing: %w", err))
+	}
 	return errors.Join(errs...)
 }
 
@@ -388,7 +401,7 @@ func (o *operator[K, IN, OUT]) Open(ctx *runtime.Context, out runtime.Output[OUT
 	o.timer = newActionTimer(ctx, o.def, clk.Now)
 	o.usage = make(map[string]*modelUsage, len(o.def.models))
 	for name := range o.def.models {
-		o.usage[name] = newModelUsage(ctx, name, clk.Now)
+		o.usage[name] = newModelUsage(ctx, name, clk.Now, o.opts.Pricing)
 	}
 	if len(o.opts.Listeners) > 0 {
 		o.elog = &eventLog{listeners: o.opts.Listeners, operator: ctx.Name, subtask: ctx.Subtask, now: clk.Now}
