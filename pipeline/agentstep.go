@@ -349,6 +349,37 @@ func mcpOptions(t ToolSpec) (tool.MCPOptions, error) {
 // approval is made, or answered from the log, without waiting). MCP servers are connected (their tools
 // are listed); close disconnects them. The action's input is a Record.
 func AgentOf(ctx context.Context, s *Spec, name string) (a *agent.Agent, close func() error, err error) {
+	st, err := agentStep(s, name)
+	if err != nil {
+		return nil, nil, err
+	}
+	a, _, closers, err := buildAgent(ctx, st.Agent, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	return a, func() error {
+		var first error
+		for _, c := range closers {
+			if err := c(); err != nil && first == nil {
+				first = err
+			}
+		}
+		return first
+	}, nil
+}
+
+// AgentPricing is the price table (pricing) of the spec's agent step named
+// name ("" means the only agent step); nil when it has none.
+func AgentPricing(s *Spec, name string) (model.Pricing, error) {
+	st, err := agentStep(s, name)
+	if err != nil {
+		return nil, err
+	}
+	return st.Agent.Pricing, nil
+}
+
+// agentStep finds the agent step named name ("" means the only one).
+func agentStep(s *Spec, name string) (*StepSpec, error) {
 	var found []*StepSpec
 	var names []string
 	for i := range s.Steps {
@@ -363,23 +394,11 @@ func AgentOf(ctx context.Context, s *Spec, name string) (a *agent.Agent, close f
 	}
 	switch {
 	case len(names) == 0:
-		return nil, nil, fmt.Errorf("%s: the pipeline has no agent step", s.File)
+		return nil, fmt.Errorf("%s: the pipeline has no agent step", s.File)
 	case len(found) == 0:
-		return nil, nil, fmt.Errorf("%s: no agent step named %q; the agent steps are %s", s.File, name, strings.Join(names, ", "))
+		return nil, fmt.Errorf("%s: no agent step named %q; the agent steps are %s", s.File, name, strings.Join(names, ", "))
 	case len(found) > 1:
-		return nil, nil, fmt.Errorf("%s: %d agent steps; name one (the agent steps are %s, named by their name: key)", s.File, len(found), strings.Join(names, ", "))
+		return nil, fmt.Errorf("%s: %d agent steps; name one (the agent steps are %s, named by their name: key)", s.File, len(found), strings.Join(names, ", "))
 	}
-	a, _, closers, err := buildAgent(ctx, found[0].Agent, nil)
-	if err != nil {
-		return nil, nil, err
-	}
-	return a, func() error {
-		var first error
-		for _, c := range closers {
-			if err := c(); err != nil && first == nil {
-				first = err
-			}
-		}
-		return first
-	}, nil
+	return found[0], nil
 }

@@ -749,7 +749,7 @@ func (b *builder) keyedStep(ctx context.Context, from string, st *StepSpec, kp f
 		route(checked)
 		ks = weir.KeyBy(checked, ks.Key())
 		o := agent.Options{MaxConcurrentKeys: st.Agent.MaxConcurrent, ActionTimeout: st.Agent.ActionTimeout, ContinueOnError: st.Agent.ContinueOnError,
-			Budgets: agentBudgets(st.Agent)}
+			Budgets: agentBudgets(st.Agent), Pricing: st.Agent.Pricing}
 		if l := st.Agent.EventLog; l != nil {
 			w, closer, err := b.agentEventLog(l)
 			if err != nil {

@@ -711,6 +711,7 @@ func (d *dec) agent(k, n ast.Node, what string) *AgentSpec {
 		field{"budgets", false, func(_, v ast.Node) { d.budgets(v, what+".budgets", a) }},
 		field{"eventLog", false, func(k, v ast.Node) { a.EventLog = d.eventLog(k, v, what+".eventLog") }},
 		field{"approvals", false, func(k, v ast.Node) { a.Approvals = d.approvals(k, v, what+".approvals") }},
+		field{"pricing", false, func(_, v ast.Node) { a.Pricing = d.pricing(v, what+".pricing") }},
 		field{"store", false, func(k, v ast.Node) {
 			st := &StoreSpec{Pos: d.pos(k)}
 			a.Store = st

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/weirproject/weir/agent/model"
 	"github.com/weirproject/weir/kafkasec"
 )
 
@@ -246,6 +247,9 @@ type AgentSpec struct {
 	Budgets []BudgetSpec
 	// EventLog is where the agent's event log goes; nil: no log.
 	EventLog *EventLogSpec
+	// Pricing prices the model calls (agent.Options.Pricing): the spend
+	// metric, and the cost in `weir agent replay`'s report; nil: none.
+	Pricing model.Pricing
 	// Approvals is where the answers to the tools' approvals come from
 	// (and their requests go); nil: no tool needs approval (approval.go).
 	Approvals *ApprovalsSpec

@@ -35,14 +35,23 @@ type Options struct {
 	Clock clock.Clock
 	// Logger gets what actions log; nil: a logger that drops everything.
 	Logger *slog.Logger
+	// Pricing, when set, prices the tokens before and after (Tokens.Cost,
+	// per input and in the summary), each reply by the model that
+	// answered, else by the agent's name for it (model.Pricing). nil: no
+	// cost in the report.
+	Pricing model.Pricing
 }
 
 func (o Options) validate() error {
 	switch o.Unmatched {
 	case "", Refuse, Stub:
-		return nil
+	default:
+		return fmt.Errorf("replay: Options.Unmatched %q: want %q or %q", o.Unmatched, Refuse, Stub)
 	}
-	return fmt.Errorf("replay: Options.Unmatched %q: want %q or %q", o.Unmatched, Refuse, Stub)
+	if err := o.Pricing.Validate(); err != nil {
+		return fmt.Errorf("replay: Options.Pricing: %w", err)
+	}
+	return nil
 }
 
 // Input is the evaluation of one recorded input.
@@ -144,7 +153,7 @@ func (a *answerer) OnEntry(e *agent.LogEntry) {
 	case agent.LogModelResult:
 		a.model++
 		if r, ok := e.Data.(*model.Response); ok && r != nil {
-			a.tokens.add(r.Usage)
+			a.tokens.add(modelID{r.Model, e.Name}, r.Usage)
 		}
 	}
 }
@@ -216,10 +225,10 @@ func Evaluate(ctx context.Context, runs []*Run, a *agent.Agent, opts Options) (*
 	for _, r := range runs {
 		in := Input{Operator: r.Operator, Key: r.Key, Seq: r.Seq, OldOutputs: orEmpty(r.Outputs), OldErrors: r.Errors,
 			ModelCallsBefore: r.ModelCalls, TokensBefore: r.Tokens, NewOutputs: []any{}}
+		in.TokensBefore.price(opts.Pricing)
 		s.Inputs++
 		s.ModelCallsBefore += r.ModelCalls
-		s.TokensBefore.Prompt += r.Tokens.Prompt
-		s.TokensBefore.Completion += r.Tokens.Completion
+		s.TokensBefore.merge(r.Tokens)
 		if !r.HasInput {
 			in.Skipped = "the log has no action_start entry of the input event (the log began after the input started, or was written before inputs were logged)"
 			s.Skipped++
@@ -251,6 +260,7 @@ func Evaluate(ctx context.Context, runs []*Run, a *agent.Agent, opts Options) (*
 			}
 		}
 		in.ModelCallsAfter, in.TokensAfter = ans.model, ans.tokens
+		in.TokensAfter.price(opts.Pricing)
 		s.Evaluated++
 		switch {
 		case in.Failed:
@@ -264,10 +274,11 @@ func Evaluate(ctx context.Context, runs []*Run, a *agent.Agent, opts Options) (*
 		s.MatchedCalls += in.MatchedCalls
 		s.NewCalls += in.NewCalls
 		s.ModelCallsAfter += in.ModelCallsAfter
-		s.TokensAfter.Prompt += in.TokensAfter.Prompt
-		s.TokensAfter.Completion += in.TokensAfter.Completion
+		s.TokensAfter.merge(in.TokensAfter)
 		rep.Inputs = append(rep.Inputs, in)
 	}
+	s.TokensBefore.price(opts.Pricing)
+	s.TokensAfter.price(opts.Pricing)
 	return rep, nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -121,7 +122,8 @@ func agentReplayCmd() *cobra.Command {
 the agent of the agent step of --pipeline (the changed prompt, model or tools), runs every recorded
 input through it in-process, and prints per input the old and the new decision and a summary:
 changed, unchanged, failed, tool calls answered from the record and new ones, model calls and
-tokens before and after (weir has no prices: tokens, not cost). No tool runs: a tool call whose
+tokens before and after, and their cost when the agent step has a price table (pricing:
+MODEL: {input, output}, currency per million tokens). No tool runs: a tool call whose
 name and canonical arguments equal a recorded call of the same input gets the recorded result;
 any other is refused (the model sees an error result) or, with --unmatched stub, answered with
 --stub-content. Only the new agent's model is called. --from and --to select inputs by position
@@ -190,7 +192,11 @@ ran; with --fail-on-change, 4 when a decision changed or an input failed. docs/a
 				return err
 			}
 			runs = selectRuns(runs, from, to, sample)
-			rep, err := replay.Evaluate(ctx, runs, a, replay.Options{Unmatched: replay.Unmatched(unmatched), StubContent: stub})
+			pricing, err := pipeline.AgentPricing(spec, step)
+			if err != nil {
+				return usagef(cmd, "--pipeline: %v", err)
+			}
+			rep, err := replay.Evaluate(ctx, runs, a, replay.Options{Unmatched: replay.Unmatched(unmatched), StubContent: stub, Pricing: pricing})
 			if err != nil {
 				return err
 			}
@@ -258,10 +264,33 @@ func printReplay(w io.Writer, rep *replay.Report) error {
 	s := rep.Summary
 	_, err := fmt.Fprintf(w, "\n%d inputs: %d changed, %d unchanged, %d failed, %d skipped\n"+
 		"tool calls: %d answered from the record, %d new (not run)\n"+
-		"model calls: %d before, %d after; tokens: %d before (%d prompt, %d completion), %d after (%d prompt, %d completion); no prices: tokens, not cost\n",
+		"model calls: %d before, %d after; tokens: %d before (%d prompt, %d completion), %d after (%d prompt, %d completion)",
 		s.Inputs, s.Changed, s.Unchanged, s.Failed, s.Skipped, s.MatchedCalls, s.NewCalls, s.ModelCallsBefore, s.ModelCallsAfter,
 		s.TokensBefore.Total(), s.TokensBefore.Prompt, s.TokensBefore.Completion, s.TokensAfter.Total(), s.TokensAfter.Prompt, s.TokensAfter.Completion)
+	if err != nil {
+		return err
+	}
+	if s.TokensBefore.Cost == nil {
+		_, err = fmt.Fprintln(w, "; no prices (pricing: in the agent step): tokens, not cost")
+		return err
+	}
+	_, err = fmt.Fprintf(w, "\ncost: %.6f before, %.6f after (%+.6f)%s\n", *s.TokensBefore.Cost, *s.TokensAfter.Cost,
+		*s.TokensAfter.Cost-*s.TokensBefore.Cost, unpricedNote(s.TokensBefore.Unpriced, s.TokensAfter.Unpriced))
 	return err
+}
+
+// unpricedNote names the models the price table lacks ("" when none).
+func unpricedNote(before, after []string) string {
+	var names []string
+	for _, n := range append(slices.Clone(before), after...) {
+		if !slices.Contains(names, n) {
+			names = append(names, n)
+		}
+	}
+	if len(names) == 0 {
+		return ""
+	}
+	return "; not priced (no price for " + strings.Join(names, ", ") + ")"
 }
 
 // decision is a short text of a decision: its outputs as JSON, or its

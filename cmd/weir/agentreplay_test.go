@@ -94,8 +94,29 @@ func TestAgentReplayEndToEnd(t *testing.T) {
 	// The same agent: every decision unchanged, every call matched.
 	same := replayPipeline(t, dir, "same", 1, prompt, srv.URL, "")
 	rep := replayJSON(same)
-	if s := rep.Summary; s.Inputs != 12 || s.Unchanged != 12 || s.MatchedCalls != 12 || s.NewCalls != 0 || s.TokensBefore != s.TokensAfter {
+	if s := rep.Summary; s.Inputs != 12 || s.Unchanged != 12 || s.MatchedCalls != 12 || s.NewCalls != 0 ||
+		s.TokensBefore.Prompt != s.TokensAfter.Prompt || s.TokensBefore.Completion != s.TokensAfter.Completion || s.TokensBefore.Cost != nil {
 		t.Fatalf("same agent: summary %+v", s)
+	}
+
+	// With a price table (the offline model's replies name it "offline"):
+	// the cost before and after, beside the tokens.
+	b, err := os.ReadFile(model2For(t, dir, prompt, srv.URL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	priced := filepath.Join(dir, "priced.yaml")
+	os.WriteFile(priced, []byte(strings.Replace(string(b), "sink:", "      pricing: {offline: {input: 1000, output: 2000}}\nsink:", 1)), 0o644)
+	rep = replayJSON(priced)
+	s := rep.Summary
+	want := func(tk replay.Tokens) float64 { return (1000*float64(tk.Prompt) + 2000*float64(tk.Completion)) / 1e6 }
+	if s.TokensBefore.Cost == nil || s.TokensAfter.Cost == nil || *s.TokensBefore.Cost != want(s.TokensBefore) || *s.TokensAfter.Cost != want(s.TokensAfter) || want(s.TokensAfter) == 0 {
+		t.Fatalf("priced: tokens %+v before, %+v after", s.TokensBefore, s.TokensAfter)
+	}
+	out.Reset()
+	if code := run([]string{"agent", "replay", "--log", logPath, "--pipeline", priced}, &out, &errb); code != 0 ||
+		!strings.Contains(out.String(), fmt.Sprintf("cost: %.6f before, %.6f after", want(s.TokensBefore), want(s.TokensAfter))) {
+		t.Fatalf("priced table (exit %d):\n%s", code, out.String())
 	}
 
 	// Another model: the same calls (answered from the record), other
@@ -147,6 +168,11 @@ func TestAgentReplayEndToEnd(t *testing.T) {
 	if code := run([]string{"agent", "replay", "--log", logPath, "--pipeline", same, "--fail-on-change"}, &out, &errb); code != 0 {
 		t.Fatalf("--fail-on-change with nothing changed: exit %d", code)
 	}
+}
+
+// model2For writes the pipeline of the changed model (seed 2).
+func model2For(t *testing.T, dir, prompt, url string) string {
+	return replayPipeline(t, dir, "model2", 2, prompt, url, "")
 }
 
 // TestAgentReplayFlags: every flag is checked before any work, in one line
