@@ -12,6 +12,12 @@
 // through the new agent in-process (agent.Evaluator: no job, no store,
 // no state kept between calls of Evaluate).
 //
+// Inputs may also come from the agent's input topic (ReadInputs: records
+// between two offsets or times, decoded and keyed by the caller); Recorded
+// then gives each the decision and tool results an event log recorded for
+// the same key and value, and an input it has none for is reported with
+// NoRecord (a new decision, nothing to compare).
+//
 // # Guarantees
 //
 //  1. No tool runs. Every tool of the new agent is replaced, before the

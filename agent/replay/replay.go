@@ -68,9 +68,12 @@ type Input struct {
 	NewOutputs []any    `json:"newOutputs"`
 	NewError   string   `json:"newError,omitempty"`
 	// Changed says the decisions differ (guarantee 3); Failed that the
-	// new agent failed on the input.
-	Changed bool `json:"changed"`
-	Failed  bool `json:"failed"`
+	// new agent failed on the input; NoRecord that no event log recorded
+	// the old decision (an input read from the input topic), so there is
+	// nothing to compare.
+	Changed  bool `json:"changed"`
+	Failed   bool `json:"failed"`
+	NoRecord bool `json:"noRecord,omitempty"`
 	// ToolCalls are the new agent's tool calls, each Matched (answered
 	// with a recorded result) or new (refused or stubbed).
 	ToolCalls    []ToolCall `json:"toolCalls,omitempty"`
@@ -91,6 +94,8 @@ type Summary struct {
 	Changed   int `json:"changed"`
 	Unchanged int `json:"unchanged"`
 	Failed    int `json:"failed"`
+	// NoRecord counts the inputs without a recorded decision.
+	NoRecord int `json:"noRecord,omitempty"`
 	// MatchedCalls and NewCalls count the new agent's tool calls.
 	MatchedCalls     int    `json:"matchedToolCalls"`
 	NewCalls         int    `json:"newToolCalls"`
@@ -265,6 +270,9 @@ func Evaluate(ctx context.Context, runs []*Run, a *agent.Agent, opts Options) (*
 		switch {
 		case in.Failed:
 			s.Failed++
+		case r.NoRecord:
+			in.NoRecord = true
+			s.NoRecord++
 		case (len(r.Errors) > 0) != in.Failed || !sameJSON(in.OldOutputs, in.NewOutputs):
 			in.Changed = true
 			s.Changed++

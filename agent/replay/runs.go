@@ -26,6 +26,10 @@ type Run struct {
 	// recorded it (the first action_start of the input event).
 	Input    any
 	HasInput bool
+	// NoRecord says no event log recorded what the job did with the
+	// input (a run read from the input topic, ReadInputs, that Recorded
+	// found no record for): it has no old decision to compare with.
+	NoRecord bool
 	// Outputs are the values of the output entries, in log order.
 	Outputs []any
 	// Errors are the action errors' texts.
