@@ -162,7 +162,9 @@
 //     and tool call made through the RunnerContext (GenAI semantic
 //     conventions; content only with Options.TraceContent), replays from
 //     the store marked weir.agent.replayed, retries and rate-limit waits
-//     as events (trace.go, docs/tracing.md). Without a provider tracing
+//     as events, an input carrying a W3C traceparent (TraceContextCarrier,
+//     Options.TraceContextOf) a child of that remote span (trace.go,
+//     docs/tracing.md). Without a provider tracing
 //     costs a nil check per input, action and call.
 //  15. Budgets, checked before each call. With Options.Budgets a model call
 //     made through RunnerContext.Chat is let through only while every

@@ -107,6 +107,13 @@ type Options struct {
 	// gen_ai.tool.call.arguments, gen_ai.tool.call.result). false means
 	// spans carry no content: the data may be personal.
 	TraceContent bool
+	// TraceContextOf, with TracerProvider, returns the W3C trace context
+	// (traceparent, tracestate) an input carries, such as the headers of
+	// the Kafka record it was read from: the input's trace then continues
+	// it (its span a child of the remote one). nil means inputs that
+	// implement TraceContextCarrier (kafka.Message) carry theirs, others
+	// none.
+	TraceContextOf func(input any) (traceparent, tracestate string)
 	// Budgets bound the tokens and requests of the model calls made
 	// through RunnerContext.Chat per key, per model or per job over a
 	// tumbling processing-time window, checked before each call, with
@@ -407,6 +414,9 @@ func (o *operator[K, IN, OUT]) Open(ctx *runtime.Context, out runtime.Output[OUT
 		o.elog = &eventLog{listeners: o.opts.Listeners, operator: ctx.Name, subtask: ctx.Subtask, now: clk.Now}
 	}
 	o.tr = newTracing(o.opts.TracerProvider, o.opts.TraceContent, ctx.Name, ctx.Subtask)
+	if o.tr != nil {
+		o.tr.contextOf = o.opts.TraceContextOf
+	}
 	o.budgets = newBudgets(o.opts.Budgets, o.def.modelNames(), ctx.Parallelism, clk, ctx)
 	if o.opts.Store != nil {
 		st, err := o.opts.Store(ctx)

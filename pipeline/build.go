@@ -568,11 +568,37 @@ func kafkaRecords(k *KafkaSourceSpec) kafka.Deserializer[Record] {
 			return nil, errors.New("not a JSON object (null)")
 		}
 		if meta != "" {
-			rec[meta] = map[string]any{"topic": r.Topic, "partition": float64(r.Partition),
-				"offset": float64(r.Offset), "timestamp": float64(r.Timestamp.UnixMilli())}
+			rec[meta] = recordMetadata(r)
 		}
 		return rec, nil
 	})
+}
+
+// recordMetadata is the value of source.kafka.metadata's field: the
+// record's topic, partition, offset and timestamp, and its W3C trace
+// context headers (traceparent, tracestate) when it has them, which an
+// agent step's trace continues (agent.Options.TraceContextOf).
+func recordMetadata(r *kgo.Record) map[string]any {
+	m := map[string]any{"topic": r.Topic, "partition": float64(r.Partition),
+		"offset": float64(r.Offset), "timestamp": float64(r.Timestamp.UnixMilli())}
+	for _, h := range r.Headers {
+		if h.Key == "traceparent" || h.Key == "tracestate" {
+			m[h.Key] = string(h.Value)
+		}
+	}
+	return m
+}
+
+// traceContextIn returns agent.Options.TraceContextOf for records whose
+// field meta holds recordMetadata.
+func traceContextIn(meta string) func(any) (string, string) {
+	return func(v any) (string, string) {
+		rec, _ := v.(Record)
+		m, _ := rec[meta].(map[string]any)
+		tp, _ := m["traceparent"].(string)
+		ts, _ := m["tracestate"].(string)
+		return tp, ts
+	}
 }
 
 // deadLetterRecord turns a dead letter into a record: source, split,
@@ -760,6 +786,9 @@ func (b *builder) keyedStep(ctx context.Context, from string, st *StepSpec, kp f
 		}
 		if err := b.traceAgent(ctx, &o); err != nil {
 			return in, err
+		}
+		if k := b.j.Spec.Source.Kafka; k != nil && k.Metadata != "" && o.TracerProvider != nil {
+			o.TraceContextOf = traceContextIn(k.Metadata)
 		}
 		if s := st.Agent.Store; s != nil {
 			if s.WALDir != "" {
