@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 
 	"github.com/weirproject/weir"
 	"github.com/weirproject/weir/clock"
@@ -41,6 +42,10 @@ func ApplyWithAnswers[K comparable, IN, OUT any](ks weir.KeyedStream[K, IN], ans
 	if optsErr == nil && opts.Blocking {
 		optsErr = errors.New("agent: Options.Blocking with ApplyWithAnswers: an action waiting for an answer would block the subtask that delivers it; leave Blocking false")
 	}
+	var end *answersEnd
+	if opts.EndAnswers != nil {
+		end = &answersEnd{fn: opts.EndAnswers}
+	}
 	opts = opts.withDefaults()
 	key, hash := ks.Key(), ks.Hasher()
 	untimed := weir.Transform(answers, name+"-answers", func() runtime.OneInputOperator[Answer, Answer] { return &untimedOp{} })
@@ -49,6 +54,7 @@ func ApplyWithAnswers[K comparable, IN, OUT any](ks weir.KeyedStream[K, IN], ans
 		op := newOperator[K, IN, OUT](def, key, hash, opts)
 		op.optsErr = optsErr
 		op.takesAnswers = true
+		op.answersEnd = end
 		return &twoInputOperator[K, IN, OUT]{operator: op, answerKey: answerKey}
 	}, runtime.KeyGroups(ks.KeyGroupFunc), runtime.KeyGroups(kans.KeyGroupFunc))
 }
@@ -99,10 +105,54 @@ func (t *twoInputOperator[K, IN, OUT]) ProcessRecord2(r runtime.Record[Answer]) 
 // waited for.
 func (t *twoInputOperator[K, IN, OUT]) EndInput(input int) error {
 	t.ended[input-1] = true
+	if input == 1 {
+		t.inputEnded = true
+		t.maybeEndAnswers()
+	}
 	if t.ended[0] && t.ended[1] {
 		return t.operator.EndInput()
 	}
 	return nil
+}
+
+// answersEnd calls Options.EndAnswers once every subtask has reported
+// that its input ended and its inputs finished (maybeEndAnswers). Shared by
+// the subtasks of one ApplyWithAnswers, across restarts: a subtask of a
+// later attempt reports again, which changes nothing once fn was called.
+type answersEnd struct {
+	fn   func()
+	once sync.Once
+	mu   struct {
+		sync.Mutex
+		done map[int]bool // subtasks that have reported
+	}
+}
+
+// subtaskDone records that subtask (of parallelism) has finished; the last
+// one calls fn.
+func (e *answersEnd) subtaskDone(subtask, parallelism int) {
+	e.mu.Lock()
+	if e.mu.done == nil {
+		e.mu.done = map[int]bool{}
+	}
+	e.mu.done[subtask] = true
+	all := len(e.mu.done) >= parallelism
+	e.mu.Unlock()
+	if all {
+		e.once.Do(e.fn)
+	}
+}
+
+// maybeEndAnswers reports this subtask to answersEnd once its first input
+// has ended and nothing is in flight or held (subtask goroutine; called by
+// EndInput(1) and whenever held marks are released, which is whenever an
+// input finishes).
+func (o *operator[K, IN, OUT]) maybeEndAnswers() {
+	if o.answersEnd == nil || !o.inputEnded || o.endReported || o.unfinished > 0 || o.q.Held() > 0 || o.err != nil {
+		return
+	}
+	o.endReported = true
+	o.answersEnd.subtaskDone(o.Ctx.Subtask, o.Ctx.Parallelism)
 }
 
 // processAnswer puts an answer into its key's inbox (keyed state,

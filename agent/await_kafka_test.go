@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -100,5 +101,75 @@ func TestApprovalsFromKafka(t *testing.T) {
 	}
 	if n := env2.Metrics().Sum("agent", "answersReceived"); n != 1 {
 		t.Fatalf("the restored job received %d answers, want 1 (A's; B's came with the checkpoint)", n)
+	}
+}
+
+// TestEndAnswersEndsBoundedJob: a bounded input beside an unbounded
+// answers topic. The input ends while A's approval is pending; the job
+// does not end then (A still waits), nor does the answers topic hold it
+// once A is answered: EndAnswers is called after every subtask has
+// finished, it stops the answers source, and the job ends with both
+// outputs.
+func TestEndAnswersEndsBoundedJob(t *testing.T) {
+	ctx := testCtx(t)
+	b, err := broker.Start(broker.Options{Topics: map[string]int32{"approvals": 2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	env := weir.NewEnvironment(weir.Config{Parallelism: 2, MaxParallelism: 128, Logger: quiet})
+	src := weir.FromSource[msg](env, "src", scripted(rec(msg{Key: "A", Text: "refund-A"}, 1), rec(msg{Key: "B", Text: "B1"}, 2)),
+		watermark.NoWatermarks[msg]()).UID("src")
+	stop := make(chan struct{})
+	var ends atomic.Int32
+	ksrc := kafka.NewSource(kafka.Options{Brokers: b.Addrs(), Topics: []string{"approvals"}, Stop: stop}, kafka.JSON[Answer]())
+	ans := weir.FromSource(env, "approvals", ksrc, watermark.NoWatermarks[Answer]()).UID("approvals")
+	out := ApplyWithAnswers[string, msg, string](weir.KeyBy(src, keyOfMsg), ans, answerKey, "agent", approvalAgent(&approvals{}),
+		Options{EndAnswers: func() { ends.Add(1); close(stop) }}).UID("agent")
+	rc := record(weir.Rebalance(out))
+	job, err := env.Start(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pending PendingWait
+	for pending.ID == "" {
+		qctx, cancel := context.WithTimeout(ctx, time.Second)
+		for _, s := range Status(qctx, "agent") {
+			if len(s.PendingWaits) == 1 {
+				pending = s.PendingWaits[0]
+			}
+		}
+		cancel()
+		select {
+		case <-ctx.Done():
+			t.Fatal("A's wait did not start")
+		case <-time.After(time.Millisecond):
+		}
+	}
+	t.Logf("pending %+v", pending)
+	if n := ends.Load(); n != 0 {
+		t.Fatalf("EndAnswers called %d times while A's wait is pending, want 0", n)
+	}
+	v, _ := json.Marshal(Answer{Key: "A", Wait: "approve", ID: pending.ID, Value: json.RawMessage(`"yes"`)})
+	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "approvals", Key: []byte("A"), Value: v}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	if err := job.Wait(); err != nil {
+		t.Fatalf("the bounded job did not end cleanly: %v", err)
+	}
+	if n := ends.Load(); n != 1 {
+		t.Fatalf("EndAnswers called %d times, want 1", n)
+	}
+	evs, _ := rc.snapshot()
+	got := values(evs)
+	slices.Sort(got)
+	if want := []string{`approved:refund-A:"yes"`, "ok:B1"}; !slices.Equal(got, want) {
+		t.Fatalf("outputs %q, want %q", got, want)
 	}
 }

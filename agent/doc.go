@@ -152,7 +152,8 @@
 //     each rejection fed back to the model); with a store the validated
 //     reply is what is recorded and replayed. Every call made to a model
 //     through Chat is counted per model name (modelCalls,
-//     modelCallErrors, modelInputTokens, modelOutputTokens, label model);
+//     modelCallErrors, modelInputTokens, modelOutputTokens and, with
+//     Options.Pricing, modelSpendMicros, label model);
 //     a replayed call is not counted again.
 //  13. An event log, at least once. Options.Listeners get an entry for
 //     every action start, model and tool call and result, end or error,
@@ -165,7 +166,9 @@
 //     and tool call made through the RunnerContext (GenAI semantic
 //     conventions; content only with Options.TraceContent), replays from
 //     the store marked weir.agent.replayed, retries and rate-limit waits
-//     as events (trace.go, docs/tracing.md). Without a provider tracing
+//     as events, an input carrying a W3C traceparent (TraceContextCarrier,
+//     Options.TraceContextOf) a child of that remote span (trace.go,
+//     docs/tracing.md). Without a provider tracing
 //     costs a nil check per input, action and call.
 //  15. Budgets, checked before each call. With Options.Budgets a model call
 //     made through RunnerContext.Chat is let through only while every
@@ -187,7 +190,10 @@
 //     taken stays until its input finishes. A waiting input holds the
 //     watermark (guarantee 5) at most until Wait.Timeout passes
 //     (processing time on the job's clock); answers take no part in
-//     event time (await.go, answers.go, docs/agents.md "Human approval").
+//     event time, nor in the job's end: with Options.EndAnswers the
+//     answers source is told to stop once the input has ended and every
+//     pending wait has ended (await.go, answers.go, docs/agents.md "Human
+//     approval").
 //
 // Evaluator runs an agent's actions over inputs in-process, without a
 // job, a store or state (evaluate.go): package agent/replay uses it to

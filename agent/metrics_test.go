@@ -73,3 +73,48 @@ func TestActionAndCallMetrics(t *testing.T) {
 		}
 	})
 }
+
+// TestModelSpendMetric: with a price table the spend of the model calls
+// is counted in micros of the currency, priced by the model that answered
+// (else by the agent's name for it); without a table there is no metric.
+func TestModelSpendMetric(t *testing.T) {
+	const inputs = 4
+	for _, c := range []struct {
+		name    string
+		answers string // Response.Model
+		pricing model.Pricing
+		want    int64 // micros; -1: no metric
+	}{
+		{"by answering model", "gpt-x", model.Pricing{"gpt-x": {Input: 2, Output: 10}, "m": {Input: 1000, Output: 1000}}, inputs * (3*2 + 2*10)},
+		{"by agent name", "unpriced", model.Pricing{"m": {Input: 1, Output: 1}}, inputs * 5},
+		{"no price", "unpriced", model.Pricing{"other": {Input: 1, Output: 1}}, 0},
+		{"no table", "gpt-x", nil, -1},
+	} {
+		raw := model.Func(func(ctx context.Context, req model.Request) (*model.Response, error) {
+			return &model.Response{Model: c.answers, Message: model.Assistant("ok"), Usage: model.Usage{PromptTokens: 3, CompletionTokens: 2}}, nil
+		})
+		env := weir.NewEnvironment(weir.Config{Parallelism: 1})
+		src := weir.Generate(env, "inputs", inputs, func(i int64) weir.Record[msg] {
+			return weir.Record[msg]{Value: msg{Key: strconv.Itoa(int(i)), Text: "x"}, Timestamp: i}
+		}, watermark.ForMonotonous[msg]())
+		record(Apply[string, msg, string](weir.KeyBy(src, keyOfMsg), "agent", chatAgent(raw), Options{Pricing: c.pricing}))
+		if err := env.Execute(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		got := int64(-1)
+		for _, x := range env.Metrics().Snapshot() {
+			if x.Operator == "agent" && x.Name == MetricModelSpendMicros {
+				if x.Labels[0].Value != "m" {
+					t.Errorf("%s: label %v, want model m", c.name, x.Labels)
+				}
+				got = x.Value
+			}
+		}
+		if got != c.want {
+			t.Errorf("%s: spend %d micros, want %d", c.name, got, c.want)
+		}
+	}
+	if err := (Options{Pricing: model.Pricing{"m": {Input: -1}}}).Validate(); err == nil {
+		t.Error("a negative price is accepted")
+	}
+}

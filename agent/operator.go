@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/weirproject/weir"
+	"github.com/weirproject/weir/agent/model"
 	"github.com/weirproject/weir/agent/segq"
 	"github.com/weirproject/weir/checkpoint"
 	"github.com/weirproject/weir/clock"
@@ -107,6 +108,13 @@ type Options struct {
 	// gen_ai.tool.call.arguments, gen_ai.tool.call.result). false means
 	// spans carry no content: the data may be personal.
 	TraceContent bool
+	// TraceContextOf, with TracerProvider, returns the W3C trace context
+	// (traceparent, tracestate) an input carries, such as the headers of
+	// the Kafka record it was read from: the input's trace then continues
+	// it (its span a child of the remote one). nil means inputs that
+	// implement TraceContextCarrier (kafka.Message) carry theirs, others
+	// none.
+	TraceContextOf func(input any) (traceparent, tracestate string)
 	// Budgets bound the tokens and requests of the model calls made
 	// through RunnerContext.Chat per key, per model or per job over a
 	// tumbling processing-time window, checked before each call, with
@@ -115,6 +123,28 @@ type Options struct {
 	// window is checkpointed. nil means no budgets, at the cost of a nil
 	// check per call.
 	Budgets []Budget
+	// Pricing prices the model calls made through RunnerContext.Chat
+	// (model.Pricing: currency per million prompt and completion tokens,
+	// by the model that answered, else by the name in Agent.Models): their
+	// spend is counted in millionths of the currency by the counter
+	// modelSpendMicros, labelled model (the name in Agent.Models), for
+	// the calls whose tokens are counted (a reply replayed from the store
+	// is not charged again). A call whose model has no price counts
+	// nothing. nil means no spend metric.
+	Pricing model.Pricing
+	// EndAnswers, with ApplyWithAnswers, is called once, from a subtask
+	// goroutine, when the agent's input has ended on every subtask and
+	// each subtask has finished every input, its pending waits included
+	// (answered or timed out). Close the answers source's Stop channel
+	// (kafka.Options.Stop) there, so that a job whose input is bounded
+	// ends although its answers topic never does: the end of input waits
+	// for the pending waits, at most until their deadlines, and the
+	// answers input never holds completion. It is called at most once per
+	// ApplyWithAnswers, also across restarts of the job (a restarted
+	// attempt's waits then end with the answers read until then, or time
+	// out). nil means the operator ends when both of its inputs have
+	// ended. Apply refuses it.
+	EndAnswers func()
 }
 
 // Validate reports what is wrong with the options (nil if nothing is): the
@@ -135,6 +165,9 @@ func (o Options) Validate() error {
 		errs = append(errs, errors.New("agent: Options.FailedInputs is set without ContinueOnError: a failed action fails the job; set ContinueOnError too, or leave FailedInputs nil"))
 	}
 	errs = append(errs, validateBudgets(o.Budgets)...)
+	if err := o.Pricing.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("agent: Options.Pricing: %w", err))
+	}
 	return errors.Join(errs...)
 }
 
@@ -163,6 +196,9 @@ func Apply[K comparable, IN, OUT any](ks weir.KeyedStream[K, IN], name string, a
 		panic(fmt.Sprintf("agent.Apply(%q): %v", name, err))
 	}
 	optsErr := errors.Join(opts.Validate(), validateBudgetModels(opts.Budgets, def))
+	if opts.EndAnswers != nil {
+		optsErr = errors.Join(optsErr, errors.New("agent: Options.EndAnswers is for ApplyWithAnswers (an agent with an answers input); leave it nil with Apply"))
+	}
 	opts = opts.withDefaults()
 	key, hash := ks.Key(), ks.Hasher()
 	return weir.TransformKeyed(ks, name, func() runtime.OneInputOperator[IN, OUT] {
@@ -290,8 +326,13 @@ type operator[K comparable, IN, OUT any] struct {
 	// takesAnswers says the operator has an answers input
 	// (ApplyWithAnswers); waits are the registered waits of Await, with
 	// their keys (subtask goroutine).
-	takesAnswers                             bool
-	waits                                    map[*waiter]any
+	takesAnswers bool
+	waits        map[*waiter]any
+	// answersEnd, with Options.EndAnswers, is shared by the subtasks;
+	// inputEnded says this subtask's first input has ended, endReported
+	// that it told answersEnd it has finished (subtask goroutine).
+	answersEnd                               *answersEnd
+	inputEnded, endReported                  bool
 	cAnswers, cAnswersDropped, cWaitTimeouts *runtime.Counter
 	gWaits                                   *runtime.Gauge
 }
@@ -368,12 +409,15 @@ func (o *operator[K, IN, OUT]) Open(ctx *runtime.Context, out runtime.Output[OUT
 	o.timer = newActionTimer(ctx, o.def, clk.Now)
 	o.usage = make(map[string]*modelUsage, len(o.def.models))
 	for name := range o.def.models {
-		o.usage[name] = newModelUsage(ctx, name, clk.Now)
+		o.usage[name] = newModelUsage(ctx, name, clk.Now, o.opts.Pricing)
 	}
 	if len(o.opts.Listeners) > 0 {
 		o.elog = &eventLog{listeners: o.opts.Listeners, operator: ctx.Name, subtask: ctx.Subtask, now: clk.Now}
 	}
 	o.tr = newTracing(o.opts.TracerProvider, o.opts.TraceContent, ctx.Name, ctx.Subtask)
+	if o.tr != nil {
+		o.tr.contextOf = o.opts.TraceContextOf
+	}
 	o.budgets = newBudgets(o.opts.Budgets, o.def.modelNames(), ctx.Parallelism, clk, ctx)
 	if o.opts.Store != nil {
 		st, err := o.opts.Store(ctx)
@@ -1275,6 +1319,7 @@ func (o *operator[K, IN, OUT]) release() {
 		o.tickArmed = true
 		o.Ctx.RegisterProcessingTimer(clock.NowMillis(o.Ctx.Clock)+tickMillis, o.tick)
 	}
+	o.maybeEndAnswers()
 }
 
 const tickMillis = 1000

@@ -8,6 +8,7 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/weirproject/weir/agent/model"
@@ -23,6 +24,33 @@ const TracerName = "github.com/weirproject/weir/agent"
 // topic, partition and offset.
 type KafkaOrigin interface {
 	KafkaOrigin() (topic string, partition int32, offset int64)
+}
+
+// TraceContextCarrier is implemented by input values that carry a W3C
+// trace context (kafka.Message: the traceparent and tracestate headers of
+// its Kafka record): with tracing on, the input's trace continues it, the
+// input's span a child of the remote span (a malformed traceparent is
+// ignored: the input's span starts a trace of its own).
+type TraceContextCarrier interface {
+	TraceContext() (traceparent, tracestate string)
+}
+
+// w3c extracts W3C trace contexts.
+var w3c = propagation.TraceContext{}
+
+// remoteParent returns ctx with the trace context value carries, if any
+// (contextOf, else TraceContextCarrier).
+func remoteParent(ctx context.Context, value any, contextOf func(any) (string, string)) context.Context {
+	var tp, ts string
+	if contextOf != nil {
+		tp, ts = contextOf(value)
+	} else if c, ok := value.(TraceContextCarrier); ok {
+		tp, ts = c.TraceContext()
+	}
+	if tp == "" {
+		return ctx
+	}
+	return w3c.Extract(ctx, propagation.MapCarrier{"traceparent": tp, "tracestate": ts})
 }
 
 // The attributes of the agent's spans beyond the OpenTelemetry semantic
@@ -78,6 +106,8 @@ type tracing struct {
 	content  bool
 	operator string
 	subtask  int
+	// contextOf is Options.TraceContextOf (nil: none).
+	contextOf func(input any) (traceparent, tracestate string)
 }
 
 func newTracing(tp trace.TracerProvider, content bool, operator string, subtask int) *tracing {
@@ -91,7 +121,7 @@ func newTracing(tp trace.TracerProvider, content bool, operator string, subtask 
 // (on the subtask goroutine); restored says the input was restored from a
 // checkpoint unfinished.
 func (t *tracing) startInput(key any, seq int64, value any, restored bool) trace.Span {
-	_, span := t.t.Start(context.Background(), "invoke_agent "+t.operator, trace.WithSpanKind(trace.SpanKindConsumer))
+	_, span := t.t.Start(remoteParent(context.Background(), value, t.contextOf), "invoke_agent "+t.operator, trace.WithSpanKind(trace.SpanKindConsumer))
 	if !span.IsRecording() {
 		return span
 	}

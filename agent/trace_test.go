@@ -352,3 +352,43 @@ func TestSpanAttributesOfOriginAndRetries(t *testing.T) {
 		t.Fatal("retryEvents wrapped the observer of a context without a span")
 	}
 }
+
+type tracedMsg struct{ parent, state string }
+
+func (m tracedMsg) TraceContext() (string, string) { return m.parent, m.state }
+
+// TestInputContinuesRemoteTrace: an input carrying a W3C traceparent (the
+// header of its Kafka record) is traced as a child of that remote span, in
+// its trace, with its tracestate; a malformed one starts a trace of its
+// own.
+func TestInputContinuesRemoteTrace(t *testing.T) {
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	tr := newTracing(tp, false, "agent", 0)
+	const traceID, parentID = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+	tr.startInput("K", 0, tracedMsg{"00-" + traceID + "-" + parentID + "-01", "vendor=1"}, false).End()
+	tr.startInput("K", 1, tracedMsg{"garbage", ""}, false).End()
+	spans := exp.GetSpans()
+	if len(spans) != 2 {
+		t.Fatalf("%d spans", len(spans))
+	}
+	s := spans[0]
+	if s.SpanContext.TraceID().String() != traceID || s.Parent.SpanID().String() != parentID || !s.Parent.IsRemote() || s.SpanContext.TraceState().String() != "vendor=1" {
+		t.Fatalf("span of the traced input: trace %s parent %s (remote %v) state %q; want trace %s parent %s, remote, vendor=1",
+			s.SpanContext.TraceID(), s.Parent.SpanID(), s.Parent.IsRemote(), s.SpanContext.TraceState().String(), traceID, parentID)
+	}
+	if s := spans[1]; s.Parent.IsValid() || s.SpanContext.TraceID().String() == traceID {
+		t.Fatalf("a malformed traceparent made a parent: %v", s.Parent)
+	}
+	// Options.TraceContextOf finds it in a value that is no carrier (a
+	// pipeline's record with the headers in its metadata field).
+	tr.contextOf = func(v any) (string, string) {
+		m, _ := v.(map[string]any)["meta"].(map[string]any)
+		tp, _ := m["traceparent"].(string)
+		return tp, ""
+	}
+	tr.startInput("K", 2, map[string]any{"meta": map[string]any{"traceparent": "00-" + traceID + "-" + parentID + "-01"}}, false).End()
+	if s := exp.GetSpans()[2]; s.Parent.SpanID().String() != parentID {
+		t.Fatalf("with TraceContextOf: parent %s, want %s", s.Parent.SpanID(), parentID)
+	}
+}

@@ -18,13 +18,22 @@ const (
 	// tokens twice.
 	MetricModelInputTokens  = "modelInputTokens"
 	MetricModelOutputTokens = "modelOutputTokens"
+	// MetricModelSpendMicros adds up, with Options.Pricing, what those
+	// tokens cost, in millionths of the price table's currency, labelled
+	// model like the token counters.
+	MetricModelSpendMicros = "modelSpendMicros"
 )
 
 // modelUsage holds the token counters, latency histogram and retry
 // counters of one model of an agent.
 type modelUsage struct {
-	input, output        *runtime.Counter
-	latency              *runtime.Histogram
+	input, output *runtime.Counter
+	latency       *runtime.Histogram
+	// spend counts the cost of the tokens (nil without a price table);
+	// name is the model's name in Agent.Models, pricing the table.
+	spend                *runtime.Counter
+	name                 string
+	pricing              model.Pricing
 	retries, rateLimited *runtime.Counter
 	now                  func() time.Time
 	// observe counts the retries the client reports (made once, so that
@@ -32,7 +41,7 @@ type modelUsage struct {
 	observe model.RetryObserver
 }
 
-func newModelUsage(ctx *runtime.Context, name string, now func() time.Time) *modelUsage {
+func newModelUsage(ctx *runtime.Context, name string, now func() time.Time, pricing model.Pricing) *modelUsage {
 	l := runtime.Label{Name: "model", Value: name}
 	u := &modelUsage{
 		input:       ctx.LabeledCounter(MetricModelInputTokens, l),
@@ -41,6 +50,10 @@ func newModelUsage(ctx *runtime.Context, name string, now func() time.Time) *mod
 		retries:     ctx.LabeledCounter(MetricModelRetries, l),
 		rateLimited: ctx.LabeledCounter(MetricModelRateLimited, l),
 		now:         now,
+		name:        name,
+	}
+	if len(pricing) > 0 {
+		u.spend, u.pricing = ctx.LabeledCounter(MetricModelSpendMicros, l), pricing
 	}
 	u.observe = func(_ error, _ time.Duration, rateLimited bool) {
 		u.retries.Inc()
@@ -76,6 +89,11 @@ func (u *modelUsage) counted(m model.ChatModel, st *callStat, traced bool) model
 		if err == nil && resp != nil {
 			u.input.Add(int64(resp.Usage.PromptTokens))
 			u.output.Add(int64(resp.Usage.CompletionTokens))
+			if u.spend != nil {
+				if pr, ok := u.pricing.Of(resp.Model, u.name); ok {
+					u.spend.Add(pr.Micros(resp.Usage))
+				}
+			}
 		}
 		return resp, err
 	})

@@ -2,6 +2,8 @@ package pipeline
 
 import (
 	"fmt"
+	"math"
+	"strconv"
 	"time"
 
 	"github.com/goccy/go-yaml/ast"
@@ -199,4 +201,52 @@ func (b *builder) agentEventLog(l *EventLogSpec) (agent.Listener, func() error, 
 		return nil, nil, fmt.Errorf("%s: eventLog.kafka: %w", l.Pos, err)
 	}
 	return w, w.Close, nil
+}
+
+// pricing decodes agent.pricing: {MODEL: {input, output}}, currency per
+// million prompt and completion tokens, by the name of the model that
+// answers (the server's, such as gpt-4o-mini; "offline" for the offline
+// model), else the step's name for it (model, fallback).
+func (d *dec) pricing(n ast.Node, what string) model.Pricing {
+	kvs, ok := d.entries(n, what)
+	if !ok {
+		return nil
+	}
+	p := model.Pricing{}
+	for _, kv := range kvs {
+		name, kn, ok := d.keyOf(kv)
+		if !ok {
+			continue
+		}
+		if _, dup := p[name]; dup {
+			d.errf(kn, "%s: model %q given twice", what, name)
+			continue
+		}
+		at := what + "." + name
+		var pr model.Price
+		d.object(kv.Value, at,
+			field{"input", true, func(_, v ast.Node) { pr.Input = d.price(v, at+".input") }},
+			field{"output", true, func(_, v ast.Node) { pr.Output = d.price(v, at+".output") }},
+		)
+		p[name] = pr
+	}
+	if len(p) == 0 {
+		d.errf(n, "%s: want a price per model, such as {gpt-4o-mini: {input: 0.15, output: 0.60}} (currency per million tokens)", what)
+	}
+	return p
+}
+
+// price reads a price per million tokens: a number, 0 or more.
+func (d *dec) price(n ast.Node, what string) float64 {
+	s, ok := scalarText(n)
+	f, err := strconv.ParseFloat(s, 64)
+	if _, isStr := n.(*ast.StringNode); !ok || isStr || err != nil {
+		d.errf(n, "%s: got %s, want a price per million tokens, 0 or more, such as 0.15", what, describe(n))
+		return 0
+	}
+	if f < 0 || math.IsInf(f, 0) || math.IsNaN(f) {
+		d.errf(n, "%s: %s: want a price per million tokens, 0 or more, such as 0.15", what, s)
+		return 0
+	}
+	return f
 }

@@ -30,8 +30,10 @@ const agentModel = "model"
 // tool call goes through RunnerContext.Chat and CallTool, so with a store
 // a call that returned before a crash is not made again after the restore.
 // MCP servers are connected here (their tools are listed at start); the
-// returned closers disconnect them.
-func buildAgent(ctx context.Context, a *AgentSpec) (*agent.Agent, *template.Template, []func() error, error) {
+// returned closers disconnect them. With ap, the calls of tools whose
+// entry has an approval wait for it first (approval.go); without, they
+// run at once (AgentOf: a replay answers tool calls from the event log).
+func buildAgent(ctx context.Context, a *AgentSpec, ap *approvalRuntime) (*agent.Agent, *template.Template, []func() error, error) {
 	var closers []func() error
 	fail := func(err error) (*agent.Agent, *template.Template, []func() error, error) {
 		for _, c := range closers {
@@ -53,6 +55,7 @@ func buildAgent(ctx context.Context, a *AgentSpec) (*agent.Agent, *template.Temp
 	}
 	var tools []tool.Tool
 	for _, t := range a.Tools {
+		before := len(tools)
 		switch t.Kind {
 		case "http":
 			ht, err := httpTool(t)
@@ -89,6 +92,13 @@ func buildAgent(ctx context.Context, a *AgentSpec) (*agent.Agent, *template.Temp
 				return fail(fmt.Errorf("%s: %w", t.Pos, err))
 			}
 			tools = append(tools, rt)
+		}
+		if ap != nil && t.Approval != nil {
+			// The entry's tools (an MCP server has several) wait for its
+			// approval.
+			for _, tt := range tools[before:] {
+				ap.byTool[tt.Spec().Name] = t.Approval
+			}
 		}
 	}
 	set, err := tool.NewSet(tools...)
@@ -134,6 +144,16 @@ func buildAgent(ctx context.Context, a *AgentSpec) (*agent.Agent, *template.Temp
 			}
 			msgs = append(msgs, resp.Message)
 			for _, tc := range resp.Message.ToolCalls {
+				if apr := ap.of(tc.Name); apr != nil {
+					ok, refused, err := ap.await(c, tc, apr)
+					if err != nil {
+						return err
+					}
+					if !ok {
+						msgs = append(msgs, model.ToolResult(tc.ID, refused))
+						continue
+					}
+				}
 				res, err := c.CallTool(tc.Name, tc.Arguments)
 				if err != nil {
 					return err
@@ -325,9 +345,41 @@ func mcpOptions(t ToolSpec) (tool.MCPOptions, error) {
 // the only agent step) as `weir run` builds it (model, fallback model,
 // tools, prompt, condition), without a job: what `weir agent replay`
 // evaluates over a recorded event log. The step's store, budgets, event
-// log and tracing are not built. MCP servers are connected (their tools
+// log, tracing and approvals are not built (a tool call that needs an
+// approval is made, or answered from the log, without waiting). MCP servers are connected (their tools
 // are listed); close disconnects them. The action's input is a Record.
 func AgentOf(ctx context.Context, s *Spec, name string) (a *agent.Agent, close func() error, err error) {
+	st, err := agentStep(s, name)
+	if err != nil {
+		return nil, nil, err
+	}
+	a, _, closers, err := buildAgent(ctx, st.Agent, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	return a, func() error {
+		var first error
+		for _, c := range closers {
+			if err := c(); err != nil && first == nil {
+				first = err
+			}
+		}
+		return first
+	}, nil
+}
+
+// AgentPricing is the price table (pricing) of the spec's agent step named
+// name ("" means the only agent step); nil when it has none.
+func AgentPricing(s *Spec, name string) (model.Pricing, error) {
+	st, err := agentStep(s, name)
+	if err != nil {
+		return nil, err
+	}
+	return st.Agent.Pricing, nil
+}
+
+// agentStep finds the agent step named name ("" means the only one).
+func agentStep(s *Spec, name string) (*StepSpec, error) {
 	var found []*StepSpec
 	var names []string
 	for i := range s.Steps {
@@ -342,23 +394,11 @@ func AgentOf(ctx context.Context, s *Spec, name string) (a *agent.Agent, close f
 	}
 	switch {
 	case len(names) == 0:
-		return nil, nil, fmt.Errorf("%s: the pipeline has no agent step", s.File)
+		return nil, fmt.Errorf("%s: the pipeline has no agent step", s.File)
 	case len(found) == 0:
-		return nil, nil, fmt.Errorf("%s: no agent step named %q; the agent steps are %s", s.File, name, strings.Join(names, ", "))
+		return nil, fmt.Errorf("%s: no agent step named %q; the agent steps are %s", s.File, name, strings.Join(names, ", "))
 	case len(found) > 1:
-		return nil, nil, fmt.Errorf("%s: %d agent steps; name one (the agent steps are %s, named by their name: key)", s.File, len(found), strings.Join(names, ", "))
+		return nil, fmt.Errorf("%s: %d agent steps; name one (the agent steps are %s, named by their name: key)", s.File, len(found), strings.Join(names, ", "))
 	}
-	a, _, closers, err := buildAgent(ctx, found[0].Agent)
-	if err != nil {
-		return nil, nil, err
-	}
-	return a, func() error {
-		var first error
-		for _, c := range closers {
-			if err := c(); err != nil && first == nil {
-				first = err
-			}
-		}
-		return first
-	}, nil
+	return found[0], nil
 }

@@ -47,6 +47,9 @@ type Options struct {
 	MetricsAddr string
 	// HealthAddr, when set, overrides job.healthAddr.
 	HealthAddr string
+	// ApprovalsAddr, when set, overrides job.approvals.httpAddr (the
+	// HTTP endpoint taking answers to the agent steps' approvals).
+	ApprovalsAddr string
 	// RestoreFrom, when set, overrides job.restoreFrom.
 	RestoreFrom string
 	// Parallelism, when > 0, overrides job.parallelism.
@@ -117,6 +120,11 @@ type Job struct {
 	// tracer is job.tracing's provider (tracing.go), made by the first
 	// agent step; nil without job.tracing.
 	tracer *sdktrace.TracerProvider
+	// agentOps names the agent operators; approvals is the endpoint of
+	// job.approvals.httpAddr (approval.go), listening on approvalsAddr.
+	agentOps      []string
+	approvalsAddr string
+	approvals     *approvalsServer
 }
 
 // SinkInfo names one sink of a job.
@@ -166,6 +174,10 @@ func Build(ctx context.Context, spec *Spec, opts Options) (j *Job, err error) {
 	if opts.MetricsAddr != "" {
 		j.metricsAddr = opts.MetricsAddr
 	}
+	j.approvalsAddr = spec.Job.ApprovalsAddr
+	if opts.ApprovalsAddr != "" {
+		j.approvalsAddr = opts.ApprovalsAddr
+	}
 	j.healthAddr = spec.Job.HealthAddr
 	if opts.HealthAddr != "" {
 		j.healthAddr = opts.HealthAddr
@@ -180,7 +192,7 @@ func Build(ctx context.Context, spec *Spec, opts Options) (j *Job, err error) {
 	}
 	env := weir.NewEnvironment(cfg)
 	j.Env = env
-	b := &builder{j: j, env: env, stdout: &lockedWriter{w: stdout}}
+	b := &builder{j: j, env: env, stdout: &lockedWriter{w: stdout}, started: time.Now()}
 	main, err := b.source(ctx)
 	if err != nil {
 		return j, err
@@ -275,6 +287,12 @@ func checkTopics(ctx context.Context, s *Spec, brokers []string, sec kafkasec.Se
 			refs = append(refs, ref{k.Topic, what + ".kafka.topic", k.TopicPos})
 		}
 	}
+	for _, a := range approvalsOf(s) {
+		refs = append(refs, ref{a.Topic, "approvals.topic", a.TopicPos})
+		if a.Requests != "" {
+			refs = append(refs, ref{a.Requests, "approvals.requests", a.RequestsPos})
+		}
+	}
 	if len(refs) == 0 {
 		return nil
 	}
@@ -328,6 +346,9 @@ type builder struct {
 	names   map[string]int
 	// sourceDone is set once the source is added.
 	sourceDone bool
+	// started is when the job was built: a fresh job reads the answers
+	// of approvals written from then on (approval.go).
+	started time.Time
 	// txnSuffix, in group mode, is "<group>-<task>": added to the
 	// transactional ids of exactly-once Kafka sinks, so that each task has
 	// its own, the same in every process (RunCluster).
@@ -547,11 +568,37 @@ func kafkaRecords(k *KafkaSourceSpec) kafka.Deserializer[Record] {
 			return nil, errors.New("not a JSON object (null)")
 		}
 		if meta != "" {
-			rec[meta] = map[string]any{"topic": r.Topic, "partition": float64(r.Partition),
-				"offset": float64(r.Offset), "timestamp": float64(r.Timestamp.UnixMilli())}
+			rec[meta] = recordMetadata(r)
 		}
 		return rec, nil
 	})
+}
+
+// recordMetadata is the value of source.kafka.metadata's field: the
+// record's topic, partition, offset and timestamp, and its W3C trace
+// context headers (traceparent, tracestate) when it has them, which an
+// agent step's trace continues (agent.Options.TraceContextOf).
+func recordMetadata(r *kgo.Record) map[string]any {
+	m := map[string]any{"topic": r.Topic, "partition": float64(r.Partition),
+		"offset": float64(r.Offset), "timestamp": float64(r.Timestamp.UnixMilli())}
+	for _, h := range r.Headers {
+		if h.Key == "traceparent" || h.Key == "tracestate" {
+			m[h.Key] = string(h.Value)
+		}
+	}
+	return m
+}
+
+// traceContextIn returns agent.Options.TraceContextOf for records whose
+// field meta holds recordMetadata.
+func traceContextIn(meta string) func(any) (string, string) {
+	return func(v any) (string, string) {
+		rec, _ := v.(Record)
+		m, _ := rec[meta].(map[string]any)
+		tp, _ := m["traceparent"].(string)
+		ts, _ := m["tracestate"].(string)
+		return tp, ts
+	}
 }
 
 // deadLetterRecord turns a dead letter into a record: source, split,
@@ -705,7 +752,15 @@ func (b *builder) keyedStep(ctx context.Context, from string, st *StepSpec, kp f
 		return out, nil
 	case "agent":
 		name := b.opName(st.Name, "agent")
-		a, tmpl, closers, err := buildAgent(ctx, st.Agent)
+		b.j.agentOps = append(b.j.agentOps, name)
+		ap, apClose, err := b.approvalRuntimeOf(name, st.Agent)
+		if err != nil {
+			return in, err
+		}
+		if apClose != nil {
+			b.j.closers = append(b.j.closers, apClose)
+		}
+		a, tmpl, closers, err := buildAgent(ctx, st.Agent, ap)
 		b.j.closers = append(b.j.closers, closers...)
 		if err != nil {
 			return in, err
@@ -720,7 +775,7 @@ func (b *builder) keyedStep(ctx context.Context, from string, st *StepSpec, kp f
 		route(checked)
 		ks = weir.KeyBy(checked, ks.Key())
 		o := agent.Options{MaxConcurrentKeys: st.Agent.MaxConcurrent, ActionTimeout: st.Agent.ActionTimeout, ContinueOnError: st.Agent.ContinueOnError,
-			Budgets: agentBudgets(st.Agent)}
+			Budgets: agentBudgets(st.Agent), Pricing: st.Agent.Pricing}
 		if l := st.Agent.EventLog; l != nil {
 			w, closer, err := b.agentEventLog(l)
 			if err != nil {
@@ -731,6 +786,9 @@ func (b *builder) keyedStep(ctx context.Context, from string, st *StepSpec, kp f
 		}
 		if err := b.traceAgent(ctx, &o); err != nil {
 			return in, err
+		}
+		if k := b.j.Spec.Source.Kafka; k != nil && k.Metadata != "" && o.TracerProvider != nil {
+			o.TraceContextOf = traceContextIn(k.Metadata)
 		}
 		if s := st.Agent.Store; s != nil {
 			if s.WALDir != "" {
@@ -746,7 +804,22 @@ func (b *builder) keyedStep(ctx context.Context, from string, st *StepSpec, kp f
 			failed = weir.NewOutputTag[agent.FailedInput](name + "-failed")
 			o.FailedInputs = failed
 		}
-		out := agent.Apply[string, Record, Record](ks, name, a, o).UID(name)
+		var out weir.Stream[Record]
+		if ap != nil {
+			// The answers: a second input, keyed like the agent's by the
+			// answer's key; stopped once the input and its waits have
+			// ended, so that a bounded source ends the job.
+			stop := make(chan struct{})
+			var once sync.Once
+			o.EndAnswers = func() { once.Do(func() { close(stop) }) }
+			answersIn, err := b.answersStream(b.opName("", name+"-answers-source"), st.Agent.Approvals, stop)
+			if err != nil {
+				return in, err
+			}
+			out = agent.ApplyWithAnswers[string, Record, Record](ks, answersIn, func(a agent.Answer) string { return a.Key }, name, a, o).UID(name)
+		} else {
+			out = agent.Apply[string, Record, Record](ks, name, a, o).UID(name)
+		}
 		if failed != nil {
 			b.agentDeadLetters(from, st, name, at, weir.SideOutput(out, failed))
 		}
@@ -881,6 +954,11 @@ func (j *Job) Start(ctx context.Context) (*runtime.Job, error) {
 		go j.srv.Serve(ln)
 		j.metricsAddr = ln.Addr().String()
 	}
+	if j.approvalsAddr != "" && j.approvals == nil {
+		if err := j.startApprovals(j.approvalsAddr); err != nil {
+			return nil, err
+		}
+	}
 	if j.healthAddr != "" {
 		ln, err := net.Listen("tcp", j.healthAddr)
 		if err != nil {
@@ -955,6 +1033,9 @@ func (j *Job) Close() error {
 		}
 		if j.healthSrv != nil {
 			j.healthSrv.Close()
+		}
+		if j.approvals != nil {
+			j.approvals.close()
 		}
 		for i := len(j.closers) - 1; i >= 0; i-- {
 			j.closers[i]()

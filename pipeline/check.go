@@ -146,6 +146,13 @@ func (d *dec) check(s *Spec) {
 				if st.Agent.Store != nil && st.Agent.Store.Topic != "" {
 					needKafka(st.Agent.Store.Pos, what+".store.kafka")
 				}
+				if ap := st.Agent.Approvals; ap != nil {
+					needKafka(ap.Pos, what+".approvals")
+					topic(ap.Topic, ap.TopicPos, what+".approvals.topic")
+					if ap.Requests != "" {
+						topic(ap.Requests, ap.RequestsPos, what+".approvals.requests")
+					}
+				}
 			}
 		}
 		if keyed {
@@ -181,6 +188,9 @@ func (d *dec) check(s *Spec) {
 		}
 	}
 	j := s.Job
+	if j.ApprovalsAddr != "" && len(approvalsOf(s)) == 0 {
+		d.errAt(j.ApprovalsAddrPos, "job.approvals.httpAddr: no agent step has approvals; give one agent.approvals.topic (and a tool an approval), or drop job.approvals")
+	}
 	if j.MaxParallelism > 0 && j.Parallelism > j.MaxParallelism {
 		d.errAt(j.Pos, "job: parallelism %d is above maxParallelism %d; want parallelism <= maxParallelism", j.Parallelism, j.MaxParallelism)
 	}

@@ -237,6 +237,14 @@ func CheckCluster(spec *Spec, o ClusterOptions) error {
 			add(st.Pos, "steps[%d].%s: before the keyBy only filter, map and tee run (in the source tasks, which keep no state)", i, st.Kind)
 		}
 	}
+	for i, st := range spec.Steps {
+		if st.Agent != nil && st.Agent.Approvals != nil {
+			add(st.Agent.Approvals.Pos, "steps[%d].agent.approvals: approvals do not run in a clustered job yet (the answers topic is not split by keyed task); run the pipeline without --group", i)
+		}
+	}
+	if spec.Job.ApprovalsAddr != "" {
+		add(spec.Job.ApprovalsAddrPos, "job.approvals: approvals do not run in a clustered job yet; run the pipeline without --group")
+	}
 	checkOutputSink := func(name string, s *SinkSpec) {
 		if s.File != nil || s.Parquet != nil {
 			add(s.Pos, "outputs.%s: a file sink cannot be shared by tasks that move between processes; want a Kafka sink (or stdout)", name)

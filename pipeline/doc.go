@@ -10,7 +10,7 @@
 //	name: orders-by-customer
 //	job:      {parallelism, maxParallelism, autoWatermarkInterval,
 //	           checkpoint: {interval, dir, mode}, stateBackend, stateDir,
-//	           stateCache, restoreFrom, metricsAddr}
+//	           stateCache, restoreFrom, metricsAddr, approvals: {httpAddr}}
 //	kafka:    {brokers: [host:port], tls, sasl} or {embedded: DIR | {dir, topics, produce}}
 //	          (tls: true | {caFile, certFile, keyFile, serverName, insecureSkipVerify};
 //	           sasl: {mechanism, username, password | passwordFile, token | tokenFile |
@@ -28,8 +28,10 @@
 //	                     allowedLateness, late: OUTPUT,
 //	                     aggregate: {FIELD: count | sum(F) | min(F) | max(F) | avg(F) | first(F) | last(F)}}
 //	          - agent: {model: {offline: {seed, latency}} | {url, name, apiKeyEnv},
-//	                    system, prompt: TEMPLATE, tools: [{http: {...}} | {mcp: {...}}],
-//	                    maxSteps, output, store: {wal: DIR} | {kafka: {topic}}}
+//	                    system, prompt: TEMPLATE, tools: [{http: {...}} | {mcp: {...}},
+//	                    approval: {deadline, onTimeout}], maxSteps, output,
+//	                    store: {wal: DIR} | {kafka: {topic}}, pricing: {MODEL: {input, output}},
+//	                    approvals: {topic, requests}}       (approval.go)
 //	          - tee: OUTPUT
 //	sink:     {stdout: {}} | {file: {dir | path}} | {kafka: {topic, delivery, key}}
 //	outputs:  {NAME: SINK | {steps: [...], sink: SINK}}

@@ -337,8 +337,7 @@ func kafkaSourceRecords(ctx context.Context, s *Spec) (kafka.Deserializer[Record
 			rec[keyField] = kv
 		}
 		if meta != "" {
-			rec[meta] = map[string]any{"topic": r.Topic, "partition": float64(r.Partition),
-				"offset": float64(r.Offset), "timestamp": float64(r.Timestamp.UnixMilli())}
+			rec[meta] = recordMetadata(r)
 		}
 		return rec, nil
 	}), nil

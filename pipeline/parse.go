@@ -127,6 +127,7 @@ func (d *dec) job(k, n ast.Node, j *JobSpec) {
 		}},
 		field{"restart", false, func(k, v ast.Node) { j.Restart = d.restart(k, v) }},
 		field{"tracing", false, func(k, v ast.Node) { j.Tracing = d.tracing(k, v) }},
+		field{"approvals", false, func(_, v ast.Node) { d.jobApprovals(v, j) }},
 		field{"allowNonRestoredState", false, func(_, v ast.Node) {
 			d.boolean(v, "job.allowNonRestoredState", &j.AllowNonRestoredState)
 		}},
@@ -709,6 +710,8 @@ func (d *dec) agent(k, n ast.Node, what string) *AgentSpec {
 		}},
 		field{"budgets", false, func(_, v ast.Node) { d.budgets(v, what+".budgets", a) }},
 		field{"eventLog", false, func(k, v ast.Node) { a.EventLog = d.eventLog(k, v, what+".eventLog") }},
+		field{"approvals", false, func(k, v ast.Node) { a.Approvals = d.approvals(k, v, what+".approvals") }},
+		field{"pricing", false, func(_, v ast.Node) { a.Pricing = d.pricing(v, what+".pricing") }},
 		field{"store", false, func(k, v ast.Node) {
 			st := &StoreSpec{Pos: d.pos(k)}
 			a.Store = st
@@ -735,6 +738,7 @@ func (d *dec) agent(k, n ast.Node, what string) *AgentSpec {
 		}},
 	)
 	d.checkBudgets(what, a)
+	d.checkApprovals(what, a)
 	return a
 }
 
@@ -861,6 +865,7 @@ func (d *dec) tool(n ast.Node, what string) ToolSpec {
 			kinds++
 			d.retrieval(v, what+".retrieval", &t)
 		}},
+		field{"approval", false, func(k, v ast.Node) { t.Approval = d.approval(k, v, what+".approval") }},
 	)
 	if ok && kinds != 1 {
 		d.errf(n, "%s: want exactly one of http, mcp, retrieval", what)

@@ -93,6 +93,9 @@ func Run(ctx context.Context, spec *Spec, opts Options, log io.Writer) (Summary,
 	if a := j.MetricsAddr(); a != "" {
 		fmt.Fprintf(log, "; metrics on http://%s/metrics (and /healthz, /readyz)", a)
 	}
+	if a := j.ApprovalsAddr(); a != "" {
+		fmt.Fprintf(log, "; approvals on http://%s/answers (GET /approvals lists the pending ones)", a)
+	}
 	if a := j.HealthAddr(); a != "" {
 		fmt.Fprintf(log, "; health on http://%s/healthz and /readyz", a)
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/weirproject/weir/agent/model"
 	"github.com/weirproject/weir/kafkasec"
 )
 
@@ -58,6 +59,10 @@ type JobSpec struct {
 	Restart *RestartSpec
 	// Tracing is job.tracing (nil: none given, no traces; tracing.go).
 	Tracing *TracingSpec
+	// ApprovalsAddr is job.approvals.httpAddr: where the HTTP endpoint
+	// taking approvals listens ("": none; approval.go).
+	ApprovalsAddr    string
+	ApprovalsAddrPos Pos
 	// Positions of job.checkpoint.dir, job.restoreFrom and job.stateDir,
 	// for the checks before a run (CheckStart).
 	CheckpointDirPos, RestoreFromPos, StateDirPos Pos
@@ -242,6 +247,12 @@ type AgentSpec struct {
 	Budgets []BudgetSpec
 	// EventLog is where the agent's event log goes; nil: no log.
 	EventLog *EventLogSpec
+	// Pricing prices the model calls (agent.Options.Pricing): the spend
+	// metric, and the cost in `weir agent replay`'s report; nil: none.
+	Pricing model.Pricing
+	// Approvals is where the answers to the tools' approvals come from
+	// (and their requests go); nil: no tool needs approval (approval.go).
+	Approvals *ApprovalsSpec
 }
 
 // ModelSpec is the agent's model: the offline model (default) or an
@@ -286,6 +297,9 @@ type ToolSpec struct {
 	Documents string
 	K         int
 	Embedding *ModelSpec
+	// Approval, when set, makes every call of the entry's tools wait for a
+	// human's answer before it runs (approval.go).
+	Approval *ApprovalSpec
 }
 
 // MCPRetrySpec bounds the retries of an MCP server's requests.

@@ -11,9 +11,11 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/twmb/franz-go/pkg/kgo"
 	collectortrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/weirproject/weir/broker"
 	"github.com/weirproject/weir/pipeline"
 )
 
@@ -123,5 +125,92 @@ func TestJobTracingErrors(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "\n") {
 			t.Errorf("%s: err = %v\nwant one line containing %q", c.name, err, c.want)
 		}
+	}
+}
+
+// TestJobTracingContinuesTraceparent: a Kafka record's traceparent header
+// (kept by source.kafka.metadata) makes the agent's span of that input a
+// child of the remote span, in its trace; a record without one starts a
+// trace of its own.
+func TestJobTracingContinuesTraceparent(t *testing.T) {
+	type span struct{ trace, parent string }
+	var mu sync.Mutex
+	var inputs []span
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		var req collectortrace.ExportTraceServiceRequest
+		if err := proto.Unmarshal(b, &req); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		mu.Lock()
+		for _, rs := range req.ResourceSpans {
+			for _, ss := range rs.ScopeSpans {
+				for _, s := range ss.Spans {
+					if strings.HasPrefix(s.Name, "invoke_agent ") {
+						inputs = append(inputs, span{fmt.Sprintf("%x", s.TraceId), fmt.Sprintf("%x", s.ParentSpanId)})
+					}
+				}
+			}
+		}
+		mu.Unlock()
+		out, _ := proto.Marshal(&collectortrace.ExportTraceServiceResponse{})
+		w.Header().Set("Content-Type", "application/x-protobuf")
+		_, _ = w.Write(out)
+	}))
+	defer srv.Close()
+	b, err := broker.Start(broker.Options{Topics: map[string]int32{"q": 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	const traceID, parentID = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+	traced := &kgo.Record{Topic: "q", Value: []byte(`{"u":"a","t":1000}`),
+		Headers: []kgo.RecordHeader{{Key: "traceparent", Value: []byte("00-" + traceID + "-" + parentID + "-01")}}}
+	plain := &kgo.Record{Topic: "q", Value: []byte(`{"u":"b","t":2000}`)}
+	if err := cl.ProduceSync(context.Background(), traced, plain).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	src := fmt.Sprintf(`
+kafka: {brokers: ['%s']}
+job:
+  tracing: {endpoint: %s, sampleRatio: 1}
+source:
+  kafka: {topics: [q], bounded: true, metadata: meta}
+  timestamp: t
+steps:
+  - keyBy: u
+  - agent: {prompt: 'Check {{.u}}'}
+sink:
+  stdout: {}
+`, b.Addrs()[0], srv.URL)
+	spec, err := pipeline.Parse("w.yaml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pipeline.Run(context.Background(), spec, pipeline.Options{Stdout: io.Discard}, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(inputs) != 2 {
+		t.Fatalf("%d input spans, want 2", len(inputs))
+	}
+	var continued, own int
+	for _, s := range inputs {
+		switch {
+		case s.trace == traceID && s.parent == parentID:
+			continued++
+		case s.trace != traceID && s.parent == "":
+			own++
+		}
+	}
+	if continued != 1 || own != 1 {
+		t.Fatalf("input spans %+v: want one in trace %s under %s, one root of its own", inputs, traceID, parentID)
 	}
 }

@@ -12,6 +12,12 @@
 // through the new agent in-process (agent.Evaluator: no job, no store,
 // no state kept between calls of Evaluate).
 //
+// Inputs may also come from the agent's input topic (ReadInputs: records
+// between two offsets or times, decoded and keyed by the caller); Recorded
+// then gives each the decision and tool results an event log recorded for
+// the same key and value, and an input it has none for is reported with
+// NoRecord (a new decision, nothing to compare).
+//
 // # Guarantees
 //
 //  1. No tool runs. Every tool of the new agent is replaced, before the
@@ -34,10 +40,12 @@
 //     canonical JSON, so key order and spacing do not count as changes
 //     (numbers are compared as written). An input the new agent fails on
 //     counts as failed, not as changed.
-//  4. Tokens, not money. weir has no price table (its budgets count
-//     tokens and requests): the report gives model calls and prompt and
-//     completion tokens before (the recorded responses' usage) and after
-//     (the new calls' usage), not a cost.
+//  4. Tokens, and money with a price table. The report gives model calls
+//     and prompt and completion tokens before (the recorded responses'
+//     usage) and after (the new calls' usage); with Options.Pricing
+//     (model.Pricing) also their cost, each reply priced by the model
+//     that answered (else by the agent's name for it), the models it
+//     could not price named in Tokens.Unpriced, never guessed.
 //
 // # Limits
 //

@@ -35,14 +35,23 @@ type Options struct {
 	Clock clock.Clock
 	// Logger gets what actions log; nil: a logger that drops everything.
 	Logger *slog.Logger
+	// Pricing, when set, prices the tokens before and after (Tokens.Cost,
+	// per input and in the summary), each reply by the model that
+	// answered, else by the agent's name for it (model.Pricing). nil: no
+	// cost in the report.
+	Pricing model.Pricing
 }
 
 func (o Options) validate() error {
 	switch o.Unmatched {
 	case "", Refuse, Stub:
-		return nil
+	default:
+		return fmt.Errorf("replay: Options.Unmatched %q: want %q or %q", o.Unmatched, Refuse, Stub)
 	}
-	return fmt.Errorf("replay: Options.Unmatched %q: want %q or %q", o.Unmatched, Refuse, Stub)
+	if err := o.Pricing.Validate(); err != nil {
+		return fmt.Errorf("replay: Options.Pricing: %w", err)
+	}
+	return nil
 }
 
 // Input is the evaluation of one recorded input.
@@ -59,9 +68,12 @@ type Input struct {
 	NewOutputs []any    `json:"newOutputs"`
 	NewError   string   `json:"newError,omitempty"`
 	// Changed says the decisions differ (guarantee 3); Failed that the
-	// new agent failed on the input.
-	Changed bool `json:"changed"`
-	Failed  bool `json:"failed"`
+	// new agent failed on the input; NoRecord that no event log recorded
+	// the old decision (an input read from the input topic), so there is
+	// nothing to compare.
+	Changed  bool `json:"changed"`
+	Failed   bool `json:"failed"`
+	NoRecord bool `json:"noRecord,omitempty"`
 	// ToolCalls are the new agent's tool calls, each Matched (answered
 	// with a recorded result) or new (refused or stubbed).
 	ToolCalls    []ToolCall `json:"toolCalls,omitempty"`
@@ -82,6 +94,8 @@ type Summary struct {
 	Changed   int `json:"changed"`
 	Unchanged int `json:"unchanged"`
 	Failed    int `json:"failed"`
+	// NoRecord counts the inputs without a recorded decision.
+	NoRecord int `json:"noRecord,omitempty"`
 	// MatchedCalls and NewCalls count the new agent's tool calls.
 	MatchedCalls     int    `json:"matchedToolCalls"`
 	NewCalls         int    `json:"newToolCalls"`
@@ -144,7 +158,7 @@ func (a *answerer) OnEntry(e *agent.LogEntry) {
 	case agent.LogModelResult:
 		a.model++
 		if r, ok := e.Data.(*model.Response); ok && r != nil {
-			a.tokens.add(r.Usage)
+			a.tokens.add(modelID{r.Model, e.Name}, r.Usage)
 		}
 	}
 }
@@ -216,10 +230,10 @@ func Evaluate(ctx context.Context, runs []*Run, a *agent.Agent, opts Options) (*
 	for _, r := range runs {
 		in := Input{Operator: r.Operator, Key: r.Key, Seq: r.Seq, OldOutputs: orEmpty(r.Outputs), OldErrors: r.Errors,
 			ModelCallsBefore: r.ModelCalls, TokensBefore: r.Tokens, NewOutputs: []any{}}
+		in.TokensBefore.price(opts.Pricing)
 		s.Inputs++
 		s.ModelCallsBefore += r.ModelCalls
-		s.TokensBefore.Prompt += r.Tokens.Prompt
-		s.TokensBefore.Completion += r.Tokens.Completion
+		s.TokensBefore.merge(r.Tokens)
 		if !r.HasInput {
 			in.Skipped = "the log has no action_start entry of the input event (the log began after the input started, or was written before inputs were logged)"
 			s.Skipped++
@@ -251,10 +265,14 @@ func Evaluate(ctx context.Context, runs []*Run, a *agent.Agent, opts Options) (*
 			}
 		}
 		in.ModelCallsAfter, in.TokensAfter = ans.model, ans.tokens
+		in.TokensAfter.price(opts.Pricing)
 		s.Evaluated++
 		switch {
 		case in.Failed:
 			s.Failed++
+		case r.NoRecord:
+			in.NoRecord = true
+			s.NoRecord++
 		case (len(r.Errors) > 0) != in.Failed || !sameJSON(in.OldOutputs, in.NewOutputs):
 			in.Changed = true
 			s.Changed++
@@ -264,10 +282,11 @@ func Evaluate(ctx context.Context, runs []*Run, a *agent.Agent, opts Options) (*
 		s.MatchedCalls += in.MatchedCalls
 		s.NewCalls += in.NewCalls
 		s.ModelCallsAfter += in.ModelCallsAfter
-		s.TokensAfter.Prompt += in.TokensAfter.Prompt
-		s.TokensAfter.Completion += in.TokensAfter.Completion
+		s.TokensAfter.merge(in.TokensAfter)
 		rep.Inputs = append(rep.Inputs, in)
 	}
+	s.TokensBefore.price(opts.Pricing)
+	s.TokensAfter.price(opts.Pricing)
 	return rep, nil
 }
 

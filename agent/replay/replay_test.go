@@ -5,7 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"reflect"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -118,7 +120,7 @@ func TestReplayUnchangedAgent(t *testing.T) {
 	if s.Evaluated != 9 || s.Unchanged != 9 || s.Changed != 0 || s.Failed != 0 || s.MatchedCalls != 9 || s.NewCalls != 0 {
 		t.Fatalf("summary %+v; want 9 unchanged, 9 matched calls", s)
 	}
-	if s.TokensBefore != s.TokensAfter || s.TokensBefore.Total() == 0 || s.ModelCallsBefore != 18 || s.ModelCallsAfter != 18 {
+	if s.TokensBefore.Prompt != s.TokensAfter.Prompt || s.TokensBefore.Completion != s.TokensAfter.Completion || s.TokensBefore.Total() == 0 || s.ModelCallsBefore != 18 || s.ModelCallsAfter != 18 {
 		t.Fatalf("tokens %+v before, %+v after; model calls %d, %d", s.TokensBefore, s.TokensAfter, s.ModelCallsBefore, s.ModelCallsAfter)
 	}
 	// The recorded result reached the model: the answer quotes it.
@@ -293,5 +295,54 @@ func TestReadTopic(t *testing.T) {
 	}
 	if s := rep.Summary; s.Inputs != 5 || s.Unchanged != 5 || s.MatchedCalls != 5 || execs.Load() != 0 {
 		t.Fatalf("summary %+v, %d tool executions", s, execs.Load())
+	}
+}
+
+// TestReplayCost: with a price table the report prices the tokens before
+// and after, per input and in the summary, by the model that answered
+// ("offline") else by the agent's name for it ("llm"); models without a
+// price are named, not priced; without a table there is no cost.
+func TestReplayCost(t *testing.T) {
+	var execs atomic.Int64
+	runs := record(t, reviewer(prompt, 1, lookupTool(&execs)), 6)
+	for _, c := range []struct {
+		name     string
+		pricing  model.Pricing
+		per      func(replay.Tokens) float64 // the expected cost
+		unpriced []string
+	}{
+		{"by answering model", model.Pricing{"offline": {Input: 1, Output: 2}, "llm": {Input: 100, Output: 100}},
+			func(tk replay.Tokens) float64 { return (float64(tk.Prompt) + 2*float64(tk.Completion)) / 1e6 }, nil},
+		{"by agent name", model.Pricing{"llm": {Input: 3, Output: 0}},
+			func(tk replay.Tokens) float64 { return 3 * float64(tk.Prompt) / 1e6 }, nil},
+		{"no price", model.Pricing{"other": {Input: 1, Output: 1}},
+			func(replay.Tokens) float64 { return 0 }, []string{"offline"}},
+	} {
+		rep, err := replay.Evaluate(context.Background(), runs, reviewer(prompt, 2, lookupTool(&execs)), replay.Options{Pricing: c.pricing})
+		if err != nil {
+			t.Fatal(err)
+		}
+		check := func(what string, tk replay.Tokens) {
+			t.Helper()
+			if tk.Cost == nil || math.Abs(*tk.Cost-c.per(tk)) > 1e-12 || !slices.Equal(tk.Unpriced, c.unpriced) {
+				t.Errorf("%s: %s: tokens %+v cost %v, want %v, unpriced %q", c.name, what, tk, tk.Cost, c.per(tk), c.unpriced)
+			}
+		}
+		for _, in := range rep.Inputs {
+			check("input before", in.TokensBefore)
+			check("input after", in.TokensAfter)
+		}
+		check("summary before", rep.Summary.TokensBefore)
+		check("summary after", rep.Summary.TokensAfter)
+		if c.per(rep.Summary.TokensBefore) == 0 && c.unpriced == nil {
+			t.Errorf("%s: nothing priced", c.name)
+		}
+	}
+	rep, err := replay.Evaluate(context.Background(), runs, reviewer(prompt, 2, lookupTool(&execs)), replay.Options{})
+	if err != nil || rep.Summary.TokensBefore.Cost != nil {
+		t.Fatalf("without a price table: cost %v, %v", rep.Summary.TokensBefore.Cost, err)
+	}
+	if _, err := replay.Evaluate(context.Background(), runs, reviewer(prompt, 2), replay.Options{Pricing: model.Pricing{"x": {Input: -1}}}); err == nil {
+		t.Fatal("a negative price is accepted")
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	"github.com/weirproject/weir/agent"
 	"github.com/weirproject/weir/agent/eventlog"
@@ -25,6 +26,10 @@ type Run struct {
 	// recorded it (the first action_start of the input event).
 	Input    any
 	HasInput bool
+	// NoRecord says no event log recorded what the job did with the
+	// input (a run read from the input topic, ReadInputs, that Recorded
+	// found no record for): it has no old decision to compare with.
+	NoRecord bool
 	// Outputs are the values of the output entries, in log order.
 	Outputs []any
 	// Errors are the action errors' texts.
@@ -52,18 +57,74 @@ type ToolCall struct {
 	Stubbed bool `json:"stubbed,omitempty"`
 }
 
-// Tokens is model usage.
+// Tokens is model usage, and with a price table (Options.Pricing) its
+// cost.
 type Tokens struct {
 	Prompt     int64 `json:"prompt"`
 	Completion int64 `json:"completion"`
+	// Cost is what the tokens cost under Options.Pricing, in its
+	// currency (nil without a table); Unpriced names the models whose
+	// calls it could not price (left out of Cost).
+	Cost     *float64 `json:"cost,omitempty"`
+	Unpriced []string `json:"unpriced,omitempty"`
+	// byModel is the usage per model (the one that answered, and the
+	// agent's name for it): what Cost prices.
+	byModel map[modelID]model.Usage
 }
+
+// modelID names a model for pricing: the one that answered
+// (Response.Model) and the agent's name for it (the log entry's name).
+type modelID struct{ answered, name string }
 
 // Total is Prompt + Completion.
 func (t Tokens) Total() int64 { return t.Prompt + t.Completion }
 
-func (t *Tokens) add(u model.Usage) {
+func (t *Tokens) add(id modelID, u model.Usage) {
 	t.Prompt += int64(u.PromptTokens)
 	t.Completion += int64(u.CompletionTokens)
+	if t.byModel == nil {
+		t.byModel = map[modelID]model.Usage{}
+	}
+	m := t.byModel[id]
+	m.PromptTokens += u.PromptTokens
+	m.CompletionTokens += u.CompletionTokens
+	t.byModel[id] = m
+}
+
+// merge adds o's usage to t.
+func (t *Tokens) merge(o Tokens) {
+	if len(o.byModel) == 0 {
+		t.Prompt += o.Prompt
+		t.Completion += o.Completion
+		return
+	}
+	for id, u := range o.byModel {
+		t.add(id, u)
+	}
+}
+
+// price sets Cost and Unpriced under p (nothing without a table).
+func (t *Tokens) price(p model.Pricing) {
+	if p == nil {
+		return
+	}
+	var cost float64
+	t.Unpriced = nil
+	for id, u := range t.byModel {
+		if pr, ok := p.Of(id.answered, id.name); ok {
+			cost += pr.Cost(u)
+		} else {
+			n := id.answered
+			if n == "" {
+				n = id.name
+			}
+			if !slices.Contains(t.Unpriced, n) {
+				t.Unpriced = append(t.Unpriced, n)
+			}
+		}
+	}
+	slices.Sort(t.Unpriced)
+	t.Cost = &cost
 }
 
 // actionRun is one action run of an input, as logged: a repeated start of
@@ -175,7 +236,7 @@ func (c *Collector) Add(e agent.LogEntry) error {
 		if e.Data != nil {
 			var resp model.Response
 			if err := decodeAs(e.Data, &resp); err == nil {
-				a.tokens.add(resp.Usage)
+				a.tokens.add(modelID{resp.Model, e.Name}, resp.Usage)
 			}
 		}
 	case agent.LogOutput:
@@ -202,8 +263,7 @@ func (c *Collector) Runs() []*Run {
 			r.Errors = append(r.Errors, a.errs...)
 			r.ToolCalls = append(r.ToolCalls, a.tools...)
 			r.ModelCalls += a.calls
-			r.Tokens.Prompt += a.tokens.Prompt
-			r.Tokens.Completion += a.tokens.Completion
+			r.Tokens.merge(a.tokens)
 		}
 		out = append(out, r)
 	}

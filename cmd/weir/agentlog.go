@@ -87,6 +87,32 @@ func errOrDir(err error) string {
 // by weir agent log and weir agent replay: a file (--<fileFlag>) or a
 // Kafka topic (--topic, with --brokers and optionally --kafka-config),
 // one of them; it returns the parsed security of --kafka-config.
+// inputTopicSource checks the flags of `weir agent replay --input-topic`
+// without --topic: --brokers needed, --log optional.
+func (k *checks) inputTopicSource(inputTopic, file, brokers, kafkaConfig string) kafkasec.Security {
+	if brokers == "" {
+		k.fail("--input-topic %q: give --brokers host:port[,host:port...]", inputTopic)
+	}
+	for _, b := range strings.Split(brokers, ",") {
+		if b != "" {
+			k.hostPort("brokers", b)
+		}
+	}
+	var sec kafkasec.Security
+	if kafkaConfig != "" {
+		var err error
+		if sec, err = pipeline.ParseSecurityFile(kafkaConfig); err != nil {
+			k.fail("--kafka-config: %v", strings.ReplaceAll(err.Error(), "\n", "; "))
+		}
+	}
+	if file != "" {
+		if st, err := os.Stat(file); err != nil || st.IsDir() {
+			k.fail("--log %q: want an event log file written by an agent step's eventLog (%v)", file, errOrDir(err))
+		}
+	}
+	return sec
+}
+
 func (k *checks) eventLogSource(fileFlag, file, topic, brokers, kafkaConfig string) kafkasec.Security {
 	switch {
 	case file == "" && topic == "":

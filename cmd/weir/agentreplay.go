@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -108,7 +109,7 @@ func operatorRuns(runs []*replay.Run, op string) ([]*replay.Run, error) {
 // agentReplayCmd is `weir agent replay`: a changed agent over recorded
 // inputs (package agent/replay).
 func agentReplayCmd() *cobra.Command {
-	var logFile, topic, brokers, kafkaConfig, pipelineFile, step, operator, fromS, toS, unmatched, stub string
+	var logFile, topic, brokers, kafkaConfig, pipelineFile, step, operator, fromS, toS, unmatched, stub, inputTopic string
 	var sample int
 	var asJSON, failOnChange bool
 	var sec kafkasec.Security
@@ -121,17 +122,24 @@ func agentReplayCmd() *cobra.Command {
 the agent of the agent step of --pipeline (the changed prompt, model or tools), runs every recorded
 input through it in-process, and prints per input the old and the new decision and a summary:
 changed, unchanged, failed, tool calls answered from the record and new ones, model calls and
-tokens before and after (weir has no prices: tokens, not cost). No tool runs: a tool call whose
+tokens before and after, and their cost when the agent step has a price table (pricing:
+MODEL: {input, output}, currency per million tokens). No tool runs: a tool call whose
 name and canonical arguments equal a recorded call of the same input gets the recorded result;
 any other is refused (the model sees an error result) or, with --unmatched stub, answered with
 --stub-content. Only the new agent's model is called. --from and --to select inputs by position
 in the log (0 is the first input; --to excluded) or by time (RFC 3339, of the input's first
-entry); --sample N keeps N of them spread evenly (a fixed sample for CI). Exit status 0 when it
+entry); --sample N keeps N of them spread evenly (a fixed sample for CI). --input-topic TOPIC
+(with --brokers) takes the inputs from the agent's input topic instead, --from/--to then offsets
+or record times; with --log or --topic too, inputs the log recorded keep their recorded results. Exit status 0 when it
 ran; with --fail-on-change, 4 when a decision changed or an input failed. docs/agent-replay.md.`,
 		Args: noArgs,
 		PreRunE: func(cmd *cobra.Command, _ []string) error {
 			k := &checks{c: cmd}
-			sec = k.eventLogSource("log", logFile, topic, brokers, kafkaConfig)
+			if inputTopic == "" || topic != "" {
+				sec = k.eventLogSource("log", logFile, topic, brokers, kafkaConfig)
+			} else {
+				sec = k.inputTopicSource(inputTopic, logFile, brokers, kafkaConfig)
+			}
 			var err error
 			if from, err = parseBound(fromS); err != nil {
 				k.fail("--from: %v", err)
@@ -178,19 +186,29 @@ ran; with --fail-on-change, 4 when a decision changed or an input failed. docs/a
 			}
 			defer closeAgent()
 			var runs []*replay.Run
-			if logFile != "" {
+			switch {
+			case logFile != "":
 				runs, err = replay.ReadFile(logFile)
-			} else {
+			case topic != "":
 				runs, err = replay.ReadTopic(ctx, strings.Split(brokers, ","), sec, topic)
 			}
 			if err != nil {
 				return err
 			}
-			if runs, err = operatorRuns(runs, operator); err != nil {
+			if inputTopic != "" {
+				if runs, err = inputTopicRuns(ctx, cmd, spec, step, operator, inputTopic, strings.Split(brokers, ","), sec, from, to, runs, logFile != "" || topic != ""); err != nil {
+					return err
+				}
+				from, to = bound{}, bound{}
+			} else if runs, err = operatorRuns(runs, operator); err != nil {
 				return err
 			}
 			runs = selectRuns(runs, from, to, sample)
-			rep, err := replay.Evaluate(ctx, runs, a, replay.Options{Unmatched: replay.Unmatched(unmatched), StubContent: stub})
+			pricing, err := pipeline.AgentPricing(spec, step)
+			if err != nil {
+				return usagef(cmd, "--pipeline: %v", err)
+			}
+			rep, err := replay.Evaluate(ctx, runs, a, replay.Options{Unmatched: replay.Unmatched(unmatched), StubContent: stub, Pricing: pricing})
 			if err != nil {
 				return err
 			}
@@ -215,6 +233,7 @@ ran; with --fail-on-change, 4 when a decision changed or an input failed. docs/a
 	f.StringVar(&topic, "topic", "", "the event log's Kafka topic (an agent step's eventLog: {kafka: {topic}})")
 	f.StringVar(&brokers, "brokers", "", "Kafka brokers of --topic, host:port[,host:port...]")
 	f.StringVar(&kafkaConfig, "kafka-config", "", "YAML file with tls and sasl for --brokers (the keys of a pipeline's kafka section)")
+	f.StringVar(&inputTopic, "input-topic", "", "replay the agent's inputs from this Kafka topic's history (--brokers; --from/--to as offsets in every partition or record times), answering tool calls from the event log (--log or --topic) where the input and the call are the same")
 	f.StringVar(&pipelineFile, "pipeline", "", "pipeline file whose agent step is the changed agent")
 	f.StringVar(&step, "step", "", "the agent step's name, when the pipeline has more than one")
 	f.StringVar(&operator, "operator", "", "the agent operator whose inputs to replay, when the log holds several (the operator field of its entries)")
@@ -241,6 +260,8 @@ func printReplay(w io.Writer, rep *replay.Report) error {
 			res = "failed"
 		case in.Changed:
 			res = "changed"
+		case in.NoRecord:
+			res = "no record"
 		}
 		newDec := decision(in.NewOutputs, nil)
 		if in.Failed {
@@ -256,12 +277,81 @@ func printReplay(w io.Writer, rep *replay.Report) error {
 		return err
 	}
 	s := rep.Summary
+	if s.NoRecord > 0 {
+		if _, err := fmt.Fprintf(w, "\n%d inputs without a recorded decision (not in the event log): new decisions only", s.NoRecord); err != nil {
+			return err
+		}
+	}
 	_, err := fmt.Fprintf(w, "\n%d inputs: %d changed, %d unchanged, %d failed, %d skipped\n"+
 		"tool calls: %d answered from the record, %d new (not run)\n"+
-		"model calls: %d before, %d after; tokens: %d before (%d prompt, %d completion), %d after (%d prompt, %d completion); no prices: tokens, not cost\n",
+		"model calls: %d before, %d after; tokens: %d before (%d prompt, %d completion), %d after (%d prompt, %d completion)",
 		s.Inputs, s.Changed, s.Unchanged, s.Failed, s.Skipped, s.MatchedCalls, s.NewCalls, s.ModelCallsBefore, s.ModelCallsAfter,
 		s.TokensBefore.Total(), s.TokensBefore.Prompt, s.TokensBefore.Completion, s.TokensAfter.Total(), s.TokensAfter.Prompt, s.TokensAfter.Completion)
+	if err != nil {
+		return err
+	}
+	if s.TokensBefore.Cost == nil {
+		_, err = fmt.Fprintln(w, "; no prices (pricing: in the agent step): tokens, not cost")
+		return err
+	}
+	_, err = fmt.Fprintf(w, "\ncost: %.6f before, %.6f after (%+.6f)%s\n", *s.TokensBefore.Cost, *s.TokensAfter.Cost,
+		*s.TokensAfter.Cost-*s.TokensBefore.Cost, unpricedNote(s.TokensBefore.Unpriced, s.TokensAfter.Unpriced))
 	return err
+}
+
+// inputTopicRuns reads the agent's inputs from topic between from and to
+// (offsets in every partition, or record times) and gives them what the
+// event log (logged, when hasLog) recorded for the same inputs.
+func inputTopicRuns(ctx context.Context, cmd *cobra.Command, spec *pipeline.Spec, step, operator, topic string, brokers []string,
+	sec kafkasec.Security, from, to bound, logged []*replay.Run, hasLog bool) ([]*replay.Run, error) {
+	decode, op, err := pipeline.AgentInputs(ctx, spec, step)
+	if err != nil {
+		return nil, usagef(cmd, "--input-topic: %v", err)
+	}
+	if operator != "" {
+		op = operator
+	}
+	rng := replay.InputRange{FromOffset: -1, ToOffset: -1}
+	if from.set {
+		if from.isT {
+			rng.From = from.time
+		} else {
+			rng.FromOffset = from.pos
+		}
+	}
+	if to.set {
+		if to.isT {
+			rng.To = to.time
+		} else {
+			rng.ToOffset = to.pos
+		}
+	}
+	runs, err := replay.ReadInputs(ctx, brokers, sec, topic, op, rng, decode)
+	if err != nil {
+		return nil, err
+	}
+	if hasLog {
+		if logged, err = operatorRuns(logged, operator); err != nil {
+			return nil, err
+		}
+		n := replay.Recorded(runs, logged)
+		fmt.Fprintf(cmd.ErrOrStderr(), "weir agent replay: %d of %d inputs of topic %s found in the event log\n", n, len(runs), topic)
+	}
+	return runs, nil
+}
+
+// unpricedNote names the models the price table lacks ("" when none).
+func unpricedNote(before, after []string) string {
+	var names []string
+	for _, n := range append(slices.Clone(before), after...) {
+		if !slices.Contains(names, n) {
+			names = append(names, n)
+		}
+	}
+	if len(names) == 0 {
+		return ""
+	}
+	return "; not priced (no price for " + strings.Join(names, ", ") + ")"
 }
 
 // decision is a short text of a decision: its outputs as JSON, or its

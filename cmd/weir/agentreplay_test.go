@@ -13,12 +13,15 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/weirproject/weir/agent"
 	"github.com/weirproject/weir/agent/eventlog"
 	"github.com/weirproject/weir/agent/replay"
+	"github.com/weirproject/weir/broker"
 )
 
 // replayPipeline is an agent pipeline: keyed records, the offline model
@@ -94,8 +97,29 @@ func TestAgentReplayEndToEnd(t *testing.T) {
 	// The same agent: every decision unchanged, every call matched.
 	same := replayPipeline(t, dir, "same", 1, prompt, srv.URL, "")
 	rep := replayJSON(same)
-	if s := rep.Summary; s.Inputs != 12 || s.Unchanged != 12 || s.MatchedCalls != 12 || s.NewCalls != 0 || s.TokensBefore != s.TokensAfter {
+	if s := rep.Summary; s.Inputs != 12 || s.Unchanged != 12 || s.MatchedCalls != 12 || s.NewCalls != 0 ||
+		s.TokensBefore.Prompt != s.TokensAfter.Prompt || s.TokensBefore.Completion != s.TokensAfter.Completion || s.TokensBefore.Cost != nil {
 		t.Fatalf("same agent: summary %+v", s)
+	}
+
+	// With a price table (the offline model's replies name it "offline"):
+	// the cost before and after, beside the tokens.
+	b, err := os.ReadFile(model2For(t, dir, prompt, srv.URL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	priced := filepath.Join(dir, "priced.yaml")
+	os.WriteFile(priced, []byte(strings.Replace(string(b), "sink:", "      pricing: {offline: {input: 1000, output: 2000}}\nsink:", 1)), 0o644)
+	rep = replayJSON(priced)
+	s := rep.Summary
+	want := func(tk replay.Tokens) float64 { return (1000*float64(tk.Prompt) + 2000*float64(tk.Completion)) / 1e6 }
+	if s.TokensBefore.Cost == nil || s.TokensAfter.Cost == nil || *s.TokensBefore.Cost != want(s.TokensBefore) || *s.TokensAfter.Cost != want(s.TokensAfter) || want(s.TokensAfter) == 0 {
+		t.Fatalf("priced: tokens %+v before, %+v after", s.TokensBefore, s.TokensAfter)
+	}
+	out.Reset()
+	if code := run([]string{"agent", "replay", "--log", logPath, "--pipeline", priced}, &out, &errb); code != 0 ||
+		!strings.Contains(out.String(), fmt.Sprintf("cost: %.6f before, %.6f after", want(s.TokensBefore), want(s.TokensAfter))) {
+		t.Fatalf("priced table (exit %d):\n%s", code, out.String())
 	}
 
 	// Another model: the same calls (answered from the record), other
@@ -147,6 +171,11 @@ func TestAgentReplayEndToEnd(t *testing.T) {
 	if code := run([]string{"agent", "replay", "--log", logPath, "--pipeline", same, "--fail-on-change"}, &out, &errb); code != 0 {
 		t.Fatalf("--fail-on-change with nothing changed: exit %d", code)
 	}
+}
+
+// model2For writes the pipeline of the changed model (seed 2).
+func model2For(t *testing.T, dir, prompt, url string) string {
+	return replayPipeline(t, dir, "model2", 2, prompt, url, "")
 }
 
 // TestAgentReplayFlags: every flag is checked before any work, in one line
@@ -289,5 +318,96 @@ func TestAgentReplayOperators(t *testing.T) {
 	}
 	if s := rep.Summary; s.Inputs != 2 || rep.Inputs[0].Operator != "agent-a" || rep.Inputs[1].Seq != 2 || s.NewCalls != 2 || s.Changed != 2 {
 		t.Fatalf("--operator agent-a: %+v", rep)
+	}
+}
+
+// TestAgentReplayInputTopic: `weir agent replay --input-topic` takes the
+// agent's inputs from the topic's history. With the event log of the run
+// that read them, every input finds its record: decisions unchanged,
+// tool calls answered from the record; without it every input has no
+// record and its tool calls are refused; --from/--to select offsets. The
+// tool never runs during the replays.
+func TestAgentReplayInputTopic(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	b, err := broker.Start(broker.Options{Topics: map[string]int32{"orders": 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	for i := 0; i < 6; i++ {
+		v := fmt.Sprintf(`{"u":"u%d","item":"i%d","t":%d}`, i%2, i, 1000*(i+1))
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "orders", Value: []byte(v)}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var execs atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		execs.Add(1)
+		body, _ := io.ReadAll(r.Body)
+		fmt.Fprintf(w, "stock for %s", body)
+	}))
+	defer srv.Close()
+	dir := t.TempDir()
+	logPath := filepath.Join(dir, "agent.jsonl")
+	p := filepath.Join(dir, "p.yaml")
+	os.WriteFile(p, []byte(fmt.Sprintf(`kafka: {brokers: ['%s']}
+source:
+  kafka: {topics: [orders], bounded: true}
+  timestamp: t
+steps:
+  - keyBy: u
+  - agent:
+      prompt: 'Review item {{.item}} of {{.u}}'
+      tools:
+        - http: {name: stock, url: '%s', parameters: {type: object, properties: {item: {type: string}}, required: [item]}}
+      eventLog: {file: %s}
+sink:
+  file: {dir: %s}
+`, b.Addrs()[0], srv.URL, logPath, filepath.Join(dir, "out"))), 0o644)
+	var out, errb bytes.Buffer
+	if code := run([]string{"run", p}, &out, &errb); code != 0 {
+		t.Fatalf("weir run: exit %d, stderr %s", code, errb.String())
+	}
+	if execs.Load() != 6 {
+		t.Fatalf("the tool ran %d times in the job, want 6", execs.Load())
+	}
+	execs.Store(0)
+	replayJSON := func(args ...string) replay.Report {
+		t.Helper()
+		out.Reset()
+		errb.Reset()
+		args = append([]string{"agent", "replay", "--input-topic", "orders", "--brokers", b.Addrs()[0], "--pipeline", p, "--json"}, args...)
+		if code := run(args, &out, &errb); code != 0 {
+			t.Fatalf("%v: exit %d, stderr %s", args, code, errb.String())
+		}
+		var rep replay.Report
+		if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+			t.Fatalf("--json output is not a report: %v\n%s", err, out.String())
+		}
+		return rep
+	}
+	rep := replayJSON("--log", logPath)
+	if s := rep.Summary; s.Inputs != 6 || s.Unchanged != 6 || s.MatchedCalls != 6 || s.NoRecord != 0 {
+		t.Fatalf("with the log: summary %+v", s)
+	}
+	if !strings.Contains(errb.String(), "6 of 6 inputs of topic orders found in the event log") {
+		t.Fatalf("stderr %q", errb.String())
+	}
+	rep = replayJSON()
+	if s := rep.Summary; s.Inputs != 6 || s.NoRecord != 6 || s.NewCalls != 6 || s.Changed != 0 || s.Unchanged != 0 {
+		t.Fatalf("without the log: summary %+v", s)
+	}
+	rep = replayJSON("--log", logPath, "--from", "2", "--to", "4")
+	if s := rep.Summary; s.Inputs != 2 || s.Unchanged != 2 || rep.Inputs[0].Key != "u0" || rep.Inputs[0].Seq != 0 {
+		t.Fatalf("offsets 2-4: summary %+v, first input %s/%d", s, rep.Inputs[0].Key, rep.Inputs[0].Seq)
+	}
+	if execs.Load() != 0 {
+		t.Fatalf("the tool ran %d times during the replays", execs.Load())
 	}
 }

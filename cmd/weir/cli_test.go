@@ -53,6 +53,8 @@ func TestBadCommandLines(t *testing.T) {
 		{demo("--savepoint-after", "1s", "--savepoint-dir", "http://x/sp"), `weir demo: --savepoint-dir "http://x/sp": has scheme "http"`},
 		{[]string{"savepoint", "inspect", "ftp://host/sp"}, `weir savepoint inspect: location "ftp://host/sp" has scheme "ftp"; accepted schemes are file, s3, gs and azblob`},
 		{demo("--metrics-addr", "nohostport"), "weir demo: --metrics-addr"},
+		{[]string{"run", "--approvals-addr", "nohostport", "p.yaml"}, `weir run: --approvals-addr "nohostport": want host:port`},
+		{[]string{"agent", "replay", "--input-topic", "orders", "--pipeline", "p.yaml"}, `weir agent replay: --input-topic "orders": give --brokers`},
 		{demo("--ui-addr", "8081"), `weir demo: --ui-addr "8081": want host:port`},
 		{demo("--ui-addr", "127.0.0.1:99999"), `weir demo: --ui-addr "127.0.0.1:99999": want host:port`},
 		{demo("extra"), `weir demo: unexpected argument "extra"`},

@@ -102,6 +102,12 @@ func runCmd() *cobra.Command {
 			if opts.MetricsAddr != "" {
 				k.hostPort("metrics-addr", opts.MetricsAddr)
 			}
+			if opts.ApprovalsAddr != "" {
+				k.hostPort("approvals-addr", opts.ApprovalsAddr)
+				if group.Group != "" {
+					k.fail("--approvals-addr with --group: approvals do not run in a clustered job yet")
+				}
+			}
 			k.intRange("parallelism", int64(opts.Parallelism), 0, 32768)
 			for _, l := range []struct{ flag, loc string }{{"savepoint-dir", savepointDir}, {"restore", opts.RestoreFrom}} {
 				if l.loc == "" {
@@ -237,6 +243,7 @@ func runCmd() *cobra.Command {
 	}
 	f := c.Flags()
 	f.StringVar(&opts.MetricsAddr, "metrics-addr", "", "serve Prometheus metrics on this address (overrides job.metricsAddr)")
+	f.StringVar(&opts.ApprovalsAddr, "approvals-addr", "", "serve the HTTP endpoint taking answers to the agent steps' approvals on this address (overrides job.approvals.httpAddr; no host: loopback)")
 	f.StringVar(&opts.HealthAddr, "health-addr", "", "serve /healthz and /readyz on this address (overrides job.healthAddr; also served beside /metrics)")
 	f.StringVar(&opts.RestoreFrom, "restore", "", "start from this savepoint or checkpoint directory (overrides job.restoreFrom)")
 	f.BoolVar(&opts.Fresh, "fresh", false, "start without state although job.checkpoint.dir holds checkpoints (they are ignored, new ones numbered after them; default: resume from the newest)")

@@ -112,6 +112,21 @@ func (m Message[T]) KafkaOrigin() (topic string, partition int32, offset int64) 
 	return m.Topic, m.Partition, m.Offset
 }
 
+// TraceContext returns the W3C trace context of the record's headers
+// traceparent and tracestate (the last of each; "" when absent): an agent
+// input that is a Message continues that trace (agent.TraceContextCarrier).
+func (m Message[T]) TraceContext() (traceparent, tracestate string) {
+	for _, h := range m.Headers {
+		switch h.Key {
+		case "traceparent":
+			traceparent = string(h.Value)
+		case "tracestate":
+			tracestate = string(h.Value)
+		}
+	}
+	return traceparent, tracestate
+}
+
 // WithMetadata wraps d so that each value comes with its topic, partition,
 // offset, timestamp, key and headers. Operators that need a replayable
 // order across partitions (ties broken by partition and offset, as package

@@ -111,3 +111,15 @@ func TestDeserializerFailsJob(t *testing.T) {
 		t.Fatalf("%d dead letters; want none", bad.len())
 	}
 }
+
+// TestMessageTraceContext: a Message carries its record's W3C trace
+// context headers.
+func TestMessageTraceContext(t *testing.T) {
+	m := Message[int]{Headers: []kgo.RecordHeader{{Key: "x", Value: []byte("1")}, {Key: "traceparent", Value: []byte("00-a-b-01")}, {Key: "tracestate", Value: []byte("v=1")}}}
+	if tp, ts := m.TraceContext(); tp != "00-a-b-01" || ts != "v=1" {
+		t.Fatalf("TraceContext() = %q, %q", tp, ts)
+	}
+	if tp, ts := (Message[int]{}).TraceContext(); tp != "" || ts != "" {
+		t.Fatalf("without headers: %q, %q", tp, ts)
+	}
+}
