@@ -83,10 +83,6 @@ func errOrDir(err error) string {
 	return "a directory"
 }
 
-// eventLogSource checks the flags that name an agent's event log, shared
-// by weir agent log and weir agent replay: a file (--<fileFlag>) or a
-// Kafka topic (--topic, with --brokers and optionally --kafka-config),
-// one of them; it returns the parsed security of --kafka-config.
 // inputTopicSource checks the flags of `weir agent replay --input-topic`
 // without --topic: --brokers needed, --log optional.
 func (k *checks) inputTopicSource(inputTopic, file, brokers, kafkaConfig string) kafkasec.Security {
@@ -113,6 +109,10 @@ func (k *checks) inputTopicSource(inputTopic, file, brokers, kafkaConfig string)
 	return sec
 }
 
+// eventLogSource checks the flags that name an agent's event log, shared
+// by weir agent log and weir agent replay: a file (--<fileFlag>) or a
+// Kafka topic (--topic, with --brokers and optionally --kafka-config),
+// one of them; it returns the parsed security of --kafka-config.
 func (k *checks) eventLogSource(fileFlag, file, topic, brokers, kafkaConfig string) kafkasec.Security {
 	switch {
 	case file == "" && topic == "":
