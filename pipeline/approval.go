@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -139,6 +140,9 @@ func approvalsListenAddr(addr string) (string, error) {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil || port == "" {
 		return "", fmt.Errorf("%q: want host:port, such as 127.0.0.1:8089 (no host: loopback; 0.0.0.0 listens on every interface)", addr)
+	}
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		return "", fmt.Errorf("%q: port %q: want a number from 0 to 65535", addr, port)
 	}
 	if host == "" {
 		host = "127.0.0.1"

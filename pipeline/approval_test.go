@@ -437,6 +437,8 @@ func TestApprovalConfigErrors(t *testing.T) {
 			"steps[1].agent.approvals needs the Kafka cluster"},
 		{"bad httpAddr", "job:\n  approvals: {httpAddr: nohost}\n" + head + tool("{deadline: 1h}") + "      approvals: {topic: a}\n",
 			`p.yaml:2:25: job.approvals.httpAddr: "nohost": want host:port`},
+		{"httpAddr port out of range", "job:\n  approvals: {httpAddr: ':99999'}\n" + head + tool("{deadline: 1h}") + "      approvals: {topic: a}\n",
+			`p.yaml:2:25: job.approvals.httpAddr: ":99999": port "99999": want a number from 0 to 65535`},
 		{"httpAddr without approvals", "job:\n  approvals: {httpAddr: ':8089'}\n" + head + "  - agent: {prompt: p}\n",
 			"p.yaml:2:25: job.approvals.httpAddr: no agent step has approvals"},
 	}

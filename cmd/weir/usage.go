@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -86,6 +87,8 @@ func (k *checks) oneOf(flag, v string, accepted ...string) {
 func (k *checks) hostPort(flag, v string) {
 	if _, port, err := net.SplitHostPort(v); err != nil || port == "" {
 		k.fail("--%s %q: want host:port, such as 127.0.0.1:9092", flag, v)
+	} else if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		k.fail("--%s %q: port %q: want a number from 0 to 65535", flag, v, port)
 	}
 }
 
