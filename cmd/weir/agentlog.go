@@ -89,23 +89,8 @@ func (k *checks) inputTopicSource(inputTopic, file, brokers, kafkaConfig string)
 	if brokers == "" {
 		k.fail("--input-topic %q: give --brokers host:port[,host:port...]", inputTopic)
 	}
-	for _, b := range strings.Split(brokers, ",") {
-		if b != "" {
-			k.hostPort("brokers", b)
-		}
-	}
-	var sec kafkasec.Security
-	if kafkaConfig != "" {
-		var err error
-		if sec, err = pipeline.ParseSecurityFile(kafkaConfig); err != nil {
-			k.fail("--kafka-config: %v", strings.ReplaceAll(err.Error(), "\n", "; "))
-		}
-	}
-	if file != "" {
-		if st, err := os.Stat(file); err != nil || st.IsDir() {
-			k.fail("--log %q: want an event log file written by an agent step's eventLog (%v)", file, errOrDir(err))
-		}
-	}
+	sec := k.brokers(brokers, kafkaConfig)
+	k.eventLogFile("log", file)
 	return sec
 }
 
@@ -124,7 +109,15 @@ func (k *checks) eventLogSource(fileFlag, file, topic, brokers, kafkaConfig stri
 	case topic == "" && brokers != "":
 		k.fail("--brokers: only with --topic")
 	}
-	if topic != "" {
+	sec := k.brokers(brokers, kafkaConfig)
+	k.eventLogFile(fileFlag, file)
+	return sec
+}
+
+// brokers checks --brokers (host:port, comma-separated; empty: none) and
+// returns the parsed security of --kafka-config.
+func (k *checks) brokers(brokers, kafkaConfig string) kafkasec.Security {
+	if brokers != "" {
 		for _, b := range strings.Split(brokers, ",") {
 			k.hostPort("brokers", b)
 		}
@@ -136,10 +129,15 @@ func (k *checks) eventLogSource(fileFlag, file, topic, brokers, kafkaConfig stri
 			k.fail("--kafka-config: %v", strings.ReplaceAll(err.Error(), "\n", "; "))
 		}
 	}
-	if file != "" {
-		if st, err := os.Stat(file); err != nil || st.IsDir() {
-			k.fail("--%s %q: want an event log file written by an agent step's eventLog (%v)", fileFlag, file, errOrDir(err))
-		}
-	}
 	return sec
+}
+
+// eventLogFile checks that --<flag> (when given) is an event log file.
+func (k *checks) eventLogFile(flag, file string) {
+	if file == "" {
+		return
+	}
+	if st, err := os.Stat(file); err != nil || st.IsDir() {
+		k.fail("--%s %q: want an event log file written by an agent step's eventLog (%v)", flag, file, errOrDir(err))
+	}
 }
