@@ -90,7 +90,11 @@ func goroutinesLabelled(id string) (int, []string) {
 			c = 1
 		}
 		n += c
-		stacks = append(stacks, fmt.Sprintf("%d goroutine(s) in %s", c, strings.Join(frames, " <- ")))
+		where := strings.Join(frames, " <- ")
+		if where == "" {
+			where = "a function not started yet"
+		}
+		stacks = append(stacks, fmt.Sprintf("%d goroutine(s) in %s", c, where))
 	}
 	return n, stacks
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/weirproject/weir"
 	"github.com/weirproject/weir/watermark"
@@ -28,7 +29,15 @@ func TestLeakCheckFindsAGoroutineTheJobLeft(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
-	n, stacks := goroutinesLabelled(id)
+	// The goroutine may not have run yet (a loaded machine): until it
+	// has, the profile shows it without frames.
+	var n int
+	var stacks []string
+	for start := time.Now(); time.Since(start) < 10*time.Second; time.Sleep(time.Millisecond) {
+		if n, stacks = goroutinesLabelled(id); len(stacks) == 1 && strings.Contains(stacks[0], "leakUntil") {
+			break
+		}
+	}
 	if n != 1 || len(stacks) != 1 || !strings.Contains(stacks[0], "leakUntil") {
 		t.Fatalf("found %d labelled goroutines %q; want the one in leakUntil", n, stacks)
 	}
