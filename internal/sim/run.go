@@ -85,6 +85,9 @@ type Options struct {
 	// noKafka, set by tests, skips the Kafka form; onlyKafka skips the
 	// scripted job of a seed with a Kafka form.
 	noKafka, onlyKafka bool
+	// SkipKafka skips the Kafka form of every seed (`weir sim
+	// --kafka=false`): the scripted job only.
+	SkipKafka bool
 }
 
 // Run generates seed's job, workload and faults, runs the job until it
@@ -100,7 +103,7 @@ func Run(ctx context.Context, seed uint64, o Options) (*Result, error) {
 	if spec.Agent != nil {
 		aw = newAgentWorld(spec.Agent)
 	}
-	kafka := spec.Kafka != nil && !o.noKafka
+	kafka := spec.Kafka != nil && !o.noKafka && !o.SkipKafka
 	id := labelled(ctx, func(ctx context.Context) {
 		if !o.onlyKafka || spec.Kafka == nil {
 			res.Failure = run(ctx, spec, st, vfs.NewCrashableMem(), aw, o, res)
