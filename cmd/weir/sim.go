@@ -17,7 +17,7 @@ import (
 func simCmd() *cobra.Command {
 	var seeds, workers int
 	var seed uint64
-	var asJSON, random, kafka bool
+	var asJSON, random, kafka, agent bool
 	var duration time.Duration
 	c := &cobra.Command{
 		Use:   "sim",
@@ -76,7 +76,7 @@ counted), for a time-boxed random batch in CI:
 				}
 				printSimResult(out, r)
 			}
-			sum, err := sim.RunSeeds(ctx, seed, n, workers, sim.Options{SkipKafka: !kafka}, report)
+			sum, err := sim.RunSeeds(ctx, seed, n, workers, sim.Options{SkipKafka: !kafka, SkipAgent: !agent}, report)
 			if err != nil {
 				return err
 			}
@@ -100,6 +100,7 @@ counted), for a time-boxed random batch in CI:
 	c.Flags().IntVar(&workers, "workers", runtime.GOMAXPROCS(0), "seeds run at once")
 	c.Flags().BoolVar(&random, "random", false, "start at a random seed, printed first (not with --seed)")
 	c.Flags().DurationVar(&duration, "duration", 0, "stop the batch after this long (0: run every seed)")
+	c.Flags().BoolVar(&agent, "agent", true, "run the agent branch of the seeds that have one (false: leave it out)")
 	c.Flags().BoolVar(&kafka, "kafka", true, "run the Kafka form of the seeds that have one (false: the scripted job only)")
 	c.Flags().BoolVar(&asJSON, "json", false, "print each reported seed and the summary as JSON objects, one a line")
 	return c

@@ -86,8 +86,9 @@ type Options struct {
 	// scripted job of a seed with a Kafka form.
 	noKafka, onlyKafka bool
 	// SkipKafka skips the Kafka form of every seed (`weir sim
-	// --kafka=false`): the scripted job only.
-	SkipKafka bool
+	// --kafka=false`): the scripted job only. SkipAgent leaves the agent
+	// branch out of the scripted job (`--agent=false`).
+	SkipKafka, SkipAgent bool
 }
 
 // Run generates seed's job, workload and faults, runs the job until it
@@ -97,7 +98,16 @@ type Options struct {
 func Run(ctx context.Context, seed uint64, o Options) (*Result, error) {
 	start := time.Now()
 	spec := Generate(seed)
-	res := &Result{Seed: seed, Shape: spec.Shape(), Replay: fmt.Sprintf("weir sim --seed %d", seed)}
+	replay := fmt.Sprintf("weir sim --seed %d", seed)
+	if o.SkipAgent {
+		spec.Agent = nil // drawn from a stream of its own: the rest stays
+		replay += " --agent=false"
+	}
+	if o.SkipKafka {
+		spec.Kafka = nil
+		replay += " --kafka=false"
+	}
+	res := &Result{Seed: seed, Shape: spec.Shape(), Replay: replay}
 	st := newStore()
 	var aw *agentWorld
 	if spec.Agent != nil {
