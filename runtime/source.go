@@ -64,7 +64,10 @@ const (
 type Reader[T any] interface {
 	// Poll emits what is available now to out and returns without
 	// blocking. It should emit a bounded number of records per call (a few
-	// hundred) so the subtask can serve its mailbox between calls.
+	// hundred) so the subtask can serve its mailbox between calls. The
+	// first call adds the splits the reader starts with (AddSplit): the
+	// periodic watermark emission starts after it, and a subtask with no
+	// split then goes idle (watermark I16).
 	Poll(out SourceOutput[T]) (PollStatus, error)
 	// Ready returns a channel that delivers (or is closed) when Poll may
 	// have something after it returned Wait. It may return nil if Poll

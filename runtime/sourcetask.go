@@ -207,8 +207,17 @@ func (c combined[T]) MarkActive() {
 }
 
 func (x *sourceInstance[T]) run(t *task) error {
-	if iv := t.job.cfg.AutoWatermarkInterval; iv > 0 {
-		d := iv.Milliseconds()
+	// The periodic emission starts after the reader's first Poll, in
+	// which it adds the splits it starts with (Reader): a tick before it
+	// would find no split and take the subtask idle (watermark I16), and
+	// the job's event time would move on without it; its first records
+	// would then be late downstream. (Found by the simulator: a loaded
+	// machine delayed a Kafka source subtask's first Poll past the first
+	// tick, and a window dropped its partitions' records as late.)
+	ticking := t.job.cfg.AutoWatermarkInterval <= 0
+	startTicks := func() {
+		ticking = true
+		d := t.job.cfg.AutoWatermarkInterval.Milliseconds()
 		if d <= 0 {
 			d = 1
 		}
@@ -230,6 +239,9 @@ func (x *sourceInstance[T]) run(t *task) error {
 			return t.err
 		}
 		st, err := x.reader.Poll(x)
+		if !ticking {
+			startTicks()
+		}
 		if x.idlePending && st != Done {
 			x.idlePending = false
 			x.sendIdle(true)

@@ -625,20 +625,26 @@ func (kr *kafkaRun) attempt(ctx context.Context, n int, fault *Fault, o Options)
 		return recordLine(m.Partition, m.Offset, string(m.Key), m.Timestamp, id), err
 	}).UID("record-lines").Parallelism(k.SourceParallelism)
 	size := time.Duration(spec.WindowMS) * time.Millisecond
+	// No record is late (KafkaSpec.BoundMS): one that is anyway is
+	// committed as a late line, which the reference never has.
+	late := weir.NewOutputTag[event]("late")
 	windowed := window.AggregateKeyed(weir.KeyBy(recs, func(e event) string { return e.Key }), "window",
 		window.Tumbling(size), window.AggregateFuncs[event, acc, acc]{
 			AddFn:    func(e event, a acc) acc { return acc{N: a.N + 1, Sum: a.Sum + e.ID} },
 			ResultFn: func(a acc) acc { return a },
 			MergeFn:  func(a, b acc) acc { return acc{N: a.N + b.N, Sum: a.Sum + b.Sum} },
-		}).UID("window").Parallelism(spec.Parallelism)
+		}, window.LateOutput(late)).UID("window").Parallelism(spec.Parallelism)
 	winLines := weir.Map(windowed, "window-lines", func(r window.Result[string, acc]) string {
 		return windowLine(r.Key, r.Window.Start, r.Window.End, r.Value.N, r.Value.Sum)
 	}).UID("window-lines").Parallelism(spec.Parallelism)
+	lateLines := weir.Map(weir.SideOutput(windowed, late), "late-lines", func(e event) string {
+		return lateLine(e.Key, e.TS, e.ID)
+	}).UID("late-lines").Parallelism(spec.Parallelism)
 	var wf *Fault
 	if fault != nil && fault.Kind == FaultWrite {
 		wf = fault
 	}
-	st := weir.Transform(weir.Union(winLines, recLines), "stamp", func() runtime.OneInputOperator[string, stamped] {
+	st := weir.Transform(weir.Union(winLines, lateLines, recLines), "stamp", func() runtime.OneInputOperator[string, stamped] {
 		return &stamper{attempt: n, fault: wf}
 	}).UID("stamp").Parallelism(spec.Parallelism)
 	kafka.ExactlyOnceSink(st, "sink", kafka.SinkOptions[stamped]{Brokers: kc.seeds(), Topic: kafkaOut,

@@ -77,7 +77,7 @@ func goroutinesLabelled(id string) (int, []string) {
 			if strings.HasPrefix(l, "# labels: ") && strings.Contains(l, want) {
 				labelled = true
 			}
-			if f := strings.Fields(l); len(f) >= 3 && f[0] == "#" && strings.HasPrefix(f[1], "0x") && len(frames) < 3 {
+			if f := strings.Fields(l); len(f) >= 3 && f[0] == "#" && strings.HasPrefix(f[1], "0x") {
 				frames = append(frames, f[2])
 			}
 		}
@@ -90,11 +90,31 @@ func goroutinesLabelled(id string) (int, []string) {
 			c = 1
 		}
 		n += c
-		where := strings.Join(frames, " <- ")
+		where := strings.Join(telling(frames), " <- ")
 		if where == "" {
 			where = "a function not started yet"
 		}
 		stacks = append(stacks, fmt.Sprintf("%d goroutine(s) in %s", c, where))
 	}
 	return n, stacks
+}
+
+// telling returns the innermost frame of a stack and the three frames
+// from the first one outside the runtime and the sync packages on (where
+// a goroutine blocked on a lock or a channel waits in weir's code).
+func telling(frames []string) []string {
+	if len(frames) == 0 {
+		return nil
+	}
+	first := len(frames)
+	for i, f := range frames {
+		if !strings.HasPrefix(f, "runtime.") && !strings.HasPrefix(f, "internal/sync.") && !strings.HasPrefix(f, "sync.") {
+			first = i
+			break
+		}
+	}
+	if first == 0 || first == len(frames) {
+		return frames[:min(3, len(frames))]
+	}
+	return append([]string{frames[0], "..."}, frames[first:min(first+3, len(frames))]...)
 }
