@@ -37,13 +37,11 @@ type Summary struct {
 // hold at most this much per worker, plus as much again. A seed's job
 // holds a few hundred records, its channels' buffers and a few
 // checkpoints in memory and, in its Kafka form, a dozen franz-go clients
-// with their buffers (each gzips its telemetry for the broker: most of
-// what a Kafka seed allocates). Measured (heap objects, live or garbage,
-// every 10ms): 28 MiB for 60 scripted seeds on 2 workers, 38 MiB for one
-// Kafka seed alone, 92-96 MiB for 60 seeds with every form on 2 or 6
-// workers. A run that held its records, channels or checkpoints many
-// times over crosses it.
-const PeakHeapLimit = 64 << 20
+// with their buffers and the broker's logs. Measured (heap objects, live
+// or garbage, every 10ms; 60 seeds with every form): 29 MiB on 1 worker,
+// 31 MiB on 2, 44 MiB on 6; one Kafka seed alone 16 MiB. A run that held
+// its records, channels or checkpoints many times over crosses it.
+const PeakHeapLimit = 32 << 20
 
 // HeapGrowthLimit bounds S7: the live heap after a batch may exceed the
 // one before it by at most this much. A run keeps about nothing after its
