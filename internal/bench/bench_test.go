@@ -247,6 +247,7 @@ func BenchmarkKafkaKeyedCountSides(b *testing.B) {
 	for _, side := range []string{"engine-p1", "engine-p2", "loop"} {
 		for _, settled := range []bool{false, true} {
 			b.Run(fmt.Sprintf("side=%s/settle=%v", side, settled), func(b *testing.B) {
+				b.StopTimer() // producing the records is neither side's time
 				br, err := kafkaEvents(n, nKeys, ShapePeers)
 				if err != nil {
 					b.Fatal(err)
