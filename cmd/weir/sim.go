@@ -17,7 +17,7 @@ import (
 func simCmd() *cobra.Command {
 	var seeds, workers int
 	var seed uint64
-	var asJSON, random, kafka, agent bool
+	var asJSON, random, kafka, agent, clustered bool
 	var duration time.Duration
 	c := &cobra.Command{
 		Use:   "sim",
@@ -76,7 +76,7 @@ counted), for a time-boxed random batch in CI:
 				}
 				printSimResult(out, r)
 			}
-			sum, err := sim.RunSeeds(ctx, seed, n, workers, sim.Options{SkipKafka: !kafka, SkipAgent: !agent}, report)
+			sum, err := sim.RunSeeds(ctx, seed, n, workers, sim.Options{SkipKafka: !kafka, SkipAgent: !agent, SkipCluster: !clustered}, report)
 			if err != nil {
 				return err
 			}
@@ -102,6 +102,7 @@ counted), for a time-boxed random batch in CI:
 	c.Flags().DurationVar(&duration, "duration", 0, "stop the batch after this long (0: run every seed)")
 	c.Flags().BoolVar(&agent, "agent", true, "run the agent branch of the seeds that have one (false: leave it out)")
 	c.Flags().BoolVar(&kafka, "kafka", true, "run the Kafka form of the seeds that have one (false: the scripted job only)")
+	c.Flags().BoolVar(&clustered, "cluster", true, "run the clustered form of the seeds that have one (members in this process over a consumer group; false: leave it out)")
 	c.Flags().BoolVar(&asJSON, "json", false, "print each reported seed and the summary as JSON objects, one a line")
 	return c
 }
