@@ -30,7 +30,10 @@ failures (task failures, machine crashes with torn writes, failed fsyncs,
 writes, creates and renames of the checkpoint storage, ENOSPC); the job runs,
 restarting from its latest checkpoint after each failure, and its committed
 output, watermarks, late records, the sort's order, leaked goroutines and
-the live heap are checked. A failing seed prints its job, faults, the first broken invariant
+the live heap are checked. A third of the seeds also run a Kafka form (kfake,
+weir's Kafka source and exactly-once sink, broker faults; --kafka=false leaves
+it out), one in 50 a clustered form (2-3 cluster.Run members in this process,
+members killed and joining; --cluster=false leaves it out). A failing seed prints its job, faults, the first broken invariant
 with the records involved, and the command that replays it.
 
 --seed S alone runs seed S; with --seeds N it runs S, S+1, ..., S+N-1.

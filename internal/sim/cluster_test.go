@@ -2,6 +2,8 @@ package sim
 
 import (
 	"context"
+	"os"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -10,7 +12,7 @@ import (
 // clusterFixedSeeds is how many seeds with a clustered form every `go
 // test` runs: the first ones from seed 1 (about one seed in clusterOneIn
 // has one; about a second of real time each, little CPU).
-const clusterFixedSeeds = 6
+const clusterFixedSeeds = 4
 
 // TestClusterFormKeepsTheInvariants runs the clustered form (S16) of the
 // first clusterFixedSeeds seeds that have one, two at a time.
@@ -89,4 +91,60 @@ func TestClusterSeedsAreDrawn(t *testing.T) {
 	if n < 1000/clusterOneIn/2 || n > 1000/clusterOneIn*2 {
 		t.Fatalf("%d of 1000 seeds have a clustered form", n)
 	}
+}
+
+// TestClusterBatch runs the clustered form of the first
+// WEIR_SIM_CLUSTER_BATCH seeds that have one (from
+// WEIR_SIM_CLUSTER_FROM, default 1), four at a time, and reports every
+// failing seed and the seeds per second. It runs only when the variable
+// is set (docs/reliability.md, Simulation).
+func TestClusterBatch(t *testing.T) {
+	n, _ := strconv.Atoi(os.Getenv("WEIR_SIM_CLUSTER_BATCH"))
+	if n <= 0 {
+		t.Skip("set WEIR_SIM_CLUSTER_BATCH=N to run N clustered seeds")
+	}
+	from, _ := strconv.ParseUint(os.Getenv("WEIR_SIM_CLUSTER_FROM"), 10, 64)
+	from = max(from, 1)
+	var seeds []uint64
+	for seed := from; len(seeds) < n; seed++ {
+		if Generate(seed).Cluster != nil {
+			seeds = append(seeds, seed)
+		}
+	}
+	start, c0 := time.Now(), cpuSeconds()
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	var failed, kills, joins int
+	sem := make(chan struct{}, 4)
+	for _, seed := range seeds {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			res, err := Run(context.Background(), seed, Options{onlyCluster: true})
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			for _, f := range res.Faults {
+				if f.Struck && f.Kind == FaultMemberKill {
+					kills++
+				}
+				if f.Struck && f.Kind == FaultMemberJoin {
+					joins++
+				}
+			}
+			if f := res.Failure; f != nil {
+				failed++
+				t.Errorf("seed %d (%s; faults %s): %v %q\nreplay: %s", res.Seed, res.Shape, FaultSchedule(res.Faults), f, f.Records, res.Replay)
+			}
+		}()
+	}
+	wg.Wait()
+	wall, cpu := time.Since(start).Seconds(), cpuSeconds()-c0
+	t.Logf("%d clustered seeds (%d..%d): %d failed, %d members killed, %d joined; %.1fs wall, %.1f CPU-s: %.2f seeds/s, %.2f seeds per CPU-second",
+		len(seeds), seeds[0], seeds[len(seeds)-1], failed, kills, joins, wall, cpu, float64(len(seeds))/wall, float64(len(seeds))/cpu)
 }

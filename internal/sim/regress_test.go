@@ -33,7 +33,7 @@ func TestRegressionSeeds(t *testing.T) {
 		// The scripted job's regressions: a seed's Kafka form (added
 		// after them) runs in TestKafkaFormKeepsTheInvariants, or
 		// here once a Kafka seed is kept (then drop noKafka).
-		res, err := Run(context.Background(), seed, Options{noKafka: true})
+		res, err := Run(context.Background(), seed, Options{noKafka: true, noCluster: true})
 		if err != nil {
 			t.Fatal(err)
 		}
