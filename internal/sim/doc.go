@@ -36,7 +36,7 @@
 //
 // Spec.Kafka, drawn from a stream of its own after everything else, adds
 // a second run to a seed, after the scripted job has passed (Options
-// noKafka and onlyKafka, for tests, skip one or the other):
+// SkipKafka, and onlyKafka for tests, skip one or the other):
 //
 //	the workload's records, spread over 2-6 partitions, produced first
 //	  (a plain franz-go producer, batches of 24) into a topic of kfake,
@@ -90,6 +90,53 @@
 // complete) or, once in 150 seeds, succeeded with the records invisible
 // (S8), which a Kafka broker, whose transaction log survives restarts,
 // does not do. So the fault is not drawn; see docs/reliability.md.
+//
+// # The clustered form (one seed in 50)
+//
+// Spec.Cluster, drawn from a stream of its own (rand.NewPCG(seed,
+// 0xc105)) after everything else, so that a seed's other forms do not
+// change, adds a third run (Options.SkipCluster, `weir sim
+// --cluster=false`, leaves it out):
+//
+//	the workload's records in a source topic of 2-4 partitions of kfake
+//	  (as the Kafka form's, on its VirtualNetwork)
+//	  -> 2-3 members, each cluster.Run in a goroutine of its own with a
+//	     context of its own, over one consumer group (cluster/doc.go):
+//	     source tasks (one per partition, the Kafka source, a counting
+//	     map) -> exchange topic -> KeyedTasks 2-4 keyed tasks (keyed
+//	     tumbling window, count and sum of ids, a late output, and a
+//	     record line per record) -> the exactly-once sink
+//	  -> read back at the end by a read_committed franz-go consumer.
+//
+// Checkpoints go to a temporary directory (in /dev/shm where there is
+// one): the cluster package takes a location of package checkpoint, a
+// directory or an object store URL, not a vfs.FS, and claims and fences it
+// there (C4). The timings are short (sessions 300ms, heartbeats 30ms,
+// checkpoints every 20ms, hand-over checkpoints bounded by 300ms, restarts
+// after 10ms), and every member's clients have a rebalance time-out of 1s
+// (through ClientOptions; cluster.Config has none): a rebalance waits
+// that long for every member to rejoin, a killed one too, and franz-go's
+// default is a minute, which stalled the group past the run's minute.
+//
+// Faults, at the n-th record through the source tasks (over all members,
+// restores included): member-kill, at most Members-1 of the first
+// members: its connections are closed and its dials refused from then on,
+// then its context is cancelled, so nothing it does afterwards reaches the
+// broker, as after kill -9; its tasks move after the session time-out.
+// member-join, in half the seeds: a new member starts, and a rebalance
+// hands tasks over to it (each checkpointed by its old owner, M2). The
+// run is over when every member not killed has returned nil (Bounded);
+// then killed members may reach the broker again (a hand-over
+// checkpoint's flush waits for the broker, bounded only by the sink's
+// FlushTimeout of a minute, so a killed member's Run would not return
+// otherwise), are fenced there, and are stopped, before the output is
+// read: what a zombie does then is in what is checked. Broker faults are
+// not drawn in this form. Deterministic: the input, the shape and the
+// record counts at which members die and join; not: which member owns
+// which task when (group assignment and session expiry run in real
+// time), so the same count may strike a different task's owner in a
+// replay. The output is fixed (the watermark bound, as in the Kafka
+// form), so S16 does not depend on it.
 //
 // In the scripted job, checkpoints are triggered only at the script's barrier steps: the reader
 // stops there (returns Wait) and the driver calls Job.TriggerCheckpoint,
@@ -256,6 +303,18 @@
 //	    exactly once: none read twice into committed output, none
 //	    skipped.
 //
+// The clustered form's, on what a read_committed consumer reads from its
+// output topic once every member has stopped:
+//
+//	S16. Clustered exactly-once output (cluster C1). The committed lines,
+//	    as a multiset, equal KafkaReference of the form's records: every
+//	    record once, every (key, window) once and complete, no late
+//	    line, whatever members were killed or joined; no transaction is
+//	    left open (last stable offsets are the high watermarks). S4 and
+//	    S6 hold for the form too: every member not killed returns nil
+//	    within AttemptTimeout, and no goroutine of any member outlives
+//	    the run.
+//
 // The observers record with weirtest.Observe; S2, S3 and S5 are checked here
 // on its events, since weirtest's Violations treats every record behind
 // the watermark as a violation and this job declares late firings.
@@ -309,6 +368,8 @@
 // (their combined watermark, and so lateness, depends on timing: the
 // oracle must become a relation), the sort's Pebble mode and tiebreaks,
 // the agent's Kafka store, memory, Await and several actions per input,
-// broker restarts and group calls (the Kafka form uses no consumer group),
-// clustered mode, clocks that jump back, a bound on a run's peak memory.
+// broker restarts and group calls (the Kafka form uses no consumer group;
+// the clustered form makes them but injects no errors into them), broker
+// faults and static members in the clustered form, clocks that jump back,
+// a bound on a run's peak memory.
 package sim

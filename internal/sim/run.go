@@ -83,12 +83,14 @@ type Options struct {
 	// make a job hang: S4).
 	timeout time.Duration
 	// onlyKafka, set by tests, skips the scripted job of a seed with a
-	// Kafka form.
-	onlyKafka bool
+	// Kafka form, and the clustered form; onlyCluster runs the
+	// clustered form alone.
+	onlyKafka, onlyCluster bool
 	// SkipKafka skips the Kafka form of every seed (`weir sim
-	// --kafka=false`): the scripted job only. SkipAgent leaves the agent
-	// branch out of the scripted job (`--agent=false`).
-	SkipKafka, SkipAgent bool
+	// --kafka=false`). SkipAgent leaves the agent branch out of the
+	// scripted job (`--agent=false`). SkipCluster skips the clustered
+	// form (`--cluster=false`).
+	SkipKafka, SkipAgent, SkipCluster bool
 }
 
 // Run generates seed's job, workload and faults, runs the job until it
@@ -107,15 +109,20 @@ func Run(ctx context.Context, seed uint64, o Options) (*Result, error) {
 		spec.Kafka = nil
 		replay += " --kafka=false"
 	}
+	if o.SkipCluster {
+		spec.Cluster = nil
+		replay += " --cluster=false"
+	}
 	res := &Result{Seed: seed, Shape: spec.Shape(), Replay: replay}
 	st := newStore()
 	var aw *agentWorld
 	if spec.Agent != nil {
 		aw = newAgentWorld(spec.Agent)
 	}
-	kafka := spec.Kafka != nil
+	kafka := spec.Kafka != nil && !o.onlyCluster
+	clustered := spec.Cluster != nil && !o.onlyKafka
 	id := labelled(ctx, func(ctx context.Context) {
-		if !o.onlyKafka || spec.Kafka == nil {
+		if (!o.onlyKafka || spec.Kafka == nil) && !o.onlyCluster {
 			res.Failure = run(ctx, spec, st, vfs.NewCrashableMem(), aw, o, res)
 			if res.Failure == nil && aw != nil {
 				res.Failure = aw.failure()
@@ -127,6 +134,9 @@ func Run(ctx context.Context, seed uint64, o Options) (*Result, error) {
 		if res.Failure == nil && kafka {
 			res.Failure = runKafka(ctx, spec, o, res)
 		}
+		if res.Failure == nil && clustered {
+			res.Failure = runCluster(ctx, spec, res)
+		}
 	})
 	if res.Failure == nil {
 		res.Failure = checkLeaks(id)
@@ -134,6 +144,9 @@ func Run(ctx context.Context, seed uint64, o Options) (*Result, error) {
 	res.Faults = spec.Faults
 	if kafka {
 		res.Faults = append(append(res.Faults, spec.Kafka.Faults...), spec.Kafka.Background...)
+	}
+	if clustered {
+		res.Faults = append(res.Faults, spec.Cluster.Faults...)
 	}
 	res.Storage = spec.Storage
 	res.Elapsed = time.Since(start)

@@ -84,6 +84,8 @@ func (f Fault) String() string {
 		if f.Repeat > 1 {
 			s += fmt.Sprintf("x%d", f.Repeat)
 		}
+	case f.Kind == FaultMemberKill || f.Kind == FaultMemberJoin:
+		s = fmt.Sprintf("%s@m%d#%d", f.Kind, f.Subtask, f.At)
 	case f.Kind != FaultRecord:
 		s = fmt.Sprintf("%s@sink[%d]#%d", f.Kind, f.Subtask, f.At)
 	}
@@ -134,8 +136,11 @@ type Spec struct {
 	Agent *AgentSpec `json:"agent,omitempty"`
 	// Kafka, in about a third of the seeds, adds a second run: the Kafka
 	// form of the job (kafka.go), after the scripted one.
-	Kafka  *KafkaSpec `json:"kafka,omitempty"`
-	Faults []Fault    `json:"faults"`
+	Kafka *KafkaSpec `json:"kafka,omitempty"`
+	// Cluster, in about one seed in 50, adds a third run: the clustered
+	// form (cluster.go), after the Kafka form.
+	Cluster *ClusterSpec `json:"cluster,omitempty"`
+	Faults  []Fault      `json:"faults"`
 	// Storage are failures of the checkpoint storage's file system, each
 	// armed in one attempt beside that attempt's Fault.
 	Storage []StorageFault `json:"storage,omitempty"`
@@ -196,6 +201,9 @@ func (s *Spec) Shape() string {
 	}
 	if s.Kafka != nil {
 		sort += "; " + s.Kafka.shape()
+	}
+	if s.Cluster != nil {
+		sort += "; " + s.Cluster.shape()
 	}
 	return fmt.Sprintf("parallelism %d, %d splits, %d keys, %d records, tumbling %dms lateness %dms%s, %d checkpoints, torn writes %d%%",
 		s.Parallelism, s.Splits, s.Keys, s.Records, s.WindowMS, s.LatenessMS, sort, s.Barriers, s.TornPercent)
@@ -334,6 +342,8 @@ func Generate(seed uint64) *Spec {
 	s.Agent = generateAgent(s) // a stream of its own, too
 	// The Kafka form (a third of the seeds): a stream of its own.
 	s.Kafka = generateKafka(s)
+	// The clustered form (one seed in 50): a stream of its own.
+	s.Cluster = generateCluster(s)
 	return s
 }
 

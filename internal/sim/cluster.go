@@ -1,0 +1,481 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"os"
+	"runtime/pprof"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/weirproject/weir"
+	"github.com/weirproject/weir/cluster"
+	"github.com/weirproject/weir/connector/kafka"
+	"github.com/weirproject/weir/watermark"
+	"github.com/weirproject/weir/window"
+)
+
+// The clustered form's invariant (the package documentation numbers it).
+const (
+	InvClusterExactlyOnce = "S16 clustered exactly-once output (C1, read_committed)"
+)
+
+// The clustered form's fault kinds.
+const (
+	// FaultMemberKill kills member Subtask when the At-th record (over
+	// every member, restores included) passes the source tasks: its
+	// connections to the broker are cut and refused from then on, then
+	// its context is cancelled, so nothing it does afterwards (a
+	// hand-over checkpoint's transactions, leaving the group) reaches
+	// Kafka, as after kill -9; the group gives its tasks to the others
+	// after the session timeout.
+	FaultMemberKill FaultKind = "member-kill"
+	// FaultMemberJoin starts a new member (index Subtask) when the At-th
+	// record passes the source tasks: a rebalance moves tasks to it,
+	// each checkpointed by its old owner (M2).
+	FaultMemberJoin FaultKind = "member-join"
+)
+
+// ClusterSpec is the clustered form of a seed's job (Spec.Cluster): the
+// workload's records in a source topic of several partitions, run by
+// Members cluster.Run members in this process over a consumer group of
+// kfake, KeyedTasks keyed tasks with a keyed tumbling window and the
+// exactly-once sink; members killed and joining as Faults say. Drawn
+// from a stream of its own.
+type ClusterSpec struct {
+	Partitions    int   `json:"partitions"`
+	Members       int   `json:"members"`
+	KeyedTasks    int   `json:"keyed_tasks"`
+	OutPartitions int   `json:"out_partitions"`
+	BoundMS       int64 `json:"bound_ms"`
+	// Faults: member kills and joins, each at a record count.
+	Faults  []Fault       `json:"faults"`
+	Records []KafkaRecord `json:"-"`
+}
+
+// generateCluster draws the clustered form of s from its own stream of
+// the seed (about one seed in clusterOneIn), after everything Generate
+// draws, so that the other forms of a seed do not change.
+func generateCluster(s *Spec) *ClusterSpec {
+	rng := rand.New(rand.NewPCG(s.Seed, 0xc105))
+	if rng.IntN(clusterOneIn) != 0 {
+		return nil
+	}
+	c := &ClusterSpec{
+		Partitions:    2 + rng.IntN(3),
+		Members:       2 + rng.IntN(2),
+		KeyedTasks:    2 + rng.IntN(3),
+		OutPartitions: 1 + rng.IntN(2),
+	}
+	c.Records, c.BoundMS = spreadRecords(s, rng, c.Partitions)
+	n := int64(len(c.Records))
+	if n == 0 {
+		return c
+	}
+	// Kill at most Members-1 of the members started first, so one of
+	// them survives; a joining member may come after.
+	kills := rng.IntN(c.Members)
+	for _, m := range rng.Perm(c.Members)[:kills] {
+		c.Faults = append(c.Faults, Fault{Kind: FaultMemberKill, Subtask: m, At: 1 + rng.Int64N(n)})
+	}
+	if rng.IntN(2) == 0 {
+		c.Faults = append(c.Faults, Fault{Kind: FaultMemberJoin, Subtask: c.Members, At: 1 + rng.Int64N(n)})
+	}
+	return c
+}
+
+// clusterOneIn: one seed in clusterOneIn has a clustered form. A clustered
+// run costs consumer-group rebalances and session time-outs (real time).
+const clusterOneIn = 50
+
+// spreadRecords spreads the workload's records over the partitions (as
+// generateKafka does) and returns them with the watermark bound: the
+// largest out-of-orderness within a partition.
+func spreadRecords(s *Spec, rng *rand.Rand, partitions int) (recs []KafkaRecord, bound int64) {
+	next := make([]int64, partitions)
+	maxTS := make([]int64, partitions)
+	for i := range maxTS {
+		maxTS[i] = minWM
+	}
+	for _, st := range s.Steps {
+		if st.Kind != StepRecord {
+			continue
+		}
+		p := int32(rng.IntN(partitions))
+		ts := kafkaTSBase + st.TS
+		recs = append(recs, KafkaRecord{Partition: p, Offset: next[p], Key: st.Key, TS: ts, ID: st.ID})
+		next[p]++
+		if maxTS[p] != minWM {
+			bound = max(bound, maxTS[p]-ts)
+		}
+		maxTS[p] = max(maxTS[p], ts)
+	}
+	return recs, bound
+}
+
+func (c *ClusterSpec) shape() string {
+	return fmt.Sprintf("clustered %d members, %d source partitions, %d keyed tasks, bound %dms, %d output partitions", c.Members, c.Partitions, c.KeyedTasks, c.BoundMS, c.OutPartitions)
+}
+
+// cevent is what crosses the exchange topic: a record with where it was
+// read (for the record lines).
+type cevent struct {
+	Key string `json:"k"`
+	ID  int64  `json:"i"`
+	TS  int64  `json:"t"`
+	P   int32  `json:"p"`
+	Off int64  `json:"o"`
+}
+
+// memberNet is one member's view of the virtual network: kill cuts every
+// connection it has and refuses new ones.
+type memberNet struct {
+	vn *kfake.VirtualNetwork
+	mu struct {
+		sync.Mutex
+		dead  bool
+		conns []net.Conn
+	}
+}
+
+func (m *memberNet) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	m.mu.Lock()
+	dead := m.mu.dead
+	m.mu.Unlock()
+	if dead {
+		return nil, errors.New("sim: member killed")
+	}
+	c, err := m.vn.DialContext(ctx, network, addr)
+	if err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.mu.dead {
+		c.Close()
+		return nil, errors.New("sim: member killed")
+	}
+	m.mu.conns = append(m.mu.conns, c)
+	return c, nil
+}
+
+func (m *memberNet) kill() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.mu.dead = true
+	for _, c := range m.mu.conns {
+		c.Close()
+	}
+	m.mu.conns = nil
+}
+
+// heal lets a killed member reach the broker again, once the run is over:
+// what is left of it (a hand-over checkpoint's flush waits for the
+// broker, bounded only by the sink's FlushTimeout) is fenced there by the
+// tasks' new owners and ends.
+func (m *memberNet) heal() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.mu.dead = false
+}
+
+// clusterRun is one clustered run: the broker, the members, and the
+// record count that triggers the faults.
+type clusterRun struct {
+	spec *Spec
+	c    *ClusterSpec
+	kc   *kafkaCluster
+	base string
+	ctx  context.Context // the run's: members joining late start under it
+	seen atomic.Int64
+
+	mu struct {
+		sync.Mutex
+		members map[int]*clusterMember
+	}
+	wg sync.WaitGroup
+}
+
+type clusterMember struct {
+	net    *memberNet
+	cancel context.CancelFunc
+	done   chan error
+	killed bool
+}
+
+// runCluster runs the clustered form of spec: produce the input, start the
+// members, kill and add members as drawn, wait for the survivors to finish
+// the bounded job, read the output back with read_committed and check
+// S16.
+func runCluster(ctx context.Context, spec *Spec, res *Result) *Failure {
+	c := spec.Cluster
+	ks := &KafkaSpec{Partitions: c.Partitions, OutPartitions: c.OutPartitions, Records: c.Records}
+	kc := &kafkaCluster{vn: &kfake.VirtualNetwork{}}
+	kcl, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.Ports(kafkaPort), kfake.ListenFn(kc.vn.Listen),
+		kfake.GroupMinSessionTimeout(100*time.Millisecond),
+		kfake.SeedTopics(int32(c.Partitions), kafkaIn), kfake.SeedTopics(int32(c.OutPartitions), kafkaOut))
+	if err != nil {
+		return &Failure{Invariant: InvCompletes, Detail: "sim: kfake: " + err.Error()}
+	}
+	kc.mu.c = kcl
+	defer kc.close()
+	if err := kc.produceInput(ctx, ks); err != nil {
+		return &Failure{Invariant: InvCompletes, Detail: err.Error()}
+	}
+	// The cluster package keeps checkpoints in a location of package
+	// checkpoint (a directory or an object store URL), not a vfs.FS: a
+	// temporary directory, in memory where the machine has /dev/shm.
+	base, err := os.MkdirTemp(shmDir(), "weir-sim-cluster-")
+	if err != nil {
+		return &Failure{Invariant: InvCompletes, Detail: err.Error()}
+	}
+	defer os.RemoveAll(base)
+	ctx, cancel := context.WithTimeout(ctx, AttemptTimeout)
+	defer cancel()
+	cr := &clusterRun{spec: spec, c: c, kc: kc, base: base, ctx: ctx}
+	cr.mu.members = map[int]*clusterMember{}
+	res.Attempts++
+	for i := range c.Members {
+		cr.start(ctx, i)
+	}
+	f := cr.wait(ctx)
+	cr.stopAll()
+	if f != nil {
+		return f
+	}
+	kr := &kafkaRun{kc: kc}
+	got, f := kr.readCommitted(ctx)
+	if f != nil {
+		f.Invariant = InvClusterExactlyOnce + " (" + f.Invariant + ")"
+		return f
+	}
+	lines := make([]string, len(got))
+	for i, r := range got {
+		lines[i] = r.line
+	}
+	if f := compareLines(KafkaReference(ks, spec.WindowMS), sortedCopy(lines)); f != nil {
+		f.Invariant = InvClusterExactlyOnce
+		return f
+	}
+	return nil
+}
+
+func shmDir() string {
+	if fi, err := os.Stat("/dev/shm"); err == nil && fi.IsDir() {
+		return "/dev/shm"
+	}
+	return ""
+}
+
+func sortedCopy(ls []string) []string {
+	out := slices.Clone(ls)
+	slices.Sort(out)
+	return out
+}
+
+// config is member i's cluster.Config: short group and checkpoint
+// timings (the run's real time is mostly rebalances and session
+// time-outs).
+func (cr *clusterRun) config(i int, mn *memberNet) cluster.Config {
+	return cluster.Config{Brokers: cr.kc.seeds(), Group: "sim", SourceTopic: kafkaIn, KeyedTasks: cr.c.KeyedTasks,
+		CheckpointBase: cr.base, CheckpointInterval: 20 * time.Millisecond, ControlInterval: 5 * time.Millisecond,
+		Bounded: true, SessionTimeout: 300 * time.Millisecond, HeartbeatInterval: 30 * time.Millisecond,
+		RevokeCheckpointTimeout: 300 * time.Millisecond, RestartDelay: 10 * time.Millisecond,
+		Member: "m" + strconv.Itoa(i), Logger: clusterLogger(i),
+		ClientOptions: mn.clientOpts()}
+}
+
+// clientOpts are the options of every Kafka client of the member: its
+// own dialer on the virtual network, short back-offs, and a short
+// rebalance time-out (the group client's; cluster.Config has none): a
+// rebalance waits that long for every member to rejoin, a killed one too
+// (its session time-out does not apply during a rebalance), and
+// franz-go's default is a minute.
+func (m *memberNet) clientOpts() []kgo.Opt {
+	return []kgo.Opt{kgo.Dialer(m.dial), kgo.RebalanceTimeout(time.Second),
+		kgo.RetryBackoffFn(func(int) time.Duration { return time.Millisecond }),
+		kgo.MetadataMinAge(10 * time.Millisecond)}
+}
+
+// job is the clustered job: source records to cevents (counting them, for
+// the faults), keyed by key, a tumbling window and a record line per
+// record, into the exactly-once sink.
+func (cr *clusterRun) job(mn *memberNet) cluster.Job[kafka.Message[string], cevent, string, string] {
+	size := time.Duration(cr.spec.WindowMS) * time.Millisecond
+	return cluster.Job[kafka.Message[string], cevent, string, string]{
+		Source:     kafka.WithMetadata(kafka.String()),
+		Watermarks: watermark.ForBoundedOutOfOrderness[kafka.Message[string]](time.Duration(cr.c.BoundMS) * time.Millisecond),
+		Upstream: func(s weir.Stream[kafka.Message[string]]) weir.Stream[cevent] {
+			return weir.MapErr(s, "count", func(m kafka.Message[string]) (cevent, error) {
+				id, err := strconv.ParseInt(m.Value, 10, 64)
+				if err != nil {
+					return cevent{}, fmt.Errorf("sim: input value %q", m.Value)
+				}
+				cr.passed(cr.seen.Add(1))
+				return cevent{Key: string(m.Key), ID: id, TS: m.Timestamp, P: m.Partition, Off: m.Offset}, nil
+			})
+		},
+		Key: func(e cevent) string { return e.Key },
+		Keyed: func(ks weir.KeyedStream[string, cevent]) weir.Stream[string] {
+			late := weir.NewOutputTag[cevent]("late")
+			w := window.AggregateKeyed(ks, "window", window.Tumbling(size), window.AggregateFuncs[cevent, acc, acc]{
+				AddFn:    func(e cevent, a acc) acc { return acc{N: a.N + 1, Sum: a.Sum + e.ID} },
+				ResultFn: func(a acc) acc { return a },
+				MergeFn:  func(a, b acc) acc { return acc{N: a.N + b.N, Sum: a.Sum + b.Sum} },
+			}, window.LateOutput(late)).UID("window")
+			winLines := weir.Map(w, "window-lines", func(r window.Result[string, acc]) string {
+				return windowLine(r.Key, r.Window.Start, r.Window.End, r.Value.N, r.Value.Sum)
+			}).UID("window-lines")
+			lateLines := weir.Map(weir.SideOutput(w, late), "late-lines", func(e cevent) string {
+				return lateLine(e.Key, e.TS, e.ID)
+			}).UID("late-lines")
+			recLines := weir.Map(ks.Stream, "record-lines", func(e cevent) string {
+				return recordLine(e.P, e.Off, e.Key, e.TS, e.ID)
+			}).UID("record-lines")
+			return weir.Union(winLines, lateLines, recLines)
+		},
+		Sink: kafka.SinkOptions[string]{Topic: kafkaOut, TransactionalIDPrefix: "sim", ClientOptions: mn.clientOpts(),
+			Serialize: func(s string) (*kgo.Record, error) { return &kgo.Record{Value: []byte(s)}, nil }},
+	}
+}
+
+// passed strikes the faults due at the n-th record.
+func (cr *clusterRun) passed(n int64) {
+	for i := range cr.c.Faults {
+		f := &cr.c.Faults[i]
+		if f.At != n {
+			continue
+		}
+		cr.mu.Lock()
+		if f.Struck {
+			cr.mu.Unlock()
+			continue
+		}
+		f.Struck = true
+		cr.mu.Unlock()
+		switch f.Kind {
+		case FaultMemberKill:
+			cr.kill(f.Subtask)
+		case FaultMemberJoin:
+			// Not on the task's goroutine: Run joins the group.
+			go cr.start(cr.ctx, f.Subtask)
+		}
+	}
+}
+
+// start starts member i in a goroutine of its own with its own context.
+func (cr *clusterRun) start(ctx context.Context, i int) {
+	cr.mu.Lock()
+	defer cr.mu.Unlock()
+	if cr.mu.members == nil { // the run is over
+		return
+	}
+	mn := &memberNet{vn: cr.kc.vn}
+	mctx, cancel := context.WithCancel(ctx)
+	m := &clusterMember{net: mn, cancel: cancel, done: make(chan error, 1)}
+	cr.mu.members[i] = m
+	cfg, job := cr.config(i, mn), cr.job(mn)
+	cr.wg.Add(1)
+	go func() {
+		defer cr.wg.Done()
+		m.done <- cluster.Run(mctx, cfg, job)
+	}()
+}
+
+// kill cuts member i off the broker and cancels its context.
+func (cr *clusterRun) kill(i int) {
+	cr.mu.Lock()
+	m := cr.mu.members[i]
+	if m != nil {
+		m.killed = true
+	}
+	cr.mu.Unlock()
+	if m == nil {
+		return
+	}
+	m.net.kill()
+	m.cancel()
+}
+
+// wait waits until every member not killed has returned nil (the bounded
+// job finished). A killed member is not waited for: it is cut off the
+// broker, so its hand-over checkpoint may wait for a flush until the run
+// is over (stopAll).
+func (cr *clusterRun) wait(ctx context.Context) *Failure {
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	ended := map[int]bool{}
+	for {
+		cr.mu.Lock()
+		all, running := true, 0
+		var fail *Failure
+		for i, m := range cr.mu.members {
+			if ended[i] {
+				continue
+			}
+			select {
+			case err := <-m.done:
+				ended[i] = true
+				if err != nil && !m.killed {
+					fail = &Failure{Invariant: InvCompletes, Detail: fmt.Sprintf("clustered member m%d: %v", i, err)}
+				}
+			default:
+				if !m.killed {
+					all = false
+					running++
+				}
+			}
+		}
+		cr.mu.Unlock()
+		if fail != nil {
+			return fail
+		}
+		// Every member started and not killed has ended. (A join that strikes on the
+		// last records may start a member after this: it finds every
+		// task finished, or stopAll stops it.)
+		if all {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			if os.Getenv("WEIR_SIM_DEBUG") != "" {
+				pprof.Lookup("goroutine").WriteTo(os.Stderr, 1)
+			}
+			return &Failure{Invariant: InvCompletes, Detail: fmt.Sprintf("the clustered job did not finish within %v (%d members running)", AttemptTimeout, running)}
+		case <-tick.C:
+		}
+	}
+}
+
+// stopAll stops every member still running, lets the killed ones reach
+// the broker again, and waits for them all. It runs before the output is
+// read: whatever a killed member still does then is in what is checked.
+func (cr *clusterRun) stopAll() {
+	cr.mu.Lock()
+	for _, m := range cr.mu.members {
+		m.net.heal()
+		m.cancel()
+	}
+	cr.mu.members = nil
+	cr.mu.Unlock()
+	cr.wg.Wait()
+}
+
+// clusterLogger is member i's logger: discarded, unless WEIR_SIM_DEBUG is
+// set (then to stderr, for a seed being looked into).
+func clusterLogger(i int) *slog.Logger {
+	if os.Getenv("WEIR_SIM_DEBUG") == "" {
+		return quiet
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("member", i)
+}

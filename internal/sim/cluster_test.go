@@ -1,0 +1,150 @@
+package sim
+
+import (
+	"context"
+	"os"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+)
+
+// clusterFixedSeeds is how many seeds with a clustered form every `go
+// test` runs: the first ones from seed 1 (about one seed in clusterOneIn
+// has one; about a second of real time each, little CPU).
+const clusterFixedSeeds = 4
+
+// TestClusterFormKeepsTheInvariants runs the clustered form (S16) of the
+// first clusterFixedSeeds seeds that have one, two at a time.
+func TestClusterFormKeepsTheInvariants(t *testing.T) {
+	var seeds []uint64
+	for seed := uint64(1); len(seeds) < clusterFixedSeeds; seed++ {
+		if Generate(seed).Cluster != nil {
+			seeds = append(seeds, seed)
+		}
+	}
+	var mu sync.Mutex
+	var kills, joins int
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 2)
+	for _, seed := range seeds {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			start := time.Now()
+			res, err := Run(context.Background(), seed, Options{onlyCluster: true})
+			wall := time.Since(start)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if f := res.Failure; f != nil {
+				t.Errorf("seed %d (%s; faults %s): %v %q\nreplay: %s", res.Seed, res.Shape, FaultSchedule(res.Faults), f, f.Records, res.Replay)
+			}
+			t.Logf("seed %d: %s; %v (run %v)", seed, FaultSchedule(res.Faults), wall, res.Elapsed)
+			for _, f := range res.Faults {
+				switch {
+				case f.Kind == FaultMemberKill && f.Struck:
+					kills++
+				case f.Kind == FaultMemberJoin && f.Struck:
+					joins++
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	// The seeds must kill members and add some, or passing proves little.
+	if kills == 0 || joins == 0 {
+		t.Fatalf("seeds %v: %d members killed, %d joined", seeds, kills, joins)
+	}
+	t.Logf("seeds %v: %d members killed, %d joined", seeds, kills, joins)
+}
+
+// TestClusterSeedsAreDrawn: about one seed in clusterOneIn has a clustered
+// form, and drawing it changes nothing else of the seed.
+func TestClusterSeedsAreDrawn(t *testing.T) {
+	n := 0
+	for seed := uint64(1); seed <= 1000; seed++ {
+		s := Generate(seed)
+		if s.Cluster == nil {
+			continue
+		}
+		n++
+		c := s.Cluster
+		if len(c.Records) != s.Records || c.Members < 2 || c.KeyedTasks < 2 || c.KeyedTasks > 4 {
+			t.Fatalf("seed %d: %+v", seed, c)
+		}
+		killed := 0
+		for _, f := range c.Faults {
+			if f.Kind == FaultMemberKill {
+				killed++
+			}
+		}
+		if killed >= c.Members {
+			t.Fatalf("seed %d: all %d members killed", seed, c.Members)
+		}
+	}
+	if n < 1000/clusterOneIn/2 || n > 1000/clusterOneIn*2 {
+		t.Fatalf("%d of 1000 seeds have a clustered form", n)
+	}
+}
+
+// TestClusterBatch runs the clustered form of the first
+// WEIR_SIM_CLUSTER_BATCH seeds that have one (from
+// WEIR_SIM_CLUSTER_FROM, default 1), four at a time, and reports every
+// failing seed and the seeds per second. It runs only when the variable
+// is set (docs/reliability.md, Simulation).
+func TestClusterBatch(t *testing.T) {
+	n, _ := strconv.Atoi(os.Getenv("WEIR_SIM_CLUSTER_BATCH"))
+	if n <= 0 {
+		t.Skip("set WEIR_SIM_CLUSTER_BATCH=N to run N clustered seeds")
+	}
+	from, _ := strconv.ParseUint(os.Getenv("WEIR_SIM_CLUSTER_FROM"), 10, 64)
+	from = max(from, 1)
+	var seeds []uint64
+	for seed := from; len(seeds) < n; seed++ {
+		if Generate(seed).Cluster != nil {
+			seeds = append(seeds, seed)
+		}
+	}
+	start, c0 := time.Now(), cpuSeconds()
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	var failed, kills, joins int
+	sem := make(chan struct{}, 4)
+	for _, seed := range seeds {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			res, err := Run(context.Background(), seed, Options{onlyCluster: true})
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			for _, f := range res.Faults {
+				if f.Struck && f.Kind == FaultMemberKill {
+					kills++
+				}
+				if f.Struck && f.Kind == FaultMemberJoin {
+					joins++
+				}
+			}
+			if f := res.Failure; f != nil {
+				failed++
+				t.Errorf("seed %d (%s; faults %s): %v %q\nreplay: %s", res.Seed, res.Shape, FaultSchedule(res.Faults), f, f.Records, res.Replay)
+			}
+		}()
+	}
+	wg.Wait()
+	wall, cpu := time.Since(start).Seconds(), cpuSeconds()-c0
+	t.Logf("%d clustered seeds (%d..%d): %d failed, %d members killed, %d joined; %.1fs wall, %.1f CPU-s: %.2f seeds/s, %.2f seeds per CPU-second",
+		len(seeds), seeds[0], seeds[len(seeds)-1], failed, kills, joins, wall, cpu, float64(len(seeds))/wall, float64(len(seeds))/cpu)
+}
