@@ -83,8 +83,8 @@ counted), for a time-boxed random batch in CI:
 			if asJSON {
 				json.NewEncoder(out).Encode(sum)
 			} else {
-				fmt.Fprintf(out, "sim: %d seeds, %d failures, %.1f seeds/s, %.1f seeds per CPU-second, live heap %d KiB before, %d KiB after\n",
-					sum.Seeds, sum.Failures, sum.SeedsPerSecond, sum.SeedsPerCPUSecond, sum.HeapStartBytes>>10, sum.HeapEndBytes>>10)
+				fmt.Fprintf(out, "sim: %d seeds, %d failures, %.1f seeds/s, %.1f seeds per CPU-second, live heap %d KiB before, %d KiB after, peak heap %d MiB\n",
+					sum.Seeds, sum.Failures, sum.SeedsPerSecond, sum.SeedsPerCPUSecond, sum.HeapStartBytes>>10, sum.HeapEndBytes>>10, sum.PeakHeapBytes>>20)
 			}
 			if sum.Failures > 0 {
 				return fmt.Errorf("sim: %d of %d seeds failed", sum.Failures, sum.Seeds)

@@ -1,7 +1,9 @@
 package bench
 
 import (
+	"context"
 	"fmt"
+	goruntime "runtime"
 	"testing"
 	"time"
 
@@ -228,5 +230,64 @@ func BenchmarkKafkaFormatKeyedCount(b *testing.B) {
 				b.ReportMetric(r.EngineCPUNsPerRecord/r.LoopCPUNsPerRecord, "cpu-x-loop")
 			}
 		})
+	}
+}
+
+// BenchmarkKafkaKeyedCountSides runs one side of BenchmarkKafkaKeyedCount's
+// shape=peers at a time (1M records, 10k keys, 4 partitions, produced
+// once), so that a CPU profile holds one side only and allocs/rec can be
+// compared between the engine and the loop without noise. settle=true
+// collects garbage before every run as KafkaKeyedCount does (its CPU not
+// counted), which also empties the pools a job leaves behind; settle=false
+// lets the runs follow each other as one long job's batches would:
+//
+//	go test -run XXX -bench KafkaKeyedCountSides -benchtime 5x -cpuprofile /tmp/c.out ./internal/bench/
+func BenchmarkKafkaKeyedCountSides(b *testing.B) {
+	const n, nKeys = 1_000_000, 10_000
+	for _, side := range []string{"engine-p1", "engine-p2", "loop"} {
+		for _, settled := range []bool{false, true} {
+			b.Run(fmt.Sprintf("side=%s/settle=%v", side, settled), func(b *testing.B) {
+				b.StopTimer() // producing the records is neither side's time
+				br, err := kafkaEvents(n, nKeys, ShapePeers)
+				if err != nil {
+					b.Fatal(err)
+				}
+				var m0, m1 goruntime.MemStats
+				var cpu int64
+				var mallocs uint64
+				for range b.N {
+					b.StopTimer()
+					if settled {
+						settle()
+					}
+					goruntime.ReadMemStats(&m0)
+					c0 := cpuNanos()
+					b.StartTimer()
+					switch side {
+					case "loop":
+						if _, keys, err := kafkaKeyedCountLoop(br.Addrs(), n, func(e *PeerEvent) string { return e.Key }); err != nil || keys != nKeys {
+							b.Fatalf("loop: %d keys, %v", keys, err)
+						}
+					default:
+						var total int64
+						par := 1
+						if side == "engine-p2" {
+							par = 2
+						}
+						if err := kafkaCountJob(br.Addrs(), par, ShapePeers, &total).Execute(context.Background()); err != nil || total != n {
+							b.Fatalf("engine: %d outputs, %v", total, err)
+						}
+					}
+					b.StopTimer()
+					cpu += cpuNanos() - c0
+					goruntime.ReadMemStats(&m1)
+					mallocs += m1.Mallocs - m0.Mallocs
+				}
+				per := float64(n) * float64(b.N)
+				b.ReportMetric(float64(cpu)/per, "cpu-ns/rec")
+				b.ReportMetric(float64(mallocs)/per, "allocs/rec")
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/per, "ns/rec")
+			})
+		}
 	}
 }

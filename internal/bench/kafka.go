@@ -129,9 +129,8 @@ func KafkaKeyedCount(n int64, nKeys, par int, shape Shape) (Result, error) {
 	engine := func() (time.Duration, error) {
 		var total int64
 		env := kafkaCountJob(b.Addrs(), par, shape, &total)
-		c0 := cpuNanos()
-		t, err := run(env)
-		ecpu = append(ecpu, time.Duration(cpuNanos()-c0))
+		t, cpu, err := runCPU(env)
+		ecpu = append(ecpu, cpu)
 		if err == nil && total != n {
 			return 0, fmt.Errorf("kafka keyed count: %d outputs, want %d", total, n)
 		}

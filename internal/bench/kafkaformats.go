@@ -163,9 +163,8 @@ func KafkaFormatKeyedCount(kind string, n int64, nKeys, par int) (Result, error)
 		src := kafka.NewSource(kafka.Options{Brokers: b.Addrs(), Topics: []string{kafkaTopic}, Stop: stop}, deser)
 		var total int64
 		countPerKey(weir.FromSource(env, "events", src, monotone[Event]()), &total)
-		c0 := cpuNanos()
-		t, err := run(env)
-		ecpu = append(ecpu, time.Duration(cpuNanos()-c0))
+		t, cpu, err := runCPU(env)
+		ecpu = append(ecpu, cpu)
 		if err == nil && total != n {
 			return 0, fmt.Errorf("kafka %s keyed count: %d outputs, want %d", kind, total, n)
 		}

@@ -198,7 +198,9 @@
 //	    own, which every goroutine the job starts inherits; 5 s after
 //	    the run's end none may carry it (leak.go).
 //	S7. Memory is bounded: the live heap after a batch exceeds the one
-//	    before it by at most HeapGrowthLimit (Summary.MemoryFailure).
+//	    before it by at most HeapGrowthLimit, and the heap sampled every
+//	    10ms during the batch never holds more than PeakHeapLimit per
+//	    worker plus one (Summary.MemoryFailure).
 //	S8. Timers fire in order, at the watermark (Spec.Timers, timers.go).
 //	    Per channel into the observer behind the timer function, the
 //	    firings between two watermarks come in non-decreasing timestamp

@@ -301,7 +301,7 @@ func (kc *kafkaCluster) installControls(c *kfake.Cluster) {
 	for _, r := range kafkaRequests {
 		key := r.key
 		c.ControlKey(int16(key), func(req kmsg.Request) (kmsg.Response, error, bool) {
-			kc.maybeDelay(c, key, req)
+			kc.maybeDelay(key, req)
 			return nil, nil, false
 		})
 	}
@@ -313,10 +313,14 @@ func (kc *kafkaCluster) cluster() *kfake.Cluster {
 	return kc.mu.c
 }
 
-// maybeDelay runs on the cluster goroutine: a latency fault of the attempt
-// that matches the request sleeps it (SleepControl lets other
-// connections go on meanwhile).
-func (kc *kafkaCluster) maybeDelay(c *kfake.Cluster, key kmsg.Key, req kmsg.Request) {
+// maybeDelay runs in a control function of the cluster: a latency fault
+// of the attempt that matches the request stalls the broker for its
+// delay (every connection waits, as behind a broker's GC pause or a slow
+// disk). It sleeps in the control function itself, not with
+// kfake's SleepControl: a cluster closed while a SleepControl sleep was in
+// progress left a later control goroutine blocked on kfake's control mutex
+// for good (S6 found it under load).
+func (kc *kafkaCluster) maybeDelay(key kmsg.Key, req kmsg.Request) {
 	kc.mu.Lock()
 	var d time.Duration
 	for _, a := range kc.mu.latency {
@@ -331,7 +335,7 @@ func (kc *kafkaCluster) maybeDelay(c *kfake.Cluster, key kmsg.Key, req kmsg.Requ
 		d = time.Millisecond
 	}
 	if d > 0 {
-		c.SleepControl(func() { time.Sleep(d) })
+		time.Sleep(d)
 	}
 }
 
@@ -383,7 +387,10 @@ func (kc *kafkaCluster) clientOpts() []kgo.Opt {
 		kgo.RetryBackoffFn(func(int) time.Duration { return time.Millisecond }),
 		// After a retriable error, metadata is refreshed at once, not
 		// after the default minimum age of 5s.
-		kgo.MetadataMinAge(10 * time.Millisecond)}
+		kgo.MetadataMinAge(10 * time.Millisecond),
+		// No KIP-714 telemetry for the broker: each client gzipped its
+		// metrics for kfake, a third of what a Kafka seed allocated.
+		kgo.DisableClientMetrics()}
 }
 
 func (kc *kafkaCluster) seeds() []string { return []string{"localhost:" + strconv.Itoa(kafkaPort)} }

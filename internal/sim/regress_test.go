@@ -30,10 +30,9 @@ func TestRegressionSeeds(t *testing.T) {
 			t.Fatalf("testdata/regressions.txt:%d: want a seed and its reason, got %q", line, text)
 		}
 		n++
-		// The scripted job's regressions: a seed's Kafka form (added
-		// after them) runs in TestKafkaFormKeepsTheInvariants, or
-		// here once a Kafka seed is kept (then drop noKafka).
-		res, err := Run(context.Background(), seed, Options{noKafka: true})
+		// Each seed with every form it has (the Kafka form of seeds
+		// kept for the scripted job runs too: more coverage).
+		res, err := Run(context.Background(), seed, Options{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -82,9 +82,9 @@ type Options struct {
 	// timeout, set by tests, replaces AttemptTimeout (a planted bug can
 	// make a job hang: S4).
 	timeout time.Duration
-	// noKafka, set by tests, skips the Kafka form; onlyKafka skips the
-	// scripted job of a seed with a Kafka form.
-	noKafka, onlyKafka bool
+	// onlyKafka, set by tests, skips the scripted job of a seed with a
+	// Kafka form.
+	onlyKafka bool
 	// SkipKafka skips the Kafka form of every seed (`weir sim
 	// --kafka=false`): the scripted job only. SkipAgent leaves the agent
 	// branch out of the scripted job (`--agent=false`).
@@ -114,7 +114,7 @@ func Run(ctx context.Context, seed uint64, o Options) (*Result, error) {
 		aw = newAgentWorld(spec.Agent)
 		aw.setInputs(spec)
 	}
-	kafka := spec.Kafka != nil && !o.noKafka && !o.SkipKafka
+	kafka := spec.Kafka != nil
 	id := labelled(ctx, func(ctx context.Context) {
 		if !o.onlyKafka || spec.Kafka == nil {
 			res.Failure = run(ctx, spec, st, vfs.NewCrashableMem(), aw, o, res)
