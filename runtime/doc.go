@@ -40,6 +40,17 @@
 //	    watermark, so a consumer keeps it in its minimum and what it emits
 //	    later is never late there. The idle status reaches it once it holds
 //	    nothing (idlehold.go, H1..H3).
+//	I9. A failure stops the subtask's data at once. From the moment an
+//	    operator's method (or Context.Fail) fails the subtask, no operator
+//	    of it is given another record, watermark or idle status: not the
+//	    rest of a network batch, not the records its source's reader emits
+//	    later in the same Poll (dropped, as a crash drops them; a restore
+//	    reads them again). So what the subtask's operators and its
+//	    consumers saw is a prefix of the input, as with a crash; before,
+//	    the records after a failed one went on, and downstream saw the
+//	    input with a gap that no run produces (an agent operator numbered
+//	    its inputs by it and discarded action states a later attempt
+//	    needed: the simulator's seed 3067126113256803544).
 //
 // # Not guaranteed
 //

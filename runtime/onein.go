@@ -76,6 +76,9 @@ func (x *oneInputInstance[IN, OUT]) endInput() error {
 
 func (x *oneInputInstance[IN, OUT]) Collect(r Record[IN]) {
 	t := x.ctx.task
+	if t.err != nil {
+		return // the subtask has failed: nothing more flows (I9)
+	}
 	prev := t.current
 	t.current = x.pos
 	x.unpublished++
@@ -95,6 +98,9 @@ func (x *oneInputInstance[IN, OUT]) publish() {
 }
 
 func (x *oneInputInstance[IN, OUT]) EmitWatermark(ts int64) {
+	if x.ctx.task.err != nil {
+		return // I9
+	}
 	x.wm.Set(ts)
 	if err := x.op.ProcessWatermark(ts); err != nil {
 		x.ctx.task.fail(x.ctx.Name, err)
@@ -102,6 +108,9 @@ func (x *oneInputInstance[IN, OUT]) EmitWatermark(ts int64) {
 }
 
 func (x *oneInputInstance[IN, OUT]) EmitIdle(idle bool) {
+	if x.ctx.task.err != nil {
+		return // I9
+	}
 	if err := x.idle(idle); err != nil {
 		x.ctx.task.fail(x.ctx.Name, err)
 	}
@@ -247,6 +256,12 @@ func (x *oneInputInstance[IN, OUT]) collectAllInKeyGroups(recs []Record[IN], kgs
 	}
 	t := x.ctx.task
 	for i := range recs {
+		if t.err != nil {
+			// This operator, or one chained behind it, failed the
+			// subtask: the rest of the batch is not processed (I9).
+			t.current = -1
+			return true
+		}
 		t.current = x.pos
 		if err := op.ProcessRecordInKeyGroup(recs[i], int(kgs[i])); err != nil {
 			t.fail(x.ctx.Name, err)
@@ -263,6 +278,10 @@ func (x *oneInputInstance[IN, OUT]) collectAllInKeyGroups(recs []Record[IN], kgs
 func (x *oneInputInstance[IN, OUT]) collectAll(recs []Record[IN]) {
 	op, t := x.op, x.ctx.task
 	for i := range recs {
+		if t.err != nil {
+			t.current = -1
+			return // as in collectAllInKeyGroups (I9)
+		}
 		t.current = x.pos
 		if err := op.ProcessRecord(recs[i]); err != nil {
 			t.fail(x.ctx.Name, err)

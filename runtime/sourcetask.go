@@ -68,6 +68,9 @@ type sourceInstance[T any] struct {
 
 // sendIdle sends a status change downstream.
 func (x *sourceInstance[T]) sendIdle(idle bool) {
+	if x.ctx.task.err != nil {
+		return // I9
+	}
 	x.outIdle = idle
 	x.out.EmitIdle(idle)
 }
@@ -97,6 +100,12 @@ func (x *sourceInstance[T]) close() error {
 
 // Collect implements SourceOutput.
 func (x *sourceInstance[T]) Collect(split int, v T, ts int64) {
+	if x.ctx.task.err != nil {
+		// The subtask has failed (an operator chained to the source, in
+		// this Poll): the reader's later records are dropped, as a crash
+		// would drop them; a restore reads them again (I9).
+		return
+	}
 	if x.tsOf != nil {
 		t, ok := x.tsOf(v, ts)
 		if !ok {
@@ -178,6 +187,9 @@ func (x *sourceInstance[T]) DeadLetter(d DeadLetter) {
 type combined[T any] struct{ x *sourceInstance[T] }
 
 func (c combined[T]) EmitWatermark(ts int64) {
+	if c.x.ctx.task.err != nil {
+		return // I9
+	}
 	c.x.watermarkAt.Set(ts)
 	c.x.out.EmitWatermark(ts)
 }

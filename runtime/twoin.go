@@ -41,17 +41,26 @@ type opWatermarks struct {
 }
 
 func (o opWatermarks) EmitWatermark(ts int64) {
+	if o.ctx.task.err != nil {
+		return // I9
+	}
 	o.g.Set(ts)
 	if err := o.wm(ts); err != nil {
 		o.ctx.task.fail(o.ctx.Name, err)
 	}
 }
 func (o opWatermarks) MarkIdle() {
+	if o.ctx.task.err != nil {
+		return // I9
+	}
 	if err := o.idle(true); err != nil {
 		o.ctx.task.fail(o.ctx.Name, err)
 	}
 }
 func (o opWatermarks) MarkActive() {
+	if o.ctx.task.err != nil {
+		return // I9
+	}
 	if err := o.idle(false); err != nil {
 		o.ctx.task.fail(o.ctx.Name, err)
 	}
@@ -73,6 +82,9 @@ type recordsTo[T any] struct {
 }
 
 func (r recordsTo[T]) Collect(rec Record[T]) {
+	if r.ctx.task.err != nil {
+		return // I9
+	}
 	if err := r.process(rec); err != nil {
 		r.ctx.task.fail(r.ctx.Name, err)
 	}

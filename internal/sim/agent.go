@@ -97,6 +97,7 @@ func agentBranch(w *agentWorld, n int, disk vfs.FS, passed weir.Stream[event], o
 			if err != nil {
 				return err
 			}
+			w.started(n, e.ID)
 			fail := func(stage string, err error) error {
 				if isDeadline(c.Context()) {
 					w.expire(e.ID)

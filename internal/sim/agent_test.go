@@ -157,3 +157,39 @@ func TestAgentWorldBoundsRepeats(t *testing.T) {
 		}
 	}
 }
+
+// TestAgentWorldTracesTheInput: a violation of S11 about an input comes
+// with the input's trace: its requests, what the store reported durable,
+// and the attempts' begins and strikes, in order.
+func TestAgentWorldTracesTheInput(t *testing.T) {
+	key := strings.Repeat("b", 32)
+	w := newAgentWorld(&AgentSpec{})
+	w.begin(1)
+	w.request(1, callRef{7, "tool"}, key, true, true)
+	w.confirm(1, &agent.ActionState{Calls: []agent.CallResult{{Name: "tool:apply", Result: []byte(`"key=` + key + `"`)}}})
+	w.strike(&Fault{Kind: FaultRecord, At: 1, Struck: true})
+	w.begin(2)
+	w.request(1, callRef{8, "tool"}, strings.Repeat("c", 32), true, true) // a dead attempt's: not traced
+	w.request(2, callRef{7, "tool"}, key, true, true)
+	f := w.failure()
+	if f == nil {
+		t.Fatal("a repeat after the outcome was durable is not caught")
+	}
+	var trace []string
+	for _, r := range f.Records {
+		if _, text, ok := strings.Cut(r, ": "); ok && strings.HasPrefix(r, "trace ") {
+			trace = append(trace, text)
+		}
+	}
+	want := []string{
+		"attempt 1 begins",
+		"tool request, key " + key + ": outcome true, effect true",
+		"the store reports durable: seq 0 completed false calls [\"tool:apply bbbbbbbb\"]",
+		"record#1 strikes (machine crash: false)",
+		"attempt 2 begins",
+		"tool request, key " + key + ": outcome true, effect true",
+	}
+	if !slices.Equal(trace, want) {
+		t.Fatalf("the trace of input 7:\n%s\nwant\n%s", strings.Join(trace, "\n"), strings.Join(want, "\n"))
+	}
+}

@@ -82,7 +82,7 @@ func checkAgentOutput(spec *Spec, w *agentWorld, lines []string) *Failure {
 			in := spec.Agent.Inputs[id]
 			return &Failure{Invariant: InvAgentOnce,
 				Detail:  fmt.Sprintf("input %d (fault %q, %d retries) ends %d times in the committed output; allowed once, one of %q", id, in.Fault, in.Retries, len(got), allowed[id]),
-				Records: append(got, agentLinesOf(lines, id)...)}
+				Records: append(append(got, agentLinesOf(lines, id)...), w.traceOf(id)...)}
 		}
 	}
 	if len(seen) > 0 {

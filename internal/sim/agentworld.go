@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
 	"sync"
 
@@ -33,14 +34,22 @@ type agentWorld struct {
 	spec *AgentSpec
 	mu   struct {
 		sync.Mutex
-		seq     int64 // global order of requests, confirmations and strikes
-		attempt int
-		alive   bool
-		disk    *vfs.MemFS // the WAL's, as the next attempt finds it
-		keys    map[string]*keyLog
-		byCall  map[callRef]string // the key of each (input, call)
-		expired map[int64]bool     // inputs whose action saw its deadline pass
-		failure *Failure           // the first violation of S11
+		seq          int64 // global order of requests, confirmations and strikes
+		attempt      int
+		alive        bool
+		disk         *vfs.MemFS // the WAL's, as the next attempt finds it
+		keys         map[string]*keyLog
+		byCall       map[callRef]string // the key of each (input, call)
+		expired      map[int64]bool     // inputs whose action saw its deadline pass
+		failure      *Failure           // the first violation of S11
+		failureInput int64              // the input it is about, or -1
+		// trace is what happened to the inputs' calls and action
+		// states, in order, for a failure's report (traceOf).
+		trace []traceEntry
+		// inputs maps a key and an input's sequence number to the input
+		// (setInputs), so that the store's operations, which name runs
+		// by key and sequence number, can be traced to inputs.
+		inputs map[string][]int64
 		// Counters, for the report.
 		executions, repeats, rejectedRequests, strikes int
 		discards                                       int
@@ -68,6 +77,20 @@ type keyLog struct {
 	requests  int // every request, transient failures included
 }
 
+// traceEntry is one line of the world's trace: it concerns input id (-1:
+// every input, such as a strike) or, for an operation of the store on a
+// key's runs from or up to a sequence number, the inputs of key with seq
+// at or after (from) or at or before (upTo) it.
+type traceEntry struct {
+	seq     int64 // the world's global order
+	attempt int
+	id      int64
+	key     string
+	from    int64 // with key: the entry concerns seq >= from ...
+	upTo    int64 // ... and seq <= upTo
+	text    string
+}
+
 // walDir is the WAL's directory on the machine's disk (one log per agent
 // subtask under it, per operator uid).
 const walDir = "/agent-wal"
@@ -78,7 +101,60 @@ func newAgentWorld(spec *AgentSpec) *agentWorld {
 	w.mu.keys = map[string]*keyLog{}
 	w.mu.byCall = map[callRef]string{}
 	w.mu.expired = map[int64]bool{}
+	w.mu.failureInput = -1
 	return w
+}
+
+// setInputs names the agent's inputs by key and sequence number (the
+// order in which the records of a key reach the operator, the source's:
+// a restore keeps them), for the trace of the store's operations.
+func (w *agentWorld) setInputs(spec *Spec) {
+	m := map[string][]int64{}
+	for _, st := range spec.Steps {
+		if st.Kind == StepRecord && spec.Agent.takes(st.ID) {
+			m[st.Key] = append(m[st.Key], st.ID)
+		}
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.mu.inputs = m
+}
+
+// traceLocked adds a line about input id (-1: every input) to the trace.
+func (w *agentWorld) traceLocked(id int64, format string, args ...any) {
+	w.mu.seq++
+	w.mu.trace = append(w.mu.trace, traceEntry{seq: w.mu.seq, attempt: w.mu.attempt, id: id, from: -1, upTo: -1, text: fmt.Sprintf(format, args...)})
+}
+
+// traceRunsLocked adds a line about the runs of key with sequence numbers
+// in [from, upTo] to the trace.
+func (w *agentWorld) traceRunsLocked(key []byte, from, upTo int64, format string, args ...any) {
+	w.mu.seq++
+	w.mu.trace = append(w.mu.trace, traceEntry{seq: w.mu.seq, attempt: w.mu.attempt, id: -2, key: string(key), from: from, upTo: upTo, text: fmt.Sprintf(format, args...)})
+}
+
+// traceOf returns the trace of input id: what the world saw of its calls
+// and of the store's operations on its runs, with the attempts' begins
+// and strikes, each line prefixed with the world's order and the attempt.
+func (w *agentWorld) traceOf(id int64) []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	key, seq := "", int64(-1)
+	for k, ids := range w.mu.inputs {
+		if i := slices.Index(ids, id); i >= 0 {
+			key, seq = k, int64(i)
+		}
+	}
+	var out []string
+	for _, e := range w.mu.trace {
+		if e.id == id || e.id == -1 || e.id == -2 && e.key == key && seq >= e.from && (e.upTo < 0 || seq <= e.upTo) {
+			out = append(out, fmt.Sprintf("trace %d a%d: %s", e.seq, e.attempt, e.text))
+		}
+	}
+	if key != "" {
+		out = append([]string{fmt.Sprintf("input %d is key %s's input %d (its runs' sequence number)", id, key, seq)}, out...)
+	}
+	return out
 }
 
 // begin starts attempt n: the process is up, and its WAL opens on disk.
@@ -89,6 +165,7 @@ func (w *agentWorld) begin(n int) (disk vfs.FS) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.mu.attempt, w.mu.alive = n, true
+	w.traceLocked(-1, "attempt %d begins", n)
 	return w.mu.disk
 }
 
@@ -103,8 +180,8 @@ func (w *agentWorld) strike(f *Fault) {
 		return // a second fault of the same attempt: the process is gone
 	}
 	w.mu.alive = false
-	w.mu.seq++
 	w.mu.strikes++
+	w.traceLocked(-1, "%s strikes (machine crash: %v)", f, f.Machine)
 	for _, k := range w.mu.keys {
 		if n := len(k.execs); n > 0 && k.execs[n-1] == w.mu.attempt && !k.confirmed {
 			k.allowance++
@@ -122,6 +199,15 @@ func (w *agentWorld) violateLocked(detail string, records ...string) {
 	}
 }
 
+// violateInputLocked records the first violation of S11, about input id,
+// with the input's trace (taken when the report is made: failure).
+func (w *agentWorld) violateInputLocked(id int64, detail string, records ...string) {
+	if w.mu.failure == nil {
+		w.violateLocked(detail, records...)
+		w.mu.failureInput = id
+	}
+}
+
 // request records a request under key for call ref in attempt n; outcome
 // says it produced one (an effect or a permanent refusal: the result to
 // record), effect that it took effect. It returns false when the process
@@ -132,13 +218,13 @@ func (w *agentWorld) request(n int, ref callRef, key string, outcome, effect boo
 	if !w.mu.alive || w.mu.attempt != n {
 		return false
 	}
-	w.mu.seq++
+	w.traceLocked(ref.id, "%s request, key %s: outcome %v, effect %v", ref.call, key, outcome, effect)
 	if key == "" {
-		w.violateLocked(fmt.Sprintf("input %d: a %s call without an idempotency key", ref.id, ref.call))
+		w.violateInputLocked(ref.id, fmt.Sprintf("input %d: a %s call without an idempotency key", ref.id, ref.call))
 		return true
 	}
 	if prev, ok := w.mu.byCall[ref]; ok && prev != key {
-		w.violateLocked(fmt.Sprintf("input %d: its %s call came under two idempotency keys (attempt %d)", ref.id, ref.call, n),
+		w.violateInputLocked(ref.id, fmt.Sprintf("input %d: its %s call came under two idempotency keys (attempt %d)", ref.id, ref.call, n),
 			"first: "+prev, "now:   "+key)
 	}
 	w.mu.byCall[ref] = key
@@ -147,7 +233,7 @@ func (w *agentWorld) request(n int, ref callRef, key string, outcome, effect boo
 		k = &keyLog{ref: ref}
 		w.mu.keys[key] = k
 	} else if k.ref != ref {
-		w.violateLocked(fmt.Sprintf("idempotency key %s used by input %d's %s call and input %d's %s call", key, k.ref.id, k.ref.call, ref.id, ref.call))
+		w.violateInputLocked(ref.id, fmt.Sprintf("idempotency key %s used by input %d's %s call and input %d's %s call", key, k.ref.id, k.ref.call, ref.id, ref.call))
 	}
 	k.requests++
 	if !outcome {
@@ -160,7 +246,7 @@ func (w *agentWorld) request(n int, ref callRef, key string, outcome, effect boo
 		// call takes effect.
 		if mk, ok := w.mu.byCall[callRef{ref.id, "model"}]; ok {
 			if m := w.mu.keys[mk]; m != nil && len(m.execs) > 0 && m.execs[len(m.execs)-1] == n && !m.confirmed {
-				w.violateLocked(fmt.Sprintf("input %d: the tool call took effect (attempt %d) while the model call's result was not durable: two calls of one action in the window", ref.id, n),
+				w.violateInputLocked(ref.id, fmt.Sprintf("input %d: the tool call took effect (attempt %d) while the model call's result was not durable: two calls of one action in the window", ref.id, n),
 					"model key "+mk, "tool key  "+key)
 			}
 		}
@@ -168,11 +254,11 @@ func (w *agentWorld) request(n int, ref callRef, key string, outcome, effect boo
 	if len(k.execs) > 0 {
 		switch {
 		case k.execs[len(k.execs)-1] == n:
-			w.violateLocked(fmt.Sprintf("input %d: its %s call ran twice in attempt %d under key %s", ref.id, ref.call, n, key))
+			w.violateInputLocked(ref.id, fmt.Sprintf("input %d: its %s call ran twice in attempt %d under key %s", ref.id, ref.call, n, key))
 		case k.confirmed:
-			w.violateLocked(fmt.Sprintf("input %d: its %s call ran again in attempt %d (key %s, runs in attempts %v) although the store had reported its result durable", ref.id, ref.call, n, key, k.execs))
+			w.violateInputLocked(ref.id, fmt.Sprintf("input %d: its %s call ran again in attempt %d (key %s, runs in attempts %v) although the store had reported its result durable", ref.id, ref.call, n, key, k.execs))
 		case k.allowance == 0:
-			w.violateLocked(fmt.Sprintf("input %d: its %s call ran again in attempt %d (key %s, runs in attempts %v) without a failure in its window", ref.id, ref.call, n, key, k.execs))
+			w.violateInputLocked(ref.id, fmt.Sprintf("input %d: its %s call ran again in attempt %d (key %s, runs in attempts %v) without a failure in its window", ref.id, ref.call, n, key, k.execs))
 		default:
 			k.allowance--
 		}
@@ -208,21 +294,86 @@ func (w *agentWorld) confirm(n int, st *agent.ActionState) {
 	if !w.mu.alive || w.mu.attempt != n {
 		return // after the crash: what it wrote may be gone
 	}
+	var ids []int64
 	for _, c := range st.Calls {
 		for _, s := range []string{string(c.Result), c.Error} {
 			for _, m := range keyRE.FindAllStringSubmatch(s, -1) {
 				if k := w.mu.keys[m[1]]; k != nil && len(k.execs) > 0 {
 					k.confirmed = true
+					if !slices.Contains(ids, k.ref.id) {
+						ids = append(ids, k.ref.id)
+					}
 				}
 			}
 		}
 	}
+	for _, id := range ids {
+		w.traceLocked(id, "the store reports durable: %s", describeState(st))
+	}
 }
 
-func (w *agentWorld) discarded() {
+func (w *agentWorld) discarded(key []byte, pos agent.Position) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.mu.discards++
+	w.traceRunsLocked(key, pos.Seq, -1, "the store is asked to discard the key's states from %+v", pos)
+}
+
+// started traces that attempt n's action started for input id.
+func (w *agentWorld) started(n int, id int64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.traceLocked(id, "(attempt %d) the action starts", n)
+}
+
+// restored traces the Restore of attempt n's store.
+func (w *agentWorld) restored(n int, markers int, err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.traceLocked(-1, "(attempt %d's store) restore from %d markers: %v", n, markers, err)
+}
+
+// stored traces an operation of the store (attempt n's) on the state of
+// one run.
+func (w *agentWorld) stored(n int, id agent.RunID, format string, args ...any) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.traceRunsLocked(id.Key, id.Seq, id.Seq, "(attempt %d's store) run %s of event %d %s %x: %s", n, id.Action, id.EventID, id.EventType, id.EventDigest[:4], fmt.Sprintf(format, args...))
+}
+
+// pruned traces a prune of the store (attempt n's).
+func (w *agentWorld) pruned(n int, checkpoint int64, upTo []agent.KeySeq) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, p := range upTo {
+		w.traceRunsLocked(p.Key, 0, p.Seq, "(attempt %d's store) prune up to sequence number %d (checkpoint %d)", n, p.Seq, checkpoint)
+	}
+}
+
+// describeState describes an action state for the trace: completed or
+// not, and its calls (name, and the idempotency keys their results or
+// errors name).
+func describeState(st *agent.ActionState) string {
+	if st == nil {
+		return "none"
+	}
+	var calls []string
+	for _, c := range st.Calls {
+		d := c.Name
+		if c.Pending {
+			d += " pending"
+		}
+		if c.Failed {
+			d += " failed"
+		}
+		for _, s := range []string{string(c.Result), c.Error} {
+			for _, m := range keyRE.FindAllStringSubmatch(s, -1) {
+				d += " " + m[1][:8]
+			}
+		}
+		calls = append(calls, d)
+	}
+	return fmt.Sprintf("seq %d completed %v calls %q", st.ID.Seq, st.Completed, calls)
 }
 
 // effects returns the inputs whose tool call took effect at least once.
@@ -248,10 +399,18 @@ func (w *agentWorld) expiredInputs() map[int64]bool {
 	return m
 }
 
+// failure returns the first violation of S11, with the trace of the
+// input it is about.
 func (w *agentWorld) failure() *Failure {
 	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.mu.failure
+	f, id := w.mu.failure, w.mu.failureInput
+	w.mu.Unlock()
+	if f == nil || id < 0 {
+		return f
+	}
+	g := *f
+	g.Records = append(slices.Clone(f.Records), w.traceOf(id)...)
+	return &g
 }
 
 // stats describes what the world saw, for the report.
@@ -284,8 +443,16 @@ var (
 	_ agent.Queuer           = (*observedStore)(nil)
 )
 
+func (s *observedStore) Get(id agent.RunID) (*agent.ActionState, error) {
+	st, err := s.Store.Get(id)
+	s.w.stored(s.attempt, id, "get: %s, err %v", describeState(st), err)
+	return st, err
+}
+
 func (s *observedStore) Put(st *agent.ActionState) error {
+	s.w.stored(s.attempt, st.ID, "put: %s", describeState(st))
 	if err := s.Store.Put(st); err != nil {
+		s.w.stored(s.attempt, st.ID, "put failed: %v", err)
 		return err
 	}
 	s.w.confirm(s.attempt, st)
@@ -293,16 +460,34 @@ func (s *observedStore) Put(st *agent.ActionState) error {
 }
 
 func (s *observedStore) PutQueued(st *agent.ActionState) (agent.Pending, error) {
+	s.w.stored(s.attempt, st.ID, "put queued: %s", describeState(st))
 	p, err := s.Store.PutQueued(st)
 	if err != nil {
+		s.w.stored(s.attempt, st.ID, "put queued failed: %v", err)
 		return nil, err
 	}
 	return &observedPending{p: p, s: s, st: st}, nil
 }
 
 func (s *observedStore) DiscardFrom(key []byte, pos agent.Position) error {
-	s.w.discarded()
+	s.w.discarded(key, pos)
 	return s.Store.DiscardFrom(key, pos)
+}
+
+func (s *observedStore) Prune(upTo []agent.KeySeq) error {
+	s.w.pruned(s.attempt, 0, upTo)
+	return s.Store.Prune(upTo)
+}
+
+func (s *observedStore) PruneCheckpoint(checkpoint int64, upTo []agent.KeySeq) error {
+	s.w.pruned(s.attempt, checkpoint, upTo)
+	return s.Store.PruneCheckpoint(checkpoint, upTo)
+}
+
+func (s *observedStore) Restore(markers [][]byte) error {
+	err := s.Store.Restore(markers)
+	s.w.restored(s.attempt, len(markers), err)
+	return err
 }
 
 type observedPending struct {
@@ -313,6 +498,7 @@ type observedPending struct {
 
 func (p *observedPending) Wait() error {
 	if err := p.p.Wait(); err != nil {
+		p.s.w.stored(p.s.attempt, p.st.ID, "queued put failed: %v", err)
 		return err
 	}
 	p.s.w.confirm(p.s.attempt, p.st)

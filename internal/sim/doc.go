@@ -194,7 +194,11 @@
 // about; a memory store snapshotted into checkpoints would survive every
 // crash whole and leave the window untested. The store is watched at its
 // interface (observedStore): a Put, or a queued write's Wait, that
-// returns nil says its call outcomes are durable.
+// returns nil says its call outcomes are durable. The world also keeps a
+// trace of every input (its actions' starts, its requests, the store's
+// gets, puts, confirmations, discards and prunes of its runs, the
+// attempts' begins, restores and strikes, in one order), which a failure
+// of S10 or S11 about an input prints.
 //
 // # Planted bugs
 //

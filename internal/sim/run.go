@@ -118,6 +118,7 @@ func Run(ctx context.Context, seed uint64, o Options) (*Result, error) {
 	var aw *agentWorld
 	if spec.Agent != nil {
 		aw = newAgentWorld(spec.Agent)
+		aw.setInputs(spec)
 	}
 	kafka := spec.Kafka != nil && !o.onlyCluster
 	clustered := spec.Cluster != nil && !o.onlyKafka
