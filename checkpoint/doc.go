@@ -46,6 +46,11 @@
 //	I5. A snapshot completes once, by one writer (ExclusivePublisher); with
 //	    a Fence, a writer superseded by a newer claim completes none, and
 //	    readers ignore a manifest the claim voided (see Fence).
+//	I6. What a restore acts on survives a crash: Persist syncs a
+//	    snapshot's directory and its name before a job restores from it
+//	    (a snapshot whose write failed at its last fsync is complete and
+//	    readable, yet a crash could lose it after the job had committed
+//	    its transactions).
 //
 // Version 2 adds native keyed state (NativeState, native.go): a Pebble
 // checkpoint whose immutable SSTs live in BASE/shared/<owner>/ and are

@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -506,6 +507,31 @@ func parseDir(name string) (int64, bool) {
 	}
 	id, err := strconv.ParseInt(strings.TrimPrefix(name, "chk-"), 10, 64)
 	return id, err == nil
+}
+
+// Persist makes the snapshot at location dir durable where it is: the
+// names in its directory (its manifest's among them) and its directory's
+// own name in the one that holds it. A snapshot whose last fsync failed
+// when it was written is complete and readable, but a crash can still
+// lose it; a job that restored from it and committed its pending
+// transactions would then, after the crash, find an older snapshot (or
+// none) and write that output again. A restore therefore persists the
+// snapshot before the job acts on it (runtime's loadRestore). The data
+// files' contents were synced before their names were published. On an
+// object store, where an acknowledged write is durable, it does nothing;
+// on a read-only file system (a savepoint on a read-only mount) there is
+// nothing to sync and EROFS is not an error.
+func (st Storage) Persist(dir string) error {
+	store, key, err := st.open(dir)
+	if err != nil {
+		return err
+	}
+	for _, k := range []string{key, keyDir(key)} {
+		if err := store.Sync(k); err != nil && !errors.Is(err, syscall.EROFS) {
+			return fmt.Errorf("checkpoint: make the snapshot in %s durable: %w", dir, err)
+		}
+	}
+	return nil
 }
 
 // Latest returns the location of the newest complete checkpoint under

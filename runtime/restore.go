@@ -114,6 +114,15 @@ func (b *builder) loadRestore() error {
 			return err
 		}
 	}
+	// The job will commit the snapshot's pending transactions and go on
+	// from it: it must survive a crash as long as that output does
+	// (checkpoint.Storage.Persist; found by the simulator, seed
+	// 2930115022513460645: a snapshot whose last fsync had failed was
+	// restored, its transactions committed, then a crash lost it and the
+	// next run started over).
+	if err := cp.Storage.Persist(from); err != nil {
+		return err
+	}
 	if b.restored.Resumed && snap.Job != "" && cp.JobName != "" && snap.Job != cp.JobName {
 		return fmt.Errorf("%w: the newest snapshot in %s is of job %q, not of this job %q: give this job a checkpoint directory of its own, or start it without resuming",
 			ErrOtherJob, cp.Dir, snap.Job, cp.JobName)
