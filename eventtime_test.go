@@ -19,6 +19,7 @@ import (
 
 	"github.com/weirproject/weir"
 	"github.com/weirproject/weir/clock"
+	"github.com/weirproject/weir/internal/testenv"
 	"github.com/weirproject/weir/watermark"
 	"github.com/weirproject/weir/weirtest"
 )
@@ -30,12 +31,7 @@ func hms(h, m, s int) int64 { return int64(((h*60+m)*60 + s) * 1000) }
 // only ones.
 const noTicks = -1
 
-func testCtx(t *testing.T) context.Context {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
+func testCtx(t *testing.T) context.Context { return testenv.Context(t, 30*time.Second) }
 
 // start runs env in the background; the returned function waits for the
 // job and fails the test on an error.
