@@ -1,5 +1,5 @@
 // Package agent runs AI agents on keyed streams, with Flink's event-time
-// semantics kept intact (seed 000; Apache Flink Agents' ActionExecution
+// semantics kept intact (after Apache Flink Agents' ActionExecution
 // operator, without its known defects).
 //
 // An Agent is a set of Actions. Each action listens to event types and

@@ -11,6 +11,7 @@ import (
 
 	"github.com/weirproject/weir"
 	"github.com/weirproject/weir/agent/model"
+	"github.com/weirproject/weir/internal/testenv"
 	"github.com/weirproject/weir/runtime"
 )
 
@@ -268,11 +269,7 @@ func (m *gatedModel) waitEntered(t *testing.T, ctx context.Context, p string) {
 	}
 }
 
-func testCtx(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
+func testCtx(t *testing.T) context.Context { return testenv.Context(t, 30*time.Second) }
 
 // msg is the input record of most tests.
 type msg struct {

@@ -71,7 +71,7 @@ type Options struct {
 	// Store, when set, opens the action-state store of each subtask (for
 	// example wal.Factory): completed actions are recorded before their
 	// outputs leave and skipped after a restore, and durable calls are
-	// recorded and replayed (seed 002): Durable calls, and, unless
+	// recorded and replayed (durable execution): Durable calls, and, unless
 	// NonDurableCalls, every model and tool call (RunnerContext.Chat and
 	// CallTool, so every step of ReAct). nil means no store.
 	Store StoreFactory

@@ -51,10 +51,10 @@ func render(evs []recEvent[string]) string {
 	return strings.Join(parts, " ")
 }
 
-// TestSeedWalkthrough is the example of seed 000: A1 (slow), B1, WM1, A2.
+// TestWatermarkWaitsOnlyForEarlierInput: A1 (slow), B1, WM1, A2.
 // WM1 may leave only once A1 has finished, and must not wait for A2, which
 // arrived after it.
-func TestSeedWalkthrough(t *testing.T) {
+func TestWatermarkWaitsOnlyForEarlierInput(t *testing.T) {
 	ctx := testCtx(t)
 	m := newGatedModel()
 	openA1 := m.gate("A1")

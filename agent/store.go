@@ -12,7 +12,7 @@ import (
 
 // ActionStateStore records what action runs did, so that a restore skips
 // completed actions and replays recorded calls instead of repeating their
-// side effects (seed 002). The operator calls it from action goroutines,
+// side effects (durable execution). The operator calls it from action goroutines,
 // concurrently; implementations must be safe for that. Put returns only
 // once the state is durable: the operator releases an action's outputs
 // only after its completed state is recorded.

@@ -16,26 +16,18 @@ import (
 	"github.com/weirproject/weir/cluster"
 	"github.com/weirproject/weir/internal/s3test"
 	"github.com/weirproject/weir/internal/scaleout"
+	"github.com/weirproject/weir/internal/testenv"
 )
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 func startBroker(t *testing.T, topics map[string]int32) *broker.Broker {
 	t.Helper()
-	b, err := broker.Start(broker.Options{Topics: topics,
+	return testenv.StartBroker(t, broker.Options{Topics: topics,
 		Configs: map[string]string{"group.min.session.timeout.ms": "500"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { b.Close() })
-	return b
 }
 
-func testCtx(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	t.Cleanup(cancel)
-	return ctx
-}
+func testCtx(t *testing.T) context.Context { return testenv.Context(t, 2*time.Minute) }
 
 // reference runs the job as one plain local job and returns its output.
 func reference(t *testing.T, ctx context.Context, cfg cluster.Config, out string) map[scaleout.Total]int {

@@ -14,6 +14,7 @@ import (
 	ckpt "github.com/weirproject/weir/checkpoint"
 	"github.com/weirproject/weir/clock"
 	"github.com/weirproject/weir/connector/kafka"
+	"github.com/weirproject/weir/internal/testenv"
 	"github.com/weirproject/weir/runtime"
 	"github.com/weirproject/weir/state"
 	"github.com/weirproject/weir/watermark"
@@ -22,11 +23,7 @@ import (
 
 func startBroker(t *testing.T, topics map[string]int32) (*broker.Broker, *kgo.Client) {
 	t.Helper()
-	b, err := broker.Start(broker.Options{Topics: topics})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { b.Close() })
+	b := testenv.StartBroker(t, broker.Options{Topics: topics})
 	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	if err != nil {
 		t.Fatal(err)

@@ -1,5 +1,5 @@
 // Package ordering puts keyed streams in event-time order and keeps event
-// time moving once the inputs are live (seed 003): Sort, a per-key sort
+// time moving once the inputs are live (catch-up, then live traffic): Sort, a per-key sort
 // that holds records in memory in sorted runs until the watermark passes
 // them (held.go), and Clock, a stream without records whose watermark
 // follows processing time.

@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sr"
 
 	"github.com/weirproject/weir/broker"
+	"github.com/weirproject/weir/internal/testenv"
 	"github.com/weirproject/weir/schemaregistry"
 )
 
@@ -31,12 +32,7 @@ func ctx(t *testing.T) context.Context {
 
 func startBroker(t *testing.T, opts broker.Options) *broker.Broker {
 	t.Helper()
-	b, err := broker.Start(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { b.Close() })
-	return b
+	return testenv.StartBroker(t, opts)
 }
 
 // startRegistry starts a registry on b and an HTTP server for it; it

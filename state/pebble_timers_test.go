@@ -9,9 +9,9 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 
+	"github.com/weirproject/weir/internal/testenv"
 	"github.com/weirproject/weir/keygroup"
 	"github.com/weirproject/weir/state"
 	"github.com/weirproject/weir/timer"
@@ -427,8 +427,4 @@ func timersChild(t *testing.T, kind string) {
 }
 
 // cpuTime returns the user and system CPU time of the process in ns.
-func cpuTime() int64 {
-	var ru syscall.Rusage
-	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return ru.Utime.Nano() + ru.Stime.Nano()
-}
+func cpuTime() int64 { return int64(testenv.CPUTime()) }

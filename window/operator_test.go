@@ -97,10 +97,10 @@ func TestTumblingSumMatchesModel(t *testing.T) {
 	}
 }
 
-// TestMinusOneRule follows seed 001's example end to end: with a bound of
-// B = 5s the watermark is maxTs - 5000 - 1, so the window [12:00, 12:05)
-// (MaxTimestamp 12:04:59.999) fires exactly when a record at 12:05:05.000
-// arrives, and not at 12:05:04.999. The log sink shows the result right
+// TestMinusOneRule follows the bounded-out-of-orderness boundary end to
+// end: with a bound of B = 5s the watermark is maxTs - 5000 - 1, so the
+// window [12:00, 12:05) (MaxTimestamp 12:04:59.999) fires exactly when a
+// record at 12:05:05.000 arrives, and not at 12:05:04.999. The log sink shows the result right
 // before the watermark that fired it.
 func TestMinusOneRule(t *testing.T) {
 	base := time.Date(2024, 1, 1, 12, 0, 0, 0, time.UTC).UnixMilli()

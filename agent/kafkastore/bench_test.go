@@ -6,7 +6,6 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -14,6 +13,7 @@ import (
 
 	"github.com/weirproject/weir/agent"
 	"github.com/weirproject/weir/agent/storetest"
+	"github.com/weirproject/weir/internal/testenv"
 )
 
 // putters is the number of goroutines putting at once when the store is
@@ -187,10 +187,4 @@ func BenchmarkReplay(b *testing.B) {
 
 // cpuTime returns the process's user + system CPU time in nanoseconds: on
 // a loaded machine it shows what an op costs better than the wall clock.
-func cpuTime() int64 {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return ru.Utime.Nano() + ru.Stime.Nano()
-}
+func cpuTime() int64 { return int64(testenv.CPUTime()) }

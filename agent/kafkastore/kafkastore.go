@@ -1,5 +1,5 @@
 // Package kafkastore is an action-state store (agent.ActionStateStore)
-// kept in a compacted Kafka topic, the design of seed 002 (Flink Agents'
+// kept in a compacted Kafka topic (after Flink Agents'
 // KafkaActionStateStore): a job restored on another machine finds the
 // states its actions recorded and does not repeat their side effects,
 // which the embedded write-ahead log (package agent/wal), on one machine's

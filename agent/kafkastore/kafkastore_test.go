@@ -22,6 +22,7 @@ import (
 	"github.com/weirproject/weir/agent"
 	"github.com/weirproject/weir/agent/storetest"
 	"github.com/weirproject/weir/broker"
+	"github.com/weirproject/weir/internal/testenv"
 	"github.com/weirproject/weir/keygroup"
 )
 
@@ -41,12 +42,7 @@ func newTopic() string { return fmt.Sprintf("states-%d", topicSeq.Add(1)) }
 
 func startBroker(t testing.TB, dir string) *broker.Broker {
 	t.Helper()
-	b, err := broker.Start(broker.Options{DataDir: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { b.Close() })
-	return b
+	return testenv.StartBroker(t, broker.Options{DataDir: dir})
 }
 
 func options(b *broker.Broker, topic string, parts int32) Options {

@@ -1,5 +1,5 @@
 // Package segq is the segmented queue that holds watermarks back in the
-// agent operator (seed 000; Flink Agents' SegmentedQueue and KeySegment).
+// agent operator (after Flink Agents' SegmentedQueue and KeySegment).
 //
 // An asynchronous operator may not forward a watermark while an input that
 // arrived before it is still being processed: the input's results would be

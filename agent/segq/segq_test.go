@@ -33,7 +33,7 @@ func TestScripts(t *testing.T) {
 			pop
 			-A
 			pop 1`},
-		{"seed 000 walk-through", `
+		{"a watermark waits for the earlier input of both keys, not for later input", `
 			+A
 			+B
 			w1

@@ -150,8 +150,9 @@ authentication with their names and passwords.`,
 	return c
 }
 
-// experimentCmd is `weir experiment`, the reproducible experiments of the
-// seeds; `weir experiment ordering` is seed 003's.
+// experimentCmd is `weir experiment`, the reproducible experiments;
+// `weir experiment ordering` is event-time ordering under three idleness
+// policies (package ordering/experiment).
 func experimentCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "experiment",
@@ -168,7 +169,7 @@ func orderingExperimentCmd() *cobra.Command {
 	var asJSON, verbose bool
 	c := &cobra.Command{
 		Use:   "ordering",
-		Short: "Seed 003: sort many Kafka topics by event time under three idleness policies",
+		Short: "Sort many Kafka topics by event time under three idleness policies",
 		Long: `Produce days of history into an embedded broker (13 topics x 3 partitions by default,
 uneven rates per partition), read it with one job whose partition readers start at
 staggered times, sort every item's events by event time, then go on with live traffic.

@@ -16,6 +16,7 @@ import (
 
 	"github.com/weirproject/weir"
 	"github.com/weirproject/weir/broker"
+	"github.com/weirproject/weir/internal/testenv"
 	"github.com/weirproject/weir/runtime"
 )
 
@@ -23,12 +24,7 @@ var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 func startBroker(t *testing.T, topics map[string]int32) *broker.Broker {
 	t.Helper()
-	b, err := broker.Start(broker.Options{Topics: topics})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { b.Close() })
-	return b
+	return testenv.StartBroker(t, broker.Options{Topics: topics})
 }
 
 func client(t *testing.T, b *broker.Broker, opts ...kgo.Opt) *kgo.Client {
@@ -42,11 +38,7 @@ func client(t *testing.T, b *broker.Broker, opts ...kgo.Opt) *kgo.Client {
 	return cl
 }
 
-func testCtx(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
+func testCtx(t *testing.T) context.Context { return testenv.Context(t, 45*time.Second) }
 
 // rec builds a record for partition p with value v and timestamp ts (ms).
 func rec(topic string, p int32, ts int64, v string) *kgo.Record {

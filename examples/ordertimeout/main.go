@@ -1,6 +1,6 @@
 // Command ordertimeout alerts on orders not paid within 15 minutes of event
 // time: keyed state and an event-time timer per order, deleted when the
-// payment arrives (the example of seed 001, chapter 4).
+// payment arrives.
 //
 //	go run ./examples/ordertimeout
 package main

@@ -1,4 +1,5 @@
-// Package demo is the job behind `weir demo`: seed 003's story on the
+// Package demo is the job behind `weir demo`: event-time ordering of
+// catch-up and live traffic on the
 // embedded Kafka broker. It produces a few days of history of an inventory
 // and order stream into several topics and partitions at uneven rates,
 // starts a job that reads them from the beginning with catch-up by end

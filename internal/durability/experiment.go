@@ -1,5 +1,5 @@
 // Package durability is the crash matrix of the agent runtime's
-// action-state store (seed 002): an agent job in a child process makes one
+// action-state store (durable execution): an agent job in a child process makes one
 // side effect per input through agent.Durable, against a service on
 // 127.0.0.1 that counts calls per idempotency key, and writes its outputs
 // through kafka.ExactlyOnceSink on the embedded broker. The child is

@@ -1,4 +1,4 @@
-// Package experiment reproduces the experiment of seed 003: many Kafka
+// Package experiment is the event-time ordering experiment: many Kafka
 // topics with days of history at uneven rates, read from the start by one
 // job that sorts every item's events by event time and then goes on with
 // live traffic, under three idleness policies side by side. `weir
@@ -133,8 +133,8 @@ type Config struct {
 // historyEventsPerSec measures them rather than the replay (200k records
 // give 10-20 % less).
 //
-// The time-out is what a careful user would set, following seed 001's
-// advice (an order of magnitude above the longest normal silence of a
+// The time-out is what a careful user would set, following the usual
+// advice for idleness time-outs (an order of magnitude above the longest normal silence of a
 // partition): the longest normal silences here are the readers' start
 // stagger (1.5 s) and the gaps of the sparsest partitions in live traffic
 // (about a second at 2,000 records/s), so 15 s. A time-out below the
@@ -211,7 +211,7 @@ type Result struct {
 	OutOfOrderFraction float64 `json:"outOfOrderFraction"`
 	// HistoryOutOfOrder and LiveOutOfOrder split OutOfOrder by phase. A
 	// live record that reaches the job more than the clock's lag after its
-	// timestamp cannot be ordered (seed 003, section 06), so live ones can
+	// timestamp cannot be ordered (the clock's watermark has passed it), so live ones can
 	// occur under any policy on a loaded machine; history ones must not
 	// under end offsets.
 	HistoryOutOfOrder int64 `json:"historyOutOfOrder"`

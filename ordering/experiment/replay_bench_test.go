@@ -5,13 +5,13 @@ import (
 	"log/slog"
 	"os"
 	"strconv"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/weirproject/weir/broker"
+	"github.com/weirproject/weir/internal/testenv"
 )
 
 // BenchmarkReplay replays the default history (end-offset policy, no
@@ -93,8 +93,4 @@ func BenchmarkReplay(b *testing.B) {
 }
 
 // cpuTime is the CPU time (user and system) the process has used.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
+func cpuTime() time.Duration { return testenv.CPUTime() }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/weirproject/weir/connector/postgres/cdc"
 	"github.com/weirproject/weir/internal/pgtest"
+	"github.com/weirproject/weir/internal/testenv"
 )
 
 var quiet = slog.New(slog.DiscardHandler)
@@ -76,11 +77,7 @@ func startServer(t testing.TB, settings map[string]string) *pgtest.Server {
 	return s
 }
 
-func testCtx(t testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	t.Cleanup(cancel)
-	return ctx
-}
+func testCtx(t testing.TB) context.Context { return testenv.Context(t, 2*time.Minute) }
 
 func connect(t testing.TB, url string) *pgx.Conn {
 	t.Helper()

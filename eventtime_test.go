@@ -1,10 +1,13 @@
 package weir_test
 
-// End-to-end tests of the examples of seed 001 (chapters 3 and 4) through
-// real jobs: scripted sources (package weirtest) hold subtasks back at
-// gates, so every assertion is made at a point where the job is quiescent
-// (everything the paused sources emitted has been processed, which the tests
-// learn from marker records reaching an observer), never after a sleep.
+// End-to-end tests of event-time semantics through real jobs: the
+// watermark is the minimum over active inputs and idle inputs leave it
+// (package weir's I2), timers fire in order before the watermark moves on
+// (I3), and the bounded-out-of-orderness boundary. Scripted sources (package
+// weirtest) hold subtasks back at gates, so every assertion is made at a
+// point where the job is quiescent (everything the paused sources emitted
+// has been processed, which the tests learn from marker records reaching an
+// observer), never after a sleep.
 
 import (
 	"context"
@@ -16,6 +19,7 @@ import (
 
 	"github.com/weirproject/weir"
 	"github.com/weirproject/weir/clock"
+	"github.com/weirproject/weir/internal/testenv"
 	"github.com/weirproject/weir/watermark"
 	"github.com/weirproject/weir/weirtest"
 )
@@ -27,12 +31,7 @@ func hms(h, m, s int) int64 { return int64(((h*60+m)*60 + s) * 1000) }
 // only ones.
 const noTicks = -1
 
-func testCtx(t *testing.T) context.Context {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
+func testCtx(t *testing.T) context.Context { return testenv.Context(t, 30*time.Second) }
 
 // start runs env in the background; the returned function waits for the
 // job and fails the test on an error.
@@ -78,14 +77,14 @@ func wmStr(ts ...int64) []string {
 	return out
 }
 
-// TestSeed001SourceWatermarkIsMinOfPartitions is the figure of §3.2.2: one
+// TestSourceWatermarkIsMinOfPartitions (I2, and runtime I3 at a source): one
 // source with parallelism 2; subtask 0 reads partitions 0 and 2, subtask 1
 // partitions 1 and 3, with partition watermarks 12:05:30, 12:04:00,
 // 12:05:00 and 12:05:45 (minus L). Subtask 0's watermark is 12:04:00 - L,
 // subtask 1's 12:05:00 - L, and the downstream operator (parallelism 1,
 // fed by a rebalance, and a keyed one fed by key-by) sees 12:04:00 - L and
 // nothing above it, whatever subtask 1 does, until partition 2 advances.
-func TestSeed001SourceWatermarkIsMinOfPartitions(t *testing.T) {
+func TestSourceWatermarkIsMinOfPartitions(t *testing.T) {
 	const L = 5000
 	ctx := testCtx(t)
 	g0, g0b := weirtest.NewGate(), weirtest.NewGate()
@@ -223,11 +222,11 @@ func (passCo) ProcessElement2(v string, c *weir.KeyedContext[string, string]) er
 }
 func (passCo) OnTimer(int64, *weir.KeyedContext[string, string]) error { return nil }
 
-// TestSeed001TwoInputOperatorTakesMinimum is §3.2.1: an operator with two
+// TestTwoInputOperatorTakesMinimum (I2 across two inputs): an operator with two
 // inputs at 12:05:00 and 12:03:00 is at 12:03:00; when the slow one moves
 // to 12:06:00 the operator moves to 12:05:00 (now held by the other), and
 // so on.
-func TestSeed001TwoInputOperatorTakesMinimum(t *testing.T) {
+func TestTwoInputOperatorTakesMinimum(t *testing.T) {
 	for _, op := range twoInputOps {
 		t.Run(op.name, func(t *testing.T) {
 			ctx := testCtx(t)
@@ -282,13 +281,13 @@ func TestSeed001TwoInputOperatorTakesMinimum(t *testing.T) {
 	}
 }
 
-// TestSeed001IdleSourceRejoin is §3.3 with the rejoin rule: an idle source
+// TestIdleSourceRejoin (watermark I4-I6, the rejoin rule): an idle source
 // stops holding the minimum; when it comes back active with its watermark
 // behind the output, it does not pull the output back, and the output does
 // not wait for it either: it rejoins the minimum once its watermark has
 // caught up, and then holds the minimum again. When every input is idle the
 // operator goes idle; the first input back makes it active.
-func TestSeed001IdleSourceRejoin(t *testing.T) {
+func TestIdleSourceRejoin(t *testing.T) {
 	ctx := testCtx(t)
 	type S = string
 	gA := make([]*weirtest.Gate, 6)
@@ -379,14 +378,14 @@ func TestSeed001IdleSourceRejoin(t *testing.T) {
 	}
 }
 
-// TestSeed001TimersFireInOrderBeforeWatermark is §4.2-4.3: timers of
+// TestTimersFireInOrderBeforeWatermark (I3): timers of
 // user_A at 12:10:00, user_B at 12:10:05 and user_C at 12:10:00 all fire,
 // in ascending timestamp order, when the watermark jumps from 12:05 to
 // 12:11 in one step, with the operator's current watermark already at
 // 12:11, and all before the watermark 12:11 reaches the sink. A timer that
 // a firing timer registers and that is already due fires in the same pass;
 // one that is not due waits.
-func TestSeed001TimersFireInOrderBeforeWatermark(t *testing.T) {
+func TestTimersFireInOrderBeforeWatermark(t *testing.T) {
 	for _, par := range []int{1, 2} {
 		t.Run(fmt.Sprintf("parallelism %d", par), func(t *testing.T) {
 			type S = string
@@ -486,13 +485,14 @@ func TestSeed001TimersFireInOrderBeforeWatermark(t *testing.T) {
 	}
 }
 
-// TestSeed001BoundedOutOfOrdernessBoundary is §2.1 through a job: with a
+// TestBoundedOutOfOrdernessBoundary (the periodic watermark maxTs - B - 1 ms)
+// through a job: with a
 // bound of 5 s the periodic watermark is maxTs - 5 s - 1 ms, so a window
 // ending at 12:05:00 (its timer at 12:04:59.999) fires once a record of
 // 12:05:05.000 has been seen, not for one of 12:05:04.999; and a record of
 // exactly maxTs - B (12:05:00.000) is still on time after that. Periodic
 // emission runs on a manual clock that the test advances.
-func TestSeed001BoundedOutOfOrdernessBoundary(t *testing.T) {
+func TestBoundedOutOfOrdernessBoundary(t *testing.T) {
 	ctx := testCtx(t)
 	const interval = 200 * time.Millisecond
 	clk := clock.NewManual(time.UnixMilli(1_700_000_000_000))

@@ -1,0 +1,29 @@
+package testenv
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/weirproject/weir/broker"
+)
+
+// Context returns a context that times out after d and is cancelled when
+// the test ends, so a hung job fails the test instead of the whole run.
+func Context(t testing.TB, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// StartBroker starts an embedded Kafka broker with opts, fails the test if
+// it cannot, and closes it when the test ends.
+func StartBroker(t testing.TB, opts broker.Options) *broker.Broker {
+	t.Helper()
+	b, err := broker.Start(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return b
+}
