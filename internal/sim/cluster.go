@@ -304,7 +304,8 @@ func (cr *clusterRun) config(i int, mn *memberNet) cluster.Config {
 func (m *memberNet) clientOpts() []kgo.Opt {
 	return []kgo.Opt{kgo.Dialer(m.dial), kgo.RebalanceTimeout(time.Second),
 		kgo.RetryBackoffFn(func(int) time.Duration { return time.Millisecond }),
-		kgo.MetadataMinAge(10 * time.Millisecond)}
+		kgo.MetadataMinAge(10 * time.Millisecond),
+		kgo.DisableClientMetrics()} // as the Kafka form's (kafkaCluster.clientOpts)
 }
 
 // job is the clustered job: source records to cevents (counting them, for
