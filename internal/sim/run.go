@@ -88,9 +88,13 @@ type Options struct {
 	onlyKafka, onlyCluster bool
 	// SkipKafka skips the Kafka form of every seed (`weir sim
 	// --kafka=false`). SkipAgent leaves the agent branch out of the
-	// scripted job (`--agent=false`). SkipCluster skips the clustered
-	// form (`--cluster=false`).
-	SkipKafka, SkipAgent, SkipCluster bool
+	// scripted job (`--agent=false`).
+	SkipKafka, SkipAgent bool
+	// Cluster runs the clustered form of the seeds that have one (`weir
+	// sim --cluster`). It is off by default while its first finding is
+	// open: seed 47's surviving member did not finish within a minute
+	// after two members were killed, in 1 of 6 runs (docs/reliability.md).
+	Cluster bool
 }
 
 // Run generates seed's job, workload and faults, runs the job until it
@@ -109,9 +113,10 @@ func Run(ctx context.Context, seed uint64, o Options) (*Result, error) {
 		spec.Kafka = nil
 		replay += " --kafka=false"
 	}
-	if o.SkipCluster {
+	if o.Cluster || o.onlyCluster {
+		replay += " --cluster"
+	} else {
 		spec.Cluster = nil
-		replay += " --cluster=false"
 	}
 	res := &Result{Seed: seed, Shape: spec.Shape(), Replay: replay}
 	st := newStore()

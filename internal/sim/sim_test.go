@@ -17,7 +17,7 @@ func TestFixedSeedsKeepTheInvariants(t *testing.T) {
 			heap0 = liveHeap() // after the caches have filled
 		}
 		// The Kafka forms: TestKafkaFormKeepsTheInvariants.
-		res, err := Run(context.Background(), seed, Options{SkipKafka: true, SkipCluster: true})
+		res, err := Run(context.Background(), seed, Options{SkipKafka: true})
 		if err != nil {
 			t.Fatal(err)
 		}
