@@ -302,10 +302,7 @@ func (cr *clusterRun) config(i int, mn *memberNet) cluster.Config {
 // (its session time-out does not apply during a rebalance), and
 // franz-go's default is a minute.
 func (m *memberNet) clientOpts() []kgo.Opt {
-	return []kgo.Opt{kgo.Dialer(m.dial), kgo.RebalanceTimeout(time.Second),
-		kgo.RetryBackoffFn(func(int) time.Duration { return time.Millisecond }),
-		kgo.MetadataMinAge(10 * time.Millisecond),
-		kgo.DisableClientMetrics()} // as the Kafka form's (kafkaCluster.clientOpts)
+	return append(clientOpts(m.dial), kgo.RebalanceTimeout(time.Second))
 }
 
 // job is the clustered job: source records to cevents (counting them, for
