@@ -85,6 +85,16 @@ type CheckpointConfig struct {
 	Storage checkpoint.Storage
 }
 
+func (c CheckpointConfig) withDefaults() CheckpointConfig {
+	if c.Timeout == 0 {
+		c.Timeout = 10 * time.Minute
+	}
+	if c.Retain == 0 {
+		c.Retain = 3
+	}
+	return c
+}
+
 // ErrCheckpointAborted is the error of a checkpoint or savepoint that did
 // not complete (it timed out, a task finished or failed, or a newer one
 // overtook it).
@@ -183,17 +193,15 @@ type coordinator struct {
 
 // kindOf tells whether id is a checkpoint or a savepoint.
 func (c *coordinator) kindOf(id int64) checkpoint.Kind {
-	if c != nil {
-		if _, ok := c.savepoints.Load(id); ok {
-			return checkpoint.KindSavepoint
-		}
+	if _, ok := c.savepoints.Load(id); ok {
+		return checkpoint.KindSavepoint
 	}
 	return checkpoint.KindCheckpoint
 }
 
 // isFinal tells whether id is the final checkpoint of a bounded job.
 func (c *coordinator) isFinal(id int64) bool {
-	return c != nil && id > 0 && c.finalID.Load() == id
+	return id > 0 && c.finalID.Load() == id
 }
 
 func newCoordinator(b *builder, firstID int64) *coordinator {
@@ -201,12 +209,6 @@ func newCoordinator(b *builder, firstID int64) *coordinator {
 		acks: make(chan ack, 64), requests: make(chan *cpRequest),
 		finished: make(chan *task, 64), declines: make(chan int64, 64),
 		sourcesDone: make(chan *task, 64), stopped: make(chan struct{})}
-	if c.cfg.Timeout <= 0 {
-		c.cfg.Timeout = 10 * time.Minute
-	}
-	if c.cfg.Retain <= 0 {
-		c.cfg.Retain = 3
-	}
 	m := b.cfg.Metrics
 	c.completed = m.counter("job", 0, "checkpointsCompleted")
 	c.aborted = m.counter("job", 0, "checkpointsAborted")
@@ -221,9 +223,6 @@ func newCoordinator(b *builder, firstID int64) *coordinator {
 // declined tells the coordinator a task gave up checkpoint id (a newer
 // barrier overtook it). Called from task goroutines.
 func (c *coordinator) declined(id int64) {
-	if c == nil {
-		return
-	}
 	select {
 	case c.declines <- id:
 	default:
@@ -231,9 +230,6 @@ func (c *coordinator) declined(id int64) {
 }
 
 func (c *coordinator) ack(a ack) {
-	if c == nil {
-		return
-	}
 	select {
 	case c.acks <- a:
 	case <-c.b.done:
@@ -241,9 +237,6 @@ func (c *coordinator) ack(a ack) {
 }
 
 func (c *coordinator) taskFinished(t *task) {
-	if c == nil {
-		return
-	}
 	select {
 	case c.finished <- t:
 	case <-c.b.done:
@@ -392,7 +385,7 @@ func (c *coordinator) run(ctx context.Context) {
 				continue
 			}
 			if a.err != nil {
-				fail(fmt.Errorf("%w: %v", ErrCheckpointAborted, a.err))
+				fail(fmt.Errorf("%w: %w", ErrCheckpointAborted, a.err))
 				continue
 			}
 			delete(p.waiting, a.t)
@@ -464,10 +457,8 @@ func (c *coordinator) persist(p *pendingCP) {
 		snap.Kind = checkpoint.KindSavepoint
 		dir = p.req.dir
 	} else {
-		if c.cfg.Dir == "" {
-			c.failPersist(p, errors.New("runtime: checkpoint has no directory; set CheckpointConfig.Dir"))
-			return
-		}
+		// Dir is set: periodic and final checkpoints need it (validate)
+		// and TriggerCheckpoint refuses a job without it.
 		dir = checkpoint.Dir(c.cfg.Dir, p.id)
 	}
 	path, err := c.cfg.Storage.Write(dir, snap)
@@ -620,7 +611,7 @@ func (t *task) abortCheckpoint(id int64) {
 // finalCheckpoints reports whether the job takes a final checkpoint at the
 // end of bounded input: when it checkpoints periodically.
 func (c *coordinator) finalCheckpoints() bool {
-	return c != nil && c.cfg.Interval > 0 && c.cfg.Dir != ""
+	return c.cfg.Interval > 0 && c.cfg.Dir != ""
 }
 
 // awaitFinalCheckpoint is called by a source task whose input has ended.

@@ -121,12 +121,8 @@ func (h *checkpointHistory) list(now time.Time) []CheckpointStats {
 }
 
 // Checkpoints returns the job's latest checkpoints and savepoints (at most
-// 50), oldest first, with the one in progress, if any, last. A job started
-// without checkpointing support returns nil.
+// 50), oldest first, with the one in progress, if any, last.
 func (j *Job) Checkpoints() []CheckpointStats {
 	b := j.current()
-	if b.coord == nil {
-		return nil
-	}
 	return b.coord.history.list(b.cfg.Clock.Now())
 }

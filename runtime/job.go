@@ -75,9 +75,28 @@ type Slice struct {
 	Count int
 }
 
-func (c Config) withDefaults() Config {
+// withDefaults returns c with every default applied, the only place they
+// are (each field's comment names its default): the job, its builder, its
+// coordinator and its restarts read only the result. MaxParallelism's
+// default depends on the largest parallelism among g's operators (g may
+// be nil: then on Parallelism).
+func (c Config) withDefaults(g *Graph) Config {
 	if c.Parallelism <= 0 {
 		c.Parallelism = 1
+	}
+	if c.MaxParallelism == 0 {
+		maxPar := c.Parallelism // g == nil: every operator's
+		if g != nil {
+			maxPar = 0
+			for _, n := range g.nodes {
+				p := n.parallelism
+				if p <= 0 {
+					p = c.Parallelism
+				}
+				maxPar = max(maxPar, p)
+			}
+		}
+		c.MaxParallelism = keygroup.DefaultMaxParallelism(maxPar)
 	}
 	if c.AutoWatermarkInterval == 0 {
 		c.AutoWatermarkInterval = 200 * time.Millisecond
@@ -100,6 +119,8 @@ func (c Config) withDefaults() Config {
 	if c.Metrics == nil {
 		c.Metrics = &Metrics{}
 	}
+	c.Checkpoint = c.Checkpoint.withDefaults()
+	c.Restart = c.Restart.withDefaults()
 	return c
 }
 
@@ -171,7 +192,7 @@ func Start(ctx context.Context, g *Graph, cfg Config) (*Job, error) {
 	if err := cfg.validate(g); err != nil {
 		return nil, err
 	}
-	cfg = cfg.withDefaults()
+	cfg = cfg.withDefaults(g)
 	ctx, cancel := context.WithCancelCause(ctx)
 	j := &Job{g: g, cfg: cfg, cancel: cancel, done: make(chan struct{}),
 		restarts: cfg.Metrics.counter("job", 0, "restarts")} // MetricRestarts
@@ -264,13 +285,18 @@ func (j *Job) Cancel() { j.cancel(context.Canceled) }
 // TriggerCheckpoint takes a checkpoint now (into CheckpointConfig.Dir) and
 // returns its id and directory once it is complete. On a job that has
 // ended it returns ErrJobStopped at once.
+// On a job without CheckpointConfig.Dir it returns ErrNoCheckpointDir at
+// once, before any task snapshots anything.
 func (j *Job) TriggerCheckpoint(ctx context.Context) (int64, string, error) {
-	b := j.current()
-	if b.coord == nil {
-		return 0, "", errors.New("runtime: checkpoints need CheckpointConfig.Dir")
+	if j.cfg.Checkpoint.Dir == "" {
+		return 0, "", ErrNoCheckpointDir
 	}
-	return b.coord.trigger(ctx, checkpoint.KindCheckpoint, "")
+	return j.current().coord.trigger(ctx, checkpoint.KindCheckpoint, "")
 }
+
+// ErrNoCheckpointDir is what TriggerCheckpoint returns on a job configured
+// without CheckpointConfig.Dir.
+var ErrNoCheckpointDir = errors.New("runtime: checkpoint has no directory; set CheckpointConfig.Dir")
 
 // TriggerSavepoint takes a savepoint into dir (a directory path or a URL,
 // see CheckpointConfig.Dir; it must not hold one) and returns its id once
@@ -279,9 +305,6 @@ func (j *Job) TriggerCheckpoint(ctx context.Context) (int64, string, error) {
 // ErrJobStopped at once.
 func (j *Job) TriggerSavepoint(ctx context.Context, dir string) (int64, error) {
 	b := j.current()
-	if b.coord == nil {
-		return 0, errors.New("runtime: the job was started without checkpointing support")
-	}
 	if b.cfg.Checkpoint.Storage.Store == nil {
 		if err := checkpoint.CheckLocation(dir); err != nil {
 			return 0, fmt.Errorf("runtime: savepoint: %w", err)
@@ -328,19 +351,7 @@ func (b *builder) uid(n *Node) string { return b.uids[n] }
 func newBuilder(g *Graph, cfg Config, done <-chan struct{}) (*builder, error) {
 	b := &builder{g: g, cfg: cfg, done: done, chained: map[edge]bool{},
 		gates: map[*Node][][]any{}, chanIdx: map[edge][][]int{}}
-	maxPar := 0
-	for _, n := range g.nodes {
-		if p := b.par(n); p > maxPar {
-			maxPar = p
-		}
-	}
 	b.maxParallelism = cfg.MaxParallelism
-	if b.maxParallelism == 0 {
-		b.maxParallelism = keygroup.DefaultMaxParallelism(maxPar)
-	}
-	if err := cfg.StateBackend.validate(); err != nil {
-		return nil, err
-	}
 	if err := b.loadRestore(); err != nil {
 		return nil, err
 	}
@@ -507,16 +518,13 @@ func (b *builder) instantiate(t *task, n *Node, s int) (instance, error) {
 		KeyGroups:           keygroup.RangeFor(b.maxParallelism, b.par(n), s),
 		Clock:               b.cfg.Clock,
 		Logger:              b.cfg.Logger.With("operator", n.name, "subtask", s),
-		RetainedCheckpoints: b.cfg.Checkpoint.Retain,
+		RetainedCheckpoints: b.cfg.Checkpoint.Retain, // defaulted (withDefaults)
 		Slice:               b.cfg.Slice.Index,
 		Slices:              b.cfg.Slice.Count,
 		task:                t,
 		node:                n,
 		sides:               map[int]any{},
 		stateBackend:        b.cfg.StateBackend,
-	}
-	if ctx.RetainedCheckpoints <= 0 {
-		ctx.RetainedCheckpoints = 3 // CheckpointConfig.Retain's default
 	}
 	if b.restore != nil {
 		ctx.restored = &Restored{CheckpointID: b.restore.ID, op: b.restore.Operator(b.uid(n)),

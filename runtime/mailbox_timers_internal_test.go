@@ -185,7 +185,7 @@ func TestProcTimersManyPeriodic(t *testing.T) {
 // newTestTask returns a task with a mailbox and timers on clk, enough for
 // a Context's Mailbox, Yield and RegisterProcessingTimer.
 func newTestTask(clk clock.Clock) (*task, func()) {
-	cfg := Config{Clock: clk}.withDefaults()
+	cfg := Config{Clock: clk}.withDefaults(nil)
 	t := &task{job: &builder{cfg: cfg}}
 	t.mailbox.init()
 	t.timers.init(clk)

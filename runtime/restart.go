@@ -144,7 +144,7 @@ func (j *Job) supervise(ctx context.Context, a *attempt) {
 		j.cancel(nil)
 		close(j.done)
 	}()
-	rs := j.cfg.Restart.withDefaults()
+	rs := j.cfg.Restart // defaulted (Config.withDefaults)
 	var st restartState
 	firstID := a.b.firstID
 	origin := a.b.origin

@@ -31,16 +31,9 @@ type StateBackendConfig struct {
 	CacheBytes int64
 }
 
-func (c StateBackendConfig) validate() error {
-	if c.CacheBytes < state.NoCache {
-		return fmt.Errorf("runtime: StateBackendConfig.CacheBytes %d: want 0 (the default), a size in bytes, or state.NoCache (-1)", c.CacheBytes)
-	}
-	switch c.Kind {
-	case "", state.BackendMemory, state.BackendPebble:
-		return nil
-	}
-	return fmt.Errorf("runtime: unknown state backend %q (use %q or %q)", c.Kind, state.BackendMemory, state.BackendPebble)
-}
+// The configuration is checked once, by Config.validate at Start (Kind,
+// CacheBytes, a writable Dir); state.Open checks Kind again for its other
+// callers.
 
 // StateOptions returns the options with which a keyed operator subtask opens
 // its state backend: state.Open[K](ctx.StateOptions(), ctx.KeyGroups).
