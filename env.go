@@ -77,8 +77,9 @@ func NewEnvironment(cfg Config) *Environment {
 
 // Execute runs the job until its bounded sources end and all data has
 // drained, until ctx is cancelled (it then returns ctx's error), or until an
-// operator fails (it then returns that error, naming the operator and
-// subtask).
+// operator fails (it then returns a *runtime.OperatorError: the operator,
+// subtask and phase, wrapping the operator's error; match it with
+// errors.As and errors.Is).
 func (e *Environment) Execute(ctx context.Context) error {
 	return runtime.Execute(ctx, &e.graph, e.cfg)
 }

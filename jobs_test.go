@@ -201,8 +201,9 @@ func TestProcessErrorFailsJobNamingOperator(t *testing.T) {
 			if !errors.Is(err, boom) {
 				t.Fatalf("Execute returned %v, want it to wrap %v", err, boom)
 			}
-			if !strings.Contains(err.Error(), `operator "explode" (subtask`) {
-				t.Fatalf("error %q does not name the operator", err)
+			var oe *runtime.OperatorError
+			if !errors.As(err, &oe) || oe.Operator != "explode" || oe.Phase != runtime.PhaseProcess {
+				t.Fatalf("error %q is not an *runtime.OperatorError naming operator explode in PhaseProcess", err)
 			}
 		})
 	}
@@ -222,8 +223,12 @@ func TestMapErrorNamesChainedOperator(t *testing.T) {
 	})
 	weir.Collect(m)
 	err := env.Execute(testCtx(t))
-	if !errors.Is(err, bad) || !strings.Contains(err.Error(), `operator "parse" (subtask 0 of 1)`) {
-		t.Fatalf("Execute returned %v", err)
+	var oe *runtime.OperatorError
+	if !errors.Is(err, bad) || !errors.As(err, &oe) || oe.Operator != "parse" || oe.Subtask != 0 || oe.Parallelism != 1 {
+		t.Fatalf("Execute returned %v, want an *runtime.OperatorError of parse, subtask 0 of 1", err)
+	}
+	if !strings.Contains(err.Error(), `operator "parse" (subtask 0 of 1)`) {
+		t.Fatalf("error %q does not name the operator and subtask", err)
 	}
 }
 
@@ -237,8 +242,15 @@ func TestPanickingMapReturnsError(t *testing.T) {
 			m := weir.Map(src, "divide", func(e event) int { return 100 / (e.N - 42) })
 			weir.Collect(m)
 			err := env.Execute(testCtx(t))
-			if err == nil || !strings.Contains(err.Error(), "panicked") || !strings.Contains(err.Error(), "divide by zero") {
-				t.Fatalf("Execute returned %v", err)
+			var oe *runtime.OperatorError
+			var pe *runtime.PanicError
+			var re goruntime.Error
+			if !errors.As(err, &oe) || oe.Phase != runtime.PhasePanic || !errors.As(err, &pe) || !errors.As(err, &re) ||
+				!strings.Contains(re.Error(), "divide by zero") {
+				t.Fatalf("Execute returned %v, want an *runtime.OperatorError of PhasePanic whose *runtime.PanicError holds the runtime.Error", err)
+			}
+			if !strings.Contains(err.Error(), "panicked") || len(pe.Stack) == 0 {
+				t.Fatalf("error %q does not say it panicked, or has no stack", err)
 			}
 		})
 	}
@@ -255,8 +267,9 @@ func TestPanicNamesOperator(t *testing.T) {
 			m := weir.Map(src, "divide", func(e event) int { return 100 / (e.N - 42) })
 			weir.Collect(m)
 			err := env.Execute(testCtx(t))
-			if err == nil || !strings.Contains(err.Error(), `operator "divide"`) {
-				t.Fatalf("Execute returned %v; want an error naming operator \"divide\"", err)
+			var oe *runtime.OperatorError
+			if !errors.As(err, &oe) || oe.Operator != "divide" {
+				t.Fatalf("Execute returned %v; want an *runtime.OperatorError naming operator \"divide\"", err)
 			}
 		})
 	}

@@ -500,7 +500,9 @@ func (c *coordinator) failPersist(p *pendingCP, err error) {
 		t.postTask(func() {
 			t.abortCheckpoint(id)
 			if fenced {
-				t.fail("checkpoint", err)
+				e := t.opError(t.node.name, PhaseCheckpoint, err)
+				e.Checkpoint = id
+				t.failWith(e)
 			}
 		})
 	}
@@ -524,6 +526,7 @@ func (t *task) checkpoint(id int64) {
 	began := time.Now() // lint:allow-time a measurement of the pause, not a decision
 	states := map[*Node]*checkpoint.SubtaskState{}
 	var writers []*SnapshotWriter
+	var names []string // of writers' operators
 	var err error
 	kind := t.job.coord.kindOf(id)
 	final := t.job.coord.isFinal(id)
@@ -539,7 +542,7 @@ func (t *task) checkpoint(id int64) {
 		for _, p := range inst.parts() {
 			if s, ok := p.(Snapshotter); ok && err == nil {
 				if e := s.SnapshotState(w); e != nil {
-					err = fmt.Errorf("operator %q (subtask %d): snapshot: %w", ctx.Name, ctx.Subtask, e)
+					err = t.opError(ctx.Name, PhaseSnapshot, e)
 				}
 			}
 			if s, ok := p.(SplitSnapshotter); ok && err == nil {
@@ -548,7 +551,7 @@ func (t *task) checkpoint(id int64) {
 					items = items[:len(items)-1]
 				}
 				if e != nil {
-					err = fmt.Errorf("operator %q (subtask %d): snapshot splits: %w", ctx.Name, ctx.Subtask, e)
+					err = t.opError(ctx.Name, PhaseSnapshotSplits, e)
 				}
 				w.List(SplitsList, checkpoint.EvenSplit, items)
 			}
@@ -556,6 +559,7 @@ func (t *task) checkpoint(id int64) {
 		states[ctx.node] = w.st
 		if len(w.async) > 0 {
 			writers = append(writers, w)
+			names = append(names, ctx.Name)
 		}
 	}
 	sync := time.Since(began) // lint:allow-time
@@ -572,12 +576,12 @@ func (t *task) checkpoint(id int64) {
 		return
 	}
 	go func() {
-		for _, w := range writers {
+		for i, w := range writers {
 			for _, f := range w.async {
 				// Every f runs, even after a failure, to release what the
 				// synchronous part pinned.
 				if e := f(); e != nil && err == nil {
-					err = fmt.Errorf("operator snapshot (asynchronous part): %w", e)
+					err = t.opError(names[i], PhaseSnapshotAsync, e)
 				}
 			}
 		}
@@ -590,7 +594,9 @@ func (t *task) completeCheckpoint(id int64) {
 		for _, p := range inst.parts() {
 			if l, ok := p.(CheckpointListener); ok {
 				if err := l.NotifyCheckpointComplete(id); err != nil {
-					t.fail(inst.name(), fmt.Errorf("checkpoint %d complete: %w", id, err))
+					e := t.opError(inst.name(), PhaseNotifyComplete, err)
+					e.Checkpoint = id
+					t.failWith(e)
 				}
 			}
 		}

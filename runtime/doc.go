@@ -25,7 +25,10 @@
 //	    control element (watermark, idleness, end of input) or a flush sends it.
 //	I6. A job ends when every source has ended and every subtask has drained
 //	    its inputs, or when its context is cancelled, or at the first failure;
-//	    the returned error names the operator and subtask that failed.
+//	    the returned error is then an *OperatorError, which names the
+//	    operator, its subtask and the phase (open, process, read, end of
+//	    input, close, panic, ...) and wraps the operator's own error:
+//	    match it with errors.As and errors.Is, never by its text.
 //	I7. Context.Yield of an operator runs only mailbox letters and
 //	    processing-time callbacks of that operator and of operators
 //	    downstream of it in the chain (Flink's MailboxExecutor rule): while

@@ -129,8 +129,8 @@ var ErrEmptyJob = errors.New("runtime: the job has no operators; add a source an
 
 // Execute runs the graph until every source has ended and all data has
 // drained, or until ctx is cancelled (then it returns ctx's error), or until
-// an operator fails (then it returns that error, naming the operator and
-// subtask, after cancelling the rest).
+// an operator fails (then it returns an *OperatorError naming the operator,
+// subtask and phase and wrapping its error, after cancelling the rest).
 func Execute(ctx context.Context, g *Graph, cfg Config) error {
 	j, err := Start(ctx, g, cfg)
 	if err != nil {
@@ -619,14 +619,6 @@ func (t *task) backpressured(blocked bool) {
 	t.bpNow.Set(0)
 }
 
-// fail records the first failure of the task; the loop checks it between
-// batches and stops.
-func (t *task) fail(op string, err error) {
-	if t.err == nil {
-		t.err = fmt.Errorf("operator %q (subtask %d of %d): %w", op, t.subtask, t.parallelism, err)
-	}
-}
-
 func (t *task) flushAll() {
 	for _, w := range t.writers {
 		w.flush()
@@ -647,11 +639,11 @@ func (t *task) run(ctx context.Context) (err error) {
 			if t.current >= 0 && t.current < len(t.chain) {
 				name = t.chain[t.current].name()
 			}
-			err = fmt.Errorf("operator %q (subtask %d of %d) panicked: %v\n%s", name, t.subtask, t.parallelism, r, debug.Stack())
+			err = t.opError(name, PhasePanic, &PanicError{Value: r, Stack: debug.Stack()})
 		}
 		for i := range opened {
 			if cerr := t.chain[i].close(); cerr != nil && err == nil {
-				err = fmt.Errorf("operator %q (subtask %d of %d): close: %w", t.chain[i].name(), t.subtask, t.parallelism, cerr)
+				err = t.opError(t.chain[i].name(), PhaseClose, cerr)
 			}
 		}
 	}()
@@ -665,7 +657,7 @@ func (t *task) run(ctx context.Context) (err error) {
 			for j := range t.chain {
 				t.chain[j].close()
 			}
-			return fmt.Errorf("operator %q (subtask %d of %d): open: %w", t.chain[i].name(), t.subtask, t.parallelism, err)
+			return t.opError(t.chain[i].name(), PhaseOpen, err)
 		}
 	}
 	opened = len(t.chain)
@@ -684,7 +676,7 @@ func (t *task) run(ctx context.Context) (err error) {
 	// order, so each can emit what it still holds.
 	for _, inst := range t.chain[1:] {
 		if err := inst.endInput(); err != nil {
-			return fmt.Errorf("operator %q (subtask %d of %d): end of input: %w", inst.name(), t.subtask, t.parallelism, err)
+			return t.opError(inst.name(), PhaseEndInput, err)
 		}
 		if t.err != nil {
 			return t.err

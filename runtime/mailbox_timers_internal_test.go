@@ -321,7 +321,14 @@ func TestContextFailNamesOperator(t *testing.T) {
 	first := errors.New("boom")
 	ctx.Fail(first)
 	ctx.Fail(errors.New("second"))
-	if !errors.Is(tk.err, first) || tk.err.Error() != `operator "enrich" (subtask 1 of 3): boom` {
-		t.Fatalf("task error %v", tk.err)
+	var oe *OperatorError
+	if !errors.As(tk.err, &oe) || oe.Err != first ||
+		oe.Operator != "enrich" || oe.Subtask != 1 || oe.Parallelism != 3 || oe.Phase != PhaseProcess {
+		t.Fatalf("task error %#v, want an *OperatorError of enrich, subtask 1 of 3, PhaseProcess, with the first error", tk.err)
+	}
+	// The text names the operator and subtask as it always has (logs and
+	// users match it).
+	if tk.err.Error() != `operator "enrich" (subtask 1 of 3): boom` {
+		t.Fatalf("task error %q", tk.err)
 	}
 }

@@ -2,7 +2,6 @@ package runtime
 
 import (
 	"errors"
-	"fmt"
 
 	"github.com/weirproject/weir/clock"
 	"github.com/weirproject/weir/watermark"
@@ -259,7 +258,7 @@ func (x *sourceInstance[T]) run(t *task) error {
 			x.sendIdle(true)
 		}
 		if err != nil {
-			return fmt.Errorf("operator %q (subtask %d of %d): read: %w", x.ctx.Name, t.subtask, t.parallelism, err)
+			return t.opError(x.ctx.Name, PhaseRead, err)
 		}
 		switch st {
 		case More:

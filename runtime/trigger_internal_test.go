@@ -84,6 +84,10 @@ func TestAbortedCheckpointKeepsCause(t *testing.T) {
 	if !errors.Is(err, ErrCheckpointAborted) || !errors.Is(err, errSnap) {
 		t.Fatalf("TriggerCheckpoint returned %v, want an error matching ErrCheckpointAborted and the snapshot's error", err)
 	}
+	var oe *OperatorError
+	if !errors.As(err, &oe) || oe.Operator != "snap" || oe.Phase != PhaseSnapshot {
+		t.Errorf("TriggerCheckpoint returned %v, want an *OperatorError of operator snap in PhaseSnapshot", err)
+	}
 	if snaps.Load() == 0 {
 		t.Error("the operator was never snapshotted")
 	}
