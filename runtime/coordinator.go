@@ -3,7 +3,6 @@ package runtime
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -138,20 +137,30 @@ type cpResult struct {
 	err  error
 }
 
+// pendingCP is the driver's record of the checkpoint in flight: what the
+// state machine (cpMachine) leaves to it.
 type pendingCP struct {
 	id      int64
 	req     *cpRequest
 	started time.Time
-	waiting map[*task]bool
+	left    int // tasks that have not acknowledged
 	states  map[*Node][]*checkpoint.SubtaskState
 	timer   clock.Timer
 	maxSync time.Duration
+	// path and size: of the snapshot written (persist).
+	path string
+	size int64
 }
 
 // coordinator triggers checkpoints, collects the tasks' acknowledgements,
-// persists completed checkpoints, and tells the tasks. It runs on its own
-// goroutine; tasks talk to it through channels, it talks to tasks through
-// their mailboxes.
+// persists completed checkpoints, and tells the tasks. What it decides is
+// the state machine cpMachine (its design and invariants, CP1..CP6, are in
+// its comment); coordinator is its driver: one goroutine (run) turns the
+// channels the tasks and triggers send on, the interval ticker and the
+// time-out into the machine's inputs, and carries out its actions: posts to
+// the tasks' mailboxes, writes snapshots (on this goroutine: a checkpoint
+// is written before the next input is taken), answers requests, and keeps
+// the metrics and the history.
 type coordinator struct {
 	b        *builder
 	cfg      CheckpointConfig
@@ -178,9 +187,8 @@ type coordinator struct {
 	// progress displays, written by the coordinator goroutine.
 	inProgress *Gauge
 	pending    *Gauge
-	// lastCompleted is the id of the newest completed checkpoint (owned by
-	// the coordinator goroutine).
-	lastCompleted int64
+	// p is the checkpoint in flight (owned by the coordinator goroutine).
+	p *pendingCP
 	// savepoints holds the ids of savepoints in progress, for kindOf
 	// (read by task goroutines, once per checkpoint).
 	savepoints sync.Map
@@ -273,123 +281,74 @@ func (c *coordinator) run(ctx context.Context) {
 		defer ticker.Stop()
 		tick = ticker.C()
 	}
-	var p *pendingCP
-	var queued []*cpRequest
-	var lastEnd time.Time
-	var timeout <-chan time.Time
-	anyFinished := false
-	// The final checkpoint: once every source's input has ended, one
-	// more checkpoint covers everything, and only when it completes do the
-	// sources end their output (so two-phase-commit sinks commit nothing
-	// that a restart would replay).
-	done := map[*task]bool{}
-	var finalID int64
-	finalTries := 0
-	releaseSources := func() {
-		for t := range done {
-			t.postTask(func() { t.finalCheckpointDone = true })
-		}
+	names := make([]string, len(c.tasks))
+	for i, t := range c.tasks {
+		names[i] = t.node.name
 	}
-	fail := func(err error) {
-		if p == nil {
-			return
-		}
-		c.aborted.Inc()
-		c.history.failed(p, clk.Now(), err)
-		if p.timer != nil {
-			p.timer.Stop()
-		}
-		id := p.id
-		for _, t := range c.tasks {
-			t.postTask(func() { t.abortCheckpoint(id) })
-		}
-		if p.req != nil {
-			p.req.done <- cpResult{id: id, err: err}
-		}
-		c.savepoints.Delete(p.id)
-		p, timeout = nil, nil
-		lastEnd = clk.Now()
-		c.inProgress.Set(0)
-		c.pending.Set(0)
-	}
-	start := func(req *cpRequest, final bool) {
-		if anyFinished {
-			if req != nil {
-				req.done <- cpResult{err: fmt.Errorf("%w: part of the job has already finished", ErrCheckpointAborted)}
-			}
-			return
-		}
-		id := c.nextID
-		c.nextID++
-		if req != nil && req.kind == checkpoint.KindSavepoint {
-			c.savepoints.Store(id, true)
-		}
-		if final {
-			// Before the barrier leaves: every task asks isFinal at it.
-			c.finalID.Store(id)
-		}
-		p = &pendingCP{id: id, req: req, started: clk.Now(), waiting: map[*task]bool{}, states: map[*Node][]*checkpoint.SubtaskState{}}
-		for _, t := range c.tasks {
-			p.waiting[t] = true
-		}
-		c.inProgress.Set(id)
-		c.pending.Set(int64(len(p.waiting)))
-		kind := checkpoint.KindCheckpoint
-		if req != nil {
-			kind = req.kind
-		}
-		c.history.started(p, kind, len(c.tasks))
-		p.timer = clk.NewTimer(c.cfg.Timeout)
-		timeout = p.timer.C()
-		for _, t := range c.sources {
-			t.postTask(func() { t.checkpoint(id) })
-		}
-	}
+	m := newCPMachine(names, len(c.sources), c.cfg, c.nextID)
 	defer func() {
 		close(c.stopped)
-		fail(errStopped)
-		for _, r := range queued {
-			r.done <- cpResult{err: errStopped}
-		}
+		c.do(m, m.stop(clk.Now()), nil)
 	}()
 	for {
+		var timeout <-chan time.Time
+		if c.p != nil && c.p.timer != nil {
+			timeout = c.p.timer.C()
+		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick:
 			ticker.Reset(c.cfg.Interval)
-			if p == nil && clk.Now().Sub(lastEnd) >= c.cfg.MinPause {
-				start(nil, false)
-			}
+			c.do(m, m.tick(clk.Now()), nil)
 		case req := <-c.requests:
-			if p == nil {
-				start(req, false)
-			} else {
-				queued = append(queued, req)
-			}
+			c.do(m, m.request(req, clk.Now()), nil)
 		case t := <-c.finished:
-			anyFinished = true
-			if p != nil && p.waiting[t] {
-				fail(fmt.Errorf("%w: task %q finished before acknowledging checkpoint %d", ErrCheckpointAborted, t.node.name, p.id))
-			}
+			c.do(m, m.taskFinished(t.index, clk.Now()), nil)
 		case t := <-c.sourcesDone:
-			done[t] = true
+			c.do(m, m.sourceDone(t.index, clk.Now()), nil)
 		case id := <-c.declines:
-			if p != nil && p.id == id {
-				fail(fmt.Errorf("%w: checkpoint %d was overtaken", ErrCheckpointAborted, id))
-			}
+			c.do(m, m.decline(id, clk.Now()), nil)
 		case <-timeout:
-			fail(fmt.Errorf("%w: checkpoint %d timed out after %v", ErrCheckpointAborted, p.id, c.cfg.Timeout))
+			c.do(m, m.timedOut(c.p.id, clk.Now()), nil)
 		case a := <-c.acks:
-			if p == nil || a.id != p.id || !p.waiting[a.t] {
-				continue
+			c.do(m, m.ack(a.t.index, a.id, a.err, clk.Now()), &a)
+		}
+	}
+}
+
+// do carries out the machine's actions, in order; a is the acknowledgement
+// being handled, if any (its states are kept on actAcked).
+func (c *coordinator) do(m *cpMachine, acts []cpAction, a *ack) {
+	clk := c.b.cfg.Clock
+	for _, act := range acts {
+		switch act.kind {
+		case actStart:
+			id := act.id
+			kind := checkpoint.KindCheckpoint
+			if act.req != nil {
+				kind = act.req.kind
 			}
-			if a.err != nil {
-				fail(fmt.Errorf("%w: %w", ErrCheckpointAborted, a.err))
-				continue
+			if kind == checkpoint.KindSavepoint {
+				c.savepoints.Store(id, true)
 			}
-			delete(p.waiting, a.t)
-			c.pending.Set(int64(len(p.waiting)))
+			if act.final {
+				// Before the barrier leaves: every task asks isFinal at it.
+				c.finalID.Store(id)
+			}
+			c.p = &pendingCP{id: id, req: act.req, started: clk.Now(), left: len(c.tasks),
+				states: map[*Node][]*checkpoint.SubtaskState{}}
+			c.inProgress.Set(id)
+			c.pending.Set(int64(len(c.tasks)))
+			c.history.started(c.p, kind, len(c.tasks))
+			c.p.timer = clk.NewTimer(c.cfg.Timeout)
+			for _, t := range c.sources {
+				t.postTask(func() { t.checkpoint(id) })
+			}
+		case actAcked:
+			p := c.p
+			p.left = act.left
+			c.pending.Set(int64(p.left))
 			p.maxSync = max(p.maxSync, a.sync)
 			c.history.acknowledged(p)
 			for n, st := range a.states {
@@ -398,51 +357,54 @@ func (c *coordinator) run(ctx context.Context) {
 					subs = make([]*checkpoint.SubtaskState, c.b.par(n))
 					p.states[n] = subs
 				}
-				subs[st0(a.t, n)] = st
+				subs[a.t.subtask] = st // chained operators share the task's subtask
 			}
-			if len(p.waiting) == 0 {
-				c.persist(p)
-				c.savepoints.Delete(p.id)
-				p, timeout = nil, nil
-				lastEnd = clk.Now()
-				c.inProgress.Set(0)
+		case actPersist:
+			c.p.timer.Stop()
+			_, err := c.persist(c.p)
+			c.do(m, m.persisted(act.id, err, clk.Now()), nil)
+		case actComplete:
+			c.completeCP(c.p)
+			c.ended()
+		case actPersistFailed:
+			c.failPersist(c.p, act.err)
+			c.ended()
+		case actAbort:
+			p := c.p
+			c.aborted.Inc()
+			c.history.failed(p, clk.Now(), act.err)
+			p.timer.Stop()
+			for _, t := range c.tasks {
+				t.postTask(func() { t.abortCheckpoint(act.id) })
 			}
-		}
-		if p == nil && len(queued) > 0 {
-			req := queued[0]
-			queued = queued[1:]
-			start(req, false)
-		}
-		if len(done) == len(c.sources) && len(done) > 0 && finalID >= 0 {
-			switch {
-			case finalID > 0 && c.lastCompleted >= finalID:
-				releaseSources()
-				finalID = -1
-			case p == nil && finalTries < 3:
-				finalTries++
-				start(nil, true)
-				if p != nil {
-					finalID = p.id
-				}
-			case p == nil:
-				// The final checkpoint keeps failing: end anyway (sinks then
-				// commit at end of input).
-				c.b.cfg.Logger.Warn("final checkpoint failed; ending without it", "tries", finalTries)
-				releaseSources()
-				finalID = -1
+			if p.req != nil {
+				p.req.done <- cpResult{id: act.id, err: act.err}
+			}
+			c.ended()
+			c.pending.Set(0)
+		case actReject:
+			act.req.done <- cpResult{err: act.err}
+		case actRelease:
+			if act.gaveUp {
+				// Sinks then commit at end of input.
+				c.b.cfg.Logger.Warn("final checkpoint failed; ending without it", "tries", act.tries)
+			}
+			for _, t := range c.sources {
+				t.postTask(func() { t.finalCheckpointDone = true })
 			}
 		}
 	}
 }
 
-// st0 returns the subtask index of node n in task t (chained operators
-// share the task's subtask index).
-func st0(t *task, _ *Node) int { return t.subtask }
+// ended forgets the checkpoint in flight, which completed or was aborted.
+func (c *coordinator) ended() {
+	c.savepoints.Delete(c.p.id)
+	c.p = nil
+	c.inProgress.Set(0)
+}
 
-func (c *coordinator) persist(p *pendingCP) {
-	if p.timer != nil {
-		p.timer.Stop()
-	}
+// persist writes p's snapshot and returns its path.
+func (c *coordinator) persist(p *pendingCP) (string, error) {
 	snap := &checkpoint.Snapshot{ID: p.id, Kind: checkpoint.KindCheckpoint, TimestampMs: checkpoint.Now(),
 		MaxParallelism: c.b.maxParallelism, Job: c.cfg.JobName, Origin: c.b.origin}
 	for _, n := range c.b.g.nodes {
@@ -463,27 +425,30 @@ func (c *coordinator) persist(p *pendingCP) {
 	}
 	path, err := c.cfg.Storage.Write(dir, snap)
 	if err != nil {
-		c.failPersist(p, err)
-		return
+		return "", err
 	}
 	if snap.Kind == checkpoint.KindCheckpoint {
 		if err := c.cfg.Storage.Retain(c.cfg.Dir, c.cfg.Retain); err != nil {
 			c.b.cfg.Logger.Warn("checkpoint retention failed", "err", err)
 		}
 	}
+	p.path, p.size = path, snap.Size()
+	return path, nil
+}
+
+// completeCP tells the tasks and the requester that p is complete.
+func (c *coordinator) completeCP(p *pendingCP) {
 	c.completed.Inc()
-	c.lastCompleted = p.id
-	size := snap.Size()
-	c.lastSize.Set(size)
+	c.lastSize.Set(p.size)
 	c.lastMs.Set(c.b.cfg.Clock.Now().Sub(p.started).Milliseconds())
 	c.lastSync.Set(p.maxSync.Microseconds())
-	c.history.completed(p, c.b.cfg.Clock.Now(), size)
+	c.history.completed(p, c.b.cfg.Clock.Now(), p.size)
 	id := p.id
 	for _, t := range c.tasks {
 		t.postTask(func() { t.completeCheckpoint(id) })
 	}
 	if p.req != nil {
-		p.req.done <- cpResult{id: id, path: path}
+		p.req.done <- cpResult{id: id, path: p.path}
 	}
 }
 

@@ -82,7 +82,7 @@ func (h *checkpointHistory) update(id int64, f func(*CheckpointStats)) {
 func (h *checkpointHistory) acknowledged(p *pendingCP) {
 	acked := 0
 	h.update(p.id, func(s *CheckpointStats) {
-		acked = s.Tasks - len(p.waiting)
+		acked = s.Tasks - p.left
 		s.Acknowledged = acked
 		s.SyncPauseMicros = p.maxSync.Microseconds()
 	})

@@ -468,6 +468,7 @@ func (b *builder) build() ([]*task, error) {
 			}
 			t.gates = gates
 			b.tasks = append(b.tasks, t)
+			t.index = len(b.coord.tasks)
 			b.coord.tasks = append(b.coord.tasks, t)
 			if n.IsSource() {
 				b.coord.sources = append(b.coord.sources, t)
@@ -560,6 +561,7 @@ func (b *builder) instantiate(t *task, n *Node, s int) (instance, error) {
 type task struct {
 	job         *builder
 	node        *Node
+	index       int // in the job's tasks (the coordinator's numbering)
 	subtask     int
 	parallelism int
 	head        instance
