@@ -111,7 +111,7 @@ var All = []struct {
 	{CheckpointNoSync, "checkpoint/store.go dirWriter.Close"},
 	{SinkCommitBeforeCheckpoint, "twophase.go SnapshotState"},
 	{SinkSkipRecoverCommit, "twophase.go Open (restore)"},
-	{SourceForgetsSplit, "runtime/coordinator.go (snapshot of a source subtask)"},
+	{SourceForgetsSplit, "runtime/taskcheckpoint.go task.checkpoint (snapshot of a source subtask)"},
 	{SortReleasesEarly, "ordering/sort.go ProcessWatermark"},
 	{SortArrivalOrder, "ordering/held.go heldQueue.push"},
 	{AgentPruneAtSnapshot, "agent/operator.go SnapshotState"},
