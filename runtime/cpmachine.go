@@ -139,8 +139,8 @@ type cpAction struct {
 // emit returns the actions of the input just handled, after settling: a
 // request queued behind a checkpoint that ended starts, and the final
 // checkpoint starts or releases the sources.
-func (m *cpMachine) emit(now time.Time) []cpAction {
-	m.settle(now)
+func (m *cpMachine) emit(time.Time) []cpAction {
+	m.settle()
 	out := m.out
 	m.out = nil
 	return out
@@ -259,8 +259,9 @@ func (m *cpMachine) stop(now time.Time) []cpAction {
 	return out
 }
 
-// start starts a checkpoint if none can be refused: it reports whether it
-// did.
+// start starts a checkpoint (the caller has checked that none is in
+// flight, CP1) unless a task has finished, which refuses it; it reports
+// whether it started one.
 func (m *cpMachine) start(req *cpRequest, final bool) bool {
 	if m.anyFinished {
 		if req != nil {
@@ -288,7 +289,7 @@ func (m *cpMachine) abort(err error, now time.Time) {
 // settle starts what waits for the machine to be idle: the queued
 // requests, in order, then the final checkpoint; and releases the sources
 // once it has completed, or failed maxFinalTries times.
-func (m *cpMachine) settle(time.Time) {
+func (m *cpMachine) settle() {
 	if m.stopped {
 		return
 	}
