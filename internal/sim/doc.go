@@ -111,12 +111,14 @@
 // Checkpoints go to a temporary directory (in /dev/shm where there is
 // one): the cluster package takes a location of package checkpoint, a
 // directory or an object store URL, not a vfs.FS, and claims and fences it
-// there (C4). The timings are short (sessions 300ms, heartbeats 30ms,
+// there (C4). The timings are short (sessions 1s, heartbeats 30ms,
 // checkpoints every 20ms, hand-over checkpoints bounded by 300ms, restarts
-// after 10ms), and every member's clients have a rebalance time-out of 1s
-// (through ClientOptions; cluster.Config has none): a rebalance waits
-// that long for every member to rejoin, a killed one too, and franz-go's
-// default is a minute, which stalled the group past the run's minute.
+// after 10ms), and every member's clients have a rebalance time-out of
+// 200ms (through ClientOptions): a rebalance waits that long for every
+// member to rejoin, and franz-go's default is a minute, which stalled the
+// group past the run's minute. The session outlasts the longest a
+// JoinGroup or SyncGroup is parked, which kfake, unlike Kafka, counts
+// against the session (cluster.go, simSessionTimeout).
 //
 // Faults, at the n-th record through the source tasks (over all members,
 // restores included): member-kill, at most Members-1 of the first
@@ -317,7 +319,10 @@
 //	    left open (last stable offsets are the high watermarks). S4 and
 //	    S6 hold for the form too: every member not killed returns nil
 //	    within AttemptTimeout, and no goroutine of any member outlives
-//	    the run.
+//	    the run. An S4 failure of the form lists where the goroutines of
+//	    each member still running wait. The harness removes a killed
+//	    member from the group a session time-out later, as Kafka's
+//	    coordinator does and kfake does not always (cluster.go, expire).
 //
 // The observers record with weirtest.Observe; S2, S3 and S5 are checked here
 // on its events, since weirtest's Violations treats every record behind
