@@ -95,8 +95,8 @@
 //
 // Spec.Cluster, drawn from a stream of its own (rand.NewPCG(seed,
 // 0xc105)) after everything else, so that a seed's other forms do not
-// change, adds a third run when asked for (Options.Cluster, `weir sim
-// --cluster`; off by default while its first finding, seed 47, is open):
+// change, adds a third run (Options.Cluster; `weir sim` runs it unless
+// --cluster=false, the package's tests in TestClusterFormKeepsTheInvariants):
 //
 //	the workload's records in a source topic of 2-4 partitions of kfake
 //	  (as the Kafka form's, on its VirtualNetwork)
