@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -46,7 +47,87 @@ const (
 	// record passes the source tasks: a rebalance moves tasks to it,
 	// each checkpointed by its old owner (M2).
 	FaultMemberJoin FaultKind = "member-join"
+	// FaultGroupRetriable answers Repeat requests of the group kind
+	// Request (JoinGroup, SyncGroup, Heartbeat), from the At-th of the
+	// run on, over every member, with the retriable error Err: the
+	// members' group clients must absorb it (rejoin, retry).
+	// FaultBrokerRetriable strikes the form's data path the same way
+	// (fetches, produces, transactions, as the Kafka form draws them).
+	FaultGroupRetriable FaultKind = "group-retriable"
 )
+
+// clusterGroupRequests are the group calls FaultGroupRetriable strikes,
+// with the retriable errors each may get. (OffsetCommit is not among
+// them: the members commit no offsets, their group only assigns tasks.)
+var clusterGroupRequests = []struct {
+	key       kmsg.Key
+	retriable []*kerr.Error
+}{
+	{kmsg.JoinGroup, []*kerr.Error{kerr.RebalanceInProgress, kerr.CoordinatorNotAvailable, kerr.NotCoordinator, kerr.CoordinatorLoadInProgress}},
+	{kmsg.SyncGroup, []*kerr.Error{kerr.RebalanceInProgress, kerr.CoordinatorNotAvailable, kerr.NotCoordinator}},
+	{kmsg.Heartbeat, []*kerr.Error{kerr.RebalanceInProgress, kerr.CoordinatorNotAvailable, kerr.NotCoordinator}},
+}
+
+// generateClusterFaults draws the form's broker and group faults from a
+// stream of their own (after the kills and joins, which keep theirs):
+// up to three retriable broker errors on the data path and up to two on
+// group calls, each 1-3 requests in a row from a drawn request count.
+func generateClusterFaults(seed uint64) []Fault {
+	rng := rand.New(rand.NewPCG(seed, 0xc1f7))
+	var fs []Fault
+	for range rng.IntN(4) {
+		r := kafkaRequests[rng.IntN(len(kafkaRequests))]
+		fs = append(fs, Fault{Kind: FaultBrokerRetriable, Request: r.key.Name(), Err: r.retriable[rng.IntN(len(r.retriable))].Message,
+			At: 1 + rng.Int64N(20), Repeat: 1 + rng.IntN(3)})
+	}
+	for range rng.IntN(3) {
+		r := clusterGroupRequests[rng.IntN(len(clusterGroupRequests))]
+		fs = append(fs, Fault{Kind: FaultGroupRetriable, Request: r.key.Name(), Err: r.retriable[rng.IntN(len(r.retriable))].Message,
+			At: 1 + rng.Int64N(8), Repeat: 1 + rng.IntN(3)})
+	}
+	return fs
+}
+
+// armCluster installs the broker and group faults of fs in c for the
+// whole run; each armed fault says whether it struck.
+func armCluster(c *kfake.Cluster, fs []Fault) (as []*armed) {
+	for i := range fs {
+		f := &fs[i]
+		if f.Kind != FaultBrokerRetriable && f.Kind != FaultGroupRetriable {
+			continue
+		}
+		key, ok := requestKey(f.Request)
+		if !ok {
+			for _, r := range clusterGroupRequests {
+				if r.key.Name() == f.Request {
+					key, ok = r.key, true
+				}
+			}
+		}
+		if !ok {
+			continue
+		}
+		e := kerrByName(f.Err)
+		for _, r := range clusterGroupRequests {
+			for _, g := range r.retriable {
+				if g.Message == f.Err {
+					e = g
+				}
+			}
+		}
+		a := &armed{f: f, key: key}
+		as = append(as, a)
+		c.Fault(kfake.Fault{Keys: []kmsg.Key{key}, Err: e, Count: -1,
+			When: func(req kmsg.Request) bool {
+				if a.count(req) {
+					a.struck.Store(true)
+					return true
+				}
+				return false
+			}})
+	}
+	return as
+}
 
 // ClusterSpec is the clustered form of a seed's job (Spec.Cluster): the
 // workload's records in a source topic of several partitions, run by
@@ -93,6 +174,7 @@ func generateCluster(s *Spec) *ClusterSpec {
 	if rng.IntN(2) == 0 {
 		c.Faults = append(c.Faults, Fault{Kind: FaultMemberJoin, Subtask: c.Members, At: 1 + rng.Int64N(n)})
 	}
+	c.Faults = append(c.Faults, generateClusterFaults(s.Seed)...)
 	return c
 }
 
@@ -235,6 +317,9 @@ func runCluster(ctx context.Context, spec *Spec, res *Result) *Failure {
 	if err := kc.produceInput(ctx, ks); err != nil {
 		return &Failure{Invariant: InvCompletes, Detail: err.Error()}
 	}
+	// The broker and group faults strike the members' requests (armed
+	// once the harness has produced the input).
+	armedFaults := armCluster(kcl, c.Faults)
 	// The cluster package keeps checkpoints in a location of package
 	// checkpoint (a directory or an object store URL), not a vfs.FS: a
 	// temporary directory, in memory where the machine has /dev/shm.
@@ -255,6 +340,11 @@ func runCluster(ctx context.Context, spec *Spec, res *Result) *Failure {
 	}
 	f := cr.wait(ctx)
 	cr.stopAll()
+	for _, a := range armedFaults {
+		if a.struck.Load() {
+			a.f.Struck = true
+		}
+	}
 	if f != nil {
 		return f
 	}
@@ -373,7 +463,7 @@ func (cr *clusterRun) job(mn *memberNet) cluster.Job[kafka.Message[string], ceve
 func (cr *clusterRun) passed(n int64) {
 	for i := range cr.c.Faults {
 		f := &cr.c.Faults[i]
-		if f.At != n {
+		if f.At != n || (f.Kind != FaultMemberKill && f.Kind != FaultMemberJoin) {
 			continue
 		}
 		cr.mu.Lock()

@@ -115,7 +115,7 @@ func TestClusterBatch(t *testing.T) {
 	start, c0 := time.Now(), cpuSeconds()
 	var mu sync.Mutex
 	var wg sync.WaitGroup
-	var failed, kills, joins int
+	var failed, kills, joins, broker, group int
 	sem := make(chan struct{}, 4)
 	for _, seed := range seeds {
 		wg.Add(1)
@@ -137,6 +137,12 @@ func TestClusterBatch(t *testing.T) {
 				if f.Struck && f.Kind == FaultMemberJoin {
 					joins++
 				}
+				if f.Struck && f.Kind == FaultBrokerRetriable {
+					broker++
+				}
+				if f.Struck && f.Kind == FaultGroupRetriable {
+					group++
+				}
 			}
 			if f := res.Failure; f != nil {
 				failed++
@@ -146,6 +152,6 @@ func TestClusterBatch(t *testing.T) {
 	}
 	wg.Wait()
 	wall, cpu := time.Since(start).Seconds(), cpuSeconds()-c0
-	t.Logf("%d clustered seeds (%d..%d): %d failed, %d members killed, %d joined; %.1fs wall, %.1f CPU-s: %.2f seeds/s, %.2f seeds per CPU-second",
-		len(seeds), seeds[0], seeds[len(seeds)-1], failed, kills, joins, wall, cpu, float64(len(seeds))/wall, float64(len(seeds))/cpu)
+	t.Logf("%d clustered seeds (%d..%d): %d failed, %d members killed, %d joined, %d broker and %d group faults struck; %.1fs wall, %.1f CPU-s: %.2f seeds/s, %.2f seeds per CPU-second",
+		len(seeds), seeds[0], seeds[len(seeds)-1], failed, kills, joins, broker, group, wall, cpu, float64(len(seeds))/wall, float64(len(seeds))/cpu)
 }

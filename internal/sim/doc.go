@@ -132,8 +132,15 @@
 // checkpoint's flush waits for the broker, bounded only by the sink's
 // FlushTimeout of a minute, so a killed member's Run would not return
 // otherwise), are fenced there, and are stopped, before the output is
-// read: what a zombie does then is in what is checked. Broker faults are
-// not drawn in this form. Deterministic: the input, the shape and the
+// read: what a zombie does then is in what is checked. broker-retriable
+// and group-retriable, from a stream of their own (rand.NewPCG(seed,
+// 0xc1f7)): up to three retriable errors on the data path (fetches,
+// list-offsets, produces and transaction calls, as the Kafka form's) and
+// up to two on group calls (JoinGroup, SyncGroup, Heartbeat:
+// REBALANCE_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR,
+// COORDINATOR_LOAD_IN_PROGRESS), each 1-3 requests in a row from a drawn
+// request count of the run (over every member); the members must absorb
+// them, S16 unchanged. Deterministic: the input, the shape and the
 // record counts at which members die and join; not: which member owns
 // which task when (group assignment and session expiry run in real
 // time), so the same count may strike a different task's owner in a
@@ -377,8 +384,8 @@
 // (their combined watermark, and so lateness, depends on timing: the
 // oracle must become a relation), the sort's Pebble mode and tiebreaks,
 // the agent's Kafka store, memory, Await and several actions per input,
-// broker restarts and group calls (the Kafka form uses no consumer group;
-// the clustered form makes them but injects no errors into them), broker
-// faults and static members in the clustered form, clocks that jump back,
-// a bound on a run's peak memory.
+// broker restarts, fatal broker errors, latency and static members in the
+// clustered form (it draws retriable broker and group errors), planted
+// bugs in package cluster, clocks that jump back, a bound on a run's
+// peak memory.
 package sim
