@@ -33,8 +33,7 @@ output, watermarks, late records, the sort's order, leaked goroutines and
 the live heap are checked. A third of the seeds also run a Kafka form (kfake,
 weir's Kafka source and exactly-once sink, broker faults; --kafka=false leaves
 it out), one in 50 a clustered form (2-3 cluster.Run members in this process,
-members killed and joining; run with --cluster, off by default while its
-first finding is open). A failing seed prints its job, faults, the first broken invariant
+members killed and joining; --cluster=false leaves it out). A failing seed prints its job, faults, the first broken invariant
 with the records involved, and the command that replays it.
 
 --seed S alone runs seed S; with --seeds N it runs S, S+1, ..., S+N-1.
@@ -106,7 +105,7 @@ counted), for a time-boxed random batch in CI:
 	c.Flags().DurationVar(&duration, "duration", 0, "stop the batch after this long (0: run every seed)")
 	c.Flags().BoolVar(&agent, "agent", true, "run the agent branch of the seeds that have one (false: leave it out)")
 	c.Flags().BoolVar(&kafka, "kafka", true, "run the Kafka form of the seeds that have one (false: the scripted job only)")
-	c.Flags().BoolVar(&clustered, "cluster", false, "also run the clustered form of the seeds that have one (members in this process over a consumer group; off by default while its first finding is open)")
+	c.Flags().BoolVar(&clustered, "cluster", true, "run the clustered form of the seeds that have one (members in this process over a consumer group; false: leave it out)")
 	c.Flags().BoolVar(&asJSON, "json", false, "print each reported seed and the summary as JSON objects, one a line")
 	return c
 }

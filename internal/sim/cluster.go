@@ -15,8 +15,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/weirproject/weir"
 	"github.com/weirproject/weir/cluster"
@@ -44,7 +47,87 @@ const (
 	// record passes the source tasks: a rebalance moves tasks to it,
 	// each checkpointed by its old owner (M2).
 	FaultMemberJoin FaultKind = "member-join"
+	// FaultGroupRetriable answers Repeat requests of the group kind
+	// Request (JoinGroup, SyncGroup, Heartbeat), from the At-th of the
+	// run on, over every member, with the retriable error Err: the
+	// members' group clients must absorb it (rejoin, retry).
+	// FaultBrokerRetriable strikes the form's data path the same way
+	// (fetches, produces, transactions, as the Kafka form draws them).
+	FaultGroupRetriable FaultKind = "group-retriable"
 )
+
+// clusterGroupRequests are the group calls FaultGroupRetriable strikes,
+// with the retriable errors each may get. (OffsetCommit is not among
+// them: the members commit no offsets, their group only assigns tasks.)
+var clusterGroupRequests = []struct {
+	key       kmsg.Key
+	retriable []*kerr.Error
+}{
+	{kmsg.JoinGroup, []*kerr.Error{kerr.RebalanceInProgress, kerr.CoordinatorNotAvailable, kerr.NotCoordinator, kerr.CoordinatorLoadInProgress}},
+	{kmsg.SyncGroup, []*kerr.Error{kerr.RebalanceInProgress, kerr.CoordinatorNotAvailable, kerr.NotCoordinator}},
+	{kmsg.Heartbeat, []*kerr.Error{kerr.RebalanceInProgress, kerr.CoordinatorNotAvailable, kerr.NotCoordinator}},
+}
+
+// generateClusterFaults draws the form's broker and group faults from a
+// stream of their own (after the kills and joins, which keep theirs):
+// up to three retriable broker errors on the data path and up to two on
+// group calls, each 1-3 requests in a row from a drawn request count.
+func generateClusterFaults(seed uint64) []Fault {
+	rng := rand.New(rand.NewPCG(seed, 0xc1f7))
+	var fs []Fault
+	for range rng.IntN(4) {
+		r := kafkaRequests[rng.IntN(len(kafkaRequests))]
+		fs = append(fs, Fault{Kind: FaultBrokerRetriable, Request: r.key.Name(), Err: r.retriable[rng.IntN(len(r.retriable))].Message,
+			At: 1 + rng.Int64N(20), Repeat: 1 + rng.IntN(3)})
+	}
+	for range rng.IntN(3) {
+		r := clusterGroupRequests[rng.IntN(len(clusterGroupRequests))]
+		fs = append(fs, Fault{Kind: FaultGroupRetriable, Request: r.key.Name(), Err: r.retriable[rng.IntN(len(r.retriable))].Message,
+			At: 1 + rng.Int64N(8), Repeat: 1 + rng.IntN(3)})
+	}
+	return fs
+}
+
+// armCluster installs the broker and group faults of fs in c for the
+// whole run; each armed fault says whether it struck.
+func armCluster(c *kfake.Cluster, fs []Fault) (as []*armed) {
+	for i := range fs {
+		f := &fs[i]
+		if f.Kind != FaultBrokerRetriable && f.Kind != FaultGroupRetriable {
+			continue
+		}
+		key, ok := requestKey(f.Request)
+		if !ok {
+			for _, r := range clusterGroupRequests {
+				if r.key.Name() == f.Request {
+					key, ok = r.key, true
+				}
+			}
+		}
+		if !ok {
+			continue
+		}
+		e := kerrByName(f.Err)
+		for _, r := range clusterGroupRequests {
+			for _, g := range r.retriable {
+				if g.Message == f.Err {
+					e = g
+				}
+			}
+		}
+		a := &armed{f: f, key: key}
+		as = append(as, a)
+		c.Fault(kfake.Fault{Keys: []kmsg.Key{key}, Err: e, Count: -1,
+			When: func(req kmsg.Request) bool {
+				if a.count(req) {
+					a.struck.Store(true)
+					return true
+				}
+				return false
+			}})
+	}
+	return as
+}
 
 // ClusterSpec is the clustered form of a seed's job (Spec.Cluster): the
 // workload's records in a source topic of several partitions, run by
@@ -91,6 +174,7 @@ func generateCluster(s *Spec) *ClusterSpec {
 	if rng.IntN(2) == 0 {
 		c.Faults = append(c.Faults, Fault{Kind: FaultMemberJoin, Subtask: c.Members, At: 1 + rng.Int64N(n)})
 	}
+	c.Faults = append(c.Faults, generateClusterFaults(s.Seed)...)
 	return c
 }
 
@@ -197,6 +281,7 @@ type clusterRun struct {
 	kc   *kafkaCluster
 	base string
 	ctx  context.Context // the run's: members joining late start under it
+	over context.CancelFunc
 	seen atomic.Int64
 
 	mu struct {
@@ -232,6 +317,9 @@ func runCluster(ctx context.Context, spec *Spec, res *Result) *Failure {
 	if err := kc.produceInput(ctx, ks); err != nil {
 		return &Failure{Invariant: InvCompletes, Detail: err.Error()}
 	}
+	// The broker and group faults strike the members' requests (armed
+	// once the harness has produced the input).
+	armedFaults := armCluster(kcl, c.Faults)
 	// The cluster package keeps checkpoints in a location of package
 	// checkpoint (a directory or an object store URL), not a vfs.FS: a
 	// temporary directory, in memory where the machine has /dev/shm.
@@ -242,14 +330,21 @@ func runCluster(ctx context.Context, spec *Spec, res *Result) *Failure {
 	defer os.RemoveAll(base)
 	ctx, cancel := context.WithTimeout(ctx, AttemptTimeout)
 	defer cancel()
-	cr := &clusterRun{spec: spec, c: c, kc: kc, base: base, ctx: ctx}
+	mctx, over := context.WithCancel(ctx) // the members' and expire's, cancelled by stopAll
+	defer over()
+	cr := &clusterRun{spec: spec, c: c, kc: kc, base: base, ctx: mctx, over: over}
 	cr.mu.members = map[int]*clusterMember{}
 	res.Attempts++
 	for i := range c.Members {
-		cr.start(ctx, i)
+		cr.start(mctx, i)
 	}
 	f := cr.wait(ctx)
 	cr.stopAll()
+	for _, a := range armedFaults {
+		if a.struck.Load() {
+			a.f.Struck = true
+		}
+	}
 	if f != nil {
 		return f
 	}
@@ -285,24 +380,41 @@ func sortedCopy(ls []string) []string {
 
 // config is member i's cluster.Config: short group and checkpoint
 // timings (the run's real time is mostly rebalances and session
-// time-outs).
+// time-outs). The session time-out is longer than a rebalance can park a
+// member's JoinGroup or SyncGroup (simSessionTimeout).
 func (cr *clusterRun) config(i int, mn *memberNet) cluster.Config {
 	return cluster.Config{Brokers: cr.kc.seeds(), Group: "sim", SourceTopic: kafkaIn, KeyedTasks: cr.c.KeyedTasks,
 		CheckpointBase: cr.base, CheckpointInterval: 20 * time.Millisecond, ControlInterval: 5 * time.Millisecond,
-		Bounded: true, SessionTimeout: 300 * time.Millisecond, HeartbeatInterval: 30 * time.Millisecond,
+		Bounded: true, SessionTimeout: simSessionTimeout, HeartbeatInterval: 30 * time.Millisecond,
 		RevokeCheckpointTimeout: 300 * time.Millisecond, RestartDelay: 10 * time.Millisecond,
 		Member: "m" + strconv.Itoa(i), Logger: clusterLogger(i),
 		ClientOptions: mn.clientOpts()}
 }
 
+// The group timings of the form. kfake, unlike Kafka, lets a member's
+// session time-out run while its JoinGroup or SyncGroup is parked at the
+// coordinator (Kafka keeps a member awaiting a join or a sync alive), and
+// a member removed that way never gets an answer: its request waits for
+// franz-go's read time-out (the rebalance time-out plus 10s), and with a
+// killed member still in the group the join was parked for the whole
+// rebalance time-out (1s then), past the session time-out (300ms then):
+// the survivor stalled 11s, once past the seed's minute (seed 47, S4).
+// So the session time-out here is well above the longest a request is
+// parked (the rebalance time-out, from the latest join, plus the
+// revoke's hand-over checkpoint before a member's second join), and a
+// killed member is still noticed within a second.
+const (
+	simSessionTimeout   = time.Second
+	simRebalanceTimeout = 200 * time.Millisecond
+)
+
 // clientOpts are the options of every Kafka client of the member: its
 // own dialer on the virtual network, short back-offs, and a short
-// rebalance time-out (the group client's; cluster.Config has none): a
-// rebalance waits that long for every member to rejoin, a killed one too
-// (its session time-out does not apply during a rebalance), and
-// franz-go's default is a minute.
+// rebalance time-out (the group client's; franz-go's default is a
+// minute): a rebalance waits that long for every member of the group to
+// rejoin.
 func (m *memberNet) clientOpts() []kgo.Opt {
-	return append(clientOpts(m.dial), kgo.RebalanceTimeout(time.Second))
+	return append(clientOpts(m.dial), kgo.RebalanceTimeout(simRebalanceTimeout))
 }
 
 // job is the clustered job: source records to cevents (counting them, for
@@ -351,7 +463,7 @@ func (cr *clusterRun) job(mn *memberNet) cluster.Job[kafka.Message[string], ceve
 func (cr *clusterRun) passed(n int64) {
 	for i := range cr.c.Faults {
 		f := &cr.c.Faults[i]
-		if f.At != n {
+		if f.At != n || (f.Kind != FaultMemberKill && f.Kind != FaultMemberJoin) {
 			continue
 		}
 		cr.mu.Lock()
@@ -386,8 +498,21 @@ func (cr *clusterRun) start(ctx context.Context, i int) {
 	cr.wg.Add(1)
 	go func() {
 		defer cr.wg.Done()
-		m.done <- cluster.Run(mctx, cfg, job)
+		// Labelled, so that a member that does not finish shows where
+		// it waits (wait) and its goroutines alone.
+		pprof.Do(mctx, pprof.Labels(memberLabel, cr.memberID(i)), func(mctx context.Context) {
+			m.done <- cluster.Run(mctx, cfg, job)
+		})
 	}()
+}
+
+// memberLabel is the pprof label key of a member's goroutines; its value
+// is memberID.
+const memberLabel = "weir_sim_member"
+
+// memberID names member i of this run among every run of the process.
+func (cr *clusterRun) memberID(i int) string {
+	return fmt.Sprintf("%p-m%d", cr, i)
 }
 
 // kill cuts member i off the broker and cancels its context.
@@ -403,6 +528,57 @@ func (cr *clusterRun) kill(i int) {
 	}
 	m.net.kill()
 	m.cancel()
+	cr.wg.Add(1)
+	go func() {
+		defer cr.wg.Done()
+		cr.expire(i)
+	}()
+}
+
+// expire does, a session time-out after member i was killed, what Kafka's
+// coordinator does then and kfake does not always do: it removes the
+// member from the group. kfake arms a member's session timer when an
+// answer reaches it; a member that joined as a new one (its timer
+// stopped) and was killed before its JoinGroup answer reached it has
+// none, and when the leader's SyncGroup completes the rebalance (which
+// stops the pending-sync timer) it stays in the group for good with the
+// tasks the leader gave it: no other member is ever given them (seed 47,
+// the survivor heartbeating a minute beside a dead member's tasks). So
+// the harness sends the LeaveGroup the session expiry stands for, by the
+// member's id (its client id is weir-m<i>); a member Kafka removed
+// already is unknown and answers nothing to do.
+func (cr *clusterRun) expire(i int) {
+	t := time.NewTimer(2 * simSessionTimeout)
+	defer t.Stop()
+	select {
+	case <-cr.ctx.Done():
+		return
+	case <-t.C:
+	}
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(cr.kc.seeds()...)}, cr.kc.clientOpts()...)...)
+	if err != nil {
+		return
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(cr.ctx, 5*time.Second)
+	defer cancel()
+	gs, err := kadm.NewClient(cl).DescribeGroups(ctx, "sim")
+	if err != nil {
+		return
+	}
+	req := kmsg.NewPtrLeaveGroupRequest()
+	req.Group = "sim"
+	for _, d := range gs["sim"].Members {
+		if d.ClientID == "weir-m"+strconv.Itoa(i) {
+			lm := kmsg.NewLeaveGroupRequestMember()
+			lm.MemberID = d.MemberID
+			lm.Reason = kmsg.StringPtr("sim: the member was killed; its session expired")
+			req.Members = append(req.Members, lm)
+		}
+	}
+	if len(req.Members) > 0 {
+		req.RequestWith(ctx, cl)
+	}
 }
 
 // wait waits until every member not killed has returned nil (the bounded
@@ -449,16 +625,42 @@ func (cr *clusterRun) wait(ctx context.Context) *Failure {
 			if os.Getenv("WEIR_SIM_DEBUG") != "" {
 				pprof.Lookup("goroutine").WriteTo(os.Stderr, 1)
 			}
-			return &Failure{Invariant: InvCompletes, Detail: fmt.Sprintf("the clustered job did not finish within %v (%d members running)", AttemptTimeout, running)}
+			return cr.stalled(ended)
 		case <-tick.C:
 		}
 	}
+}
+
+// stalled is S4's failure when the members not killed have not finished:
+// it names them, with where their goroutines wait (the first frames
+// outside the runtime of each distinct stack, as S6 prints them).
+func (cr *clusterRun) stalled(ended map[int]bool) *Failure {
+	f := &Failure{Invariant: InvCompletes}
+	cr.mu.Lock()
+	var running []int
+	for i, m := range cr.mu.members {
+		if !ended[i] && !m.killed {
+			running = append(running, i)
+		}
+	}
+	cr.mu.Unlock()
+	slices.Sort(running)
+	for _, i := range running {
+		n, stacks := goroutinesWith(memberLabel, cr.memberID(i))
+		f.Records = append(f.Records, fmt.Sprintf("member m%d: %d goroutines", i, n))
+		for _, st := range stacks {
+			f.Records = append(f.Records, "m"+strconv.Itoa(i)+": "+st)
+		}
+	}
+	f.Detail = fmt.Sprintf("the clustered job did not finish within %v (members %v running)", AttemptTimeout, running)
+	return f
 }
 
 // stopAll stops every member still running, lets the killed ones reach
 // the broker again, and waits for them all. It runs before the output is
 // read: whatever a killed member still does then is in what is checked.
 func (cr *clusterRun) stopAll() {
+	cr.over()
 	cr.mu.Lock()
 	for _, m := range cr.mu.members {
 		m.net.heal()

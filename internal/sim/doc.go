@@ -95,8 +95,8 @@
 //
 // Spec.Cluster, drawn from a stream of its own (rand.NewPCG(seed,
 // 0xc105)) after everything else, so that a seed's other forms do not
-// change, adds a third run when asked for (Options.Cluster, `weir sim
-// --cluster`; off by default while its first finding, seed 47, is open):
+// change, adds a third run (Options.Cluster; `weir sim` runs it unless
+// --cluster=false, the package's tests in TestClusterFormKeepsTheInvariants):
 //
 //	the workload's records in a source topic of 2-4 partitions of kfake
 //	  (as the Kafka form's, on its VirtualNetwork)
@@ -111,12 +111,14 @@
 // Checkpoints go to a temporary directory (in /dev/shm where there is
 // one): the cluster package takes a location of package checkpoint, a
 // directory or an object store URL, not a vfs.FS, and claims and fences it
-// there (C4). The timings are short (sessions 300ms, heartbeats 30ms,
+// there (C4). The timings are short (sessions 1s, heartbeats 30ms,
 // checkpoints every 20ms, hand-over checkpoints bounded by 300ms, restarts
-// after 10ms), and every member's clients have a rebalance time-out of 1s
-// (through ClientOptions; cluster.Config has none): a rebalance waits
-// that long for every member to rejoin, a killed one too, and franz-go's
-// default is a minute, which stalled the group past the run's minute.
+// after 10ms), and every member's clients have a rebalance time-out of
+// 200ms (through ClientOptions): a rebalance waits that long for every
+// member to rejoin, and franz-go's default is a minute, which stalled the
+// group past the run's minute. The session outlasts the longest a
+// JoinGroup or SyncGroup is parked, which kfake, unlike Kafka, counts
+// against the session (cluster.go, simSessionTimeout).
 //
 // Faults, at the n-th record through the source tasks (over all members,
 // restores included): member-kill, at most Members-1 of the first
@@ -130,8 +132,15 @@
 // checkpoint's flush waits for the broker, bounded only by the sink's
 // FlushTimeout of a minute, so a killed member's Run would not return
 // otherwise), are fenced there, and are stopped, before the output is
-// read: what a zombie does then is in what is checked. Broker faults are
-// not drawn in this form. Deterministic: the input, the shape and the
+// read: what a zombie does then is in what is checked. broker-retriable
+// and group-retriable, from a stream of their own (rand.NewPCG(seed,
+// 0xc1f7)): up to three retriable errors on the data path (fetches,
+// list-offsets, produces and transaction calls, as the Kafka form's) and
+// up to two on group calls (JoinGroup, SyncGroup, Heartbeat:
+// REBALANCE_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR,
+// COORDINATOR_LOAD_IN_PROGRESS), each 1-3 requests in a row from a drawn
+// request count of the run (over every member); the members must absorb
+// them, S16 unchanged. Deterministic: the input, the shape and the
 // record counts at which members die and join; not: which member owns
 // which task when (group assignment and session expiry run in real
 // time), so the same count may strike a different task's owner in a
@@ -317,7 +326,10 @@
 //	    left open (last stable offsets are the high watermarks). S4 and
 //	    S6 hold for the form too: every member not killed returns nil
 //	    within AttemptTimeout, and no goroutine of any member outlives
-//	    the run.
+//	    the run. An S4 failure of the form lists where the goroutines of
+//	    each member still running wait. The harness removes a killed
+//	    member from the group a session time-out later, as Kafka's
+//	    coordinator does and kfake does not always (cluster.go, expire).
 //
 // The observers record with weirtest.Observe; S2, S3 and S5 are checked here
 // on its events, since weirtest's Violations treats every record behind
@@ -372,8 +384,8 @@
 // (their combined watermark, and so lateness, depends on timing: the
 // oracle must become a relation), the sort's Pebble mode and tiebreaks,
 // the agent's Kafka store, memory, Await and several actions per input,
-// broker restarts and group calls (the Kafka form uses no consumer group;
-// the clustered form makes them but injects no errors into them), broker
-// faults and static members in the clustered form, clocks that jump back,
-// a bound on a run's peak memory.
+// broker restarts, fatal broker errors, latency and static members in the
+// clustered form (it draws retriable broker and group errors), planted
+// bugs in package cluster, clocks that jump back, a bound on a run's
+// peak memory.
 package sim

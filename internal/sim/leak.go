@@ -59,11 +59,17 @@ func checkLeaks(id string) *Failure {
 // goroutinesLabelled returns how many goroutines carry the run label id,
 // and the innermost frames of each distinct stack among them.
 func goroutinesLabelled(id string) (int, []string) {
+	return goroutinesWith(leakLabel, id)
+}
+
+// goroutinesWith returns how many goroutines carry the pprof label
+// key=value, and the innermost frames of each distinct stack among them.
+func goroutinesWith(key, value string) (int, []string) {
 	var buf bytes.Buffer
 	if err := pprof.Lookup("goroutine").WriteTo(&buf, 1); err != nil {
 		return 0, nil
 	}
-	want := fmt.Sprintf("%q:%q", leakLabel, id)
+	want := fmt.Sprintf("%q:%q", key, value)
 	n := 0
 	var stacks []string
 	// debug=1: records separated by blank lines, each "N @ pcs", then
