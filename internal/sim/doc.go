@@ -345,7 +345,7 @@
 // task loop split into steps); and plain goroutines with every decision
 // that changes the outcome taken from the seed. This slice takes the
 // third: synctest is for tests only (it cannot run under `weir sim`), and
-// a stepped executor is a rewrite of runtime/job.go's task loop that would
+// a stepped executor is a rewrite of runtime/task.go's task loop that would
 // test a different scheduler from the one users run.
 //
 // Deterministic now, from the seed alone: the job shape, the workload and
