@@ -93,6 +93,8 @@ func agentBranch(w *agentWorld, n int, disk vfs.FS, passed weir.Stream[event], o
 		Models: map[string]model.ChatModel{"sim": m},
 		Tools:  []tool.Tool{apply},
 		Actions: []agent.Action{agent.NewAction("decide", func(c *agent.RunnerContext, ev agent.Event) error {
+			w.time.actionStarted()
+			defer w.time.actionEnded()
 			e, err := agent.Input[event](ev)
 			if err != nil {
 				return err
@@ -133,7 +135,7 @@ func agentBranch(w *agentWorld, n int, disk vfs.FS, passed weir.Stream[event], o
 	taken := weir.Filter(passed, "agent-inputs", func(e event) bool { return spec.takes(e.ID) }).UID("agent-inputs").Parallelism(1)
 	decisions := agent.Apply[string, event, decision](weir.KeyBy(taken, func(e event) string { return e.Key }), "agent", a, agent.Options{
 		MaxConcurrentKeys: spec.MaxConcurrentKeys,
-		ActionTimeout:     time.Duration(spec.TimeoutMS) * time.Millisecond,
+		ActionTimeout:     spec.timeout(),
 		ContinueOnError:   true,
 		FailedInputs:      failedTag,
 		StallWarning:      -1,
@@ -193,12 +195,12 @@ func (m *simModel) Chat(ctx context.Context, req model.Request) (*model.Response
 		if !m.w.request(m.attempt, ref, key, false, false) {
 			return nil, deadCall(ctx)
 		}
-		<-ctx.Done()
+		m.w.time.waitDeadline(ctx, m.w.spec.timeout())
 		return nil, ctx.Err()
 	case AgentLate:
-		// The answer comes after the action's time-out, cancellation or
-		// not.
-		time.Sleep(time.Duration(m.w.spec.TimeoutMS+5) * time.Millisecond)
+		// The answer comes after the action's time-out (or its
+		// cancellation), in virtual time.
+		m.w.time.waitDeadline(ctx, m.w.spec.timeout())
 	default:
 		if in.DelayMicros > 0 {
 			t := time.NewTimer(time.Duration(in.DelayMicros) * time.Microsecond)

@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 	"math/rand/v2"
+	"time"
 )
 
 // AgentFault is what the scripted model or tool does with one input of the
@@ -21,8 +22,9 @@ const (
 	// AgentHang: the model call hangs until the action's time-out: the
 	// input is dead-lettered (timeout).
 	AgentHang AgentFault = "model-hang"
-	// AgentLate: the model answers only after the action's time-out (it
-	// ignores the cancellation). The action then finds its context done
+	// AgentLate: the model answers only once the action's context is
+	// done (its time-out in virtual time, or a cancellation), ignoring
+	// it. The action then finds its context done
 	// at the tool call, and the input is dead-lettered (timeout); after a
 	// restore that runs the input again, the recorded answer is replayed
 	// at once and the tool call made in time: a decision line. Either is
@@ -41,7 +43,8 @@ type AgentSpec struct {
 	// MaxConcurrentKeys is agent.Options.MaxConcurrentKeys (2-4, or 0:
 	// the default, 256).
 	MaxConcurrentKeys int `json:"max_concurrent_keys"`
-	// TimeoutMS is agent.Options.ActionTimeout, in real milliseconds.
+	// TimeoutMS is agent.Options.ActionTimeout, in milliseconds of the
+	// job's clock: virtual time (agentTime).
 	TimeoutMS int `json:"timeout_ms"`
 	// Every says which records the agent takes: those whose ID is a
 	// multiple of it (60 to 120 of them, so that a seed stays
@@ -63,6 +66,8 @@ type AgentInput struct {
 	// DelayMicros is the model call's latency (honouring cancellation).
 	DelayMicros int
 }
+
+func (a *AgentSpec) timeout() time.Duration { return time.Duration(a.TimeoutMS) * time.Millisecond }
 
 // takes reports whether the agent takes record id.
 func (a *AgentSpec) takes(id int64) bool { return id%a.Every == 0 }
@@ -105,8 +110,9 @@ func generateAgent(s *Spec) *AgentSpec {
 	a := &AgentSpec{MaxConcurrentKeys: []int{0, 2, 3, 4}[rng.IntN(4)], TimeoutMS: 20 + 10*rng.IntN(2),
 		Every: int64(max(1, s.Records/60))}
 	verdicts := []string{"approve", "reject", "hold"}
-	// At most one hung and one late model call a seed: each costs the
-	// action's time-out in real time.
+	// At most one hung and one late model call a seed (they cost no real
+	// time now that the time-out is virtual, but the draws stay as they
+	// were, so that seeds keep their scripts).
 	hang, late := -1, -1
 	if rng.IntN(2) == 0 {
 		hang = rng.IntN(s.Records/int(a.Every)) * int(a.Every)

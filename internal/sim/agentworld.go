@@ -32,6 +32,7 @@ import (
 // crash and whose result was not yet durable runs again.
 type agentWorld struct {
 	spec *AgentSpec
+	time agentTime // virtual time for the model's hangs and late answers
 	mu   struct {
 		sync.Mutex
 		seq          int64 // global order of requests, confirmations and strikes
@@ -422,8 +423,8 @@ func (w *agentWorld) stats() string {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	return fmt.Sprintf("%d keys, %d executions, %d repeated in the window, %d refused, %d time-outs seen, %d discards",
-		len(keys), w.mu.executions, w.mu.repeats, w.mu.rejectedRequests, len(w.mu.expired), w.mu.discards)
+	return fmt.Sprintf("%d keys, %d executions, %d repeated in the window, %d refused, %d time-outs seen, %d discards, %d moves of virtual time",
+		len(keys), w.mu.executions, w.mu.repeats, w.mu.rejectedRequests, len(w.mu.expired), w.mu.discards, w.time.advances())
 }
 
 // observedStore is the WAL store of one agent subtask, watched at its

@@ -176,9 +176,9 @@
 // input (AgentInput, drawn from a stream of its own): answers, token
 // counts, latencies, transient failures (HTTP 503, retried under the same
 // idempotency key), permanent ones (HTTP 400), a call that hangs until the
-// action's time-out (agent.Options.ActionTimeout, 20-30ms of real time),
-// an answer that arrives after it, a tool call the external system
-// refuses. Both record every request with its idempotency key in
+// action's time-out (agent.Options.ActionTimeout, 20-30ms on the job's
+// clock: virtual time, see below), an answer that arrives after it, a
+// tool call the external system refuses. Both record every request with its idempotency key in
 // agentWorld, which outlives the attempts. A failure kills the process at
 // the instant it strikes: the attempt's later calls never return (they
 // wait for the operator to cancel them, so nothing about them is
@@ -353,9 +353,13 @@
 // that interleaving may not replay from its seed; fidelity is measured by
 // running a failing seed again (docs/reliability.md, Simulation).
 //
-// The agent branch adds real time and its own interleavings: which
-// actions are in flight when a failure strikes, whether a WAL write was
-// synced before a machine crash, whether a load-induced time-out happens;
+// The agent branch's time-outs are on virtual time: the job runs on the
+// run's manual clock, and a hung or late model call moves it to its
+// action's deadline once every running action waits for virtual time
+// (agenttime.go), so no seed sleeps for them and load causes no time-out.
+// It adds its own interleavings: which actions are in flight when a
+// failure strikes, whether a WAL write was synced before a machine crash,
+// whether an action dispatched as the clock moved times out;
 // S10 and S11 are relations that allow each outcome the guarantees allow,
 // so a seed's verdict does not depend on them.
 //
