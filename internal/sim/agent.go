@@ -24,6 +24,7 @@ const (
 	InvAgentOnce      = "S10 every agent input ends exactly once"
 	InvAgentEffects   = "S11 side effects under one idempotency key, repeated only in the window"
 	InvAgentWatermark = "S12 the agent emits nothing behind a watermark it forwarded"
+	InvAgentStore     = "S17 a state the action-state store reported durable is there until discarded or pruned"
 )
 
 // decision is the agent's output for one input.
@@ -78,8 +79,9 @@ type agentObserved struct {
 }
 
 // agentBranch adds the agent branch to attempt n's job: keyBy -> the agent
-// operator (WAL store on the machine's disk, ContinueOnError, failed
-// inputs to a side output) -> decision and dead-letter lines for the sink.
+// operator (the seed's store: the WAL on the machine's disk, or the
+// memory store of the world; ContinueOnError, failed inputs to a side
+// output) -> decision and dead-letter lines for the sink.
 func agentBranch(w *agentWorld, n int, disk vfs.FS, passed weir.Stream[event], obs *agentObserved) []weir.Stream[string] {
 	spec := w.spec
 	// The client retries transient failures at once (its waits would only
@@ -140,11 +142,18 @@ func agentBranch(w *agentWorld, n int, disk vfs.FS, passed weir.Stream[event], o
 		FailedInputs:      failedTag,
 		StallWarning:      -1,
 		Store: func(ctx *runtime.Context) (agent.ActionStateStore, error) {
-			s, err := walFactory(ctx)
+			var s agent.ActionStateStore
+			var err error
+			switch spec.Store {
+			case StoreMemory:
+				s, err = w.memory.Factory()(ctx)
+			default:
+				s, err = walFactory(ctx)
+			}
 			if err != nil {
 				return nil, err
 			}
-			return &observedStore{Store: s.(*wal.Store), w: w, attempt: n}, nil
+			return observe(s, w, n), nil
 		},
 	}).UID("agent")
 	failed := weir.SideOutput(decisions, failedTag)

@@ -51,9 +51,28 @@ type AgentSpec struct {
 	// fast: every action is a few hand-offs between goroutines and a
 	// group commit of the WAL).
 	Every int64 `json:"every"`
+	// Store is the action-state store (drawn from a stream of its own:
+	// agentStoreStream).
+	Store AgentStore `json:"store"`
 	// Inputs holds the script of every record, by its ID.
 	Inputs []AgentInput `json:"-"`
 }
+
+// AgentStore names the agent branch's action-state store.
+type AgentStore string
+
+const (
+	// StoreWAL: agent/wal on the machine's disk (a crashable vfs.MemFS
+	// of its own: a machine crash keeps what it synced, torn writes
+	// aside). Checkpointed, and a Queuer.
+	StoreWAL AgentStore = "wal"
+	// StoreMemory: one agent.MemoryStore for the whole run, which every
+	// attempt opens as the previous one left it: a store outside the
+	// process whose every Put is durable when it returns. Neither
+	// Checkpointed nor a Queuer: the operator's other path (Put for
+	// every call result, Prune without a horizon, no markers).
+	StoreMemory AgentStore = "memory"
+)
 
 // AgentInput is what the scripted model and tool do for one input.
 type AgentInput struct {
@@ -91,14 +110,29 @@ func (a *AgentSpec) faults() map[AgentFault]int {
 
 func (a *AgentSpec) String() string {
 	f := a.faults()
-	return fmt.Sprintf("agent (every %d, keys at once %d, time-out %dms; %d retried, %d permanent, %d hung, %d late, %d tool-rejected)",
-		a.Every, a.MaxConcurrentKeys, a.TimeoutMS, f["retried"], f[AgentPermanent], f[AgentHang], f[AgentLate], f[AgentToolRejected])
+	return fmt.Sprintf("agent (every %d, keys at once %d, time-out %dms, %s store; %d retried, %d permanent, %d hung, %d late, %d tool-rejected)",
+		a.Every, a.MaxConcurrentKeys, a.TimeoutMS, a.Store, f["retried"], f[AgentPermanent], f[AgentHang], f[AgentLate], f[AgentToolRejected])
 }
 
 // agentStream is the constant of the seed's stream the agent branch is
 // drawn from (after everything else, so that earlier seeds keep their
 // workloads and fault schedules).
 const agentStream = 0xa6e7
+
+// agentStoreStream is the constant of the stream the agent's store is
+// drawn from (a stream of its own, so that the agent's script, drawn
+// from agentStream, stays what it was for every seed).
+const agentStoreStream = 0xa6e8
+
+// drawStore draws the action-state store of a's seed: the WAL in half the
+// seeds, the memory store in the other half.
+func drawStore(seed uint64) AgentStore {
+	rng := rand.New(rand.NewPCG(seed, agentStoreStream))
+	if rng.IntN(2) == 0 {
+		return StoreWAL
+	}
+	return StoreMemory
+}
 
 // generateAgent draws the agent branch of s (nil in about two thirds of
 // the seeds).
@@ -108,7 +142,7 @@ func generateAgent(s *Spec) *AgentSpec {
 		return nil
 	}
 	a := &AgentSpec{MaxConcurrentKeys: []int{0, 2, 3, 4}[rng.IntN(4)], TimeoutMS: 20 + 10*rng.IntN(2),
-		Every: int64(max(1, s.Records/60))}
+		Every: int64(max(1, s.Records/60)), Store: drawStore(s.Seed)}
 	verdicts := []string{"approve", "reject", "hold"}
 	// At most one hung and one late model call a seed (they cost no real
 	// time now that the time-out is virtual, but the draws stay as they

@@ -25,7 +25,7 @@
 //	  -> in a third of the seeds (Spec.Agent, a stream of its own), on a
 //	     third branch: filter (the records whose id is a multiple of
 //	     AgentSpec.Every: 50-119 of them) -> keyBy -> agent.Apply with a
-//	     scripted model and a tool, the WAL action-state store,
+//	     scripted model and a tool, the WAL or memory action-state store,
 //	     ContinueOnError and a failed-inputs output (agent.go)
 //	  -> union(window lines, late lines[, sort lines, violation lines]
 //	     [, decision lines, dead-letter lines])
@@ -185,14 +185,19 @@
 // recorded), and a failure that crashes the machine also crash-clones, at
 // that instant, the machine's disk holding the WAL.
 //
-// The action-state store is the WAL (agent/wal) on that disk (a
-// crashable vfs.MemFS of its own, wal.Options.FS), not the memory store:
+// The action-state store (AgentSpec.Store, drawn from a stream of its
+// own, rand.NewPCG(seed, 0xa6e8), so that the script stays) is, in half
+// the seeds, one agent.MemoryStore for the whole run, which every attempt
+// opens as the last one left it: a store outside the process whose every
+// Put is durable when it returns, neither Checkpointed nor a Queuer (the
+// operator's other path). In the other half it is the WAL (agent/wal) on
+// that disk (a crashable vfs.MemFS of its own, wal.Options.FS):
 // the WAL is the default store, Checkpointed (its markers in every
 // checkpoint, its prune horizon checked on restore) and a Queuer (a call's
 // result is queued, and waited for before the next call), and what it
 // keeps through a crash is what it synced, which is what S7's bound is
-// about; a memory store snapshotted into checkpoints would survive every
-// crash whole and leave the window untested. The store is watched at its
+// about; the memory store survives every crash whole and leaves that
+// window untested, hence only half the seeds. The store is watched at its
 // interface (observedStore): a Put, or a queued write's Wait, that
 // returns nil says its call outcomes are durable. The world also keeps a
 // trace of every input (its actions' starts, its requests, the store's
@@ -287,6 +292,12 @@
 //	    operator after that watermark (the operator holds a watermark
 //	    until every input before it has finished: agent/doc.go,
 //	    guarantee 5).
+//	S17. The action-state store keeps what it reported durable (its
+//	    contract, agent/store.go and agent/storetest): a Get that finds
+//	    no state of a run whose Put (or queued write's Wait) returned nil
+//	    in a live attempt, in that attempt or a later one, after machine
+//	    crashes too, fails unless a DiscardFrom or Prune of the run's key
+//	    covering it was asked for since.
 //
 // The Kafka form's, on what a read_committed franz-go consumer reads
 // from the output topic once the run is over (its last stable offsets
@@ -375,7 +386,8 @@
 // Not done yet (issue 29): several source subtasks in the scripted job
 // (their combined watermark, and so lateness, depends on timing: the
 // oracle must become a relation), the sort's Pebble mode and tiebreaks,
-// the agent's Kafka store, memory, Await and several actions per input,
+// the agent's Kafka store (against kfake, with broker faults), Await and
+// several actions per input,
 // broker restarts and group calls (the Kafka form uses no consumer group;
 // the clustered form makes them but injects no errors into them), broker
 // faults and static members in the clustered form, clocks that jump back,
