@@ -207,9 +207,10 @@
 //
 // # Planted bugs
 //
-// internal/mutant plants 19 bugs in weir's real code (watermark
+// internal/mutant plants 21 bugs in weir's real code (watermark
 // combiner, timers, window operator, event-time sort, channels, source
-// snapshots, checkpoint storage, two-phase sink, agent operator, the Kafka
+// snapshots, checkpoint storage, two-phase sink, agent operator, the
+// agent's WAL (within 60 seeds: mutantWithin), the Kafka
 // source's snapshot and the Kafka sink's commit), active one at a time in a build
 // with the tag weir_mutants; TestMutants (mutants_real_test.go) requires
 // each to be found within 40 seeds. mutants_test.go wraps the sink
