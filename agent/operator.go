@@ -43,8 +43,10 @@ type Options struct {
 	// (back-pressure); a checkpoint barrier then waits too. 0 means
 	// 4 × MaxConcurrentKeys.
 	MaxBufferedInputs int
-	// ActionTimeout bounds every action run (its context's deadline).
-	// 0 means no bound.
+	// ActionTimeout bounds every action run (its context's deadline), on
+	// the job's clock (weir.Config.Clock): with a manual clock, an action
+	// times out when the clock has moved by ActionTimeout since it
+	// started (clock.WithTimeout). 0 means no bound.
 	ActionTimeout time.Duration
 	// ContinueOnError makes a failed action (an error or a panic) not fail
 	// the job: the failure is logged and counted (counter actionErrors),
@@ -1023,7 +1025,7 @@ func (o *operator[K, IN, OUT]) execute(c *completion[K, IN]) {
 	ctx := o.runCtx
 	if o.opts.ActionTimeout > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, o.opts.ActionTimeout)
+		ctx, cancel = clock.WithTimeout(ctx, o.Ctx.Clock, o.opts.ActionTimeout)
 		defer cancel()
 	}
 	if c.parent != nil {

@@ -90,3 +90,44 @@ func TestActionTimeout(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+// TestActionTimeoutOnJobClock: ActionTimeout is measured on the job's
+// clock. With a manual clock, an hour's time-out ends a hung action once
+// the test has advanced the clock by an hour, and not before.
+func TestActionTimeoutOnJobClock(t *testing.T) {
+	ctx := testCtx(t)
+	clk := clock.NewManual(time.Unix(1_000_000, 0))
+	started := make(chan struct{})
+	a := &Agent{Actions: []Action{NewAction("hang", func(c *RunnerContext, _ Event) error {
+		close(started)
+		select {
+		case <-c.Context().Done():
+			return c.Context().Err()
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}, TypeInput)}}
+	env := weir.NewEnvironment(weir.Config{Parallelism: 1, Clock: clk})
+	src := weir.FromSource[msg](env, "src", scripted(rec(msg{Key: "k"}, 1)), watermark.NoWatermarks[msg]())
+	record(Apply[string, msg, string](weir.KeyBy(src, keyOfMsg), "agent", a, Options{ActionTimeout: time.Hour}))
+	job, err := env.Start(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-started:
+	case <-ctx.Done():
+		t.Fatal("the action did not start")
+	}
+	clk.Advance(time.Hour - time.Millisecond)
+	select {
+	case <-job.Done():
+		t.Fatalf("the action ended before the clock reached its time-out: %v", job.Wait())
+	default:
+	}
+	clk.Advance(time.Millisecond)
+	err = job.Wait()
+	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), `"hang"`) {
+		t.Fatalf("err = %v, want the action's context.DeadlineExceeded", err)
+	}
+}

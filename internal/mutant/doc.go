@@ -87,6 +87,12 @@ const (
 	// AgentCallBeforeRecorded: a durable call starts without waiting for
 	// the previous call's result to be durable.
 	AgentCallBeforeRecorded Name = "agent.call-before-previous-result-durable"
+	// WALAckWithoutSync: the agent's WAL acknowledges a batch of writes
+	// (Put, a queued write's Wait) once written, without its fsync.
+	WALAckWithoutSync Name = "wal.ack-without-sync"
+	// WALRestoreSkipsLast: the agent's WAL, rebuilding its states from a
+	// log file, leaves out the file's last record.
+	WALRestoreSkipsLast Name = "wal.restore-skips-last-record"
 	// KafkaCommitAtPreCommit: kafka.ExactlyOnceSink commits a transaction
 	// at its pre-commit, before the checkpoint that covers it completes.
 	KafkaCommitAtPreCommit Name = "kafka.sink-commits-at-pre-commit"
@@ -117,6 +123,8 @@ var All = []struct {
 	{AgentPruneAtSnapshot, "agent/operator.go SnapshotState"},
 	{AgentWatermarkPastRunning, "agent/operator.go ProcessWatermark"},
 	{AgentCallBeforeRecorded, "agent/durable.go durable"},
+	{WALAckWithoutSync, "agent/wal/wal.go Store.flush"},
+	{WALRestoreSkipsLast, "agent/wal/wal.go Store.loadFrom"},
 	{KafkaCommitAtPreCommit, "connector/kafka/sink.go txnSink.PreCommit"},
 	{KafkaSnapshotOnePast, "connector/kafka/reader.go reader.states"},
 }

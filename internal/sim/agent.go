@@ -24,6 +24,7 @@ const (
 	InvAgentOnce      = "S10 every agent input ends exactly once"
 	InvAgentEffects   = "S11 side effects under one idempotency key, repeated only in the window"
 	InvAgentWatermark = "S12 the agent emits nothing behind a watermark it forwarded"
+	InvAgentStore     = "S17 a state the action-state store reported durable is there until discarded or pruned"
 )
 
 // decision is the agent's output for one input.
@@ -78,8 +79,9 @@ type agentObserved struct {
 }
 
 // agentBranch adds the agent branch to attempt n's job: keyBy -> the agent
-// operator (WAL store on the machine's disk, ContinueOnError, failed
-// inputs to a side output) -> decision and dead-letter lines for the sink.
+// operator (the seed's store: the WAL on the machine's disk, or the
+// memory store of the world; ContinueOnError, failed inputs to a side
+// output) -> decision and dead-letter lines for the sink.
 func agentBranch(w *agentWorld, n int, disk vfs.FS, passed weir.Stream[event], obs *agentObserved) []weir.Stream[string] {
 	spec := w.spec
 	// The client retries transient failures at once (its waits would only
@@ -93,6 +95,8 @@ func agentBranch(w *agentWorld, n int, disk vfs.FS, passed weir.Stream[event], o
 		Models: map[string]model.ChatModel{"sim": m},
 		Tools:  []tool.Tool{apply},
 		Actions: []agent.Action{agent.NewAction("decide", func(c *agent.RunnerContext, ev agent.Event) error {
+			w.time.actionStarted()
+			defer w.time.actionEnded()
 			e, err := agent.Input[event](ev)
 			if err != nil {
 				return err
@@ -133,16 +137,23 @@ func agentBranch(w *agentWorld, n int, disk vfs.FS, passed weir.Stream[event], o
 	taken := weir.Filter(passed, "agent-inputs", func(e event) bool { return spec.takes(e.ID) }).UID("agent-inputs").Parallelism(1)
 	decisions := agent.Apply[string, event, decision](weir.KeyBy(taken, func(e event) string { return e.Key }), "agent", a, agent.Options{
 		MaxConcurrentKeys: spec.MaxConcurrentKeys,
-		ActionTimeout:     time.Duration(spec.TimeoutMS) * time.Millisecond,
+		ActionTimeout:     spec.timeout(),
 		ContinueOnError:   true,
 		FailedInputs:      failedTag,
 		StallWarning:      -1,
 		Store: func(ctx *runtime.Context) (agent.ActionStateStore, error) {
-			s, err := walFactory(ctx)
+			var s agent.ActionStateStore
+			var err error
+			switch spec.Store {
+			case StoreMemory:
+				s, err = w.memory.Factory()(ctx)
+			default:
+				s, err = walFactory(ctx)
+			}
 			if err != nil {
 				return nil, err
 			}
-			return &observedStore{Store: s.(*wal.Store), w: w, attempt: n}, nil
+			return observe(s, w, n), nil
 		},
 	}).UID("agent")
 	failed := weir.SideOutput(decisions, failedTag)
@@ -193,12 +204,12 @@ func (m *simModel) Chat(ctx context.Context, req model.Request) (*model.Response
 		if !m.w.request(m.attempt, ref, key, false, false) {
 			return nil, deadCall(ctx)
 		}
-		<-ctx.Done()
+		m.w.time.waitDeadline(ctx, m.w.spec.timeout())
 		return nil, ctx.Err()
 	case AgentLate:
-		// The answer comes after the action's time-out, cancellation or
-		// not.
-		time.Sleep(time.Duration(m.w.spec.TimeoutMS+5) * time.Millisecond)
+		// The answer comes after the action's time-out (or its
+		// cancellation), in virtual time.
+		m.w.time.waitDeadline(ctx, m.w.spec.timeout())
 	default:
 		if in.DelayMicros > 0 {
 			t := time.NewTimer(time.Duration(in.DelayMicros) * time.Microsecond)

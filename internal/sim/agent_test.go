@@ -13,12 +13,14 @@ import (
 // schedules of earlier versions alone (the draw is a stream of its own).
 func TestAgentSeedsAreDrawn(t *testing.T) {
 	n, hung, late := 0, 0, 0
+	stores := map[AgentStore]int{}
 	for seed := uint64(1); seed <= fixedSeeds; seed++ {
 		s := Generate(seed)
 		if s.Agent == nil {
 			continue
 		}
 		n++
+		stores[s.Agent.Store]++
 		f := s.Agent.faults()
 		hung += f[AgentHang]
 		late += f[AgentLate]
@@ -26,10 +28,10 @@ func TestAgentSeedsAreDrawn(t *testing.T) {
 			t.Fatalf("seed %d: %s for %d records", seed, s.Agent, s.Records)
 		}
 	}
-	if n < fixedSeeds/5 || n > fixedSeeds/2 || hung == 0 || late == 0 {
+	if n < fixedSeeds/5 || n > fixedSeeds/2 || hung == 0 || late == 0 || stores[StoreWAL] == 0 || stores[StoreMemory] == 0 {
 		t.Fatalf("%d of %d seeds have the agent branch, %d hung and %d late model calls", n, fixedSeeds, hung, late)
 	}
-	t.Logf("%d of %d seeds have the agent branch (%d hung, %d late model calls)", n, fixedSeeds, hung, late)
+	t.Logf("%d of %d seeds have the agent branch (%d hung, %d late model calls; stores %v)", n, fixedSeeds, hung, late, stores)
 }
 
 // TestAgentOracleByHand checks S10's relation on a workload worked out by
@@ -191,5 +193,32 @@ func TestAgentWorldTracesTheInput(t *testing.T) {
 	}
 	if !slices.Equal(trace, want) {
 		t.Fatalf("the trace of input 7:\n%s\nwant\n%s", strings.Join(trace, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestAgentStoreCheck: S17 fails when the store has lost a state it
+// reported durable, and not once a discard or prune of its key may have
+// removed it.
+func TestAgentStoreCheck(t *testing.T) {
+	id := agent.RunID{Key: []byte("k"), Seq: 3, Action: "decide"}
+	for _, c := range []struct {
+		name  string
+		after func(w *agentWorld)
+		fails bool
+	}{
+		{"lost", func(*agentWorld) {}, true},
+		{"discarded", func(w *agentWorld) { w.discarded([]byte("k"), agent.Position{Seq: 2}) }, false},
+		{"discarded later", func(w *agentWorld) { w.discarded([]byte("k"), agent.Position{Seq: 4}) }, true},
+		{"pruned", func(w *agentWorld) { w.pruned(1, 1, []agent.KeySeq{{Key: []byte("k"), Seq: 3}}) }, false},
+		{"other key pruned", func(w *agentWorld) { w.pruned(1, 1, []agent.KeySeq{{Key: []byte("j"), Seq: 9}}) }, true},
+	} {
+		w := newAgentWorld(&AgentSpec{})
+		w.begin(1)
+		w.confirm(1, &agent.ActionState{ID: id})
+		c.after(w)
+		w.gotNothing(2, id)
+		if f := w.failure(); (f != nil) != c.fails || f != nil && f.Invariant != InvAgentStore {
+			t.Errorf("%s: failure %v, want one: %v", c.name, f, c.fails)
+		}
 	}
 }

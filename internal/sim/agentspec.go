@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 	"math/rand/v2"
+	"time"
 )
 
 // AgentFault is what the scripted model or tool does with one input of the
@@ -21,8 +22,9 @@ const (
 	// AgentHang: the model call hangs until the action's time-out: the
 	// input is dead-lettered (timeout).
 	AgentHang AgentFault = "model-hang"
-	// AgentLate: the model answers only after the action's time-out (it
-	// ignores the cancellation). The action then finds its context done
+	// AgentLate: the model answers only once the action's context is
+	// done (its time-out in virtual time, or a cancellation), ignoring
+	// it. The action then finds its context done
 	// at the tool call, and the input is dead-lettered (timeout); after a
 	// restore that runs the input again, the recorded answer is replayed
 	// at once and the tool call made in time: a decision line. Either is
@@ -41,16 +43,36 @@ type AgentSpec struct {
 	// MaxConcurrentKeys is agent.Options.MaxConcurrentKeys (2-4, or 0:
 	// the default, 256).
 	MaxConcurrentKeys int `json:"max_concurrent_keys"`
-	// TimeoutMS is agent.Options.ActionTimeout, in real milliseconds.
+	// TimeoutMS is agent.Options.ActionTimeout, in milliseconds of the
+	// job's clock: virtual time (agentTime).
 	TimeoutMS int `json:"timeout_ms"`
 	// Every says which records the agent takes: those whose ID is a
 	// multiple of it (60 to 120 of them, so that a seed stays
 	// fast: every action is a few hand-offs between goroutines and a
 	// group commit of the WAL).
 	Every int64 `json:"every"`
+	// Store is the action-state store (drawn from a stream of its own:
+	// agentStoreStream).
+	Store AgentStore `json:"store"`
 	// Inputs holds the script of every record, by its ID.
 	Inputs []AgentInput `json:"-"`
 }
+
+// AgentStore names the agent branch's action-state store.
+type AgentStore string
+
+const (
+	// StoreWAL: agent/wal on the machine's disk (a crashable vfs.MemFS
+	// of its own: a machine crash keeps what it synced, torn writes
+	// aside). Checkpointed, and a Queuer.
+	StoreWAL AgentStore = "wal"
+	// StoreMemory: one agent.MemoryStore for the whole run, which every
+	// attempt opens as the previous one left it: a store outside the
+	// process whose every Put is durable when it returns. Neither
+	// Checkpointed nor a Queuer: the operator's other path (Put for
+	// every call result, Prune without a horizon, no markers).
+	StoreMemory AgentStore = "memory"
+)
 
 // AgentInput is what the scripted model and tool do for one input.
 type AgentInput struct {
@@ -63,6 +85,8 @@ type AgentInput struct {
 	// DelayMicros is the model call's latency (honouring cancellation).
 	DelayMicros int
 }
+
+func (a *AgentSpec) timeout() time.Duration { return time.Duration(a.TimeoutMS) * time.Millisecond }
 
 // takes reports whether the agent takes record id.
 func (a *AgentSpec) takes(id int64) bool { return id%a.Every == 0 }
@@ -86,14 +110,29 @@ func (a *AgentSpec) faults() map[AgentFault]int {
 
 func (a *AgentSpec) String() string {
 	f := a.faults()
-	return fmt.Sprintf("agent (every %d, keys at once %d, time-out %dms; %d retried, %d permanent, %d hung, %d late, %d tool-rejected)",
-		a.Every, a.MaxConcurrentKeys, a.TimeoutMS, f["retried"], f[AgentPermanent], f[AgentHang], f[AgentLate], f[AgentToolRejected])
+	return fmt.Sprintf("agent (every %d, keys at once %d, time-out %dms, %s store; %d retried, %d permanent, %d hung, %d late, %d tool-rejected)",
+		a.Every, a.MaxConcurrentKeys, a.TimeoutMS, a.Store, f["retried"], f[AgentPermanent], f[AgentHang], f[AgentLate], f[AgentToolRejected])
 }
 
 // agentStream is the constant of the seed's stream the agent branch is
 // drawn from (after everything else, so that earlier seeds keep their
 // workloads and fault schedules).
 const agentStream = 0xa6e7
+
+// agentStoreStream is the constant of the stream the agent's store is
+// drawn from (a stream of its own, so that the agent's script, drawn
+// from agentStream, stays what it was for every seed).
+const agentStoreStream = 0xa6e8
+
+// drawStore draws the action-state store of a's seed: the WAL in half the
+// seeds, the memory store in the other half.
+func drawStore(seed uint64) AgentStore {
+	rng := rand.New(rand.NewPCG(seed, agentStoreStream))
+	if rng.IntN(2) == 0 {
+		return StoreWAL
+	}
+	return StoreMemory
+}
 
 // generateAgent draws the agent branch of s (nil in about two thirds of
 // the seeds).
@@ -103,10 +142,11 @@ func generateAgent(s *Spec) *AgentSpec {
 		return nil
 	}
 	a := &AgentSpec{MaxConcurrentKeys: []int{0, 2, 3, 4}[rng.IntN(4)], TimeoutMS: 20 + 10*rng.IntN(2),
-		Every: int64(max(1, s.Records/60))}
+		Every: int64(max(1, s.Records/60)), Store: drawStore(s.Seed)}
 	verdicts := []string{"approve", "reject", "hold"}
-	// At most one hung and one late model call a seed: each costs the
-	// action's time-out in real time.
+	// At most one hung and one late model call a seed (they cost no real
+	// time now that the time-out is virtual, but the draws stay as they
+	// were, so that seeds keep their scripts).
 	hang, late := -1, -1
 	if rng.IntN(2) == 0 {
 		hang = rng.IntN(s.Records/int(a.Every)) * int(a.Every)

@@ -32,7 +32,12 @@ import (
 // crash and whose result was not yet durable runs again.
 type agentWorld struct {
 	spec *AgentSpec
-	mu   struct {
+	time agentTime // virtual time for the model's hangs and late answers
+	// memory is the action-state store with AgentSpec.Store memory: a
+	// store outside the process (a database's, say), which every attempt
+	// opens as it was, every Put durable when it returns.
+	memory *agent.MemoryStore
+	mu     struct {
 		sync.Mutex
 		seq          int64 // global order of requests, confirmations and strikes
 		attempt      int
@@ -50,6 +55,10 @@ type agentWorld struct {
 		// (setInputs), so that the store's operations, which name runs
 		// by key and sequence number, can be traced to inputs.
 		inputs map[string][]int64
+		// durable holds, per run, the key and sequence number of every
+		// run whose state the store reported durable, until a discard
+		// or prune of the key may have removed it (S17).
+		durable map[string]keySeq
 		// Counters, for the report.
 		executions, repeats, rejectedRequests, strikes int
 		discards                                       int
@@ -96,13 +105,45 @@ type traceEntry struct {
 const walDir = "/agent-wal"
 
 func newAgentWorld(spec *AgentSpec) *agentWorld {
-	w := &agentWorld{spec: spec}
+	w := &agentWorld{spec: spec, memory: agent.NewMemoryStore()}
 	w.mu.disk = vfs.NewCrashableMem()
 	w.mu.keys = map[string]*keyLog{}
 	w.mu.byCall = map[callRef]string{}
 	w.mu.expired = map[int64]bool{}
 	w.mu.failureInput = -1
+	w.mu.durable = map[string]keySeq{}
 	return w
+}
+
+type keySeq struct {
+	key string
+	seq int64
+}
+
+func runKey(id agent.RunID) string {
+	return fmt.Sprintf("%x/%d/%d/%s/%x/%s", id.Key, id.Seq, id.EventID, id.EventType, id.EventDigest[:8], id.Action)
+}
+
+// gotNothing checks S17 when the store's Get (attempt n's) returned no
+// state for run id: the store must not have reported a state of the run
+// durable, unless a discard or prune of its key may have removed it.
+func (w *agentWorld) gotNothing(n int, id agent.RunID) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if _, ok := w.mu.durable[runKey(id)]; !ok {
+		return
+	}
+	ids := w.mu.inputs[string(id.Key)]
+	input := int64(-1)
+	if id.Seq >= 0 && id.Seq < int64(len(ids)) {
+		input = ids[id.Seq]
+	}
+	if w.mu.failure == nil {
+		w.mu.failure = &Failure{Invariant: InvAgentStore,
+			Detail: fmt.Sprintf("attempt %d: the store has no state of run %s of key %s's input %d (input %d), which it reported durable, and no discard or prune of the key removed it",
+				n, id.Action, id.Key, id.Seq, input)}
+		w.mu.failureInput = input
+	}
 }
 
 // setInputs names the agent's inputs by key and sequence number (the
@@ -294,6 +335,7 @@ func (w *agentWorld) confirm(n int, st *agent.ActionState) {
 	if !w.mu.alive || w.mu.attempt != n {
 		return // after the crash: what it wrote may be gone
 	}
+	w.mu.durable[runKey(st.ID)] = keySeq{string(st.ID.Key), st.ID.Seq}
 	var ids []int64
 	for _, c := range st.Calls {
 		for _, s := range []string{string(c.Result), c.Error} {
@@ -316,6 +358,11 @@ func (w *agentWorld) discarded(key []byte, pos agent.Position) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.mu.discards++
+	for r, ks := range w.mu.durable {
+		if ks.key == string(key) && ks.seq >= pos.Seq {
+			delete(w.mu.durable, r)
+		}
+	}
 	w.traceRunsLocked(key, pos.Seq, -1, "the store is asked to discard the key's states from %+v", pos)
 }
 
@@ -346,6 +393,11 @@ func (w *agentWorld) pruned(n int, checkpoint int64, upTo []agent.KeySeq) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, p := range upTo {
+		for r, ks := range w.mu.durable {
+			if ks.key == string(p.Key) && ks.seq <= p.Seq {
+				delete(w.mu.durable, r)
+			}
+		}
 		w.traceRunsLocked(p.Key, 0, p.Seq, "(attempt %d's store) prune up to sequence number %d (checkpoint %d)", n, p.Seq, checkpoint)
 	}
 }
@@ -422,36 +474,61 @@ func (w *agentWorld) stats() string {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	return fmt.Sprintf("%d keys, %d executions, %d repeated in the window, %d refused, %d time-outs seen, %d discards",
-		len(keys), w.mu.executions, w.mu.repeats, w.mu.rejectedRequests, len(w.mu.expired), w.mu.discards)
+	return fmt.Sprintf("%d keys, %d executions, %d repeated in the window, %d refused, %d time-outs seen, %d discards, %d moves of virtual time",
+		len(keys), w.mu.executions, w.mu.repeats, w.mu.rejectedRequests, len(w.mu.expired), w.mu.discards, w.time.advances())
 }
 
-// observedStore is the WAL store of one agent subtask, watched at its
-// interface: when Put (or a queued write's Wait) returns nil, the store
-// says the state is durable, and the world notes the call outcomes it
-// holds as confirmed. It keeps the WAL's optional capabilities
-// (agent.Checkpointed, agent.Queuer) by delegation.
+// observedStore is the action-state store of one agent subtask, watched
+// at its interface: when Put (or a queued write's Wait) returns nil, the
+// store says the state is durable, and the world notes the call outcomes
+// it holds as confirmed. observedLog adds a log store's optional
+// capabilities (agent.Checkpointed, agent.Queuer) by delegation; the
+// memory store has neither, and its wrapper must not claim them.
 type observedStore struct {
-	*wal.Store
+	agent.ActionStateStore
 	w       *agentWorld
 	attempt int
 }
 
+// logStore is a store that is a log: the WAL (and the Kafka store).
+type logStore interface {
+	agent.ActionStateStore
+	agent.Checkpointed
+	agent.Queuer
+}
+
+type observedLog struct {
+	*observedStore
+	log logStore
+}
+
 var (
 	_ agent.ActionStateStore = (*observedStore)(nil)
-	_ agent.Checkpointed     = (*observedStore)(nil)
-	_ agent.Queuer           = (*observedStore)(nil)
+	_ logStore               = (*observedLog)(nil)
+	_ logStore               = (*wal.Store)(nil)
 )
 
+// observe wraps s, keeping its capabilities.
+func observe(s agent.ActionStateStore, w *agentWorld, attempt int) agent.ActionStateStore {
+	o := &observedStore{ActionStateStore: s, w: w, attempt: attempt}
+	if l, ok := s.(logStore); ok {
+		return &observedLog{observedStore: o, log: l}
+	}
+	return o
+}
+
 func (s *observedStore) Get(id agent.RunID) (*agent.ActionState, error) {
-	st, err := s.Store.Get(id)
+	st, err := s.ActionStateStore.Get(id)
 	s.w.stored(s.attempt, id, "get: %s, err %v", describeState(st), err)
+	if st == nil && err == nil {
+		s.w.gotNothing(s.attempt, id)
+	}
 	return st, err
 }
 
 func (s *observedStore) Put(st *agent.ActionState) error {
 	s.w.stored(s.attempt, st.ID, "put: %s", describeState(st))
-	if err := s.Store.Put(st); err != nil {
+	if err := s.ActionStateStore.Put(st); err != nil {
 		s.w.stored(s.attempt, st.ID, "put failed: %v", err)
 		return err
 	}
@@ -459,36 +536,40 @@ func (s *observedStore) Put(st *agent.ActionState) error {
 	return nil
 }
 
-func (s *observedStore) PutQueued(st *agent.ActionState) (agent.Pending, error) {
-	s.w.stored(s.attempt, st.ID, "put queued: %s", describeState(st))
-	p, err := s.Store.PutQueued(st)
-	if err != nil {
-		s.w.stored(s.attempt, st.ID, "put queued failed: %v", err)
-		return nil, err
-	}
-	return &observedPending{p: p, s: s, st: st}, nil
-}
-
 func (s *observedStore) DiscardFrom(key []byte, pos agent.Position) error {
 	s.w.discarded(key, pos)
-	return s.Store.DiscardFrom(key, pos)
+	return s.ActionStateStore.DiscardFrom(key, pos)
 }
 
 func (s *observedStore) Prune(upTo []agent.KeySeq) error {
 	s.w.pruned(s.attempt, 0, upTo)
-	return s.Store.Prune(upTo)
+	return s.ActionStateStore.Prune(upTo)
 }
 
-func (s *observedStore) PruneCheckpoint(checkpoint int64, upTo []agent.KeySeq) error {
+func (s *observedLog) PutQueued(st *agent.ActionState) (agent.Pending, error) {
+	s.w.stored(s.attempt, st.ID, "put queued: %s", describeState(st))
+	p, err := s.log.PutQueued(st)
+	if err != nil {
+		s.w.stored(s.attempt, st.ID, "put queued failed: %v", err)
+		return nil, err
+	}
+	return &observedPending{p: p, s: s.observedStore, st: st}, nil
+}
+
+func (s *observedLog) PruneCheckpoint(checkpoint int64, upTo []agent.KeySeq) error {
 	s.w.pruned(s.attempt, checkpoint, upTo)
-	return s.Store.PruneCheckpoint(checkpoint, upTo)
+	return s.log.PruneCheckpoint(checkpoint, upTo)
 }
 
-func (s *observedStore) Restore(markers [][]byte) error {
-	err := s.Store.Restore(markers)
+func (s *observedLog) Restore(markers [][]byte) error {
+	err := s.log.Restore(markers)
 	s.w.restored(s.attempt, len(markers), err)
 	return err
 }
+
+func (s *observedLog) Marker() ([]byte, error) { return s.log.Marker() }
+
+func (s *observedLog) PruneHorizon() int64 { return s.log.PruneHorizon() }
 
 type observedPending struct {
 	p  agent.Pending

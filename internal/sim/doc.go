@@ -25,7 +25,7 @@
 //	  -> in a third of the seeds (Spec.Agent, a stream of its own), on a
 //	     third branch: filter (the records whose id is a multiple of
 //	     AgentSpec.Every: 50-119 of them) -> keyBy -> agent.Apply with a
-//	     scripted model and a tool, the WAL action-state store,
+//	     scripted model and a tool, the WAL or memory action-state store,
 //	     ContinueOnError and a failed-inputs output (agent.go)
 //	  -> union(window lines, late lines[, sort lines, violation lines]
 //	     [, decision lines, dead-letter lines])
@@ -185,23 +185,28 @@
 // input (AgentInput, drawn from a stream of its own): answers, token
 // counts, latencies, transient failures (HTTP 503, retried under the same
 // idempotency key), permanent ones (HTTP 400), a call that hangs until the
-// action's time-out (agent.Options.ActionTimeout, 20-30ms of real time),
-// an answer that arrives after it, a tool call the external system
-// refuses. Both record every request with its idempotency key in
+// action's time-out (agent.Options.ActionTimeout, 20-30ms on the job's
+// clock: virtual time, see below), an answer that arrives after it, a
+// tool call the external system refuses. Both record every request with its idempotency key in
 // agentWorld, which outlives the attempts. A failure kills the process at
 // the instant it strikes: the attempt's later calls never return (they
 // wait for the operator to cancel them, so nothing about them is
 // recorded), and a failure that crashes the machine also crash-clones, at
 // that instant, the machine's disk holding the WAL.
 //
-// The action-state store is the WAL (agent/wal) on that disk (a
-// crashable vfs.MemFS of its own, wal.Options.FS), not the memory store:
+// The action-state store (AgentSpec.Store, drawn from a stream of its
+// own, rand.NewPCG(seed, 0xa6e8), so that the script stays) is, in half
+// the seeds, one agent.MemoryStore for the whole run, which every attempt
+// opens as the last one left it: a store outside the process whose every
+// Put is durable when it returns, neither Checkpointed nor a Queuer (the
+// operator's other path). In the other half it is the WAL (agent/wal) on
+// that disk (a crashable vfs.MemFS of its own, wal.Options.FS):
 // the WAL is the default store, Checkpointed (its markers in every
 // checkpoint, its prune horizon checked on restore) and a Queuer (a call's
 // result is queued, and waited for before the next call), and what it
 // keeps through a crash is what it synced, which is what S7's bound is
-// about; a memory store snapshotted into checkpoints would survive every
-// crash whole and leave the window untested. The store is watched at its
+// about; the memory store survives every crash whole and leaves that
+// window untested, hence only half the seeds. The store is watched at its
 // interface (observedStore): a Put, or a queued write's Wait, that
 // returns nil says its call outcomes are durable. The world also keeps a
 // trace of every input (its actions' starts, its requests, the store's
@@ -211,9 +216,10 @@
 //
 // # Planted bugs
 //
-// internal/mutant plants 19 bugs in weir's real code (watermark
+// internal/mutant plants 21 bugs in weir's real code (watermark
 // combiner, timers, window operator, event-time sort, channels, source
-// snapshots, checkpoint storage, two-phase sink, agent operator, the Kafka
+// snapshots, checkpoint storage, two-phase sink, agent operator, the
+// agent's WAL (within 60 seeds: mutantWithin), the Kafka
 // source's snapshot and the Kafka sink's commit), active one at a time in a build
 // with the tag weir_mutants; TestMutants (mutants_real_test.go) requires
 // each to be found within 40 seeds. mutants_test.go wraps the sink
@@ -296,6 +302,12 @@
 //	    operator after that watermark (the operator holds a watermark
 //	    until every input before it has finished: agent/doc.go,
 //	    guarantee 5).
+//	S17. The action-state store keeps what it reported durable (its
+//	    contract, agent/store.go and agent/storetest): a Get that finds
+//	    no state of a run whose Put (or queued write's Wait) returned nil
+//	    in a live attempt, in that attempt or a later one, after machine
+//	    crashes too, fails unless a DiscardFrom or Prune of the run's key
+//	    covering it was asked for since.
 //
 // The Kafka form's, on what a read_committed franz-go consumer reads
 // from the output topic once the run is over (its last stable offsets
@@ -365,9 +377,13 @@
 // that interleaving may not replay from its seed; fidelity is measured by
 // running a failing seed again (docs/reliability.md, Simulation).
 //
-// The agent branch adds real time and its own interleavings: which
-// actions are in flight when a failure strikes, whether a WAL write was
-// synced before a machine crash, whether a load-induced time-out happens;
+// The agent branch's time-outs are on virtual time: the job runs on the
+// run's manual clock, and a hung or late model call moves it to its
+// action's deadline once every running action waits for virtual time
+// (agenttime.go), so no seed sleeps for them and load causes no time-out.
+// It adds its own interleavings: which actions are in flight when a
+// failure strikes, whether a WAL write was synced before a machine crash,
+// whether an action dispatched as the clock moved times out;
 // S10 and S11 are relations that allow each outcome the guarantees allow,
 // so a seed's verdict does not depend on them.
 //
@@ -383,9 +399,9 @@
 // Not done yet (issue 29): several source subtasks in the scripted job
 // (their combined watermark, and so lateness, depends on timing: the
 // oracle must become a relation), the sort's Pebble mode and tiebreaks,
-// the agent's Kafka store, memory, Await and several actions per input,
-// broker restarts, fatal broker errors, latency and static members in the
-// clustered form (it draws retriable broker and group errors), planted
-// bugs in package cluster, clocks that jump back, a bound on a run's
-// peak memory.
+// the agent's Kafka store (against kfake, with broker faults), Await and
+// several actions per input, broker restarts, fatal broker errors, latency
+// and static members in the clustered form (it draws retriable broker and
+// group errors), planted bugs in package cluster, clocks that jump back, a
+// bound on a run's peak memory.
 package sim

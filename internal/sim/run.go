@@ -167,6 +167,9 @@ type world struct {
 
 func run(ctx context.Context, spec *Spec, st *store, fs *vfs.MemFS, aw *agentWorld, o Options, res *Result) *Failure {
 	w := &world{clk: clock.NewManual(time.UnixMilli(1_000_000_000_000))}
+	if aw != nil {
+		aw.time.setClock(w.clk)
+	}
 	for res.Attempts < MaxAttempts {
 		res.Attempts++
 		var fault *Fault
@@ -230,8 +233,8 @@ func attempt(ctx context.Context, spec *Spec, st *store, fs, cfs vfs.FS, fault *
 		// what other subtasks committed already).
 		Checkpoint: runtime.CheckpointConfig{Dir: checkpointDir, Retain: 2, Interval: time.Hour,
 			Storage: checkpoint.Storage{FS: cfs}}}
-	if spec.ProcDelayMS > 0 {
-		cfg.Clock = w.clk
+	if spec.ProcDelayMS > 0 || aw != nil {
+		cfg.Clock = w.clk // the agent's time-outs are virtual too (agenttime.go)
 	}
 	if latest, _, err := (checkpoint.Storage{FS: fs}).Latest(checkpointDir); err == nil {
 		cfg.Checkpoint.RestoreFrom, restored = latest, true
