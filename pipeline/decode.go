@@ -107,11 +107,28 @@ func describe(n ast.Node) string {
 	return "a " + n.Type().String()
 }
 
-// field is one key a mapping accepts.
+// field is one entry of a section's table: a key a mapping accepts, what
+// its value may be, whether it is required, its default and one line of
+// description. The parser decodes and checks the key with fn.
 type field struct {
 	name     string
 	required bool
-	fn       func(key, value ast.Node)
+	accepts  string // its type or accepted values, for the reference
+	def      string // its default, for the reference ("" when none)
+	doc      string // one line, for the reference
+	// fn decodes and checks the value; at is the key's path for messages
+	// (keyPath).
+	fn func(at string, key, value ast.Node)
+}
+
+// keyPath is the path of key name in the mapping what, as messages name
+// it: "job.checkpoint" and "interval" give "job.checkpoint.interval"; the
+// top level ("pipeline") names its keys alone.
+func keyPath(what, name string) string {
+	if what == "pipeline" {
+		return name
+	}
+	return what + "." + name
 }
 
 // entries returns a mapping's key/value pairs, or nil and false (with an
@@ -184,7 +201,7 @@ func (d *dec) object(n ast.Node, what string, fields ...field) bool {
 			continue
 		}
 		if v := d.unwrap(kv.Value); v != nil || kv.Value == nil {
-			f.fn(kn, v)
+			f.fn(keyPath(what, name), kn, v)
 		}
 	}
 	for _, f := range fields {
