@@ -102,7 +102,7 @@ func (d *dec) approvals(k, n ast.Node, what string) *ApprovalsSpec {
 // jobApprovals decodes job.approvals: {httpAddr}.
 func (d *dec) jobApprovals(n ast.Node, j *JobSpec) {
 	d.object(n, "job.approvals",
-		field{name: "httpAddr", required: true, accepts: "host:port", def: "none", doc: "serve the endpoint taking answers (`POST /answers`, `GET /approvals`; a host left out is loopback; `--approvals-addr` overrides)",
+		field{name: "httpAddr", required: true, accepts: "host:port", def: "none", doc: "serve the HTTP endpoint taking answers to the agent steps' approvals (`POST /answers`, `POST /answers/TOPIC`, `GET /approvals`; a host left out is loopback; listened on before the job starts; `--approvals-addr` overrides)",
 			fn: func(at string, _, v ast.Node) {
 				j.ApprovalsAddrPos = d.pos(v)
 				if d.nonEmpty(v, at, "host:port such as 127.0.0.1:8089", &j.ApprovalsAddr) {

@@ -32,7 +32,11 @@ func ParseFile(path string) (*Spec, error) {
 // with an embedded broker, its topics. The error, if any, is Errors: every
 // problem with its file:line:column. Parse does no I/O and never panics.
 func Parse(file string, src []byte) (*Spec, error) {
-	d := &dec{file: file}
+	return parse(&dec{file: file}, src)
+}
+
+func parse(d *dec, src []byte) (*Spec, error) {
+	file := d.file
 	s := &Spec{File: file, Outputs: map[string]*OutputSpec{}}
 	if body := d.parseYAML(src); body != nil {
 		d.pipeline(body, s)
@@ -114,7 +118,7 @@ func (d *dec) job(k, n ast.Node, j *JobSpec) {
 			d.object(v, at,
 				field{name: "interval", accepts: "a duration > 0", def: "none", doc: "time between checkpoints",
 					fn: func(at string, _, v ast.Node) { d.duration(v, at, true, &j.CheckpointInterval) }},
-				field{name: "dir", required: true, accepts: "a directory or storage URL", doc: "where checkpoints go; a restart resumes from the newest one",
+				field{name: "dir", required: true, accepts: "a directory or storage URL", doc: "where checkpoints go (passed to the runtime as given); a restart resumes from the newest one",
 					fn: func(at string, _, v ast.Node) {
 						j.CheckpointDirPos = d.pos(v)
 						d.nonEmpty(v, at, "a directory (or storage URL) such as /tmp/weir-checkpoints", &j.CheckpointDir)
@@ -132,9 +136,9 @@ func (d *dec) job(k, n ast.Node, j *JobSpec) {
 				j.StateDirPos = d.pos(v)
 				d.nonEmpty(v, at, "a directory", &j.StateDir)
 			}},
-		field{name: "stateCache", accepts: "`off`, bytes, or a size such as 16MiB", def: "`4MiB`", doc: "with `stateBackend: pebble`: bound of each subtask's write-back cache in front of Pebble",
+		field{name: "stateCache", accepts: "`off`, bytes, or a size such as 16MiB", def: "`4MiB`", doc: "with `stateBackend: pebble`: bound of each subtask's write-back cache in front of Pebble (`16MiB`, `512KiB`, bytes as an integer, or `off`; state-and-timers.md)",
 			fn: func(at string, _, v ast.Node) { cacheNode = v; d.stateCache(v, &j.StateCacheBytes) }},
-		field{name: "restoreFrom", accepts: "a directory", def: "none", doc: "a savepoint or checkpoint, or the directory holding `chk-N`, to start from (`--restore` overrides)",
+		field{name: "restoreFrom", accepts: "a directory", def: "none", doc: "a savepoint or checkpoint, or the directory holding `chk-N` (its newest complete one), to start from (`--restore` overrides)",
 			fn: func(at string, _, v ast.Node) {
 				j.RestoreFromPos = d.pos(v)
 				d.nonEmpty(v, at, "a savepoint or checkpoint directory, or the directory holding chk-N", &j.RestoreFrom)
@@ -145,7 +149,7 @@ func (d *dec) job(k, n ast.Node, j *JobSpec) {
 			fn: func(at string, k, v ast.Node) { j.Tracing = d.tracing(k, v) }},
 		field{name: "approvals", accepts: "`{httpAddr}`", def: "none", doc: "the HTTP endpoint taking answers to agent approvals; needs an agent step with `approvals`",
 			fn: func(at string, _, v ast.Node) { d.jobApprovals(v, j) }},
-		field{name: "allowNonRestoredState", accepts: "true or false", def: "`false`", doc: "restore a snapshot holding state of an operator the pipeline no longer has, dropping it (`--allow-non-restored-state`)",
+		field{name: "allowNonRestoredState", accepts: "true or false", def: "`false`", doc: "restore a snapshot holding state of an operator (by name or uid) the pipeline no longer has, dropping that state; otherwise that is refused (`--allow-non-restored-state`)",
 			fn: func(at string, _, v ast.Node) {
 				d.boolean(v, at, &j.AllowNonRestoredState)
 			}},
@@ -155,7 +159,7 @@ func (d *dec) job(k, n ast.Node, j *JobSpec) {
 					d.errf(v, "%s: %q: want host:port, such as 127.0.0.1:9464", at, j.MetricsAddr)
 				}
 			}},
-		field{name: "healthAddr", accepts: "host:port such as 127.0.0.1:8086", def: "none", doc: "serve `/healthz` and `/readyz` on an address of their own (`--health-addr` overrides)",
+		field{name: "healthAddr", accepts: "host:port such as 127.0.0.1:8086", def: "none", doc: "serve `/healthz` and `/readyz` on an address of their own (`--health-addr` overrides; deploy.md, \"Health and readiness\")",
 			fn: func(at string, _, v ast.Node) {
 				if d.nonEmpty(v, at, "host:port such as 127.0.0.1:8086", &j.HealthAddr) && !hostPort(j.HealthAddr) {
 					d.errf(v, "%s: %q: want host:port, such as 127.0.0.1:8086", at, j.HealthAddr)
@@ -173,19 +177,19 @@ func (d *dec) restart(k, n ast.Node) *RestartSpec {
 	backoffOnly := map[string]ast.Node{}
 	var others []ast.Node
 	d.object(n, "job.restart",
-		field{name: "strategy", required: true, accepts: "`none`, `fixed-delay`, `exponential-backoff`", doc: "how the job is started again from its newest checkpoint after a step fails",
+		field{name: "strategy", required: true, accepts: "`none`, `fixed-delay`, `exponential-backoff`", doc: "after a step fails, start the job again in the process from its newest checkpoint (`--restart` overrides)",
 			fn: func(at string, _, v ast.Node) { d.oneOf(v, at, &r.Strategy, RestartStrategies...) }},
-		field{name: "attempts", accepts: "an integer from 1 to 1000000", def: "3", doc: "restarts allowed (in a row, for back-off) before a failure ends the job",
+		field{name: "attempts", accepts: "an integer from 1 to 1000000", def: "3", doc: "restarts allowed (in a row, for back-off) before a failure ends the job (`--restart-attempts`)",
 			fn: func(at string, _, v ast.Node) {
 				others = append(others, v)
 				d.intField(v, at, 1, 1000000, &r.Attempts)
 			}},
-		field{name: "delay", accepts: "a duration > 0", def: "1s", doc: "the pause before each restart (`fixed-delay`), before the first (`exponential-backoff`)",
+		field{name: "delay", accepts: "a duration > 0", def: "1s", doc: "the pause before each restart (`fixed-delay`), before the first (`exponential-backoff`) (`--restart-delay`)",
 			fn: func(at string, _, v ast.Node) {
 				others = append(others, v)
 				d.duration(v, at, true, &r.Delay)
 			}},
-		field{name: "maxDelay", accepts: "a duration > 0", def: "1m", doc: "`exponential-backoff` only: the longest pause",
+		field{name: "maxDelay", accepts: "a duration > 0", def: "1m", doc: "`exponential-backoff` only: the longest pause (`--restart-max-delay`)",
 			fn: func(at string, _, v ast.Node) {
 				backoffOnly["maxDelay"] = v
 				d.duration(v, at, true, &r.MaxDelay)
@@ -295,7 +299,7 @@ func (d *dec) oneOf(n ast.Node, what string, dst *string, accepted ...string) {
 func (d *dec) kafka(k, n ast.Node) *KafkaSpec {
 	ks := &KafkaSpec{Pos: d.pos(k)}
 	d.object(n, "kafka",
-		field{name: "brokers", accepts: "a list of host:port", def: "none", doc: "the brokers (a string may hold several, comma-separated); or `embedded`",
+		field{name: "brokers", accepts: "a list of host:port", def: "none", doc: "the brokers, `host:port` (a string may hold several, comma-separated); exactly one of `brokers` and `embedded`",
 			fn: func(at string, _, v ast.Node) {
 				d.strings(v, at, &ks.Brokers, nil)
 				for _, b := range ks.Brokers {
@@ -312,7 +316,7 @@ func (d *dec) kafka(k, n ast.Node) *KafkaSpec {
 			fn: func(at string, k, v ast.Node) { d.kafkaSASL(k, v, ks) }},
 		field{name: "schemaRegistry", accepts: "a URL, `embedded`, or a mapping", def: "none", doc: "the Schema Registry of the formats `avro`, `protobuf`, `jsonSchema` (formats.md)",
 			fn: func(at string, k, v ast.Node) { ks.Registry = d.schemaRegistry(k, v) }},
-		field{name: "embedded", accepts: "a directory (`\"\"`: memory), or a mapping", def: "none", doc: "start weir's in-process broker for the job's life; or `brokers`",
+		field{name: "embedded", accepts: "a directory (`\"\"`: memory), or a mapping", def: "none", doc: "start weir's in-process broker (package `broker`) for the job's life: a directory to persist it, or `{dir, topics, produce}`",
 			fn: func(at string, k, v ast.Node) {
 				e := &EmbeddedSpec{Pos: d.pos(k), Topics: map[string]int32{}, TopicPos: map[string]Pos{}}
 				ks.Embedded = e
@@ -323,7 +327,7 @@ func (d *dec) kafka(k, n ast.Node) *KafkaSpec {
 				d.object(v, at,
 					field{name: "dir", accepts: "a directory", def: "`\"\"` (in memory)", doc: "the broker's data directory",
 						fn: func(at string, _, v ast.Node) { d.str(v, at, &e.Dir) }},
-					field{name: "produce", accepts: "a list", def: "none", doc: "JSON-lines files loaded into topics that are empty at start",
+					field{name: "produce", accepts: "a list", def: "none", doc: "JSON-lines files loaded into topics that are empty at start, one record per line, so examples need no producer",
 						fn: func(at string, _, v ast.Node) {
 							d.list(v, at, false, func(i int, pn ast.Node) {
 								what := fmt.Sprintf("kafka.embedded.produce[%d]", i)
@@ -416,17 +420,17 @@ func (d *dec) source(k, n ast.Node, s *SourceSpec) {
 					fn: func(at string, _, v ast.Node) { d.nonEmpty(v, at, "a consumer group name", &ks.Group) }},
 				field{name: "readCommitted", accepts: "true or false", def: "`false`", doc: "read only committed transactions",
 					fn: func(at string, _, v ast.Node) { d.boolean(v, at, &ks.ReadCommitted) }},
-				field{name: "bounded", accepts: "true or false", def: "`false`", doc: "stop at the end offsets listed at start",
+				field{name: "bounded", accepts: "true or false", def: "`false`", doc: "stop at the end offsets listed at start (otherwise run until stopped); either way the source logs when each partition has caught up",
 					fn: func(at string, _, v ast.Node) { d.boolean(v, at, &ks.Bounded) }},
-				field{name: "format", accepts: "a format", def: "`json`", doc: "the values' format; a record that does not decode is a dead letter (formats.md)",
+				field{name: "format", accepts: "a format", def: "`json`", doc: "`json`, `{avro: {schema}}`, `{protobuf: {}}` or `{jsonSchema: {validate}}` (Confluent wire format, schemas from `kafka.schemaRegistry`, formats.md); a record that does not decode is a dead letter",
 					fn: func(at string, k, v ast.Node) { ks.Format = d.recordFormat(k, v, at, false) }},
-				field{name: "keyFormat", accepts: "a format", def: "none (keys not read)", doc: "the keys' format: each key decoded into the field `keyField`",
+				field{name: "keyFormat", accepts: "a format", def: "none (keys not read)", doc: "the keys' format, the same shape as `format`: each key is decoded into the field `keyField`; a key that does not decode makes a dead letter whose reason starts with `key:`",
 					fn: func(at string, k, v ast.Node) { ks.KeyFormat = d.recordFormat(k, v, at, false) }},
-				field{name: "keyField", accepts: "a field name such as key", def: "`key`", doc: "the field receiving the decoded key (only with `keyFormat`)",
+				field{name: "keyField", accepts: "a field name such as key", def: "`key`", doc: "the field receiving the decoded key (only with `keyFormat`); it replaces a field of that name in the value",
 					fn: func(at string, _, v ast.Node) {
 						d.nonEmpty(v, at, "a field name such as key", &ks.KeyField)
 					}},
-				field{name: "metadata", accepts: "a field name such as kafka", def: "none", doc: "a field receiving `{topic, partition, offset, timestamp}` (and trace headers) of each record",
+				field{name: "metadata", accepts: "a field name such as kafka", def: "none", doc: "a field receiving `{topic, partition, offset, timestamp}` of each record, and its `traceparent` and `tracestate` headers when it has them (docs/tracing.md)",
 					fn: func(at string, _, v ast.Node) {
 						d.nonEmpty(v, at, "a field name such as kafka", &ks.Metadata)
 					}},
@@ -467,7 +471,7 @@ func (d *dec) source(k, n ast.Node, s *SourceSpec) {
 			)
 		}},
 		d.httpSourceField(s, &kinds),
-		field{name: "timestamp", accepts: "a field path", def: "the Kafka timestamp; arrival time for `http`", doc: "the event time: Unix ms, or a string (RFC 3339 or ms); required for `file` and `generate`",
+		field{name: "timestamp", accepts: "a field path", def: "the Kafka timestamp; arrival time for `http`", doc: "the event time: a number of Unix ms, or a string (RFC 3339, or an integer of ms); required for `file` and `generate`; a record without a usable one is a dead letter",
 			fn: func(at string, k, v ast.Node) {
 				s.TimestampPos = d.pos(v)
 				if d.nonEmpty(v, at, "a field path such as time or event.time", &s.Timestamp) {
@@ -478,13 +482,13 @@ func (d *dec) source(k, n ast.Node, s *SourceSpec) {
 			}},
 		field{name: "watermark", accepts: "a mapping", def: "none", doc: "how the watermark follows the records", fn: func(at string, _, v ast.Node) {
 			d.object(v, at,
-				field{name: "outOfOrderness", accepts: "a duration >= 0", def: "0", doc: "how far behind the newest record of a split a record may be and still be on time",
+				field{name: "outOfOrderness", accepts: "a duration >= 0", def: "0", doc: "how far behind the newest record of a split (Kafka partition, file) a record may be and still be on time",
 					fn: func(at string, _, v ast.Node) {
 						d.duration(v, at, false, &s.OutOfOrderness)
 					}},
 				field{name: "idleness", accepts: "a duration > 0", def: "never", doc: "a split without records for this long stops holding the watermark back",
 					fn: func(at string, _, v ast.Node) { d.duration(v, at, true, &s.Idleness) }},
-				field{name: "emit", accepts: "`periodic`, `every-record`", def: "`periodic`", doc: "`every-record`: whenever a record raises the newest timestamp (the same late records however fast a bounded input is read)",
+				field{name: "emit", accepts: "`periodic`, `every-record`", def: "`periodic`", doc: "`periodic` (every `job.autoWatermarkInterval`) or `every-record` (whenever a record raises the newest timestamp: a bounded input then has the same late records however fast it is read)",
 					fn: func(at string, _, v ast.Node) {
 						var e string
 						d.oneOf(v, at, &e, "periodic", "every-record")
@@ -492,7 +496,7 @@ func (d *dec) source(k, n ast.Node, s *SourceSpec) {
 					}},
 			)
 		}},
-		field{name: "deadLetters", accepts: "the name of an output", def: "none (counted, dropped)", doc: "output of the records that do not decode or have no timestamp; the steps' default dead-letter output",
+		field{name: "deadLetters", accepts: "the name of an output", def: "none (counted, dropped)", doc: "output of the records that do not decode or have no timestamp, as `{source, split, position, reason, raw, value}`; also the steps' default dead-letter output",
 			fn: func(at string, _, v ast.Node) {
 				s.DeadLettersPos = d.pos(v)
 				d.nonEmpty(v, at, "the name of an output", &s.DeadLetters)
@@ -556,14 +560,16 @@ func (d *dec) outputSpec(k, n ast.Node, what string) *OutputSpec {
 			long = true
 		}
 	}
-	if !long {
+	if !long || d.ref != nil { // a reference run records both forms
 		o.Sink = d.sink(k, n, what)
-		return o
+		if d.ref == nil {
+			return o
+		}
 	}
 	d.object(n, what,
 		field{name: "steps", accepts: "a list of steps", def: "none", doc: "the output's own steps",
 			fn: func(at string, _, v ast.Node) { o.Steps = d.steps(v, at) }},
-		field{name: "sink", required: true, accepts: "a mapping", def: "`stdout`", doc: "the output's sink",
+		field{name: "sink", required: true, accepts: "a mapping", doc: "the output's sink",
 			fn: func(at string, k, v ast.Node) { o.Sink = d.sink(k, v, at) }},
 	)
 	if o.Sink == nil {
@@ -710,7 +716,7 @@ func (d *dec) window(k, n ast.Node, what string) *WindowSpec {
 		}},
 		field{name: "offset", accepts: "a duration >= 0", def: "0", doc: "shifts tumbling and sliding windows (time zones)",
 			fn: func(at string, _, v ast.Node) { d.duration(v, at, false, &w.Offset) }},
-		field{name: "allowedLateness", accepts: "a duration >= 0", def: "0", doc: "keep each window this long after it fires; a late record within it fires it again",
+		field{name: "allowedLateness", accepts: "a duration >= 0", def: "0", doc: "keep each window this long after it fires; a late record within it fires the window again with the updated result",
 			fn: func(at string, _, v ast.Node) { d.duration(v, at, false, &w.AllowedLateness) }},
 		field{name: "late", accepts: "the name of an output", def: "none (counted, dropped)", doc: "output of the records too late for every window they belong to",
 			fn: func(at string, _, v ast.Node) {
@@ -1030,7 +1036,7 @@ func (d *dec) sink(k, n ast.Node, what string) *SinkSpec {
 					ks.TopicPos = d.pos(v)
 					d.nonEmpty(v, at, "a topic name", &ks.Topic)
 				}},
-				field{name: "delivery", accepts: "`at-least-once`, `exactly-once`", def: "`at-least-once`", doc: "`exactly-once`: transactions committed with checkpoints",
+				field{name: "delivery", accepts: "`at-least-once`, `exactly-once`", def: "`at-least-once`", doc: "`exactly-once`: transactions committed with checkpoints; a record the sink cannot write in its format is a dead letter on `source.deadLetters`",
 					fn: func(at string, _, v ast.Node) {
 						d.oneOf(v, at, &ks.Delivery, "at-least-once", "exactly-once")
 					}},
