@@ -25,7 +25,7 @@ import (
 
 // HTTP sources and sinks of pipeline files: source.http (a webhook
 // endpoint, package webhook) and sink.http (package httpsink). Parsing,
-// checks and building live here; parse.go, build.go and cluster.go call
+// checks and building live here; the parser (parse_source.go, parse_sink.go), the builder and group mode call
 // them with one line each.
 
 // HTTPSourceSpec is source.http: an endpoint taking POSTed JSON records.

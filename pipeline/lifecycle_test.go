@@ -12,14 +12,7 @@ import (
 // first, even when one fails, and returns all their errors joined; a
 // second Close returns the same.
 func TestCloseJoinsClosersErrors(t *testing.T) {
-	spec, err := Parse("p.yaml", []byte("source: {generate: {count: 3, fields: {t: 'i'}}, timestamp: t}\nsink: {stdout: {}}\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	j, err := Build(context.Background(), spec, Options{Stdout: io.Discard})
-	if err != nil {
-		t.Fatal(err)
-	}
+	j := builtJob(t)
 	errFirst, errLast := errors.New("first closer failed"), errors.New("last closer failed")
 	var ran []string
 	j.closers = append(j.closers,
@@ -27,7 +20,7 @@ func TestCloseJoinsClosersErrors(t *testing.T) {
 		func() error { ran = append(ran, "middle"); return nil },
 		func() error { ran = append(ran, "last"); return errLast },
 	)
-	err = j.Close()
+	err := j.Close()
 	if !errors.Is(err, errFirst) || !errors.Is(err, errLast) {
 		t.Fatalf("Close() = %v; want both closers' errors", err)
 	}
@@ -41,6 +34,15 @@ func TestCloseJoinsClosersErrors(t *testing.T) {
 
 // TestCloseWithoutErrors: a job whose closers all succeed closes with nil.
 func TestCloseWithoutErrors(t *testing.T) {
+	j := builtJob(t)
+	if err := j.Close(); err != nil {
+		t.Fatalf("Close() = %v; want nil", err)
+	}
+}
+
+// builtJob is a small pipeline, built (not started).
+func builtJob(t *testing.T) *Job {
+	t.Helper()
 	spec, err := Parse("p.yaml", []byte("source: {generate: {count: 3, fields: {t: 'i'}}, timestamp: t}\nsink: {stdout: {}}\n"))
 	if err != nil {
 		t.Fatal(err)
@@ -49,7 +51,5 @@ func TestCloseWithoutErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := j.Close(); err != nil {
-		t.Fatalf("Close() = %v; want nil", err)
-	}
+	return j
 }
