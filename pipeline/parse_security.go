@@ -62,7 +62,7 @@ func (d *dec) kafkaSASL(k, n ast.Node, ks *KafkaSpec) {
 	ks.SASLPos = d.pos(k)
 	a := &kafkasec.SASL{}
 	str := func(key, example string, dst *string) field {
-		return field{name: key, accepts: example, def: "none", fn: func(at string, _, v ast.Node) { d.nonEmpty(v, at, example, dst) }}
+		return field{name: key, accepts: "a string", def: "none", doc: example, fn: func(at string, _, v ast.Node) { d.nonEmpty(v, at, example, dst) }}
 	}
 	secret := func(key, file string, dst *kafkasec.Secret) field {
 		doc := "a secret, from the environment only"
