@@ -57,28 +57,34 @@ func (d *dec) budgets(n ast.Node, what string, a *AgentSpec) {
 		at := fmt.Sprintf("%s[%d]", what, i)
 		b := BudgetSpec{Pos: d.pos(bn), Scope: "key", OnLimit: "fail"}
 		d.object(bn, at,
-			field{"name", true, func(_, v ast.Node) {
-				if d.nonEmpty(v, at+".name", "a name for metrics and checkpoints such as per-user", &b.Name) {
-					if seen[b.Name] {
-						d.errf(v, "%s.name: %q is used twice; want unique budget names", at, b.Name)
+			field{name: "name", required: true, accepts: "a name for metrics and checkpoints such as per-user", doc: "the budget's name, in metrics and checkpoints",
+				fn: func(at string, _, v ast.Node) {
+					if d.nonEmpty(v, at, "a name for metrics and checkpoints such as per-user", &b.Name) {
+						if seen[b.Name] {
+							d.errf(v, "%s: %q is used twice; want unique budget names", at, b.Name)
+						}
+						seen[b.Name] = true
 					}
-					seen[b.Name] = true
-				}
-			}},
-			field{"scope", false, func(_, v ast.Node) { d.oneOf(v, at+".scope", &b.Scope, "key", "model", "job") }},
-			field{"models", false, func(_, v ast.Node) {
+				}},
+			field{name: "scope", accepts: "`key`, `model`, `job`", def: "`key`", doc: "what is counted apart: each key, each model, or the whole job",
+				fn: func(at string, _, v ast.Node) { d.oneOf(v, at, &b.Scope, "key", "model", "job") }},
+			field{name: "models", accepts: "a list of `model`, `fallback`", def: "both", doc: "the calls counted", fn: func(at string, _, v ast.Node) {
 				var ps []Pos
-				d.strings(v, at+".models", &b.Models, &ps)
+				d.strings(v, at, &b.Models, &ps)
 				for j, m := range b.Models {
 					if m != agentModel && m != agentFallbackModel {
-						d.errAt(ps[j], "%s.models[%d]: %q: want model or fallback (the step's model and fallbackModel)", at, j, m)
+						d.errAt(ps[j], "%s[%d]: %q: want model or fallback (the step's model and fallbackModel)", at, j, m)
 					}
 				}
 			}},
-			field{"tokens", false, func(_, v ast.Node) { d.integer(v, at+".tokens", 1, 1<<50, &b.Tokens) }},
-			field{"requests", false, func(_, v ast.Node) { d.integer(v, at+".requests", 1, 1<<40, &b.Requests) }},
-			field{"window", true, func(_, v ast.Node) { d.duration(v, at+".window", true, &b.Window) }},
-			field{"onLimit", false, func(_, v ast.Node) { d.oneOf(v, at+".onLimit", &b.OnLimit, "fail", "wait", "fallback") }},
+			field{name: "tokens", accepts: "an integer from 1 to 2^50", def: "none", doc: "the most tokens (prompt plus completion) per window; tokens, requests or both",
+				fn: func(at string, _, v ast.Node) { d.integer(v, at, 1, 1<<50, &b.Tokens) }},
+			field{name: "requests", accepts: "an integer from 1 to 2^40", def: "none", doc: "the most model calls per window",
+				fn: func(at string, _, v ast.Node) { d.integer(v, at, 1, 1<<40, &b.Requests) }},
+			field{name: "window", required: true, accepts: "a duration > 0", doc: "a tumbling window of processing time aligned to the Unix epoch (`24h` is a UTC day)",
+				fn: func(at string, _, v ast.Node) { d.duration(v, at, true, &b.Window) }},
+			field{name: "onLimit", accepts: "`fail`, `wait`, `fallback`", def: "`fail`", doc: "at the limit: fail the call (needs `continueOnError`: a dead letter), wait for the next window, or call `fallbackModel`",
+				fn: func(at string, _, v ast.Node) { d.oneOf(v, at, &b.OnLimit, "fail", "wait", "fallback") }},
 		)
 		if b.Tokens == 0 && b.Requests == 0 {
 			d.errAt(b.Pos, "%s: want tokens, requests or both (the most per window)", at)
@@ -120,10 +126,14 @@ func (d *dec) checkBudgets(what string, a *AgentSpec) {
 func (d *dec) rateLimit(n ast.Node, what string) *RateLimitSpec {
 	r := &RateLimitSpec{}
 	d.object(n, what,
-		field{"requests", false, func(_, v ast.Node) { d.intField(v, what+".requests", 1, 1<<20, &r.Requests) }},
-		field{"tokens", false, func(_, v ast.Node) { d.intField(v, what+".tokens", 1, 1<<40, &r.Tokens) }},
-		field{"interval", false, func(_, v ast.Node) { d.duration(v, what+".interval", true, &r.Interval) }},
-		field{"maxConcurrent", false, func(_, v ast.Node) { d.intField(v, what+".maxConcurrent", 1, 1<<20, &r.MaxConcurrent) }},
+		field{name: "requests", accepts: "an integer from 1 to 2^20", def: "none", doc: "the most calls per `interval`",
+			fn: func(at string, _, v ast.Node) { d.intField(v, at, 1, 1<<20, &r.Requests) }},
+		field{name: "tokens", accepts: "an integer from 1 to 2^40", def: "none", doc: "the most tokens per `interval`",
+			fn: func(at string, _, v ast.Node) { d.intField(v, at, 1, 1<<40, &r.Tokens) }},
+		field{name: "interval", accepts: "a duration > 0", def: "1m", doc: "the limiter's period",
+			fn: func(at string, _, v ast.Node) { d.duration(v, at, true, &r.Interval) }},
+		field{name: "maxConcurrent", accepts: "an integer from 1 to 2^20", def: "none", doc: "the most calls in flight; calls wait in the limiter (back-pressure), they do not fail",
+			fn: func(at string, _, v ast.Node) { d.intField(v, at, 1, 1<<20, &r.MaxConcurrent) }},
 	)
 	if r.Requests == 0 && r.Tokens == 0 && r.MaxConcurrent == 0 {
 		d.errf(n, "%s: want at least one of requests, tokens (per interval, default 1m) or maxConcurrent", what)
@@ -136,16 +146,19 @@ func (d *dec) eventLog(k, n ast.Node, what string) *EventLogSpec {
 	l := &EventLogSpec{Pos: d.pos(k)}
 	kinds := 0
 	d.object(n, what,
-		field{"file", false, func(_, v ast.Node) {
-			kinds++
-			d.nonEmpty(v, what+".file", "a JSON-lines file such as /var/log/weir/agent.jsonl", &l.File)
-		}},
-		field{"kafka", false, func(_, v ast.Node) {
-			kinds++
-			d.object(v, what+".kafka",
-				field{"topic", true, func(_, v ast.Node) { d.nonEmpty(v, what+".kafka.topic", "a topic name", &l.Topic) }},
-			)
-		}},
+		field{name: "file", accepts: "a JSON-lines file such as /var/log/weir/agent.jsonl", def: "none", doc: "write the agent's event log as JSON lines to this file (`weir agent log` reads it)",
+			fn: func(at string, _, v ast.Node) {
+				kinds++
+				d.nonEmpty(v, at, "a JSON-lines file such as /var/log/weir/agent.jsonl", &l.File)
+			}},
+		field{name: "kafka", accepts: "a mapping", def: "none", doc: "write the event log to a topic of the pipeline's cluster",
+			fn: func(at string, _, v ast.Node) {
+				kinds++
+				d.object(v, at,
+					field{name: "topic", required: true, accepts: "a topic name", doc: "the event log's topic",
+						fn: func(at string, _, v ast.Node) { d.nonEmpty(v, at, "a topic name", &l.Topic) }},
+				)
+			}},
 	)
 	if kinds != 1 {
 		d.errf(k, "%s: want exactly one of file (a path) or kafka ({topic})", what)
@@ -225,8 +238,10 @@ func (d *dec) pricing(n ast.Node, what string) model.Pricing {
 		at := what + "." + name
 		var pr model.Price
 		d.object(kv.Value, at,
-			field{"input", true, func(_, v ast.Node) { pr.Input = d.price(v, at+".input") }},
-			field{"output", true, func(_, v ast.Node) { pr.Output = d.price(v, at+".output") }},
+			field{name: "input", required: true, accepts: "a price, 0 or more", doc: "price per million prompt tokens",
+				fn: func(at string, _, v ast.Node) { pr.Input = d.price(v, at) }},
+			field{name: "output", required: true, accepts: "a price, 0 or more", doc: "price per million completion tokens",
+				fn: func(at string, _, v ast.Node) { pr.Output = d.price(v, at) }},
 		)
 		p[name] = pr
 	}

@@ -70,8 +70,10 @@ type ApprovalsSpec struct {
 func (d *dec) approval(k, n ast.Node, what string) *ApprovalSpec {
 	a := &ApprovalSpec{Pos: d.pos(k), OnTimeout: "reject"}
 	d.object(n, what,
-		field{"deadline", true, func(_, v ast.Node) { d.duration(v, what+".deadline", true, &a.Deadline) }},
-		field{"onTimeout", false, func(_, v ast.Node) { d.oneOf(v, what+".onTimeout", &a.OnTimeout, "reject", "fail") }},
+		field{name: "deadline", required: true, accepts: "a duration > 0", doc: "how long a call waits for an answer (processing time, kept across restores with a `store`)",
+			fn: func(at string, _, v ast.Node) { d.duration(v, at, true, &a.Deadline) }},
+		field{name: "onTimeout", accepts: "`reject`, `fail`", def: "`reject`", doc: "no answer by the deadline: tell the model it was rejected, or fail the action (needs `continueOnError`)",
+			fn: func(at string, _, v ast.Node) { d.oneOf(v, at, &a.OnTimeout, "reject", "fail") }},
 	)
 	return a
 }
@@ -80,14 +82,16 @@ func (d *dec) approval(k, n ast.Node, what string) *ApprovalSpec {
 func (d *dec) approvals(k, n ast.Node, what string) *ApprovalsSpec {
 	a := &ApprovalsSpec{Pos: d.pos(k)}
 	d.object(n, what,
-		field{"topic", true, func(_, v ast.Node) {
-			a.TopicPos = d.pos(v)
-			d.nonEmpty(v, what+".topic", "the Kafka topic the answers come from, keyed like the agent", &a.Topic)
-		}},
-		field{"requests", false, func(_, v ast.Node) {
-			a.RequestsPos = d.pos(v)
-			d.nonEmpty(v, what+".requests", "a Kafka topic for the approval requests", &a.Requests)
-		}},
+		field{name: "topic", required: true, accepts: "a topic name", doc: "where the answers come from: one JSON answer per record, keyed by the agent key",
+			fn: func(at string, _, v ast.Node) {
+				a.TopicPos = d.pos(v)
+				d.nonEmpty(v, at, "the Kafka topic the answers come from, keyed like the agent", &a.Topic)
+			}},
+		field{name: "requests", accepts: "a topic name", def: "none", doc: "gets one record per wait `{key, wait, id, tool, arguments, step}`",
+			fn: func(at string, _, v ast.Node) {
+				a.RequestsPos = d.pos(v)
+				d.nonEmpty(v, at, "a Kafka topic for the approval requests", &a.Requests)
+			}},
 	)
 	if a.Topic != "" && a.Topic == a.Requests {
 		d.errAt(a.RequestsPos, "%s.requests: %q is the answers topic too; want another topic (a request is not an answer)", what, a.Requests)
@@ -98,14 +102,15 @@ func (d *dec) approvals(k, n ast.Node, what string) *ApprovalsSpec {
 // jobApprovals decodes job.approvals: {httpAddr}.
 func (d *dec) jobApprovals(n ast.Node, j *JobSpec) {
 	d.object(n, "job.approvals",
-		field{"httpAddr", true, func(_, v ast.Node) {
-			j.ApprovalsAddrPos = d.pos(v)
-			if d.nonEmpty(v, "job.approvals.httpAddr", "host:port such as 127.0.0.1:8089", &j.ApprovalsAddr) {
-				if _, err := approvalsListenAddr(j.ApprovalsAddr); err != nil {
-					d.errf(v, "job.approvals.httpAddr: %v", err)
+		field{name: "httpAddr", required: true, accepts: "host:port", def: "none", doc: "serve the HTTP endpoint taking answers to the agent steps' approvals (`POST /answers`, `POST /answers/TOPIC`, `GET /approvals`; a host left out is loopback; listened on before the job starts; `--approvals-addr` overrides)",
+			fn: func(at string, _, v ast.Node) {
+				j.ApprovalsAddrPos = d.pos(v)
+				if d.nonEmpty(v, at, "host:port such as 127.0.0.1:8089", &j.ApprovalsAddr) {
+					if _, err := approvalsListenAddr(j.ApprovalsAddr); err != nil {
+						d.errf(v, "%s: %v", at, err)
+					}
 				}
-			}
-		}},
+			}},
 	)
 }
 

@@ -46,6 +46,10 @@ const maxErrors = 50
 type dec struct {
 	file string
 	errs Errors
+	ref  *refMode // set: a reference run, recording the tables (reference.go)
+	// onObject, when set, is told of every section decoded (a test's
+	// check that the reference run reaches every section a file can have).
+	onObject func(what string, fields []field)
 }
 
 func (d *dec) pos(n ast.Node) Pos {
@@ -107,16 +111,38 @@ func describe(n ast.Node) string {
 	return "a " + n.Type().String()
 }
 
-// field is one key a mapping accepts.
+// field is one entry of a section's table: a key a mapping accepts, what
+// its value may be, whether it is required, its default and one line of
+// description. The parser decodes and checks the key with fn, and the key
+// reference of docs/pipelines.md is generated from the same tables
+// (reference.go), so the two cannot drift.
 type field struct {
 	name     string
 	required bool
-	fn       func(key, value ast.Node)
+	accepts  string // its type or accepted values, for the reference
+	def      string // its default, for the reference ("" when none)
+	doc      string // one line, for the reference
+	// fn decodes and checks the value; at is the key's path for messages
+	// (keyPath).
+	fn func(at string, key, value ast.Node)
+}
+
+// keyPath is the path of key name in the mapping what, as messages name
+// it: "job.checkpoint" and "interval" give "job.checkpoint.interval"; the
+// top level ("pipeline") names its keys alone.
+func keyPath(what, name string) string {
+	if what == "pipeline" {
+		return name
+	}
+	return what + "." + name
 }
 
 // entries returns a mapping's key/value pairs, or nil and false (with an
 // error) when n is not a mapping. A null counts as an empty mapping.
 func (d *dec) entries(n ast.Node, what string) ([]*ast.MappingValueNode, bool) {
+	if d.ref != nil {
+		return []*ast.MappingValueNode{refEntry()}, true
+	}
 	n = d.unwrap(n)
 	switch x := n.(type) {
 	case *ast.MappingNode:
@@ -154,6 +180,17 @@ func (d *dec) keyOf(kv *ast.MappingValueNode) (string, ast.Node, bool) {
 // duplicate key or a missing required key is an error naming what is
 // accepted. It returns false if n is not a mapping.
 func (d *dec) object(n ast.Node, what string, fields ...field) bool {
+	if d.ref != nil {
+		if d.ref.record(what, fields) {
+			for _, f := range fields {
+				f.fn(keyPath(what, f.name), refNull(), refNull())
+			}
+		}
+		return true
+	}
+	if d.onObject != nil {
+		d.onObject(what, fields)
+	}
 	kvs, ok := d.entries(n, what)
 	if !ok {
 		return false
@@ -184,7 +221,7 @@ func (d *dec) object(n ast.Node, what string, fields ...field) bool {
 			continue
 		}
 		if v := d.unwrap(kv.Value); v != nil || kv.Value == nil {
-			f.fn(kn, v)
+			f.fn(keyPath(what, name), kn, v)
 		}
 	}
 	for _, f := range fields {
@@ -329,6 +366,10 @@ func (d *dec) duration(n ast.Node, what string, positive bool, dst *time.Duratio
 // list calls fn for every element of sequence n; a single scalar counts
 // as a list of one when single is true.
 func (d *dec) list(n ast.Node, what string, single bool, fn func(i int, n ast.Node)) {
+	if d.ref != nil {
+		fn(0, refNull())
+		return
+	}
 	switch x := n.(type) {
 	case *ast.SequenceNode:
 		for i, v := range x.Values {

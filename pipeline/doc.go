@@ -3,7 +3,11 @@
 // letters, sort violations and branches), and the package builds the job
 // on weir's Go API and runs it. `weir run FILE` and `weir validate FILE`
 // are its commands; docs/pipelines.md is the reference of every key, with
-// a worked example.
+// a worked example. Each section of the file is one table of fields in the
+// parser (a key, what it accepts, whether required, its default, a line of
+// description, and its decoder); the page's key reference is generated from
+// those tables (reference.go, `go generate ./pipeline/`) and checked
+// against them by TestReferenceUpToDate.
 //
 // The file, in short:
 //

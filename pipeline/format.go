@@ -78,25 +78,29 @@ func (d *dec) recordFormat(k, n ast.Node, what string, sink bool) *FormatSpec {
 	kinds := 0
 	// kind reads one format's mapping: the keys every format has, and
 	// extra.
-	kind := func(name, schemaExample string, extra ...field) field {
-		return field{name, false, func(_, v ast.Node) {
+	kind := func(name, schemaExample, doc string, extra ...field) field {
+		return field{name: name, accepts: "a mapping", doc: doc, fn: func(at string, _, v ast.Node) {
 			kinds++
 			f.Kind = name
 			w := what + "." + name
 			fields := append([]field{}, extra...)
 			if sink || name == "avro" {
-				fields = append(fields, field{"schema", false, func(_, v ast.Node) {
-					f.SchemaPos = d.pos(v)
-					d.nonEmpty(v, w+".schema", schemaExample, &f.Schema)
-				}})
+				fields = append(fields, field{name: "schema", accepts: schemaExample, def: "the writer's (read from the registry)", doc: "the schema file",
+					fn: func(at string, _, v ast.Node) {
+						f.SchemaPos = d.pos(v)
+						d.nonEmpty(v, at, schemaExample, &f.Schema)
+					}})
 			}
 			if sink {
 				fields = append(fields,
-					field{"subject", false, func(_, v ast.Node) {
-						d.nonEmpty(v, w+".subject", "a registry subject such as orders-value", &f.Subject)
-					}},
-					field{"id", false, func(_, v ast.Node) { d.intField(v, w+".id", 1, 1<<31-1, &f.ID) }},
-					field{"autoRegister", false, func(_, v ast.Node) { d.boolean(v, w+".autoRegister", &f.AutoRegister) }})
+					field{name: "subject", accepts: "a registry subject such as orders-value", def: "TOPIC-value, TOPIC-key", doc: "the subject the schema is looked up (or registered) under",
+						fn: func(at string, _, v ast.Node) {
+							d.nonEmpty(v, at, "a registry subject such as orders-value", &f.Subject)
+						}},
+					field{name: "id", accepts: "an integer from 1 to 2^31-1", def: "none", doc: "a registered schema id to write with",
+						fn: func(at string, _, v ast.Node) { d.intField(v, at, 1, 1<<31-1, &f.ID) }},
+					field{name: "autoRegister", accepts: "true or false", def: "`false`", doc: "register `schema` under the subject (needs schema)",
+						fn: func(at string, _, v ast.Node) { d.boolean(v, at, &f.AutoRegister) }})
 			}
 			if !d.object(v, w, fields...) {
 				return
@@ -113,14 +117,17 @@ func (d *dec) recordFormat(k, n ast.Node, what string, sink bool) *FormatSpec {
 		}}
 	}
 	d.object(n, what,
-		field{"json", false, func(_, v ast.Node) { kinds++; f.Kind = "json"; d.object(v, what+".json") }},
-		kind("avro", "an Avro schema file such as order.avsc"),
-		kind("protobuf", "a .proto file such as order.proto",
-			field{"message", false, func(_, v ast.Node) {
-				d.nonEmpty(v, what+".protobuf.message", "a message's full name such as shop.Order", &f.Message)
-			}}),
-		kind("jsonSchema", "a JSON Schema file such as order.schema.json",
-			field{"validate", false, func(_, v ast.Node) { d.boolean(v, what+".jsonSchema.validate", &f.Validate) }}),
+		field{name: "json", accepts: "`{}`", doc: "JSON records (the default)",
+			fn: func(at string, _, v ast.Node) { kinds++; f.Kind = "json"; d.object(v, at) }},
+		kind("avro", "an Avro schema file such as order.avsc", "Avro in the Confluent wire format"),
+		kind("protobuf", "a .proto file such as order.proto", "Protocol Buffers in the Confluent wire format",
+			field{name: "message", accepts: "a message's full name such as shop.Order", def: "required in sinks", doc: "the message written or read",
+				fn: func(at string, _, v ast.Node) {
+					d.nonEmpty(v, at, "a message's full name such as shop.Order", &f.Message)
+				}}),
+		kind("jsonSchema", "a JSON Schema file such as order.schema.json", "JSON with a JSON Schema, in the Confluent wire format",
+			field{name: "validate", accepts: "true or false", def: "`false`", doc: "validate each record against its schema",
+				fn: func(at string, _, v ast.Node) { d.boolean(v, at, &f.Validate) }}),
 	)
 	if kinds != 1 {
 		d.errf(k, "%s: want exactly one of json, avro, protobuf, jsonSchema", what)
@@ -150,18 +157,22 @@ func (d *dec) schemaRegistry(k, n ast.Node) *RegistrySpec {
 
 func (d *dec) registryObject(n ast.Node, r *RegistrySpec) {
 	d.object(n, "kafka.schemaRegistry",
-		field{"url", true, func(_, v ast.Node) {
-			d.nonEmpty(v, "kafka.schemaRegistry.url", "the registry's URL such as http://127.0.0.1:8081", &r.URL)
-		}},
-		field{"basicAuth", false, func(_, v ast.Node) {
-			d.object(v, "kafka.schemaRegistry.basicAuth",
-				field{"user", true, func(_, v ast.Node) {
-					d.nonEmpty(v, "kafka.schemaRegistry.basicAuth.user", "a user name or API key", &r.User)
-				}},
-				field{"password", true, func(_, v ast.Node) { d.secret(v, "kafka.schemaRegistry.basicAuth.password", "", &r.Password) }})
-		}},
-		field{"retryLimit", false, func(_, v ast.Node) { d.duration(v, "kafka.schemaRegistry.retryLimit", true, &r.RetryLimit) }},
-		field{"tls", false, func(k, v ast.Node) {
+		field{name: "url", required: true, accepts: "an http:// or https:// URL, or `embedded`", doc: "the Schema Registry (`embedded`: the embedded broker's registry)",
+			fn: func(at string, _, v ast.Node) {
+				d.nonEmpty(v, at, "the registry's URL such as http://127.0.0.1:8081", &r.URL)
+			}},
+		field{name: "basicAuth", accepts: "`{user, password}`", def: "none", doc: "basic authentication to the registry",
+			fn: func(at string, _, v ast.Node) {
+				d.object(v, at,
+					field{name: "user", required: true, accepts: "a user name or API key", doc: "the user name or API key", fn: func(at string, _, v ast.Node) {
+						d.nonEmpty(v, at, "a user name or API key", &r.User)
+					}},
+					field{name: "password", required: true, accepts: "`${ENV}`", doc: "the password, from the environment only",
+						fn: func(at string, _, v ast.Node) { d.secret(v, at, "", &r.Password) }})
+			}},
+		field{name: "retryLimit", accepts: "a duration > 0", def: "none", doc: "how long to retry a registry that does not answer",
+			fn: func(at string, _, v ast.Node) { d.duration(v, at, true, &r.RetryLimit) }},
+		field{name: "tls", accepts: "`true` or a mapping, as `kafka.tls`", def: "none", doc: "TLS to the registry", fn: func(at string, k, v ast.Node) {
 			// Read with kafka.tls's parser into a scratch spec.
 			var scratch KafkaSpec
 			d.kafkaTLS(k, v, &scratch)

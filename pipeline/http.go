@@ -25,7 +25,7 @@ import (
 
 // HTTP sources and sinks of pipeline files: source.http (a webhook
 // endpoint, package webhook) and sink.http (package httpsink). Parsing,
-// checks and building live here; parse.go, build.go and cluster.go call
+// checks and building live here; the parser (parse_source.go, parse_sink.go), the builder and group mode call
 // them with one line each.
 
 // HTTPSourceSpec is source.http: an endpoint taking POSTed JSON records.
@@ -66,91 +66,116 @@ type HTTPSinkSpec struct {
 
 // httpSourceField is the http field of source.
 func (d *dec) httpSourceField(s *SourceSpec, kinds *int) field {
-	return field{"http", false, func(k, v ast.Node) {
+	return field{name: "http", accepts: "a mapping", doc: "a webhook endpoint (connectors.md, \"Webhook source\")", fn: func(at string, k, v ast.Node) {
 		*kinds++
 		h := &HTTPSourceSpec{Pos: d.pos(k)}
 		s.HTTP = h
-		d.object(v, "source.http",
-			field{"listen", false, func(_, v ast.Node) {
-				if d.nonEmpty(v, "source.http.listen", "host:port such as 127.0.0.1:8080", &h.Listen) {
-					if _, _, err := net.SplitHostPort(h.Listen); err != nil {
-						d.errf(v, "source.http.listen: %q: want host:port such as 127.0.0.1:8080 (0.0.0.0:8080 for every interface)", h.Listen)
+		d.object(v, at,
+			field{name: "listen", accepts: "host:port such as 127.0.0.1:8080", def: "`127.0.0.1:8080`", doc: "the address to listen on (loopback only by default)",
+				fn: func(at string, _, v ast.Node) {
+					if d.nonEmpty(v, at, "host:port such as 127.0.0.1:8080", &h.Listen) {
+						if _, _, err := net.SplitHostPort(h.Listen); err != nil {
+							d.errf(v, "%s: %q: want host:port such as 127.0.0.1:8080 (0.0.0.0:8080 for every interface)", at, h.Listen)
+						}
 					}
-				}
-			}},
-			field{"path", false, func(_, v ast.Node) {
-				if d.nonEmpty(v, "source.http.path", "a URL path such as /ingest", &h.Path) && !strings.HasPrefix(h.Path, "/") {
-					d.errf(v, "source.http.path: %q: want a URL path starting with /, such as /ingest", h.Path)
-				}
-			}},
-			field{"token", false, func(_, v ast.Node) { h.Token = d.envReference(v, "source.http.token", "tokenFile") }},
-			field{"tokenFile", false, func(_, v ast.Node) {
-				d.nonEmpty(v, "source.http.tokenFile", "a file holding the bearer token", &h.TokenFile)
-			}},
-			field{"maxBody", false, func(_, v ast.Node) { h.MaxBody = d.byteSize(v, "source.http.maxBody") }},
-			field{"queue", false, func(_, v ast.Node) { d.intField(v, "source.http.queue", 1, 100_000_000, &h.Queue) }},
-			field{"retryAfter", false, func(_, v ast.Node) { d.duration(v, "source.http.retryAfter", true, &h.RetryAfter) }},
+				}},
+			field{name: "path", accepts: "a URL path such as /ingest", def: "`/ingest`", doc: "the URL path clients POST to",
+				fn: func(at string, _, v ast.Node) {
+					if d.nonEmpty(v, at, "a URL path such as /ingest", &h.Path) && !strings.HasPrefix(h.Path, "/") {
+						d.errf(v, "%s: %q: want a URL path starting with /, such as /ingest", at, h.Path)
+					}
+				}},
+			field{name: "token", accepts: "`${ENV}`", def: "none", doc: "the bearer token clients must send (401 without it)",
+				fn: func(at string, _, v ast.Node) { h.Token = d.envReference(v, at, "tokenFile") }},
+			field{name: "tokenFile", accepts: "a file holding the bearer token", def: "none", doc: "the token read from a file instead",
+				fn: func(at string, _, v ast.Node) {
+					d.nonEmpty(v, at, "a file holding the bearer token", &h.TokenFile)
+				}},
+			field{name: "maxBody", accepts: "a size such as 1MiB", doc: "the largest request body (413 above it)",
+				fn: func(at string, _, v ast.Node) { h.MaxBody = d.byteSize(v, at) }},
+			field{name: "queue", accepts: "an integer from 1 to 100000000", doc: "records held before requests are answered 429",
+				fn: func(at string, _, v ast.Node) { d.intField(v, at, 1, 100_000_000, &h.Queue) }},
+			field{name: "retryAfter", accepts: "a duration > 0", doc: "the `Retry-After` of a 429 answer",
+				fn: func(at string, _, v ast.Node) { d.duration(v, at, true, &h.RetryAfter) }},
 		)
 		if h.Token != "" && h.TokenFile != "" {
-			d.errf(k, "source.http: token and tokenFile both given; want one")
+			d.errf(k, "%s: token and tokenFile both given; want one", at)
 		}
 	}}
 }
 
 // httpSinkField is the http field of a sink.
 func (d *dec) httpSinkField(s *SinkSpec, what string, kinds *int) field {
-	return field{"http", false, func(k, v ast.Node) {
-		*kinds++
-		h := &HTTPSinkSpec{}
-		s.HTTP = h
-		w := what + ".http"
-		d.object(v, w,
-			field{"url", true, func(_, v ast.Node) {
-				if d.nonEmpty(v, w+".url", "an http:// or https:// URL", &h.URL) {
-					if u, err := url.Parse(h.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-						d.errf(v, "%s.url: %q: want an http:// or https:// URL with a host", w, h.URL)
-					}
-				}
-			}},
-			field{"batch", false, func(_, v ast.Node) { d.intField(v, w+".batch", 1, httpsink.MaxBatch, &h.Batch) }},
-			field{"format", false, func(_, v ast.Node) { d.oneOf(v, w+".format", &h.Format, "array", "lines") }},
-			field{"idempotencyKey", false, func(_, v ast.Node) {
-				if d.nonEmpty(v, w+".idempotencyKey", "a header name such as Idempotency-Key, or none", &h.IdempotencyKey) &&
-					h.IdempotencyKey != "none" && !headerName(h.IdempotencyKey) {
-					d.errf(v, "%s.idempotencyKey: %q: want a header name such as Idempotency-Key, or none", w, h.IdempotencyKey)
-				}
-			}},
-			field{"keyPrefix", false, func(_, v ast.Node) {
-				d.nonEmpty(v, w+".keyPrefix", "a prefix of the idempotency keys, unique to the job", &h.KeyPrefix)
-			}},
-			field{"headers", false, func(_, v ast.Node) { h.Headers = d.headers(v, w+".headers") }},
-			field{"rateLimit", false, func(_, v ast.Node) {
-				d.object(v, w+".rateLimit",
-					field{"requestsPerSecond", false, func(_, v ast.Node) { h.RequestsPerSecond = d.rate(v, w+".rateLimit.requestsPerSecond") }},
-					field{"recordsPerSecond", false, func(_, v ast.Node) { h.RecordsPerSecond = d.rate(v, w+".rateLimit.recordsPerSecond") }},
-					field{"burst", false, func(_, v ast.Node) { d.intField(v, w+".rateLimit.burst", 1, math.MaxInt32, &h.Burst) }},
-				)
-			}},
-			field{"timeout", false, func(_, v ast.Node) { d.duration(v, w+".timeout", true, &h.Timeout) }},
-			field{"flushInterval", false, func(_, v ast.Node) { d.duration(v, w+".flushInterval", true, &h.FlushInterval) }},
-			field{"retries", false, func(_, v ast.Node) {
-				r := &h.Retries
-				d.object(v, w+".retries",
-					field{"attempts", false, func(_, v ast.Node) { d.intField(v, w+".retries.attempts", 1, 1000, &r.Attempts) }},
-					field{"initial", false, func(_, v ast.Node) { d.duration(v, w+".retries.initial", true, &r.InitialDelay) }},
-					field{"max", false, func(_, v ast.Node) { d.duration(v, w+".retries.max", true, &r.MaxDelay) }},
-					field{"maxRetryAfter", false, func(_, v ast.Node) { d.duration(v, w+".retries.maxRetryAfter", true, &r.MaxRetryAfter) }},
-				)
-			}},
-			field{"deadLetters", false, func(_, v ast.Node) {
-				h.DeadLettersPos = d.pos(v)
-				d.nonEmpty(v, w+".deadLetters", "the name of an output", &h.DeadLetters)
-			}},
-		)
-		if h.RecordsPerSecond > 0 && h.Burst > 0 && h.Burst < max(h.Batch, 1) {
-			d.errf(k, "%s.rateLimit.burst %d is smaller than batch %d: a full batch could never pass the recordsPerSecond limit", w, h.Burst, h.Batch)
-		}
-	}}
+	return field{name: "http", accepts: "a mapping", doc: "POST records to an HTTP service (connectors.md, \"HTTP sink\")",
+		fn: func(at string, k, v ast.Node) {
+			*kinds++
+			h := &HTTPSinkSpec{}
+			s.HTTP = h
+			w := at
+			d.object(v, w,
+				field{name: "url", required: true, accepts: "an http:// or https:// URL", doc: "the URL records are POSTed to",
+					fn: func(at string, _, v ast.Node) {
+						if d.nonEmpty(v, at, "an http:// or https:// URL", &h.URL) {
+							if u, err := url.Parse(h.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+								d.errf(v, "%s: %q: want an http:// or https:// URL with a host", at, h.URL)
+							}
+						}
+					}},
+				field{name: "batch", accepts: "an integer from 1 to httpsink.MaxBatch", def: "1", doc: "records per request",
+					fn: func(at string, _, v ast.Node) { d.intField(v, at, 1, httpsink.MaxBatch, &h.Batch) }},
+				field{name: "format", accepts: "`array`, `lines`", def: "`array`", doc: "a batch as a JSON array or as JSON lines",
+					fn: func(at string, _, v ast.Node) { d.oneOf(v, at, &h.Format, "array", "lines") }},
+				field{name: "idempotencyKey", accepts: "a field path", def: "derived", doc: "the field whose value is the request's `Idempotency-Key` (else one stable across restores is derived)",
+					fn: func(at string, _, v ast.Node) {
+						if d.nonEmpty(v, at, "a header name such as Idempotency-Key, or none", &h.IdempotencyKey) &&
+							h.IdempotencyKey != "none" && !headerName(h.IdempotencyKey) {
+							d.errf(v, "%s: %q: want a header name such as Idempotency-Key, or none", at, h.IdempotencyKey)
+						}
+					}},
+				field{name: "keyPrefix", accepts: "a prefix of the idempotency keys, unique to the job", def: "the job's name", doc: "prefix of the derived idempotency keys",
+					fn: func(at string, _, v ast.Node) {
+						d.nonEmpty(v, at, "a prefix of the idempotency keys, unique to the job", &h.KeyPrefix)
+					}},
+				field{name: "headers", accepts: "header: value (`${ENV}` expanded)", def: "none", doc: "headers sent with every request",
+					fn: func(at string, _, v ast.Node) { h.Headers = d.headers(v, at) }},
+				field{name: "rateLimit", accepts: "a mapping", def: "none", doc: "bound on the requests' and records' rate", fn: func(at string, _, v ast.Node) {
+					d.object(v, at,
+						field{name: "requestsPerSecond", accepts: "a number > 0", def: "none", doc: "the most requests per second",
+							fn: func(at string, _, v ast.Node) { h.RequestsPerSecond = d.rate(v, at) }},
+						field{name: "recordsPerSecond", accepts: "a number > 0", def: "none", doc: "the most records per second",
+							fn: func(at string, _, v ast.Node) { h.RecordsPerSecond = d.rate(v, at) }},
+						field{name: "burst", accepts: "an integer from 1 to 2^31-1", doc: "how far above the rate a burst may go",
+							fn: func(at string, _, v ast.Node) { d.intField(v, at, 1, math.MaxInt32, &h.Burst) }},
+					)
+				}},
+				field{name: "timeout", accepts: "a duration > 0", doc: "bound on one request",
+					fn: func(at string, _, v ast.Node) { d.duration(v, at, true, &h.Timeout) }},
+				field{name: "flushInterval", accepts: "a duration > 0", def: "none", doc: "send what is buffered at least this often (else at checkpoints)",
+					fn: func(at string, _, v ast.Node) { d.duration(v, at, true, &h.FlushInterval) }},
+				field{name: "retries", accepts: "a mapping", doc: "retries of 408, 429 and 5xx answers, with back-off and `Retry-After`",
+					fn: func(at string, _, v ast.Node) {
+						r := &h.Retries
+						d.object(v, at,
+							field{name: "attempts", accepts: "an integer from 1 to 1000", doc: "attempts per request",
+								fn: func(at string, _, v ast.Node) { d.intField(v, at, 1, 1000, &r.Attempts) }},
+							field{name: "initial", accepts: "a duration > 0", doc: "the first back-off",
+								fn: func(at string, _, v ast.Node) { d.duration(v, at, true, &r.InitialDelay) }},
+							field{name: "max", accepts: "a duration > 0", doc: "the longest back-off",
+								fn: func(at string, _, v ast.Node) { d.duration(v, at, true, &r.MaxDelay) }},
+							field{name: "maxRetryAfter", accepts: "a duration > 0", doc: "the longest `Retry-After` honoured",
+								fn: func(at string, _, v ast.Node) { d.duration(v, at, true, &r.MaxRetryAfter) }},
+						)
+					}},
+				field{name: "deadLetters", accepts: "the name of an output", def: "`source.deadLetters`", doc: "output of the records other 4xx answers refuse",
+					fn: func(at string, _, v ast.Node) {
+						h.DeadLettersPos = d.pos(v)
+						d.nonEmpty(v, at, "the name of an output", &h.DeadLetters)
+					}},
+			)
+			if h.RecordsPerSecond > 0 && h.Burst > 0 && h.Burst < max(h.Batch, 1) {
+				d.errf(k, "%s.rateLimit.burst %d is smaller than batch %d: a full batch could never pass the recordsPerSecond limit", w, h.Burst, h.Batch)
+			}
+		}}
 }
 
 // envReference reads a secret that must be one ${VAR} reference (a

@@ -46,47 +46,52 @@ func (d *dec) parquetSink(k, n ast.Node, what string) *ParquetSinkSpec {
 	p := &ParquetSinkSpec{}
 	var rollPos, partPos, compPos ast.Node
 	ok := d.object(n, what,
-		field{"path", true, func(_, v ast.Node) {
-			p.PathPos = d.pos(v)
-			d.nonEmpty(v, what+".path", "a directory or a URL (s3://BUCKET/PREFIX, gs://, azblob://, file://)", &p.Path)
-		}},
-		field{"fields", true, func(_, v ast.Node) { p.Fields = d.parquetFields(v, what+".fields") }},
-		field{"partition", false, func(_, v ast.Node) {
-			partPos = v
-			d.nonEmpty(v, what+".partition", "a pattern such as "+parquet.DefaultPartition+", or none", &p.Partition)
-		}},
-		field{"rollSize", false, func(_, v ast.Node) {
-			rollPos = v
-			const want = "want a size such as 128MiB (KiB, MiB, GiB) or a number of bytes, at most 5GiB"
-			var s string
-			switch v.(type) {
-			case *ast.StringNode, *ast.LiteralNode:
-				if !d.str(v, what+".rollSize", &s) { // expands ${VAR}
+		field{name: "path", required: true, accepts: "a directory, or an s3://, gs://, azblob:// URL", doc: "where the Parquet files go",
+			fn: func(at string, _, v ast.Node) {
+				p.PathPos = d.pos(v)
+				d.nonEmpty(v, at, "a directory or a URL (s3://BUCKET/PREFIX, gs://, azblob://, file://)", &p.Path)
+			}},
+		field{name: "fields", required: true, accepts: "NAME: TYPE", doc: "the columns: `string`, `int64`, `double`, `boolean`, `timestamp`, or `optional TYPE`",
+			fn: func(at string, _, v ast.Node) { p.Fields = d.parquetFields(v, at) }},
+		field{name: "partition", accepts: "a pattern of event time", def: "`dt={yyyy}-{MM}-{dd}/hour={HH}`", doc: "the directories of event time the files go in",
+			fn: func(at string, _, v ast.Node) {
+				partPos = v
+				d.nonEmpty(v, at, "a pattern such as "+parquet.DefaultPartition+", or none", &p.Partition)
+			}},
+		field{name: "rollSize", accepts: "a size such as 128MiB", def: "`128MiB`", doc: "a file is rolled at this size (and at checkpoints)",
+			fn: func(at string, _, v ast.Node) {
+				rollPos = v
+				const want = "want a size such as 128MiB (KiB, MiB, GiB) or a number of bytes, at most 5GiB"
+				var s string
+				switch v.(type) {
+				case *ast.StringNode, *ast.LiteralNode:
+					if !d.str(v, at, &s) { // expands ${VAR}
+						return
+					}
+				default:
+					t, ok := scalarText(v) // a YAML integer
+					if !ok {
+						d.errf(v, "%s: got %s; %s", at, describe(v), want)
+						return
+					}
+					s = t
+				}
+				size, err := bytesize.Parse(s)
+				if err != nil || size <= 0 {
+					d.errf(v, "%s: %q: %s", at, s, want)
 					return
 				}
-			default:
-				t, ok := scalarText(v) // a YAML integer
-				if !ok {
-					d.errf(v, "%s.rollSize: got %s; %s", what, describe(v), want)
-					return
-				}
-				s = t
-			}
-			size, err := bytesize.Parse(s)
-			if err != nil || size <= 0 {
-				d.errf(v, "%s.rollSize: %q: %s", what, s, want)
-				return
-			}
-			p.RollSize = size
-		}},
-		field{"compression", false, func(_, v ast.Node) {
+				p.RollSize = size
+			}},
+		field{name: "compression", accepts: "`zstd`, `snappy`, `none`", def: "`zstd`", doc: "the files' compression", fn: func(at string, _, v ast.Node) {
 			compPos = v
-			d.oneOf(v, what+".compression", &p.Compression, parquet.Compressions...)
+			d.oneOf(v, at, &p.Compression, parquet.Compressions...)
 		}},
-		field{"deadLetters", false, func(_, v ast.Node) {
-			p.DeadLettersPos = d.pos(v)
-			d.nonEmpty(v, what+".deadLetters", "the name of an output", &p.DeadLetters)
-		}},
+		field{name: "deadLetters", accepts: "the name of an output", def: "`source.deadLetters`", doc: "output of the records the columns cannot hold",
+			fn: func(at string, _, v ast.Node) {
+				p.DeadLettersPos = d.pos(v)
+				d.nonEmpty(v, at, "the name of an output", &p.DeadLetters)
+			}},
 	)
 	if !ok || p.Path == "" {
 		return p

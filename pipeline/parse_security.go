@@ -31,17 +31,22 @@ func (d *dec) kafkaTLS(k, n ast.Node, ks *KafkaSpec) {
 	}
 	t := &kafkasec.TLS{}
 	if !d.object(n, "kafka.tls",
-		field{"caFile", false, func(_, v ast.Node) { d.nonEmpty(v, "kafka.tls.caFile", "a PEM file of the brokers' CA", &t.CAFile) }},
-		field{"certFile", false, func(_, v ast.Node) {
-			d.nonEmpty(v, "kafka.tls.certFile", "a PEM client certificate (mutual TLS)", &t.CertFile)
-		}},
-		field{"keyFile", false, func(_, v ast.Node) {
-			d.nonEmpty(v, "kafka.tls.keyFile", "the PEM private key of certFile", &t.KeyFile)
-		}},
-		field{"serverName", false, func(_, v ast.Node) {
-			d.nonEmpty(v, "kafka.tls.serverName", "the host name in the brokers' certificates", &t.ServerName)
-		}},
-		field{"insecureSkipVerify", false, func(_, v ast.Node) { d.boolean(v, "kafka.tls.insecureSkipVerify", &t.InsecureSkipVerify) }},
+		field{name: "caFile", accepts: "a PEM file of the brokers' CA", def: "the system's roots", doc: "a PEM CA bundle that signs the brokers' certificates",
+			fn: func(at string, _, v ast.Node) { d.nonEmpty(v, at, "a PEM file of the brokers' CA", &t.CAFile) }},
+		field{name: "certFile", accepts: "a PEM client certificate (mutual TLS)", def: "none", doc: "with `keyFile`: a client certificate for mutual TLS",
+			fn: func(at string, _, v ast.Node) {
+				d.nonEmpty(v, at, "a PEM client certificate (mutual TLS)", &t.CertFile)
+			}},
+		field{name: "keyFile", accepts: "the PEM private key of certFile", def: "none", doc: "the client certificate's key",
+			fn: func(at string, _, v ast.Node) {
+				d.nonEmpty(v, at, "the PEM private key of certFile", &t.KeyFile)
+			}},
+		field{name: "serverName", accepts: "the host name in the brokers' certificates", def: "the broker's host", doc: "the name checked in the brokers' certificates",
+			fn: func(at string, _, v ast.Node) {
+				d.nonEmpty(v, at, "the host name in the brokers' certificates", &t.ServerName)
+			}},
+		field{name: "insecureSkipVerify", accepts: "true or false", def: "`false`", doc: "turn verification off (tests only; logged as a warning)",
+			fn: func(at string, _, v ast.Node) { d.boolean(v, at, &t.InsecureSkipVerify) }},
 	) {
 		return
 	}
@@ -57,15 +62,20 @@ func (d *dec) kafkaSASL(k, n ast.Node, ks *KafkaSpec) {
 	ks.SASLPos = d.pos(k)
 	a := &kafkasec.SASL{}
 	str := func(key, example string, dst *string) field {
-		return field{key, false, func(_, v ast.Node) { d.nonEmpty(v, "kafka.sasl."+key, example, dst) }}
+		return field{name: key, accepts: "a string", def: "none", doc: example, fn: func(at string, _, v ast.Node) { d.nonEmpty(v, at, example, dst) }}
 	}
 	secret := func(key, file string, dst *kafkasec.Secret) field {
-		return field{key, false, func(_, v ast.Node) { d.secret(v, "kafka.sasl."+key, file, dst) }}
+		doc := "a secret, from the environment only"
+		if file != "" {
+			doc += " (or " + file + ")"
+		}
+		return field{name: key, accepts: "`${ENV}`", def: "none", doc: doc, fn: func(at string, _, v ast.Node) { d.secret(v, at, file, dst) }}
 	}
 	if !d.object(n, "kafka.sasl",
-		field{"mechanism", true, func(_, v ast.Node) {
-			d.oneOf(v, "kafka.sasl.mechanism", &a.Mechanism, kafkasec.Mechanisms...)
-		}},
+		field{name: "mechanism", required: true, accepts: "`PLAIN`, `SCRAM-SHA-256`, `SCRAM-SHA-512`, `OAUTHBEARER`, `AWS_MSK_IAM`", doc: "the mechanism; a key it does not read is an error",
+			fn: func(at string, _, v ast.Node) {
+				d.oneOf(v, at, &a.Mechanism, kafkasec.Mechanisms...)
+			}},
 		str("username", "the user name (or API key)", &a.Username),
 		secret("password", "passwordFile", &a.Password),
 		str("passwordFile", "a file holding the password", &a.PasswordFile),
@@ -76,8 +86,8 @@ func (d *dec) kafkaSASL(k, n ast.Node, ks *KafkaSpec) {
 		secret("clientSecret", "clientSecretFile", &a.ClientSecret),
 		str("clientSecretFile", "a file holding the OAuth client secret", &a.ClientSecretFile),
 		str("scope", "the OAuth scope", &a.Scope),
-		field{"extensions", false, func(_, v ast.Node) {
-			kvs, _ := d.entries(v, "kafka.sasl.extensions")
+		field{name: "extensions", accepts: "NAME: value", def: "none", doc: "`OAUTHBEARER`: SASL extensions", fn: func(at string, _, v ast.Node) {
+			kvs, _ := d.entries(v, at)
 			for _, kv := range kvs {
 				name, _, ok := d.keyOf(kv)
 				if !ok {
@@ -175,8 +185,8 @@ func ParseSecurityFile(path string) (kafkasec.Security, error) {
 	if body := d.parseYAML(src); body != nil {
 		ks.Pos = d.pos(body)
 		d.object(body, "kafka config",
-			field{"tls", false, func(k, v ast.Node) { d.kafkaTLS(k, v, ks) }},
-			field{"sasl", false, func(k, v ast.Node) { d.kafkaSASL(k, v, ks) }},
+			field{name: "tls", fn: func(at string, k, v ast.Node) { d.kafkaTLS(k, v, ks) }},
+			field{name: "sasl", fn: func(at string, k, v ast.Node) { d.kafkaSASL(k, v, ks) }},
 		)
 	}
 	if len(d.errs) > 0 {

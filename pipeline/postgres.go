@@ -43,15 +43,18 @@ func (d *dec) postgresSink(k, v ast.Node, what string) *PostgresSinkSpec {
 	p := &PostgresSinkSpec{Columns: map[string]string{}}
 	w := what + ".postgres"
 	d.object(v, w,
-		field{"url", true, func(_, v ast.Node) {
-			d.nonEmpty(v, w+".url", "a connection string such as postgres://user@host:5432/db?sslmode=verify-full", &p.URL)
+		field{name: "url", required: true, accepts: "a connection string such as postgres://user@host:5432/db?sslmode=verify-full", doc: "the connection string, such as `'${PG_URL}'`",
+			fn: func(at string, _, v ast.Node) {
+				d.nonEmpty(v, at, "a connection string such as postgres://user@host:5432/db?sslmode=verify-full", &p.URL)
+			}},
+		field{name: "password", accepts: "`${ENV}`", def: "none", doc: "the password, from the environment only", fn: func(at string, _, v ast.Node) {
+			d.secret(v, at, "", &p.Password)
 		}},
-		field{"password", false, func(_, v ast.Node) {
-			d.secret(v, w+".password", "", &p.Password)
+		field{name: "table", required: true, accepts: "a table name such as orders or shop.orders", doc: "the table", fn: func(at string, _, v ast.Node) {
+			d.nonEmpty(v, at, "a table name such as orders or shop.orders", &p.Table)
 		}},
-		field{"table", true, func(_, v ast.Node) { d.nonEmpty(v, w+".table", "a table name such as orders or shop.orders", &p.Table) }},
-		field{"columns", true, func(_, v ast.Node) {
-			kvs, _ := d.entries(v, w+".columns")
+		field{name: "columns", required: true, accepts: "COLUMN: field path", doc: "the record field of each column", fn: func(at string, _, v ast.Node) {
+			kvs, _ := d.entries(v, at)
 			for _, kv := range kvs {
 				name, kn, ok := d.keyOf(kv)
 				if !ok {
@@ -66,26 +69,34 @@ func (d *dec) postgresSink(k, v ast.Node, what string) *PostgresSinkSpec {
 				}
 			}
 			if len(kvs) == 0 {
-				d.errf(v, "%s.columns: empty; want a mapping of column names to field paths, such as {id: order.id, total: total}", w)
+				d.errf(v, "%s: empty; want a mapping of column names to field paths, such as {id: order.id, total: total}", at)
 			}
 		}},
-		field{"key", false, func(_, v ast.Node) { d.strings(v, w+".key", &p.Key, nil) }},
-		field{"delete", false, func(_, v ast.Node) {
-			if d.nonEmpty(v, w+".delete", "an expression true for records that delete their row, such as op == \"delete\"", &p.Delete) {
+		field{name: "key", accepts: "a list of columns", def: "none", doc: "upsert on these columns",
+			fn: func(at string, _, v ast.Node) { d.strings(v, at, &p.Key, nil) }},
+		field{name: "delete", accepts: "an expression", def: "none", doc: "true for records that delete their row", fn: func(at string, _, v ast.Node) {
+			if d.nonEmpty(v, at, "an expression true for records that delete their row, such as op == \"delete\"", &p.Delete) {
 				p.DeletePos = exprPos(d.pos(v), v)
 				if _, err := compileExpr(p.Delete, exprBool); err != nil {
-					d.errAt(p.DeletePos, "%s.delete: bad expression: %s; want an expression returning a bool, such as op == \"delete\"", w, exprMessage(err))
+					d.errAt(p.DeletePos, "%s: bad expression: %s; want an expression returning a bool, such as op == \"delete\"", at, exprMessage(err))
 				}
 			}
 		}},
-		field{"delivery", false, func(_, v ast.Node) { d.oneOf(v, w+".delivery", &p.Delivery, "exactly-once", "at-least-once") }},
-		field{"mode", false, func(_, v ast.Node) { d.oneOf(v, w+".mode", &p.Mode, "progress-table", "two-phase") }},
-		field{"batch", false, func(_, v ast.Node) { d.intField(v, w+".batch", 1, 1_000_000, &p.Batch) }},
-		field{"id", false, func(_, v ast.Node) { d.nonEmpty(v, w+".id", "a name unique to the job, such as orders-job", &p.ID) }},
-		field{"deadLetters", false, func(_, v ast.Node) {
-			p.DeadLettersPos = d.pos(v)
-			d.nonEmpty(v, w+".deadLetters", "the name of an output", &p.DeadLetters)
-		}},
+		field{name: "delivery", accepts: "`exactly-once`, `at-least-once`", def: "`exactly-once`", doc: "`at-least-once` writes without the progress table",
+			fn: func(at string, _, v ast.Node) { d.oneOf(v, at, &p.Delivery, "exactly-once", "at-least-once") }},
+		field{name: "mode", accepts: "`progress-table`, `two-phase`", def: "`progress-table`", doc: "how exactly-once is kept: a progress table, or two-phase commit",
+			fn: func(at string, _, v ast.Node) { d.oneOf(v, at, &p.Mode, "progress-table", "two-phase") }},
+		field{name: "batch", accepts: "an integer from 1 to 1_000_000", def: "1000", doc: "rows per statement batch",
+			fn: func(at string, _, v ast.Node) { d.intField(v, at, 1, 1_000_000, &p.Batch) }},
+		field{name: "id", accepts: "a name unique to the job, such as orders-job", def: "the sink's name", doc: "the sink's identity in the progress table",
+			fn: func(at string, _, v ast.Node) {
+				d.nonEmpty(v, at, "a name unique to the job, such as orders-job", &p.ID)
+			}},
+		field{name: "deadLetters", accepts: "the name of an output", def: "`source.deadLetters`", doc: "output of the records the table cannot hold",
+			fn: func(at string, _, v ast.Node) {
+				p.DeadLettersPos = d.pos(v)
+				d.nonEmpty(v, at, "the name of an output", &p.DeadLetters)
+			}},
 	)
 	bad := false
 	for _, c := range p.Key {

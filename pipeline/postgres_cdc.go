@@ -33,20 +33,26 @@ func (d *dec) postgresSource(k, n ast.Node, s *SourceSpec) {
 	var urlNode, slotNode ast.Node
 	var tablePos []Pos
 	d.object(n, "source.postgres",
-		field{"url", true, func(_, v ast.Node) {
-			urlNode = v
-			d.nonEmpty(v, "source.postgres.url", "a connection string such as postgres://user@host/db or ${PG_URL}", &ps.URL)
-		}},
-		field{"publication", false, func(_, v ast.Node) {
-			d.nonEmpty(v, "source.postgres.publication", "a publication name such as weir", &ps.Publication)
-		}},
-		field{"slot", false, func(_, v ast.Node) {
-			slotNode = v
-			d.nonEmpty(v, "source.postgres.slot", "a slot name such as weir", &ps.Slot)
-		}},
-		field{"tables", false, func(_, v ast.Node) { d.strings(v, "source.postgres.tables", &ps.Tables, &tablePos) }},
-		field{"snapshot", false, func(_, v ast.Node) { d.boolean(v, "source.postgres.snapshot", &ps.Snapshot) }},
-		field{"bounded", false, func(_, v ast.Node) { d.boolean(v, "source.postgres.bounded", &ps.Bounded) }},
+		field{name: "url", required: true, accepts: "a connection string such as postgres://user@host/db or ${PG_URL}", doc: "the connection string, such as `'${PG_URL}'`",
+			fn: func(at string, _, v ast.Node) {
+				urlNode = v
+				d.nonEmpty(v, at, "a connection string such as postgres://user@host/db or ${PG_URL}", &ps.URL)
+			}},
+		field{name: "publication", accepts: "a publication name such as weir", def: "`weir`", doc: "the publication streamed, created if missing",
+			fn: func(at string, _, v ast.Node) {
+				d.nonEmpty(v, at, "a publication name such as weir", &ps.Publication)
+			}},
+		field{name: "slot", accepts: "a slot name such as weir", def: "`weir`", doc: "the logical replication slot, created if missing",
+			fn: func(at string, _, v ast.Node) {
+				slotNode = v
+				d.nonEmpty(v, at, "a slot name such as weir", &ps.Slot)
+			}},
+		field{name: "tables", accepts: "a list of strings", def: "all tables", doc: "the publication's tables when it is created",
+			fn: func(at string, _, v ast.Node) { d.strings(v, at, &ps.Tables, &tablePos) }},
+		field{name: "snapshot", accepts: "true or false", def: "`false`", doc: "copy the existing rows first (`op: read`), on a fresh start",
+			fn: func(at string, _, v ast.Node) { d.boolean(v, at, &ps.Snapshot) }},
+		field{name: "bounded", accepts: "true or false", def: "`false`", doc: "stop at the WAL position of the start",
+			fn: func(at string, _, v ast.Node) { d.boolean(v, at, &ps.Bounded) }},
 	)
 	// The connector's own checks, each reported at its key's value.
 	if urlNode != nil && ps.URL != "" {

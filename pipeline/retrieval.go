@@ -21,15 +21,19 @@ import (
 func (d *dec) retrieval(n ast.Node, what string, t *ToolSpec) {
 	t.Kind, t.Name, t.K = "retrieval", "search", 4
 	d.object(n, what,
-		field{"name", false, func(_, v ast.Node) { d.nonEmpty(v, what+".name", "a tool name", &t.Name) }},
-		field{"description", false, func(_, v ast.Node) { d.str(v, what+".description", &t.Description) }},
-		field{"documents", true, func(_, v ast.Node) {
-			d.nonEmpty(v, what+".documents", "a JSON-lines file of {id, text, metadata} documents", &t.Documents)
-		}},
-		field{"k", false, func(_, v ast.Node) { d.intField(v, what+".k", 1, 100, &t.K) }},
-		field{"embedding", false, func(k, v ast.Node) {
+		field{name: "name", accepts: "a tool name", def: "`search`", doc: "the tool's name",
+			fn: func(at string, _, v ast.Node) { d.nonEmpty(v, at, "a tool name", &t.Name) }},
+		field{name: "description", accepts: "a string", def: "none", doc: "what the model is told it does",
+			fn: func(at string, _, v ast.Node) { d.str(v, at, &t.Description) }},
+		field{name: "documents", required: true, accepts: "a JSON-lines file of {id, text, metadata} documents", doc: "`{\"id\", \"text\", \"metadata\"}` per line, embedded when the job starts",
+			fn: func(at string, _, v ast.Node) {
+				d.nonEmpty(v, at, "a JSON-lines file of {id, text, metadata} documents", &t.Documents)
+			}},
+		field{name: "k", accepts: "an integer from 1 to 100", def: "4", doc: "hits per search",
+			fn: func(at string, _, v ast.Node) { d.intField(v, at, 1, 100, &t.K) }},
+		field{name: "embedding", accepts: "a mapping, as `model`", def: "`{offline: {}}`", doc: "the embedding model", fn: func(at string, k, v ast.Node) {
 			t.Embedding = &ModelSpec{}
-			d.model(k, v, what+".embedding", t.Embedding)
+			d.model(k, v, at, t.Embedding)
 		}},
 	)
 	if t.Embedding == nil {

@@ -26,28 +26,32 @@ func (d *dec) tracing(k, n ast.Node) *TracingSpec {
 	t := &TracingSpec{Pos: d.pos(k)}
 	c := &t.Config
 	d.object(n, "job.tracing",
-		field{"endpoint", true, func(_, v ast.Node) {
-			if d.nonEmpty(v, "job.tracing.endpoint", "the OTLP receiver's URL, such as http://localhost:4318", &c.Endpoint) {
-				if err := (tracing.Config{Endpoint: c.Endpoint}).Validate(); err != nil {
-					d.errf(v, "job.tracing.endpoint: %q: want an http:// or https:// URL with a host, such as http://localhost:4318 (http) or http://localhost:4317 (grpc)", c.Endpoint)
+		field{name: "endpoint", required: true, accepts: "the OTLP receiver's URL, such as http://localhost:4318", def: "none (no traces)", doc: "export traces over OTLP to this URL (`--trace-endpoint`)",
+			fn: func(at string, _, v ast.Node) {
+				if d.nonEmpty(v, at, "the OTLP receiver's URL, such as http://localhost:4318", &c.Endpoint) {
+					if err := (tracing.Config{Endpoint: c.Endpoint}).Validate(); err != nil {
+						d.errf(v, "%s: %q: want an http:// or https:// URL with a host, such as http://localhost:4318 (http) or http://localhost:4317 (grpc)", at, c.Endpoint)
+					}
 				}
-			}
-		}},
-		field{"protocol", false, func(_, v ast.Node) { d.oneOf(v, "job.tracing.protocol", &c.Protocol, tracing.Protocols...) }},
-		field{"sampleRatio", false, func(_, v ast.Node) {
-			s, ok := scalarText(v)
-			f, err := strconv.ParseFloat(s, 64)
-			if _, isStr := v.(*ast.StringNode); !ok || isStr || err != nil {
-				d.errf(v, "job.tracing.sampleRatio: got %s, want a number above 0 and at most 1, such as 0.01 or 1", describe(v))
-				return
-			}
-			if !(f > 0 && f <= 1) {
-				d.errf(v, "job.tracing.sampleRatio: %s: want a number above 0 and at most 1, such as 0.01 or 1", s)
-				return
-			}
-			c.SampleRatio = f
-		}},
-		field{"content", false, func(_, v ast.Node) { d.boolean(v, "job.tracing.content", &c.Content) }},
+			}},
+		field{name: "protocol", accepts: "`http`, `grpc`", def: "`http`", doc: "the OTLP protocol (`--trace-protocol`)",
+			fn: func(at string, _, v ast.Node) { d.oneOf(v, at, &c.Protocol, tracing.Protocols...) }},
+		field{name: "sampleRatio", accepts: "a number above 0, at most 1", def: "1", doc: "share of inputs traced (`--trace-sample-ratio`)",
+			fn: func(at string, _, v ast.Node) {
+				s, ok := scalarText(v)
+				f, err := strconv.ParseFloat(s, 64)
+				if _, isStr := v.(*ast.StringNode); !ok || isStr || err != nil {
+					d.errf(v, "%s: got %s, want a number above 0 and at most 1, such as 0.01 or 1", at, describe(v))
+					return
+				}
+				if !(f > 0 && f <= 1) {
+					d.errf(v, "%s: %s: want a number above 0 and at most 1, such as 0.01 or 1", at, s)
+					return
+				}
+				c.SampleRatio = f
+			}},
+		field{name: "content", accepts: "true or false", def: "`false`", doc: "put prompts, completions, tool arguments and results on spans (`--trace-content`)",
+			fn: func(at string, _, v ast.Node) { d.boolean(v, at, &c.Content) }},
 	)
 	return t
 }
