@@ -16,7 +16,6 @@ func (o *mapOp[T, U]) ProcessRecord(r Record[T]) error {
 	o.Out.Collect(Record[U]{Value: o.f(r.Value), Timestamp: r.Timestamp})
 	return nil
 }
-func (o *mapOp[T, U]) EndInput() error { return nil }
 
 // MapErr is Map for functions that can fail; an error fails the job.
 func MapErr[T, U any](s Stream[T], name string, f func(T) (U, error)) Stream[U] {
@@ -36,7 +35,6 @@ func (o *mapErrOp[T, U]) ProcessRecord(r Record[T]) error {
 	o.Out.Collect(Record[U]{Value: v, Timestamp: r.Timestamp})
 	return nil
 }
-func (o *mapErrOp[T, U]) EndInput() error { return nil }
 
 // Filter keeps the records for which keep returns true.
 func Filter[T any](s Stream[T], name string, keep func(T) bool) Stream[T] {
@@ -54,7 +52,6 @@ func (o *filterOp[T]) ProcessRecord(r Record[T]) error {
 	}
 	return nil
 }
-func (o *filterOp[T]) EndInput() error { return nil }
 
 // FlatMap calls f for every record; f emits any number of values through
 // emit, each with the input record's timestamp. emit is valid only during
@@ -81,4 +78,3 @@ func (o *flatMapOp[T, U]) ProcessRecord(r Record[T]) error {
 	o.f(r.Value, o.emit)
 	return nil
 }
-func (o *flatMapOp[T, U]) EndInput() error { return nil }

@@ -142,8 +142,7 @@ func (o *collectOp[T]) handOver() {
 	o.local, o.wms = o.local[:0], o.wms[:0]
 }
 
-func (o *collectOp[T]) EndInput() error { return nil }
-func (o *collectOp[T]) Close() error    { o.handOver(); return nil }
+func (o *collectOp[T]) Close() error { o.handOver(); return nil }
 
 // Print ends s in a sink writing each value to w, one per line (with
 // fmt.Fprintln). Subtasks share w under a lock; lines are flushed at every

@@ -206,8 +206,6 @@ func (o *exchangeOut[K, T]) controlAt(kind byte, wm, pos int64) {
 	}
 }
 
-func (o *exchangeOut[K, T]) EndInput() error { return nil }
-
 // maxKafkaTs bounds the timestamps of control records (the watermark, or
 // the end of input's Max, are not all valid Kafka timestamps).
 const maxKafkaTs = int64(1) << 52

@@ -213,8 +213,6 @@ func (o *sortOp[K, T]) emitHeld(h *heldRec[T]) {
 	o.Out.Collect(runtime.Record[T]{Value: h.v, Timestamp: h.ts})
 }
 
-func (o *sortOp[K, T]) EndInput() error { return nil }
-
 // Close releases the Pebble backend of a stored operator (sortstore.go).
 func (o *sortOp[K, T]) Close() error {
 	if o.st == nil {

@@ -242,8 +242,6 @@ func (o *promptCheckOp) ProcessRecord(r runtime.Record[Record]) error {
 	return nil
 }
 
-func (o *promptCheckOp) EndInput() error { return nil }
-
 // httpTool calls a URL with the model's arguments: POST sends them as the
 // JSON body, GET as query parameters. A reply with status 2xx is the
 // result's content; any other status is an IsError result the model sees.

@@ -220,8 +220,6 @@ func (o *agentFailedOp) ProcessRecord(r runtime.Record[agent.FailedInput]) error
 	return nil
 }
 
-func (o *agentFailedOp) EndInput() error { return nil }
-
 // jsonable reports whether JSON can hold v: every float in it is finite
 // (sinks write records as JSON, which has no NaN or infinity). It
 // allocates nothing.

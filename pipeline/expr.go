@@ -95,8 +95,6 @@ func (o *filterOp) ProcessRecord(r runtime.Record[Record]) error {
 	return nil
 }
 
-func (o *filterOp) EndInput() error { return nil }
-
 // mapField is one field a map step sets.
 type mapField struct {
 	name string
@@ -145,8 +143,6 @@ func (o *mapOp) ProcessRecord(r runtime.Record[Record]) error {
 	o.Out.Collect(runtime.Record[Record]{Value: out, Timestamp: r.Timestamp})
 	return nil
 }
-
-func (o *mapOp) EndInput() error { return nil }
 
 // sortedKeys returns m's keys in order (map steps set fields in name order,
 // so a run is reproducible).

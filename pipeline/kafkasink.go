@@ -60,8 +60,6 @@ func (o *kafkaEncodeOp) ProcessRecord(r runtime.Record[Record]) error {
 	return nil
 }
 
-func (o *kafkaEncodeOp) EndInput() error { return nil }
-
 // produceEncoded is the Serialize of a Kafka sink fed by kafkaEncodeOp:
 // the record is already made.
 func produceEncoded(r *kgo.Record) (*kgo.Record, error) { return r, nil }

@@ -125,5 +125,3 @@ func (o *sinkRejectedOp) ProcessRecord(r runtime.Record[weir.Rejected[Record]]) 
 	o.dead.letter(Record{"sink": o.sink, "reason": reason, "value": r.Value.Value}, r.Timestamp, reason)
 	return nil
 }
-
-func (o *sinkRejectedOp) EndInput() error { return nil }

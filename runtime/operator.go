@@ -62,6 +62,8 @@ type TwoInputOperator[IN1, IN2, OUT any] interface {
 // Base gives an operator the usual defaults: it keeps the Context and
 // Output from Open, forwards watermarks and idleness unchanged, and does
 // nothing at end of input or close. Embed it and override what differs.
+// Its EndInput is the one-input form; a TwoInputOperator that embeds Base
+// defines EndInput(input int), which shadows it.
 type Base[OUT any] struct {
 	Ctx *Context
 	Out Output[OUT]
@@ -84,6 +86,9 @@ func (b *Base[OUT]) ProcessIdle(idle bool) error {
 	b.Out.EmitIdle(idle)
 	return nil
 }
+
+// EndInput does nothing.
+func (b *Base[OUT]) EndInput() error { return nil }
 
 // Close does nothing.
 func (b *Base[OUT]) Close() error { return nil }

@@ -417,5 +417,3 @@ func (x *observer[T]) ProcessIdle(idle bool) error {
 	x.o.add(x.Ctx.Subtask, Event[T]{Kind: k})
 	return nil
 }
-
-func (x *observer[T]) EndInput() error { return nil }

@@ -450,8 +450,6 @@ func (s *sink) ProcessWatermark(ts int64) error {
 	return nil
 }
 
-func (s *sink) EndInput() error { return nil }
-
 // runModel is a run's model and what counts its faults.
 type runModel struct {
 	m      *countingModel

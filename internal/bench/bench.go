@@ -87,7 +87,6 @@ func (s *countSink[T]) ProcessRecord(r runtime.Record[T]) error {
 	}
 	return nil
 }
-func (s *countSink[T]) EndInput() error { return nil }
 func (s *countSink[T]) Close() error {
 	atomicAdd(s.total, s.n)
 	if s.sum != nil {

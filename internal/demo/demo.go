@@ -753,8 +753,6 @@ func (o *checkOp) ProcessRecord(r runtime.Record[Event]) error {
 	return nil
 }
 
-func (o *checkOp) EndInput() error { return nil }
-
 func topicList() string {
 	var parts []string
 	for _, t := range Topics {

@@ -183,5 +183,3 @@ func (p *pacer[T]) ProcessRecord(r runtime.Record[T]) error {
 	p.Out.Collect(r)
 	return nil
 }
-
-func (p *pacer[T]) EndInput() error { return nil }

@@ -476,8 +476,6 @@ func (o *measureOp) ProcessRecord(r runtime.Record[Event]) error {
 	return nil
 }
 
-func (o *measureOp) EndInput() error { return nil }
-
 // streamIdle is the stream tier of the two-tier policy: it marks its output
 // idle when no record has passed for the time-out, and active again at the
 // next record. Its output is idle while it or its input says so.
@@ -546,8 +544,6 @@ func (o *streamIdle) ProcessIdle(idle bool) error {
 	o.status()
 	return nil
 }
-
-func (o *streamIdle) EndInput() error { return nil }
 
 // job is one built job of a policy and what measures it.
 type job struct {
