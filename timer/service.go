@@ -66,7 +66,7 @@ type queue[K comparable, N comparable] interface {
 // after their storage was replaced (a native restore), call Reload.
 //
 // Guarantees 1 to 7 of the package hold as for NewService; the costs of
-// guarantee 8 do not: Add and Remove read one store entry and write two,
+// I8 do not: Add and Remove read one store entry and write two,
 // Poll deletes two (Peek and Contains of the first timers stay in memory),
 // a refill of a key group's cache scans the store, and ForEachInKeyGroup
 // and Reload scan it.

@@ -28,7 +28,7 @@ import (
 // tag is 0 for event time and 2 for processing time; field is a uvarint
 // length and the codec's bytes, as in the snapshot format. seq is a
 // counter of the service, so the ordered entries sort by (timestamp,
-// registration order): guarantee 2 holds across key groups too (equal
+// registration order): I2 holds across key groups too (equal
 // (timestamp, seq) of timers restored natively from several old databases
 // fire in key-group order). The identity entry answers Add's duplicate
 // check, Remove and Contains with one point read.
