@@ -21,6 +21,7 @@ import (
 	"github.com/weirproject/weir/connector/kafka"
 	"github.com/weirproject/weir/connector/webhook"
 	"github.com/weirproject/weir/health"
+	"github.com/weirproject/weir/internal/lockedwriter"
 	"github.com/weirproject/weir/kafkasec"
 	"github.com/weirproject/weir/runtime"
 )
@@ -157,7 +158,7 @@ func Build(ctx context.Context, spec *Spec, opts Options) (j *Job, err error) {
 	}
 	env := weir.NewEnvironment(cfg)
 	j.Env = env
-	b := &builder{j: j, env: env, stdout: &lockedWriter{w: stdout}, started: time.Now()}
+	b := &builder{j: j, env: env, stdout: lockedwriter.New(stdout), started: time.Now()}
 	main, err := b.source(ctx)
 	if err != nil {
 		return j, err
@@ -228,7 +229,7 @@ func (b *builder) buildOutputs(ctx context.Context) error {
 type builder struct {
 	j       *Job
 	env     *weir.Environment
-	stdout  *lockedWriter
+	stdout  *lockedwriter.Writer
 	outputs map[string]weir.Stream[Record]
 	names   map[string]int
 	// sourceDone is set once the source is added.

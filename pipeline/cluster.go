@@ -17,6 +17,7 @@ import (
 	"github.com/weirproject/weir"
 	"github.com/weirproject/weir/cluster"
 	"github.com/weirproject/weir/health"
+	"github.com/weirproject/weir/internal/lockedwriter"
 	"github.com/weirproject/weir/metrics"
 	"github.com/weirproject/weir/runtime"
 	"github.com/weirproject/weir/window"
@@ -128,7 +129,7 @@ type clusterRun struct {
 	opts    ClusterOptions
 	plan    clusterPlan
 	brokers []string
-	stdout  *lockedWriter
+	stdout  *lockedwriter.Writer
 	log     io.Writer
 	formats clusterFormat // source.kafka.format and sink.kafka.format (pipeline/format.go)
 	mu      struct {
@@ -238,7 +239,7 @@ func RunCluster(ctx context.Context, spec *Spec, opts ClusterOptions, log io.Wri
 	if stdout == nil {
 		stdout = os.Stdout
 	}
-	r := &clusterRun{ctx: ctx, spec: spec, opts: opts, plan: plan, brokers: brokers, stdout: &lockedWriter{w: stdout}, log: log, formats: formats}
+	r := &clusterRun{ctx: ctx, spec: spec, opts: opts, plan: plan, brokers: brokers, stdout: lockedwriter.New(stdout), log: log, formats: formats}
 	r.mu.started = map[string]int{}
 	r.mu.running = map[string]*weir.Environment{}
 	r.mu.closers = map[string][]func() error{}

@@ -2,26 +2,12 @@ package pipeline
 
 import (
 	"fmt"
-	"io"
-	"sync"
 
 	gojson "github.com/goccy/go-json"
 
+	"github.com/weirproject/weir/internal/lockedwriter"
 	"github.com/weirproject/weir/runtime"
 )
-
-// lockedWriter serializes the writes of stdout sink subtasks (each writes
-// whole buffers of lines).
-type lockedWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (l *lockedWriter) Write(b []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(b)
-}
 
 // stdoutOp writes records as JSON lines to the shared stdout, a buffer at
 // a time (the lock is taken per buffer, not per record): when the buffer
@@ -29,7 +15,7 @@ func (l *lockedWriter) Write(b []byte) (int, error) {
 // live stream shows its records as its watermark moves.
 type stdoutOp struct {
 	runtime.Base[struct{}]
-	w   *lockedWriter
+	w   *lockedwriter.Writer
 	buf []byte
 }
 

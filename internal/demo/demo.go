@@ -35,6 +35,7 @@ import (
 	"github.com/weirproject/weir/checkpoint"
 	"github.com/weirproject/weir/connector/kafka"
 	"github.com/weirproject/weir/dashboard"
+	"github.com/weirproject/weir/internal/lockedwriter"
 	"github.com/weirproject/weir/internal/progress"
 	"github.com/weirproject/weir/internal/shutdown"
 	"github.com/weirproject/weir/metrics"
@@ -312,18 +313,6 @@ func event(o Options, r *rand.Rand, kind string, ts int64) Event {
 	return e
 }
 
-// lockedWriter serializes the narrative and the log lines.
-type lockedWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (l *lockedWriter) Write(b []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(b)
-}
-
 // kafkaLogs passes the Kafka source's catch-up lines (and warnings) to the
 // narrative.
 type kafkaLogs struct{ slog.Handler }
@@ -368,7 +357,7 @@ func Run(ctx context.Context, w io.Writer, o Options) (Summary, error) {
 	o = o.withDefaults()
 	rep := progress.New(progress.Options{Out: o.Progress})
 	defer rep.Close()
-	lw := &lockedWriter{w: rep.Wrap(w)}
+	lw := lockedwriter.New(rep.Wrap(w)) // serializes the narrative and the log lines
 	w = lw
 	// A resume needs a checkpoint: look for it before any work.
 	var resumeDir string
