@@ -481,8 +481,6 @@ func (s *stamper) SnapshotState(w *runtime.SnapshotWriter) error {
 	return nil
 }
 
-func (s *stamper) EndInput() error { return nil }
-
 // quiet discards the logs of the Kafka form's jobs (the connector logs
 // every catch-up and stop at info level).
 var quiet = slog.New(slog.DiscardHandler)
