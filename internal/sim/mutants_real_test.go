@@ -74,11 +74,14 @@ const mutantSeeds = 40
 
 // mutantWithin gives more seeds to the planted bugs that only some seeds
 // can find: the WAL's need an agent seed (a third) with the WAL store (half
-// of those) and a restore after a failure (found first by seeds 52 and
-// 59, each failing again in 5 of 5 replays).
+// of those) and a restore after a failure. The seeds that find them do
+// not every time: the CI's run of seeds 1-60 missed the restore's bug
+// that seed 59 had found in 5 of 5 replays (2 of 3 local replays after;
+// 82 found it in the third), so each gets a margin of several finding
+// seeds.
 var mutantWithin = map[mutant.Name]uint64{
-	mutant.WALAckWithoutSync:   60,
-	mutant.WALRestoreSkipsLast: 60,
+	mutant.WALAckWithoutSync:   200,
+	mutant.WALRestoreSkipsLast: 400,
 }
 
 // TestReplayFidelity measures how often a failing seed fails again when
