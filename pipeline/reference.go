@@ -11,7 +11,7 @@ import (
 )
 
 // The key reference of docs/pipelines.md is generated from the parser's own
-// tables: Reference runs the decoder in reference mode, where object
+// tables: reference runs the decoder in reference mode, where object
 // records each section's table and calls every key's fn with a null value,
 // so the nested sections' tables are recorded in turn (a list is entered
 // once, a map of names once with the key NAME). What the reference lists is
@@ -66,11 +66,11 @@ func refEntry() *ast.MappingValueNode {
 	}
 }
 
-// Reference returns the key reference: one table per section of the file,
+// reference returns the key reference: one table per section of the file,
 // in the order the parser meets them, as Markdown. Sections whose tables
 // are the same (the sink and a named output's sink, say) are one table
 // naming every path.
-func Reference() string {
+func reference() string {
 	r := referenceRun()
 	var merged []*refSection
 	seen := map[string]*refSection{}
@@ -131,17 +131,17 @@ func cell(s string) string { return strings.ReplaceAll(s, "|", `\|`) }
 
 // Markers around the generated reference in docs/pipelines.md.
 const (
-	ReferenceBegin = "<!-- BEGIN GENERATED KEY REFERENCE: pipeline.Reference; do not edit by hand, run `go generate ./pipeline/` -->"
-	ReferenceEnd   = "<!-- END GENERATED KEY REFERENCE -->"
+	referenceBegin = "<!-- BEGIN GENERATED KEY REFERENCE: pipeline/reference.go; do not edit by hand, run `go generate ./pipeline/` -->"
+	referenceEnd   = "<!-- END GENERATED KEY REFERENCE -->"
 )
 
-// ReplaceReference returns doc with the text between the markers replaced
-// by Reference (an error when the markers are missing).
-func ReplaceReference(doc string) (string, error) {
-	i := strings.Index(doc, ReferenceBegin)
-	j := strings.Index(doc, ReferenceEnd)
+// replaceReference returns doc with the text between the markers replaced
+// by reference (an error when the markers are missing).
+func replaceReference(doc string) (string, error) {
+	i := strings.Index(doc, referenceBegin)
+	j := strings.Index(doc, referenceEnd)
 	if i < 0 || j < i {
-		return "", fmt.Errorf("pipeline: the markers of the key reference are missing: want a line %q and, after it, a line %q", ReferenceBegin, ReferenceEnd)
+		return "", fmt.Errorf("pipeline: the markers of the key reference are missing: want a line %q and, after it, a line %q", referenceBegin, referenceEnd)
 	}
-	return doc[:i+len(ReferenceBegin)] + "\n\n" + Reference() + "\n" + doc[j:], nil
+	return doc[:i+len(referenceBegin)] + "\n\n" + reference() + "\n" + doc[j:], nil
 }

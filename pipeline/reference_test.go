@@ -19,7 +19,7 @@ func TestReferenceUpToDate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, err := ReplaceReference(string(old))
+	want, err := replaceReference(string(old))
 	if err != nil {
 		t.Fatal(err)
 	}
