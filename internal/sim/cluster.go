@@ -89,8 +89,13 @@ func generateClusterFaults(seed uint64) []Fault {
 }
 
 // armCluster installs the broker and group faults of fs in c for the
-// whole run; each armed fault says whether it struck.
-func armCluster(c *kfake.Cluster, fs []Fault) (as []*armed) {
+// members' run; each armed fault says whether it struck. disarm removes
+// them, so that the harness's own reads after the run (the output's
+// offsets and records) see no fault: a fault that had not struck the
+// members would otherwise strike the checker (seed 5288035373167022569's
+// ListOffsets#20 once did).
+func armCluster(c *kfake.Cluster, fs []Fault) (as []*armed, disarm func()) {
+	var handles []*kfake.FaultHandle
 	for i := range fs {
 		f := &fs[i]
 		if f.Kind != FaultBrokerRetriable && f.Kind != FaultGroupRetriable {
@@ -117,16 +122,20 @@ func armCluster(c *kfake.Cluster, fs []Fault) (as []*armed) {
 		}
 		a := &armed{f: f, key: key}
 		as = append(as, a)
-		c.Fault(kfake.Fault{Keys: []kmsg.Key{key}, Err: e, Count: -1,
+		handles = append(handles, c.Fault(kfake.Fault{Keys: []kmsg.Key{key}, Err: e, Count: -1,
 			When: func(req kmsg.Request) bool {
 				if a.count(req) {
 					a.struck.Store(true)
 					return true
 				}
 				return false
-			}})
+			}}))
 	}
-	return as
+	return as, func() {
+		for _, h := range handles {
+			h.Remove()
+		}
+	}
 }
 
 // ClusterSpec is the clustered form of a seed's job (Spec.Cluster): the
@@ -319,7 +328,8 @@ func runCluster(ctx context.Context, spec *Spec, res *Result) *Failure {
 	}
 	// The broker and group faults strike the members' requests (armed
 	// once the harness has produced the input).
-	armedFaults := armCluster(kcl, c.Faults)
+	armedFaults, disarm := armCluster(kcl, c.Faults)
+	defer disarm()
 	// The cluster package keeps checkpoints in a location of package
 	// checkpoint (a directory or an object store URL), not a vfs.FS: a
 	// temporary directory, in memory where the machine has /dev/shm.
@@ -340,6 +350,7 @@ func runCluster(ctx context.Context, spec *Spec, res *Result) *Failure {
 	}
 	f := cr.wait(ctx)
 	cr.stopAll()
+	disarm()
 	for _, a := range armedFaults {
 		if a.struck.Load() {
 			a.f.Struck = true
