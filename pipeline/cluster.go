@@ -210,11 +210,11 @@ func (r *clusterRun) status() health.Status {
 // process joins, one per task event, and the summary; nil means none. The
 // summary counts what this process's tasks did, replays after restores
 // included; Tasks lists them.
-func RunCluster(ctx context.Context, spec *Spec, opts ClusterOptions, log io.Writer) (Summary, error) {
+func RunCluster(ctx context.Context, spec *Spec, opts ClusterOptions, log io.Writer) (s Summary, err error) {
 	if log == nil {
 		log = io.Discard
 	}
-	s := Summary{Pipeline: spec.Name, Outputs: map[string]int64{}, Group: opts.Group}
+	s = Summary{Pipeline: spec.Name, Outputs: map[string]int64{}, Group: opts.Group}
 	if s.Pipeline == "" {
 		s.Pipeline = spec.File
 	}
@@ -243,7 +243,11 @@ func RunCluster(ctx context.Context, spec *Spec, opts ClusterOptions, log io.Wri
 	r.mu.started = map[string]int{}
 	r.mu.running = map[string]*weir.Environment{}
 	r.mu.closers = map[string][]func() error{}
-	defer r.closeAll()
+	defer func() {
+		if cerr := r.closeAll(); cerr != nil && err == nil {
+			err = fmt.Errorf("pipeline: %s: closing: %w", s.Pipeline, cerr)
+		}
+	}()
 	if err := r.dryBuild(); err != nil {
 		return s, err
 	}
@@ -305,7 +309,7 @@ func RunCluster(ctx context.Context, spec *Spec, opts ClusterOptions, log io.Wri
 	fmt.Fprintf(log, "weir run: %s: group %s, member %s%s: %s; %d keyed tasks, checkpoints in %s%s\n",
 		s.Pipeline, opts.Group, opts.Member, static, Describe(spec), keyedTasks, base, served)
 	start := time.Now()
-	err := cluster.Run(ctx, cfg, r.job())
+	err = cluster.Run(ctx, cfg, r.job())
 	s.Elapsed = time.Since(start)
 	if err != nil {
 		if !errors.Is(err, context.Canceled) || ctx.Err() == nil {

@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 
@@ -111,13 +112,11 @@ func (r *clusterRun) dryBuild() error {
 	src := kafka.NewSource(kafka.Options{Brokers: r.brokers, Security: r.spec.Kafka.Security, Topics: r.spec.Source.Kafka.Topics}, r.formats.source)
 	in := weir.FromSource(env, "source", src, kafkaWatermarks(&r.spec.Source))
 	mid, ub, err := r.buildUpstream(in)
-	closeAll(ub.j.closers)
-	if err != nil {
+	if err = errors.Join(err, closeAll(ub.j.closers)); err != nil {
 		return err
 	}
 	_, kb, err := r.buildKeyed(weir.KeyBy(mid, recordKey(r.plan.key)))
-	closeAll(kb.j.closers)
-	return err
+	return errors.Join(err, closeAll(kb.j.closers))
 }
 
 // built keeps a task build's environment and sinks for the summary.
@@ -141,22 +140,33 @@ func (r *clusterRun) built(b *builder, err error) {
 	prev := r.mu.closers[task]
 	r.mu.closers[task] = b.j.closers
 	r.mu.Unlock()
-	closeAll(prev)
+	if err := closeAll(prev); err != nil {
+		fmt.Fprintf(r.log, "weir run: task %s: closing its previous build: %v\n", task, err)
+	}
 }
 
-// closeAll closes what every task's latest build opened.
-func (r *clusterRun) closeAll() {
+// closeAll closes what every task's latest build opened and returns their
+// errors, joined.
+func (r *clusterRun) closeAll() error {
 	r.mu.Lock()
 	all := r.mu.closers
 	r.mu.closers = map[string][]func() error{}
 	r.mu.Unlock()
-	for _, cs := range all {
-		closeAll(cs)
+	var errs []error
+	for task, cs := range all {
+		if err := closeAll(cs); err != nil {
+			errs = append(errs, fmt.Errorf("task %s: %w", task, err))
+		}
 	}
+	return errors.Join(errs...)
 }
 
-func closeAll(cs []func() error) {
+// closeAll runs the closers cs, the last opened first, every one even
+// when one fails, and returns their errors joined (as Job.Close).
+func closeAll(cs []func() error) error {
+	var errs []error
 	for i := len(cs) - 1; i >= 0; i-- {
-		cs[i]()
+		errs = append(errs, cs[i]())
 	}
+	return errors.Join(errs...)
 }

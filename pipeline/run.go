@@ -64,12 +64,14 @@ type Summary struct {
 // source ends; an unbounded job runs until ctx is cancelled, which stops it
 // and is not an error) and reports. log receives a line when the job
 // starts, one when a Kafka source has caught up, and the summary; nil
-// means none. Run is what `weir run` does.
-func Run(ctx context.Context, spec *Spec, opts Options, log io.Writer) (Summary, error) {
+// means none. An error closing what the job opened (the embedded broker
+// saving its data, an MCP server, an HTTP server) is returned when the
+// run itself succeeded. Run is what `weir run` does.
+func Run(ctx context.Context, spec *Spec, opts Options, log io.Writer) (s Summary, err error) {
 	if log == nil {
 		log = io.Discard
 	}
-	s := Summary{Pipeline: spec.Name, Outputs: map[string]int64{}}
+	s = Summary{Pipeline: spec.Name, Outputs: map[string]int64{}}
 	if s.Pipeline == "" {
 		s.Pipeline = spec.File
 	}
@@ -80,7 +82,11 @@ func Run(ctx context.Context, spec *Spec, opts Options, log io.Writer) (Summary,
 	if err != nil {
 		return s, err
 	}
-	defer j.Close()
+	defer func() {
+		if cerr := j.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("pipeline: %s: closing: %w", s.Pipeline, cerr)
+		}
+	}()
 	start := time.Now()
 	job, err := j.Start(ctx)
 	if err != nil {
