@@ -87,14 +87,11 @@ authentication with their names and passwords.`,
 			}
 			sec.check(k, &o)
 			reg.check(k)
-			if logLevel != "none" {
-				var lv slog.Level
-				if err := lv.UnmarshalText([]byte(logLevel)); err != nil {
-					k.fail("--log-level %q: want none, debug, info, warn or error", logLevel)
-				} else {
-					o.Logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: lv}))
-					o.LogLevel = lv
-				}
+			if lv, ok, err := parseLogLevel(logLevel); err != nil {
+				k.fail("%v", err)
+			} else if ok {
+				o.Logger = newLogger(cmd.ErrOrStderr(), logLevel)
+				o.LogLevel = lv
 			}
 			return k.err
 		},

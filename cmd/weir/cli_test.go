@@ -55,6 +55,8 @@ func TestBadCommandLines(t *testing.T) {
 		{demo("--metrics-addr", "nohostport"), "weir demo: --metrics-addr"},
 		{[]string{"run", "--approvals-addr", "nohostport", "p.yaml"}, `weir run: --approvals-addr "nohostport": want host:port`},
 		{[]string{"run", "--approvals-addr", "x:y", "p.yaml"}, `weir run: --approvals-addr "x:y": port "y": want a number from 0 to 65535`},
+		{[]string{"run", "--log-level", "loud", "p.yaml"}, `weir run: --log-level "loud": want none, debug, info, warn or error`},
+		{[]string{"run", "--group", "g", "--log-level", "", "p.yaml"}, `weir run: --log-level "": want none, debug, info, warn or error`},
 		{[]string{"agent", "replay", "--input-topic", "orders", "--pipeline", "p.yaml"}, `weir agent replay: --input-topic "orders": give --brokers`},
 		{demo("--ui-addr", "8081"), `weir demo: --ui-addr "8081": want host:port`},
 		{demo("--ui-addr", "127.0.0.1:99999"), `weir demo: --ui-addr "127.0.0.1:99999": want host:port`},

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -83,6 +82,7 @@ func runCmd() *cobra.Command {
 		opts         pipeline.Options
 		asJSON       bool
 		uiAddr       string
+		logLevel     string
 		savepointDir string
 		group        pipeline.ClusterOptions
 		trace        *traceFlags
@@ -141,6 +141,11 @@ func runCmd() *cobra.Command {
 					return usagef(cmd, "--ui-addr: %v", err)
 				}
 			}
+			if cmd.Flags().Changed("log-level") {
+				if _, _, err := parseLogLevel(logLevel); err != nil {
+					return usagef(cmd, "%v", err)
+				}
+			}
 			if k.err != nil {
 				return k.err
 			}
@@ -171,7 +176,7 @@ func runCmd() *cobra.Command {
 				ctx = context.Background()
 			}
 			if group.Group != "" {
-				return runGroup(ctx, cmd, spec, group, asJSON, uiAddr)
+				return runGroup(ctx, cmd, spec, group, asJSON, uiAddr, logLevel)
 			}
 			// The first SIGINT or SIGTERM stops the job with a savepoint
 			// and exits 0; a second one aborts with 130 (as weir demo).
@@ -188,6 +193,9 @@ func runCmd() *cobra.Command {
 				started bool // OnStart ran, so the stop goroutine runs
 			)
 			opts.Stdout = cmd.OutOrStdout()
+			if logLevel != "" {
+				opts.Logger = newLogger(log, logLevel)
+			}
 			opts.OnStart = func(_ *pipeline.Job, job *runtime.Job) {
 				started = true
 				rep.Watch(job.Metrics().Snapshot)
@@ -255,6 +263,7 @@ func runCmd() *cobra.Command {
 	f.IntVar(&opts.Parallelism, "parallelism", 0, "parallelism (overrides job.parallelism; 0: the file's)")
 	f.BoolVar(&asJSON, "json", false, "print the summary as JSON on stdout at the end")
 	trace = addTraceFlags(f)
+	f.StringVar(&logLevel, "log-level", "", "the job's logs on stderr from this level: "+logLevels+" (default: info; warn with --group)")
 	f.StringVar(&uiAddr, "ui-addr", "", "serve the live dashboard on this address while the job runs (such as 127.0.0.1:8088; no host: loopback)")
 	f.StringVar(&savepointDir, "savepoint-dir", "", "where a stop by SIGINT or SIGTERM writes its savepoint (default: a new directory under job.checkpoint.dir's savepoints/, or $TMPDIR/weir-savepoints without one)")
 	f.StringVar(&group.Group, "group", "", "run the pipeline as one job over every process started with this group (Kafka consumer group; see docs/scale-out.md)")
@@ -383,7 +392,7 @@ func checkGroupFlags(cmd *cobra.Command, o *pipeline.ClusterOptions) error {
 // them over and leaves the group (exit 0; a second signal aborts with
 // 130). A static member does not leave (its restart gets the tasks back)
 // unless --leave-group.
-func runGroup(ctx context.Context, cmd *cobra.Command, spec *pipeline.Spec, o pipeline.ClusterOptions, asJSON bool, uiAddr string) error {
+func runGroup(ctx context.Context, cmd *cobra.Command, spec *pipeline.Spec, o pipeline.ClusterOptions, asJSON bool, uiAddr, logLevel string) error {
 	log := cmd.ErrOrStderr()
 	stopping := "leaving group " + o.Group + ": this process's tasks are checkpointed and handed over (send the signal again to abort at once)"
 	if o.StaticMembership && !o.LeaveOnStop {
@@ -402,7 +411,10 @@ func runGroup(ctx context.Context, cmd *cobra.Command, spec *pipeline.Spec, o pi
 		}
 	}()
 	o.Stdout = cmd.OutOrStdout()
-	o.Logger = slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	if logLevel == "" {
+		logLevel = "warn"
+	}
+	o.Logger = newLogger(log, logLevel)
 	if uiAddr != "" {
 		// The dashboard shows the tasks this process runs.
 		// The dashboard shows the tasks this process runs; its group page
