@@ -18,8 +18,9 @@
 //     OpenAIConfig.BatchSize are sent in several requests.
 //  3. Errors and retries as in package model: a server's error is a
 //     *model.APIError; 429, 408, 409, 5xx and network errors are retried
-//     by the config's model.RetryPolicy (Retry-After honoured), others
-//     are not. The API key appears in no String, log or error.
+//     by the config's model.RetryPolicy (the server's wait honoured as
+//     package model reads it: retry-after-ms, else Retry-After in seconds
+//     or as an HTTP-date), others are not. The API key appears in no String, log or error.
 //  4. Determinism. Offline's vector of a text depends only on the text,
 //     Dimensions and Seed: lower-cased words (runs of letters and digits)
 //     of two letters or more, outside a short list of English function

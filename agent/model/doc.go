@@ -30,9 +30,15 @@
 //     OpenAIConfig.APIKeyHeader names (Azure: api-key), or as x-api-key
 //     (Anthropic), and appears in no log, String or error.
 //  4. Retries. Rate limits (429), 408, 409, server errors (5xx) and
-//     network errors are retried with exponential back-off and jitter,
-//     honouring Retry-After (RetryPolicy); other errors (400, 401, 404,
-//     malformed replies) are not. Whatever still fails reaches the caller
+//     network errors are retried with exponential back-off and jitter
+//     (package internal/retry), honouring the server's wait
+//     (retry-after-ms, else Retry-After in seconds or as an HTTP-date
+//     counted from the reply's Date; negative or unreadable values are
+//     ignored), the waits measured on RetryPolicy.Clock, else on the
+//     clock the context carries (clock.NewContext: the agent operator's
+//     calls carry the job's), else the system clock (RetryPolicy);
+//     other errors (400, 401, 404, malformed replies) are not. Whatever
+//     still fails reaches the caller
 //     (the action) as an error: *APIError (status, type, code, message,
 //     and what to check) when the server answered. A RetryObserver on the
 //     context (WithRetryObserver) is told of every retry.
