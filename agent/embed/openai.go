@@ -93,9 +93,9 @@ func (c *OpenAIClient) String() string {
 	return fmt.Sprintf("openai-compatible embedding model %q at %s", c.model, c.baseURL)
 }
 
-// Embed implements Model: one request per BatchSize texts, each retried
-// by the config's policy. An empty text is refused before any request
-// (the API rejects it).
+// Embed implements Model (I1, I2): one request per BatchSize texts, each
+// retried by the config's policy (I3). An empty text is refused before any
+// request (the API rejects it).
 func (c *OpenAIClient) Embed(ctx context.Context, texts []string) ([][]float32, error) {
 	for i, t := range texts {
 		if t == "" {

@@ -101,7 +101,7 @@ func normalQuantile(p float64) float64 {
 }
 
 // Offline is a model that needs no server: its reply and its latency are
-// functions of the request and Seed only, so runs are reproducible. It is
+// functions of the request and Seed only, so runs are reproducible (I7). It is
 // weir's default model for the embedded demo, tests and benchmarks.
 //
 // Replies: with ResponseFormat, a JSON value conforming to the schema

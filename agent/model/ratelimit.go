@@ -68,7 +68,7 @@ func (r RateLimit) Validate() error {
 }
 
 // Limiter lets a model's calls through at the rate a RateLimit allows and
-// makes every caller wait out a server's 429 (Retry-After). Callers wait
+// makes every caller wait out a server's 429 (Retry-After; I5). Callers wait
 // in the limiter instead of failing: in an agent, an action waiting for its
 // model keeps its key's slot, the operator's in-flight limit fills, and the
 // operator stops taking input (back-pressure through the stream).

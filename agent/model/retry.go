@@ -15,7 +15,7 @@ import (
 // one (at most Max), with jitter (each wait is drawn from [d/2, d]). A
 // server's Retry-After, when longer, is honoured (still capped by Max).
 // Only Retryable errors are retried; the waits end early when the context
-// is done (4, 5). The back-off is package internal/retry's, measured on
+// is done (I4, I6). The back-off is package internal/retry's, measured on
 // Clock.
 type RetryPolicy struct {
 	// Attempts is the number of calls in all; 0 means 4, 1 means no retry.

@@ -56,7 +56,8 @@ type MCPOptions struct {
 //
 // A retried tool call carries the same idempotency key (in _meta, see
 // MCPIdempotencyMetaKey) as the attempt before it, so a server that honours
-// it does not repeat the call's effect when the failed attempt did reach it.
+// it does not repeat the call's effect when the failed attempt did reach it
+// (I6, I7).
 type MCPRetry struct {
 	// Attempts is the number of requests in all; 0 means 3, 1 means no
 	// retry.
