@@ -1,7 +1,8 @@
 // Package retry is weir's one back-off between retries: the model and
-// embedding clients, the MCP client, package asyncio, the PostgreSQL sink,
-// the Kafka connector and the job's restart strategy take their waits from
-// it, so that every retry in weir waits the same way and on the same clock.
+// embedding clients, the MCP client, package asyncio, the PostgreSQL and
+// HTTP sinks, the Kafka connector, the schema-registry client and the
+// job's restart strategy take their waits from it, so that every retry in
+// weir waits the same way and on the clock it is given.
 //
 // A Policy describes the waits: capped exponential back-off (Initial,
 // multiplied by Multiplier after each wait, never more than Max) with
