@@ -10,6 +10,7 @@ import (
 
 	"github.com/weirproject/weir/agent/model"
 	"github.com/weirproject/weir/agent/tool"
+	"github.com/weirproject/weir/clock"
 )
 
 // host is what a RunnerContext needs from its operator.
@@ -28,6 +29,10 @@ type host interface {
 	modelUsage(name string) *modelUsage
 	// now is the job's clock.
 	now() time.Time
+	// clock is the job's clock (weir.Config.Clock), which model and tool
+	// calls carry on their context (clock.NewContext) for their clients'
+	// retry waits.
+	clock() clock.Clock
 	// budgetLedger is the ledger of Options.Budgets (nil: none).
 	budgetLedger() *budgets
 }
@@ -203,9 +208,10 @@ func (c *RunnerContext) chatLogged(name string, m model.ChatModel, req model.Req
 func (c *RunnerContext) chat(name string, m model.ChatModel, req model.Request) (*model.Response, error) {
 	c.replayedCall = false
 	if !c.durableCalls() {
-		return model.ChatStructured(c.ctx, m, req)
+		return model.ChatStructured(c.callContext(c.ctx), m, req)
 	}
 	return Durable(c, chatCallPrefix+name, req, func(ctx context.Context, key string) (*model.Response, error) {
+		ctx = c.callContext(ctx)
 		return model.ChatStructured(model.WithIdempotencyKey(ctx, key), m, req)
 	})
 }
@@ -264,16 +270,24 @@ func (c *RunnerContext) callTool(name string, args json.RawMessage) (tool.Result
 	st := c.host.callStat(toolCallPrefix + name)
 	if !c.durableCalls() {
 		start := c.host.now()
-		res, err := tools.Call(withRunner(c.ctx, c), name, args)
+		res, err := tools.Call(withRunner(c.callContext(c.ctx), c), name, args)
 		st.record(err != nil || res.IsError, c.host.now().Sub(start))
 		return res, err
 	}
 	return Durable(c, toolCallPrefix+name, toolArgs(args), func(ctx context.Context, key string) (tool.Result, error) {
 		start := c.host.now()
-		res, err := tools.Call(tool.WithIdempotencyKey(withRunner(ctx, c), key), name, args)
+		res, err := tools.Call(tool.WithIdempotencyKey(withRunner(c.callContext(ctx), c), key), name, args)
 		st.record(err != nil || res.IsError, c.host.now().Sub(start))
 		return res, err
 	})
+}
+
+// callContext is ctx carrying the job's clock for a model or tool call:
+// the clients' retry waits (model.RetryPolicy, tool.MCPRetry) are measured
+// on it, so a job on a manual clock retries when the clock is advanced.
+// On the system clock it is ctx itself.
+func (c *RunnerContext) callContext(ctx context.Context) context.Context {
+	return clock.NewContext(ctx, c.host.clock())
 }
 
 // durableCalls reports whether Chat and CallTool make durable calls: with a

@@ -272,6 +272,7 @@ func (e *Evaluator) nonDurableCalls() bool             { return true }
 func (e *Evaluator) callStat(string) *callStat         { return nil }
 func (e *Evaluator) modelUsage(string) *modelUsage     { return nil }
 func (e *Evaluator) now() time.Time                    { return e.clk.Now() }
+func (e *Evaluator) clock() clock.Clock                { return e.clk }
 func (e *Evaluator) budgetLedger() *budgets            { return nil }
 
 // CanonicalJSON returns v's canonical JSON (what the durable calls'

@@ -3,14 +3,18 @@ package agent
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/weirproject/weir"
+	"github.com/weirproject/weir/agent/model"
+	"github.com/weirproject/weir/agent/tool"
 	"github.com/weirproject/weir/clock"
 	"github.com/weirproject/weir/watermark"
 )
@@ -129,5 +133,102 @@ func TestActionTimeoutOnJobClock(t *testing.T) {
 	err = job.Wait()
 	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), `"hang"`) {
 		t.Fatalf("err = %v, want the action's context.DeadlineExceeded", err)
+	}
+}
+
+// backoffSpy is a manual clock that tells of every timer armed for longer
+// than an hour: the back-offs of TestModelRetryOnJobClock, and none of the
+// job's own timers.
+type backoffSpy struct {
+	*clock.Manual
+	armed chan time.Duration
+}
+
+func (s backoffSpy) NewTimer(d time.Duration) clock.Timer {
+	t := s.Manual.NewTimer(d)
+	if d > time.Hour {
+		s.armed <- d
+	}
+	return t
+}
+
+// TestModelRetryOnJobClock: a model client's retry back-off
+// (model.WithRetry) is measured on the job's clock, which every model and
+// tool call carries on its context: with a manual clock, a call that
+// failed transiently is tried again once the test has advanced the clock
+// past the back-off, and not before; a tool's context carries the same
+// clock.
+func TestModelRetryOnJobClock(t *testing.T) {
+	ctx := testCtx(t)
+	clk := backoffSpy{clock.NewManual(time.Unix(1_000_000, 0)), make(chan time.Duration, 1)}
+	var calls atomic.Int32
+	flaky := model.Func(func(ctx context.Context, req model.Request) (*model.Response, error) {
+		if calls.Add(1) == 1 {
+			return nil, &model.APIError{StatusCode: 503, Message: "overloaded"}
+		}
+		return &model.Response{Message: model.Message{Role: model.RoleAssistant, Content: "ok"}}, nil
+	})
+	toolClock := make(chan clock.Clock, 1)
+	probe := tool.MustFunc("probe", "reports its context's clock", func(ctx context.Context, _ struct{}) (string, error) {
+		toolClock <- clock.FromContext(ctx)
+		return "ok", nil
+	})
+	answered := make(chan error, 1)
+	a := &Agent{
+		Models: map[string]model.ChatModel{"m": model.WithRetry(flaky, model.RetryPolicy{Attempts: 2, Initial: 4 * time.Hour, Max: 4 * time.Hour})},
+		Tools:  []tool.Tool{probe},
+		Actions: []Action{NewAction("ask", func(c *RunnerContext, _ Event) error {
+			if _, err := c.CallTool("probe", json.RawMessage(`{}`)); err != nil {
+				return err
+			}
+			_, err := c.Chat("m", model.Request{Messages: []model.Message{{Role: model.RoleUser, Content: "hi"}}})
+			answered <- err
+			return err
+		}, TypeInput)},
+	}
+	env := weir.NewEnvironment(weir.Config{Parallelism: 1, Clock: clk})
+	src := weir.FromSource[msg](env, "src", scripted(rec(msg{Key: "k"}, 1)), watermark.NoWatermarks[msg]())
+	record(Apply[string, msg, string](weir.KeyBy(src, keyOfMsg), "agent", a, Options{}))
+	job, err := env.Start(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case c := <-toolClock:
+		if c != clock.Clock(clk) {
+			t.Fatalf("the tool's context carries %v, want the job's manual clock", c)
+		}
+	case <-ctx.Done():
+		t.Fatal("the tool was not called")
+	}
+	var wait time.Duration
+	select {
+	case wait = <-clk.armed: // drawn from [2h, 4h]
+	case <-ctx.Done():
+		t.Fatal("no back-off armed on the job's clock")
+	}
+	if n := calls.Load(); n != 1 {
+		t.Fatalf("%d attempts before the clock moved, want 1", n)
+	}
+	clk.Advance(wait - time.Nanosecond)
+	select {
+	case err := <-answered:
+		t.Fatalf("the call returned (%v) before the clock reached the back-off of %v", err, wait)
+	default:
+	}
+	clk.Advance(time.Nanosecond)
+	select {
+	case err := <-answered:
+		if err != nil {
+			t.Fatalf("the retried call failed: %v", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("the call was not retried once the clock passed the back-off")
+	}
+	if n := calls.Load(); n != 2 {
+		t.Fatalf("%d attempts, want 2", n)
+	}
+	if err := job.Wait(); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -31,15 +31,16 @@ type Options struct {
 	// takes the next record: back-pressure, nothing is dropped. 0 means
 	// DefaultCapacity.
 	Capacity int
-	// Timeout bounds each attempt of a call. 0 means no timeout. A call
-	// whose last attempt times out fails the job with ErrTimeout.
+	// Timeout bounds each attempt of a call, on the job's clock
+	// (weir.Config.Clock). 0 means no timeout. A call whose last attempt
+	// times out fails the job with ErrTimeout.
 	Timeout time.Duration
 	// Retries is how often a failed or timed-out call is tried again
 	// before it fails the job. 0 means never.
 	Retries int
-	// Backoff is the wait before the first retry; each further retry
-	// waits twice as long as the one before, at most 32 × Backoff. 0 means
-	// retry at once.
+	// Backoff is the wait before the first retry, on the job's clock;
+	// each further retry waits twice as long as the one before, at most
+	// 32 × Backoff. 0 means retry at once.
 	Backoff time.Duration
 }
 

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/weirproject/weir"
+	"github.com/weirproject/weir/clock"
 	"github.com/weirproject/weir/runtime"
 	"github.com/weirproject/weir/watermark"
 )
@@ -687,5 +688,89 @@ func TestReentrantInputKeepsOrder(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// longTimers is a manual clock that tells of every timer armed for longer
+// than an hour: TestRetryOnJobClock's time-outs and back-offs, none of
+// the job's own timers.
+type longTimers struct {
+	*clock.Manual
+	armed chan time.Duration
+}
+
+func (c longTimers) NewTimer(d time.Duration) clock.Timer {
+	t := c.Manual.NewTimer(d)
+	if d > time.Hour {
+		c.armed <- d
+	}
+	return t
+}
+
+// TestRetryOnJobClock: the per-attempt Timeout and the back-off between
+// retries are measured on the job's clock: with a manual clock, a hung
+// attempt times out and a failed one is retried only when the test
+// advances the clock, by the time-out and the back-off (I7), never in
+// real time.
+func TestRetryOnJobClock(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	clk := longTimers{clock.NewManual(time.Unix(1_000_000, 0)), make(chan time.Duration, 16)}
+	var attempts atomic.Int32
+	f := func(ctx context.Context, v int) ([]int, error) {
+		switch attempts.Add(1) {
+		case 1:
+			<-ctx.Done() // hangs until its time-out
+			return nil, ctx.Err()
+		case 2:
+			return nil, errors.New("flaky")
+		}
+		return []int{v}, nil
+	}
+	env := weir.NewEnvironment(weir.Config{Parallelism: 1, Clock: clk})
+	src := weir.FromSlice(env, "src", []int{7}, watermark.ForMonotonous[int]().WithTimestamp(func(v int, _ int64) (int64, bool) { return int64(v), true }))
+	rec := record(Ordered(src, "lookup", f, Options{Timeout: 3 * time.Hour, Retries: 2, Backoff: 2 * time.Hour}))
+	done := make(chan error, 1)
+	go func() { done <- env.Execute(ctx) }()
+	// expect waits for the next long timer, which must be want, then
+	// advances the clock to a nanosecond before it and checks that the
+	// attempt count has not moved, then to it.
+	expect := func(want time.Duration, attemptsBefore int32) {
+		t.Helper()
+		select {
+		case d := <-clk.armed:
+			if d != want {
+				t.Fatalf("armed %v on the job's clock, want %v", d, want)
+			}
+		case <-ctx.Done():
+			t.Fatalf("nothing armed on the job's clock, want %v (after %d attempts)", want, attempts.Load())
+		}
+		clk.Advance(want - time.Nanosecond)
+		if n := attempts.Load(); n != attemptsBefore {
+			t.Fatalf("%d attempts before the clock reached %v, want %d", n, want, attemptsBefore)
+		}
+		clk.Advance(time.Nanosecond)
+	}
+	expect(3*time.Hour, 1) // attempt 1's time-out
+	expect(2*time.Hour, 1) // the first back-off
+	// Attempt 2 arms its time-out and fails at once; the second back-off
+	// is twice the first.
+	select {
+	case d := <-clk.armed:
+		if d != 3*time.Hour {
+			t.Fatalf("armed %v, want attempt 2's time-out of 3h", d)
+		}
+	case <-ctx.Done():
+		t.Fatal("attempt 2 armed no time-out")
+	}
+	expect(4*time.Hour, 2)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if n := attempts.Load(); n != 3 {
+		t.Fatalf("%d attempts, want 3", n)
+	}
+	if got := rec.values(); !slices.Equal(got, []int{7}) {
+		t.Fatalf("output %v, want [7]", got)
 	}
 }

@@ -58,7 +58,9 @@
 //	    and no checkpoint runs meanwhile (see "Re-entrancy" below).
 //	I7. A failed call is retried Options.Retries times, waiting
 //	    Options.Backoff before the first retry and twice as long before each
-//	    further one (at most 32 × Backoff). A call that still fails, times
+//	    further one (at most 32 × Backoff; package internal/retry, without
+//	    jitter), on the job's clock (weir.Config.Clock: with a manual clock
+//	    the retry is made when the clock is advanced). A call that still fails, times
 //	    out on its last attempt (ErrTimeout), or panics fails the job; the
 //	    error names the input's position in the subtask's input (0-based),
 //	    its timestamp and the number of attempts, and the runtime adds the
@@ -83,9 +85,12 @@
 //
 // # Timeouts
 //
-// Options.Timeout bounds each attempt. The attempt counts as timed out when
-// its deadline passed before Func returned, whatever Func returned (a late
-// success is a timeout too, as in Flink). Func should honour its context;
+// Options.Timeout bounds each attempt, measured on the job's clock
+// (weir.Config.Clock, as the agent operator's ActionTimeout; with a manual
+// clock an attempt times out when the clock is advanced by Timeout). The
+// attempt counts as timed out when its deadline passed before Func
+// returned, whatever Func returned (a late success is a timeout too, as in
+// Flink). Func should honour its context;
 // a Func that ignores it only times out when it returns, and delays Close
 // until it does.
 //

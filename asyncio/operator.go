@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/weirproject/weir/clock"
+	"github.com/weirproject/weir/internal/retry"
 	"github.com/weirproject/weir/runtime"
 )
 
@@ -315,7 +315,10 @@ func (o *operator[IN, OUT]) call(e *entry[IN, OUT]) {
 // attempts calls f for e until it succeeds or the retries are used up. ok
 // is false when the operator's context was cancelled.
 func (o *operator[IN, OUT]) attempts(e *entry[IN, OUT]) (out []OUT, err error, ok bool) {
-	backoff := o.opts.Backoff
+	// Waits of Backoff doubled up to 32 × Backoff, without jitter (I7),
+	// on the job's clock: a job on a manual clock retries when it is
+	// advanced.
+	b := retry.Policy{Initial: o.opts.Backoff, Max: o.opts.Backoff << maxBackoffDoublings}.Start()
 	for attempt := 1; ; attempt++ {
 		var timedOut bool
 		out, err, timedOut = o.attempt(e.in.Value)
@@ -332,17 +335,8 @@ func (o *operator[IN, OUT]) attempts(e *entry[IN, OUT]) (out []OUT, err error, o
 		if err == nil || attempt > o.opts.Retries {
 			return out, err, true
 		}
-		if backoff > 0 {
-			t := time.NewTimer(backoff) // lint:allow-time back-off between retries of a call on its own goroutine
-			select {
-			case <-t.C:
-			case <-o.runCtx.Done():
-				t.Stop()
-				return nil, nil, false
-			}
-			if attempt <= maxBackoffDoublings {
-				backoff *= 2
-			}
+		if retry.Sleep(o.runCtx, o.Ctx.Clock, b.Next(0)) != nil {
+			return nil, nil, false
 		}
 	}
 }
@@ -352,7 +346,7 @@ func (o *operator[IN, OUT]) attempt(in IN) (out []OUT, err error, timedOut bool)
 	ctx := o.runCtx
 	if o.opts.Timeout > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, o.opts.Timeout)
+		ctx, cancel = clock.WithTimeout(ctx, o.Ctx.Clock, o.opts.Timeout)
 		defer func() {
 			timedOut = ctx.Err() != nil
 			cancel()

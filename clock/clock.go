@@ -13,6 +13,7 @@
 package clock
 
 import (
+	"context"
 	"sync"
 	"time"
 )
@@ -65,6 +66,9 @@ type Manual struct {
 		sync.Mutex
 		now    time.Time
 		timers []*manualTimer
+		// armed, when not nil, is closed (and cleared) when a timer is
+		// armed: AwaitTimers waits on it.
+		armed chan struct{}
 	}
 }
 
@@ -119,6 +123,30 @@ func (m *Manual) Set(t time.Time) {
 	m.mu.Unlock()
 }
 
+// AwaitTimers waits until at least n timers are armed on m (armed and
+// neither fired nor stopped) or ctx is done, and returns nil or ctx.Err().
+// A test calls it before Advance to know that the code under test is
+// waiting on the clock (a retry's back-off, a time-out), without sleeping.
+func (m *Manual) AwaitTimers(ctx context.Context, n int) error {
+	for {
+		m.mu.Lock()
+		if len(m.mu.timers) >= n {
+			m.mu.Unlock()
+			return nil
+		}
+		if m.mu.armed == nil {
+			m.mu.armed = make(chan struct{})
+		}
+		ch := m.mu.armed
+		m.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
 // NewTimer implements Clock.
 func (m *Manual) NewTimer(d time.Duration) Timer {
 	t := &manualTimer{m: m, c: make(chan time.Time, 1)}
@@ -167,6 +195,10 @@ func (t *manualTimer) Reset(d time.Duration) bool {
 		return armed
 	}
 	t.m.mu.timers = append(t.m.mu.timers, t)
+	if t.m.mu.armed != nil {
+		close(t.m.mu.armed)
+		t.m.mu.armed = nil
+	}
 	t.m.mu.Unlock()
 	return armed
 }

@@ -76,3 +76,28 @@ func (t *timeoutCtx) Err() error {
 }
 
 func (t *timeoutCtx) String() string { return "clock.WithTimeout" }
+
+type clockKey struct{}
+
+// NewContext returns a copy of ctx that carries c, for code that waits on
+// behalf of a job but is configured outside it: the retry waits of the
+// model and MCP clients (package retry) read it with FromContext. The
+// agent operator puts the job's clock (weir.Config.Clock) on the context
+// of every model and tool call; on Real (or nil) it returns ctx itself.
+func NewContext(ctx context.Context, c Clock) context.Context {
+	if c == nil || c == Real {
+		if _, ok := ctx.Value(clockKey{}).(Clock); !ok {
+			return ctx
+		}
+	}
+	return context.WithValue(ctx, clockKey{}, c)
+}
+
+// FromContext returns the clock ctx carries (NewContext), or Real when it
+// carries none.
+func FromContext(ctx context.Context) Clock {
+	if c, ok := ctx.Value(clockKey{}).(Clock); ok && c != nil {
+		return c
+	}
+	return Real
+}

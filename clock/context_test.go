@@ -102,3 +102,32 @@ func TestWithTimeoutRealIsContextWithTimeout(t *testing.T) {
 		t.Fatalf("Err: %v", ctx.Err())
 	}
 }
+
+func TestAwaitTimers(t *testing.T) {
+	m := NewManual(time.Unix(1000, 0))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := m.AwaitTimers(ctx, 1); !errors.Is(err, context.Canceled) {
+		t.Fatalf("AwaitTimers with no timer armed and a done context: %v", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- m.AwaitTimers(context.Background(), 2) }()
+	t1 := m.NewTimer(time.Second)
+	select {
+	case err := <-done:
+		t.Fatalf("AwaitTimers(2) returned with one timer armed: %v", err)
+	default:
+	}
+	m.NewTimer(time.Minute)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	m.Advance(time.Second) // t1 fires: one left armed
+	<-t1.C()
+	if err := m.AwaitTimers(context.Background(), 1); err != nil {
+		t.Fatal(err)
+	}
+	if n := armed(m); n != 1 {
+		t.Fatalf("%d timers armed, want 1", n)
+	}
+}

@@ -15,6 +15,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/sr"
 
+	"github.com/weirproject/weir/clock"
+	"github.com/weirproject/weir/internal/retry"
 	"github.com/weirproject/weir/kafkasec"
 )
 
@@ -219,7 +221,9 @@ func retryable(err error) bool {
 // for at most RetryLimit, with back-off (R2).
 func (c *Client) retry(ctx context.Context, what string, f func(ctx context.Context) error) error {
 	deadline := time.Now().Add(c.cfg.RetryLimit)
-	wait := 100 * time.Millisecond
+	// 100ms doubled up to 5s (package internal/retry), on the system
+	// clock: the waits are for a real registry to come back.
+	b := retry.Policy{Initial: 100 * time.Millisecond, Max: 5 * time.Second}.Start()
 	for attempt := 1; ; attempt++ {
 		err := f(ctx)
 		if err == nil || !retryable(err) {
@@ -228,18 +232,14 @@ func (c *Client) retry(ctx context.Context, what string, f func(ctx context.Cont
 		if ctx.Err() != nil {
 			return err
 		}
+		wait := b.Next(0)
 		if time.Now().Add(wait).After(deadline) {
 			return fmt.Errorf("%w: %s: retried for %v (RetryLimit): %w", ErrUnavailable, what, c.cfg.RetryLimit, c.explain(err))
 		}
 		c.log.Warn("format: schema registry fetch failed; retrying", "what", what, "attempt", attempt, "in", wait, "error", err)
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		case <-t.C:
+		if err := retry.Sleep(ctx, clock.Real, wait); err != nil {
+			return err
 		}
-		wait = min(2*wait, 5*time.Second)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/weirproject/weir/checkpoint"
+	"github.com/weirproject/weir/internal/retry"
 )
 
 // RestartKind selects a RestartStrategy.
@@ -109,8 +110,7 @@ func (r RestartStrategy) validate(bad func(format string, args ...any)) {
 
 // restartState is where a job is in its strategy.
 type restartState struct {
-	inARow int           // restarts since the last reset
-	pause  time.Duration // the back-off's next pause
+	inARow int // restarts since the last reset
 }
 
 // next says whether the job, whose run lasted ran before it failed, is
@@ -125,12 +125,10 @@ func (r RestartStrategy) next(st *restartState, ran time.Duration) (time.Duratio
 			*st = restartState{}
 		}
 		st.inARow++
-		if st.pause == 0 {
-			st.pause = r.Delay
-		} else {
-			st.pause = min(time.Duration(float64(st.pause)*r.Multiplier), r.MaxDelay)
-		}
-		return st.pause, st.inARow <= r.Attempts
+		// Package internal/retry's back-off without jitter: restarts are
+		// one job's, nothing to spread.
+		p := retry.Policy{Initial: r.Delay, Max: r.MaxDelay, Multiplier: r.Multiplier}
+		return p.Delay(st.inARow), st.inARow <= r.Attempts
 	}
 	return 0, false
 }
@@ -181,11 +179,7 @@ func (j *Job) supervise(ctx context.Context, a *attempt) {
 		j.mu.Lock()
 		j.mu.restarting = err
 		j.mu.Unlock()
-		t := j.cfg.Clock.NewTimer(pause)
-		select {
-		case <-t.C():
-		case <-ctx.Done():
-			t.Stop()
+		if retry.Sleep(ctx, j.cfg.Clock, pause) != nil {
 			j.err = context.Canceled
 			return
 		}

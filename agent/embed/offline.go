@@ -12,7 +12,7 @@ import (
 const DefaultOfflineDimensions = 256
 
 // Offline is a Model that needs no server: a hashed bag of words (see the
-// package documentation, guarantee 4). Similar texts get similar vectors
+// package documentation, I4). Similar texts get similar vectors
 // only as far as they share words: good enough to test retrieval and run
 // examples, not a semantic model. The zero value is ready to use.
 type Offline struct {

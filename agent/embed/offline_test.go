@@ -42,7 +42,7 @@ func TestOfflineSharesWords(t *testing.T) {
 	}
 }
 
-// Guarantee 4: the vector depends only on the text, dimension and seed;
+// I4: the vector depends only on the text, dimension and seed;
 // it has unit length or is zero; case and punctuation do not matter.
 func TestOfflineProperties(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {

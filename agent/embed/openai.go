@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/openai/openai-go/v3"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/weirproject/weir/agent/internal/openaiopts"
 	"github.com/weirproject/weir/agent/model"
+	"github.com/weirproject/weir/internal/retry"
 )
 
 // DefaultBatchSize is the most inputs OpenAIClient sends in one request
@@ -93,9 +93,9 @@ func (c *OpenAIClient) String() string {
 	return fmt.Sprintf("openai-compatible embedding model %q at %s", c.model, c.baseURL)
 }
 
-// Embed implements Model: one request per BatchSize texts, each retried
-// by the config's policy. An empty text is refused before any request
-// (the API rejects it).
+// Embed implements Model (I1, I2): one request per BatchSize texts, each
+// retried by the config's policy (I3). An empty text is refused before any
+// request (the API rejects it).
 func (c *OpenAIClient) Embed(ctx context.Context, texts []string) ([][]float32, error) {
 	for i, t := range texts {
 		if t == "" {
@@ -164,7 +164,7 @@ func (c *OpenAIClient) convertError(ctx context.Context, err error) error {
 		e := &model.APIError{StatusCode: oe.StatusCode, Type: oe.Type, Code: oe.Code, Message: oe.Message,
 			Model: c.model, Endpoint: c.baseURL}
 		if oe.Response != nil {
-			e.RetryAfter = retryAfter(oe.Response.Header.Get("Retry-After"))
+			e.RetryAfter = retry.RetryAfter(oe.Response.Header)
 		}
 		return e
 	}
@@ -172,13 +172,4 @@ func (c *OpenAIClient) convertError(ctx context.Context, err error) error {
 		return fmt.Errorf("embed: call to %s: %w", c.baseURL, ctx.Err())
 	}
 	return fmt.Errorf("embed: request to %s failed: %w", c.baseURL, err)
-}
-
-// retryAfter reads a Retry-After header in seconds (HTTP dates are left to
-// the policy's own back-off).
-func retryAfter(h string) time.Duration {
-	if s, err := strconv.ParseFloat(h, 64); err == nil && s >= 0 {
-		return time.Duration(s * float64(time.Second))
-	}
-	return 0
 }

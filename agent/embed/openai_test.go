@@ -146,6 +146,39 @@ func TestOpenAIEmbeddingsRetriesAndErrors(t *testing.T) {
 		t.Fatalf("waits %v, want one of 2s (Retry-After)", waits)
 	}
 
+	// The one reading of a server's wait (package retry), as the chat
+	// clients have it: retry-after-ms wins, an HTTP-date counts from the
+	// reply's Date, a negative or garbled value leaves the back-off.
+	date := time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		name   string
+		header map[string]string
+		want   time.Duration
+	}{
+		{"retry-after-ms", map[string]string{"Retry-After": "1", "retry-after-ms": "1500"}, 1500 * time.Millisecond},
+		{"HTTP-date", map[string]string{"Retry-After": date.Add(3 * time.Second).Format(http.TimeFormat), "Date": date.Format(http.TimeFormat)}, 3 * time.Second},
+		{"negative", map[string]string{"Retry-After": "-5"}, 0},
+		{"garbage", map[string]string{"Retry-After": "later"}, 0},
+	} {
+		s := newEmbServer(t, embReply{status: 429, body: rateLimited, header: c.header}, embReply{status: 200})
+		var waits []time.Duration
+		cl, err := OpenAI(OpenAIConfig{BaseURL: s.srv.URL + "/v1", APIKey: "k", Model: "m",
+			Retry: model.RetryPolicy{Initial: time.Nanosecond, Max: time.Hour, Sleep: func(ctx context.Context, d time.Duration) error { waits = append(waits, d); return nil }}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := cl.Embed(context.Background(), []string{"x"}); err != nil {
+			t.Fatalf("%s: a 429 then a 200: %v", c.name, err)
+		}
+		switch {
+		case len(waits) != 1:
+			t.Fatalf("%s: waits %v, want one", c.name, waits)
+		case c.want > 0 && waits[0] != c.want:
+			t.Fatalf("%s: waited %v, want the server's %v", c.name, waits[0], c.want)
+		case c.want == 0 && waits[0] > time.Nanosecond:
+			t.Fatalf("%s: waited %v, want the back-off's 1ns at most", c.name, waits[0])
+		}
+	}
 	bad := newEmbServer(t, embReply{status: 400, body: `{"error":{"message":"input too long","type":"invalid_request_error","code":null}}`})
 	c, _ = OpenAI(OpenAIConfig{BaseURL: bad.srv.URL + "/v1", APIKey: "sk-hidden", Model: "m", Retry: model.RetryPolicy{Sleep: noSleep}})
 	_, err = c.Embed(context.Background(), []string{"x"})

@@ -13,6 +13,8 @@ import (
 	"github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
 	"github.com/anthropics/anthropic-sdk-go/v2/packages/param"
+
+	"github.com/weirproject/weir/internal/retry"
 )
 
 // DefaultAnthropicBaseURL is the base URL when neither the config nor
@@ -413,7 +415,7 @@ func (c *AnthropicClient) convertError(ctx context.Context, modelName string, er
 		e := &APIError{StatusCode: ae.StatusCode, Type: string(ae.Type()), Message: ae.Message,
 			Model: modelName, Endpoint: c.baseURL, KeyEnv: "ANTHROPIC_API_KEY"}
 		if ae.Response != nil {
-			e.RetryAfter = retryAfterHeader(ae.Response.Header)
+			e.RetryAfter = retry.RetryAfter(ae.Response.Header)
 		}
 		if e.StatusCode < 300 {
 			// An error event inside a stream that had started well: the

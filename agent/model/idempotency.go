@@ -12,7 +12,7 @@ type idempotencyKeyCtx struct{}
 // model call made under it. The agent operator sets it on every model call
 // it records (RunnerContext.Chat); a client that talks to a service able to
 // deduplicate requests passes it on (OpenAIClient sends it as the
-// Idempotency-Key header of every attempt). An empty key removes it.
+// Idempotency-Key header of every attempt; I8). An empty key removes it.
 func WithIdempotencyKey(ctx context.Context, key string) context.Context {
 	return context.WithValue(ctx, idempotencyKeyCtx{}, key)
 }

@@ -10,6 +10,9 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/weirproject/weir/clock"
+	"github.com/weirproject/weir/internal/retry"
 )
 
 // Latency is a distribution of call latencies.
@@ -98,7 +101,7 @@ func normalQuantile(p float64) float64 {
 }
 
 // Offline is a model that needs no server: its reply and its latency are
-// functions of the request and Seed only, so runs are reproducible. It is
+// functions of the request and Seed only, so runs are reproducible (I7). It is
 // weir's default model for the embedded demo, tests and benchmarks.
 //
 // Replies: with ResponseFormat, a JSON value conforming to the schema
@@ -158,7 +161,9 @@ func (o *Offline) Chat(ctx context.Context, req Request) (*Response, error) {
 	if d := o.LatencyFor(req); d > 0 {
 		s := o.Sleep
 		if s == nil {
-			s = sleep
+			// The system clock, not the context's: the latency stands for a
+			// server's, which a job's manual clock does not drive.
+			s = func(ctx context.Context, d time.Duration) error { return retry.Sleep(ctx, clock.Real, d) }
 		}
 		if err := s(ctx, d); err != nil {
 			return nil, err

@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 
@@ -18,6 +17,7 @@ import (
 	"github.com/openai/openai-go/v3/shared"
 
 	"github.com/weirproject/weir/agent/internal/openaiopts"
+	"github.com/weirproject/weir/internal/retry"
 )
 
 // DefaultOpenAIBaseURL is the base URL when neither the config nor
@@ -329,7 +329,7 @@ func (c *OpenAIClient) convertError(ctx context.Context, modelName shared.ChatMo
 		e := &APIError{StatusCode: oe.StatusCode, Type: oe.Type, Code: oe.Code, Message: oe.Message,
 			Model: string(modelName), Endpoint: c.baseURL}
 		if oe.Response != nil {
-			e.RetryAfter = retryAfterHeader(oe.Response.Header)
+			e.RetryAfter = retry.RetryAfter(oe.Response.Header)
 		}
 		return e
 	}
@@ -337,29 +337,4 @@ func (c *OpenAIClient) convertError(ctx context.Context, modelName shared.ChatMo
 		return fmt.Errorf("model: call to %s: %w", c.baseURL, ctx.Err())
 	}
 	return fmt.Errorf("model: request to %s failed: %w", c.baseURL, err)
-}
-
-// retryAfterHeader is the wait a reply asks for: retry-after-ms (OpenAI's,
-// in milliseconds) when present, else Retry-After (seconds or an HTTP
-// date).
-func retryAfterHeader(h http.Header) time.Duration {
-	if ms := h.Get("retry-after-ms"); ms != "" {
-		if v, err := strconv.ParseFloat(ms, 64); err == nil && v >= 0 {
-			return time.Duration(v * float64(time.Millisecond))
-		}
-	}
-	return retryAfter(h.Get("Retry-After"))
-}
-
-func retryAfter(h string) time.Duration {
-	if h == "" {
-		return 0
-	}
-	if s, err := strconv.ParseFloat(h, 64); err == nil && s >= 0 {
-		return time.Duration(s * float64(time.Second))
-	}
-	if t, err := http.ParseTime(h); err == nil {
-		return max(0, time.Until(t))
-	}
-	return 0
 }

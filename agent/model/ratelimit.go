@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/weirproject/weir/clock"
+	"github.com/weirproject/weir/internal/retry"
 )
 
 // RateLimit configures a Limiter: how many calls may start per Interval,
@@ -68,7 +69,7 @@ func (r RateLimit) Validate() error {
 }
 
 // Limiter lets a model's calls through at the rate a RateLimit allows and
-// makes every caller wait out a server's 429 (Retry-After). Callers wait
+// makes every caller wait out a server's 429 (Retry-After; I5). Callers wait
 // in the limiter instead of failing: in an agent, an action waiting for its
 // model keeps its key's slot, the operator's in-flight limit fills, and the
 // operator stops taking input (back-pressure through the stream).
@@ -257,18 +258,7 @@ func (l *Limiter) pausedPast(at time.Time) bool {
 }
 
 func (l *Limiter) sleepUntil(ctx context.Context, at time.Time) error {
-	d := at.Sub(l.clk.Now())
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := l.clk.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C():
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return retry.Sleep(ctx, l.clk, at.Sub(l.clk.Now()))
 }
 
 func (l *Limiter) releaseSlot() {

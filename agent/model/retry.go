@@ -4,16 +4,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"time"
+
+	"github.com/weirproject/weir/clock"
+	"github.com/weirproject/weir/internal/retry"
 )
 
 // RetryPolicy says how a failed call is retried: up to Attempts calls in
 // all, waiting Initial before the second, twice as long before each further
-// one (at most Max), with jitter (each wait is drawn from [d/2, d)). A
+// one (at most Max), with jitter (each wait is drawn from [d/2, d]). A
 // server's Retry-After, when longer, is honoured (still capped by Max).
 // Only Retryable errors are retried; the waits end early when the context
-// is done.
+// is done (I4, I6). The back-off is package internal/retry's, measured on
+// Clock.
 type RetryPolicy struct {
 	// Attempts is the number of calls in all; 0 means 4, 1 means no retry.
 	Attempts int
@@ -21,8 +24,13 @@ type RetryPolicy struct {
 	Initial time.Duration
 	// Max caps every wait; 0 means 30s.
 	Max time.Duration
-	// Sleep waits for d or until ctx is done (tests replace it); nil
-	// means a timer.
+	// Clock is the clock the waits are measured on. nil means the clock
+	// the call's context carries (clock.NewContext: the agent operator's
+	// model calls carry the job's weir.Config.Clock, so a job on a manual
+	// clock retries when that clock is advanced), else the system clock.
+	Clock clock.Clock
+	// Sleep, when set, waits for d or until ctx is done instead of a timer
+	// on Clock.
 	Sleep func(ctx context.Context, d time.Duration) error
 }
 
@@ -37,20 +45,21 @@ func (p RetryPolicy) withDefaults() RetryPolicy {
 		p.Max = 30 * time.Second
 	}
 	if p.Sleep == nil {
-		p.Sleep = sleep
+		c := p.Clock
+		p.Sleep = func(ctx context.Context, d time.Duration) error {
+			if c == nil {
+				return retry.Sleep(ctx, clock.FromContext(ctx), d)
+			}
+			return retry.Sleep(ctx, c, d)
+		}
 	}
 	return p
 }
 
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+// backoff is p's waits: doubling from Initial to Max, half of each drawn
+// at random.
+func (p RetryPolicy) backoff() retry.Backoff {
+	return retry.Policy{Initial: p.Initial, Max: p.Max, Jitter: 0.5}.Start()
 }
 
 // Do calls f until it succeeds, fails with an error that is not
@@ -69,7 +78,7 @@ func (p RetryPolicy) Do(ctx context.Context, f func(ctx context.Context) (*Respo
 func (p RetryPolicy) do(ctx context.Context, l *Limiter, f func(ctx context.Context) (*Response, error)) (*Response, error) {
 	p = p.withDefaults()
 	obs := retryObserver(ctx)
-	wait := p.Initial
+	b := p.backoff()
 	limited := 0
 	for attempt := 1; ; {
 		if l != nil {
@@ -91,11 +100,12 @@ func (p RetryPolicy) do(ctx context.Context, l *Limiter, f func(ctx context.Cont
 		api := (*APIError)(nil)
 		errors.As(err, &api)
 		if l != nil && api != nil && api.StatusCode == 429 {
+			// The limiter's pause is the server's whole Retry-After, not
+			// capped by Max: every call sharing l waits it out.
 			d := api.RetryAfter
 			again := limited < l.max429 && ctx.Err() == nil
 			if d <= 0 && again {
-				d = wait/2 + rand.N(wait/2+1)
-				wait = min(wait*2, p.Max)
+				d = b.Next(0)
 			}
 			l.RateLimited(d)
 			if again {
@@ -112,18 +122,17 @@ func (p RetryPolicy) do(ctx context.Context, l *Limiter, f func(ctx context.Cont
 			}
 			return nil, err
 		}
-		d := wait/2 + rand.N(wait/2+1)
-		if api != nil && api.RetryAfter > d {
-			d = api.RetryAfter
+		var after time.Duration
+		if api != nil {
+			after = api.RetryAfter
 		}
-		d = min(d, p.Max)
+		d := b.Next(after)
 		if obs != nil {
 			obs(err, d, false)
 		}
 		if serr := p.Sleep(ctx, d); serr != nil {
 			return nil, fmt.Errorf("model: cancelled while waiting to retry (attempt %d failed: %w)", attempt, err)
 		}
-		wait = min(wait*2, p.Max)
 		attempt++
 	}
 }

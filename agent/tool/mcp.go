@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"net/http"
 	"os/exec"
 	"slices"
@@ -16,6 +15,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/weirproject/weir/agent/model"
+	"github.com/weirproject/weir/clock"
+	"github.com/weirproject/weir/internal/retry"
 )
 
 // MCPClient is a connection to an MCP server: the tools it offers, and its
@@ -55,7 +56,8 @@ type MCPOptions struct {
 //
 // A retried tool call carries the same idempotency key (in _meta, see
 // MCPIdempotencyMetaKey) as the attempt before it, so a server that honours
-// it does not repeat the call's effect when the failed attempt did reach it.
+// it does not repeat the call's effect when the failed attempt did reach it
+// (I6, I7).
 type MCPRetry struct {
 	// Attempts is the number of requests in all; 0 means 3, 1 means no
 	// retry.
@@ -67,8 +69,14 @@ type MCPRetry struct {
 	// Timeout bounds each attempt; 0 means no bound of its own (the
 	// caller's context still applies).
 	Timeout time.Duration
-	// Sleep waits for d or until ctx is done (tests replace it); nil
-	// means a timer.
+	// Clock is the clock the waits and Timeout are measured on. nil means
+	// the clock the request's context carries (clock.NewContext: the
+	// agent operator's tool calls carry the job's weir.Config.Clock, so a
+	// job on a manual clock retries when that clock is advanced), else the
+	// system clock.
+	Clock clock.Clock
+	// Sleep, when set, waits for d or until ctx is done instead of a timer
+	// on Clock.
 	Sleep func(ctx context.Context, d time.Duration) error
 }
 
@@ -94,19 +102,15 @@ func (r MCPRetry) withDefaults() MCPRetry {
 	if r.Max <= 0 {
 		r.Max = 5 * time.Second
 	}
-	if r.Sleep == nil {
-		r.Sleep = func(ctx context.Context, d time.Duration) error {
-			t := time.NewTimer(d)
-			defer t.Stop()
-			select {
-			case <-t.C:
-				return nil
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-		}
-	}
 	return r
+}
+
+// clockOf is the clock r's waits are measured on for a request under ctx.
+func (r MCPRetry) clockOf(ctx context.Context) clock.Clock {
+	if r.Clock != nil {
+		return r.Clock
+	}
+	return clock.FromContext(ctx)
 }
 
 // attemptInfo is what the HTTP transport learns of one attempt: whether
@@ -134,13 +138,14 @@ func (a *attemptInfo) note(status int, connErr bool) {
 // attempts are used up. what names the request in errors.
 func do[T any](ctx context.Context, r MCPRetry, server, what string, f func(ctx context.Context) (T, error)) (T, error) {
 	r = r.withDefaults()
-	wait := r.Initial
+	clk := r.clockOf(ctx)
+	b := retry.Policy{Initial: r.Initial, Max: r.Max, Jitter: 0.5}.Start()
 	for attempt := 1; ; attempt++ {
 		info := &attemptInfo{}
 		actx := context.WithValue(ctx, attemptKey{}, info)
 		var cancel context.CancelFunc = func() {}
 		if r.Timeout > 0 {
-			actx, cancel = context.WithTimeout(actx, r.Timeout)
+			actx, cancel = clock.WithTimeout(actx, clk, r.Timeout)
 		}
 		v, err := f(actx)
 		timedOut := err != nil && actx.Err() != nil && ctx.Err() == nil
@@ -161,12 +166,15 @@ func do[T any](ctx context.Context, r MCPRetry, server, what string, f func(ctx 
 			}
 			return zero, fmt.Errorf("tool: MCP server %s: %s: %w", server, what, err)
 		}
-		d := min(wait/2+rand.N(wait/2+1), r.Max)
-		if serr := r.Sleep(ctx, d); serr != nil {
+		d := b.Next(0)
+		sleep := r.Sleep
+		if sleep == nil {
+			sleep = func(ctx context.Context, d time.Duration) error { return retry.Sleep(ctx, clk, d) }
+		}
+		if serr := sleep(ctx, d); serr != nil {
 			var zero T
 			return zero, fmt.Errorf("tool: MCP server %s: %s: cancelled while waiting to retry (attempt %d failed: %w)", server, what, attempt, err)
 		}
-		wait = min(wait*2, r.Max)
 	}
 }
 

@@ -20,6 +20,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/weirproject/weir/agent/model"
+	"github.com/weirproject/weir/clock"
 )
 
 func checkMCPPromptsAndResources(t *testing.T, c *MCPClient) {
@@ -299,5 +300,105 @@ func TestMCPRetryTimeout(t *testing.T) {
 	}
 	if calls.Load() != before {
 		t.Fatal("a cancelled call was retried")
+	}
+}
+
+// TestMCPRetryOnTheContextsClock: the back-off between attempts and the
+// per-attempt Timeout are measured on the clock the call's context
+// carries (the agent operator's tool calls carry the job's): with a
+// manual clock, a call failing with 503 is tried again once the clock has
+// been advanced past the back-off, and a hung attempt is cut short once it
+// has been advanced by Timeout, never in real time.
+func TestMCPRetryOnTheContextsClock(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	release := make(chan struct{})
+	defer close(release)
+	hung := make(chan struct{})
+	var slowCalls atomic.Int64
+	server := testServer(nil)
+	mcp.AddTool(server, &mcp.Tool{Name: "slow-once", Description: "Hangs on its first call"}, func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+		if slowCalls.Add(1) == 1 {
+			close(hung)
+			select {
+			case <-ctx.Done():
+			case <-release:
+			}
+			return nil, nil, errors.New("hung")
+		}
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "done"}}}, nil, nil
+	})
+	fl := &flaky{next: mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil)}
+	url := serveMCP(t, fl)
+	clk := clock.NewManual(time.Unix(1_000_000, 0))
+	cctx := clock.NewContext(ctx, clk)
+	call := func(r MCPRetry, name string, args json.RawMessage) chan error {
+		c, err := MCPHTTPWith(ctx, url, MCPOptions{Retry: r})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		s, _ := NewSet(c.Tools()...)
+		done := make(chan error, 1)
+		go func() {
+			r, err := s.Call(cctx, name, args)
+			if err == nil && r.IsError {
+				err = errors.New(r.Content)
+			}
+			done <- err
+		}()
+		return done
+	}
+	notYet := func(done chan error, what string) {
+		t.Helper()
+		select {
+		case err := <-done:
+			t.Fatalf("%s: the call returned (%v) before the clock was advanced", what, err)
+		default:
+		}
+	}
+
+	// A 503, then the back-off (drawn from [1h, 2h]) on the manual clock:
+	// the only timer armed on it.
+	fl.set(1)
+	done := call(MCPRetry{Attempts: 2, Initial: 2 * time.Hour, Max: 2 * time.Hour}, "add", json.RawMessage(`{"a":1,"b":1}`))
+	if err := clk.AwaitTimers(ctx, 1); err != nil {
+		t.Fatalf("no back-off armed on the context's clock: %v", err)
+	}
+	clk.Advance(time.Hour - time.Nanosecond)
+	notYet(done, "back-off")
+	if failed, calls := fl.counts(); failed != 1 || calls != 0 {
+		t.Fatalf("503s %d, calls reaching the server %d before the back-off passed; want 1 and 0", failed, calls)
+	}
+	clk.Advance(time.Hour + time.Nanosecond)
+	if err := <-done; err != nil {
+		t.Fatalf("the retried call: %v", err)
+	}
+	if _, calls := fl.counts(); calls != 1 {
+		t.Fatalf("calls reaching the server %d, want 1", calls)
+	}
+
+	// A hung attempt, cut short by Timeout on the manual clock, then the
+	// back-off on the same clock.
+	fl.set(0)
+	done = call(MCPRetry{Attempts: 2, Initial: time.Hour, Max: time.Hour, Timeout: 3 * time.Hour}, "slow-once", json.RawMessage(`{}`))
+	select {
+	case <-hung:
+	case err := <-done:
+		t.Fatalf("the slow tool's call returned before it hung: %v", err)
+	}
+	clk.Advance(3*time.Hour - time.Nanosecond)
+	notYet(done, "timeout")
+	clk.Advance(time.Nanosecond)
+	if err := clk.AwaitTimers(ctx, 1); err != nil {
+		t.Fatalf("no back-off after the timed-out attempt: %v", err)
+	}
+	notYet(done, "back-off after the timeout")
+	clk.Advance(time.Hour)
+	if err := <-done; err != nil {
+		t.Fatalf("after a timed-out attempt: %v (%d calls)", err, slowCalls.Load())
+	}
+	if n := slowCalls.Load(); n != 2 {
+		t.Fatalf("slow tool called %d times, want 2", n)
 	}
 }

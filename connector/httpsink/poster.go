@@ -15,6 +15,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/weirproject/weir/clock"
+	"github.com/weirproject/weir/internal/retry"
 )
 
 // Rejection is a request's permanent refusal by the service (S5): the
@@ -70,17 +71,7 @@ func burst(given int, perSecond float64, least int) int {
 }
 
 func (p *poster) clockSleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := p.clk.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C():
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return retry.Sleep(ctx, p.clk, d)
 }
 
 // wait takes n tokens of l, waiting for them in processing time.
@@ -110,7 +101,11 @@ func (e *attemptError) Unwrap() error { return e.err }
 // accepts it (nil, nil), refuses it for good (a Rejection), or the attempts
 // are used up or ctx is done (an error: the job fails).
 func (p *poster) send(ctx context.Context, body []byte, n int, key string) (*Rejection, error) {
-	delay := p.retry.InitialDelay
+	// The back-off (package internal/retry, without jitter: one request
+	// in flight per subtask) advances on every retry, a Retry-After or
+	// not; a server's Retry-After replaces it, capped by MaxRetryAfter
+	// instead of MaxDelay (the server knows when it can take the request).
+	b := retry.Policy{Initial: p.retry.InitialDelay, Max: p.retry.MaxDelay}.Start()
 	for attempt := 1; ; attempt++ {
 		if err := p.wait(ctx, p.requests, 1); err != nil {
 			return nil, p.cancelled(err)
@@ -128,11 +123,10 @@ func (p *poster) send(ctx context.Context, body []byte, n int, key string) (*Rej
 		if attempt >= p.retry.Attempts {
 			return nil, fmt.Errorf("httpsink: %s %s: giving up after %d attempts: %w", p.method, p.url, attempt, aerr)
 		}
-		d := delay
+		d := b.Next(0)
 		if aerr.retryAfter > 0 {
 			d = min(aerr.retryAfter, p.retry.MaxRetryAfter)
 		}
-		delay = min(delay*2, p.retry.MaxDelay)
 		if p.onRetry != nil {
 			p.onRetry()
 		}
@@ -188,6 +182,12 @@ func (p *poster) try(ctx context.Context, body []byte, key string) (*Rejection, 
 
 // parseRetryAfter reads a Retry-After value: delay seconds or an HTTP date
 // (RFC 9110 10.2.3). It returns 0 when v is empty, malformed or past.
+//
+// It is not retry.RetryAfter, which the model clients use: an HTTP date
+// here is taken against the job's clock (now), so that a service
+// simulated on a manual clock and the sink agree, where retry.RetryAfter
+// takes it against the reply's Date header (immune to skew between real
+// clocks); and it reads whole seconds only, as the RFC has them.
 func parseRetryAfter(v string, now time.Time) time.Duration {
 	v = strings.TrimSpace(v)
 	if v == "" {

@@ -13,6 +13,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/weirproject/weir/clock"
+	"github.com/weirproject/weir/internal/retry"
 	"github.com/weirproject/weir/keygroup"
 )
 
@@ -677,13 +679,9 @@ func (f *fetcher[T]) send(ctx context.Context, m fetchMsg) bool {
 	}
 }
 
+// sleepCtx waits d, or until ctx is done (false). It waits on the system
+// clock, not the job's: the waits are for a broker (a leader elected, a
+// coordinator loaded), which a job's manual clock does not drive.
 func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
+	return retry.Sleep(ctx, clock.Real, d) == nil
 }

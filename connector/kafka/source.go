@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/weirproject/weir/internal/retry"
 	"github.com/weirproject/weir/runtime"
 )
 
@@ -326,8 +327,11 @@ func restoredPositions(ctx runtime.SourceContext) (map[topicPartition]int64, err
 	return out, nil
 }
 
-// retryDelay is the pause after a failed request before the next attempt.
-func retryDelay(attempt int) time.Duration {
-	d := 50 * time.Millisecond << min(attempt, 5)
-	return min(d, time.Second)
-}
+// requestRetry is the back-off of the connector's retried requests: 100ms
+// doubled up to 1s, without jitter (each loop retries one request of its
+// own; franz-go's client jitters its own retries underneath).
+var requestRetry = retry.Policy{Initial: 100 * time.Millisecond, Max: time.Second}
+
+// retryDelay is the pause after the attempt-th failed request (from 1)
+// before the next attempt.
+func retryDelay(attempt int) time.Duration { return requestRetry.Delay(attempt) }

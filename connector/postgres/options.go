@@ -113,8 +113,8 @@ type Options[T any] struct {
 	// connection, the server shutting down) is retried whole; 0 means
 	// 5, negative means never.
 	Retries int
-	// RetryBackoff is the first wait before a retry, doubled each time;
-	// 0 means 100ms.
+	// RetryBackoff is the first wait before a retry, doubled each time up
+	// to 5s (or RetryBackoff, when longer); 0 means 100ms.
 	RetryBackoff time.Duration
 }
 

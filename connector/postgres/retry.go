@@ -10,6 +10,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/weirproject/weir/clock"
+	"github.com/weirproject/weir/internal/retry"
 )
 
 // errPermanent marks an error retry must not retry (a missing table, a
@@ -63,13 +66,18 @@ func Retryable(err error) bool {
 
 // retry runs attempt until it succeeds, fails with an error that is not
 // transient, or has failed Options.Retries + 1 times, waiting
-// RetryBackoff, doubled each time (at most 5s), between attempts. Each
+// RetryBackoff, doubled each time (at most 5s, or RetryBackoff when that
+// is longer), between attempts (package internal/retry, without jitter:
+// one sink subtask retries one transaction at a time). The waits are on
+// the system clock, not the job's: they wait for a real server to recover
+// (a failover, a lock released), which a job's manual clock does not
+// drive. Each
 // attempt is a whole transaction: the caller's attempt begins it, sends
 // every row it should hold and ends it, so a retry never commits a row
 // twice nor part of a transaction (P5). attempt sees the attempt's
 // number, from 0.
 func (s *sink[T]) retry(what string, attempt func(ctx context.Context, n int) error) error {
-	wait := s.o.RetryBackoff
+	b := retry.Policy{Initial: s.o.RetryBackoff, Max: max(maxRetryWait, s.o.RetryBackoff)}.Start()
 	for n := 0; ; n++ {
 		err := attempt(s.ctx, n)
 		if err == nil {
@@ -85,14 +93,14 @@ func (s *sink[T]) retry(what string, attempt func(ctx context.Context, n int) er
 		}
 		s.log.Warn("postgres: transient error, retrying the transaction", "op", what, "attempt", n+1,
 			"error", redact(err.Error(), s.o.URL, s.o.Password))
-		select {
-		case <-time.After(wait):
-		case <-s.ctx.Done():
-			return s.ctx.Err()
+		if err := retry.Sleep(s.ctx, clock.Real, b.Next(0)); err != nil {
+			return err
 		}
-		wait = min(2*wait, 5*time.Second)
 	}
 }
+
+// maxRetryWait caps the doubling of Options.RetryBackoff.
+const maxRetryWait = 5 * time.Second
 
 // redacted is an error whose text has had the password removed (P8); it
 // still unwraps to the error it came from.

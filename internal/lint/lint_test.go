@@ -12,7 +12,7 @@ import (
 // Core packages read time only through a clock.Clock (so tests can replace
 // it) and use no global random source; a line may opt out with a
 // "lint:allow-time" comment saying why.
-var core = []string{"runtime", "state", "timer", "watermark", "window", "keygroup", "checkpoint", "asyncio", "ordering"}
+var core = []string{"runtime", "state", "timer", "watermark", "window", "keygroup", "checkpoint", "asyncio", "ordering", "internal/retry"}
 
 var forbidden = regexp.MustCompile(`\btime\.(Now|Since|Until|NewTimer|NewTicker|After|AfterFunc|Tick)\(|\brand\.(Int|Intn|IntN|Int64|Int64N|Float64|Perm|Shuffle)\(`)
 
