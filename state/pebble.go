@@ -44,7 +44,7 @@ package state
 //	    database directly, in a key range the cache never holds:
 //	    pebble_timers.go); every other
 //	    reader of the database (snapshots, Freeze, native checkpoints,
-//	    restores) flushes the cache first, so invariants 1-5 hold of the
+//	    restores) flushes the cache first, so P1-P5 hold of the
 //	    database whenever anything but a point read looks at it.
 
 import (
@@ -640,7 +640,7 @@ func (b *Backend[K]) restorePebble(p *pebbleStore, kg int, blob []byte) error {
 	}
 	wrap := func(err error) error { return fmt.Errorf("state: restoring key group %d: %w", kg, err) }
 	// The restored entries replace cached ones: flush the cache before
-	// and drop it after (invariants 3 and 4 of pebble_cache.go).
+	// and drop it after (PC3 and PC4).
 	if err := p.flush(); err != nil {
 		return wrap(err)
 	}
