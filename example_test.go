@@ -3,11 +3,13 @@ package weir_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/weirproject/weir"
+	"github.com/weirproject/weir/checkpoint"
 	"github.com/weirproject/weir/runtime"
 	"github.com/weirproject/weir/state"
 	"github.com/weirproject/weir/watermark"
@@ -109,6 +111,64 @@ func Example_window() {
 	// [0, 5000) cid 1
 	// [5000, 10000) ann 1
 	// [5000, 10000) bob 1
+}
+
+// Checkpoints: with a checkpoint directory and an interval, a job writes
+// checkpoints while it runs and, when its bounded input ends, a final one.
+// A new run restored from the latest carries on from its state: here the
+// running total per customer continues over the next day's orders.
+// A restore matches operators by UID, so stateful ones get one; the next
+// day's source is a new operator, and AllowNonRestoredState lets the
+// restore leave the first day's source position behind.
+func Example_checkpoints() {
+	dir, err := os.MkdirTemp("", "weir-example-")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(dir)
+
+	run := func(day string, in []order, restoreFrom string) {
+		env := weir.NewEnvironment(weir.Config{Checkpoint: runtime.CheckpointConfig{
+			Dir: dir, Interval: time.Minute, RestoreFrom: restoreFrom, AllowNonRestoredState: true}})
+		src := weir.FromSlice(env, "orders-"+day, in, orderTime()).UID("orders-" + day)
+		totals := weir.Process(weir.KeyBy(src, func(o order) string { return o.Customer }), "running-total",
+			func() weir.KeyedProcessFunction[string, order, string] {
+				var total *state.ValueState[string, int]
+				return weir.ProcessFuncs[string, order, string]{
+					OpenFn: func(ctx *weir.KeyedContext[string, string]) error {
+						total = state.MustValue[string, int](ctx.State(), "total")
+						return nil
+					},
+					ElementFn: func(o order, ctx *weir.KeyedContext[string, string]) error {
+						sum, _ := total.Value()
+						total.Update(sum + o.Cents)
+						ctx.Collect(fmt.Sprintf("%s %s: %d cents", day, ctx.Key(), sum+o.Cents))
+						return nil
+					},
+				}
+			}).UID("running-total")
+		out := weir.Collect(totals)
+		if err := env.Execute(context.Background()); err != nil {
+			panic(err)
+		}
+		fmt.Println(strings.Join(out.Values(), "\n"))
+	}
+
+	run("mon", orders, "")
+	latest, _, err := checkpoint.Latest(dir) // the final checkpoint of Monday's run
+	if err != nil {
+		panic(err)
+	}
+	run("tue", []order{{"bob", 700, 90_000_000}, {"ann", 500, 91_000_000}}, latest)
+	// Output:
+	// mon ann: 1200 cents
+	// mon bob: 0 cents
+	// mon ann: 2000 cents
+	// mon cid: 5000 cents
+	// mon bob: 300 cents
+	// mon ann: 3000 cents
+	// tue bob: 1000 cents
+	// tue ann: 3500 cents
 }
 
 // A keyed function sends what it cannot use to a side output instead of

@@ -80,21 +80,3 @@ func TestMapFilterKeyedCount(t *testing.T) {
 		}
 	}
 }
-
-type countKey struct {
-	n *state.ValueState[int64, int64]
-}
-
-func (c *countKey) Open(ctx *weir.KeyedContext[int64, [2]int64]) error {
-	c.n = state.MustValue[int64, int64](ctx.State(), "n")
-	return nil
-}
-
-func (c *countKey) ProcessElement(v int64, ctx *weir.KeyedContext[int64, [2]int64]) error {
-	n, _ := c.n.Value()
-	c.n.Update(n + 1)
-	ctx.Collect([2]int64{v, n + 1})
-	return nil
-}
-
-func (c *countKey) OnTimer(int64, *weir.KeyedContext[int64, [2]int64]) error { return nil }

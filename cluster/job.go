@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/weirproject/weir"
@@ -151,32 +150,24 @@ func taskEnv(cfg Config, task string) (*weir.Environment, string, error) {
 	if q, ok := keyedTaskIndex(task); ok {
 		slice = runtime.Slice{Index: q, Count: cfg.KeyedTasks}
 	}
-	env := weir.NewEnvironment(weir.Config{Parallelism: 1, MaxParallelism: cfg.MaxParallelism, Slice: slice,
+	env := weir.NewEnvironment(weir.Config{Parallelism: 1, MaxParallelism: cfg.MaxParallelism, Slice: slice, Task: task,
 		Logger: cfg.Logger.With("task", task),
 		Checkpoint: runtime.CheckpointConfig{Interval: cfg.CheckpointInterval, Dir: dir, Retain: cfg.Retain,
 			RestoreFrom: restore, Storage: checkpoint.Storage{Fence: fence}}})
-	taskNames.Store(env, task)
 	return env, restore, nil
 }
 
-// taskNames maps the environment of each task being built or run in this
-// process to the task's name (TaskName); runOnce removes it when the
-// task's job has ended.
-var taskNames sync.Map // *weir.Environment -> string
-
 // TaskName returns the name of the task ("source-3", "keyed-0") whose
-// environment env is, while Run builds or runs it; false for any other
-// environment (BuildLocal's included). The Job's callbacks (Upstream,
-// Keyed) call it with their stream's Env() to name what must be unique per
-// task and the same in every process that runs the task: the
-// transactional ids of further exactly-once sinks (side outputs), for
-// instance "<prefix>-<Group>-<task>", as Run does for Job.Sink.
+// environment env is: Run names each task's environment so
+// (weir.Config.Task); false for any other environment (BuildLocal's
+// included). The Job's callbacks (Upstream, Keyed) call it with their
+// stream's Env() to name what must be unique per task and the same in
+// every process that runs the task: the transactional ids of further
+// exactly-once sinks (side outputs), for instance
+// "<prefix>-<Group>-<task>", as Run does for Job.Sink.
 func TaskName(env *weir.Environment) (string, bool) {
-	v, ok := taskNames.Load(env)
-	if !ok {
-		return "", false
-	}
-	return v.(string), true
+	task := env.Config().Task
+	return task, task != ""
 }
 
 // buildSourceTask adds source task p to env: the source topic's partition

@@ -74,7 +74,6 @@ func (t *taskRunner) runOnce(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	defer taskNames.Delete(env)
 	job, err := env.Start(ctx)
 	if err != nil {
 		return err

@@ -9,7 +9,8 @@ import (
 	"testing"
 )
 
-// heldItem is a record with one string, like the seed-003 experiment's.
+// heldItem is a record with one string, like the events of the ordering
+// experiment (ordering/experiment's Event: an item, its time and offset).
 type heldItem struct {
 	Item    string
 	TS, Off int64

@@ -58,6 +58,13 @@ type Config struct {
 	// set. The runtime does not route by it; it tells operators through
 	// Context.OwnedKeyGroups. Zero: the job is whole.
 	Slice Slice
+	// Task names the job when it is one task of a larger job that runs
+	// as several (package cluster names its tasks "source-<p>" and
+	// "keyed-<q>"), so that the code building the job can derive from it
+	// what must be unique to the task and the same in every process that
+	// runs it (transactional ids). The runtime only carries it; any
+	// string is accepted. "" (the default): the job is not such a task.
+	Task string
 }
 
 // Slice places a job among Count jobs that split the MaxParallelism key

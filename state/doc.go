@@ -5,8 +5,8 @@
 //
 // The same API also runs on Pebble (Open with Options{Kind: BackendPebble};
 // pebble.go states its invariants and key layout): the guarantees below
-// hold for both backends, except that 2 and 6 describe the memory layout,
-// and with Pebble codecs run on every access (8), values are copies (a
+// hold for both backends, except that I2 and I6 describe the memory layout,
+// and with Pebble codecs run on every access (I8), values are copies (a
 // pointer held in state is not the stored value), and registration does
 // not decode natively restored entries. Native snapshots for incremental
 // checkpoints are in pebble_native.go; the write-back cache that keeps a
@@ -44,72 +44,72 @@
 //
 // # What it guarantees
 //
-//  1. Scoping. A state access touches only the current key's entry (and, for
-//     namespaced state, only the given namespace's entry). Distinct keys,
-//     namespaces and state names never share entries.
-//  2. Key groups. Each state keeps a slice indexed by keyGroup - Range().Start
-//     of lazily created Go maps (open-addressing tables with inline entries
-//     for namespaced state), so a key's entry lives in the slot of the key
-//     group given to SetCurrentKey, and one key group can be iterated
-//     (ForEachValue and the other functions of keygroups.go,
-//     Table.ForEachAny) or dropped (Backend.ClearKeyGroup,
-//     Table.ClearKeyGroup) without touching the others. These key-group
-//     operations are not methods of the state handles, whose methods touch
-//     the current key only.
-//  3. Routing. SetCurrentKey panics if the key group is outside the
-//     backend's range; accessing state before any SetCurrentKey panics.
-//  4. No garbage entries. Clearing a key's value or list, updating a list to
-//     empty, or removing the last entry of a key's map removes the key from
-//     its key group's map, so Table.NumKeys counts only live entries. Namespaced
-//     state also counts, iterates and snapshots only live (key, namespace)
-//     pairs, but when a key's last namespace is cleared it keeps the key's
-//     emptied slot for the key's next namespace (a key's windows open and
-//     close all the time). A sweep bounds these empty slots: one still empty
-//     at two consecutive sweeps of its key group is deleted, and a key group
-//     is swept after max(64, n) clears, n its live pairs at the previous
-//     sweep, so it holds at most 2*max(64, n over its last two sweeps) of
-//     them.
-//  5. Registration. Registering a name twice with the same kind and types
-//     returns the same state object; with another kind or types it returns an
-//     error naming both (the Must* helpers panic with it instead).
-//  6. Cost. Reading or updating an existing entry is a slice index plus one
-//     map operation (two for map state) and does not allocate. For
-//     namespaced state the table is keyed by the key alone, and a key's
-//     namespaces are scanned (a few, newest first) or, for keys with many,
-//     indexed. Value state and namespaced state remember the current key's
-//     entry, so a read followed by a write of the same key (Value then
-//     Update, Get then Add) costs one map operation.
-//  7. List ownership. Slices returned by Get and passed to ForEach are the
-//     state's own storage: valid until the next modification of that list,
-//     never to be modified or retained by the caller. Update copies its
-//     argument.
-//  8. Snapshots. SnapshotKeyGroup(kg) writes every entry of key group kg, of
-//     every state, in the format below, and does not modify the backend: a
-//     blob restored later holds exactly the entries of snapshot time. Codecs
-//     (Codec, DefaultCodec, the *WithCodec constructors, SetKeyCodec) run
-//     only then, never on the per-record path.
-//  9. Restore. RestoreKeyGroup(kg, blob) accepts a blob of key group kg from
-//     any backend at any parallelism, before or after the states register:
-//     entries of a state not registered yet stay encoded until it registers
-//     (then decoded with its codecs) and are carried unchanged into
-//     snapshots taken meanwhile. A restore either succeeds or changes
-//     nothing, and returns an error, never panics, on a malformed blob.
-//  10. Copy-on-write snapshots. Freeze returns a Frozen view of every state
-//     as it is at that instant, in time proportional to states x key
-//     groups (no entry is copied), and the subtask goes on.
-//     Frozen.SnapshotKeyGroup may run on another goroutine while the
-//     subtask writes; it returns exactly the bytes SnapshotKeyGroup would
-//     have returned at Freeze time (up to map order). Each key group is
-//     serialized once: by the view, or by the subtask just before its
-//     first write to a key group the view has not reached (so a write can
-//     pause for one key group's serialization, never more); only a key
-//     group the view is reading at that instant is copied instead. See
-//     cow.go for the invariants.
+//	I1. Scoping. A state access touches only the current key's entry (and, for
+//	    namespaced state, only the given namespace's entry). Distinct keys,
+//	    namespaces and state names never share entries.
+//	I2. Key groups. Each state keeps a slice indexed by keyGroup - Range().Start
+//	    of lazily created Go maps (open-addressing tables with inline entries
+//	    for namespaced state), so a key's entry lives in the slot of the key
+//	    group given to SetCurrentKey, and one key group can be iterated
+//	    (ForEachValue and the other functions of keygroups.go,
+//	    Table.ForEachAny) or dropped (Backend.ClearKeyGroup,
+//	    Table.ClearKeyGroup) without touching the others. These key-group
+//	    operations are not methods of the state handles, whose methods touch
+//	    the current key only.
+//	I3. Routing. SetCurrentKey panics if the key group is outside the
+//	    backend's range; accessing state before any SetCurrentKey panics.
+//	I4. No garbage entries. Clearing a key's value or list, updating a list to
+//	    empty, or removing the last entry of a key's map removes the key from
+//	    its key group's map, so Table.NumKeys counts only live entries. Namespaced
+//	    state also counts, iterates and snapshots only live (key, namespace)
+//	    pairs, but when a key's last namespace is cleared it keeps the key's
+//	    emptied slot for the key's next namespace (a key's windows open and
+//	    close all the time). A sweep bounds these empty slots: one still empty
+//	    at two consecutive sweeps of its key group is deleted, and a key group
+//	    is swept after max(64, n) clears, n its live pairs at the previous
+//	    sweep, so it holds at most 2*max(64, n over its last two sweeps) of
+//	    them.
+//	I5. Registration. Registering a name twice with the same kind and types
+//	    returns the same state object; with another kind or types it returns an
+//	    error naming both (the Must* helpers panic with it instead).
+//	I6. Cost. Reading or updating an existing entry is a slice index plus one
+//	    map operation (two for map state) and does not allocate. For
+//	    namespaced state the table is keyed by the key alone, and a key's
+//	    namespaces are scanned (a few, newest first) or, for keys with many,
+//	    indexed. Value state and namespaced state remember the current key's
+//	    entry, so a read followed by a write of the same key (Value then
+//	    Update, Get then Add) costs one map operation.
+//	I7. List ownership. Slices returned by Get and passed to ForEach are the
+//	    state's own storage: valid until the next modification of that list,
+//	    never to be modified or retained by the caller. Update copies its
+//	    argument.
+//	I8. Snapshots. SnapshotKeyGroup(kg) writes every entry of key group kg, of
+//	    every state, in the format below, and does not modify the backend: a
+//	    blob restored later holds exactly the entries of snapshot time. Codecs
+//	    (Codec, DefaultCodec, the *WithCodec constructors, SetKeyCodec) run
+//	    only then, never on the per-record path.
+//	I9. Restore. RestoreKeyGroup(kg, blob) accepts a blob of key group kg from
+//	    any backend at any parallelism, before or after the states register:
+//	    entries of a state not registered yet stay encoded until it registers
+//	    (then decoded with its codecs) and are carried unchanged into
+//	    snapshots taken meanwhile. A restore either succeeds or changes
+//	    nothing, and returns an error, never panics, on a malformed blob.
+//	I10. Copy-on-write snapshots. Freeze returns a Frozen view of every state
+//	    as it is at that instant, in time proportional to states x key
+//	    groups (no entry is copied), and the subtask goes on.
+//	    Frozen.SnapshotKeyGroup may run on another goroutine while the
+//	    subtask writes; it returns exactly the bytes SnapshotKeyGroup would
+//	    have returned at Freeze time (up to map order). Each key group is
+//	    serialized once: by the view, or by the subtask just before its
+//	    first write to a key group the view has not reached (so a write can
+//	    pause for one key group's serialization, never more); only a key
+//	    group the view is reading at that instant is copied instead. See
+//	    cow.go for the invariants.
 //
 // # What it does not do
 //
 //   - It is not safe for concurrent use: one subtask goroutine owns it
-//     (a Frozen view is the one exception, see 10).
+//     (a Frozen view is the one exception, see I10).
 //   - It does not compute key groups: the caller passes the key group of the
 //     key (keygroup.KeyGroupOf) and the backend trusts it.
 //   - It does not decide when to checkpoint or where blobs go: the runtime

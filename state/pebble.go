@@ -4,7 +4,7 @@ package state
 //
 // Invariants:
 //
-//  1. Layout. Every entry of every state is one Pebble key
+//	P1. Layout. Every entry of every state is one Pebble key
 //
 //     kg:uint16 BE | field(name) | kind:byte | field(key) | suffix
 //
@@ -18,34 +18,34 @@ package state
 //     group, state, key) are prefixes (the length prefixes keep them
 //     unambiguous), and a snapshot section is a byte-level rewrite of the
 //     range: no codec runs for a savepoint or a restore.
-//  2. The state is identified by its name rather than a numeric id, so the
-//     key space needs no id table that would have to be checkpointed and
-//     merged on rescale; Pebble's prefix compression keeps the cost low.
-//  3. No empty entries: clearing, emptying a list or removing the last user
-//     key of a map deletes Pebble keys, so counts and snapshots see live
-//     entries only (guarantee 4 of the package).
-//  4. Entries restored for a state not registered yet sit in Pebble
-//     encoded, exactly as the memory backend's pending entries: when a
-//     state of that name registers, a kind mismatch is an error, and
-//     entries restored from canonical blobs are decoded once with the
-//     state's codecs (so a type change fails at registration, not later).
-//  5. The working database is not a source of truth: its write-ahead log
-//     is written without fsync (it exists so that a native checkpoint can
-//     capture the memtable without flushing it, pebble_native.go), and a
-//     restart restores from a checkpoint. Its directory is emptied on Open
-//     and removed on Close.
-//  6. Errors of Pebble or of a codec on the per-record path (a full disk,
-//     a key codec that fails) panic with a message naming the state: the
-//     state API has no error results, and the runtime turns a panic of an
-//     operator into a failed job that restarts from its last checkpoint.
-//  7. States touch the database only through pebbleStore's get, set,
-//     del, merge, delPrefix and scan, which keep the write-back cache
-//     (pebble_cache.go, Options.CacheBytes) coherent (timers use the
-//     database directly, in a key range the cache never holds:
-//     pebble_timers.go); every other
-//     reader of the database (snapshots, Freeze, native checkpoints,
-//     restores) flushes the cache first, so invariants 1-5 hold of the
-//     database whenever anything but a point read looks at it.
+//	P2. The state is identified by its name rather than a numeric id, so the
+//	    key space needs no id table that would have to be checkpointed and
+//	    merged on rescale; Pebble's prefix compression keeps the cost low.
+//	P3. No empty entries: clearing, emptying a list or removing the last user
+//	    key of a map deletes Pebble keys, so counts and snapshots see live
+//	    entries only (the package's I4).
+//	P4. Entries restored for a state not registered yet sit in Pebble
+//	    encoded, exactly as the memory backend's pending entries: when a
+//	    state of that name registers, a kind mismatch is an error, and
+//	    entries restored from canonical blobs are decoded once with the
+//	    state's codecs (so a type change fails at registration, not later).
+//	P5. The working database is not a source of truth: its write-ahead log
+//	    is written without fsync (it exists so that a native checkpoint can
+//	    capture the memtable without flushing it, pebble_native.go), and a
+//	    restart restores from a checkpoint. Its directory is emptied on Open
+//	    and removed on Close.
+//	P6. Errors of Pebble or of a codec on the per-record path (a full disk,
+//	    a key codec that fails) panic with a message naming the state: the
+//	    state API has no error results, and the runtime turns a panic of an
+//	    operator into a failed job that restarts from its last checkpoint.
+//	P7. States touch the database only through pebbleStore's get, set,
+//	    del, merge, delPrefix and scan, which keep the write-back cache
+//	    (pebble_cache.go, Options.CacheBytes) coherent (timers use the
+//	    database directly, in a key range the cache never holds:
+//	    pebble_timers.go); every other
+//	    reader of the database (snapshots, Freeze, native checkpoints,
+//	    restores) flushes the cache first, so P1-P5 hold of the
+//	    database whenever anything but a point read looks at it.
 
 import (
 	"bytes"
@@ -151,7 +151,7 @@ func Open[K comparable](o Options, r keygroup.Range) (*Backend[K], error) {
 }
 
 // openPebble opens (creating it if needed) the database in dir. The
-// write-ahead log is on (invariant 5), so opening a native checkpoint
+// write-ahead log is on (P5), so opening a native checkpoint
 // replays the writes its memtable held, also read-only (they are then
 // served from memory).
 func openPebble(fs vfs.FS, dir string, memTable uint64, readOnly bool) (*pebble.DB, error) {
@@ -237,7 +237,7 @@ func (pb *pebbleBackend[K]) close() error {
 	}
 	pb.closed = true
 	p := pb.p
-	p.dropCache() // the database is removed (invariant 6 of pebble_cache.go)
+	p.dropCache() // the database is removed (PC6)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.views > 0 {
@@ -275,7 +275,7 @@ type pebbleStore struct {
 	// Options.CacheBytes is NoCache.
 	cache *wcache
 	// unchecked names states with entries restored from canonical blobs
-	// that no registered state has decoded yet (invariant 4).
+	// that no registered state has decoded yet (P4).
 	unchecked map[string]bool
 	// instance belongs to native snapshots (pebble_native.go).
 	instance string
@@ -492,7 +492,7 @@ func (b *Backend[K]) clearKeyGroupPebble(p *pebbleStore, kg int) {
 }
 
 // checkRegisterPebble checks the entries stored under name before a state
-// of that name and kind registers (invariant 4).
+// of that name and kind registers (P4).
 func (b *Backend[K]) checkRegisterPebble(p *pebbleStore, name string, kind Kind, typ string, s table) error {
 	np := appendString(nil, name)
 	check := p.unchecked[name]
@@ -640,7 +640,7 @@ func (b *Backend[K]) restorePebble(p *pebbleStore, kg int, blob []byte) error {
 	}
 	wrap := func(err error) error { return fmt.Errorf("state: restoring key group %d: %w", kg, err) }
 	// The restored entries replace cached ones: flush the cache before
-	// and drop it after (invariants 3 and 4 of pebble_cache.go).
+	// and drop it after (PC3 and PC4).
 	if err := p.flush(); err != nil {
 		return wrap(err)
 	}

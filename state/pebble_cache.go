@@ -8,50 +8,50 @@ package state
 //
 // Invariants:
 //
-//  1. Read-your-writes. pebbleStore.get, set, del and merge are the only
-//     per-key accesses of the database, and with the cache on each goes
-//     to the cache first: a cached entry is the key's current value (kind
-//     cSet), its absence (cAbsent), or list operands appended since the
-//     last flush to a value the cache does not know (cMerge). A get of a
-//     key not cached reads Pebble and caches what it found (clean); a
-//     get of a cMerge entry reads Pebble, appends the operands and turns
-//     the entry into a dirty cSet.
-//  2. Every entry whose content may not be in Pebble is dirty, and only
-//     those: flush writes them (Set, Delete or Merge) in one pebble.Batch
-//     and makes them clean (cMerge entries are dropped: their value is known
-//     only to Pebble). So after a flush the database holds every write.
-//  3. Flush before every other read of the database: scan (and so counts,
-//     ForEach and registration checks),
-//     delPrefix (ClearKeyGroup, MapState.Clear), snapshots, Freeze (its
-//     Pebble snapshot sees every write: invariant 8 of the package),
-//     CheckpointNative and Backend.Flush (a restart restores every write
-//     made before the barrier: invariant 5 of pebble.go), and the
-//     canonical restore (whose writes must come after the cached ones).
-//  4. Writes that bypass the cache (delPrefix's range deletion, restores)
-//     drop the cached entries they may change, after the flush, so a
-//     clean entry is always equal to the database.
-//  5. No empty entries (invariant 3 of pebble.go): a cached delete is
-//     flushed as a Pebble Delete, and merge operands are list values with
-//     at least one item.
-//  6. Bounded: an entry costs cacheEntryBytes plus its key and the capacity
-//     of its value; when the total passes the bound (Options.CacheBytes,
-//     by default DefaultCacheBytes or half the memtable if smaller), the
-//     cache flushes and drops every entry; when the keys and values of
-//     the dirty entries pass a quarter of the bound, it flushes them and
-//     keeps the entries (batches of 1 MiB by default: 4 MiB ones cost
-//     Pebble more CPU per record, BENCHMARKS.md, and one over half the
-//     memtable would skip it and make Pebble flush). Dropping keeps value
-//     buffers of at most a quarter of the bound for reuse (so the heap
-//     holds at most about 1.25x the bound). Close and RestoreNative drop the cache
-//     without flushing: the working database is then removed or replaced
-//     (invariant 5 of pebble.go), and nothing reads it after.
-//  7. The entry found last is remembered (a read then a write of one key
-//     is one map lookup) and forgotten whenever an entry is dropped.
-//  8. The cache is the subtask goroutine's alone; Frozen views read a
-//     Pebble snapshot taken after a flush and never touch it.
-//  9. Timers (pebble_timers.go) read and write the database directly, in
-//     their own key range: the cache never holds a timer key, so timers
-//     need no flush and a flush never touches them.
+//	PC1. Read-your-writes. pebbleStore.get, set, del and merge are the only
+//	    per-key accesses of the database, and with the cache on each goes
+//	    to the cache first: a cached entry is the key's current value (kind
+//	    cSet), its absence (cAbsent), or list operands appended since the
+//	    last flush to a value the cache does not know (cMerge). A get of a
+//	    key not cached reads Pebble and caches what it found (clean); a
+//	    get of a cMerge entry reads Pebble, appends the operands and turns
+//	    the entry into a dirty cSet.
+//	PC2. Every entry whose content may not be in Pebble is dirty, and only
+//	    those: flush writes them (Set, Delete or Merge) in one pebble.Batch
+//	    and makes them clean (cMerge entries are dropped: their value is known
+//	    only to Pebble). So after a flush the database holds every write.
+//	PC3. Flush before every other read of the database: scan (and so counts,
+//	    ForEach and registration checks),
+//	    delPrefix (ClearKeyGroup, MapState.Clear), snapshots, Freeze (its
+//	    Pebble snapshot sees every write: the package's I8),
+//	    CheckpointNative and Backend.Flush (a restart restores every write
+//	    made before the barrier: P5), and the
+//	    canonical restore (whose writes must come after the cached ones).
+//	PC4. Writes that bypass the cache (delPrefix's range deletion, restores)
+//	    drop the cached entries they may change, after the flush, so a
+//	    clean entry is always equal to the database.
+//	PC5. No empty entries (P3): a cached delete is
+//	    flushed as a Pebble Delete, and merge operands are list values with
+//	    at least one item.
+//	PC6. Bounded: an entry costs cacheEntryBytes plus its key and the capacity
+//	    of its value; when the total passes the bound (Options.CacheBytes,
+//	    by default DefaultCacheBytes or half the memtable if smaller), the
+//	    cache flushes and drops every entry; when the keys and values of
+//	    the dirty entries pass a quarter of the bound, it flushes them and
+//	    keeps the entries (batches of 1 MiB by default: 4 MiB ones cost
+//	    Pebble more CPU per record, BENCHMARKS.md, and one over half the
+//	    memtable would skip it and make Pebble flush). Dropping keeps value
+//	    buffers of at most a quarter of the bound for reuse (so the heap
+//	    holds at most about 1.25x the bound). Close and RestoreNative drop the cache
+//	    without flushing: the working database is then removed or replaced
+//	    (P5), and nothing reads it after.
+//	PC7. The entry found last is remembered (a read then a write of one key
+//	    is one map lookup) and forgotten whenever an entry is dropped.
+//	PC8. The cache is the subtask goroutine's alone; Frozen views read a
+//	    Pebble snapshot taken after a flush and never touch it.
+//	PC9. Timers (pebble_timers.go) read and write the database directly, in
+//	    their own key range: the cache never holds a timer key, so timers
+//	    need no flush and a flush never touches them.
 
 import (
 	"encoding/binary"
@@ -89,10 +89,10 @@ type wcache struct {
 	m     map[string]*centry
 	dirty []*centry // the dirty entries, each once
 	free  []*centry // dropped entries, for reuse with their value buffers
-	bytes int64     // the live entries' cost (invariant 6)
+	bytes int64     // the live entries' cost (PC6)
 	limit int64
 	// dirtyBytes is the keys and values of the dirty entries: what the
-	// next flush writes. It flushes at a quarter of limit (invariant 6).
+	// next flush writes. It flushes at a quarter of limit (PC6).
 	dirtyBytes int64
 	// freeBytes is the cost of the entries in free (freeCost), at most a
 	// quarter of limit.
@@ -280,7 +280,7 @@ func appendLists(a, b []byte) []byte {
 
 // maybeEvict flushes and drops every entry once the cache passes its
 // bound, and flushes once the dirty entries pass a quarter of it
-// (invariant 6).
+// (PC6).
 func (p *pebbleStore) maybeEvict() {
 	c := p.cache
 	if c.bytes > c.limit {
@@ -291,7 +291,7 @@ func (p *pebbleStore) maybeEvict() {
 	}
 }
 
-// flush writes the dirty entries into Pebble in one batch (invariant 2).
+// flush writes the dirty entries into Pebble in one batch (PC2).
 // It does nothing without a cache or dirty entries.
 func (p *pebbleStore) flush() error {
 	c := p.cache
@@ -330,8 +330,7 @@ func (p *pebbleStore) flush() error {
 	return nil
 }
 
-// mustFlush is flush for callers without an error result (invariant 6 of
-// pebble.go).
+// mustFlush is flush for callers without an error result (P6).
 func (p *pebbleStore) mustFlush() {
 	if err := p.flush(); err != nil {
 		panic(err.Error())
@@ -379,7 +378,7 @@ func (p *pebbleStore) dropCache() {
 }
 
 // dropPrefix drops the cached entries of the keys in Pebble with prefix
-// pfx, which a range deletion is about to delete (invariant 4); the cache
+// pfx, which a range deletion is about to delete (PC4); the cache
 // must be flushed. Keys with prefix pfx not in Pebble can only be cached
 // as clean cAbsent entries, which stay true. A key-group prefix drops the
 // whole cache instead of reading the key group.

@@ -3,15 +3,15 @@ package state
 // nosyncFS is the file system of the Pebble backend's working database: the
 // operating system's, with every fsync a no-op.
 //
-// Invariant: the working database is never a source of truth (pebble.go,
-// invariant 5): it is emptied when opened, and a restart restores from a
+// Invariant: the working database is never a source of truth (P5 in
+// pebble.go): it is emptied when opened, and a restart restores from a
 // checkpoint, whose upload (package checkpoint) syncs what it copies. So
 // syncing the working files (the write-ahead log included) only slows the
 // per-record path, the flushes and the Pebble checkpoint of a native
 // checkpoint's synchronous part, by tens of milliseconds per fsync on
 // ordinary disks. A "sync" still writes Pebble's buffers to the file
 // before it returns, which is what makes the write-ahead log copied by a
-// native checkpoint complete (pebble_native.go, invariant 1). Log files
+// native checkpoint complete (pebble_native.go, PN1). Log files
 // are not recycled (ReuseForWrite), so a copied log holds no dead bytes.
 
 import (

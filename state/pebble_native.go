@@ -4,37 +4,37 @@ package state
 //
 // Invariants:
 //
-//  1. CheckpointNative is the synchronous part: a Pebble checkpoint into
-//     a staging directory beside the working one, made of hard links to
-//     the immutable SSTs plus copies of the small MANIFEST and OPTIONS and
-//     of the write-ahead log files, which hold what the memtables hold.
-//     The memtable is not flushed (a flush waits for the flush and
-//     compaction backlog: hundreds of milliseconds after a bulk load).
-//     WithFlushedWAL writes the log writer's buffer to the file first, so
-//     the copied log holds every write made before the call; the caller
-//     (the operator's goroutine, at the barrier) makes no write during the
-//     call, so it holds none made after. Its cost is the copy of the
-//     write-ahead log (at most a few memtables), not the state size.
-//  2. A native snapshot holds every key group of the backend's range and
-//     nothing else (a restore deletes the key groups it does not own).
-//  3. RestoreNative takes the old database whose key-group range overlaps
-//     the new range most as the base, deletes the key groups outside the
-//     new range with range deletions, and copies the overlapping key groups
-//     of the other old databases into it (opened read-only), as Flink's
-//     RocksDB backend does on rescale.
-//  4. Entries restored natively are not decoded at registration (they were
-//     written by the same states); a type change across a native
-//     checkpoint shows at the first access, as a panic naming the state.
-//  5. Opening a native snapshot replays its write-ahead log, read-only
-//     opens included (copyKeyGroups, ForEachNativeKeyGroup): Pebble keeps
-//     the replayed writes in memtables then.
-//  6. Write-ahead logs other than the newest are closed and never change
-//     (the working database does not recycle logs, pebble_fs.go, and never
-//     reuses a file number), so they are shared files, uploaded once; the
-//     newest is still appended to, so the snapshot names it
-//     NNNNNN.log.open, a private file, and the name is restored before
-//     Pebble opens the snapshot. So a checkpoint uploads the log written
-//     since the previous one, not every unflushed memtable again.
+//	PN1. CheckpointNative is the synchronous part: a Pebble checkpoint into
+//	    a staging directory beside the working one, made of hard links to
+//	    the immutable SSTs plus copies of the small MANIFEST and OPTIONS and
+//	    of the write-ahead log files, which hold what the memtables hold.
+//	    The memtable is not flushed (a flush waits for the flush and
+//	    compaction backlog: hundreds of milliseconds after a bulk load).
+//	    WithFlushedWAL writes the log writer's buffer to the file first, so
+//	    the copied log holds every write made before the call; the caller
+//	    (the operator's goroutine, at the barrier) makes no write during the
+//	    call, so it holds none made after. Its cost is the copy of the
+//	    write-ahead log (at most a few memtables), not the state size.
+//	PN2. A native snapshot holds every key group of the backend's range and
+//	    nothing else (a restore deletes the key groups it does not own).
+//	PN3. RestoreNative takes the old database whose key-group range overlaps
+//	    the new range most as the base, deletes the key groups outside the
+//	    new range with range deletions, and copies the overlapping key groups
+//	    of the other old databases into it (opened read-only), as Flink's
+//	    RocksDB backend does on rescale.
+//	PN4. Entries restored natively are not decoded at registration (they were
+//	    written by the same states); a type change across a native
+//	    checkpoint shows at the first access, as a panic naming the state.
+//	PN5. Opening a native snapshot replays its write-ahead log, read-only
+//	    opens included (copyKeyGroups, ForEachNativeKeyGroup): Pebble keeps
+//	    the replayed writes in memtables then.
+//	PN6. Write-ahead logs other than the newest are closed and never change
+//	    (the working database does not recycle logs, pebble_fs.go, and never
+//	    reuses a file number), so they are shared files, uploaded once; the
+//	    newest is still appended to, so the snapshot names it
+//	    NNNNNN.log.open, a private file, and the name is restored before
+//	    Pebble opens the snapshot. So a checkpoint uploads the log written
+//	    since the previous one, not every unflushed memtable again.
 
 import (
 	"crypto/rand"
@@ -51,7 +51,7 @@ import (
 
 // NativeFormat names the format of the Pebble backend's native snapshots
 // (checkpoint.NativeState.Format): a Pebble checkpoint whose open
-// write-ahead log is named with openLogSuffix (invariant 6). Format
+// write-ahead log is named with openLogSuffix (PN6). Format
 // "pebble-v1" (no write-ahead log: the memtable was flushed) reads as the
 // same.
 const NativeFormat = "pebble-v2"
@@ -61,7 +61,7 @@ const NativeFormat = "pebble-v2"
 func NativeFormatReadable(f string) bool { return f == NativeFormat || f == "pebble-v1" }
 
 // openLogSuffix marks the write-ahead log that was open (still written
-// to) when a native snapshot was taken (invariant 6).
+// to) when a native snapshot was taken (PN6).
 const openLogSuffix = ".open"
 
 // NativeShared reports whether a file of a native snapshot is immutable
@@ -73,7 +73,7 @@ func NativeShared(name string) bool {
 
 // markOpenLog renames the newest write-ahead log of the staging directory
 // dir, the one the database still appends to, to NNNNNN.log.open, so that
-// it is a private file of the snapshot (invariant 6).
+// it is a private file of the snapshot (PN6).
 func markOpenLog(dir string) error {
 	logs, err := filepath.Glob(filepath.Join(dir, "*.log"))
 	if err != nil || len(logs) == 0 {
@@ -127,7 +127,7 @@ func (b *Backend[K]) InstanceID() string {
 // CheckpointNative writes a native snapshot of the Pebble backend for
 // checkpoint id into a new staging directory, which it returns; the caller
 // uploads its files and removes it. It is the synchronous part of a native
-// checkpoint (invariant 1).
+// checkpoint (PN1).
 func (b *Backend[K]) CheckpointNative(id int64) (string, error) {
 	p := b.pebble()
 	if p == nil {
@@ -153,7 +153,7 @@ func (b *Backend[K]) CheckpointNative(id int64) (string, error) {
 
 // Flush writes the Pebble backend's memtables to SSTs and waits for it (a
 // no-op for the memory backend). Native checkpoints do not need it
-// (invariant 1); it makes the files of the next one deterministic, for
+// (PN1); it makes the files of the next one deterministic, for
 // tests, or moves the flush work ahead of a barrier.
 func (b *Backend[K]) Flush() error {
 	p := b.pebble()
@@ -181,7 +181,7 @@ func (b *Backend[K]) NativeRestoreDir(i int) string {
 }
 
 // RestoreNative replaces the backend's database, which must be empty, with
-// the key groups of its range found in parts (invariant 3), and returns the
+// the key groups of its range found in parts (PN3), and returns the
 // index of the part taken as the base (its files are now the database's).
 // The parts' directories are consumed.
 func (b *Backend[K]) RestoreNative(parts []NativePart) (int, error) {
@@ -216,7 +216,7 @@ func (b *Backend[K]) restoreNative(parts []NativePart) (int, error) {
 	if err := unmarkOpenLog(base.Dir); err != nil {
 		return best, err
 	}
-	p.dropCache() // the database is replaced (invariant 6 of pebble_cache.go)
+	p.dropCache() // the database is replaced (PC6)
 	if err := p.db.Close(); err != nil {
 		return best, fmt.Errorf("state: closing the Pebble database for a restore: %w", err)
 	}

@@ -5,7 +5,7 @@ package state
 // counterpart here when the backend is a Pebble backend; semantics are those
 // of the memory backend (the table-driven tests and the property test in
 // pebble_test.go run both). Values are decoded on every read: Get of a list
-// returns a fresh slice, which satisfies guarantee 7 trivially.
+// returns a fresh slice, which satisfies I7 trivially.
 
 import (
 	"encoding/binary"

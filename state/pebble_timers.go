@@ -6,7 +6,7 @@ package state
 //
 // Invariants:
 //
-//  1. Layout. A timer entry of key group kg is the Pebble key
+//	PT1. Layout. A timer entry of key group kg is the Pebble key
 //
 //     kg:uint16 BE | timerMarker | k
 //
@@ -18,13 +18,13 @@ package state
 //     key range and travel with it: a native checkpoint carries them, a
 //     native restore copies and drops them with their key groups
 //     (pebble_native.go), and ClearKeyGroup drops them too.
-//  2. A canonical snapshot of the state (sectionsOf) stops at the marker:
-//     the timers' canonical form is the timer package's snapshot format,
-//     written by the timer service.
-//  3. Timer entries are read and written on the database directly, not
-//     through the state's get/set/del/scan, so no state cache holds them
-//     and every write is in the database when a native checkpoint copies
-//     it.
+//	PT2. A canonical snapshot of the state (sectionsOf) stops at the marker:
+//	    the timers' canonical form is the timer package's snapshot format,
+//	    written by the timer service.
+//	PT3. Timer entries are read and written on the database directly, not
+//	    through the state's get/set/del/scan, so no state cache holds them
+//	    and every write is in the database when a native checkpoint copies
+//	    it.
 
 import (
 	"errors"
@@ -35,7 +35,7 @@ import (
 )
 
 // timerMarker follows the key group in the key of a timer entry
-// (invariant 1).
+// (PT1).
 const timerMarker = "\xff\xff\xff\xff\xff\xff\xff\xff\xff\x02"
 
 // isTimerKey reports whether rest, a Pebble key after its key group, is a
@@ -45,7 +45,7 @@ func isTimerKey(rest []byte) bool {
 }
 
 // TimerStore is the Pebble storage of a timer service's timers: it
-// implements timer.Store over the backend's database (invariant 1 above).
+// implements timer.Store over the backend's database (PT1 above).
 // Get the one of a backend with Backend.TimerStore.
 type TimerStore struct {
 	db   func() *pebble.DB

@@ -94,7 +94,7 @@ func TestPebbleTimersMatchHeap(t *testing.T) {
 		}
 		both := func(f func(s *timer.Service[string, int])) { f(heap); f(peb.s) }
 		// fire returns the callback of side i: it records the timer and,
-		// for some timers, registers or deletes others (guarantee 3).
+		// for some timers, registers or deletes others (timer I3).
 		var fired [2][]string
 		fire := func(i int, event bool) func(ttimer) {
 			s := heap

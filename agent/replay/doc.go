@@ -20,32 +20,32 @@
 //
 // # Guarantees
 //
-//  1. No tool runs. Every tool of the new agent is replaced, before the
-//     agent is compiled, by one with the same spec (what the model sees)
-//     that answers from the record: a call whose tool name and canonical
-//     arguments (agent.CanonicalJSON) equal a recorded call of the same
-//     input gets that call's recorded result (matched); any other call is
-//     refused (an IsError result the action sees, the default) or, with
-//     Options.Unmatched = Stub, answered with Options.StubContent. Both
-//     are listed as new calls. A call of a tool the new agent does not
-//     have gets the agent's usual "no tool named" result and is listed as
-//     new. Nothing external is called except the new agent's models
-//     (building the agent may connect to MCP servers to list their
-//     tools: pipeline.AgentOf does; none of their tools is called).
-//  2. Inputs in log order, one at a time. Inputs are evaluated in the
-//     order of their first entry in the log; short-term memory carries
-//     over between the inputs of one key, as in the job, starting empty.
-//  3. Decisions compared as JSON. An input's decision is its outputs (in
-//     order) and whether an action failed; old and new are compared as
-//     canonical JSON, so key order and spacing do not count as changes
-//     (numbers are compared as written). An input the new agent fails on
-//     counts as failed, not as changed.
-//  4. Tokens, and money with a price table. The report gives model calls
-//     and prompt and completion tokens before (the recorded responses'
-//     usage) and after (the new calls' usage); with Options.Pricing
-//     (model.Pricing) also their cost, each reply priced by the model
-//     that answered (else by the agent's name for it), the models it
-//     could not price named in Tokens.Unpriced, never guessed.
+//	R1. No tool runs. Every tool of the new agent is replaced, before the
+//	    agent is compiled, by one with the same spec (what the model sees)
+//	    that answers from the record: a call whose tool name and canonical
+//	    arguments (agent.CanonicalJSON) equal a recorded call of the same
+//	    input gets that call's recorded result (matched); any other call is
+//	    refused (an IsError result the action sees, the default) or, with
+//	    Options.Unmatched = Stub, answered with Options.StubContent. Both
+//	    are listed as new calls. A call of a tool the new agent does not
+//	    have gets the agent's usual "no tool named" result and is listed as
+//	    new. Nothing external is called except the new agent's models
+//	    (building the agent may connect to MCP servers to list their
+//	    tools: pipeline.AgentOf does; none of their tools is called).
+//	R2. Inputs in log order, one at a time. Inputs are evaluated in the
+//	    order of their first entry in the log; short-term memory carries
+//	    over between the inputs of one key, as in the job, starting empty.
+//	R3. Decisions compared as JSON. An input's decision is its outputs (in
+//	    order) and whether an action failed; old and new are compared as
+//	    canonical JSON, so key order and spacing do not count as changes
+//	    (numbers are compared as written). An input the new agent fails on
+//	    counts as failed, not as changed.
+//	R4. Tokens, and money with a price table. The report gives model calls
+//	    and prompt and completion tokens before (the recorded responses'
+//	    usage) and after (the new calls' usage); with Options.Pricing
+//	    (model.Pricing) also their cost, each reply priced by the model
+//	    that answered (else by the agent's name for it), the models it
+//	    could not price named in Tokens.Unpriced, never guessed.
 //
 // # Limits
 //

@@ -67,7 +67,7 @@ type Input struct {
 	OldErrors  []string `json:"oldErrors,omitempty"`
 	NewOutputs []any    `json:"newOutputs"`
 	NewError   string   `json:"newError,omitempty"`
-	// Changed says the decisions differ (guarantee 3); Failed that the
+	// Changed says the decisions differ (R3); Failed that the
 	// new agent failed on the input; NoRecord that no event log recorded
 	// the old decision (an input read from the input topic), so there is
 	// nothing to compare.
@@ -197,7 +197,7 @@ func (e *RecordedError) Error() string { return e.Msg }
 
 // Evaluate runs every recorded run's input through a (the new agent) and
 // compares its decisions with the recorded ones. a's tools never run
-// (guarantee 1): Evaluate works on a copy of a whose tools answer from
+// (R1): Evaluate works on a copy of a whose tools answer from
 // the record. Runs whose input was not recorded are skipped. The error is
 // a's (it does not compile) or ctx's.
 func Evaluate(ctx context.Context, runs []*Run, a *agent.Agent, opts Options) (*Report, error) {

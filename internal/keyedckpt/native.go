@@ -5,30 +5,30 @@ package keyedckpt
 //
 // Invariants:
 //
-//  1. Only checkpoints are native (SnapshotWriter.NativeBase is "" for
-//     savepoints), so savepoints stay canonical and backend-independent.
-//  2. The synchronous part is state.Backend.CheckpointNative (hard links
-//     and a copy of the write-ahead log, no flush); the asynchronous part
-//     uploads the SSTs not uploaded before into
-//     BASE/shared/<uid>-<subtask>-<instance>/ with a checkpoint.Uploader
-//     kept per database instance (uploaders, below), and stores the handle
-//     with SubtaskState.Native.
-//  3. Timers of a service in the backend's database
-//     (timer.NewServiceInStore over state.Backend.TimerStore, what
-//     NewTimers gives a Pebble backend) are in the native snapshot, under
-//     their key groups, and restore with them at any parallelism; the
-//     service then rebuilds its in-memory part (timer.Service.Reload), or,
-//     restoring into the memory backend, reads them out of the snapshot
-//     (state.ForEachNativeTimers). Timers of a service in memory stay in
-//     per-key-group blobs (uvarint(0) timerBlob: an empty state blob).
-//  4. A restore materializes the overlapping old databases beside the
-//     working directory and hands them to state.Backend.RestoreNative
-//     (Pebble), or rewrites them into canonical key groups (memory).
-//  5. The uploader of a database instance lives as long as the instance:
-//     it is found by the instance id (state.Backend.InstanceID, random and
-//     new with every database the backend opens or restores), and dropped
-//     once the backend is garbage (runtime.AddCleanup), so the state
-//     package carries no checkpoint bookkeeping.
+//	N1. Only checkpoints are native (SnapshotWriter.NativeBase is "" for
+//	    savepoints), so savepoints stay canonical and backend-independent.
+//	N2. The synchronous part is state.Backend.CheckpointNative (hard links
+//	    and a copy of the write-ahead log, no flush); the asynchronous part
+//	    uploads the SSTs not uploaded before into
+//	    BASE/shared/<uid>-<subtask>-<instance>/ with a checkpoint.Uploader
+//	    kept per database instance (uploaders, below), and stores the handle
+//	    with SubtaskState.Native.
+//	N3. Timers of a service in the backend's database
+//	    (timer.NewServiceInStore over state.Backend.TimerStore, what
+//	    NewTimers gives a Pebble backend) are in the native snapshot, under
+//	    their key groups, and restore with them at any parallelism; the
+//	    service then rebuilds its in-memory part (timer.Service.Reload), or,
+//	    restoring into the memory backend, reads them out of the snapshot
+//	    (state.ForEachNativeTimers). Timers of a service in memory stay in
+//	    per-key-group blobs (uvarint(0) timerBlob: an empty state blob).
+//	N4. A restore materializes the overlapping old databases beside the
+//	    working directory and hands them to state.Backend.RestoreNative
+//	    (Pebble), or rewrites them into canonical key groups (memory).
+//	N5. The uploader of a database instance lives as long as the instance:
+//	    it is found by the instance id (state.Backend.InstanceID, random and
+//	    new with every database the backend opens or restores), and dropped
+//	    once the backend is garbage (runtime.AddCleanup), so the state
+//	    package carries no checkpoint bookkeeping.
 
 import (
 	"encoding/binary"
@@ -46,7 +46,7 @@ import (
 
 // uploaders holds, per database instance id, the uploader of its shared
 // files, or the shared files it was restored from (seed) until the first
-// checkpoint makes the uploader (invariant 5).
+// checkpoint makes the uploader (N5).
 var uploaders = struct {
 	sync.Mutex
 	m map[string]*instanceFiles

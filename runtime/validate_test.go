@@ -1,4 +1,4 @@
-package weir_test
+package runtime_test
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package weir_test
+package runtime_test
 
 // End-to-end tests of the runtime through the typed API: unions, side
 // outputs, dead letters, failures, cancellation, configuration errors,

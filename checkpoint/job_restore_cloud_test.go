@@ -1,4 +1,4 @@
-package weir_test
+package checkpoint_test
 
 import (
 	"testing"

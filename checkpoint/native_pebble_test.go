@@ -1,4 +1,4 @@
-package weir_test
+package checkpoint_test
 
 import (
 	"fmt"
@@ -21,45 +21,15 @@ func TestNativeCheckpointsAreIncremental(t *testing.T) {
 	rng := keygroup.Range{Start: 0, End: 127}
 	b, v, put := pebbleValues(t, rng, func(int) string { return strings.Repeat("x", 100) })
 	base := filepath.Join(t.TempDir(), "chk")
-	up := checkpoint.NewUploader(base, "count-0-"+b.InstanceID())
-	take := func(id int64) *checkpoint.NativeState {
-		t.Helper()
-		if err := b.Flush(); err != nil {
-			t.Fatal(err)
-		}
-		n := uploadNative(t, b, up, id, rng)
-		snap := &checkpoint.Snapshot{ID: id, Kind: checkpoint.KindCheckpoint, MaxParallelism: 128,
-			Operators: []*checkpoint.OperatorState{{UID: "count", Parallelism: 1,
-				Subtasks: []*checkpoint.SubtaskState{{Native: n}}}}}
-		if _, err := checkpoint.Write(checkpoint.Dir(base, id), snap); err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
-
-	put(0, 2000)
-	n1 := take(1)
-	if up.Copied == 0 || up.Reused != 0 {
-		t.Fatalf("first checkpoint: copied %d, reused %d", up.Copied, up.Reused)
-	}
-	put(2000, 2010)
-	n2 := take(2)
-	// A background compaction may merge the new SST with the old one
-	// before the checkpoint (it did in about 1 run in 7): then the merged
-	// SST is the one new file.
-	added := up.Reused == len(n1.Shared) && len(n2.Shared) == len(n1.Shared)+1
-	compacted := up.Reused == 0 && len(n2.Shared) == 1
-	if up.Copied != 1 || !added && !compacted {
-		t.Fatalf("second checkpoint after a small change: copied %d files (%d bytes), reused %d of %d, references %d; want 1 new SST and every old one reused (or 1 compacted SST)",
-			up.Copied, up.CopiedBytes, up.Reused, len(n1.Shared), len(n2.Shared))
-	}
+	take := nativeCheckpoints(t, b, base, rng)
+	_, n2 := incrementalPair(t, put, take)
 
 	// Compact everything into new SSTs; after checkpoint 3 and Retain(1),
 	// the files only checkpoints 1 and 2 referenced are gone.
 	b.SetCurrentKey("key-0", keygroup.Assign(keygroup.HashString("key-0"), 128))
 	v.Clear()
 	b.ClearKeyGroup(keygroup.Assign(keygroup.HashString("key-1"), 128))
-	n3 := take(3)
+	n3, _ := take(3)
 	// Files of an aborted checkpoint (uploaded, never referenced by a
 	// complete one) are collected too, with their directory.
 	stray := filepath.Join(base, checkpoint.SharedDirName, "count-0-aborted", "000999.sst")
@@ -98,18 +68,8 @@ func TestNativeCheckpointsAreIncremental(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := state.Open[string](state.Options{Kind: state.BackendPebble, Dir: filepath.Join(t.TempDir(), "db2")}, rng)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
 	nat := s.Operators[0].Subtasks[0].Native
-	if err := nat.Materialize(c.NativeRestoreDir(0)); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.RestoreNative([]state.NativePart{{Dir: c.NativeRestoreDir(0), Start: 0, End: 127}}); err != nil {
-		t.Fatal(err)
-	}
+	c := restoreNative(t, nat, rng)
 	if got, want := numKeys(c, "v"), numKeys(b, "v"); got != want {
 		t.Fatalf("restored %d keys, want %d", got, want)
 	}
@@ -341,17 +301,7 @@ func TestNativeCheckpointSharesClosedLogs(t *testing.T) {
 	if up.Reused < logs {
 		t.Fatalf("second checkpoint reused %d shared files, want at least the %d closed logs of the first", up.Reused, logs)
 	}
-	c, err := state.Open[string](state.Options{Kind: state.BackendPebble, Dir: filepath.Join(t.TempDir(), "db2")}, rng)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	if err := n2.Materialize(c.NativeRestoreDir(0)); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.RestoreNative([]state.NativePart{{Dir: c.NativeRestoreDir(0), Start: 0, End: 127}}); err != nil {
-		t.Fatal(err)
-	}
+	c := restoreNative(t, n2, rng)
 	if got := numKeys(c, "v"); got != 20100 {
 		t.Fatalf("restored %d keys, want 20100", got)
 	}
@@ -361,6 +311,70 @@ func TestNativeCheckpointSharesClosedLogs(t *testing.T) {
 // a value state "v", and returns put, which writes value(i) under key-i for
 // i in [from, to).
 // uploadNative takes native checkpoint id of b and uploads it with up.
+// nativeCheckpoints returns take, which takes native checkpoint id of b
+// (operator "count", one subtask over rng) into base: it flushes b, so
+// that the memtable's writes are in SSTs, uploads b's native checkpoint
+// with one Uploader for every id, and writes the snapshot referencing it.
+func nativeCheckpoints(t *testing.T, b *state.Backend[string], base string, rng keygroup.Range) (take func(id int64) (*checkpoint.NativeState, *checkpoint.Uploader)) {
+	up := checkpoint.NewUploader(base, "count-0-"+b.InstanceID())
+	return func(id int64) (*checkpoint.NativeState, *checkpoint.Uploader) {
+		t.Helper()
+		if err := b.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		n := uploadNative(t, b, up, id, rng)
+		snap := &checkpoint.Snapshot{ID: id, Kind: checkpoint.KindCheckpoint, MaxParallelism: 128,
+			Operators: []*checkpoint.OperatorState{{UID: "count", Parallelism: 1,
+				Subtasks: []*checkpoint.SubtaskState{{Native: n}}}}}
+		if _, err := checkpoint.Write(checkpoint.Dir(base, id), snap); err != nil {
+			t.Fatal(err)
+		}
+		return n, up
+	}
+}
+
+// incrementalPair writes 2000 keys and takes checkpoint 1, then 10 more
+// and checkpoint 2, and fails the test unless checkpoint 2 uploaded one
+// new SST and reused every other file of checkpoint 1.
+func incrementalPair(t *testing.T, put func(from, to int), take func(id int64) (*checkpoint.NativeState, *checkpoint.Uploader)) (n1, n2 *checkpoint.NativeState) {
+	t.Helper()
+	put(0, 2000)
+	n1, up := take(1)
+	if up.Copied == 0 || up.Reused != 0 {
+		t.Fatalf("first checkpoint: copied %d, reused %d", up.Copied, up.Reused)
+	}
+	put(2000, 2010)
+	n2, up = take(2)
+	// A background compaction may merge the new SST with the old one
+	// before the checkpoint (it did in about 1 run in 7): then the merged
+	// SST is the one new file.
+	added := up.Reused == len(n1.Shared) && len(n2.Shared) == len(n1.Shared)+1
+	compacted := up.Reused == 0 && len(n2.Shared) == 1
+	if up.Copied != 1 || !added && !compacted {
+		t.Fatalf("second checkpoint after a small change: copied %d files (%d bytes), reused %d of %d, references %d; want 1 new SST and every old one reused (or 1 compacted SST)",
+			up.Copied, up.CopiedBytes, up.Reused, len(n1.Shared), len(n2.Shared))
+	}
+	return n1, n2
+}
+
+// restoreNative opens a new Pebble backend over rng (closed with the
+// test) restored from n.
+func restoreNative(t *testing.T, n *checkpoint.NativeState, rng keygroup.Range) *state.Backend[string] {
+	t.Helper()
+	c, err := state.Open[string](state.Options{Kind: state.BackendPebble, Dir: filepath.Join(t.TempDir(), "restored")}, rng)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	if err := n.Materialize(c.NativeRestoreDir(0)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.RestoreNative([]state.NativePart{{Dir: c.NativeRestoreDir(0), Start: rng.Start, End: rng.End}}); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
 func uploadNative(t *testing.T, b *state.Backend[string], up *checkpoint.Uploader, id int64, rng keygroup.Range) *checkpoint.NativeState {
 	t.Helper()
 	stage, err := b.CheckpointNative(id)

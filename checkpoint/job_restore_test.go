@@ -1,9 +1,8 @@
-package weir_test
+package checkpoint_test
 
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -108,34 +107,8 @@ func TestNativeCheckpointsToS3AreIncremental(t *testing.T) {
 	rng := keygroup.Range{Start: 0, End: 127}
 	b, _, put := pebbleValues(t, rng, func(int) string { return strings.Repeat("x", 100) })
 	base := s3test.Start(t, "native")
-	up := checkpoint.NewUploader(base, "count-0-"+b.InstanceID())
-	take := func(id int64) *checkpoint.NativeState {
-		t.Helper()
-		if err := b.Flush(); err != nil {
-			t.Fatal(err)
-		}
-		n := uploadNative(t, b, up, id, rng)
-		snap := &checkpoint.Snapshot{ID: id, Kind: checkpoint.KindCheckpoint, MaxParallelism: 128,
-			Operators: []*checkpoint.OperatorState{{UID: "count", Parallelism: 1,
-				Subtasks: []*checkpoint.SubtaskState{{Native: n}}}}}
-		if _, err := checkpoint.Write(checkpoint.Dir(base, id), snap); err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
-	put(0, 2000)
-	n1 := take(1)
-	if up.Copied == 0 || up.Reused != 0 {
-		t.Fatalf("first checkpoint: copied %d, reused %d", up.Copied, up.Reused)
-	}
-	put(2000, 2010)
-	n2 := take(2)
-	added := up.Reused == len(n1.Shared) && len(n2.Shared) == len(n1.Shared)+1
-	compacted := up.Reused == 0 && len(n2.Shared) == 1 // a background compaction merged them
-	if up.Copied != 1 || !added && !compacted {
-		t.Fatalf("second checkpoint after a small change: copied %d, reused %d of %d, references %d; want 1 new SST and every old one reused",
-			up.Copied, up.Reused, len(n1.Shared), len(n2.Shared))
-	}
+	take := nativeCheckpoints(t, b, base, rng)
+	n1, n2 := incrementalPair(t, put, take)
 	if err := checkpoint.Retain(base, 1); err != nil {
 		t.Fatal(err)
 	}
@@ -146,18 +119,7 @@ func TestNativeCheckpointsToS3AreIncremental(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := state.Open[string](state.Options{Kind: state.BackendPebble, Dir: filepath.Join(t.TempDir(), "db2")}, rng)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	nat := s.Operators[0].Subtasks[0].Native
-	if err := nat.Materialize(c.NativeRestoreDir(0)); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.RestoreNative([]state.NativePart{{Dir: c.NativeRestoreDir(0), Start: 0, End: 127}}); err != nil {
-		t.Fatal(err)
-	}
+	c := restoreNative(t, s.Operators[0].Subtasks[0].Native, rng)
 	if got, want := numKeys(c, "v"), numKeys(b, "v"); got != want || got != 2010 {
 		t.Fatalf("restored %d keys, want %d", got, want)
 	}
@@ -182,3 +144,23 @@ func TestNativeCheckpointsToS3AreIncremental(t *testing.T) {
 		}
 	}
 }
+
+// countKey counts the records of each key in keyed state and emits
+// (key, count so far) with each.
+type countKey struct {
+	n *state.ValueState[int64, int64]
+}
+
+func (c *countKey) Open(ctx *weir.KeyedContext[int64, [2]int64]) error {
+	c.n = state.MustValue[int64, int64](ctx.State(), "n")
+	return nil
+}
+
+func (c *countKey) ProcessElement(v int64, ctx *weir.KeyedContext[int64, [2]int64]) error {
+	n, _ := c.n.Value()
+	c.n.Update(n + 1)
+	ctx.Collect([2]int64{v, n + 1})
+	return nil
+}
+
+func (c *countKey) OnTimer(int64, *weir.KeyedContext[int64, [2]int64]) error { return nil }
