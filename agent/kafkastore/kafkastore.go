@@ -48,15 +48,18 @@
 //  2. Group commit. Writes queue into the current batch; one goroutine
 //     hands a batch to the producer at once and waits for all its
 //     acknowledgements, and the writes queued meanwhile form the next
-//     batch. N actions completing together cost one produce round, not N (Flink Agents flushes the producer after every write;
-//     Options.FlushEveryWrite does that, for comparison). PutQueued
+//     batch. N actions completing together cost one produce round, not N
+//     (Flink Agents flushes the producer after every write; the
+//     benchmarks compare). PutQueued
 //     (agent.Queuer) queues a state without waiting; its Pending's Wait
 //     returns once it is acknowledged. One batch is in flight at a time
 //     and a failed one fails every later one, so a record is durable only
-//     once every earlier one is.
+//     once every earlier one is (the writer is agent/internal/groupcommit's,
+//     invariants G1-G5).
 //  3. Errors. A failed batch fails every write in it with the cause, and
 //     every later write of the store fails with it too (the operator fails
-//     the job); nothing is swallowed by a later success. Writes that the
+//     the job), the batch queued while it was in flight included, which is
+//     not produced; nothing is swallowed by a later success. Writes that the
 //     cluster cannot take time out after Options.DeliveryTimeout.
 //  4. Recovery marker (agent.Checkpointed). Marker returns, per partition
 //     of the subtask's key groups, the lowest offset of a live state (not
@@ -125,6 +128,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/weirproject/weir/agent"
+	"github.com/weirproject/weir/agent/internal/actionindex"
+	"github.com/weirproject/weir/agent/internal/groupcommit"
 	"github.com/weirproject/weir/internal/killpoint"
 	"github.com/weirproject/weir/kafkasec"
 	"github.com/weirproject/weir/keygroup"
@@ -150,10 +155,6 @@ type Options struct {
 	// RequestTimeout bounds each administrative request (creating the
 	// topic, listing offsets) and each fetch of a restore; 0 means 30 s.
 	RequestTimeout time.Duration
-	// FlushEveryWrite produces and waits for every write alone, one at a
-	// time, as Flink Agents does: the baseline group commit is measured
-	// against. Not for production.
-	FlushEveryWrite bool
 	// Security is TLS and SASL to the brokers (package kafkasec), applied
 	// before the store's own options. The zero value is plaintext without
 	// authentication.
@@ -237,28 +238,30 @@ type Store struct {
 	last    int32
 	log     *slog.Logger
 
-	serial sync.Mutex // FlushEveryWrite: one write at a time
-
 	outMu sync.Mutex
 	free  []*outRec // records of acknowledged batches, for reuse
 
-	mu   sync.Mutex
-	runs map[string]*entry   // record key -> state
-	keys map[string]*keyRuns // encoded key -> its states
-	end  map[int32]int64     // per partition: the end of the log as last seen
+	// mu guards the fields below and the batch accumulating in w: a write
+	// changes the index and queues its records in one critical section,
+	// so memory and log see concurrent writes in the same order.
+	mu sync.Mutex
+	// idx holds the live states, by encoded key and record key (the
+	// run's identity, agent.RunID.Encode).
+	idx *actionindex.Index[string, *entry]
+	end map[int32]int64 // per partition: the end of the log as last seen
 	// horizon is the highest prune horizon recorded (PruneCheckpoint) or
 	// read back (Restore).
 	horizon int64
-	batch   *batch // accumulating
-	err     error  // sticky write error
-	closed  bool
-	wake    chan struct{}
-	stop    chan struct{}
-	done    chan struct{}
+	// w is the group-commit writer (guarantee 2): one produce round in
+	// flight, acknowledged in full before the next.
+	w *groupcommit.Writer[batch]
+	// hint is the size of the last batch flushed: the next is likely
+	// about as large.
+	hint int
 
-	writes, rounds int64 // guarded by mu
+	writes int64
 	// coalesced counts Puts that took the place of an earlier state of
-	// the same run in a batch not sent yet (mu).
+	// the same run in a batch not sent yet.
 	coalesced int64
 }
 
@@ -274,9 +277,9 @@ type entry struct {
 	raw  []byte
 	part int32
 	off  int64 // -1 until acknowledged
-	// batch is 1 + the number of the batch (Store.rounds when it was
-	// accumulating) holding the record of a Put, and idx the record's
-	// place in it; 0 for states read by a restore.
+	// batch is the groupcommit.Batch.Seq of the batch holding the record
+	// of a Put, and idx the record's place in it; 0 (no batch's) for
+	// states read by a restore.
 	batch int64
 	idx   int
 }
@@ -302,20 +305,14 @@ type outRec struct {
 	buf []byte
 }
 
+// batch is the records of one produce round.
 type batch struct {
 	recs    []*kgo.Record
 	entries []*entry  // per record: the state it writes, nil for a tombstone
 	outs    []*outRec // the records of Put, to reuse once acknowledged
-	done    chan struct{}
-	err     error
-
-	// Set by send: acked closes when the client has called back for
-	// every record, perr is the first record error, deadline when the
-	// batch fails regardless.
-	acked    chan struct{}
-	perr     error
-	deadline time.Time
-	cancel   context.CancelFunc
+	// acked says the client has called back for every record: it holds
+	// none of outs any more (set by Flush).
+	acked bool
 }
 
 // Open connects to the cluster, makes sure the topic exists and is
@@ -349,8 +346,7 @@ func Open(opts Options, rng keygroup.Range, maxParallelism int) (*Store, error) 
 		return nil, fmt.Errorf("kafkastore: creating the Kafka client: %w", err)
 	}
 	s := &Store{opts: opts, rng: rng, maxP: maxParallelism, cl: cl, adm: kadm.NewClient(cl), log: opts.Logger,
-		runs: map[string]*entry{}, keys: map[string]*keyRuns{}, end: map[int32]int64{},
-		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+		idx: actionindex.New[string, *entry](), end: map[int32]int64{}}
 	if err := s.ensureTopic(); err != nil {
 		cl.Close()
 		return nil, err
@@ -362,8 +358,7 @@ func Open(opts Options, rng keygroup.Range, maxParallelism int) (*Store, error) 
 		return nil, err
 	}
 	s.end = ends
-	s.batch = &batch{done: make(chan struct{})}
-	go s.writer()
+	s.w = groupcommit.New(&s.mu, (*flusher)(s), "kafkastore")
 	return s, nil
 }
 
@@ -518,12 +513,8 @@ func (s *Store) record(key []byte, kg int, value []byte) *kgo.Record {
 // write queues records (apply changes memory, under the lock, and returns
 // the records with their entries) and waits until they are acknowledged.
 func (s *Store) write(apply func() ([]*kgo.Record, []*entry)) error {
-	if s.opts.FlushEveryWrite {
-		s.serial.Lock()
-		defer s.serial.Unlock()
-	}
 	s.mu.Lock()
-	if err := s.usable(); err != nil {
+	if err := s.w.ErrLocked(); err != nil {
 		s.mu.Unlock()
 		return err
 	}
@@ -532,127 +523,81 @@ func (s *Store) write(apply func() ([]*kgo.Record, []*entry)) error {
 		s.mu.Unlock()
 		return nil
 	}
-	b := s.batch
-	b.recs = append(b.recs, recs...)
-	b.entries = append(b.entries, ents...)
+	b := s.w.QueueLocked()
+	s.sizeLocked(&b.Data)
+	b.Data.recs = append(b.Data.recs, recs...)
+	b.Data.entries = append(b.Data.entries, ents...)
 	s.writes += int64(len(recs))
 	s.mu.Unlock()
-	return s.await(b)
+	s.w.Wake()
+	return b.Wait()
 }
 
-// usable returns why the store takes no more writes, or nil (callers hold
-// mu).
-func (s *Store) usable() error {
-	if s.err != nil {
-		return s.err
-	}
-	if s.closed {
-		return errors.New("kafkastore: the store is closed")
-	}
-	return nil
-}
-
-// await wakes the writer for batch b, which holds the caller's records,
-// and waits until b is acknowledged or failed.
-func (s *Store) await(b *batch) error {
-	s.wakeWriter()
-	<-b.done
-	return b.err
-}
-
-// wakeWriter tells the writer that a batch has records.
-func (s *Store) wakeWriter() {
-	select {
-	case s.wake <- struct{}{}:
-	default:
+// sizeLocked gives a new batch room for about as many records as the
+// last one flushed (callers hold mu).
+func (s *Store) sizeLocked(b *batch) {
+	if b.recs == nil && s.hint > 0 {
+		b.recs = make([]*kgo.Record, 0, s.hint)
+		b.entries = make([]*entry, 0, s.hint)
+		b.outs = make([]*outRec, 0, s.hint)
 	}
 }
 
-// writer produces batches one at a time: it hands a batch to the client
-// and waits for its acknowledgements, and writes queued meanwhile form the
-// next batch (group commit). One batch in flight makes batches as large
-// as the concurrency allows: a broker handles the requests of one
-// connection one after the other, so a second batch in flight would only
-// wait behind the first and split the writers into smaller batches (with
-// a millisecond of broker latency, two in flight gave a third of the
-// throughput).
-func (s *Store) writer() {
-	defer close(s.done)
-	for {
-		select {
-		case <-s.wake:
-		case <-s.stop:
-			if b := s.send(); b != nil {
-				s.complete(b)
-			}
-			return
-		}
-		if b := s.send(); b != nil {
-			s.complete(b)
-		}
-	}
-}
+// flusher produces the store's batches for its group-commit writer (a
+// type of its own, so that Flush is not in Store's API).
+//
+// One batch in flight makes batches as large as the concurrency allows: a
+// broker handles the requests of one connection one after the other, so a
+// second batch in flight would only wait behind the first and split the
+// writers into smaller batches (with a millisecond of broker latency, two
+// in flight gave a third of the throughput).
+type flusher Store
 
-// send takes the accumulated batch and produces its records.
-func (s *Store) send() *batch {
-	s.mu.Lock()
-	b := s.batch
-	if len(b.recs) == 0 {
-		s.mu.Unlock()
-		return nil
-	}
-	// The next batch will likely be about as large as this one.
-	n := len(b.recs)
-	s.batch = &batch{done: make(chan struct{}), recs: make([]*kgo.Record, 0, n),
-		entries: make([]*entry, 0, n), outs: make([]*outRec, 0, n)}
-	s.rounds++
-	s.mu.Unlock()
-	b.acked = make(chan struct{})
-	b.deadline = time.Now().Add(s.opts.DeliveryTimeout + time.Second)
+// Flush produces the batch's records and waits for their
+// acknowledgements. A batch the client holds beyond DeliveryTimeout fails
+// (an idempotent producer keeps retrying a request whose fate it does not
+// know).
+func (f *flusher) Flush(b *batch) error {
+	s := (*Store)(f)
+	deadline := time.Now().Add(s.opts.DeliveryTimeout + time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), s.opts.DeliveryTimeout)
-	b.cancel = cancel
+	defer cancel()
+	acked := make(chan struct{})
 	var mu sync.Mutex
+	var perr error
 	left := len(b.recs)
 	promise := func(r *kgo.Record, err error) {
 		mu.Lock()
 		defer mu.Unlock()
-		if err != nil && b.perr == nil {
-			b.perr = fmt.Errorf("kafkastore: writing to %s[%d]: %w (the action-state store cannot record; check the cluster and the topic)", s.opts.Topic, r.Partition, err)
+		if err != nil && perr == nil {
+			perr = fmt.Errorf("kafkastore: writing to %s[%d]: %w (the action-state store cannot record; check the cluster and the topic)", s.opts.Topic, r.Partition, err)
 		}
 		if left--; left == 0 {
-			close(b.acked)
+			close(acked)
 		}
 	}
 	for _, r := range b.recs {
 		s.cl.Produce(ctx, r, promise)
 	}
-	return b
+	t := time.NewTimer(time.Until(deadline))
+	defer t.Stop()
+	select {
+	case <-acked:
+		b.acked = true
+		mu.Lock()
+		defer mu.Unlock()
+		return perr
+	case <-t.C:
+		return fmt.Errorf("kafkastore: the cluster did not acknowledge %d records to topic %s within Options.DeliveryTimeout (%v); whether they were written is unknown; check the brokers", len(b.recs), s.opts.Topic, s.opts.DeliveryTimeout)
+	}
 }
 
-// complete waits for the batch's acknowledgements and releases its
-// writers. A failed batch makes the store's error sticky. A batch the
-// client holds beyond DeliveryTimeout fails (an idempotent producer keeps
-// retrying a request whose fate it does not know).
-func (s *Store) complete(b *batch) {
-	var err error
-	acked := false
-	t := time.NewTimer(time.Until(b.deadline))
-	select {
-	case <-b.acked:
-		err = b.perr // written before acked was closed
-		acked = true
-	case <-t.C:
-		err = fmt.Errorf("kafkastore: the cluster did not acknowledge %d records to topic %s within Options.DeliveryTimeout (%v); whether they were written is unknown; check the brokers", len(b.recs), s.opts.Topic, s.opts.DeliveryTimeout)
-	}
-	t.Stop()
-	b.cancel()
-	s.mu.Lock()
-	if err != nil && s.err == nil {
-		s.err = err
-	}
-	if s.err != nil {
-		err = s.err
-	} else {
+// FlushedLocked records where an acknowledged batch's records landed (the
+// offsets Marker needs, guarantee 4) and keeps its records for reuse.
+func (f *flusher) FlushedLocked(b *batch, err error) error {
+	s := (*Store)(f)
+	s.hint = len(b.recs)
+	if err == nil {
 		for i, r := range b.recs {
 			if e := b.entries[i]; e != nil {
 				e.off = r.Offset
@@ -662,56 +607,37 @@ func (s *Store) complete(b *batch) {
 			}
 		}
 	}
-	s.mu.Unlock()
-	b.err = err
-	close(b.done)
-	if acked {
+	if b.acked {
 		// The client has called back for every record: it holds none.
 		s.giveOut(b.outs...)
 	}
+	return err
 }
-
-// keyRuns are the live states of one key: few (the runs of the inputs
-// since the key's last prune), so a slice serves better than a map.
-type keyRuns struct{ es []*entry }
 
 // add puts e into memory, replacing the state of the same run (callers
 // hold mu).
 func (s *Store) add(e *entry) {
-	s.runs[e.id] = e
-	kr := s.keys[e.key]
-	if kr == nil {
-		kr = &keyRuns{}
-		s.keys[e.key] = kr
+	s.idx.Put(bytesOf(e.key), e.id, actionindex.Position(e.pos), e)
+}
+
+// remove deletes run id of key from memory (callers hold mu). A record
+// key that does not parse (keyIn "") may be a state's whose key came from
+// its value: it is looked for among every key's runs.
+func (s *Store) remove(key, id string) {
+	if _, ok := s.idx.Remove(bytesOf(key), id); ok || key != "" {
+		return
 	}
-	// The key's few states, not the map of all, tell whether the run
-	// has one already.
-	for i, o := range kr.es {
-		if o.pos == e.pos && o.id == e.id {
-			kr.es[i] = e
+	for k, r := range s.idx.All() {
+		if r.ID == id {
+			s.idx.Remove(bytesOf(k), id)
 			return
 		}
 	}
-	kr.es = append(kr.es, e)
 }
 
-// remove deletes run id from memory (callers hold mu).
-func (s *Store) remove(id string) *entry {
-	e := s.runs[id]
-	if e == nil {
-		return nil
-	}
-	delete(s.runs, id)
-	if kr := s.keys[e.key]; kr != nil {
-		if i := slices.Index(kr.es, e); i >= 0 {
-			kr.es = slices.Delete(kr.es, i, i+1)
-		}
-		if len(kr.es) == 0 {
-			delete(s.keys, e.key)
-		}
-	}
-	return e
-}
+// bytesOf returns the bytes of s without copying them: for the index's
+// lookups, which neither keep nor modify them (Put copies the key).
+func bytesOf(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)) }
 
 // Get implements agent.ActionStateStore.
 func (s *Store) Get(id agent.RunID) (*agent.ActionState, error) {
@@ -719,7 +645,8 @@ func (s *Store) Get(id agent.RunID) (*agent.ActionState, error) {
 	k := id.AppendEncode(buf[:0])
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if e := s.runs[string(k)]; e != nil {
+	// The record key as a string over k: the index only compares it.
+	if e, ok := s.idx.Get(id.Key, unsafe.String(unsafe.SliceData(k), len(k))); ok {
 		return e.state()
 	}
 	return nil, nil
@@ -728,50 +655,28 @@ func (s *Store) Get(id agent.RunID) (*agent.ActionState, error) {
 // Put implements agent.ActionStateStore. The state must not be modified
 // after the call.
 func (s *Store) Put(st *agent.ActionState) error {
-	if s.opts.FlushEveryWrite {
-		s.serial.Lock()
-		defer s.serial.Unlock()
-	}
 	b, err := s.queuePut(st)
 	if err != nil {
 		return err
 	}
-	return s.await(b)
+	s.w.Wake()
+	return b.Wait()
 }
 
 // PutQueued implements agent.Queuer: Put without waiting for the
-// acknowledgement. With Options.FlushEveryWrite it is Put. The state must
-// not be modified after the call.
+// acknowledgement. The state must not be modified after the call.
 func (s *Store) PutQueued(st *agent.ActionState) (agent.Pending, error) {
-	if s.opts.FlushEveryWrite {
-		if err := s.Put(st); err != nil {
-			return nil, err
-		}
-		return written{}, nil
-	}
 	b, err := s.queuePut(st)
 	if err != nil {
 		return nil, err
 	}
-	s.wakeWriter()
+	s.w.Wake()
 	return b, nil
-}
-
-// written is the Pending of a write already acknowledged.
-type written struct{}
-
-func (written) Wait() error { return nil }
-
-// Wait implements agent.Pending: it returns once every record of the
-// batch is acknowledged, or with the batch's error.
-func (b *batch) Wait() error {
-	<-b.done
-	return b.err
 }
 
 // queuePut puts st into memory and its record into the current batch,
 // which it returns.
-func (s *Store) queuePut(st *agent.ActionState) (*batch, error) {
+func (s *Store) queuePut(st *agent.ActionState) (*groupcommit.Batch[batch], error) {
 	if !s.rng.Contains(st.KeyGroup) {
 		return nil, fmt.Errorf("kafkastore: state of key group %d put into the store of key groups %v (in a clustered job, key the agent by the job's key)", st.KeyGroup, s.rng)
 	}
@@ -799,14 +704,16 @@ func (s *Store) queuePut(st *agent.ActionState) (*batch, error) {
 	}
 	e := &entry{id: id, key: key, pos: st.Pos, kg: st.KeyGroup, st: st, part: part, off: -1}
 	s.mu.Lock()
-	if err := s.usable(); err != nil {
+	if err := s.w.ErrLocked(); err != nil {
 		s.mu.Unlock()
 		s.giveOut(o)
 		return nil, err
 	}
-	bt := s.batch
-	e.batch = s.rounds + 1
-	if prev := s.runs[id]; prev != nil && prev.batch == e.batch && prev.pos == e.pos {
+	gb := s.w.QueueLocked()
+	s.sizeLocked(&gb.Data)
+	bt := &gb.Data
+	e.batch = gb.Seq()
+	if prev, ok := s.idx.Get(st.ID.Key, id); ok && prev.batch == e.batch && prev.pos == e.pos {
 		// The run's earlier state (a call's record) has not been sent
 		// yet: this one, which supersedes it, takes its place in the
 		// batch, and the batch writes one record of the run, not two.
@@ -826,7 +733,7 @@ func (s *Store) queuePut(st *agent.ActionState) (*batch, error) {
 	bt.outs = append(bt.outs, o)
 	s.add(e)
 	s.mu.Unlock()
-	return bt, nil
+	return gb, nil
 }
 
 // keyIn returns the encoded key inside a record key (agent.RunID.Encode:
@@ -897,37 +804,30 @@ const maxFree = 4096
 func (s *Store) Latest(key []byte) (agent.Position, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var best agent.Position
-	ok := false
-	kr := s.keys[string(key)]
-	if kr == nil {
-		return best, false
-	}
-	for _, e := range kr.es {
-		if !ok || best.Less(e.pos) {
-			best, ok = e.pos, true
-		}
-	}
-	return best, ok
+	p, ok := s.idx.Latest(key)
+	return agent.Position(p), ok
 }
 
-// tombstones removes the runs of key matching drop and returns their
-// tombstones (callers hold mu).
-func (s *Store) tombstones(recs []*kgo.Record, key []byte, drop func(agent.Position) bool) []*kgo.Record {
-	kr := s.keys[string(key)]
-	if kr == nil {
-		return recs
+// tombstones returns the tombstones of the runs the index removed, in the
+// order of their record keys (deterministic records; callers hold mu).
+func (s *Store) tombstones(recs []*kgo.Record, gone []*entry) []*kgo.Record {
+	slices.SortFunc(gone, func(a, b *entry) int { return strings.Compare(a.id, b.id) })
+	for _, e := range gone {
+		recs = append(recs, s.record([]byte(e.id), e.kg, nil))
 	}
-	ids := make([]string, 0, 4)
-	for _, e := range kr.es {
-		if drop(e.pos) {
-			ids = append(ids, e.id)
-		}
-	}
-	slices.Sort(ids) // a deterministic order of records
-	for _, id := range ids {
-		e := s.remove(id)
-		recs = append(recs, s.record([]byte(id), e.kg, nil))
+	return recs
+}
+
+// pruned removes the runs of upTo's keys up to their sequence numbers and
+// returns their tombstones (callers hold mu).
+func (s *Store) pruned(upTo []agent.KeySeq) []*kgo.Record {
+	var recs []*kgo.Record
+	var gone []*entry
+	collect := func(r actionindex.Run[string, *entry]) { gone = append(gone, r.V) }
+	for _, ks := range upTo {
+		gone = gone[:0]
+		s.idx.Prune(ks.Key, ks.Seq, collect)
+		recs = s.tombstones(recs, gone)
 	}
 	return recs
 }
@@ -935,7 +835,9 @@ func (s *Store) tombstones(recs []*kgo.Record, key []byte, drop func(agent.Posit
 // DiscardFrom implements agent.ActionStateStore (guarantee 6).
 func (s *Store) DiscardFrom(key []byte, pos agent.Position) error {
 	return s.write(func() ([]*kgo.Record, []*entry) {
-		recs := s.tombstones(nil, key, func(p agent.Position) bool { return !p.Less(pos) })
+		var gone []*entry
+		s.idx.DiscardFrom(key, actionindex.Position(pos), func(r actionindex.Run[string, *entry]) { gone = append(gone, r.V) })
+		recs := s.tombstones(nil, gone)
 		return recs, make([]*entry, len(recs))
 	})
 }
@@ -943,10 +845,7 @@ func (s *Store) DiscardFrom(key []byte, pos agent.Position) error {
 // Prune implements agent.ActionStateStore (guarantee 6).
 func (s *Store) Prune(upTo []agent.KeySeq) error {
 	return s.write(func() ([]*kgo.Record, []*entry) {
-		var recs []*kgo.Record
-		for _, ks := range upTo {
-			recs = s.tombstones(recs, ks.Key, func(p agent.Position) bool { return p.Seq <= ks.Seq })
-		}
+		recs := s.pruned(upTo)
 		return recs, make([]*entry, len(recs))
 	})
 }
@@ -956,10 +855,7 @@ func (s *Store) Prune(upTo []agent.KeySeq) error {
 // batch.
 func (s *Store) PruneCheckpoint(checkpoint int64, upTo []agent.KeySeq) error {
 	return s.write(func() ([]*kgo.Record, []*entry) {
-		var recs []*kgo.Record
-		for _, ks := range upTo {
-			recs = s.tombstones(recs, ks.Key, func(p agent.Position) bool { return p.Seq <= ks.Seq })
-		}
+		recs := s.pruned(upTo)
 		if checkpoint > s.horizon {
 			s.horizon = checkpoint
 			for p := s.first; p <= s.last; p++ {
@@ -1023,8 +919,8 @@ func (s *Store) Marker() ([]byte, error) {
 	for p, o := range s.end {
 		low[p] = o
 	}
-	for _, e := range s.runs {
-		if e.off >= 0 && e.off < low[e.part] {
+	for _, r := range s.idx.All() {
+		if e := r.V; e.off >= 0 && e.off < low[e.part] {
 			low[e.part] = e.off
 		}
 	}
@@ -1100,8 +996,7 @@ func (s *Store) Restore(markers [][]byte) error {
 		pos[p] = max(o, starts[p])
 	}
 	s.mu.Lock()
-	clear(s.runs)
-	clear(s.keys)
+	s.idx.Clear()
 	s.horizon = 0
 	s.mu.Unlock()
 	killpoint.Hit("agent.rebuild") // crash tests: a restore that dies while it reads the log
@@ -1113,7 +1008,7 @@ func (s *Store) Restore(markers [][]byte) error {
 	for p, e := range ends {
 		s.end[p] = max(s.end[p], e)
 	}
-	live := len(s.runs)
+	live := s.idx.Len()
 	s.mu.Unlock()
 	s.log.Info("kafkastore: rebuilt the action states", "topic", s.opts.Topic, "keyGroups", s.rng.String(), "records", n, "states", live)
 	if len(missing) > 0 {
@@ -1281,7 +1176,8 @@ func (s *Store) replay(r *kgo.Record) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if r.Value == nil {
-		s.remove(string(r.Key))
+		id := string(r.Key)
+		s.remove(keyIn(id), id)
 		return nil
 	}
 	// One copy of the record's key and value: the run's identity (a
@@ -1312,19 +1208,7 @@ func (s *Store) replay(r *kgo.Record) error {
 // Close waits for queued writes and closes the client. It returns the
 // store's write error, if any.
 func (s *Store) Close() error {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return nil
-	}
-	s.closed = true
-	s.mu.Unlock()
-	close(s.stop)
-	<-s.done
-	s.cl.Close()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.err
+	return s.w.Close(func() error { s.cl.Close(); return nil })
 }
 
 // Stats reports the records written, the produce rounds they took and the
@@ -1332,7 +1216,7 @@ func (s *Store) Close() error {
 func (s *Store) Stats() (writes, rounds int64, states int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.writes, s.rounds, len(s.runs)
+	return s.writes, s.w.BatchesLocked(), s.idx.Len()
 }
 
 var (

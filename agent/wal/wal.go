@@ -25,7 +25,8 @@
 //     cost one write and one fsync, not N, without weakening guarantee 1.
 //     PutQueued (agent.Queuer) queues a state without waiting; its
 //     Pending's Wait returns once it is durable. Batches are written in
-//     order, so a record is durable only once every earlier one is.
+//     order, so a record is durable only once every earlier one is (the
+//     writer is agent/internal/groupcommit's, invariants G1-G5).
 //  3. Recovery. Open replays the logs; a record cut short or corrupted by
 //     a crash (bad length or checksum) ends its log: the records before it
 //     are kept, it and anything after are ignored.
@@ -38,7 +39,9 @@
 //     twice its live content, the live states are rewritten into a new log
 //     (written, fsynced, renamed over the old one).
 //  6. Errors. A failed write or fsync makes every later write fail with an
-//     error naming the file; nothing is silently lost.
+//     error naming the file, the writes queued while the failed batch was
+//     being written included: they are not written (groupcommit G2);
+//     nothing is silently lost.
 //  7. Which checkpoints restore (agent.Checkpointed). Marker names the
 //     directory, the host and the directory's store id; Restore (the log
 //     was read by Open) fails with an error wrapping
@@ -76,6 +79,8 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/weirproject/weir/agent"
+	"github.com/weirproject/weir/agent/internal/actionindex"
+	"github.com/weirproject/weir/agent/internal/groupcommit"
 	"github.com/weirproject/weir/internal/killpoint"
 	"github.com/weirproject/weir/internal/mutant"
 	"github.com/weirproject/weir/keygroup"
@@ -151,15 +156,16 @@ type Store struct {
 	rng  keygroup.Range
 	opts Options
 
-	mu     sync.Mutex
-	keys   map[string]*keyStates // encoded key -> its states
-	batch  *batch                // accumulating
-	err    error                 // sticky write error
-	closed bool
-	live   int64 // bytes of live records
-	wake   chan struct{}
-	stop   chan struct{}
-	done   chan struct{}
+	// mu guards idx, live, the batch accumulating in w and the fields
+	// marked (mu). One lock for the index and the batch: a write changes
+	// memory and queues its record in one critical section, so memory and
+	// log see concurrent writes in the same order.
+	mu   sync.Mutex
+	idx  *actionindex.Index[runKey, entry] // the live states
+	live int64                             // bytes of live records
+	// w is the group-commit writer (guarantee 2); its batches are buffers
+	// of records, written and fsynced by Flush.
+	w *groupcommit.Writer[batch]
 
 	// The log, written by the writer goroutine only (and by Open before
 	// it starts); size is guarded by mu.
@@ -181,21 +187,6 @@ type Store struct {
 	beforeSync func() // test hook, called by the writer before each batch
 }
 
-type keyStates struct {
-	runs   map[runKey]entry // the run's id within the key -> state
-	latest agent.Position   // the greatest position in runs (not empty)
-}
-
-// recompute sets ks.latest from the runs (after some were removed).
-func (ks *keyStates) recompute() {
-	first := true
-	for _, e := range ks.runs {
-		if first || ks.latest.Less(e.st.Pos) {
-			ks.latest, first = e.st.Pos, false
-		}
-	}
-}
-
 // runKey is a RunID within its key: the fields besides the key, as a map
 // key (no hashing or formatting per lookup).
 type runKey struct {
@@ -213,18 +204,8 @@ type entry struct {
 	size int64
 }
 
-type batch struct {
-	buf  []byte
-	done chan struct{}
-	err  error
-}
-
-// Wait implements agent.Pending: it returns once the batch is written and
-// synced, with its error.
-func (b *batch) Wait() error {
-	<-b.done
-	return b.err
-}
+// batch is the records of one group commit, encoded.
+type batch struct{ buf []byte }
 
 // Open opens (creating if needed) the log of key groups rng in dir and
 // loads the states of those key groups from every log in dir.
@@ -242,9 +223,8 @@ func Open(dir string, rng keygroup.Range, opts Options) (*Store, error) {
 		return nil, err
 	}
 	var err error
-	s := &Store{dir: dir, rng: rng, opts: opts, keys: map[string]*keyStates{},
-		path: filepath.Join(dir, fmt.Sprintf("kg-%05d-%05d.wal", rng.Start, rng.End)),
-		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	s := &Store{dir: dir, rng: rng, opts: opts, idx: actionindex.New[runKey, entry](),
+		path: filepath.Join(dir, fmt.Sprintf("kg-%05d-%05d.wal", rng.Start, rng.End))}
 	if s.id, s.newID, err = storeID(dir, opts); err != nil {
 		return nil, err
 	}
@@ -276,8 +256,7 @@ func Open(dir string, rng keygroup.Range, opts Options) (*Store, error) {
 	if err := syncDir(dir, opts); err != nil {
 		return nil, err
 	}
-	s.batch = &batch{done: make(chan struct{})}
-	go s.writer()
+	s.w = groupcommit.New(&s.mu, (*flusher)(s), "wal")
 	return s, nil
 }
 
@@ -472,61 +451,22 @@ func (s *Store) replay(typ byte, payload []byte) error {
 }
 
 func (s *Store) applyPut(st *agent.ActionState, size int64) {
-	ks := s.keys[string(st.ID.Key)]
-	if ks == nil {
-		ks = &keyStates{runs: map[runKey]entry{}}
-		s.keys[string(st.ID.Key)] = ks
-	}
-	id := keyOf(&st.ID)
-	old, had := ks.runs[id]
-	if had {
-		s.live -= old.size
-	}
-	ks.runs[id] = entry{st: st, size: size}
-	switch {
-	case len(ks.runs) == 1 || ks.latest.Less(st.Pos):
-		ks.latest = st.Pos
-	case had && old.st.Pos == ks.latest && st.Pos != old.st.Pos:
-		ks.recompute() // the latest run moved back
+	if old, had := s.idx.Put(st.ID.Key, keyOf(&st.ID), actionindex.Position(st.Pos), entry{st: st, size: size}); had {
+		s.live -= old.V.size
 	}
 	s.live += size
 }
 
+// dropped counts a run the index removed out of the live bytes.
+func (s *Store) dropped(r actionindex.Run[runKey, entry]) { s.live -= r.V.size }
+
 func (s *Store) applyDiscard(key []byte, pos agent.Position) {
-	ks := s.keys[string(key)]
-	if ks == nil {
-		return
-	}
-	for id, e := range ks.runs {
-		if !e.st.Pos.Less(pos) {
-			s.live -= e.size
-			delete(ks.runs, id)
-		}
-	}
-	if len(ks.runs) == 0 {
-		delete(s.keys, string(key))
-	} else {
-		ks.recompute()
-	}
+	s.idx.DiscardFrom(key, actionindex.Position(pos), s.dropped)
 }
 
 func (s *Store) applyPrune(upTo []agent.KeySeq) {
 	for _, p := range upTo {
-		ks := s.keys[string(p.Key)]
-		if ks == nil {
-			continue
-		}
-		for id, e := range ks.runs {
-			if e.st.Pos.Seq <= p.Seq {
-				s.live -= e.size
-				delete(ks.runs, id)
-			}
-		}
-		if len(ks.runs) == 0 {
-			delete(s.keys, string(p.Key))
-		} else {
-			ks.recompute()
-		}
+		s.idx.Prune(p.Key, p.Seq, s.dropped)
 	}
 }
 
@@ -535,29 +475,27 @@ func (s *Store) liveRecords() ([]byte, error) {
 	var buf []byte
 	e := getEncoder()
 	defer putEncoder(e)
-	keys := make([]string, 0, len(s.keys))
-	for k := range s.keys {
-		keys = append(keys, k)
+	// By key, then in the order of the runs' names (RunID.String), as
+	// always.
+	type named struct {
+		key, name string
+		st        *agent.ActionState
 	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		ks := s.keys[k]
-		// In the order of the runs' names (RunID.String), as always.
-		type named struct {
-			name string
-			st   *agent.ActionState
+	runs := make([]named, 0, s.idx.Len())
+	for k, r := range s.idx.All() {
+		runs = append(runs, named{k, r.V.st.ID.String(), r.V.st})
+	}
+	sort.Slice(runs, func(i, j int) bool {
+		if runs[i].key != runs[j].key {
+			return runs[i].key < runs[j].key
 		}
-		runs := make([]named, 0, len(ks.runs))
-		for _, e := range ks.runs {
-			runs = append(runs, named{e.st.ID.String(), e.st})
+		return runs[i].name < runs[j].name
+	})
+	for _, r := range runs {
+		if err := e.record(recPut, func(b []byte) ([]byte, error) { return e.appendState(b, r.st) }); err != nil {
+			return nil, err
 		}
-		sort.Slice(runs, func(i, j int) bool { return runs[i].name < runs[j].name })
-		for _, r := range runs {
-			if err := e.record(recPut, func(b []byte) ([]byte, error) { return e.appendState(b, r.st) }); err != nil {
-				return nil, err
-			}
-			buf = append(buf, e.buf...)
-		}
+		buf = append(buf, e.buf...)
 	}
 	return buf, nil
 }
@@ -657,35 +595,27 @@ func (s *Store) write(typ byte, payload func(e *encoder, dst []byte) ([]byte, er
 // concurrent writers encode in parallel; under the lock it is only copied
 // into the batch. Batches are written one after the other, so a record is
 // durable only once every record queued before it is.
-func (s *Store) queue(typ byte, payload func(e *encoder, dst []byte) ([]byte, error), apply func(size int64)) (*batch, error) {
+func (s *Store) queue(typ byte, payload func(e *encoder, dst []byte) ([]byte, error), apply func(size int64)) (*groupcommit.Batch[batch], error) {
 	e := getEncoder()
 	defer putEncoder(e)
 	if err := e.record(typ, func(b []byte) ([]byte, error) { return payload(e, b) }); err != nil {
 		return nil, fmt.Errorf("wal: %w", err)
 	}
 	s.mu.Lock()
-	if s.err != nil {
-		err := s.err
+	if err := s.w.ErrLocked(); err != nil {
 		s.mu.Unlock()
 		return nil, err
 	}
-	if s.closed {
-		s.mu.Unlock()
-		return nil, errors.New("wal: the store is closed")
-	}
-	b := s.batch
-	if b.buf == nil && len(s.spares) > 0 {
-		b.buf = s.spares[len(s.spares)-1]
+	b := s.w.QueueLocked()
+	if b.Data.buf == nil && len(s.spares) > 0 {
+		b.Data.buf = s.spares[len(s.spares)-1]
 		s.spares = s.spares[:len(s.spares)-1]
 	}
-	b.buf = append(b.buf, e.buf...)
+	b.Data.buf = append(b.Data.buf, e.buf...)
 	s.writes++
 	apply(int64(len(e.buf)))
 	s.mu.Unlock()
-	select {
-	case s.wake <- struct{}{}:
-	default:
-	}
+	s.w.Wake()
 	return b, nil
 }
 
@@ -694,30 +624,15 @@ func jsonPayload(v any) func(e *encoder, dst []byte) ([]byte, error) {
 	return func(e *encoder, dst []byte) ([]byte, error) { return e.appendJSON(dst, v) }
 }
 
-// writer writes and syncs batches, one at a time; records queued while a
-// batch is being synced form the next batch (group commit).
-func (s *Store) writer() {
-	defer close(s.done)
-	for {
-		select {
-		case <-s.wake:
-		case <-s.stop:
-			s.flush()
-			return
-		}
-		s.flush()
-	}
-}
+// flusher writes the store's batches for its group-commit writer (a type
+// of its own, so that Flush is not in Store's API).
+type flusher Store
 
-func (s *Store) flush() {
-	s.mu.Lock()
-	b := s.batch
-	if len(b.buf) == 0 {
-		s.mu.Unlock()
-		return
-	}
-	s.batch = &batch{done: make(chan struct{})}
-	s.mu.Unlock()
+// Flush writes and fsyncs one batch (guarantees 1, 2): called by the
+// writer's goroutine, one batch at a time, without mu; records queued
+// meanwhile form the next batch.
+func (f *flusher) Flush(b *batch) error {
+	s := (*Store)(f)
 	if s.beforeSync != nil {
 		s.beforeSync()
 	}
@@ -728,23 +643,20 @@ func (s *Store) flush() {
 	if err != nil {
 		err = fmt.Errorf("wal: writing %s: %w (the action-state store cannot record; check the disk)", s.path, err)
 	}
-	s.mu.Lock()
+	return err
+}
+
+// FlushedLocked accounts for a batch written (or failed: guarantee 6) and
+// compacts the log once it has grown past its bound (guarantee 5).
+func (f *flusher) FlushedLocked(b *batch, err error) error {
+	s := (*Store)(f)
 	s.size += int64(len(b.buf))
 	s.syncs++
 	s.keepSpare(b.buf[:0])
-	if err != nil && s.err == nil {
-		s.err = err
-	}
-	compact := err == nil && s.size > s.opts.MaxLogBytes && s.size > 2*s.live
-	if compact {
+	if err == nil && s.size > s.opts.MaxLogBytes && s.size > 2*s.live {
 		err = s.rewrite()
-		if err != nil && s.err == nil {
-			s.err = err
-		}
 	}
-	s.mu.Unlock()
-	b.err = err
-	close(b.done)
+	return err
 }
 
 // keepSpare keeps buf for a later batch: the two largest buffers are
@@ -769,15 +681,10 @@ func (s *Store) keepSpare(buf []byte) {
 func (s *Store) Get(id agent.RunID) (*agent.ActionState, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ks := s.keys[string(id.Key)]
-	if ks == nil {
-		return nil, nil
+	if e, ok := s.idx.Get(id.Key, keyOf(&id)); ok {
+		return e.st, nil
 	}
-	e, ok := ks.runs[keyOf(&id)]
-	if !ok {
-		return nil, nil
-	}
-	return e.st, nil
+	return nil, nil
 }
 
 // Put implements agent.ActionStateStore. The state must not be modified
@@ -807,11 +714,8 @@ func (s *Store) PutQueued(st *agent.ActionState) (agent.Pending, error) {
 func (s *Store) Latest(key []byte) (agent.Position, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ks := s.keys[string(key)]
-	if ks == nil {
-		return agent.Position{}, false
-	}
-	return ks.latest, true
+	p, ok := s.idx.Latest(key)
+	return agent.Position(p), ok
 }
 
 // DiscardFrom implements agent.ActionStateStore.
@@ -878,24 +782,10 @@ func (s *Store) Restore(markers [][]byte) error {
 	return nil
 }
 
-// Close flushes what is queued and closes the log.
+// Close flushes what is queued and closes the log. It returns the store's
+// write error, if any.
 func (s *Store) Close() error {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return nil
-	}
-	s.closed = true
-	s.mu.Unlock()
-	close(s.stop)
-	<-s.done
-	s.mu.Lock()
-	err := s.err
-	s.mu.Unlock()
-	if cerr := s.f.Close(); err == nil {
-		err = cerr
-	}
-	return err
+	return s.w.Close(func() error { return s.f.Close() })
 }
 
 // Stats reports the records written, the fsyncs (batches) it took, the
@@ -903,8 +793,5 @@ func (s *Store) Close() error {
 func (s *Store) Stats() (writes, syncs int64, states int, logBytes int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, ks := range s.keys {
-		states += len(ks.runs)
-	}
-	return s.writes, s.syncs, states, s.size
+	return s.writes, s.syncs, s.idx.Len(), s.size
 }

@@ -123,7 +123,7 @@ var All = []struct {
 	{AgentPruneAtSnapshot, "agent/operator.go SnapshotState"},
 	{AgentWatermarkPastRunning, "agent/operator.go ProcessWatermark"},
 	{AgentCallBeforeRecorded, "agent/durable.go durable"},
-	{WALAckWithoutSync, "agent/wal/wal.go Store.flush"},
+	{WALAckWithoutSync, "agent/wal/wal.go flusher.Flush"},
 	{WALRestoreSkipsLast, "agent/wal/wal.go Store.loadFrom"},
 	{KafkaCommitAtPreCommit, "connector/kafka/sink.go txnSink.PreCommit"},
 	{KafkaSnapshotOnePast, "connector/kafka/reader.go reader.states"},
