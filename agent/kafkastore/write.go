@@ -157,11 +157,16 @@ func (f *flusher) FlushedLocked(b *batch, err error) error {
 			}
 		}
 	}
+	return err
+}
+
+// Released keeps an acknowledged batch's records for reuse, once its
+// writers are released (outside mu: queuing writers do not wait for it).
+func (f *flusher) Released(b *batch) {
 	if b.acked {
 		// The client has called back for every record: it holds none.
-		s.giveOut(b.outs...)
+		(*Store)(f).giveOut(b.outs...)
 	}
-	return err
 }
 
 // Put implements agent.ActionStateStore. The state must not be modified

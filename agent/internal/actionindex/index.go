@@ -1,6 +1,9 @@
 package actionindex
 
-import "iter"
+import (
+	"iter"
+	"unsafe"
+)
 
 // Position orders the runs of one key: by input sequence number, then by
 // triggering event, then by the action's place among the event's actions.
@@ -35,49 +38,44 @@ type Run[ID comparable, V any] struct {
 // Index is the live runs of a store, by key (the encoded key) and run
 // identity. The zero value is not usable: call New.
 //
-// A key's runs are those of its inputs since its last prune: usually few,
-// so they are kept in a slice, searched in order; past smallRuns (a key
-// whose inputs run ahead of the checkpoints that prune them, or a
-// benchmark's hot key) a map from identity to place in the slice takes
-// over, so that Put and Get stay O(1) instead of O(runs of the key).
+// One map from (key, identity) to the run's place finds a run with one
+// hash (Get is on every replayed input's path); each key's runs sit in a
+// slice of their own, with their latest position, for Latest and for the
+// prunes and discards, which visit the key's runs anyway. A map per key
+// (key, then identity) cost a second lookup and more pointers to chase
+// per Get.
 type Index[ID comparable, V any] struct {
+	runs map[ref[ID]]slot[ID, V]
 	keys map[string]*keyRuns[ID, V]
-	n    int // I4
 }
 
-// smallRuns is the most runs a key keeps without a map from identity to
-// place.
-const smallRuns = 8
+// ref names a run in the index.
+type ref[ID comparable] struct {
+	key string
+	id  ID
+}
+
+// slot is where a run is: its key's runs, and its place among them.
+type slot[ID comparable, V any] struct {
+	kr *keyRuns[ID, V]
+	i  int
+}
 
 type keyRuns[ID comparable, V any] struct {
+	key  string // the index's copy
 	runs []Run[ID, V]
-	// at maps an identity to its place in runs; nil while len(runs) is
-	// at most smallRuns.
-	at map[ID]int
 	// latest is the greatest position in runs (I2; runs is never empty).
 	latest Position
 }
 
 // New returns an empty index.
 func New[ID comparable, V any]() *Index[ID, V] {
-	return &Index[ID, V]{keys: map[string]*keyRuns[ID, V]{}}
+	return &Index[ID, V]{runs: map[ref[ID]]slot[ID, V]{}, keys: map[string]*keyRuns[ID, V]{}}
 }
 
-// find returns the place of id in kr.runs, or -1.
-func (kr *keyRuns[ID, V]) find(id ID) int {
-	if kr.at != nil {
-		if i, ok := kr.at[id]; ok {
-			return i
-		}
-		return -1
-	}
-	for i := range kr.runs {
-		if kr.runs[i].ID == id {
-			return i
-		}
-	}
-	return -1
-}
+// view is key as a string without copying it, for lookups only (the
+// index keeps its own copy of a key it stores).
+func view(key []byte) string { return unsafe.String(unsafe.SliceData(key), len(key)) }
 
 // recompute sets latest from the runs (after the latest went or moved
 // back).
@@ -90,47 +88,23 @@ func (kr *keyRuns[ID, V]) recompute() {
 	}
 }
 
-// reindex rebuilds at after runs changed places (or drops it once the
-// runs are few again).
-func (kr *keyRuns[ID, V]) reindex() {
-	if len(kr.runs) <= smallRuns {
-		kr.at = nil
-		return
-	}
-	if kr.at == nil {
-		kr.at = make(map[ID]int, len(kr.runs))
-	} else {
-		clear(kr.at)
-	}
-	for i, r := range kr.runs {
-		kr.at[r.ID] = i
-	}
-}
-
 // Get returns what is kept of run id of key, ok false when the run is not
 // in the index.
 func (x *Index[ID, V]) Get(key []byte, id ID) (v V, ok bool) {
-	kr := x.keys[string(key)]
-	if kr == nil {
+	sl, ok := x.runs[ref[ID]{view(key), id}]
+	if !ok {
 		return v, false
 	}
-	if i := kr.find(id); i >= 0 {
-		return kr.runs[i].V, true
-	}
-	return v, false
+	return sl.kr.runs[sl.i].V, true
 }
 
 // Put records run id of key at pos with v, replacing the run's earlier
 // entry, which it returns (I1). The index keeps its own copy of key.
 func (x *Index[ID, V]) Put(key []byte, id ID, pos Position, v V) (old Run[ID, V], replaced bool) {
-	kr := x.keys[string(key)]
-	if kr == nil {
-		kr = &keyRuns[ID, V]{runs: make([]Run[ID, V], 0, 2), latest: pos}
-		x.keys[string(key)] = kr
-	}
-	if i := kr.find(id); i >= 0 {
-		old = kr.runs[i]
-		kr.runs[i] = Run[ID, V]{ID: id, Pos: pos, V: v}
+	if sl, ok := x.runs[ref[ID]{view(key), id}]; ok {
+		kr := sl.kr
+		old = kr.runs[sl.i]
+		kr.runs[sl.i] = Run[ID, V]{ID: id, Pos: pos, V: v}
 		switch {
 		case kr.latest.Less(pos):
 			kr.latest = pos
@@ -139,51 +113,40 @@ func (x *Index[ID, V]) Put(key []byte, id ID, pos Position, v V) (old Run[ID, V]
 		}
 		return old, true
 	}
-	kr.runs = append(kr.runs, Run[ID, V]{ID: id, Pos: pos, V: v})
-	switch {
-	case kr.at != nil:
-		kr.at[id] = len(kr.runs) - 1
-	case len(kr.runs) > smallRuns:
-		kr.reindex()
+	kr := x.keys[view(key)]
+	if kr == nil {
+		k := string(key)
+		kr = &keyRuns[ID, V]{key: k, runs: make([]Run[ID, V], 0, 2), latest: pos}
+		x.keys[k] = kr
 	}
+	kr.runs = append(kr.runs, Run[ID, V]{ID: id, Pos: pos, V: v})
+	x.runs[ref[ID]{kr.key, id}] = slot[ID, V]{kr, len(kr.runs) - 1}
 	if len(kr.runs) == 1 || kr.latest.Less(pos) {
 		kr.latest = pos
 	}
-	x.n++
 	return old, false
 }
 
 // Remove removes run id of key and returns it, ok false when it was not
 // in the index.
 func (x *Index[ID, V]) Remove(key []byte, id ID) (r Run[ID, V], ok bool) {
-	kr := x.keys[string(key)]
-	if kr == nil {
+	sl, ok := x.runs[ref[ID]{view(key), id}]
+	if !ok {
 		return r, false
 	}
-	i := kr.find(id)
-	if i < 0 {
-		return r, false
-	}
+	kr, i := sl.kr, sl.i
 	r = kr.runs[i]
+	delete(x.runs, ref[ID]{kr.key, id})
 	last := len(kr.runs) - 1
 	if i != last {
 		kr.runs[i] = kr.runs[last]
-		if kr.at != nil {
-			kr.at[kr.runs[i].ID] = i
-		}
+		x.runs[ref[ID]{kr.key, kr.runs[i].ID}] = slot[ID, V]{kr, i}
 	}
 	kr.runs[last] = Run[ID, V]{} // let the value go
 	kr.runs = kr.runs[:last]
-	if kr.at != nil {
-		delete(kr.at, id)
-	}
-	x.n--
 	if last == 0 {
-		delete(x.keys, string(key))
+		delete(x.keys, kr.key)
 		return r, true
-	}
-	if len(kr.runs) <= smallRuns {
-		kr.at = nil
 	}
 	if r.Pos == kr.latest {
 		kr.recompute()
@@ -214,7 +177,7 @@ func (x *Index[ID, V]) Prune(key []byte, seq int64, removed func(Run[ID, V])) {
 }
 
 func (x *Index[ID, V]) removeIf(key []byte, drop func(Position) bool, removed func(Run[ID, V])) {
-	kr := x.keys[string(key)]
+	kr := x.keys[view(key)]
 	if kr == nil {
 		return
 	}
@@ -224,7 +187,7 @@ func (x *Index[ID, V]) removeIf(key []byte, drop func(Position) bool, removed fu
 			kept = append(kept, r)
 			continue
 		}
-		x.n--
+		delete(x.runs, ref[ID]{kr.key, r.ID})
 		if removed != nil {
 			removed(r)
 		}
@@ -235,15 +198,17 @@ func (x *Index[ID, V]) removeIf(key []byte, drop func(Position) bool, removed fu
 	clear(kr.runs[len(kept):]) // let the values go
 	kr.runs = kept
 	if len(kept) == 0 {
-		delete(x.keys, string(key))
+		delete(x.keys, kr.key)
 		return
 	}
-	kr.reindex()
+	for i, r := range kept { // places changed
+		x.runs[ref[ID]{kr.key, r.ID}] = slot[ID, V]{kr, i}
+	}
 	kr.recompute()
 }
 
 // Len returns the number of runs in the index (I4).
-func (x *Index[ID, V]) Len() int { return x.n }
+func (x *Index[ID, V]) Len() int { return len(x.runs) }
 
 // Keys returns the number of keys with runs (I2).
 func (x *Index[ID, V]) Keys() int { return len(x.keys) }
@@ -251,7 +216,7 @@ func (x *Index[ID, V]) Keys() int { return len(x.keys) }
 // Clear removes every run.
 func (x *Index[ID, V]) Clear() {
 	clear(x.keys)
-	x.n = 0
+	clear(x.runs)
 }
 
 // All yields every key with each of its runs, in no particular order. The

@@ -19,7 +19,7 @@
 //	writer goroutine:               lock; take b, start b+1; unlock
 //	                                Flush(&b.Data)                 (no lock: writes queue into b+1)
 //	                                lock; FlushedLocked(&b.Data, err); unlock
-//	                                release b's waiters
+//	                                release b's waiters; Released(&b.Data) if the Flusher is a Releaser
 //
 // # Invariants
 //

@@ -42,6 +42,15 @@ type Flusher[T any] interface {
 	FlushedLocked(b *T, err error) error
 }
 
+// Releaser is an optional capability of a Flusher: Released is called
+// with each batch once its waiters are released (Wait has returned or
+// will), without the lock, on the writer's goroutine, before the next
+// batch is taken: for work the writers need not wait for, such as keeping
+// the batch's buffers for reuse.
+type Releaser[T any] interface {
+	Released(b *T)
+}
+
 // Writer is the group-commit writer of one store: the batch accumulating,
 // the goroutine flushing, the sticky error, and Close.
 type Writer[T any] struct {
@@ -49,7 +58,8 @@ type Writer[T any] struct {
 	// of the accumulating batch.
 	mu     sync.Locker
 	f      Flusher[T]
-	closed error // ErrLocked's answer once closed
+	r      Releaser[T] // f, when it is one
+	closed error       // ErrLocked's answer once closed
 
 	cur      *Batch[T] // accumulating
 	err      error     // G2: the first failure
@@ -67,6 +77,7 @@ func New[T any](mu sync.Locker, f Flusher[T], name string) *Writer[T] {
 	w := &Writer[T]{mu: mu, f: f, closed: errors.New(name + ": the store is closed"),
 		cur:  &Batch[T]{seq: 1, done: make(chan struct{})},
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	w.r, _ = f.(Releaser[T])
 	go w.run()
 	return w
 }
@@ -141,6 +152,9 @@ func (w *Writer[T]) flush() {
 	w.mu.Unlock()
 	b.err = err
 	close(b.done)
+	if w.r != nil {
+		w.r.Released(&b.Data)
+	}
 }
 
 // Close refuses further writes, flushes what is queued, stops the

@@ -209,3 +209,34 @@ func TestBatchesMatchModel(t *testing.T) {
 		}
 	})
 }
+
+// releasingLog is a memLog that is a Releaser.
+type releasingLog struct {
+	memLog
+	released []int // batch sizes, in the order released
+}
+
+func (r *releasingLog) Released(b *[]int) { r.released = append(r.released, len(*b)) }
+
+// TestReleasedAfterEachBatch: a Releaser hears of every batch flushed, in
+// order, once its writers are released.
+func TestReleasedAfterEachBatch(t *testing.T) {
+	r := &releasingLog{}
+	w := New[[]int](&r.mu, r, "test")
+	for round := 1; round <= 3; round++ {
+		var bs []*Batch[[]int]
+		for i := range round {
+			bs = append(bs, queue(t, w, &r.memLog, i, false))
+		}
+		w.Wake()
+		for _, b := range bs {
+			if err := b.Wait(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	w.Close(nil) // the goroutine has ended: released is safe to read
+	if !slices.Equal(r.released, []int{1, 2, 3}) {
+		t.Fatalf("released %v, want each batch once, in order: [1 2 3]", r.released)
+	}
+}
