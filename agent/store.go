@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/weirproject/weir/agent/internal/actionindex"
 	"github.com/weirproject/weir/runtime"
 )
 
@@ -151,15 +152,7 @@ type Position struct {
 }
 
 // Less reports whether p comes before q.
-func (p Position) Less(q Position) bool {
-	if p.Seq != q.Seq {
-		return p.Seq < q.Seq
-	}
-	if p.EventID != q.EventID {
-		return p.EventID < q.EventID
-	}
-	return p.Action < q.Action
-}
+func (p Position) Less(q Position) bool { return actionindex.Position(p).Less(actionindex.Position(q)) }
 
 // KeySeq names the inputs of a key up to a sequence number.
 type KeySeq struct {
@@ -244,15 +237,17 @@ type CallResult struct {
 // and for jobs that want replay within one process only. One MemoryStore
 // may serve every subtask of an operator (Factory).
 type MemoryStore struct {
-	mu   sync.Mutex
-	keys map[string]map[string]*ActionState // key -> run id -> state
+	mu sync.Mutex
+	// idx holds a copy of every live state, by key and run name
+	// (RunID.String).
+	idx *actionindex.Index[string, *ActionState]
 	// Puts counts Put calls.
 	Puts int
 }
 
 // NewMemoryStore returns an empty store.
 func NewMemoryStore() *MemoryStore {
-	return &MemoryStore{keys: map[string]map[string]*ActionState{}}
+	return &MemoryStore{idx: actionindex.New[string, *ActionState]()}
 }
 
 // Factory returns a factory handing s to every subtask.
@@ -278,10 +273,11 @@ func clone(st *ActionState) *ActionState {
 
 // Get implements ActionStateStore.
 func (s *MemoryStore) Get(id RunID) (*ActionState, error) {
+	name := id.String()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	st := s.keys[string(id.Key)][id.String()]
-	if st == nil {
+	st, ok := s.idx.Get(id.Key, name)
+	if !ok {
 		return nil, nil
 	}
 	return clone(st), nil
@@ -294,15 +290,11 @@ func (s *MemoryStore) Put(st *ActionState) error {
 		return err
 	}
 	c := clone(st)
+	name := st.ID.String()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.Puts++
-	m := s.keys[string(st.ID.Key)]
-	if m == nil {
-		m = map[string]*ActionState{}
-		s.keys[string(st.ID.Key)] = m
-	}
-	m[st.ID.String()] = c
+	s.idx.Put(st.ID.Key, name, actionindex.Position(st.Pos), c)
 	return nil
 }
 
@@ -310,25 +302,15 @@ func (s *MemoryStore) Put(st *ActionState) error {
 func (s *MemoryStore) Latest(key []byte) (Position, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var best Position
-	ok := false
-	for _, st := range s.keys[string(key)] {
-		if !ok || best.Less(st.Pos) {
-			best, ok = st.Pos, true
-		}
-	}
-	return best, ok
+	p, ok := s.idx.Latest(key)
+	return Position(p), ok
 }
 
 // DiscardFrom implements ActionStateStore.
 func (s *MemoryStore) DiscardFrom(key []byte, pos Position) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for id, st := range s.keys[string(key)] {
-		if !st.Pos.Less(pos) {
-			delete(s.keys[string(key)], id)
-		}
-	}
+	s.idx.DiscardFrom(key, actionindex.Position(pos), nil)
 	return nil
 }
 
@@ -337,15 +319,7 @@ func (s *MemoryStore) Prune(upTo []KeySeq) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, ks := range upTo {
-		m := s.keys[string(ks.Key)]
-		for id, st := range m {
-			if st.Pos.Seq <= ks.Seq {
-				delete(m, id)
-			}
-		}
-		if len(m) == 0 {
-			delete(s.keys, string(ks.Key))
-		}
+		s.idx.Prune(ks.Key, ks.Seq, nil)
 	}
 	return nil
 }
@@ -354,9 +328,5 @@ func (s *MemoryStore) Prune(upTo []KeySeq) error {
 func (s *MemoryStore) Len() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	n := 0
-	for _, m := range s.keys {
-		n += len(m)
-	}
-	return n
+	return s.idx.Len()
 }

@@ -81,7 +81,11 @@ func ids(s *Store) []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []string
-	for _, e := range s.runs {
+	for k, r := range s.idx.All() {
+		e := r.V
+		if k != e.key || r.ID != e.id || agent.Position(r.Pos) != e.pos {
+			panic(fmt.Sprintf("run %q filed under key %q, id %q, position %+v", e.id, k, r.ID, r.Pos))
+		}
 		out = append(out, fmt.Sprintf("%s/%d/%d", e.key, e.pos.Seq, e.pos.EventID))
 	}
 	slices.Sort(out)
@@ -237,8 +241,8 @@ func TestKeyGroupRanges(t *testing.T) {
 			t.Fatalf("range %v restored %v, want %v", c.rng, got, c.want)
 		}
 		r.mu.Lock()
-		for _, e := range r.runs {
-			if !c.rng.Contains(e.kg) {
+		for _, run := range r.idx.All() {
+			if e := run.V; !c.rng.Contains(e.kg) {
 				t.Fatalf("range %v holds key group %d", c.rng, e.kg)
 			}
 		}

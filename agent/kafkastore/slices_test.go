@@ -57,8 +57,8 @@ func TestSlicesShareATopic(t *testing.T) {
 			t.Errorf("slice %d restored %v, want %v", q, got, want[q])
 		}
 		r.mu.Lock()
-		for _, e := range r.runs {
-			if !rng(q).Contains(e.kg) {
+		for _, run := range r.idx.All() {
+			if e := run.V; !rng(q).Contains(e.kg) {
 				t.Errorf("slice %d (key groups %v) holds key group %d", q, rng(q), e.kg)
 			}
 		}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/weirproject/weir/agent"
+	"github.com/weirproject/weir/agent/internal/actionindex"
 	"github.com/weirproject/weir/keygroup"
 )
 
@@ -16,21 +17,17 @@ func dumpStore(t *testing.T, s *Store) string {
 	t.Helper()
 	var out []string
 	var live int64
-	for k, ks := range s.keys {
-		if len(ks.runs) == 0 {
-			t.Fatalf("key %q kept without runs", k)
+	for k, r := range s.idx.All() {
+		e := r.V
+		b, err := json.Marshal(e.st)
+		if err != nil {
+			t.Fatal(err)
 		}
-		for id, e := range ks.runs {
-			b, err := json.Marshal(e.st)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if string(e.st.ID.Key) != k || keyOf(&e.st.ID) != id {
-				t.Fatalf("state %s filed under key %q, id %+v", b, k, id)
-			}
-			live += e.size
-			out = append(out, string(b))
+		if string(e.st.ID.Key) != k || keyOf(&e.st.ID) != r.ID || agent.Position(r.Pos) != e.st.Pos {
+			t.Fatalf("state %s filed under key %q, id %+v, position %+v", b, k, r.ID, r.Pos)
 		}
+		live += e.size
+		out = append(out, string(b))
 	}
 	if live != s.live {
 		t.Fatalf("live bytes %d, the entries add up to %d", s.live, live)
@@ -40,7 +37,7 @@ func dumpStore(t *testing.T, s *Store) string {
 }
 
 func newReplayStore(rng keygroup.Range) *Store {
-	return &Store{rng: rng, keys: map[string]*keyStates{}}
+	return &Store{rng: rng, idx: actionindex.New[runKey, entry]()}
 }
 
 // FuzzReplay feeds arbitrary log bytes to the replay of a store's Open

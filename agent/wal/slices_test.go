@@ -63,8 +63,12 @@ func TestFactorySlicesShareADirectory(t *testing.T) {
 		s := open(q)
 		var keys []string
 		s.mu.Lock()
-		for k, ks := range s.keys {
-			keys = append(keys, fmt.Sprintf("%s:%d", k, len(ks.runs)))
+		runs := map[string]int{}
+		for k := range s.idx.All() {
+			runs[k]++
+		}
+		for k, n := range runs {
+			keys = append(keys, fmt.Sprintf("%s:%d", k, n))
 		}
 		s.mu.Unlock()
 		wantKeys := []string{fmt.Sprintf("s%d:2", q)}

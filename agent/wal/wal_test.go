@@ -307,7 +307,7 @@ func TestPutQueued(t *testing.T) {
 	// has taken it, then queue the run's completed state behind it.
 	for {
 		s.mu.Lock()
-		taken := len(s.batch.buf) == 0
+		taken := s.w.BatchesLocked() > 0
 		s.mu.Unlock()
 		if taken {
 			break

@@ -123,8 +123,8 @@ var All = []struct {
 	{AgentPruneAtSnapshot, "agent/operator.go SnapshotState"},
 	{AgentWatermarkPastRunning, "agent/operator.go ProcessWatermark"},
 	{AgentCallBeforeRecorded, "agent/durable.go durable"},
-	{WALAckWithoutSync, "agent/wal/wal.go Store.flush"},
-	{WALRestoreSkipsLast, "agent/wal/wal.go Store.loadFrom"},
+	{WALAckWithoutSync, "agent/wal/write.go flusher.Flush"},
+	{WALRestoreSkipsLast, "agent/wal/log.go Store.loadFrom"},
 	{KafkaCommitAtPreCommit, "connector/kafka/sink.go txnSink.PreCommit"},
 	{KafkaSnapshotOnePast, "connector/kafka/reader.go reader.states"},
 }
