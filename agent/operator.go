@@ -61,13 +61,8 @@ type operator[K comparable, IN, OUT any] struct {
 
 	store    ActionStateStore
 	finished map[string]int64 // key -> last finished seq since the last snapshot (store only)
-	prunes   []pendingPrune
-	// retained holds the ids of the completed checkpoints a restore may
-	// start from (at most Context.RetainedCheckpoints, oldest first; the
-	// restored one too); savepoints are the ids of savepoints in progress,
-	// which do not count (the runtime keeps them apart).
-	retained   []int64
-	savepoints map[int64]bool
+	// retention decides what the store may prune (retention.go).
+	retention retention
 
 	tickArmed bool
 	warnedAt  int64 // watermark value last warned about

@@ -27,8 +27,8 @@ func (o *operator[K, IN, OUT]) SnapshotState(w *runtime.SnapshotWriter) error {
 		}
 	}
 	o.flushLog()
-	if o.store != nil && len(o.finished) > 0 {
-		if mutant.On(mutant.AgentPruneAtSnapshot) {
+	if o.store != nil {
+		if mutant.On(mutant.AgentPruneAtSnapshot) && len(o.finished) > 0 {
 			list := make([]KeySeq, 0, len(o.finished))
 			for k, s := range o.finished {
 				list = append(list, KeySeq{Key: []byte(k), Seq: s})
@@ -37,14 +37,10 @@ func (o *operator[K, IN, OUT]) SnapshotState(w *runtime.SnapshotWriter) error {
 				return err
 			}
 		}
-		o.prunes = append(o.prunes, pendingPrune{id: w.CheckpointID(), upTo: o.finished})
-		o.finished = map[string]int64{}
-	}
-	if o.store != nil && w.Kind() == checkpoint.KindSavepoint {
-		if o.savepoints == nil {
-			o.savepoints = map[int64]bool{}
+		o.retention.taken(w.CheckpointID(), w.Kind() == checkpoint.KindSavepoint, o.finished)
+		if len(o.finished) > 0 {
+			o.finished = map[string]int64{}
 		}
-		o.savepoints[w.CheckpointID()] = true
 	}
 	if cp, ok := o.store.(Checkpointed); ok {
 		m, err := cp.Marker()
@@ -103,8 +99,7 @@ func (o *operator[K, IN, OUT]) restore(ctx *runtime.Context) error {
 		}
 		return nil
 	}
-	// The restored checkpoint is retained until later ones push it out.
-	o.retained = []int64{r.CheckpointID}
+	o.retention.restored(r.CheckpointID)
 	if cp, ok := o.store.(Checkpointed); ok {
 		markers, err := r.List(storeMarkers)
 		if err != nil {
