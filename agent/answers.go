@@ -39,8 +39,8 @@ func ApplyWithAnswers[K comparable, IN, OUT any](ks weir.KeyedStream[K, IN], ans
 		panic(fmt.Sprintf("agent.ApplyWithAnswers(%q): %v", name, err))
 	}
 	optsErr := opts.Validate()
-	if optsErr == nil && opts.Blocking {
-		optsErr = errors.New("agent: Options.Blocking with ApplyWithAnswers: an action waiting for an answer would block the subtask that delivers it; leave Blocking false")
+	if optsErr == nil && opts.blocking {
+		optsErr = errors.New("agent: the blocking variant with ApplyWithAnswers: an action waiting for an answer would block the subtask that delivers it")
 	}
 	var end *answersEnd
 	if opts.EndAnswers != nil {

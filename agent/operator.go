@@ -408,7 +408,7 @@ func (o *operator[K, IN, OUT]) step(ks *keyState[K, IN]) {
 			return
 		}
 		c := o.prepare(ks)
-		if !o.opts.Blocking {
+		if !o.opts.blocking {
 			o.dispatch(c)
 			return
 		}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/weirproject/weir"
+	"github.com/weirproject/weir/agent/internal/benchhook"
 	"github.com/weirproject/weir/agent/model"
 	"github.com/weirproject/weir/runtime"
 
@@ -43,10 +44,6 @@ type Options struct {
 	// is lost without a trace. nil means failed runs are logged and
 	// counted (counters actionErrors and failedInputs) only.
 	FailedInputs *runtime.OutputTag[FailedInput]
-	// Blocking runs actions synchronously on the subtask goroutine, one at
-	// a time: the naive design, kept for comparisons (benchmarks). A slow
-	// action then stalls the subtask, its timers and checkpoints.
-	Blocking bool
 	// StallWarning is how long the oldest held watermark may wait before a
 	// warning names the keys holding it; 0 means one minute, negative
 	// disables the warning.
@@ -128,6 +125,16 @@ type Options struct {
 	// out). nil means the operator ends when both of its inputs have
 	// ended. Apply refuses it.
 	EndAnswers func()
+
+	// blocking runs actions synchronously on the subtask goroutine, one
+	// at a time: the naive design, kept for comparisons (the benchmarks
+	// set it through agent/internal/benchhook). A slow action then stalls
+	// the subtask, its timers and checkpoints.
+	blocking bool
+}
+
+func init() {
+	benchhook.SetBlocking = func(opts any) { opts.(*Options).blocking = true }
 }
 
 // Validate reports what is wrong with the options (nil if nothing is): the

@@ -58,6 +58,7 @@ import (
 
 	"github.com/weirproject/weir"
 	"github.com/weirproject/weir/agent"
+	"github.com/weirproject/weir/agent/internal/benchhook"
 	"github.com/weirproject/weir/agent/model"
 	"github.com/weirproject/weir/runtime"
 	"github.com/weirproject/weir/watermark"
@@ -520,7 +521,10 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	if cfg.TreeDepth > 0 {
 		a.Actions = append(a.Actions, agent.NewAction("child", act, childEvent))
 	}
-	opts := agent.Options{MaxConcurrentKeys: cfg.MaxConcurrentKeys, Blocking: cfg.Blocking, Store: cfg.Store, TracerProvider: cfg.TracerProvider}
+	opts := agent.Options{MaxConcurrentKeys: cfg.MaxConcurrentKeys, Store: cfg.Store, TracerProvider: cfg.TracerProvider}
+	if cfg.Blocking {
+		benchhook.SetBlocking(&opts)
+	}
 	out := agent.Apply[string, Input, string](weir.KeyBy(src, func(in Input) string { return in.Key }), "agent", a, opts).Parallelism(cfg.Parallelism)
 	st.total = actions
 	weir.Transform(out, "sink", func() runtime.OneInputOperator[string, struct{}] { return &sink{st: st} }).Parallelism(1)
