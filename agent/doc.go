@@ -209,7 +209,9 @@
 // (back-pressure), a checkpoint barrier arriving through the network
 // waits with it. Input values, event attributes and memory values must be
 // JSON-serialisable. Keys are kept (with their sequence numbers and
-// memory) for the life of the job. Between a call taking effect and its
+// memory) for the life of the job, in the job's keyed-state backend
+// (runtime.Config.StateBackend; on Pebble only the keys with work are
+// held in memory: keys.go). Between a call taking effect and its
 // result being recorded there is a window (a crash there repeats the
 // call): close it with services that honour the idempotency key. Outputs
 // of actions replayed after a restore are emitted again; use a

@@ -33,9 +33,12 @@ type operator[K comparable, IN, OUT any] struct {
 	backend *state.Backend[K]
 	keys    *state.ValueState[K, *keyState[K, IN]]
 	keysTab state.Table // keys' key-group view (checkpoints skip empty key groups)
-	q       segq.Queue[K, mark]
-	ready   []*keyState[K, IN] // ready[rhead:]: keys waiting for a slot, FIFO
-	rhead   int
+	// live holds the keys with work on a Pebble backend (keys.go, S1);
+	// nil in memory.
+	live  map[K]*keyState[K, IN]
+	q     segq.Queue[K, mark]
+	ready []*keyState[K, IN] // ready[rhead:]: keys waiting for a slot, FIFO
+	rhead int
 
 	running    int // keys with an input in progress
 	waiting    int // inputs accepted, not started
@@ -137,14 +140,9 @@ func (o *operator[K, IN, OUT]) Open(ctx *runtime.Context, out runtime.Output[OUT
 	o.runCtx, o.cancel = context.WithCancel(context.Background())
 	o.jobs = make(chan *completion[K, IN], o.opts.MaxConcurrentKeys)
 	o.kc = state.DefaultCodec[K]()
-	o.backend = state.NewBackend[K](ctx.KeyGroups)
-	o.backend.SetKeyCodec(o.kc)
-	var err error
-	o.keys, err = state.ValueWithCodec[K, *keyState[K, IN]](o.backend, "agent", keyStateCodec[K, IN]{def: o.def, in: state.JSONCodec[IN]()})
-	if err != nil {
+	if err := o.openKeys(ctx.StateOptions()); err != nil {
 		return err
 	}
-	o.keysTab, _ = o.backend.Table(o.keys.Name())
 	clk := ctx.Clock
 	o.q.Now = func() int64 { return clock.NowMillis(clk) }
 	o.ttl = timer.NewServiceWithCodecs[K, string](ctx.KeyGroups, o.kc, nil)
@@ -224,12 +222,7 @@ func (o *operator[K, IN, OUT]) ProcessRecord(r runtime.Record[IN]) error {
 		return o.err
 	}
 	k := o.keyOf(r.Value)
-	o.backend.SetCurrentKey(k, keygroup.Assign(o.hash(k), o.maxP))
-	ks, ok := o.keys.Value()
-	if !ok {
-		ks = &keyState[K, IN]{key: k, boxed: k, kg: o.backend.CurrentKeyGroup()}
-		o.keys.Update(ks)
-	}
+	ks, _ := o.lookup(k, keygroup.Assign(o.hash(k), o.maxP), true)
 	ks.pending = append(ks.pending, pendingInput[IN]{value: r.Value, ts: r.Timestamp})
 	o.waiting++
 	o.unfinished++
@@ -299,6 +292,11 @@ func (o *operator[K, IN, OUT]) Close() error {
 	}
 	o.wg.Wait()
 	o.flushLog()
+	if o.backend != nil {
+		if err := o.backend.Close(); err != nil {
+			o.logger.Warn("agent: closing the keyed-state backend", "err", err)
+		}
+	}
 	if o.store != nil {
 		if err := o.store.Close(); err != nil {
 			o.logger.Warn("agent: closing the action-state store", "err", err)
@@ -447,6 +445,8 @@ func (o *operator[K, IN, OUT]) finish(ks *keyState[K, IN]) {
 	}
 	if ks.hasPending() {
 		o.enqueue(ks)
+	} else {
+		o.settle(ks)
 	}
 }
 

@@ -54,6 +54,7 @@ func (o *operator[K, IN, OUT]) SnapshotState(w *runtime.SnapshotWriter) error {
 			return err
 		}
 	}
+	o.flushLive()
 	rng := o.Ctx.KeyGroups
 	for kg := rng.Start; kg <= rng.End; kg++ {
 		if o.keysTab.NumKeysInKeyGroup(kg) == 0 {
@@ -153,6 +154,9 @@ func (o *operator[K, IN, OUT]) restore(ctx *runtime.Context) error {
 			o.unfinished += n
 			if n > 0 {
 				o.enqueue(ks)
+				if o.live != nil {
+					o.live[k] = ks
+				}
 			}
 		})
 	}
