@@ -18,7 +18,7 @@ type completion[K comparable, IN any] struct {
 	ks   *keyState[K, IN]
 	rc   *RunnerContext
 	err  error
-	next *completion[K, IN]
+	next *completion[K, IN] // links the completion stack
 	// replayed says the run was a completed one replayed from the store.
 	replayed bool
 	// parent is the input's span (tracing on, the input sampled).
@@ -27,33 +27,22 @@ type completion[K comparable, IN any] struct {
 	sent   [2]Event      // initial storage of rc.sent
 }
 
+// Next implements completions.Linked.
+func (c *completion[K, IN]) Next() **completion[K, IN] { return &c.next }
+
 // push hands c to the subtask goroutine: completions pile up on a
 // lock-free stack, and the first one on an empty stack posts the letter
 // that drains it.
 func (o *operator[K, IN, OUT]) push(c *completion[K, IN]) {
-	for {
-		top := o.completed.Load()
-		c.next = top
-		if o.completed.CompareAndSwap(top, c) {
-			if top == nil {
-				o.mb.Post(o.letter)
-			}
-			return
-		}
+	if o.completed.Push(c) {
+		o.mb.Post(o.letter)
 	}
 }
 
 // drain applies every completion on the stack, in completion order, then
 // starts waiting inputs and releases watermarks.
 func (o *operator[K, IN, OUT]) drain() {
-	top := o.completed.Swap(nil)
-	var list *completion[K, IN]
-	for top != nil {
-		next := top.next
-		top.next = list
-		list, top = top, next
-	}
-	for c := list; c != nil; {
+	for c := o.completed.TakeAll(); c != nil; {
 		if o.err != nil {
 			return
 		}

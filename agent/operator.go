@@ -11,6 +11,7 @@ import (
 
 	"github.com/weirproject/weir/agent/segq"
 	"github.com/weirproject/weir/clock"
+	"github.com/weirproject/weir/internal/completions"
 	"github.com/weirproject/weir/internal/mutant"
 	"github.com/weirproject/weir/keygroup"
 	"github.com/weirproject/weir/runtime"
@@ -48,8 +49,8 @@ type operator[K comparable, IN, OUT any] struct {
 	cancel     context.CancelFunc
 	wg         sync.WaitGroup
 	mb         *runtime.Mailbox
-	completed  atomic.Pointer[completion[K, IN]]
-	jobs       chan *completion[K, IN] // to the workers
+	completed  completions.Stack[completion[K, IN], *completion[K, IN]] // finished runs (C1-C3)
+	jobs       chan *completion[K, IN]                                  // to the workers
 	jobsClosed bool
 	busy       atomic.Int64         // actions queued or running
 	workers    int                  // workers started
