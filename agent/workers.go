@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"runtime/debug"
-	"slices"
 
 	"github.com/weirproject/weir/clock"
 
@@ -147,48 +146,7 @@ func (o *operator[K, IN, OUT]) execute(c *completion[K, IN]) {
 		e.DurationMicros = took.Microseconds()
 		l.emit(e)
 	}
-	d := c.rc.durable
-	if d == nil {
-		return
-	}
-	if c.err != nil {
-		// The last call's record, if queued, must be durable (or its
-		// error known) before the failure is applied.
-		if d.settle() == nil && len(d.calls) == 0 && len(d.recorded) == 0 {
-			// A run that failed before recording anything (a time-out, an
-			// error before its first durable call) is recorded, empty and
-			// not completed, before its input goes on: else a restore that
-			// runs it again finds the store knowing later runs of the key
-			// and not this one, takes that for a divergence and discards
-			// the key's recorded future, repeating the side effects of
-			// every later input of the key (found by internal/sim, seed
-			// 51 with the agent branch).
-			if err := d.store.Put(&ActionState{ID: d.id, Pos: d.pos, KeyGroup: d.kg}); err != nil {
-				d.failed(fmt.Errorf("agent: recording a failed action in the action-state store: %w", err))
-			}
-		}
-		return
-	}
-	// The store may keep st: it gets its own copies of the slices (the
-	// completion, and with it rc.sent's storage, is recycled).
-	st := &ActionState{ID: d.id, Pos: d.pos, KeyGroup: d.kg, Completed: true, Calls: slices.Clone(d.calls),
-		Short: writesOf(c.rc.short.writes), Sensory: writesOf(c.rc.sensory.writes), Sent: slices.Clone(c.rc.sent)}
-	// With a Queuer the completed state is queued before waiting for the
-	// last call's record, so that both are usually written together: the
-	// action waits for one write, not two in a row.
-	var err error
-	if q, ok := d.store.(Queuer); ok && d.pending != nil {
-		var p Pending
-		if p, err = q.PutQueued(st); err == nil {
-			if err = d.settle(); err == nil {
-				err = p.Wait()
-			}
-		}
-	} else if err = d.settle(); err == nil {
-		err = d.store.Put(st)
-	}
-	if err != nil {
-		c.err = fmt.Errorf("recording the completed action in the action-state store (its outputs are held back): %w", err)
-		d.failed(c.err)
+	if d := c.rc.durable; d != nil {
+		o.record(c, d)
 	}
 }
