@@ -59,7 +59,8 @@ func (o *operator[K, IN, OUT]) drain() {
 
 // apply commits a finished action run on the subtask goroutine: memory
 // writes, then its events in the order sent (outputs leave at once with
-// the input's timestamp, others queue the actions listening to them).
+// the input's timestamp, others queue the actions listening to them):
+// G4, in one step.
 func (o *operator[K, IN, OUT]) apply(c *completion[K, IN]) {
 	ks, rc := c.ks, c.rc
 	r := ks.run

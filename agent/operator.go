@@ -207,7 +207,7 @@ func (o *operator[K, IN, OUT]) Open(ctx *runtime.Context, out runtime.Output[OUT
 
 // ProcessRecord queues the record as its key's next input and starts it if
 // the key is idle and a slot is free. While MaxBufferedInputs inputs wait
-// it first waits for some to start (back-pressure).
+// it first waits for some to start (back-pressure, G3).
 func (o *operator[K, IN, OUT]) ProcessRecord(r runtime.Record[IN]) error {
 	// Wait for room before accepting the record. Yield runs only this
 	// operator's letters and those of operators downstream (never a
@@ -418,7 +418,7 @@ func (o *operator[K, IN, OUT]) step(ks *keyState[K, IN]) {
 }
 
 // finish ends the key's input: its watermark reference goes, its slot is
-// freed, and the key queues again if more inputs wait.
+// freed, and the key queues again if more inputs wait (G1, G8).
 func (o *operator[K, IN, OUT]) finish(ks *keyState[K, IN]) {
 	if o.store != nil {
 		if kb, err := o.kc.Append(nil, ks.key); err == nil {

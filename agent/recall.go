@@ -63,7 +63,7 @@ func (o *operator[K, IN, OUT]) recall(rc *RunnerContext, d *durableRun) (done bo
 
 // record makes the outcome of c's run durable in the store (on the action
 // goroutine, before the completion is handed to the subtask goroutine, so
-// that outputs never leave before their record: guarantee 10). A failed
+// that outputs never leave before their record: G10). A failed
 // run's last call is settled, and a run that failed before recording
 // anything is recorded empty; a completed run's state is recorded whole.
 // A store error becomes the run's error and is sticky (durableRun.failed).

@@ -1,7 +1,7 @@
 package agent
 
 // Retention: which recorded action states the store may prune, and when
-// (package documentation, guarantee 11).
+// (package documentation, G11).
 //
 // The decision is a pure function of the checkpoints (retention.taken,
 // retention.completed): the operator feeds it the inputs finished before
@@ -127,7 +127,7 @@ func prunable(prunes []pendingPrune, oldest int64) (upTo map[string]int64, horiz
 // checkpoint or a later one (R1). A restore from any retained checkpoint
 // then finds the states of every input finished after it. Savepoints are
 // not retained by the runtime: their states go with the next checkpoint
-// that becomes the oldest retained one (R4; guarantee 11).
+// that becomes the oldest retained one (R4; G11).
 func (o *operator[K, IN, OUT]) NotifyCheckpointComplete(id int64) error {
 	if o.store == nil {
 		return nil

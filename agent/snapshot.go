@@ -10,7 +10,7 @@ import (
 	"github.com/weirproject/weir/state"
 )
 
-// SnapshotState implements runtime.Snapshotter: per key group, the keyed
+// SnapshotState implements runtime.Snapshotter (G6): per key group, the keyed
 // state (sequence numbers, memory, pending inputs, unfinished inputs with
 // their remaining tasks). Running actions are not waited for: their tasks
 // are stored and run again after a restore. The final checkpoint of a

@@ -18,7 +18,7 @@ const (
 )
 
 // release forwards every held mark whose inputs have all finished, oldest
-// first.
+// first (G5).
 func (o *operator[K, IN, OUT]) release() {
 	for {
 		m, ok := o.q.PopReady()

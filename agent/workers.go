@@ -66,7 +66,7 @@ func (o *operator[K, IN, OUT]) recycle(c *completion[K, IN]) {
 // stack every time), and a worker that finds more queued work takes it
 // without parking. There is at most one queued or running action per
 // running key, so the queue (MaxConcurrentKeys long) never blocks, and
-// there are never more workers than actions that ran at once.
+// there are never more workers than actions that ran at once (G3).
 func (o *operator[K, IN, OUT]) dispatch(c *completion[K, IN]) {
 	if o.busy.Add(1) > int64(o.workers) {
 		o.workers++
