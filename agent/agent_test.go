@@ -41,7 +41,7 @@ func TestCompileRejectsBadAgents(t *testing.T) {
 
 // TestKeyStateCodecKeepsTheInputInProgress: the input in progress is
 // checkpointed with its value, so that a restored input whose action then
-// fails reaches FailedInputs with its value (guarantee 8), not nil; a
+// fails reaches FailedInputs with its value (G8), not nil; a
 // checkpoint without it (written before it was added) takes the value
 // from the input's task. Found by the simulator (internal/sim, seed 17
 // with the agent branch: a dead letter without its input).

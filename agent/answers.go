@@ -39,8 +39,8 @@ func ApplyWithAnswers[K comparable, IN, OUT any](ks weir.KeyedStream[K, IN], ans
 		panic(fmt.Sprintf("agent.ApplyWithAnswers(%q): %v", name, err))
 	}
 	optsErr := opts.Validate()
-	if optsErr == nil && opts.Blocking {
-		optsErr = errors.New("agent: Options.Blocking with ApplyWithAnswers: an action waiting for an answer would block the subtask that delivers it; leave Blocking false")
+	if optsErr == nil && opts.blocking {
+		optsErr = errors.New("agent: the blocking variant with ApplyWithAnswers: an action waiting for an answer would block the subtask that delivers it")
 	}
 	var end *answersEnd
 	if opts.EndAnswers != nil {
@@ -159,12 +159,8 @@ func (o *operator[K, IN, OUT]) maybeEndAnswers() {
 // checkpointed) and hands it to the key's registered wait if it is the
 // one it waits for.
 func (o *operator[K, IN, OUT]) processAnswer(k K, a Answer) {
-	o.backend.SetCurrentKey(k, keygroup.Assign(o.hash(k), o.maxP))
-	ks, ok := o.keys.Value()
-	if !ok {
-		ks = &keyState[K, IN]{key: k, boxed: k, kg: o.backend.CurrentKeyGroup()}
-		o.keys.Update(ks)
-	}
+	ks, _ := o.lookup(k, keygroup.Assign(o.hash(k), o.maxP), true)
+	defer o.settle(ks)
 	o.cAnswers.Inc()
 	ks.inbox = append(ks.inbox, storedAnswer{Answer: a})
 	if w := ks.waiter; w != nil {

@@ -37,163 +37,166 @@
 //
 // # Guarantees
 //
-//  1. One input per key at a time. A key's inputs start in arrival order,
-//     each after the previous one's execution tree has finished; later
-//     inputs wait in keyed state. Each input gets the key's next sequence
-//     number (0 for the first), kept in keyed state.
-//  2. One action per input at a time. The actions of one input run one
-//     after the other, breadth first: the actions triggered by an event
-//     queue behind those already queued, in the order the events were sent
-//     and, per event, in the order the agent declares its actions.
-//  3. Keys run concurrently. Every action runs on its own goroutine, never
-//     on the subtask goroutine, so a slow model call of one key delays
-//     neither other keys nor the subtask's records, timers and checkpoint
-//     barriers. Its result reaches the subtask through the mailbox
-//     (runtime.Mailbox.Post) and is applied there: operator state has no
-//     locks. At most Options.MaxConcurrentKeys keys run at once per
-//     subtask; beyond Options.MaxBufferedInputs waiting inputs the operator
-//     stops taking input (back-pressure through Context.Yield, which runs
-//     only this operator's letters and those of operators downstream of
-//     it: no checkpoint and no upstream operator runs while it waits, also
-//     when it is called from inside an upstream agent's letter).
-//  4. Buffered effects. An action's memory writes and sent events take
-//     effect when it returns successfully, in one step on the subtask
-//     goroutine; a failed action leaves no trace. Output events leave at
-//     that moment, stamped with the timestamp of their input.
-//  5. Watermarks are held, never late. A watermark (or idle-status change)
-//     leaves only after every input that arrived before it has finished its
-//     whole execution tree, and never before an earlier one (package segq:
-//     one reference per unfinished input in the newest segment, watermarks
-//     cut segments, released oldest first when the oldest segment is empty;
-//     checked whenever an input finishes). So no output is behind a
-//     watermark already forwarded, and inputs after a watermark never hold
-//     it back.
-//  6. Barriers are not held. A checkpoint snapshots, per key group, each
-//     key's sequence number, short-term memory, waiting inputs, and the
-//     unfinished input with its remaining (event, action) tasks, and
-//     completes without waiting for running actions. After a restore the
-//     unfinished tasks run again (an action that was running re-runs from
-//     its start), the waiting inputs follow, and the segmented queue is
-//     rebuilt with every restored input in its first segment.
-//  7. Stable identities. Every action run has a RunID: (key, sequence
-//     number, triggering event: position, type and content digest,
-//     action), encoded with length prefixes and hashed with SHA-256;
-//     nothing in it depends on pointers, map order or the process, so a run
-//     re-executed after a restore has the same identity.
-//  8. Every finishing path moves on. An input that triggers no action, or
-//     whose actions fail under ContinueOnError, finishes like any other:
-//     its watermark reference is removed and the key's next input starts.
-//     Each failed action run is counted (failedInputs) and, with
-//     Options.FailedInputs, sent there with its input (failed.go; an
-//     input restored unfinished from a checkpoint too): an input is never
-//     lost without a trace.
-//  9. Visible stalls. Gauges heldWatermarks, oldestHeldWatermarkAgeMs,
-//     inFlightInputs and runningKeys, counters actionsRun, actionErrors,
-//     eventsUnhandled and inputsRestored (unfinished inputs a restore
-//     resumed), calls per model and tool with their errors (modelCalls,
-//     toolCalls, callstats.go), the time actions take (actionMicros
-//     over actionsTimed, and histograms per action, model and tool:
-//     actionLatencySeconds, modelCallLatencySeconds,
-//     toolCallLatencySeconds) and the model clients' retries (modelRetries,
-//     modelRateLimitedRetries); Status names the keys holding the oldest watermark,
-//     and a warning is logged when it has waited longer than
-//     Options.StallWarning.
-//  10. Exactly-once side effects, with a store (Options.Store; package wal
-//     is the embedded write-ahead log, package kafkastore a compacted
-//     Kafka topic, MemoryStore the in-memory one; a store that is
-//     Checkpointed puts its recovery marker into every checkpoint and is
-//     rebuilt from the restored markers before the operator resumes). A
-//     finished action's state (memory writes, sent events, call results)
-//     is recorded, durably, before its outputs leave; Durable records each
-//     call's result (or error, or null) as soon as it returns, and so do
-//     the model and tool calls of RunnerContext.Chat and CallTool (every
-//     step of ReAct) unless Options.NonDurableCalls; with a store that
-//     is a Queuer (wal, kafkastore) the action goes on while that record
-//     is written and waits for it before its next durable call starts and
-//     before it completes, so at most one call per running action has
-//     taken effect without its result being durable. After a
-//     restore a recorded completed action is not run again: its writes and
-//     events are applied from the store; an unfinished one runs again and
-//     its recorded calls return their recorded results. A call that
-//     differs from the one recorded at its position, or a run the store
-//     does not know while it knows later ones of the key (another input
-//     under that sequence number), discards the key's recorded future (and
-//     only that key's) and goes on live. A run that failed (under
-//     ContinueOnError) before recording anything is recorded empty, so a
-//     restore that runs it again is not taken for such a divergence.
-//     States of inputs finished before
-//     a checkpoint are pruned once no retained checkpoint needs them
-//     (guarantee 11), which also drops the ghosts of inputs that will
-//     never be replayed. Each durable call gets
-//     an idempotency key, the same on every attempt, to pass to services
-//     that honour one (models get it through model.IdempotencyKey;
-//     OpenAIClient and AnthropicClient send it as the Idempotency-Key
-//     header; Go tools get it
-//     through tool.IdempotencyKey, MCP tools send it in _meta under
-//     "weir/idempotencyKey"); DurableReconciled records a pending call first, so
-//     that a restore asks the service (by that key) whether a call whose
-//     result was lost took effect, instead of making it again.
-//  11. Every retained checkpoint restores without repeats. The states of
-//     inputs finished before checkpoint n are pruned only when the oldest
-//     checkpoint the job retains (runtime.CheckpointConfig.Retain) is n or
-//     later, so a restore from any retained checkpoint finds the states
-//     of every input finished after it. A Checkpointed store (wal,
-//     kafkastore) records the newest checkpoint a prune covered (its
-//     prune horizon) and identifies its log in every recovery marker; a
-//     restore whose store lacks states the checkpoint needs (a checkpoint
-//     or savepoint older than the horizon, a WAL directory of another host
-//     or a new one, a Kafka topic deleted or past retention) fails with an
-//     error saying so (ErrStatesMissing), unless
-//     Options.AllowRepeatedSideEffects, which logs a warning and runs
-//     those actions again.
-//  12. Structured output is validated, and counted once. RunnerContext.Chat
-//     with a ResponseFormat returns only a reply that conforms to its
-//     schema (or a model.SchemaError after ResponseFormat.Attempts calls,
-//     each rejection fed back to the model); with a store the validated
-//     reply is what is recorded and replayed. Every call made to a model
-//     through Chat is counted per model name (modelCalls,
-//     modelCallErrors, modelInputTokens, modelOutputTokens and, with
-//     Options.Pricing, modelSpendMicros, label model);
-//     a replayed call is not counted again.
-//  13. An event log, at least once. Options.Listeners get an entry for
-//     every action start, model and tool call and result, end or error,
-//     memory update and output (LogEntry), each naming the run (key,
-//     sequence number, event, action); after a restore, what is taken
-//     from the store instead of being done again is marked Replayed.
-//     Without listeners the log costs a nil check per action.
-//  14. Traces, when asked for. With Options.TracerProvider every input's
-//     execution tree is a trace: a span per input, action run, and model
-//     and tool call made through the RunnerContext (GenAI semantic
-//     conventions; content only with Options.TraceContent), replays from
-//     the store marked weir.agent.replayed, retries and rate-limit waits
-//     as events, an input carrying a W3C traceparent (TraceContextCarrier,
-//     Options.TraceContextOf) a child of that remote span (trace.go,
-//     docs/tracing.md). Without a provider tracing
-//     costs a nil check per input, action and call.
-//  15. Budgets, checked before each call. With Options.Budgets a model call
-//     made through RunnerContext.Chat is let through only while every
-//     budget covering it (per key, per model or per job, over a tumbling
-//     processing-time window) is below its limits (budget.go, B1-B3): a
-//     budget's requests are never exceeded, its tokens by at most the
-//     calls in flight when it was reached (one for a per-key budget). At
-//     the limit the call fails (the input to Options.FailedInputs), waits
-//     for the next window (holding the watermark), or goes to a fallback
-//     model. The current windows' spend is checkpointed; replayed calls
-//     are not charged again.
-//  16. Waits are action state. Await (with ApplyWithAnswers, whose second
-//     input is the answers, keyed like the input) records, with a store,
-//     the wait's identity and deadline, its request (Wait.Ask) and its
-//     outcome as durable calls: a restore neither asks again nor starts
-//     the time-out over. A key's answers not used up are keyed state,
-//     checkpointed with the answers' source offsets, so an answer that
-//     comes before its wait, or before a crash, is not lost, and one
-//     taken stays until its input finishes. A waiting input holds the
-//     watermark (guarantee 5) at most until Wait.Timeout passes
-//     (processing time on the job's clock); answers take no part in
-//     event time, nor in the job's end: with Options.EndAnswers the
-//     answers source is told to stop once the input has ended and every
-//     pending wait has ended (await.go, answers.go, docs/agents.md "Human
-//     approval").
+// The operator keeps these (G1..G16 are cited by the code, tests and
+// docs):
+//
+//	G1. One input per key at a time. A key's inputs start in arrival order,
+//	    each after the previous one's execution tree has finished; later
+//	    inputs wait in keyed state. Each input gets the key's next sequence
+//	    number (0 for the first), kept in keyed state.
+//	G2. One action per input at a time. The actions of one input run one
+//	    after the other, breadth first: the actions triggered by an event
+//	    queue behind those already queued, in the order the events were sent
+//	    and, per event, in the order the agent declares its actions.
+//	G3. Keys run concurrently. Every action runs on its own goroutine, never
+//	    on the subtask goroutine, so a slow model call of one key delays
+//	    neither other keys nor the subtask's records, timers and checkpoint
+//	    barriers. Its result reaches the subtask through the mailbox
+//	    (runtime.Mailbox.Post) and is applied there: operator state has no
+//	    locks. At most Options.MaxConcurrentKeys keys run at once per
+//	    subtask; beyond Options.MaxBufferedInputs waiting inputs the operator
+//	    stops taking input (back-pressure through Context.Yield, which runs
+//	    only this operator's letters and those of operators downstream of
+//	    it: no checkpoint and no upstream operator runs while it waits, also
+//	    when it is called from inside an upstream agent's letter).
+//	G4. Buffered effects. An action's memory writes and sent events take
+//	    effect when it returns successfully, in one step on the subtask
+//	    goroutine; a failed action leaves no trace. Output events leave at
+//	    that moment, stamped with the timestamp of their input.
+//	G5. Watermarks are held, never late. A watermark (or idle-status change)
+//	    leaves only after every input that arrived before it has finished its
+//	    whole execution tree, and never before an earlier one (package segq:
+//	    one reference per unfinished input in the newest segment, watermarks
+//	    cut segments, released oldest first when the oldest segment is empty;
+//	    checked whenever an input finishes). So no output is behind a
+//	    watermark already forwarded, and inputs after a watermark never hold
+//	    it back.
+//	G6. Barriers are not held. A checkpoint snapshots, per key group, each
+//	    key's sequence number, short-term memory, waiting inputs, and the
+//	    unfinished input with its remaining (event, action) tasks, and
+//	    completes without waiting for running actions. After a restore the
+//	    unfinished tasks run again (an action that was running re-runs from
+//	    its start), the waiting inputs follow, and the segmented queue is
+//	    rebuilt with every restored input in its first segment.
+//	G7. Stable identities. Every action run has a RunID: (key, sequence
+//	    number, triggering event: position, type and content digest,
+//	    action), encoded with length prefixes and hashed with SHA-256;
+//	    nothing in it depends on pointers, map order or the process, so a run
+//	    re-executed after a restore has the same identity.
+//	G8. Every finishing path moves on. An input that triggers no action, or
+//	    whose actions fail under ContinueOnError, finishes like any other:
+//	    its watermark reference is removed and the key's next input starts.
+//	    Each failed action run is counted (failedInputs) and, with
+//	    Options.FailedInputs, sent there with its input (failed.go; an
+//	    input restored unfinished from a checkpoint too): an input is never
+//	    lost without a trace.
+//	G9. Visible stalls. Gauges heldWatermarks, oldestHeldWatermarkAgeMs,
+//	    inFlightInputs and runningKeys, counters actionsRun, actionErrors,
+//	    eventsUnhandled and inputsRestored (unfinished inputs a restore
+//	    resumed), calls per model and tool with their errors (modelCalls,
+//	    toolCalls, callstats.go), the time actions take (actionMicros
+//	    over actionsTimed, and histograms per action, model and tool:
+//	    actionLatencySeconds, modelCallLatencySeconds,
+//	    toolCallLatencySeconds) and the model clients' retries (modelRetries,
+//	    modelRateLimitedRetries); Status names the keys holding the oldest watermark,
+//	    and a warning is logged when it has waited longer than
+//	    Options.StallWarning.
+//	G10. Exactly-once side effects, with a store (Options.Store; package wal
+//	    is the embedded write-ahead log, package kafkastore a compacted
+//	    Kafka topic, MemoryStore the in-memory one; a store that is
+//	    Checkpointed puts its recovery marker into every checkpoint and is
+//	    rebuilt from the restored markers before the operator resumes). A
+//	    finished action's state (memory writes, sent events, call results)
+//	    is recorded, durably, before its outputs leave; Durable records each
+//	    call's result (or error, or null) as soon as it returns, and so do
+//	    the model and tool calls of RunnerContext.Chat and CallTool (every
+//	    step of ReAct) unless Options.NonDurableCalls; with a store that
+//	    is a Queuer (wal, kafkastore) the action goes on while that record
+//	    is written and waits for it before its next durable call starts and
+//	    before it completes, so at most one call per running action has
+//	    taken effect without its result being durable. After a
+//	    restore a recorded completed action is not run again: its writes and
+//	    events are applied from the store; an unfinished one runs again and
+//	    its recorded calls return their recorded results. A call that
+//	    differs from the one recorded at its position, or a run the store
+//	    does not know while it knows later ones of the key (another input
+//	    under that sequence number), discards the key's recorded future (and
+//	    only that key's) and goes on live. A run that failed (under
+//	    ContinueOnError) before recording anything is recorded empty, so a
+//	    restore that runs it again is not taken for such a divergence.
+//	    States of inputs finished before
+//	    a checkpoint are pruned once no retained checkpoint needs them
+//	    (G11), which also drops the ghosts of inputs that will
+//	    never be replayed. Each durable call gets
+//	    an idempotency key, the same on every attempt, to pass to services
+//	    that honour one (models get it through model.IdempotencyKey;
+//	    OpenAIClient and AnthropicClient send it as the Idempotency-Key
+//	    header; Go tools get it
+//	    through tool.IdempotencyKey, MCP tools send it in _meta under
+//	    "weir/idempotencyKey"); DurableReconciled records a pending call first, so
+//	    that a restore asks the service (by that key) whether a call whose
+//	    result was lost took effect, instead of making it again.
+//	G11. Every retained checkpoint restores without repeats. The states of
+//	    inputs finished before checkpoint n are pruned only when the oldest
+//	    checkpoint the job retains (runtime.CheckpointConfig.Retain) is n or
+//	    later, so a restore from any retained checkpoint finds the states
+//	    of every input finished after it. A Checkpointed store (wal,
+//	    kafkastore) records the newest checkpoint a prune covered (its
+//	    prune horizon) and identifies its log in every recovery marker; a
+//	    restore whose store lacks states the checkpoint needs (a checkpoint
+//	    or savepoint older than the horizon, a WAL directory of another host
+//	    or a new one, a Kafka topic deleted or past retention) fails with an
+//	    error saying so (ErrStatesMissing), unless
+//	    Options.AllowRepeatedSideEffects, which logs a warning and runs
+//	    those actions again.
+//	G12. Structured output is validated, and counted once. RunnerContext.Chat
+//	    with a ResponseFormat returns only a reply that conforms to its
+//	    schema (or a model.SchemaError after ResponseFormat.Attempts calls,
+//	    each rejection fed back to the model); with a store the validated
+//	    reply is what is recorded and replayed. Every call made to a model
+//	    through Chat is counted per model name (modelCalls,
+//	    modelCallErrors, modelInputTokens, modelOutputTokens and, with
+//	    Options.Pricing, modelSpendMicros, label model);
+//	    a replayed call is not counted again.
+//	G13. An event log, at least once. Options.Listeners get an entry for
+//	    every action start, model and tool call and result, end or error,
+//	    memory update and output (LogEntry), each naming the run (key,
+//	    sequence number, event, action); after a restore, what is taken
+//	    from the store instead of being done again is marked Replayed.
+//	    Without listeners the log costs a nil check per action.
+//	G14. Traces, when asked for. With Options.TracerProvider every input's
+//	    execution tree is a trace: a span per input, action run, and model
+//	    and tool call made through the RunnerContext (GenAI semantic
+//	    conventions; content only with Options.TraceContent), replays from
+//	    the store marked weir.agent.replayed, retries and rate-limit waits
+//	    as events, an input carrying a W3C traceparent (TraceContextCarrier,
+//	    Options.TraceContextOf) a child of that remote span (trace.go,
+//	    docs/tracing.md). Without a provider tracing
+//	    costs a nil check per input, action and call.
+//	G15. Budgets, checked before each call. With Options.Budgets a model call
+//	    made through RunnerContext.Chat is let through only while every
+//	    budget covering it (per key, per model or per job, over a tumbling
+//	    processing-time window) is below its limits (budget.go, B1-B3): a
+//	    budget's requests are never exceeded, its tokens by at most the
+//	    calls in flight when it was reached (one for a per-key budget). At
+//	    the limit the call fails (the input to Options.FailedInputs), waits
+//	    for the next window (holding the watermark), or goes to a fallback
+//	    model. The current windows' spend is checkpointed; replayed calls
+//	    are not charged again.
+//	G16. Waits are action state. Await (with ApplyWithAnswers, whose second
+//	    input is the answers, keyed like the input) records, with a store,
+//	    the wait's identity and deadline, its request (Wait.Ask) and its
+//	    outcome as durable calls: a restore neither asks again nor starts
+//	    the time-out over. A key's answers not used up are keyed state,
+//	    checkpointed with the answers' source offsets, so an answer that
+//	    comes before its wait, or before a crash, is not lost, and one
+//	    taken stays until its input finishes. A waiting input holds the
+//	    watermark (G5) at most until Wait.Timeout passes
+//	    (processing time on the job's clock); answers take no part in
+//	    event time, nor in the job's end: with Options.EndAnswers the
+//	    answers source is told to stop once the input has ended and every
+//	    pending wait has ended (await.go, answers.go, docs/agents.md "Human
+//	    approval").
 //
 // Evaluator runs an agent's actions over inputs in-process, without a
 // job, a store or state (evaluate.go): package agent/replay uses it to
@@ -209,7 +212,9 @@
 // (back-pressure), a checkpoint barrier arriving through the network
 // waits with it. Input values, event attributes and memory values must be
 // JSON-serialisable. Keys are kept (with their sequence numbers and
-// memory) for the life of the job. Between a call taking effect and its
+// memory) for the life of the job, in the job's keyed-state backend
+// (runtime.Config.StateBackend; on Pebble only the keys with work are
+// held in memory: keys.go). Between a call taking effect and its
 // result being recorded there is a window (a crash there repeats the
 // call): close it with services that honour the idempotency key. Outputs
 // of actions replayed after a restore are emitted again; use a

@@ -34,8 +34,8 @@ type EvalOptions struct {
 // a time, on the caller's goroutine, without a job, a store or state: what
 // package agent/replay uses to run a changed agent over recorded inputs.
 //
-// Per input it does what the operator does for one input (guarantees 2
-// and 4): the actions listening to the input event (and meeting their
+// Per input it does what the operator does for one input (G2
+// and G4): the actions listening to the input event (and meeting their
 // conditions) run one after the other, breadth first; an action's memory
 // writes and sent events take effect when it returns successfully; events
 // sent by actions trigger further actions; output events are collected.

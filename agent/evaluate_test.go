@@ -12,7 +12,7 @@ import (
 )
 
 // TestEvaluatorRunsTheExecutionTree: an input's actions run breadth first
-// in the operator's order (guarantee 2), sent events trigger further
+// in the operator's order (G2), sent events trigger further
 // actions, conditions select actions, short-term memory carries over
 // between a key's inputs (and not to other keys), memory updates are
 // events, outputs are collected in order, and the log gets each run.

@@ -138,7 +138,7 @@ func (c keyStateCodec[K, IN]) Append(dst []byte, ks *keyState[K, IN]) ([]byte, e
 	if r := ks.run; r != nil {
 		rj := &runJSON{Seq: r.seq, TS: r.ts, NextID: r.nextID, Sensory: r.sensory}
 		// The input itself, so that a restored input that fails is sent to
-		// FailedInputs with its value (guarantee 8), not nil.
+		// FailedInputs with its value (G8), not nil.
 		if v, ok := r.input.Value.(IN); ok {
 			b, err := c.in.Append(nil, v)
 			if err != nil {

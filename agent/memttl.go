@@ -159,9 +159,12 @@ func (o *operator[K, IN, OUT]) wakeTTL(now int64) {
 // running and may be reading the memory: then expired entries go when the
 // input finishes (they are invisible already).
 func (o *operator[K, IN, OUT]) expire(t timer.Timer[K, string]) {
-	o.backend.SetCurrentKey(t.Key, t.KeyGroup)
-	ks, ok := o.keys.Value()
-	if !ok || ks.expiry[t.Namespace] != t.Timestamp {
+	ks, ok := o.lookup(t.Key, t.KeyGroup, false)
+	if !ok {
+		return
+	}
+	defer o.settle(ks)
+	if ks.expiry[t.Namespace] != t.Timestamp {
 		return
 	}
 	if ks.run != nil {

@@ -14,7 +14,7 @@ import (
 // restore from the older one after the newer has completed replays the
 // input finished between them from the store instead of calling the model
 // again (its state was pruned when the newer checkpoint completed before
-// guarantee 11).
+// G11).
 func TestRestoreOlderRetainedCheckpoint(t *testing.T) {
 	ctx := testCtx(t)
 	dir := filepath.Join(t.TempDir(), "cp")

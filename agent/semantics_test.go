@@ -261,7 +261,7 @@ func TestBlockingModeSameOutputs(t *testing.T) {
 		}
 	}
 	run := func(blocking bool) []string {
-		rc, _, err := runAgent[string](t, countingAgent(newGatedModel()), Options{Blocking: blocking}, steps...)
+		rc, _, err := runAgent[string](t, countingAgent(newGatedModel()), Options{blocking: blocking}, steps...)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -12,7 +12,7 @@ import (
 // TestWatermarkWaitsForChildEvents: a watermark after an input is held
 // until the actions triggered by the events that input's actions sent
 // (two levels down) have finished, and leaves after their outputs; the
-// parent action finishing is not enough (guarantee 5).
+// parent action finishing is not enough (G5).
 func TestWatermarkWaitsForChildEvents(t *testing.T) {
 	ctx := testCtx(t)
 	g := newGates("grandchild")

@@ -4,9 +4,9 @@ import (
 	"context"
 	"fmt"
 	"sync"
-	"sync/atomic"
 
 	"github.com/weirproject/weir/clock"
+	"github.com/weirproject/weir/internal/completions"
 	"github.com/weirproject/weir/internal/retry"
 	"github.com/weirproject/weir/runtime"
 )
@@ -40,11 +40,15 @@ type entry[IN, OUT any] struct {
 
 	out []OUT
 	err error
-	// nextDone links the completion stack; nextWait the FIFO of records
-	// whose call has not started yet.
+	// nextDone links the completion stack (package
+	// internal/completions); nextWait the FIFO of records whose call has
+	// not started yet.
 	nextDone *entry[IN, OUT]
 	nextWait *entry[IN, OUT]
 }
+
+// Next implements completions.Linked.
+func (e *entry[IN, OUT]) Next() **entry[IN, OUT] { return &e.nextDone }
 
 // operator is one subtask of an async operator.
 type operator[IN, OUT any] struct {
@@ -58,8 +62,8 @@ type operator[IN, OUT any] struct {
 	cancel    context.CancelFunc
 	wg        sync.WaitGroup
 	mb        *runtime.Mailbox
-	letter    func()                         // drains the completion stack
-	completed atomic.Pointer[entry[IN, OUT]] // completion stack (Treiber, popped all at once)
+	letter    func()                                             // drains the completion stack
+	completed completions.Stack[entry[IN, OUT], *entry[IN, OUT]] // finished calls (C1-C3)
 
 	// Subtask goroutine only.
 	head, tail         *entry[IN, OUT]
@@ -300,15 +304,8 @@ func (o *operator[IN, OUT]) call(e *entry[IN, OUT]) {
 		return // cancelled: the operator is closing or has failed
 	}
 	e.out, e.err = out, err
-	for {
-		top := o.completed.Load()
-		e.nextDone = top
-		if o.completed.CompareAndSwap(top, e) {
-			if top == nil {
-				o.mb.Post(o.letter)
-			}
-			break
-		}
+	if o.completed.Push(e) {
+		o.mb.Post(o.letter)
 	}
 }
 
@@ -364,14 +361,7 @@ func (o *operator[IN, OUT]) attempt(in IN) (out []OUT, err error, timedOut bool)
 // processCompletions takes every completion off the stack and handles it,
 // in completion order.
 func (o *operator[IN, OUT]) processCompletions() {
-	top := o.completed.Swap(nil)
-	var list *entry[IN, OUT]
-	for top != nil {
-		next := top.nextDone
-		top.nextDone = list
-		list, top = top, next
-	}
-	for e := list; e != nil; {
+	for e := o.completed.TakeAll(); e != nil; {
 		next := e.nextDone
 		e.nextDone = nil
 		o.complete(e)

@@ -186,7 +186,7 @@
 //	    checkpoint, replays completed actions and recorded calls instead of
 //	    making them again, and prunes only that task's runs; every input is
 //	    answered once in the output and every durable call is made under
-//	    one idempotency key (the agent package's guarantee 10, with its
+//	    one idempotency key (the agent package's G10, with its
 //	    residual window for calls in flight when a task stops). With the
 //	    WAL store (agent/wal) the states are on the disk of the machine
 //	    that recorded them: processes on one machine that share its

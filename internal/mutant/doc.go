@@ -120,7 +120,7 @@ var All = []struct {
 	{SourceForgetsSplit, "runtime/taskcheckpoint.go task.checkpoint (snapshot of a source subtask)"},
 	{SortReleasesEarly, "ordering/sort.go ProcessWatermark"},
 	{SortArrivalOrder, "ordering/held.go heldQueue.push"},
-	{AgentPruneAtSnapshot, "agent/operator.go SnapshotState"},
+	{AgentPruneAtSnapshot, "agent/snapshot.go SnapshotState"},
 	{AgentWatermarkPastRunning, "agent/operator.go ProcessWatermark"},
 	{AgentCallBeforeRecorded, "agent/durable.go durable"},
 	{WALAckWithoutSync, "agent/wal/write.go flusher.Flush"},
