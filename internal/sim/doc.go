@@ -216,11 +216,12 @@
 //
 // # Planted bugs
 //
-// internal/mutant plants 21 bugs in weir's real code (watermark
+// internal/mutant plants 22 bugs in weir's real code (watermark
 // combiner, timers, window operator, event-time sort, channels, source
 // snapshots, checkpoint storage, two-phase sink, agent operator, the
 // agent's WAL (within 60 seeds: mutantWithin), the Kafka
-// source's snapshot and the Kafka sink's commit), active one at a time in a build
+// source's snapshot and the Kafka sink's commit, the processing-time
+// scheduler (within 200 seeds: it needs a clock that steps back)), active one at a time in a build
 // with the tag weir_mutants; TestMutants (mutants_real_test.go) requires
 // each to be found within 40 seeds. mutants_test.go wraps the sink
 // instead, in every build. Seeds that once failed are kept, with the
@@ -272,8 +273,16 @@
 //	    moves only after a checkpoint at a barrier, while the job holds no
 //	    record (every record before the barrier is processed, none after
 //	    it is out), by Spec.ClockSteps (milliseconds, or a jump of
-//	    minutes). No record is in two committed firings, none is empty,
-//	    none fired before processing time reached it (checkProcTimers).
+//	    minutes); in half of these seeds (Spec.ClockBackMS, a stream of
+//	    its own, rand.NewPCG(seed, 0xb4c7)) the wall clock then also steps
+//	    back, at about half the barriers, by 1-300ms or 1-5 minutes, while
+//	    timers keep measuring durations (clockback.go: an NTP step under
+//	    Go's monotonic timers). No record is in two committed firings,
+//	    none is empty (a timer fired twice), none fired before any reading
+//	    of the clock had reached its time (checkProcTimers,
+//	    wallClock.reached): weir fires a processing-time timer only once
+//	    the clock reads its time, so a step back delays pending timers
+//	    (docs/state-and-timers.md; Flink fires after the delay instead).
 //	S10. Every agent input ends exactly once. Among the committed lines,
 //	    every input the agent branch took has exactly one: its decision
 //	    (verdict, tokens and effect as scripted) or a dead letter naming
@@ -402,6 +411,6 @@
 // the agent's Kafka store (against kfake, with broker faults), Await and
 // several actions per input, broker restarts, fatal broker errors, latency
 // and static members in the clustered form (it draws retriable broker and
-// group errors), planted bugs in package cluster, clocks that jump back, a
-// bound on a run's peak memory.
+// group errors), planted bugs in package cluster, a bound on a run's peak
+// memory.
 package sim
