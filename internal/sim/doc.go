@@ -206,7 +206,17 @@
 // result is queued, and waited for before the next call), and what it
 // keeps through a crash is what it synced, which is what S7's bound is
 // about; the memory store survives every crash whole and leaves that
-// window untested, hence only half the seeds. The store is watched at its
+// window untested, hence only half the seeds. Half the seeds drawn with
+// the memory store (a stream of their own, rand.NewPCG(seed, 0xa6e9),
+// so the WAL's seeds stay) get agent/kafkastore instead, through its
+// public Factory, on a kfake cluster of the run's own (agentkafka.go):
+// outside the machine, keeping what it acknowledged through every crash,
+// Checkpointed (offsets as markers) and a Queuer, with 1-3 retriable
+// broker errors (NOT_LEADER_FOR_PARTITION, REQUEST_TIMED_OUT,
+// UNKNOWN_TOPIC_OR_PARTITION; 1-3 in a row) on its produces and its
+// restores' fetches. Not on its ListOffsets: the store fails its Open or
+// Restore on such an error there (found here; see docs/reliability.md).
+// The store is watched at its
 // interface (observedStore): a Put, or a queued write's Wait, that
 // returns nil says its call outcomes are durable. The world also keeps a
 // trace of every input (its actions' starts, its requests, the store's
@@ -408,7 +418,7 @@
 // Not done yet (issue 29): several source subtasks in the scripted job
 // (their combined watermark, and so lateness, depends on timing: the
 // oracle must become a relation), the sort's Pebble mode and tiebreaks,
-// the agent's Kafka store (against kfake, with broker faults), Await and
+// retriable errors on the agent's Kafka store's ListOffsets, Await and
 // several actions per input, broker restarts, fatal broker errors, latency
 // and static members in the clustered form (it draws retriable broker and
 // group errors), planted bugs in package cluster, a bound on a run's peak

@@ -127,6 +127,15 @@ func Run(ctx context.Context, seed uint64, o Options) (*Result, error) {
 	clustered := spec.Cluster != nil && !o.onlyKafka
 	id := labelled(ctx, func(ctx context.Context) {
 		if (!o.onlyKafka || spec.Kafka == nil) && !o.onlyCluster {
+			if aw != nil && spec.Agent.Store == StoreKafka {
+				k, err := startAgentKafka(spec.Agent)
+				if err != nil {
+					res.Failure = &Failure{Invariant: InvCompletes, Detail: err.Error()}
+					return
+				}
+				aw.kafka = k
+				defer k.close()
+			}
 			res.Failure = run(ctx, spec, st, vfs.NewCrashableMem(), aw, o, res)
 			if res.Failure == nil && aw != nil {
 				res.Failure = aw.failure()
@@ -146,6 +155,9 @@ func Run(ctx context.Context, seed uint64, o Options) (*Result, error) {
 		res.Failure = checkLeaks(id)
 	}
 	res.Faults = spec.Faults
+	if spec.Agent != nil {
+		res.Faults = append(slices.Clip(res.Faults), spec.Agent.StoreFaults...)
+	}
 	if kafka {
 		res.Faults = append(append(res.Faults, spec.Kafka.Faults...), spec.Kafka.Background...)
 	}

@@ -352,6 +352,9 @@ func Generate(seed uint64) *Spec {
 	// Steps back of the wall clock (half the seeds with processing-time
 	// timers): a stream of its own.
 	s.ClockBackMS = generateClockBack(s)
+	// The agent's Kafka store (half the agent seeds with the memory
+	// store): a stream of its own.
+	generateAgentKafka(s)
 	return s
 }
 
