@@ -96,8 +96,13 @@ func generateClusterFaults(seed uint64) []Fault {
 // ListOffsets#20 once did).
 func armCluster(c *kfake.Cluster, fs []Fault) (as []*armed, disarm func()) {
 	var handles []*kfake.FaultHandle
+	var off atomic.Bool // the latency controls stay, idle, once disarmed
 	for i := range fs {
 		f := &fs[i]
+		if f.Kind == FaultLatency {
+			as = append(as, armLatency(c, f, &off))
+			continue
+		}
 		if f.Kind != FaultBrokerRetriable && f.Kind != FaultGroupRetriable {
 			continue
 		}
@@ -132,6 +137,7 @@ func armCluster(c *kfake.Cluster, fs []Fault) (as []*armed, disarm func()) {
 			}}))
 	}
 	return as, func() {
+		off.Store(true)
 		for _, h := range handles {
 			h.Remove()
 		}
@@ -184,6 +190,7 @@ func generateCluster(s *Spec) *ClusterSpec {
 		c.Faults = append(c.Faults, Fault{Kind: FaultMemberJoin, Subtask: c.Members, At: 1 + rng.Int64N(n)})
 	}
 	c.Faults = append(c.Faults, generateClusterFaults(s.Seed)...)
+	c.Faults = append(c.Faults, generateClusterLatency(s.Seed)...)
 	return c
 }
 

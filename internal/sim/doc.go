@@ -140,7 +140,10 @@
 // REBALANCE_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR,
 // COORDINATOR_LOAD_IN_PROGRESS), each 1-3 requests in a row from a drawn
 // request count of the run (over every member); the members must absorb
-// them, S16 unchanged. Deterministic: the input, the shape and the
+// them, S16 unchanged. latency, from a stream of its own
+// (rand.NewPCG(seed, 0xc1a7)): up to two spikes stalling the broker for
+// 1-150ms at the n-th request of a data-path or group kind
+// (clusterlatency.go), S16 unchanged. Deterministic: the input, the shape and the
 // record counts at which members die and join; not: which member owns
 // which task when (group assignment and session expiry run in real
 // time), so the same count may strike a different task's owner in a
@@ -419,8 +422,8 @@
 // (their combined watermark, and so lateness, depends on timing: the
 // oracle must become a relation), the sort's Pebble mode and tiebreaks,
 // retriable errors on the agent's Kafka store's ListOffsets, Await and
-// several actions per input, broker restarts, fatal broker errors, latency
-// and static members in the clustered form (it draws retriable broker and
-// group errors), planted bugs in package cluster, a bound on a run's peak
-// memory.
+// several actions per input, broker restarts, fatal broker errors and
+// static members in the clustered form (it draws retriable broker and
+// group errors and latency spikes), planted bugs in package cluster, a
+// bound on a run's peak memory.
 package sim
