@@ -61,3 +61,13 @@ func armLatency(c *kfake.Cluster, f *Fault, off *atomic.Bool) *armed {
 	})
 	return a
 }
+
+// drawStatic draws whether the clustered form's members are static
+// members (half the seeds), from a stream of its own (rand.NewPCG(seed,
+// 0xc15a)). A killed static member keeps its tasks, which run nowhere,
+// until the harness removes it from the group a session time-out later
+// (expire, by member and instance id, as Kafka's coordinator does at the
+// session's end); a member that joins takes a name of its own.
+func drawStatic(seed uint64) bool {
+	return rand.New(rand.NewPCG(seed, 0xc15a)).IntN(2) == 0
+}

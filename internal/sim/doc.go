@@ -143,7 +143,11 @@
 // them, S16 unchanged. latency, from a stream of its own
 // (rand.NewPCG(seed, 0xc1a7)): up to two spikes stalling the broker for
 // 1-150ms at the n-th request of a data-path or group kind
-// (clusterlatency.go), S16 unchanged. Deterministic: the input, the shape and the
+// (clusterlatency.go), S16 unchanged. Static members, in half the
+// clustered seeds (rand.NewPCG(seed, 0xc15a)): every member is a static
+// member (cluster Config.StaticMembership, group.instance.id "m<i>",
+// M6); a killed one keeps its tasks, unrun, until the harness removes it
+// a session time-out later (expire, by member and instance id). Deterministic: the input, the shape and the
 // record counts at which members die and join; not: which member owns
 // which task when (group assignment and session expiry run in real
 // time), so the same count may strike a different task's owner in a
@@ -422,8 +426,9 @@
 // (their combined watermark, and so lateness, depends on timing: the
 // oracle must become a relation), the sort's Pebble mode and tiebreaks,
 // retriable errors on the agent's Kafka store's ListOffsets, Await and
-// several actions per input, broker restarts, fatal broker errors and
-// static members in the clustered form (it draws retriable broker and
-// group errors and latency spikes), planted bugs in package cluster, a
-// bound on a run's peak memory.
+// several actions per input, broker restarts and fatal broker errors in
+// the clustered form (it draws retriable broker and group errors, latency
+// spikes and static members), a static member restarted under its own
+// name within its session (M6's hand-back), planted bugs in package
+// cluster, a bound on a run's peak memory.
 package sim
