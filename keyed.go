@@ -182,7 +182,9 @@ func (c *KeyedContext[K, OUT]) DeleteEventTimeTimer(ts int64) {
 }
 
 // RegisterProcessingTimeTimer asks for OnTimer(ts) for the current key once
-// processing time reaches ts (Unix ms).
+// processing time reaches ts (Unix ms): once the clock reads ts or later.
+// If the clock steps back, the timer waits until it reads ts again
+// (docs/state-and-timers.md).
 func (c *KeyedContext[K, OUT]) RegisterProcessingTimeTimer(ts int64) {
 	c.timers.RegisterProcessingTimeTimer(c.backend.CurrentKey(), c.backend.CurrentKeyGroup(), struct{}{}, ts)
 }

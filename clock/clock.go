@@ -10,6 +10,11 @@
 //	I1. Real.Now is the system clock; Manual.Now changes only through Advance or Set.
 //	I2. A Manual timer fires exactly once per arming, when the manual time
 //	    reaches its deadline, and never before.
+//
+// Real's timers measure durations (Go's monotonic clock), while Now is the
+// wall clock, which a host may step back. Code that must not act before the
+// clock reads a time (processing-time timers: runtime/ptimers.go) reads Now
+// again when its timer fires, and waits again if the clock is behind.
 package clock
 
 import (

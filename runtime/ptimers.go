@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/weirproject/weir/clock"
+	"github.com/weirproject/weir/internal/mutant"
 )
 
 // procTimers is a subtask's processing-time scheduler: a heap of callbacks
@@ -104,6 +105,7 @@ func (t *procTimers) fire() { t.fireFrom(posTask) }
 // order, leaves the other due ones in the heap, re-arms, and reports how
 // many ran.
 func (t *procTimers) fireFrom(p int32) int {
+	woke, wokeFor := t.armed, t.armedAt
 	t.armed = false
 	if t.quiesced {
 		return 0
@@ -112,6 +114,9 @@ func (t *procTimers) fireFrom(p int32) int {
 	skipped := t.skipped[:0]
 	for len(t.h) > 0 {
 		now := clock.NowMillis(t.clk)
+		if woke && mutant.On(mutant.ProcTimerTrustsWakeup) {
+			now = max(now, wokeFor)
+		}
 		if t.h[0].ts > now {
 			break
 		}

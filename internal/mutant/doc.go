@@ -99,6 +99,12 @@ const (
 	// KafkaSnapshotOnePast: the kafka source checkpoints each partition's
 	// position one past the next record to emit.
 	KafkaSnapshotOnePast Name = "kafka.source-snapshots-one-past"
+	// ProcTimerTrustsWakeup: the runtime's processing-time scheduler,
+	// woken by its clock timer, takes the time it armed the timer for as
+	// reached without reading the clock: after the wall clock stepped
+	// back (the timer measures a duration), it fires callbacks before the
+	// clock reads their time.
+	ProcTimerTrustsWakeup Name = "runtime.proc-timer-trusts-its-wakeup"
 )
 
 // All lists every planted bug with the file it is planted in.
@@ -127,4 +133,5 @@ var All = []struct {
 	{WALRestoreSkipsLast, "agent/wal/log.go Store.loadFrom"},
 	{KafkaCommitAtPreCommit, "connector/kafka/sink.go txnSink.PreCommit"},
 	{KafkaSnapshotOnePast, "connector/kafka/reader.go reader.states"},
+	{ProcTimerTrustsWakeup, "runtime/ptimers.go procTimers.fireFrom"},
 }

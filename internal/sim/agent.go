@@ -147,6 +147,8 @@ func agentBranch(w *agentWorld, n int, disk vfs.FS, passed weir.Stream[event], o
 			switch spec.Store {
 			case StoreMemory:
 				s, err = w.memory.Factory()(ctx)
+			case StoreKafka:
+				s, err = w.kafka.factory()(ctx)
 			default:
 				s, err = walFactory(ctx)
 			}

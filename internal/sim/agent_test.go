@@ -28,7 +28,7 @@ func TestAgentSeedsAreDrawn(t *testing.T) {
 			t.Fatalf("seed %d: %s for %d records", seed, s.Agent, s.Records)
 		}
 	}
-	if n < fixedSeeds/5 || n > fixedSeeds/2 || hung == 0 || late == 0 || stores[StoreWAL] == 0 || stores[StoreMemory] == 0 {
+	if n < fixedSeeds/5 || n > fixedSeeds/2 || hung == 0 || late == 0 || stores[StoreWAL] == 0 || stores[StoreMemory] == 0 || stores[StoreKafka] == 0 {
 		t.Fatalf("%d of %d seeds have the agent branch, %d hung and %d late model calls", n, fixedSeeds, hung, late)
 	}
 	t.Logf("%d of %d seeds have the agent branch (%d hung, %d late model calls; stores %v)", n, fixedSeeds, hung, late, stores)

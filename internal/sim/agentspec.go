@@ -54,6 +54,9 @@ type AgentSpec struct {
 	// Store is the action-state store (drawn from a stream of its own:
 	// agentStoreStream).
 	Store AgentStore `json:"store"`
+	// StoreFaults are the Kafka store's retriable broker faults (1-3
+	// requests in a row from the At-th of its kind, counted over the run).
+	StoreFaults []Fault `json:"store_faults,omitempty"`
 	// Inputs holds the script of every record, by its ID.
 	Inputs []AgentInput `json:"-"`
 }
@@ -72,6 +75,11 @@ const (
 	// Checkpointed nor a Queuer: the operator's other path (Put for
 	// every call result, Prune without a horizon, no markers).
 	StoreMemory AgentStore = "memory"
+	// StoreKafka: agent/kafkastore on a kfake cluster of the run's own
+	// (agentkafka.go), outside the machine, with retriable broker faults
+	// (AgentSpec.StoreFaults). Checkpointed, and a Queuer. Half the seeds
+	// drawn with the memory store get it (agentKafkaStream).
+	StoreKafka AgentStore = "kafka"
 )
 
 // AgentInput is what the scripted model and tool do for one input.

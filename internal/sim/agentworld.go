@@ -12,6 +12,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/weirproject/weir/agent"
+	"github.com/weirproject/weir/agent/kafkastore"
 	"github.com/weirproject/weir/agent/wal"
 )
 
@@ -37,7 +38,10 @@ type agentWorld struct {
 	// store outside the process (a database's, say), which every attempt
 	// opens as it was, every Put durable when it returns.
 	memory *agent.MemoryStore
-	mu     struct {
+	// kafka is the Kafka store's cluster (AgentSpec.Store kafka), for the
+	// run (agentkafka.go).
+	kafka *agentKafka
+	mu    struct {
 		sync.Mutex
 		seq          int64 // global order of requests, confirmations and strikes
 		attempt      int
@@ -506,6 +510,7 @@ var (
 	_ agent.ActionStateStore = (*observedStore)(nil)
 	_ logStore               = (*observedLog)(nil)
 	_ logStore               = (*wal.Store)(nil)
+	_ logStore               = (*kafkastore.Store)(nil)
 )
 
 // observe wraps s, keeping its capabilities.

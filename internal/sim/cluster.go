@@ -96,8 +96,13 @@ func generateClusterFaults(seed uint64) []Fault {
 // ListOffsets#20 once did).
 func armCluster(c *kfake.Cluster, fs []Fault) (as []*armed, disarm func()) {
 	var handles []*kfake.FaultHandle
+	var off atomic.Bool // the latency controls stay, idle, once disarmed
 	for i := range fs {
 		f := &fs[i]
+		if f.Kind == FaultLatency {
+			as = append(as, armLatency(c, f, &off))
+			continue
+		}
 		if f.Kind != FaultBrokerRetriable && f.Kind != FaultGroupRetriable {
 			continue
 		}
@@ -132,6 +137,7 @@ func armCluster(c *kfake.Cluster, fs []Fault) (as []*armed, disarm func()) {
 			}}))
 	}
 	return as, func() {
+		off.Store(true)
 		for _, h := range handles {
 			h.Remove()
 		}
@@ -150,6 +156,11 @@ type ClusterSpec struct {
 	KeyedTasks    int   `json:"keyed_tasks"`
 	OutPartitions int   `json:"out_partitions"`
 	BoundMS       int64 `json:"bound_ms"`
+	// Static makes every member a static member (cluster
+	// Config.StaticMembership, KIP-345: group.instance.id "m<i>"); drawn
+	// in half the clustered seeds from a stream of its own
+	// (clusterlatency.go).
+	Static bool `json:"static,omitempty"`
 	// Faults: member kills and joins, each at a record count.
 	Faults  []Fault       `json:"faults"`
 	Records []KafkaRecord `json:"-"`
@@ -184,6 +195,8 @@ func generateCluster(s *Spec) *ClusterSpec {
 		c.Faults = append(c.Faults, Fault{Kind: FaultMemberJoin, Subtask: c.Members, At: 1 + rng.Int64N(n)})
 	}
 	c.Faults = append(c.Faults, generateClusterFaults(s.Seed)...)
+	c.Faults = append(c.Faults, generateClusterLatency(s.Seed)...)
+	c.Static = drawStatic(s.Seed)
 	return c
 }
 
@@ -217,7 +230,11 @@ func spreadRecords(s *Spec, rng *rand.Rand, partitions int) (recs []KafkaRecord,
 }
 
 func (c *ClusterSpec) shape() string {
-	return fmt.Sprintf("clustered %d members, %d source partitions, %d keyed tasks, bound %dms, %d output partitions", c.Members, c.Partitions, c.KeyedTasks, c.BoundMS, c.OutPartitions)
+	static := ""
+	if c.Static {
+		static = " (static)"
+	}
+	return fmt.Sprintf("clustered %d members%s, %d source partitions, %d keyed tasks, bound %dms, %d output partitions", c.Members, static, c.Partitions, c.KeyedTasks, c.BoundMS, c.OutPartitions)
 }
 
 // cevent is what crosses the exchange topic: a record with where it was
@@ -399,7 +416,7 @@ func (cr *clusterRun) config(i int, mn *memberNet) cluster.Config {
 		Bounded: true, SessionTimeout: simSessionTimeout, HeartbeatInterval: 30 * time.Millisecond,
 		RevokeCheckpointTimeout: 300 * time.Millisecond, RestartDelay: 10 * time.Millisecond,
 		Member: "m" + strconv.Itoa(i), Logger: clusterLogger(i),
-		ClientOptions: mn.clientOpts()}
+		ClientOptions: mn.clientOpts(), StaticMembership: cr.c.Static}
 }
 
 // The group timings of the form. kfake, unlike Kafka, lets a member's
@@ -583,6 +600,7 @@ func (cr *clusterRun) expire(i int) {
 		if d.ClientID == "weir-m"+strconv.Itoa(i) {
 			lm := kmsg.NewLeaveGroupRequestMember()
 			lm.MemberID = d.MemberID
+			lm.InstanceID = d.InstanceID // a static member's
 			lm.Reason = kmsg.StringPtr("sim: the member was killed; its session expired")
 			req.Members = append(req.Members, lm)
 		}

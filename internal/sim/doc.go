@@ -140,7 +140,14 @@
 // REBALANCE_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR,
 // COORDINATOR_LOAD_IN_PROGRESS), each 1-3 requests in a row from a drawn
 // request count of the run (over every member); the members must absorb
-// them, S16 unchanged. Deterministic: the input, the shape and the
+// them, S16 unchanged. latency, from a stream of its own
+// (rand.NewPCG(seed, 0xc1a7)): up to two spikes stalling the broker for
+// 1-150ms at the n-th request of a data-path or group kind
+// (clusterlatency.go), S16 unchanged. Static members, in half the
+// clustered seeds (rand.NewPCG(seed, 0xc15a)): every member is a static
+// member (cluster Config.StaticMembership, group.instance.id "m<i>",
+// M6); a killed one keeps its tasks, unrun, until the harness removes it
+// a session time-out later (expire, by member and instance id). Deterministic: the input, the shape and the
 // record counts at which members die and join; not: which member owns
 // which task when (group assignment and session expiry run in real
 // time), so the same count may strike a different task's owner in a
@@ -206,7 +213,17 @@
 // result is queued, and waited for before the next call), and what it
 // keeps through a crash is what it synced, which is what S7's bound is
 // about; the memory store survives every crash whole and leaves that
-// window untested, hence only half the seeds. The store is watched at its
+// window untested, hence only half the seeds. Half the seeds drawn with
+// the memory store (a stream of their own, rand.NewPCG(seed, 0xa6e9),
+// so the WAL's seeds stay) get agent/kafkastore instead, through its
+// public Factory, on a kfake cluster of the run's own (agentkafka.go):
+// outside the machine, keeping what it acknowledged through every crash,
+// Checkpointed (offsets as markers) and a Queuer, with 1-3 retriable
+// broker errors (NOT_LEADER_FOR_PARTITION, REQUEST_TIMED_OUT,
+// UNKNOWN_TOPIC_OR_PARTITION; 1-3 in a row) on its produces and its
+// restores' fetches. Not on its ListOffsets: the store fails its Open or
+// Restore on such an error there (found here; see docs/reliability.md).
+// The store is watched at its
 // interface (observedStore): a Put, or a queued write's Wait, that
 // returns nil says its call outcomes are durable. The world also keeps a
 // trace of every input (its actions' starts, its requests, the store's
@@ -216,11 +233,12 @@
 //
 // # Planted bugs
 //
-// internal/mutant plants 21 bugs in weir's real code (watermark
+// internal/mutant plants 22 bugs in weir's real code (watermark
 // combiner, timers, window operator, event-time sort, channels, source
 // snapshots, checkpoint storage, two-phase sink, agent operator, the
 // agent's WAL (within 60 seeds: mutantWithin), the Kafka
-// source's snapshot and the Kafka sink's commit), active one at a time in a build
+// source's snapshot and the Kafka sink's commit, the processing-time
+// scheduler (within 200 seeds: it needs a clock that steps back)), active one at a time in a build
 // with the tag weir_mutants; TestMutants (mutants_real_test.go) requires
 // each to be found within 40 seeds. mutants_test.go wraps the sink
 // instead, in every build. Seeds that once failed are kept, with the
@@ -272,8 +290,16 @@
 //	    moves only after a checkpoint at a barrier, while the job holds no
 //	    record (every record before the barrier is processed, none after
 //	    it is out), by Spec.ClockSteps (milliseconds, or a jump of
-//	    minutes). No record is in two committed firings, none is empty,
-//	    none fired before processing time reached it (checkProcTimers).
+//	    minutes); in half of these seeds (Spec.ClockBackMS, a stream of
+//	    its own, rand.NewPCG(seed, 0xb4c7)) the wall clock then also steps
+//	    back, at about half the barriers, by 1-300ms or 1-5 minutes, while
+//	    timers keep measuring durations (clockback.go: an NTP step under
+//	    Go's monotonic timers). No record is in two committed firings,
+//	    none is empty (a timer fired twice), none fired before any reading
+//	    of the clock had reached its time (checkProcTimers,
+//	    wallClock.reached): weir fires a processing-time timer only once
+//	    the clock reads its time, so a step back delays pending timers
+//	    (docs/state-and-timers.md; Flink fires after the delay instead).
 //	S10. Every agent input ends exactly once. Among the committed lines,
 //	    every input the agent branch took has exactly one: its decision
 //	    (verdict, tokens and effect as scripted) or a dead letter naming
@@ -399,9 +425,10 @@
 // Not done yet (issue 29): several source subtasks in the scripted job
 // (their combined watermark, and so lateness, depends on timing: the
 // oracle must become a relation), the sort's Pebble mode and tiebreaks,
-// the agent's Kafka store (against kfake, with broker faults), Await and
-// several actions per input, broker restarts, fatal broker errors, latency
-// and static members in the clustered form (it draws retriable broker and
-// group errors), planted bugs in package cluster, clocks that jump back, a
-// bound on a run's peak memory.
+// retriable errors on the agent's Kafka store's ListOffsets, Await and
+// several actions per input, broker restarts and fatal broker errors in
+// the clustered form (it draws retriable broker and group errors, latency
+// spikes and static members), a static member restarted under its own
+// name within its session (M6's hand-back), planted bugs in package
+// cluster, a bound on a run's peak memory.
 package sim

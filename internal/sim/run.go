@@ -127,6 +127,15 @@ func Run(ctx context.Context, seed uint64, o Options) (*Result, error) {
 	clustered := spec.Cluster != nil && !o.onlyKafka
 	id := labelled(ctx, func(ctx context.Context) {
 		if (!o.onlyKafka || spec.Kafka == nil) && !o.onlyCluster {
+			if aw != nil && spec.Agent.Store == StoreKafka {
+				k, err := startAgentKafka(spec.Agent)
+				if err != nil {
+					res.Failure = &Failure{Invariant: InvCompletes, Detail: err.Error()}
+					return
+				}
+				aw.kafka = k
+				defer k.close()
+			}
 			res.Failure = run(ctx, spec, st, vfs.NewCrashableMem(), aw, o, res)
 			if res.Failure == nil && aw != nil {
 				res.Failure = aw.failure()
@@ -146,6 +155,9 @@ func Run(ctx context.Context, seed uint64, o Options) (*Result, error) {
 		res.Failure = checkLeaks(id)
 	}
 	res.Faults = spec.Faults
+	if spec.Agent != nil {
+		res.Faults = append(slices.Clip(res.Faults), spec.Agent.StoreFaults...)
+	}
 	if kafka {
 		res.Faults = append(append(res.Faults, spec.Kafka.Faults...), spec.Kafka.Background...)
 	}
@@ -161,12 +173,16 @@ func Run(ctx context.Context, seed uint64, o Options) (*Result, error) {
 // system: processing time (a manual clock, with Spec.ProcDelayMS), and the
 // count of barriers reached, which picks the clock's next step.
 type world struct {
-	clk      *clock.Manual
+	clk *clock.Manual
+	// wall is the job's clock: clk, stepped back by Spec.ClockBackMS
+	// (clockback.go).
+	wall     *wallClock
 	barriers int
 }
 
 func run(ctx context.Context, spec *Spec, st *store, fs *vfs.MemFS, aw *agentWorld, o Options, res *Result) *Failure {
 	w := &world{clk: clock.NewManual(time.UnixMilli(1_000_000_000_000))}
+	w.wall = newWallClock(w.clk)
 	if aw != nil {
 		aw.time.setClock(w.clk)
 	}
@@ -234,7 +250,7 @@ func attempt(ctx context.Context, spec *Spec, st *store, fs, cfs vfs.FS, fault *
 		Checkpoint: runtime.CheckpointConfig{Dir: checkpointDir, Retain: 2, Interval: time.Hour,
 			Storage: checkpoint.Storage{FS: cfs}}}
 	if spec.ProcDelayMS > 0 || aw != nil {
-		cfg.Clock = w.clk // the agent's time-outs are virtual too (agenttime.go)
+		cfg.Clock = w.wall // the agent's time-outs are virtual too (agenttime.go)
 	}
 	if latest, _, err := (checkpoint.Storage{FS: fs}).Latest(checkpointDir); err == nil {
 		cfg.Checkpoint.RestoreFrom, restored = latest, true
@@ -286,7 +302,7 @@ func attempt(ctx context.Context, spec *Spec, st *store, fs, cfs vfs.FS, fault *
 		parts = append(parts, sortLines, violLines)
 	}
 	if spec.Timers {
-		parts = append(parts, timerBranch(spec, passed, &obs.timers))
+		parts = append(parts, timerBranch(spec, passed, w.wall.reached, &obs.timers))
 	}
 	if aw != nil {
 		parts = append(parts, agentBranch(aw, n, aw.begin(n), passed, &obs.agent)...)
@@ -318,7 +334,11 @@ func attempt(ctx context.Context, spec *Spec, st *store, fs, cfs vfs.FS, fault *
 				// (the checkpoint is aligned) and none after it is
 				// out yet: processing time moves while the job holds
 				// no record, so what each timer holds is fixed.
-				w.clk.Advance(time.Duration(spec.ClockSteps[w.barriers%len(spec.ClockSteps)]) * time.Millisecond)
+				i := w.barriers % len(spec.ClockSteps)
+				w.clk.Advance(time.Duration(spec.ClockSteps[i]) * time.Millisecond)
+				if i < len(spec.ClockBackMS) && spec.ClockBackMS[i] > 0 {
+					w.wall.stepBack(time.Duration(spec.ClockBackMS[i]) * time.Millisecond)
+				}
 				w.barriers++
 			}
 			close(ch)

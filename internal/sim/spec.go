@@ -131,6 +131,10 @@ type Spec struct {
 	// (cyclically): mostly milliseconds, sometimes a jump of minutes.
 	ProcDelayMS int64   `json:"proc_delay_ms,omitempty"`
 	ClockSteps  []int64 `json:"clock_steps_ms,omitempty"`
+	// ClockBackMS, in half the seeds with ProcDelayMS, steps the wall
+	// clock back after ClockSteps[n] by ClockBackMS[n] (0: not at that
+	// barrier): milliseconds, or minutes (clockback.go).
+	ClockBackMS []int64 `json:"clock_back_ms,omitempty"`
 	// Agent, when set (about a third of the seeds), adds the agent branch
 	// (agentspec.go, S10-S12).
 	Agent *AgentSpec `json:"agent,omitempty"`
@@ -194,6 +198,7 @@ func (s *Spec) Shape() string {
 		sort += fmt.Sprintf(", event-time timers at +%dms", s.TimerDelayMS)
 		if s.ProcDelayMS > 0 {
 			sort += fmt.Sprintf(", processing-time timers at +%dms (virtual clock)", s.ProcDelayMS)
+			sort += clockBackShape(s.ClockBackMS)
 		}
 	}
 	if s.Agent != nil {
@@ -344,6 +349,12 @@ func Generate(seed uint64) *Spec {
 	s.Kafka = generateKafka(s)
 	// The clustered form (one seed in 50): a stream of its own.
 	s.Cluster = generateCluster(s)
+	// Steps back of the wall clock (half the seeds with processing-time
+	// timers): a stream of its own.
+	s.ClockBackMS = generateClockBack(s)
+	// The agent's Kafka store (half the agent seeds with the memory
+	// store): a stream of its own.
+	generateAgentKafka(s)
 	return s
 }
 

@@ -50,8 +50,11 @@ func procLine(key string, t int64, ids []int64, due bool) string {
 type timerFn struct {
 	delay     int64
 	procDelay int64 // 0: no processing-time timers
-	pending   *state.MapState[string, int64, acc]
-	procIDs   *state.MapState[string, int64, []int64]
+	// reached says whether processing time has reached a time
+	// (wallClock.reached).
+	reached func(ms int64) bool
+	pending *state.MapState[string, int64, acc]
+	procIDs *state.MapState[string, int64, []int64]
 }
 
 func (f *timerFn) Open(ctx *weir.KeyedContext[string, string]) error {
@@ -92,7 +95,7 @@ func (f *timerFn) OnTimer(t int64, ctx *weir.KeyedContext[string, string]) error
 		ids, _ := f.procIDs.Get(t)
 		f.procIDs.Remove(t)
 		slices.Sort(ids)
-		ctx.Collect(procLine(ctx.Key(), t, ids, ctx.CurrentProcessingTime() >= t))
+		ctx.Collect(procLine(ctx.Key(), t, ids, f.reached(t)))
 		return nil
 	}
 	// A timer with no entry fired twice (or for nothing): n=0, a line the
@@ -105,10 +108,10 @@ func (f *timerFn) OnTimer(t int64, ctx *weir.KeyedContext[string, string]) error
 
 // timerBranch adds the timer branch behind passed and returns its lines;
 // obs is set to its observer (S8).
-func timerBranch(spec *Spec, passed weir.Stream[event], obs **weirtest.Observation[string]) weir.Stream[string] {
+func timerBranch(spec *Spec, passed weir.Stream[event], reached func(int64) bool, obs **weirtest.Observation[string]) weir.Stream[string] {
 	fired := weir.Process(weir.KeyBy(passed, func(e event) string { return e.Key }), "timers",
 		func() weir.KeyedProcessFunction[string, event, string] {
-			return &timerFn{delay: spec.TimerDelayMS, procDelay: spec.ProcDelayMS}
+			return &timerFn{delay: spec.TimerDelayMS, procDelay: spec.ProcDelayMS, reached: reached}
 		}).UID("timers")
 	*obs = weirtest.ObserveWith(fired, weirtest.Options{Name: "observe-timers"})
 	return fired
