@@ -15,6 +15,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"pgregory.net/rapid"
@@ -508,5 +509,45 @@ func TestPutQueuedCoalesces(t *testing.T) {
 	must(t, err)
 	if !storetest.Equal(got, done) {
 		t.Fatalf("after the restore Get = %+v, want the completed state", got)
+	}
+}
+
+// TestListOffsetsRetriesRetriableErrors: a leader election while the store
+// opens and restores (LEADER_NOT_AVAILABLE on ListOffsets, three times)
+// delays the listing instead of failing the job's attempt. The simulator
+// found Open failing at once ("listing the end offsets").
+func TestListOffsetsRetriesRetriableErrors(t *testing.T) {
+	b := startBroker(t, "")
+	opts := options(b, newTopic(), 2)
+	s := open(t, opts, all)
+	must(t, s.Put(storetest.State("a", 0, 0, 0, 1, true)))
+	m := markerOf(t, s)
+	must(t, s.Close())
+	for _, op := range []string{"open", "restore"} {
+		var n atomic.Int64
+		h := b.Cluster().Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.ListOffsets}, Err: kerr.LeaderNotAvailable, Count: -1,
+			When: func(kmsg.Request) bool { return n.Add(1) <= 3 }})
+		var err error
+		switch op {
+		case "open":
+			var s2 *Store
+			if s2, err = Open(opts, all, maxP); err == nil {
+				s2.Close()
+			}
+		case "restore":
+			s2 := open(t, opts, all)
+			h.Remove()
+			n.Store(0)
+			h = b.Cluster().Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.ListOffsets}, Err: kerr.LeaderNotAvailable, Count: -1,
+				When: func(kmsg.Request) bool { return n.Add(1) <= 3 }})
+			err = s2.Restore([][]byte{m})
+		}
+		h.Remove()
+		if err != nil {
+			t.Fatalf("%s with ListOffsets failing three times: %v", op, err)
+		}
+		if n.Load() < 4 {
+			t.Fatalf("%s: %d ListOffsets requests, want the 3 failed ones and a retry", op, n.Load())
+		}
 	}
 }

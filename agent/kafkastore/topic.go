@@ -10,7 +10,14 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/weirproject/weir/clock"
+	"github.com/weirproject/weir/internal/retry"
 )
+
+// listRetry is the back-off between tries of a listing that failed with a
+// retriable error (within RequestTimeout).
+var listRetry = retry.Policy{Initial: 20 * time.Millisecond, Max: time.Second, Multiplier: 2, Jitter: 0.2}
 
 // partitionOf returns the partition of key group kg (see Layout).
 func (s *Store) partitionOf(kg int) int32 {
@@ -125,6 +132,10 @@ func (s *Store) checkCompacted() error {
 }
 
 // listOffsets lists the start (or end) offsets of the subtask's partitions.
+// A retriable error (a leader being elected, a broker not yet aware of the
+// topic) is tried again with back-off within RequestTimeout, as the
+// producer and fetches do; the simulator found Open and Restore failing at
+// once on one LEADER_NOT_AVAILABLE.
 func (s *Store) listOffsets(start bool) (map[int32]int64, error) {
 	ctx, cancel := s.ctx()
 	defer cancel()
@@ -133,12 +144,20 @@ func (s *Store) listOffsets(start bool) (map[int32]int64, error) {
 	what := "end"
 	if start {
 		what = "start"
-		lo, err = s.adm.ListStartOffsets(ctx, s.opts.Topic)
-	} else {
-		lo, err = s.adm.ListEndOffsets(ctx, s.opts.Topic)
 	}
-	if err == nil {
-		err = lo.Error()
+	b := listRetry.Start()
+	for {
+		if start {
+			lo, err = s.adm.ListStartOffsets(ctx, s.opts.Topic)
+		} else {
+			lo, err = s.adm.ListEndOffsets(ctx, s.opts.Topic)
+		}
+		if err == nil {
+			err = lo.Error()
+		}
+		if err == nil || !kerr.IsRetriable(err) || retry.Sleep(ctx, clock.Real, b.Next(0)) != nil {
+			break
+		}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("kafkastore: listing the %s offsets of topic %q: %w", what, s.opts.Topic, err)

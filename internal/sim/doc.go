@@ -220,9 +220,10 @@
 // outside the machine, keeping what it acknowledged through every crash,
 // Checkpointed (offsets as markers) and a Queuer, with 1-3 retriable
 // broker errors (NOT_LEADER_FOR_PARTITION, REQUEST_TIMED_OUT,
-// UNKNOWN_TOPIC_OR_PARTITION; 1-3 in a row) on its produces and its
-// restores' fetches. Not on its ListOffsets: the store fails its Open or
-// Restore on such an error there (found here; see docs/reliability.md).
+// UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE; 1-3 in a row) on its
+// produces, its restores' fetches and its listings of offsets (the store
+// failed its Open or Restore on one such listing error, found here and
+// fixed; see docs/reliability.md).
 // The store is watched at its
 // interface (observedStore): a Put, or a queued write's Wait, that
 // returns nil says its call outcomes are durable. The world also keeps a
@@ -425,7 +426,7 @@
 // Not done yet (issue 29): several source subtasks in the scripted job
 // (their combined watermark, and so lateness, depends on timing: the
 // oracle must become a relation), the sort's Pebble mode and tiebreaks,
-// retriable errors on the agent's Kafka store's ListOffsets, Await and
+// Await and
 // several actions per input, broker restarts and fatal broker errors in
 // the clustered form (it draws retriable broker and group errors, latency
 // spikes and static members), a static member restarted under its own
