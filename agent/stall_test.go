@@ -232,3 +232,33 @@ func TestModelRetryOnJobClock(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestActionContextCarriesJobClock: an action's Context() carries the
+// job's clock (clock.FromContext), so a client the action calls directly
+// (an embedder, a vector store's) waits on it as model and tool calls do.
+func TestActionContextCarriesJobClock(t *testing.T) {
+	ctx := testCtx(t)
+	clk := clock.NewManual(time.Unix(1_000_000, 0))
+	got := make(chan clock.Clock, 1)
+	a := &Agent{Actions: []Action{NewAction("look", func(c *RunnerContext, _ Event) error {
+		got <- clock.FromContext(c.Context())
+		return nil
+	}, TypeInput)}}
+	env := weir.NewEnvironment(weir.Config{Parallelism: 1, Clock: clk})
+	src := weir.FromSource[msg](env, "src", scripted(rec(msg{Key: "k"}, 1)), watermark.NoWatermarks[msg]())
+	record(Apply[string, msg, string](weir.KeyBy(src, keyOfMsg), "agent", a, Options{}))
+	job, err := env.Start(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case c := <-got:
+		if c != clock.Clock(clk) {
+			t.Fatalf("the action's context carries %T %p, want the job's manual clock %p", c, c, clk)
+		}
+	case <-ctx.Done():
+		t.Fatal("the action did not run")
+	}
+	job.Cancel()
+	job.Wait()
+}

@@ -104,7 +104,10 @@ func (o *operator[K, IN, OUT]) execute(c *completion[K, IN]) {
 			endSpan(span, c.err)
 		}()
 	}
-	c.rc.ctx = ctx
+	// The action's context carries the job's clock, so that what an
+	// action calls through Context() directly (an embedder, a vector
+	// store's client) waits on it as the model and tool calls do.
+	c.rc.ctx = clock.NewContext(ctx, o.Ctx.Clock)
 	if d := c.rc.durable; d != nil {
 		done, err := o.recall(c.rc, d)
 		if err != nil || done {
