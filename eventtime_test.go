@@ -19,6 +19,7 @@ import (
 
 	"github.com/weirproject/weir"
 	"github.com/weirproject/weir/clock"
+	"github.com/weirproject/weir/internal/jobtest"
 	"github.com/weirproject/weir/internal/testenv"
 	"github.com/weirproject/weir/watermark"
 	"github.com/weirproject/weir/weirtest"
@@ -27,32 +28,13 @@ import (
 // hms returns h:m:s on the day of the examples, in ms.
 func hms(h, m, s int) int64 { return int64(((h*60+m)*60 + s) * 1000) }
 
-// noTicks disables periodic watermark emission: scripted watermarks are the
-// only ones.
-const noTicks = -1
+const noTicks = jobtest.NoTicks
 
 func testCtx(t *testing.T) context.Context { return testenv.Context(t, 30*time.Second) }
 
-// start runs env in the background; the returned function waits for the
-// job and fails the test on an error.
-func start(t *testing.T, ctx context.Context, env *weir.Environment) (wait func()) {
-	t.Helper()
-	errc := make(chan error, 1)
-	go func() { errc <- env.Execute(ctx) }()
-	return func() {
-		t.Helper()
-		if err := <-errc; err != nil {
-			t.Fatal(err)
-		}
-	}
-}
+var start = jobtest.Start
 
-func must(t *testing.T, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
-}
+func must(t *testing.T, err error) { t.Helper(); jobtest.Must(t, err) }
 
 func hasRecord[T comparable](v T) func(weir.Record[T]) bool {
 	return func(r weir.Record[T]) bool { return r.Value == v }

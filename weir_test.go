@@ -7,19 +7,16 @@ import (
 	"time"
 
 	"github.com/weirproject/weir"
+	"github.com/weirproject/weir/internal/jobtest"
 	"github.com/weirproject/weir/state"
 	"github.com/weirproject/weir/watermark"
 )
 
-type event struct {
-	Key string
-	TS  int64
-	N   int
-}
+// event and strategy are internal/jobtest's, shared with the runtime's
+// and checkpoint's end-to-end tests.
+type event = jobtest.Event
 
-func strategy() watermark.Strategy[event] {
-	return watermark.ForBoundedOutOfOrderness[event](0).WithTimestamp(func(e event, _ int64) (int64, bool) { return e.TS, true })
-}
+var strategy = jobtest.Strategy
 
 func TestMapFilterKeyedCount(t *testing.T) {
 	for _, par := range []int{1, 2, 3} {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/weirproject/weir"
 	"github.com/weirproject/weir/checkpoint"
+	"github.com/weirproject/weir/internal/jobtest"
 	"github.com/weirproject/weir/internal/s3test"
 	"github.com/weirproject/weir/keygroup"
 	"github.com/weirproject/weir/runtime"
@@ -145,22 +146,5 @@ func TestNativeCheckpointsToS3AreIncremental(t *testing.T) {
 	}
 }
 
-// countKey counts the records of each key in keyed state and emits
-// (key, count so far) with each.
-type countKey struct {
-	n *state.ValueState[int64, int64]
-}
-
-func (c *countKey) Open(ctx *weir.KeyedContext[int64, [2]int64]) error {
-	c.n = state.MustValue[int64, int64](ctx.State(), "n")
-	return nil
-}
-
-func (c *countKey) ProcessElement(v int64, ctx *weir.KeyedContext[int64, [2]int64]) error {
-	n, _ := c.n.Value()
-	c.n.Update(n + 1)
-	ctx.Collect([2]int64{v, n + 1})
-	return nil
-}
-
-func (c *countKey) OnTimer(int64, *weir.KeyedContext[int64, [2]int64]) error { return nil }
+// countKey is the shared keyed count of internal/jobtest.
+type countKey = jobtest.CountKey
