@@ -9,8 +9,8 @@ package agent
 //
 // In memory the backend holds the *keyState itself, which the operator
 // changes in place: one lookup per record, and what a snapshot encodes is
-// always current. On Pebble the backend holds encoded copies (state
-// guarantee 8: a pointer held in state is not the stored value), so the
+// always current. On Pebble the backend holds encoded copies (package
+// state's doc: a pointer held in state is not the stored value), so the
 // operator keeps the *keyState of every key with work in live: the ready
 // queue, completions and waits point at it. Invariants:
 //
