@@ -551,3 +551,32 @@ func TestListOffsetsRetriesRetriableErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestRestoreRetriesRetriableFetchErrors: a restore whose fetches fail
+// with retriable errors many times in a row (a long leader election)
+// waits them out within RequestTimeout instead of giving up after a
+// count (the simulator's seed 4800376196970880383 failed on six).
+func TestRestoreRetriesRetriableFetchErrors(t *testing.T) {
+	b := startBroker(t, "")
+	opts := options(b, newTopic(), 1)
+	s := open(t, opts, all)
+	for i := range 5 {
+		must(t, s.Put(storetest.State("a", int64(i), 0, 0, 1, true)))
+	}
+	m := markerOf(t, s)
+	must(t, s.Close())
+	s2 := open(t, opts, all)
+	var n atomic.Int64
+	h := b.Cluster().Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Fetch}, Err: kerr.NotLeaderForPartition, Count: -1,
+		When: func(kmsg.Request) bool { return n.Add(1) <= 12 }})
+	defer h.Remove()
+	if err := s2.Restore([][]byte{m}); err != nil {
+		t.Fatalf("restore with twelve retriable fetch errors in a row: %v", err)
+	}
+	if n.Load() <= 12 {
+		t.Fatalf("%d fetches, want the 12 failed ones and more", n.Load())
+	}
+	if got := ids(s2); len(got) != 5 {
+		t.Fatalf("restored states %v, want 5", got)
+	}
+}

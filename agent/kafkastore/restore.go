@@ -140,11 +140,25 @@ func (s *Store) Restore(markers [][]byte) error {
 
 // read fetches the partitions from pos until each position reaches its
 // end, applying the records of the store's key groups; it returns the
-// number of records read.
+// number of records read. Failed fetches, retriable partition errors (a
+// leader election) and rounds without progress are tried again with
+// back-off until RequestTimeout has passed without progress: a count of
+// failures gave up on six retriable errors in a row (the simulator's seed
+// 4800376196970880383), each counted twice.
 func (s *Store) read(pos, ends map[int32]int64) (int, error) {
 	n := 0
 	decomp := kgo.DefaultDecompressor()
-	failures := 0
+	b := listRetry.Start()
+	stuckSince := time.Now()
+	// stuck reports whether RequestTimeout has passed since the last
+	// progress, and otherwise waits before the next try.
+	stuck := func() bool {
+		if time.Since(stuckSince) > s.opts.RequestTimeout {
+			return true
+		}
+		time.Sleep(b.Next(0))
+		return false
+	}
 	for {
 		var todo []int32
 		for p, o := range pos {
@@ -193,11 +207,9 @@ func (s *Store) read(pos, ends map[int32]int64) (int, error) {
 				}
 			}
 			if err != nil {
-				failures++
-				if failures > 10 {
+				if stuck() {
 					return n, fmt.Errorf("kafkastore: fetching %s from broker %d: %w", s.opts.Topic, leader, err)
 				}
-				time.Sleep(time.Duration(failures) * 50 * time.Millisecond)
 				continue
 			}
 			for _, rt := range kresp.(*kmsg.FetchResponse).Topics {
@@ -215,8 +227,7 @@ func (s *Store) read(pos, ends map[int32]int64) (int, error) {
 							continue
 						}
 						if kerr.IsRetriable(err) {
-							failures++
-							continue
+							continue // no progress: retried below
 						}
 						return n, fmt.Errorf("kafkastore: fetching %s[%d] at offset %d: %w", s.opts.Topic, p, pos[p], err)
 					}
@@ -239,15 +250,14 @@ func (s *Store) read(pos, ends map[int32]int64) (int, error) {
 			}
 		}
 		if progress {
-			failures = 0
+			b, stuckSince = listRetry.Start(), time.Now()
 			continue
 		}
 		// A broker with records below the end returns at least one batch:
-		// no progress is a failure, retried a few times.
-		if failures++; failures > 10 {
-			return n, fmt.Errorf("kafkastore: fetching %s makes no progress (positions %v, ends %v); check the brokers", s.opts.Topic, pos, ends)
+		// no progress is a failure, retried until RequestTimeout.
+		if stuck() {
+			return n, fmt.Errorf("kafkastore: fetching %s makes no progress for %v (positions %v, ends %v); check the brokers", s.opts.Topic, s.opts.RequestTimeout, pos, ends)
 		}
-		time.Sleep(time.Duration(failures) * 50 * time.Millisecond)
 	}
 }
 
