@@ -35,7 +35,10 @@ type Options struct {
 	// before it fails (and with it the job); 0 means two minutes.
 	DeliveryTimeout time.Duration
 	// RequestTimeout bounds each administrative request (creating the
-	// topic, listing offsets) and each fetch of a restore; 0 means 30 s.
+	// topic, listing offsets) and each fetch of a restore, and is how long
+	// retriable errors (a leader election) are waited out, with back-off,
+	// in a listing of offsets or a restore without progress before the
+	// store gives up; 0 means 30 s.
 	RequestTimeout time.Duration
 	// Security is TLS and SASL to the brokers (package kafkasec), applied
 	// before the store's own options. The zero value is plaintext without
