@@ -16,6 +16,7 @@ import (
 	"github.com/weirproject/weir/agent/model"
 	"github.com/weirproject/weir/agent/tool"
 	"github.com/weirproject/weir/clock"
+	"github.com/weirproject/weir/internal/testenv"
 	"github.com/weirproject/weir/watermark"
 )
 
@@ -136,22 +137,6 @@ func TestActionTimeoutOnJobClock(t *testing.T) {
 	}
 }
 
-// backoffSpy is a manual clock that tells of every timer armed for longer
-// than an hour: the back-offs of TestModelRetryOnJobClock, and none of the
-// job's own timers.
-type backoffSpy struct {
-	*clock.Manual
-	armed chan time.Duration
-}
-
-func (s backoffSpy) NewTimer(d time.Duration) clock.Timer {
-	t := s.Manual.NewTimer(d)
-	if d > time.Hour {
-		s.armed <- d
-	}
-	return t
-}
-
 // TestModelRetryOnJobClock: a model client's retry back-off
 // (model.WithRetry) is measured on the job's clock, which every model and
 // tool call carries on its context: with a manual clock, a call that
@@ -160,7 +145,7 @@ func (s backoffSpy) NewTimer(d time.Duration) clock.Timer {
 // clock.
 func TestModelRetryOnJobClock(t *testing.T) {
 	ctx := testCtx(t)
-	clk := backoffSpy{clock.NewManual(time.Unix(1_000_000, 0)), make(chan time.Duration, 1)}
+	clk := testenv.NewLongTimers(time.Unix(1_000_000, 0), 1)
 	var calls atomic.Int32
 	flaky := model.Func(func(ctx context.Context, req model.Request) (*model.Response, error) {
 		if calls.Add(1) == 1 {
@@ -203,7 +188,7 @@ func TestModelRetryOnJobClock(t *testing.T) {
 	}
 	var wait time.Duration
 	select {
-	case wait = <-clk.armed: // drawn from [2h, 4h]
+	case wait = <-clk.Armed: // drawn from [2h, 4h]
 	case <-ctx.Done():
 		t.Fatal("no back-off armed on the job's clock")
 	}

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/weirproject/weir"
-	"github.com/weirproject/weir/clock"
+	"github.com/weirproject/weir/internal/testenv"
 	"github.com/weirproject/weir/runtime"
 	"github.com/weirproject/weir/watermark"
 )
@@ -691,22 +691,6 @@ func TestReentrantInputKeepsOrder(t *testing.T) {
 	}
 }
 
-// longTimers is a manual clock that tells of every timer armed for longer
-// than an hour: TestRetryOnJobClock's time-outs and back-offs, none of
-// the job's own timers.
-type longTimers struct {
-	*clock.Manual
-	armed chan time.Duration
-}
-
-func (c longTimers) NewTimer(d time.Duration) clock.Timer {
-	t := c.Manual.NewTimer(d)
-	if d > time.Hour {
-		c.armed <- d
-	}
-	return t
-}
-
 // TestRetryOnJobClock: the per-attempt Timeout and the back-off between
 // retries are measured on the job's clock: with a manual clock, a hung
 // attempt times out and a failed one is retried only when the test
@@ -715,7 +699,7 @@ func (c longTimers) NewTimer(d time.Duration) clock.Timer {
 func TestRetryOnJobClock(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	clk := longTimers{clock.NewManual(time.Unix(1_000_000, 0)), make(chan time.Duration, 16)}
+	clk := testenv.NewLongTimers(time.Unix(1_000_000, 0), 16)
 	var attempts atomic.Int32
 	f := func(ctx context.Context, v int) ([]int, error) {
 		switch attempts.Add(1) {
@@ -738,7 +722,7 @@ func TestRetryOnJobClock(t *testing.T) {
 	expect := func(want time.Duration, attemptsBefore int32) {
 		t.Helper()
 		select {
-		case d := <-clk.armed:
+		case d := <-clk.Armed:
 			if d != want {
 				t.Fatalf("armed %v on the job's clock, want %v", d, want)
 			}
@@ -756,7 +740,7 @@ func TestRetryOnJobClock(t *testing.T) {
 	// Attempt 2 arms its time-out and fails at once; the second back-off
 	// is twice the first.
 	select {
-	case d := <-clk.armed:
+	case d := <-clk.Armed:
 		if d != 3*time.Hour {
 			t.Fatalf("armed %v, want attempt 2's time-out of 3h", d)
 		}
