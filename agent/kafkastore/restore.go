@@ -148,7 +148,7 @@ func (s *Store) Restore(markers [][]byte) error {
 func (s *Store) read(pos, ends map[int32]int64) (int, error) {
 	n := 0
 	decomp := kgo.DefaultDecompressor()
-	b := listRetry.Start()
+	b := brokerRetry.Start()
 	stuckSince := time.Now()
 	// stuck reports whether RequestTimeout has passed since the last
 	// progress, and otherwise waits before the next try.
@@ -250,7 +250,7 @@ func (s *Store) read(pos, ends map[int32]int64) (int, error) {
 			}
 		}
 		if progress {
-			b, stuckSince = listRetry.Start(), time.Now()
+			b, stuckSince = brokerRetry.Start(), time.Now()
 			continue
 		}
 		// A broker with records below the end returns at least one batch:

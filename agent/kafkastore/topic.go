@@ -15,9 +15,10 @@ import (
 	"github.com/weirproject/weir/internal/retry"
 )
 
-// listRetry is the back-off between tries of a listing that failed with a
-// retriable error (within RequestTimeout).
-var listRetry = retry.Policy{Initial: 20 * time.Millisecond, Max: time.Second, Multiplier: 2, Jitter: 0.2}
+// brokerRetry is the back-off between tries of a listing of offsets or a
+// restore's fetch that failed with a retriable error or made no progress
+// (within RequestTimeout).
+var brokerRetry = retry.Policy{Initial: 20 * time.Millisecond, Max: time.Second, Multiplier: 2, Jitter: 0.2}
 
 // partitionOf returns the partition of key group kg (see Layout).
 func (s *Store) partitionOf(kg int) int32 {
@@ -145,7 +146,7 @@ func (s *Store) listOffsets(start bool) (map[int32]int64, error) {
 	if start {
 		what = "start"
 	}
-	b := listRetry.Start()
+	b := brokerRetry.Start()
 	for {
 		if start {
 			lo, err = s.adm.ListStartOffsets(ctx, s.opts.Topic)
