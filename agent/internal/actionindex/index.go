@@ -38,39 +38,33 @@ type Run[ID comparable, V any] struct {
 // Index is the live runs of a store, by key (the encoded key) and run
 // identity. The zero value is not usable: call New.
 //
-// One map from (key, identity) to the run's place finds a run with one
-// hash (Get is on every replayed input's path); each key's runs sit in a
-// slice of their own, with their latest position, for Latest and for the
-// prunes and discards, which visit the key's runs anyway. A map per key
-// (key, then identity) cost a second lookup and more pointers to chase
-// per Get.
+// Each key has a small map of its runs, with their latest position: Get
+// hashes the key, then the run's identity in a map of a few entries (a
+// key rarely has more than a few live runs). One map from (key, identity)
+// over every run was tried and cost more per Get in both stores' replay
+// benchmarks (BENCHMARKS.md, "The rebuild before and after"): its probes
+// into one large table miss the cache where the small maps' do not.
 type Index[ID comparable, V any] struct {
-	runs map[ref[ID]]slot[ID, V]
 	keys map[string]*keyRuns[ID, V]
+	n    int // runs in the index (I4)
 }
 
-// ref names a run in the index.
-type ref[ID comparable] struct {
-	key string
-	id  ID
-}
-
-// slot is where a run is: its key's runs, and its place among them.
-type slot[ID comparable, V any] struct {
-	kr *keyRuns[ID, V]
-	i  int
+// entry is what the index keeps of a run besides its identity.
+type entry[V any] struct {
+	pos Position
+	v   V
 }
 
 type keyRuns[ID comparable, V any] struct {
 	key  string // the index's copy
-	runs []Run[ID, V]
+	runs map[ID]entry[V]
 	// latest is the greatest position in runs (I2; runs is never empty).
 	latest Position
 }
 
 // New returns an empty index.
 func New[ID comparable, V any]() *Index[ID, V] {
-	return &Index[ID, V]{runs: map[ref[ID]]slot[ID, V]{}, keys: map[string]*keyRuns[ID, V]{}}
+	return &Index[ID, V]{keys: map[string]*keyRuns[ID, V]{}}
 }
 
 // view is key as a string without copying it, for lookups only (the
@@ -78,12 +72,12 @@ func New[ID comparable, V any]() *Index[ID, V] {
 func view(key []byte) string { return unsafe.String(unsafe.SliceData(key), len(key)) }
 
 // recompute sets latest from the runs (after the latest went or moved
-// back).
+// back; runs is not empty).
 func (kr *keyRuns[ID, V]) recompute() {
-	kr.latest = kr.runs[0].Pos
-	for _, r := range kr.runs[1:] {
-		if kr.latest.Less(r.Pos) {
-			kr.latest = r.Pos
+	first := true
+	for _, e := range kr.runs {
+		if first || kr.latest.Less(e.pos) {
+			kr.latest, first = e.pos, false
 		}
 	}
 }
@@ -91,64 +85,55 @@ func (kr *keyRuns[ID, V]) recompute() {
 // Get returns what is kept of run id of key, ok false when the run is not
 // in the index.
 func (x *Index[ID, V]) Get(key []byte, id ID) (v V, ok bool) {
-	sl, ok := x.runs[ref[ID]{view(key), id}]
-	if !ok {
+	kr := x.keys[view(key)]
+	if kr == nil {
 		return v, false
 	}
-	return sl.kr.runs[sl.i].V, true
+	e, ok := kr.runs[id]
+	return e.v, ok
 }
 
 // Put records run id of key at pos with v, replacing the run's earlier
 // entry, which it returns (I1). The index keeps its own copy of key.
 func (x *Index[ID, V]) Put(key []byte, id ID, pos Position, v V) (old Run[ID, V], replaced bool) {
-	if sl, ok := x.runs[ref[ID]{view(key), id}]; ok {
-		kr := sl.kr
-		old = kr.runs[sl.i]
-		kr.runs[sl.i] = Run[ID, V]{ID: id, Pos: pos, V: v}
-		switch {
-		case kr.latest.Less(pos):
-			kr.latest = pos
-		case old.Pos == kr.latest && pos != old.Pos:
-			kr.recompute() // the latest run moved back
-		}
-		return old, true
-	}
 	kr := x.keys[view(key)]
 	if kr == nil {
 		k := string(key)
-		kr = &keyRuns[ID, V]{key: k, runs: make([]Run[ID, V], 0, 2), latest: pos}
+		kr = &keyRuns[ID, V]{key: k, runs: make(map[ID]entry[V], 2), latest: pos}
 		x.keys[k] = kr
 	}
-	kr.runs = append(kr.runs, Run[ID, V]{ID: id, Pos: pos, V: v})
-	x.runs[ref[ID]{kr.key, id}] = slot[ID, V]{kr, len(kr.runs) - 1}
-	if len(kr.runs) == 1 || kr.latest.Less(pos) {
-		kr.latest = pos
+	if e, ok := kr.runs[id]; ok {
+		old, replaced = Run[ID, V]{ID: id, Pos: e.pos, V: e.v}, true
+	} else {
+		x.n++
 	}
-	return old, false
+	kr.runs[id] = entry[V]{pos, v}
+	switch {
+	case len(kr.runs) == 1 || kr.latest.Less(pos):
+		kr.latest = pos
+	case replaced && old.Pos == kr.latest && pos != old.Pos:
+		kr.recompute() // the latest run moved back
+	}
+	return old, replaced
 }
 
 // Remove removes run id of key and returns it, ok false when it was not
 // in the index.
 func (x *Index[ID, V]) Remove(key []byte, id ID) (r Run[ID, V], ok bool) {
-	sl, ok := x.runs[ref[ID]{view(key), id}]
+	kr := x.keys[view(key)]
+	if kr == nil {
+		return r, false
+	}
+	e, ok := kr.runs[id]
 	if !ok {
 		return r, false
 	}
-	kr, i := sl.kr, sl.i
-	r = kr.runs[i]
-	delete(x.runs, ref[ID]{kr.key, id})
-	last := len(kr.runs) - 1
-	if i != last {
-		kr.runs[i] = kr.runs[last]
-		x.runs[ref[ID]{kr.key, kr.runs[i].ID}] = slot[ID, V]{kr, i}
-	}
-	kr.runs[last] = Run[ID, V]{} // let the value go
-	kr.runs = kr.runs[:last]
-	if last == 0 {
+	delete(kr.runs, id)
+	x.n--
+	r = Run[ID, V]{ID: id, Pos: e.pos, V: e.v}
+	if len(kr.runs) == 0 {
 		delete(x.keys, kr.key)
-		return r, true
-	}
-	if r.Pos == kr.latest {
+	} else if e.pos == kr.latest {
 		kr.recompute()
 	}
 	return r, true
@@ -181,34 +166,28 @@ func (x *Index[ID, V]) removeIf(key []byte, drop func(Position) bool, removed fu
 	if kr == nil {
 		return
 	}
-	kept := kr.runs[:0]
-	for _, r := range kr.runs {
-		if !drop(r.Pos) {
-			kept = append(kept, r)
+	gone := false
+	for id, e := range kr.runs {
+		if !drop(e.pos) {
 			continue
 		}
-		delete(x.runs, ref[ID]{kr.key, r.ID})
+		delete(kr.runs, id) // deleting the entry being visited is allowed
+		x.n--
+		gone = true
 		if removed != nil {
-			removed(r)
+			removed(Run[ID, V]{ID: id, Pos: e.pos, V: e.v})
 		}
 	}
-	if len(kept) == len(kr.runs) {
-		return
-	}
-	clear(kr.runs[len(kept):]) // let the values go
-	kr.runs = kept
-	if len(kept) == 0 {
+	switch {
+	case len(kr.runs) == 0:
 		delete(x.keys, kr.key)
-		return
+	case gone:
+		kr.recompute()
 	}
-	for i, r := range kept { // places changed
-		x.runs[ref[ID]{kr.key, r.ID}] = slot[ID, V]{kr, i}
-	}
-	kr.recompute()
 }
 
 // Len returns the number of runs in the index (I4).
-func (x *Index[ID, V]) Len() int { return len(x.runs) }
+func (x *Index[ID, V]) Len() int { return x.n }
 
 // Keys returns the number of keys with runs (I2).
 func (x *Index[ID, V]) Keys() int { return len(x.keys) }
@@ -216,7 +195,7 @@ func (x *Index[ID, V]) Keys() int { return len(x.keys) }
 // Clear removes every run.
 func (x *Index[ID, V]) Clear() {
 	clear(x.keys)
-	clear(x.runs)
+	x.n = 0
 }
 
 // All yields every key with each of its runs, in no particular order. The
@@ -224,8 +203,8 @@ func (x *Index[ID, V]) Clear() {
 func (x *Index[ID, V]) All() iter.Seq2[string, Run[ID, V]] {
 	return func(yield func(string, Run[ID, V]) bool) {
 		for k, kr := range x.keys {
-			for _, r := range kr.runs {
-				if !yield(k, r) {
+			for id, e := range kr.runs {
+				if !yield(k, Run[ID, V]{ID: id, Pos: e.pos, V: e.v}) {
 					return
 				}
 			}
