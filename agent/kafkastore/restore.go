@@ -31,7 +31,7 @@ type marker struct {
 	TopicID string `json:"topicId,omitempty"`
 }
 
-// Marker implements agent.Checkpointed (guarantee 4).
+// Marker implements agent.Checkpointed (KT4).
 func (s *Store) Marker() ([]byte, error) {
 	s.mu.Lock()
 	m := marker{Version: 1, Topic: s.opts.Topic, Partitions: s.parts, Offsets: map[string]int64{}, TopicID: s.topicIDString()}
@@ -60,7 +60,7 @@ func (s *Store) topicIDString() string {
 	return hex.EncodeToString(s.topicID[:])
 }
 
-// Restore implements agent.Checkpointed (guarantees 5 and 8): it replaces
+// Restore implements agent.Checkpointed (KT5 and KT8): it replaces
 // the store's states with those its key groups have in the log from the
 // markers on. Call it before any write.
 func (s *Store) Restore(markers [][]byte) error {

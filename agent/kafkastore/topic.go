@@ -67,7 +67,7 @@ func (s *Store) topicMeta() (map[int32]int32, error) {
 }
 
 // ensureTopic creates the topic if it is missing and checks that it is
-// compacted (guarantee 7).
+// compacted (KT7).
 func (s *Store) ensureTopic() error {
 	t := s.opts.Topic
 	for attempt := 0; ; attempt++ {
