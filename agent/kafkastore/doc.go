@@ -74,6 +74,10 @@
 //	     operator's fresh start) it reads every partition from its start, so
 //	     a job that fails before its first checkpoint does not repeat what its
 //	     first run recorded; a store opened and never restored is empty.
+//	     RestoreContext (agent.ContextRestorer, what the operator calls)
+//	     ends with its context: its requests and its waits between
+//	     retries, on the clock the context carries, return an error
+//	     wrapping the context's error once it is done.
 //	KT6. Pruning. Prune and DiscardFrom remove from memory and write
 //	     tombstones for exactly the runs of the keys they name that match (a
 //	     key's runs up to a sequence number, or from a position on); other

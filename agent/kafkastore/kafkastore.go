@@ -1,6 +1,7 @@
 package kafkastore
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -170,7 +171,7 @@ func Open(opts Options, rng keygroup.Range, maxParallelism int) (*Store, error) 
 		return nil, err
 	}
 	s.first, s.last = s.partitionOf(rng.Start), s.partitionOf(rng.End)
-	ends, err := s.listOffsets(false)
+	ends, err := s.listOffsets(context.Background(), false)
 	if err != nil {
 		cl.Close()
 		return nil, err
