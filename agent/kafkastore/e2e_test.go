@@ -23,6 +23,7 @@ import (
 	"github.com/weirproject/weir/agent/kafkastore"
 	"github.com/weirproject/weir/agent/storetest"
 	"github.com/weirproject/weir/broker"
+	"github.com/weirproject/weir/internal/testenv"
 	"github.com/weirproject/weir/keygroup"
 	"github.com/weirproject/weir/runtime"
 	"github.com/weirproject/weir/watermark"
@@ -244,13 +245,8 @@ func TestStoreFailureFailsJob(t *testing.T) {
 // retriable error, RequestTimeout an hour away) ends: the operator
 // restores through RestoreContext with a context that ends with the job.
 func TestJobCancelledWhileTheStoreRestores(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	b, err := broker.Start(broker.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	ctx := testenv.Context(t, time.Minute)
+	b := testenv.StartBroker(t, broker.Options{})
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	opts := kafkastore.Options{Brokers: b.Addrs(), Topic: "job-states", Partitions: 1, RequestTimeout: time.Hour, Logger: quiet}
 	// A state in the topic, so that the restore of a fresh start fetches.
