@@ -10,7 +10,6 @@ import (
 
 	"github.com/weirproject/weir/agent/model"
 	"github.com/weirproject/weir/agent/tool"
-	"github.com/weirproject/weir/clock"
 )
 
 // host is what a RunnerContext needs from its operator.
@@ -29,10 +28,6 @@ type host interface {
 	modelUsage(name string) *modelUsage
 	// now is the job's clock.
 	now() time.Time
-	// clock is the job's clock (weir.Config.Clock), which model and tool
-	// calls carry on their context (clock.NewContext) for their clients'
-	// retry waits.
-	clock() clock.Clock
 	// budgetLedger is the ledger of Options.Budgets (nil: none).
 	budgetLedger() *budgets
 }
@@ -43,6 +38,11 @@ type host interface {
 // goroutine only (a goroutine the action starts must not use it after the
 // action returns).
 type RunnerContext struct {
+	// ctx carries the job's clock (the Evaluator's), set once where the
+	// run starts (clock.NewContext): model and tool calls take their
+	// contexts from it, so their clients' retry waits (model.RetryPolicy,
+	// tool.MCPRetry) are on that clock, and so does what the action
+	// calls through Context() directly.
 	ctx    context.Context
 	host   host
 	key    any
@@ -77,7 +77,8 @@ type RunnerContext struct {
 
 // Context returns the run's context: cancelled when the operator closes
 // (the job ends, fails or is cancelled) and when Options.ActionTimeout
-// passes. Pass it to everything the action waits for.
+// passes. It carries the job's clock (clock.FromContext). Pass it to
+// everything the action waits for.
 func (c *RunnerContext) Context() context.Context { return c.ctx }
 
 // Key returns the key whose input the action works on (a K).
@@ -208,10 +209,9 @@ func (c *RunnerContext) chatLogged(name string, m model.ChatModel, req model.Req
 func (c *RunnerContext) chat(name string, m model.ChatModel, req model.Request) (*model.Response, error) {
 	c.replayedCall = false
 	if !c.durableCalls() {
-		return model.ChatStructured(c.callContext(c.ctx), m, req)
+		return model.ChatStructured(c.ctx, m, req)
 	}
 	return Durable(c, chatCallPrefix+name, req, func(ctx context.Context, key string) (*model.Response, error) {
-		ctx = c.callContext(ctx)
 		return model.ChatStructured(model.WithIdempotencyKey(ctx, key), m, req)
 	})
 }
@@ -270,24 +270,16 @@ func (c *RunnerContext) callTool(name string, args json.RawMessage) (tool.Result
 	st := c.host.callStat(toolCallPrefix + name)
 	if !c.durableCalls() {
 		start := c.host.now()
-		res, err := tools.Call(withRunner(c.callContext(c.ctx), c), name, args)
+		res, err := tools.Call(withRunner(c.ctx, c), name, args)
 		st.record(err != nil || res.IsError, c.host.now().Sub(start))
 		return res, err
 	}
 	return Durable(c, toolCallPrefix+name, toolArgs(args), func(ctx context.Context, key string) (tool.Result, error) {
 		start := c.host.now()
-		res, err := tools.Call(tool.WithIdempotencyKey(withRunner(c.callContext(ctx), c), key), name, args)
+		res, err := tools.Call(tool.WithIdempotencyKey(withRunner(ctx, c), key), name, args)
 		st.record(err != nil || res.IsError, c.host.now().Sub(start))
 		return res, err
 	})
-}
-
-// callContext is ctx carrying the job's clock for a model or tool call:
-// the clients' retry waits (model.RetryPolicy, tool.MCPRetry) are measured
-// on it, so a job on a manual clock retries when the clock is advanced.
-// On the system clock it is ctx itself.
-func (c *RunnerContext) callContext(ctx context.Context) context.Context {
-	return clock.NewContext(ctx, c.host.clock())
 }
 
 // durableCalls reports whether Chat and CallTool make durable calls: with a

@@ -22,8 +22,10 @@ type EvalOptions struct {
 	// calls and results, memory updates, outputs. Operator is "evaluate"
 	// and Subtask 0.
 	Listeners []Listener
-	// Clock is the clock of the log's times and durations; nil: the
-	// system clock.
+	// Clock is the clock of the log's times and durations, which the
+	// actions' contexts carry (clock.FromContext), as the operator's
+	// carry the job's: model and tool clients wait on it between
+	// retries; nil: the system clock.
 	Clock clock.Clock
 	// Logger receives what actions log through RunnerContext.Logger; nil:
 	// slog's default.
@@ -133,6 +135,9 @@ func (e *Evaluator) Evaluate(ctx context.Context, key string, seq int64, v any) 
 		return res, nil
 	}
 	var sensory map[string]json.RawMessage
+	// The actions' context carries the evaluator's clock, as the
+	// operator's carries the job's: see RunnerContext.ctx.
+	actx := clock.NewContext(ctx, e.clk)
 	for i := 0; i < len(tasks); i++ {
 		if err := ctx.Err(); err != nil {
 			return res, err
@@ -142,7 +147,7 @@ func (e *Evaluator) Evaluate(ctx context.Context, key string, seq int64, v any) 
 			return res, nil
 		}
 		t := tasks[i]
-		rc := &RunnerContext{ctx: ctx, host: e, key: key, seq: seq, ev: t.ev, action: e.def.actions[t.action], actionIdx: t.action,
+		rc := &RunnerContext{ctx: actx, host: e, key: key, seq: seq, ev: t.ev, action: e.def.actions[t.action], actionIdx: t.action,
 			short:   Memory{name: "short-term", base: e.memory[key], short: true},
 			sensory: Memory{name: "sensory", base: sensory},
 			elog:    e.elog}
@@ -272,7 +277,6 @@ func (e *Evaluator) nonDurableCalls() bool             { return true }
 func (e *Evaluator) callStat(string) *callStat         { return nil }
 func (e *Evaluator) modelUsage(string) *modelUsage     { return nil }
 func (e *Evaluator) now() time.Time                    { return e.clk.Now() }
-func (e *Evaluator) clock() clock.Clock                { return e.clk }
 func (e *Evaluator) budgetLedger() *budgets            { return nil }
 
 // CanonicalJSON returns v's canonical JSON (what the durable calls'

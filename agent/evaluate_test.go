@@ -2,13 +2,17 @@ package agent_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/weirproject/weir/agent"
+	"github.com/weirproject/weir/agent/tool"
+	"github.com/weirproject/weir/clock"
 )
 
 // TestEvaluatorRunsTheExecutionTree: an input's actions run breadth first
@@ -116,5 +120,34 @@ func TestEvaluatorStopsAtAFailure(t *testing.T) {
 	}
 	if _, err := agent.NewEvaluator(&agent.Agent{}, agent.EvalOptions{}); err == nil {
 		t.Fatal("an agent without actions was accepted")
+	}
+}
+
+// TestEvaluatorContextCarriesItsClock: as in the operator, an evaluated
+// action's Context() and the context of its tool calls carry the
+// Evaluator's clock (EvalOptions.Clock), so that what the action calls
+// directly waits on it as the model and tool clients do.
+func TestEvaluatorContextCarriesItsClock(t *testing.T) {
+	clk := clock.NewManual(time.Unix(1_000_000, 0))
+	var got []clock.Clock
+	probe := tool.MustFunc("probe", "reports its context's clock", func(ctx context.Context, _ struct{}) (string, error) {
+		got = append(got, clock.FromContext(ctx))
+		return "ok", nil
+	})
+	a := &agent.Agent{Tools: []tool.Tool{probe}, Actions: []agent.Action{agent.NewAction("look", func(c *agent.RunnerContext, _ agent.Event) error {
+		got = append(got, clock.FromContext(c.Context()))
+		_, err := c.CallTool("probe", json.RawMessage(`{}`))
+		return err
+	}, agent.TypeInput)}}
+	ev, err := agent.NewEvaluator(a, agent.EvalOptions{Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := ev.Evaluate(context.Background(), "k", 0, "in")
+	if err != nil || res.Err != nil {
+		t.Fatal(err, res.Err)
+	}
+	if len(got) != 2 || got[0] != clock.Clock(clk) || got[1] != clock.Clock(clk) {
+		t.Fatalf("the action's and the tool's contexts carry %v, want the evaluator's manual clock %p twice", got, clk)
 	}
 }

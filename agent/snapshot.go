@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"context"
 	"encoding/binary"
 	"fmt"
 
@@ -81,6 +82,36 @@ func (o *operator[K, IN, OUT]) SnapshotState(w *runtime.SnapshotWriter) error {
 // format); 1, which restores too, was the state alone.
 const snapshotFormat = 2
 
+// restoreStore rebuilds the store from markers (Checkpointed.Restore),
+// through RestoreContext when the store has it, with a context that ends
+// when the job is cancelled or fails: the subtask restores in Open, and a
+// store that waits out its retries there (the Kafka store, up to
+// RequestTimeout) would otherwise hold the job's end back. The context
+// carries no clock: the store's retries wait for brokers that live in
+// real time, and a job's manual clock (a test's, the simulator's) moves
+// only with what the job does, which waits for Open.
+func restoreStore(ctx *runtime.Context, cp Checkpointed, markers [][]byte) error {
+	cr, ok := cp.(ContextRestorer)
+	if !ok {
+		return cp.Restore(markers)
+	}
+	rctx, cancel := context.WithCancel(context.Background())
+	watched := make(chan struct{})
+	go func() { // ends with the restore: cancel below
+		defer close(watched)
+		select {
+		case <-ctx.Done():
+			cancel()
+		case <-rctx.Done():
+		}
+	}()
+	defer func() {
+		cancel()
+		<-watched
+	}()
+	return cr.RestoreContext(rctx, markers)
+}
+
 func (o *operator[K, IN, OUT]) restore(ctx *runtime.Context) error {
 	r := ctx.Restored()
 	if r != nil && o.budgets != nil {
@@ -94,7 +125,7 @@ func (o *operator[K, IN, OUT]) restore(ctx *runtime.Context) error {
 		// did; rebuild it all so that its side effects are not repeated
 		// (the WAL does the same when it opens).
 		if cp, ok := o.store.(Checkpointed); ok {
-			if err := o.storeGap(cp.Restore(nil)); err != nil {
+			if err := o.storeGap(restoreStore(ctx, cp, nil)); err != nil {
 				return fmt.Errorf("agent: rebuilding the action-state store: %w", err)
 			}
 		}
@@ -106,7 +137,7 @@ func (o *operator[K, IN, OUT]) restore(ctx *runtime.Context) error {
 		if err != nil {
 			return fmt.Errorf("agent: reading the action-state store's recovery markers: %w", err)
 		}
-		if err := o.storeGap(cp.Restore(markers)); err != nil {
+		if err := o.storeGap(restoreStore(ctx, cp, markers)); err != nil {
 			return fmt.Errorf("agent: rebuilding the action-state store for checkpoint %d: %w", r.CheckpointID, err)
 		}
 		if h := cp.PruneHorizon(); h > r.CheckpointID {

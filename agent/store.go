@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"maps"
@@ -101,6 +102,17 @@ type Checkpointed interface {
 	// the log), 0 if none. A restore of a checkpoint or savepoint with a
 	// lower id lacks states that were pruned.
 	PruneHorizon() int64
+}
+
+// ContextRestorer is an optional capability of a Checkpointed store whose
+// Restore waits on other systems (the Kafka store's requests and its waits
+// between retries): RestoreContext is Restore that returns an error
+// wrapping ctx.Err() once ctx is done. The operator finds it by type
+// assertion and calls it with a context that ends when the job is
+// cancelled or fails (runtime.Context.Done), so that a job stopped while
+// a subtask rebuilds its store does not wait the store's retries out.
+type ContextRestorer interface {
+	RestoreContext(ctx context.Context, markers [][]byte) error
 }
 
 // Queuer is an optional capability of an ActionStateStore whose writes go

@@ -4,11 +4,11 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/weirproject/weir"
+	"github.com/weirproject/weir/internal/testenv"
 	"github.com/weirproject/weir/state"
 	"github.com/weirproject/weir/watermark"
 )
@@ -26,7 +26,7 @@ func BenchmarkSortBackends(b *testing.B) {
 	}
 	for _, backend := range []string{state.BackendMemory, state.BackendPebble} {
 		b.Run(backend, func(b *testing.B) {
-			cpu0 := cpuNow()
+			cpu0 := int64(testenv.CPUTime())
 			for range b.N {
 				env := weir.NewEnvironment(weir.Config{Parallelism: 1, Logger: quiet,
 					StateBackend: weir.StateBackendConfig{Kind: backend, Dir: b.TempDir()}})
@@ -40,13 +40,7 @@ func BenchmarkSortBackends(b *testing.B) {
 					b.Fatalf("released %d of %d records", got, n)
 				}
 			}
-			b.ReportMetric(float64(cpuNow()-cpu0)/float64(b.N*n), "cpu-ns/record")
+			b.ReportMetric(float64(int64(testenv.CPUTime())-cpu0)/float64(b.N*n), "cpu-ns/record")
 		})
 	}
-}
-
-func cpuNow() int64 {
-	var ru syscall.Rusage
-	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return ru.Utime.Nano() + ru.Stime.Nano()
 }

@@ -65,7 +65,7 @@ type queue[K comparable, N comparable] interface {
 // the timer). The service assumes it is the only writer of st's timers;
 // after their storage was replaced (a native restore), call Reload.
 //
-// Guarantees 1 to 7 of the package hold as for NewService; the costs of
+// I1 to I7 of the package hold as for NewService; the costs of
 // I8 do not: Add and Remove read one store entry and write two,
 // Poll deletes two (Peek and Contains of the first timers stay in memory),
 // a refill of a key group's cache scans the store, and ForEachInKeyGroup

@@ -58,6 +58,7 @@ import (
 	"github.com/weirproject/weir/agent"
 	"github.com/weirproject/weir/agent/internal/benchhook"
 	"github.com/weirproject/weir/agent/model"
+	"github.com/weirproject/weir/internal/cputime"
 	"github.com/weirproject/weir/runtime"
 	"github.com/weirproject/weir/watermark"
 	"go.opentelemetry.io/otel/trace"
@@ -476,9 +477,9 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 			}
 		}
 	}()
-	start, c0 := time.Now(), cpuTime()
+	start, c0 := time.Now(), int64(cputime.Process())
 	err = env.Execute(ctx)
-	elapsed, cpu := time.Since(start), cpuTime()-c0
+	elapsed, cpu := time.Since(start), int64(cputime.Process())-c0
 	close(stop)
 	wg.Wait()
 	if err != nil {
@@ -514,7 +515,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	if r.Model == "" {
 		r.Model = "offline"
 	}
-	if cpuSupported {
+	if cputime.Supported {
 		r.CPUMicrosPerInput = float64(cpu) / 1e3 / float64(cfg.Inputs)
 		r.ProcessCPUMicrosPerAction = float64(cpu) / 1e3 / float64(actions)
 	}

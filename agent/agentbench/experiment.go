@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"github.com/weirproject/weir/agent/model"
+	"github.com/weirproject/weir/internal/cputime"
 )
 
 // CPU is the CPU time per input of the agent operator and of a
@@ -31,7 +32,7 @@ func (c CPU) Overhead() float64 { return c.AgentMicros - c.LoopMicros }
 // the hand-written loop, each three times, and returns the lowest CPU per
 // input of each (to damp the noise of other processes).
 func MeasureCPU(ctx context.Context, cfg Config) (CPU, error) {
-	if !cpuSupported {
+	if !cputime.Supported {
 		return CPU{}, fmt.Errorf("agentbench: CPU time is not available on this platform")
 	}
 	cfg = cfg.withDefaults()
@@ -39,11 +40,11 @@ func MeasureCPU(ctx context.Context, cfg Config) (CPU, error) {
 	measure := func(f func() error) (float64, error) {
 		best := -1.0
 		for range 3 {
-			c0 := cpuTime()
+			c0 := int64(cputime.Process())
 			if err := f(); err != nil {
 				return 0, err
 			}
-			us := float64(cpuTime()-c0) / 1e3 / float64(cfg.Inputs)
+			us := float64(int64(cputime.Process())-c0) / 1e3 / float64(cfg.Inputs)
 			if best < 0 || us < best {
 				best = us
 			}

@@ -14,6 +14,7 @@ import (
 	"github.com/weirproject/weir/agent/model"
 	"github.com/weirproject/weir/agent/wal"
 	"github.com/weirproject/weir/broker"
+	"github.com/weirproject/weir/internal/cputime"
 )
 
 // BenchmarkStores runs the workload of `weir experiment agent` (10,000
@@ -44,13 +45,13 @@ func BenchmarkStores(b *testing.B) {
 					run++
 					store = kafkastore.Factory(kafkastore.Options{Brokers: br.Addrs(), Topic: fmt.Sprintf("bench-actions-%d", run), Logger: slog.New(slog.DiscardHandler)})
 				}
-				c0 := cpuTime()
+				c0 := int64(cputime.Process())
 				r, err := Run(context.Background(), Config{Inputs: 20_000, Keys: 10_000, MaxConcurrentKeys: 1000,
 					Latency: model.Latency{Dist: "exponential", Mean: 50 * time.Millisecond}, Store: store, StoreName: name})
 				if err != nil {
 					b.Fatal(err)
 				}
-				cpu += float64(cpuTime()-c0) / 1e3 / 20_000
+				cpu += float64(int64(cputime.Process())-c0) / 1e3 / 20_000
 				eff += r.Efficiency
 			}
 			b.ReportMetric(100*eff/float64(b.N), "%ideal")

@@ -4,26 +4,26 @@
 //
 // # Guarantees
 //
-//  1. One entry per line (file) or per record (topic): the entry's JSON
-//     (agent.LogEntry's fields), the record keyed by the entry's Key, so a
-//     key's entries keep their order within a partition.
-//  2. Order. Entries of one action run are written in the order they were
-//     made; entries of different keys interleave as they happened.
-//  3. Flushed at checkpoints. Writers buffer; the agent operator flushes
-//     them when it takes a checkpoint, ends its input and closes (the
-//     writers implement agent.Flusher), so every completed checkpoint's
-//     covered entries are in the file or acknowledged by Kafka.
-//  4. Failures do not fail the job. A write or produce error is kept and
-//     returned by Flush (the operator logs it) and by Close; the entries
-//     after it are dropped and counted (Dropped).
-//  5. At least once. A job restored from a checkpoint runs again what the
-//     checkpoint did not cover, and logs it again: without an action-state
-//     store those entries repeat the first run's; with one, what the
-//     restored job takes from the store is logged with replayed set
-//     (agent.LogEntry.Replayed: completed actions replayed, the outputs
-//     they re-emit, recorded call results). Entries carry the run's
-//     identity (key, seq, event id, action), by which a reader can tell
-//     repeats apart.
+//	E1. One entry per line (file) or per record (topic): the entry's JSON
+//	    (agent.LogEntry's fields), the record keyed by the entry's Key, so a
+//	    key's entries keep their order within a partition.
+//	E2. Order. Entries of one action run are written in the order they were
+//	    made; entries of different keys interleave as they happened.
+//	E3. Flushed at checkpoints. Writers buffer; the agent operator flushes
+//	    them when it takes a checkpoint, ends its input and closes (the
+//	    writers implement agent.Flusher), so every completed checkpoint's
+//	    covered entries are in the file or acknowledged by Kafka.
+//	E4. Failures do not fail the job. A write or produce error is kept and
+//	    returned by Flush (the operator logs it) and by Close; the entries
+//	    after it are dropped and counted (Dropped).
+//	E5. At least once. A job restored from a checkpoint runs again what the
+//	    checkpoint did not cover, and logs it again: without an action-state
+//	    store those entries repeat the first run's; with one, what the
+//	    restored job takes from the store is logged with replayed set
+//	    (agent.LogEntry.Replayed: completed actions replayed, the outputs
+//	    they re-emit, recorded call results). Entries carry the run's
+//	    identity (key, seq, event id, action), by which a reader can tell
+//	    repeats apart.
 package eventlog
 
 import (

@@ -41,60 +41,64 @@
 //
 // # Guarantees
 //
-//  1. Durability. Put, DiscardFrom and Prune return once their records are
-//     acknowledged by all in-sync replicas (acks=all) of an idempotent
-//     producer: a retried request is not written twice, and the records of
-//     one partition are written in the order the store handed them over.
-//  2. Group commit. Writes queue into the current batch; one goroutine
-//     hands a batch to the producer at once and waits for all its
-//     acknowledgements, and the writes queued meanwhile form the next
-//     batch. N actions completing together cost one produce round, not N
-//     (Flink Agents flushes the producer after every write; the
-//     benchmarks compare). PutQueued
-//     (agent.Queuer) queues a state without waiting; its Pending's Wait
-//     returns once it is acknowledged. One batch is in flight at a time
-//     and a failed one fails every later one, so a record is durable only
-//     once every earlier one is (the writer is agent/internal/groupcommit's,
-//     invariants G1-G5).
-//  3. Errors. A failed batch fails every write in it with the cause, and
-//     every later write of the store fails with it too (the operator fails
-//     the job), the batch queued while it was in flight included, which is
-//     not produced; nothing is swallowed by a later success. Writes that the
-//     cluster cannot take time out after Options.DeliveryTimeout.
-//  4. Recovery marker (agent.Checkpointed). Marker returns, per partition
-//     of the subtask's key groups, the lowest offset of a live state (not
-//     pruned or discarded) or, when there is none, the end of the log as
-//     last seen by the store; a Put in progress lands at or after it.
-//  5. Restore. Restore lists the end offsets of the subtask's partitions
-//     once, then reads every partition from the lowest offset the markers
-//     give it until its position (the next offset to fetch, moved past
-//     compaction gaps too) reaches that end; no duration takes part. It
-//     keeps the records of the subtask's key groups, in log order, so a
-//     tombstone removes the state before it. Without markers (the
-//     operator's fresh start) it reads every partition from its start, so
-//     a job that fails before its first checkpoint does not repeat what its
-//     first run recorded; a store opened and never restored is empty.
-//  6. Pruning. Prune and DiscardFrom remove from memory and write
-//     tombstones for exactly the runs of the keys they name that match (a
-//     key's runs up to a sequence number, or from a position on); other
-//     keys' runs are never touched. The operator calls PruneCheckpoint
-//     (Prune and a prune horizon, guarantee 8) in the background after a
-//     checkpoint completes, off the action path.
-//  7. Topic. Open creates the topic if it is missing, with
-//     cleanup.policy=compact, and fails with an error saying what to do if
-//     it cannot, or if an existing topic is not compacted.
-//  8. Which checkpoints restore. PruneCheckpoint writes, with its
-//     tombstones, a prune-horizon record (the checkpoint id) to each of
-//     the subtask's partitions, keyed by the subtask's key groups;
-//     Restore reads back the highest horizon its partitions hold from
-//     stores whose key groups overlap its own (PruneHorizon), and the
-//     operator refuses a checkpoint older than it. Horizons of other key
-//     groups do not count: another slice of a clustered job numbers its
-//     checkpoints apart. Restore checks the log against the
-//     markers: a topic of another id (deleted and created again), a
-//     partition ending before a marker's offset or starting after it
-//     (records deleted) make it return, once it has rebuilt what there is,
-//     an error wrapping agent.ErrStatesMissing.
+//	KT1. Durability. Put, DiscardFrom and Prune return once their records are
+//	     acknowledged by all in-sync replicas (acks=all) of an idempotent
+//	     producer: a retried request is not written twice, and the records of
+//	     one partition are written in the order the store handed them over.
+//	KT2. Group commit. Writes queue into the current batch; one goroutine
+//	     hands a batch to the producer at once and waits for all its
+//	     acknowledgements, and the writes queued meanwhile form the next
+//	     batch. N actions completing together cost one produce round, not N
+//	     (Flink Agents flushes the producer after every write; the
+//	     benchmarks compare). PutQueued
+//	     (agent.Queuer) queues a state without waiting; its Pending's Wait
+//	     returns once it is acknowledged. One batch is in flight at a time
+//	     and a failed one fails every later one, so a record is durable only
+//	     once every earlier one is (the writer is agent/internal/groupcommit's,
+//	     invariants G1-G5).
+//	KT3. Errors. A failed batch fails every write in it with the cause, and
+//	     every later write of the store fails with it too (the operator fails
+//	     the job), the batch queued while it was in flight included, which is
+//	     not produced; nothing is swallowed by a later success. Writes that the
+//	     cluster cannot take time out after Options.DeliveryTimeout.
+//	KT4. Recovery marker (agent.Checkpointed). Marker returns, per partition
+//	     of the subtask's key groups, the lowest offset of a live state (not
+//	     pruned or discarded) or, when there is none, the end of the log as
+//	     last seen by the store; a Put in progress lands at or after it.
+//	KT5. Restore. Restore lists the end offsets of the subtask's partitions
+//	     once, then reads every partition from the lowest offset the markers
+//	     give it until its position (the next offset to fetch, moved past
+//	     compaction gaps too) reaches that end; no duration takes part. It
+//	     keeps the records of the subtask's key groups, in log order, so a
+//	     tombstone removes the state before it. Without markers (the
+//	     operator's fresh start) it reads every partition from its start, so
+//	     a job that fails before its first checkpoint does not repeat what its
+//	     first run recorded; a store opened and never restored is empty.
+//	     RestoreContext (agent.ContextRestorer, what the operator calls)
+//	     ends with its context: its requests and its waits between
+//	     retries, on the clock the context carries, return an error
+//	     wrapping the context's error once it is done.
+//	KT6. Pruning. Prune and DiscardFrom remove from memory and write
+//	     tombstones for exactly the runs of the keys they name that match (a
+//	     key's runs up to a sequence number, or from a position on); other
+//	     keys' runs are never touched. The operator calls PruneCheckpoint
+//	     (Prune and a prune horizon, KT8) in the background after a
+//	     checkpoint completes, off the action path.
+//	KT7. Topic. Open creates the topic if it is missing, with
+//	     cleanup.policy=compact, and fails with an error saying what to do if
+//	     it cannot, or if an existing topic is not compacted.
+//	KT8. Which checkpoints restore. PruneCheckpoint writes, with its
+//	     tombstones, a prune-horizon record (the checkpoint id) to each of
+//	     the subtask's partitions, keyed by the subtask's key groups;
+//	     Restore reads back the highest horizon its partitions hold from
+//	     stores whose key groups overlap its own (PruneHorizon), and the
+//	     operator refuses a checkpoint older than it. Horizons of other key
+//	     groups do not count: another slice of a clustered job numbers its
+//	     checkpoints apart. Restore checks the log against the
+//	     markers: a topic of another id (deleted and created again), a
+//	     partition ending before a marker's offset or starting after it
+//	     (records deleted) make it return, once it has rebuilt what there is,
+//	     an error wrapping agent.ErrStatesMissing.
 //
 // # Limits
 //

@@ -15,12 +15,16 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/weirproject/weir"
 	"github.com/weirproject/weir/agent"
 	"github.com/weirproject/weir/agent/kafkastore"
+	"github.com/weirproject/weir/agent/storetest"
 	"github.com/weirproject/weir/broker"
+	"github.com/weirproject/weir/internal/testenv"
+	"github.com/weirproject/weir/keygroup"
 	"github.com/weirproject/weir/runtime"
 	"github.com/weirproject/weir/watermark"
 )
@@ -233,5 +237,67 @@ func TestStoreFailureFailsJob(t *testing.T) {
 	}
 	if got.Load() != 0 {
 		t.Fatalf("%d outputs left although nothing was recorded", got.Load())
+	}
+}
+
+// TestJobCancelledWhileTheStoreRestores: a job cancelled while its agent
+// subtask rebuilds the Kafka store in Open (every fetch failing with a
+// retriable error, RequestTimeout an hour away) ends: the operator
+// restores through RestoreContext with a context that ends with the job.
+func TestJobCancelledWhileTheStoreRestores(t *testing.T) {
+	ctx := testenv.Context(t, time.Minute)
+	b := testenv.StartBroker(t, broker.Options{})
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	opts := kafkastore.Options{Brokers: b.Addrs(), Topic: "job-states", Partitions: 1, RequestTimeout: time.Hour, Logger: quiet}
+	// A state in the topic, so that the restore of a fresh start fetches.
+	s, err := kafkastore.Open(opts, keygroup.Range{Start: 0, End: 127}, 128)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Put(storetest.State("k", 0, 0, 0, 1, true)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	fetched := make(chan struct{}, 1)
+	h := b.Cluster().Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Fetch}, Err: kerr.NotLeaderForPartition, Count: -1,
+		When: func(kmsg.Request) bool {
+			select {
+			case fetched <- struct{}{}:
+			default:
+			}
+			return true
+		}})
+	defer h.Remove()
+	a := &agent.Agent{Actions: []agent.Action{agent.NewAction("a", func(c *agent.RunnerContext, ev agent.Event) error {
+		return nil
+	}, agent.TypeInput)}}
+	env := weir.NewEnvironment(weir.Config{Parallelism: 1, MaxParallelism: 128})
+	src := weir.FromSource[string](env, "src", pausingSource{recs: []string{"k"}, release: make(chan struct{})}, watermark.NoWatermarks[string]())
+	out := agent.Apply[string, string, string](weir.KeyBy(src, func(s string) string { return s }), "agent", a,
+		agent.Options{Store: kafkastore.Factory(opts)})
+	weir.ToSink(out, "sink", func(*runtime.Context) (weir.SinkWriter[string], error) {
+		return weir.SinkFunc[string](func(weir.Record[string]) error { return nil }), nil
+	})
+	job, err := env.Start(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-fetched:
+	case <-ctx.Done():
+		t.Fatal("the store's restore fetched nothing")
+	}
+	job.Cancel()
+	ended := make(chan error, 1)
+	go func() { ended <- job.Wait() }()
+	select {
+	case err := <-ended:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("the cancelled job ended with %v, want context.Canceled", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("the job cancelled while its store restored did not end")
 	}
 }

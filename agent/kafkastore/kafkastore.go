@@ -1,6 +1,7 @@
 package kafkastore
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -22,7 +23,7 @@ import (
 type Options struct {
 	// Brokers are the bootstrap servers (host:port).
 	Brokers []string
-	// Topic is the job's state topic, created if missing (guarantee 7).
+	// Topic is the job's state topic, created if missing (KT7).
 	// Give every job its own.
 	Topic string
 	// Partitions is the partition count of a topic the store creates; 0
@@ -120,7 +121,7 @@ type Store struct {
 	// horizon is the highest prune horizon recorded (PruneCheckpoint) or
 	// read back (Restore).
 	horizon int64
-	// w is the group-commit writer (guarantee 2): one produce round in
+	// w is the group-commit writer (KT2): one produce round in
 	// flight, acknowledged in full before the next.
 	w *groupcommit.Writer[batch]
 	// hint is the size of the last batch flushed: the next is likely
@@ -170,7 +171,7 @@ func Open(opts Options, rng keygroup.Range, maxParallelism int) (*Store, error) 
 		return nil, err
 	}
 	s.first, s.last = s.partitionOf(rng.Start), s.partitionOf(rng.End)
-	ends, err := s.listOffsets(false)
+	ends, err := s.listOffsets(context.Background(), false)
 	if err != nil {
 		cl.Close()
 		return nil, err

@@ -1,6 +1,7 @@
 package kafkastore
 
 import (
+	"context"
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
@@ -9,7 +10,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 	"unsafe"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -17,7 +17,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/weirproject/weir/agent"
+	"github.com/weirproject/weir/clock"
 	"github.com/weirproject/weir/internal/killpoint"
+	"github.com/weirproject/weir/internal/retry"
 )
 
 // marker is the recovery marker of one subtask's store.
@@ -31,7 +33,7 @@ type marker struct {
 	TopicID string `json:"topicId,omitempty"`
 }
 
-// Marker implements agent.Checkpointed (guarantee 4).
+// Marker implements agent.Checkpointed (KT4).
 func (s *Store) Marker() ([]byte, error) {
 	s.mu.Lock()
 	m := marker{Version: 1, Topic: s.opts.Topic, Partitions: s.parts, Offsets: map[string]int64{}, TopicID: s.topicIDString()}
@@ -60,10 +62,23 @@ func (s *Store) topicIDString() string {
 	return hex.EncodeToString(s.topicID[:])
 }
 
-// Restore implements agent.Checkpointed (guarantees 5 and 8): it replaces
+// Restore implements agent.Checkpointed (KT5 and KT8): it replaces
 // the store's states with those its key groups have in the log from the
-// markers on. Call it before any write.
+// markers on. Call it before any write. It is RestoreContext with a
+// context that never ends.
 func (s *Store) Restore(markers [][]byte) error {
+	return s.RestoreContext(context.Background(), markers)
+}
+
+// RestoreContext implements agent.ContextRestorer: Restore, whose
+// requests and waits between retries end with ctx. Once ctx is done it
+// returns an error wrapping ctx.Err() (the store is then unusable: its
+// states are partly rebuilt). The waits between retries, and
+// RequestTimeout as a limit on a restore that makes no progress, are
+// measured on the clock ctx carries (clock.FromContext; the system clock
+// when it carries none); each request's own RequestTimeout is on the
+// system clock, as the network's.
+func (s *Store) RestoreContext(ctx context.Context, markers [][]byte) error {
 	from := map[int32]int64{}
 	var missing []string // why states the markers refer to are gone
 	for _, raw := range markers {
@@ -90,11 +105,11 @@ func (s *Store) Restore(markers [][]byte) error {
 			}
 		}
 	}
-	starts, err := s.listOffsets(true)
+	starts, err := s.listOffsets(ctx, true)
 	if err != nil {
 		return err
 	}
-	ends, err := s.listOffsets(false)
+	ends, err := s.listOffsets(ctx, false)
 	if err != nil {
 		return err
 	}
@@ -120,7 +135,7 @@ func (s *Store) Restore(markers [][]byte) error {
 	s.horizon = 0
 	s.mu.Unlock()
 	killpoint.Hit("agent.rebuild") // crash tests: a restore that dies while it reads the log
-	n, err := s.read(pos, ends)
+	n, err := s.read(ctx, pos, ends)
 	if err != nil {
 		return err
 	}
@@ -144,20 +159,26 @@ func (s *Store) Restore(markers [][]byte) error {
 // leader election) and rounds without progress are tried again with
 // back-off until RequestTimeout has passed without progress: a count of
 // failures gave up on six retriable errors in a row (the simulator's seed
-// 4800376196970880383), each counted twice.
-func (s *Store) read(pos, ends map[int32]int64) (int, error) {
+// 4800376196970880383), each counted twice. The waits and the limit are on
+// the clock ctx carries; once ctx is done read returns an error wrapping
+// ctx.Err().
+func (s *Store) read(ctx context.Context, pos, ends map[int32]int64) (int, error) {
 	n := 0
 	decomp := kgo.DefaultDecompressor()
+	clk := clock.FromContext(ctx)
 	b := brokerRetry.Start()
-	stuckSince := time.Now()
+	stuckSince := clk.Now()
 	// stuck reports whether RequestTimeout has passed since the last
-	// progress, and otherwise waits before the next try.
-	stuck := func() bool {
-		if time.Since(stuckSince) > s.opts.RequestTimeout {
-			return true
+	// progress, and otherwise waits before the next try; it returns
+	// ctx's error once ctx is done.
+	stuck := func() (bool, error) {
+		if clk.Now().Sub(stuckSince) > s.opts.RequestTimeout {
+			return true, nil
 		}
-		time.Sleep(b.Next(0))
-		return false
+		if err := retry.Sleep(ctx, clk, b.Next(0)); err != nil {
+			return false, fmt.Errorf("kafkastore: restoring from topic %q: %w", s.opts.Topic, err)
+		}
+		return false, nil
 	}
 	for {
 		var todo []int32
@@ -170,7 +191,7 @@ func (s *Store) read(pos, ends map[int32]int64) (int, error) {
 			return n, nil
 		}
 		slices.Sort(todo)
-		leaders, err := s.leaders()
+		leaders, err := s.leaders(ctx)
 		if err != nil {
 			return n, err
 		}
@@ -198,8 +219,8 @@ func (s *Store) read(pos, ends map[int32]int64) (int, error) {
 				t.Partitions = append(t.Partitions, rp)
 			}
 			req.Topics = append(req.Topics, t)
-			ctx, cancel := s.ctx()
-			kresp, err := s.cl.Broker(int(leader)).Request(ctx, req)
+			rctx, cancel := s.reqCtx(ctx)
+			kresp, err := s.cl.Broker(int(leader)).Request(rctx, req)
 			cancel()
 			if err == nil {
 				if resp := kresp.(*kmsg.FetchResponse); resp.ErrorCode != 0 {
@@ -207,7 +228,9 @@ func (s *Store) read(pos, ends map[int32]int64) (int, error) {
 				}
 			}
 			if err != nil {
-				if stuck() {
+				if give, cerr := stuck(); cerr != nil {
+					return n, cerr
+				} else if give {
 					return n, fmt.Errorf("kafkastore: fetching %s from broker %d: %w", s.opts.Topic, leader, err)
 				}
 				continue
@@ -250,12 +273,14 @@ func (s *Store) read(pos, ends map[int32]int64) (int, error) {
 			}
 		}
 		if progress {
-			b, stuckSince = brokerRetry.Start(), time.Now()
+			b, stuckSince = brokerRetry.Start(), clk.Now()
 			continue
 		}
 		// A broker with records below the end returns at least one batch:
 		// no progress is a failure, retried until RequestTimeout.
-		if stuck() {
+		if give, cerr := stuck(); cerr != nil {
+			return n, cerr
+		} else if give {
 			return n, fmt.Errorf("kafkastore: fetching %s makes no progress for %v (positions %v, ends %v); check the brokers", s.opts.Topic, s.opts.RequestTimeout, pos, ends)
 		}
 	}

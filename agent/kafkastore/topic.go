@@ -28,22 +28,27 @@ func (s *Store) partitionOf(kg int) int32 {
 	return int32(kg * int(s.parts) / s.maxP)
 }
 
-func (s *Store) ctx() (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.Background(), s.opts.RequestTimeout)
+// reqCtx bounds one request to the cluster by RequestTimeout, and by
+// parent (a restore's context; context.Background elsewhere).
+func (s *Store) reqCtx(parent context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(parent, s.opts.RequestTimeout)
 }
 
 // topicMeta asks the cluster (not the client's cache, which would miss a
 // topic created a moment ago) for the leader of every partition of the
 // topic; it returns the topic's error code otherwise.
-func (s *Store) topicMeta() (map[int32]int32, error) {
+func (s *Store) topicMeta(parent context.Context) (map[int32]int32, error) {
 	req := kmsg.NewPtrMetadataRequest()
 	rt := kmsg.NewMetadataRequestTopic()
 	rt.Topic = kmsg.StringPtr(s.opts.Topic)
 	req.Topics = append(req.Topics, rt)
-	ctx, cancel := s.ctx()
+	ctx, cancel := s.reqCtx(parent)
 	defer cancel()
 	kresp, err := s.cl.Request(ctx, req)
 	if err != nil {
+		if parent.Err() != nil {
+			return nil, fmt.Errorf("kafkastore: reading the metadata of topic %q: %w", s.opts.Topic, parent.Err())
+		}
 		if cause := s.opts.Security.Diagnose(context.Background(), s.opts.Brokers); cause != nil && !errors.Is(cause, context.DeadlineExceeded) {
 			err = cause // why the request ran out of time: a refused authentication, a TLS mismatch
 		}
@@ -67,11 +72,11 @@ func (s *Store) topicMeta() (map[int32]int32, error) {
 }
 
 // ensureTopic creates the topic if it is missing and checks that it is
-// compacted (guarantee 7).
+// compacted (KT7).
 func (s *Store) ensureTopic() error {
 	t := s.opts.Topic
 	for attempt := 0; ; attempt++ {
-		parts, err := s.topicMeta()
+		parts, err := s.topicMeta(context.Background())
 		if err == nil && len(parts) > 0 {
 			s.parts = int32(len(parts))
 			return s.checkCompacted()
@@ -94,7 +99,7 @@ func (s *Store) ensureTopic() error {
 		if rf == 0 {
 			rf = -1
 		}
-		ctx, cancel := s.ctx()
+		ctx, cancel := s.reqCtx(context.Background())
 		_, err = s.adm.CreateTopic(ctx, n, rf, map[string]*string{"cleanup.policy": kmsg.StringPtr("compact")}, t)
 		cancel()
 		if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
@@ -104,7 +109,7 @@ func (s *Store) ensureTopic() error {
 }
 
 func (s *Store) checkCompacted() error {
-	ctx, cancel := s.ctx()
+	ctx, cancel := s.reqCtx(context.Background())
 	defer cancel()
 	rcs, err := s.adm.DescribeTopicConfigs(ctx, s.opts.Topic)
 	if err != nil {
@@ -136,9 +141,11 @@ func (s *Store) checkCompacted() error {
 // A retriable error (a leader being elected, a broker not yet aware of the
 // topic) is tried again with back-off within RequestTimeout, as the
 // producer and fetches do; the simulator found Open and Restore failing at
-// once on one LEADER_NOT_AVAILABLE.
-func (s *Store) listOffsets(start bool) (map[int32]int64, error) {
-	ctx, cancel := s.ctx()
+// once on one LEADER_NOT_AVAILABLE. The waits between tries are on the
+// clock parent carries (clock.FromContext), and end with parent: a
+// cancelled restore returns an error wrapping parent.Err().
+func (s *Store) listOffsets(parent context.Context, start bool) (map[int32]int64, error) {
+	ctx, cancel := s.reqCtx(parent)
 	defer cancel()
 	var lo kadm.ListedOffsets
 	var err error
@@ -156,9 +163,12 @@ func (s *Store) listOffsets(start bool) (map[int32]int64, error) {
 		if err == nil {
 			err = lo.Error()
 		}
-		if err == nil || !kerr.IsRetriable(err) || retry.Sleep(ctx, clock.Real, b.Next(0)) != nil {
+		if err == nil || !kerr.IsRetriable(err) || retry.Sleep(ctx, clock.FromContext(parent), b.Next(0)) != nil {
 			break
 		}
+	}
+	if parent.Err() != nil {
+		err = parent.Err() // why the listing stopped: not the last retriable error
 	}
 	if err != nil {
 		return nil, fmt.Errorf("kafkastore: listing the %s offsets of topic %q: %w", what, s.opts.Topic, err)
@@ -175,8 +185,8 @@ func (s *Store) listOffsets(start bool) (map[int32]int64, error) {
 }
 
 // leaders returns the leader broker of every partition of the topic.
-func (s *Store) leaders() (map[int32]int32, error) {
-	m, err := s.topicMeta()
+func (s *Store) leaders(ctx context.Context) (map[int32]int32, error) {
+	m, err := s.topicMeta(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("kafkastore: finding the leaders of topic %q: %w", s.opts.Topic, err)
 	}

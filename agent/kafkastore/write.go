@@ -22,7 +22,7 @@ import (
 // endian); posHeader the one holding the run's position (sequence
 // number, event and action, int64 big endian each); horizonHeader the
 // one marking a prune-horizon record (the checkpoint id, int64 big
-// endian; see guarantee 8).
+// endian; see KT8).
 const (
 	kgHeader      = "kg"
 	posHeader     = "pos"
@@ -143,7 +143,7 @@ func (f *flusher) Flush(b *batch) error {
 }
 
 // FlushedLocked records where an acknowledged batch's records landed (the
-// offsets Marker needs, guarantee 4) and keeps its records for reuse.
+// offsets Marker needs, KT4) and keeps its records for reuse.
 func (f *flusher) FlushedLocked(b *batch, err error) error {
 	s := (*Store)(f)
 	s.hint = len(b.recs)
@@ -310,7 +310,7 @@ func (s *Store) pruned(upTo []agent.KeySeq) []*kgo.Record {
 	return recs
 }
 
-// DiscardFrom implements agent.ActionStateStore (guarantee 6).
+// DiscardFrom implements agent.ActionStateStore (KT6).
 func (s *Store) DiscardFrom(key []byte, pos agent.Position) error {
 	return s.write(func() ([]*kgo.Record, []*entry) {
 		var gone []*entry
@@ -320,7 +320,7 @@ func (s *Store) DiscardFrom(key []byte, pos agent.Position) error {
 	})
 }
 
-// Prune implements agent.ActionStateStore (guarantee 6).
+// Prune implements agent.ActionStateStore (KT6).
 func (s *Store) Prune(upTo []agent.KeySeq) error {
 	return s.write(func() ([]*kgo.Record, []*entry) {
 		recs := s.pruned(upTo)
@@ -328,7 +328,7 @@ func (s *Store) Prune(upTo []agent.KeySeq) error {
 	})
 }
 
-// PruneCheckpoint implements agent.Checkpointed (guarantee 8): Prune, with
+// PruneCheckpoint implements agent.Checkpointed (KT8): Prune, with
 // a prune-horizon record in each of the subtask's partitions in the same
 // batch.
 func (s *Store) PruneCheckpoint(checkpoint int64, upTo []agent.KeySeq) error {
@@ -371,7 +371,7 @@ func horizonRange(k []byte) (keygroup.Range, bool) {
 	return keygroup.Range{Start: start, End: end}, true
 }
 
-// PruneHorizon implements agent.Checkpointed (guarantee 8).
+// PruneHorizon implements agent.Checkpointed (KT8).
 func (s *Store) PruneHorizon() int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()

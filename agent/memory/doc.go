@@ -21,7 +21,7 @@
 //	    sees exactly the entries of the checkpoint
 //	    (TestLongTermRestoreSeesTheCheckpoint); no other key sees them.
 //	L2. Order. A key's inputs run one at a time in arrival order (agent
-//	    guarantee 1), so a search sees every write of the key's earlier
+//	    G1), so a search sees every write of the key's earlier
 //	    inputs and of its own action so far, and none of later inputs; put
 //	    the inputs in event-time order (ordering.Sort) and a search sees
 //	    the writes of everything before it in event time.

@@ -20,33 +20,33 @@
 //
 // # Guarantees
 //
-//  1. Order. Watermarks (or whatever marks the queue holds) leave in the
-//     order they were added, never one before an earlier one.
-//  2. Holding. A mark leaves only when every reference added before it
-//     (AddKey before AddWatermark) has been removed.
-//  3. No starvation. References added after a mark never hold it back:
-//     AddKey always counts into the newest segment, the one after every
-//     held mark.
-//  4. Oldest debt first. RemoveKey(k) decrements the oldest segment holding
-//     k, so when a key's inputs finish in arrival order (one input of a key
-//     at a time, as in the agent operator) every reference is removed from
-//     the segment it was added to.
-//  5. Empty queue. A mark added when no reference is outstanding is ready at
-//     once; several such marks all pop at once, in order.
-//  6. Cost. AddKey, RemoveKey, AddWatermark and PopReady are O(1)
-//     (amortized: one map operation), however many watermarks are held.
-//     Flink Agents' RemoveKey scans the segments from the oldest; here each
-//     key keeps the FIFO of the segments holding it (segment id, count),
-//     the index the seed mentions, so a completion finds its segment at
-//     once while a slow call holds hundreds of watermarks. OldestKeys, for
-//     diagnostics only, is O(keys with references).
+//	Q1. Order. Watermarks (or whatever marks the queue holds) leave in the
+//	    order they were added, never one before an earlier one.
+//	Q2. Holding. A mark leaves only when every reference added before it
+//	    (AddKey before AddWatermark) has been removed.
+//	Q3. No starvation. References added after a mark never hold it back:
+//	    AddKey always counts into the newest segment, the one after every
+//	    held mark.
+//	Q4. Oldest debt first. RemoveKey(k) decrements the oldest segment holding
+//	    k, so when a key's inputs finish in arrival order (one input of a key
+//	    at a time, as in the agent operator) every reference is removed from
+//	    the segment it was added to.
+//	Q5. Empty queue. A mark added when no reference is outstanding is ready at
+//	    once; several such marks all pop at once, in order.
+//	Q6. Cost. AddKey, RemoveKey, AddWatermark and PopReady are O(1)
+//	    (amortized: one map operation), however many watermarks are held.
+//	    Flink Agents' RemoveKey scans the segments from the oldest; here each
+//	    key keeps the FIFO of the segments holding it (segment id, count),
+//	    so a completion finds its segment at once while a slow call holds
+//	    hundreds of watermarks. OldestKeys, for diagnostics only, is
+//	    O(keys with references).
 //
 // # Differences from Flink Agents 0.4
 //
 // Flink Agents' queue may hold no segment at all; a watermark added then
 // opens the segment after it only, and a key added before the next pop is
 // counted as if it had arrived before the watermark. Here the queue always
-// has its newest (open) segment, so guarantee 3 holds whatever the order
+// has its newest (open) segment, so Q3 holds whatever the order
 // of calls. The queue is not safe for concurrent use (the agent operator
 // owns one per subtask and uses it from the subtask goroutine only), and,
 // as in Flink Agents, it is not checkpointed: after a restore the keys with

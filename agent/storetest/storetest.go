@@ -4,19 +4,19 @@
 //
 // # What Run checks
 //
-//  1. Get returns what Put recorded (as a JSON round trip), nil for an
-//     unknown run; a second Put of a run replaces the first.
-//  2. Latest returns the greatest position recorded for a key, and
-//     ok false for a key without states.
-//  3. DiscardFrom removes exactly the key's states at or after the
-//     position; other keys keep theirs.
-//  4. Prune removes exactly the named keys' states up to the sequence
-//     numbers; other keys keep theirs.
-//  5. Concurrent Puts (the operator's action goroutines) all land.
-//  6. A store that is an agent.Queuer shows a state queued by PutQueued
-//     at once (Get, Latest), before its Wait; a later state of the same
-//     run queued after it replaces it; Wait returns nil, also when called
-//     again.
+//	C1. Get returns what Put recorded (as a JSON round trip), nil for an
+//	    unknown run; a second Put of a run replaces the first.
+//	C2. Latest returns the greatest position recorded for a key, and
+//	    ok false for a key without states.
+//	C3. DiscardFrom removes exactly the key's states at or after the
+//	    position; other keys keep theirs.
+//	C4. Prune removes exactly the named keys' states up to the sequence
+//	    numbers; other keys keep theirs.
+//	C5. Concurrent Puts (the operator's action goroutines) all land.
+//	C6. A store that is an agent.Queuer shows a state queued by PutQueued
+//	    at once (Get, Latest), before its Wait; a later state of the same
+//	    run queued after it replaces it; Wait returns nil, also when called
+//	    again.
 package storetest
 
 import (
@@ -93,7 +93,7 @@ func Run(t *testing.T, open func(t *testing.T) agent.ActionStateStore) {
 		}
 	}
 
-	// 1. Round trip and replacement.
+	// C1. Round trip and replacement.
 	a0 := State("a", 0, 0, 0, 0, false)
 	check(a0, nil)
 	latest("a", agent.Position{}, false)
@@ -103,7 +103,7 @@ func Run(t *testing.T, open func(t *testing.T) agent.ActionStateStore) {
 	must(s.Put(a0done))
 	check(a0, a0done)
 
-	// 2. Latest.
+	// C2. Latest.
 	a1 := State("a", 1, 0, 0, 0, true)
 	a1b := State("a", 1, 2, 1, 0, true)
 	b0 := State("b", 0, 0, 0, 1, true)
@@ -114,14 +114,14 @@ func Run(t *testing.T, open func(t *testing.T) agent.ActionStateStore) {
 	latest("a", a1b.Pos, true)
 	latest("b", b3.Pos, true)
 
-	// 3. DiscardFrom: a's states from (1, 1, 0) on; b keeps its own.
+	// C3. DiscardFrom: a's states from (1, 1, 0) on; b keeps its own.
 	must(s.DiscardFrom([]byte("a"), agent.Position{Seq: 1, EventID: 1}))
 	check(a1, a1)
 	check(a1b, nil)
 	check(b3, b3)
 	latest("a", a1.Pos, true)
 
-	// 4. Prune: a up to seq 0; b untouched.
+	// C4. Prune: a up to seq 0; b untouched.
 	must(s.Prune([]agent.KeySeq{{Key: []byte("a"), Seq: 0}}))
 	check(a0, nil)
 	check(a1, a1)
@@ -130,7 +130,7 @@ func Run(t *testing.T, open func(t *testing.T) agent.ActionStateStore) {
 	latest("a", agent.Position{}, false)
 	latest("b", b3.Pos, true)
 
-	// 5. Concurrent Puts.
+	// C5. Concurrent Puts.
 	var wg sync.WaitGroup
 	errs := make(chan error, 32)
 	var sts []*agent.ActionState
@@ -154,7 +154,7 @@ func Run(t *testing.T, open func(t *testing.T) agent.ActionStateStore) {
 		check(st, st)
 	}
 
-	// 6. Queued writes.
+	// C6. Queued writes.
 	if q, ok := s.(agent.Queuer); ok {
 		d0 := State("d", 0, 0, 0, 1, false)
 		p0, err := q.PutQueued(d0)

@@ -4,14 +4,14 @@
 //
 // # Guarantees
 //
-//  1. Validated at the edge: Config.Validate names, in one line, what is
-//     wrong and what is accepted; NewProvider builds nothing from a Config
-//     that does not validate.
-//  2. Bounded: spans are batched (the SDK's batch span processor: a queue
-//     of 2048 spans, dropped beyond it, never blocking the operator) and
-//     sent by the exporter's own goroutine.
-//  3. Flushed on shutdown: Provider.Shutdown sends what is queued (bounded
-//     by its context) before it returns.
+//	T1. Validated at the edge: Config.Validate names, in one line, what is
+//	    wrong and what is accepted; NewProvider builds nothing from a Config
+//	    that does not validate.
+//	T2. Bounded: spans are batched (the SDK's batch span processor: a queue
+//	    of 2048 spans, dropped beyond it, never blocking the operator) and
+//	    sent by the exporter's own goroutine.
+//	T3. Flushed on shutdown: Provider.Shutdown sends what is queued (bounded
+//	    by its context) before it returns.
 //
 // It does not start a collector, and does not propagate trace context
 // into model or tool requests.

@@ -8,7 +8,7 @@ import (
 	"github.com/weirproject/weir/agent"
 )
 
-// PruneCheckpoint implements agent.Checkpointed (guarantee 7): Prune, with
+// PruneCheckpoint implements agent.Checkpointed (W7): Prune, with
 // the checkpoint id in the same record.
 func (s *Store) PruneCheckpoint(checkpoint int64, upTo []agent.KeySeq) error {
 	return s.write(recPruneCP, jsonPayload(pruneCP{Checkpoint: checkpoint, UpTo: upTo}), func(int64) {
@@ -17,7 +17,7 @@ func (s *Store) PruneCheckpoint(checkpoint int64, upTo []agent.KeySeq) error {
 	})
 }
 
-// PruneHorizon implements agent.Checkpointed (guarantee 7).
+// PruneHorizon implements agent.Checkpointed (W7).
 func (s *Store) PruneHorizon() int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -32,13 +32,13 @@ type marker struct {
 	StoreID string `json:"store"`
 }
 
-// Marker implements agent.Checkpointed (guarantee 7).
+// Marker implements agent.Checkpointed (W7).
 func (s *Store) Marker() ([]byte, error) {
 	host, _ := os.Hostname()
 	return json.Marshal(marker{Version: 1, Dir: s.dir, Host: host, StoreID: s.id})
 }
 
-// Restore implements agent.Checkpointed (guarantee 7): Open has read the
+// Restore implements agent.Checkpointed (W7): Open has read the
 // logs; Restore checks that they are the ones the markers were taken with.
 func (s *Store) Restore(markers [][]byte) error {
 	for _, raw := range markers {

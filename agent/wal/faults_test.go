@@ -61,7 +61,7 @@ func faultRun(t *testing.T, fs vfs.FS, acked, maybe map[string]string) (sawErr b
 		st.Calls[0].ArgsDigest = fmt.Sprint("v", i)
 		if err := s.Put(st); err != nil {
 			maybe[st.ID.String()] = encode(t, st)
-			// Guarantee 6: nothing is silently lost after a failure.
+			// W6: nothing is silently lost after a failure.
 			if err := s.Put(state("after", 0, 0, 5, true)); err == nil {
 				t.Fatalf("a Put after the failed one (%v) succeeded", err)
 			}
@@ -178,7 +178,7 @@ func contains(s, sub string) bool {
 
 // TestOpenSyncsTheDirectoriesItCreates: a store opened in a directory
 // several levels of which are new keeps its states through a machine crash
-// (guarantee 1): Open syncs the entry of every directory it creates, not
+// (W1): Open syncs the entry of every directory it creates, not
 // only the last one's. Found by the simulator (internal/sim, seed 29 with
 // the agent branch).
 func TestOpenSyncsTheDirectoriesItCreates(t *testing.T) {

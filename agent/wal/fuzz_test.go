@@ -41,7 +41,7 @@ func newReplayStore(rng keygroup.Range) *Store {
 }
 
 // FuzzReplay feeds arbitrary log bytes to the replay of a store's Open
-// (guarantee 3). It must never panic, and what it keeps must survive a
+// (W3). It must never panic, and what it keeps must survive a
 // rewrite (the compaction and Open's fresh log): the live records
 // replayed give the same states, byte for byte the same log again.
 //

@@ -95,7 +95,7 @@ type Store struct {
 	mu   sync.Mutex
 	idx  *actionindex.Index[runKey, entry] // the live states
 	live int64                             // bytes of live records
-	// w is the group-commit writer (guarantee 2); its batches are buffers
+	// w is the group-commit writer (W2); its batches are buffers
 	// of records, written and fsynced by Flush.
 	w *groupcommit.Writer[batch]
 
@@ -150,7 +150,7 @@ func Open(dir string, rng keygroup.Range, opts Options) (*Store, error) {
 	}
 	// The directory's entry in its parent must survive a crash too, and
 	// so must every directory MkdirAll creates above it, or every log in
-	// it goes (guarantee 1).
+	// it goes (W1).
 	if err := mkdirAllSynced(filepath.Clean(dir), opts); err != nil {
 		return nil, err
 	}

@@ -55,7 +55,7 @@ func jsonPayload(v any) func(e *encoder, dst []byte) ([]byte, error) {
 // of its own, so that Flush is not in Store's API).
 type flusher Store
 
-// Flush writes and fsyncs one batch (guarantees 1, 2): called by the
+// Flush writes and fsyncs one batch (W1, W2): called by the
 // writer's goroutine, one batch at a time, without mu; records queued
 // meanwhile form the next batch.
 func (f *flusher) Flush(b *batch) error {
@@ -73,8 +73,8 @@ func (f *flusher) Flush(b *batch) error {
 	return err
 }
 
-// FlushedLocked accounts for a batch written (or failed: guarantee 6) and
-// compacts the log once it has grown past its bound (guarantee 5).
+// FlushedLocked accounts for a batch written (or failed: W6) and
+// compacts the log once it has grown past its bound (W5).
 func (f *flusher) FlushedLocked(b *batch, err error) error {
 	s := (*Store)(f)
 	s.size += int64(len(b.buf))

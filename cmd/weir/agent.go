@@ -1,13 +1,10 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
 	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -95,11 +92,7 @@ subtask goroutine).`,
 			return k.err
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := cmd.Context()
-			if ctx == nil {
-				ctx = context.Background()
-			}
-			ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
+			ctx, stop := signalContext(cmd)
 			defer stop()
 			cfg.Latency.Dist, cfg.Latency.Mean, cfg.Latency.Spread = dist, mean, sigma
 			if cfg.Model == "offline" {

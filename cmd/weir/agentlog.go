@@ -1,13 +1,10 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -45,11 +42,7 @@ offsets it has when the command starts (--brokers). --key keeps one key's entrie
 			return k.err
 		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx := cmd.Context()
-			if ctx == nil {
-				ctx = context.Background()
-			}
-			ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
+			ctx, stop := signalContext(cmd)
 			defer stop()
 			out := cmd.OutOrStdout()
 			enc := json.NewEncoder(out)

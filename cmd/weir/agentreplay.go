@@ -5,11 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os/signal"
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -171,11 +169,7 @@ ran; with --fail-on-change, 4 when a decision changed or an input failed. docs/a
 			return k.err
 		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx := cmd.Context()
-			if ctx == nil {
-				ctx = context.Background()
-			}
-			ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
+			ctx, stop := signalContext(cmd)
 			defer stop()
 			a, closeAgent, err := pipeline.AgentOf(ctx, spec, step)
 			if err != nil {

@@ -6,11 +6,8 @@ import (
 	"log/slog"
 	"math"
 	"net"
-	"os"
-	"os/signal"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -99,7 +96,7 @@ authentication with their names and passwords.`,
 			if err := sec.apply(&o); err != nil {
 				return err
 			}
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			ctx, stop := signalContext(cmd)
 			defer stop()
 			var regL net.Listener
 			if reg.on() {
@@ -208,7 +205,7 @@ records out of order, long ones hold the history's tail and sparse partitions ba
 			if verbose {
 				cfg.Logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
 			}
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			ctx, stop := signalContext(cmd)
 			defer stop()
 			out := cmd.OutOrStdout()
 			if !asJSON {

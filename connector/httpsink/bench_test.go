@@ -9,12 +9,12 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/weirproject/weir"
 	"github.com/weirproject/weir/connector/httpsink"
+	"github.com/weirproject/weir/internal/testenv"
 	"github.com/weirproject/weir/watermark"
 )
 
@@ -51,21 +51,10 @@ func benchServer(b *testing.B) (*httptest.Server, *atomic.Int64) {
 	return srv, &n
 }
 
-// cpuTime is the CPU time (user and system) of the process so far: the
-// benchmarks report CPU per record, steadier than wall time on a loaded
-// machine (the local server's CPU is in both).
-func cpuTime(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
 func report(b *testing.B, cpu0 time.Duration) {
 	recs := float64(benchRecords) * float64(b.N)
 	b.ReportMetric(recs/b.Elapsed().Seconds(), "records/s")
-	b.ReportMetric(float64(cpuTime(b)-cpu0)/recs, "cpu-ns/record")
+	b.ReportMetric(float64(testenv.CPUTime()-cpu0)/recs, "cpu-ns/record")
 }
 
 // BenchmarkHTTPSinkBatches sends benchRecords records through a job (a
@@ -74,7 +63,7 @@ func report(b *testing.B, cpu0 time.Duration) {
 func BenchmarkHTTPSinkBatches(b *testing.B) {
 	srv, n := benchServer(b)
 	b.ReportAllocs()
-	cpu0 := cpuTime(b)
+	cpu0 := testenv.CPUTime()
 	for b.Loop() {
 		n.Store(0)
 		env := weir.NewEnvironment(weir.Config{Parallelism: 1})
@@ -104,7 +93,7 @@ func BenchmarkHTTPClientBatches(b *testing.B) {
 	client := &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
 	b.ReportAllocs()
 	var body bytes.Buffer
-	cpu0 := cpuTime(b)
+	cpu0 := testenv.CPUTime()
 	for b.Loop() {
 		n.Store(0)
 		for first := int64(0); first < benchRecords; first += benchBatch {

@@ -8,7 +8,6 @@ import (
 	"io"
 	"math"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
@@ -174,33 +173,8 @@ func (p *poster) try(ctx context.Context, body []byte, key string) (*Rejection, 
 		return nil, nil
 	case s == http.StatusRequestTimeout || s == http.StatusTooManyRequests || s >= 500:
 		return nil, &attemptError{err: fmt.Errorf("status %d: %s", s, strings.TrimSpace(string(excerpt))),
-			retryAfter: parseRetryAfter(resp.Header.Get("Retry-After"), p.clk.Now())}
+			retryAfter: retry.After(resp.Header.Get("Retry-After"), p.clk.Now())}
 	default:
 		return &Rejection{Status: s, Body: string(excerpt)}, nil
 	}
-}
-
-// parseRetryAfter reads a Retry-After value: delay seconds or an HTTP date
-// (RFC 9110 10.2.3). It returns 0 when v is empty, malformed or past.
-//
-// It is not retry.RetryAfter, which the model clients use: an HTTP date
-// here is taken against the job's clock (now), so that a service
-// simulated on a manual clock and the sink agree, where retry.RetryAfter
-// takes it against the reply's Date header (immune to skew between real
-// clocks); and it reads whole seconds only, as the RFC has them.
-func parseRetryAfter(v string, now time.Time) time.Duration {
-	v = strings.TrimSpace(v)
-	if v == "" {
-		return 0
-	}
-	if secs, err := strconv.ParseInt(v, 10, 64); err == nil {
-		if secs <= 0 {
-			return 0
-		}
-		return time.Duration(min(secs, int64(math.MaxInt64/int64(time.Second)))) * time.Second
-	}
-	if t, err := http.ParseTime(v); err == nil && t.After(now) {
-		return t.Sub(now)
-	}
-	return 0
 }

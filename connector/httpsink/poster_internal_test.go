@@ -87,20 +87,6 @@ func TestRetryAfterAndBackOff(t *testing.T) {
 	}
 }
 
-func TestParseRetryAfter(t *testing.T) {
-	now := time.Date(2026, 12, 4, 10, 0, 0, 0, time.UTC)
-	for _, tc := range []struct {
-		in   string
-		want time.Duration
-	}{{"", 0}, {"5", 5 * time.Second}, {" 12 ", 12 * time.Second}, {"0", 0}, {"-3", 0}, {"soon", 0},
-		{now.Add(30 * time.Second).Format(http.TimeFormat), 30 * time.Second},
-		{now.Add(-time.Hour).Format(http.TimeFormat), 0}} {
-		if got := parseRetryAfter(tc.in, now); got != tc.want {
-			t.Errorf("parseRetryAfter(%q) = %v, want %v", tc.in, got, tc.want)
-		}
-	}
-}
-
 // The limiters let through at most burst + rate*t requests (records) in
 // any t of processing time; measured in virtual time, so the test does not
 // depend on the machine's speed (S6).

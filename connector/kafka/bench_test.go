@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -15,6 +14,7 @@ import (
 
 	"github.com/weirproject/weir"
 	"github.com/weirproject/weir/broker"
+	"github.com/weirproject/weir/internal/testenv"
 	"github.com/weirproject/weir/runtime"
 	"github.com/weirproject/weir/watermark"
 )
@@ -73,7 +73,7 @@ func benchSource[T any](b *testing.B, d Deserializer[T]) { benchSourceStop(b, d,
 func benchSourceStop[T any](b *testing.B, d Deserializer[T], bounded bool) {
 	br := benchBroker(b)
 	b.ResetTimer()
-	start, cpu0 := time.Now(), processCPU(b)
+	start, cpu0 := time.Now(), testenv.CPUTime()
 	for b.Loop() {
 		var n atomic.Int64
 		env := weir.NewEnvironment(weir.Config{Parallelism: 1, Logger: quiet})
@@ -106,16 +106,7 @@ func benchSourceStop[T any](b *testing.B, d Deserializer[T], bounded bool) {
 	}
 	recs := float64(benchRecords) * float64(b.N)
 	b.ReportMetric(recs/time.Since(start).Seconds(), "records/s")
-	b.ReportMetric(float64(processCPU(b)-cpu0)/recs, "cpu-ns/record")
-}
-
-// processCPU is the process's user and system CPU time so far.
-func processCPU(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	b.ReportMetric(float64(testenv.CPUTime()-cpu0)/recs, "cpu-ns/record")
 }
 
 // BenchmarkSourceBoundedJSON: BenchmarkSourceJSON in bounded (Stop) mode.

@@ -55,6 +55,23 @@ func TestRetryAfter(t *testing.T) {
 	}
 }
 
+// TestAfter: one Retry-After value as of a reference time (the HTTP
+// sink's: its job's clock), seconds or a date.
+func TestAfter(t *testing.T) {
+	ref := time.Date(2026, 12, 4, 10, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		in   string
+		want time.Duration
+	}{{"", 0}, {"5", 5 * time.Second}, {" 12 ", 12 * time.Second}, {"1.5", 1500 * time.Millisecond},
+		{"0", 0}, {"-3", 0}, {"soon", 0}, {"1e10", 0},
+		{ref.Add(30 * time.Second).Format(http.TimeFormat), 30 * time.Second},
+		{ref.Add(-time.Hour).Format(http.TimeFormat), 0}} {
+		if got := After(tc.in, ref); got != tc.want {
+			t.Errorf("After(%q) = %v, want %v", tc.in, got, tc.want)
+		}
+	}
+}
+
 // TestRetryAfterSecondsProperty: any header of whole seconds that fits a
 // Duration is that many seconds; a negative one is none.
 func TestRetryAfterSecondsProperty(t *testing.T) {

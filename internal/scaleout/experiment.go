@@ -36,6 +36,7 @@ import (
 	"github.com/weirproject/weir"
 	"github.com/weirproject/weir/broker"
 	"github.com/weirproject/weir/cluster"
+	"github.com/weirproject/weir/internal/cputime"
 )
 
 // Config describes an experiment. Zero fields take the defaults in
@@ -324,12 +325,12 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	res := Result{Processes: cfg.Processes, Records: cfg.Records, ThroughputRunsMatch: true}
 
 	// The single-process run: the same job as one local job.
-	cpu0 := selfCPU()
+	cpu0 := cputime.Process()
 	want, secs, err := runLocal(ctx, cfg, brokers, input)
 	if err != nil {
 		return res, err
 	}
-	res.SingleProcessCPUMicrosPerRecord = float64((selfCPU() - cpu0).Microseconds()) / float64(cfg.Records)
+	res.SingleProcessCPUMicrosPerRecord = float64((cputime.Process() - cpu0).Microseconds()) / float64(cfg.Records)
 	res.Totals = len(want)
 	res.SingleProcessRecordsPerSec = float64(cfg.Records) / secs
 	logf("single process: %d totals in %.1fs", len(want), secs)
@@ -390,7 +391,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 			return res, err
 		}
 		start := time.Now()
-		selfBefore := selfCPU()
+		selfBefore := cputime.Process()
 		g := newGang(ctx, cfg, s)
 		for range n {
 			g.start()
@@ -399,7 +400,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 			return res, fmt.Errorf("scaleout: throughput run with %d processes: %w", n, err)
 		}
 		secs := time.Since(start).Seconds()
-		brokerCPU := selfCPU() - selfBefore
+		brokerCPU := cputime.Process() - selfBefore
 		if res.RecordsPerSecByProcesses == nil {
 			res.RecordsPerSecByProcesses = map[string]float64{}
 			res.WorkerCPUMicrosPerRecord = map[string]float64{}
@@ -790,15 +791,6 @@ func (g *gang) cpu() time.Duration {
 		}
 	}
 	return d
-}
-
-// selfCPU is this process's CPU time so far (user + system).
-func selfCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // terminate asks every worker still running to hand its tasks over and

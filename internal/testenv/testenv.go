@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/weirproject/weir/broker"
+	"github.com/weirproject/weir/internal/cputime"
 )
 
 // Context returns a context that times out after d and is cancelled when
@@ -27,3 +28,8 @@ func StartBroker(t testing.TB, opts broker.Options) *broker.Broker {
 	t.Cleanup(func() { b.Close() })
 	return b
 }
+
+// CPUTime is the user and system CPU time the process has used
+// (internal/cputime): on a loaded machine it shows what an operation costs
+// better than the wall clock. It is 0 where it cannot be read.
+func CPUTime() time.Duration { return cputime.Process() }

@@ -5,25 +5,25 @@
 //
 // # What Run checks
 //
-//  1. Refusals (S1): an item without ID, with an empty vector or of
-//     another dimension makes the whole call store nothing and the error
-//     name the item; a query of another dimension or with K < 1 is an
-//     error.
-//  2. A call that upserts an ID twice keeps its last version; Delete of
-//     unknown IDs is not an error.
-//  3. The model (S1, S2): random upserts, deletes and searches, filtered
-//     or not, on the store and on a map with the textbook cosine agree:
-//     the same hits, in the same order, with the same scores (within
-//     float32 error; where the model's scores tie, either item may come
-//     first). Small integer vectors make ties and zero vectors frequent.
-//  4. Idempotence (the external-store contract): replaying any suffix of
-//     the changes applied so far, as a job restored from a checkpoint
-//     does, leaves every search answering as before the replay.
-//  5. S3: a hit's metadata is the caller's to change.
-//  6. Concurrent upserts from several goroutines all land, and searches
-//     running beside them do not fail.
+//	V1. Refusals (S1): an item without ID, with an empty vector or of
+//	    another dimension makes the whole call store nothing and the error
+//	    name the item; a query of another dimension or with K < 1 is an
+//	    error.
+//	V2. A call that upserts an ID twice keeps its last version; Delete of
+//	    unknown IDs is not an error.
+//	V3. The model (S1, S2): random upserts, deletes and searches, filtered
+//	    or not, on the store and on a map with the textbook cosine agree:
+//	    the same hits, in the same order, with the same scores (within
+//	    float32 error; where the model's scores tie, either item may come
+//	    first). Small integer vectors make ties and zero vectors frequent.
+//	V4. Idempotence (the external-store contract): replaying any suffix of
+//	    the changes applied so far, as a job restored from a checkpoint
+//	    does, leaves every search answering as before the replay.
+//	V5. S3: a hit's metadata is the caller's to change.
+//	V6. Concurrent upserts from several goroutines all land, and searches
+//	    running beside them do not fail.
 //
-// The model test (3) assumes exact search: a store with an approximate
+// The model test (V3) assumes exact search: a store with an approximate
 // index must run it in its exact mode and check its recall separately.
 package vectortest
 

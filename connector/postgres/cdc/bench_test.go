@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -17,6 +16,7 @@ import (
 	"github.com/weirproject/weir"
 	"github.com/weirproject/weir/connector/postgres/cdc"
 	"github.com/weirproject/weir/internal/pgtest"
+	"github.com/weirproject/weir/internal/testenv"
 	"github.com/weirproject/weir/runtime"
 	"github.com/weirproject/weir/watermark"
 )
@@ -132,16 +132,16 @@ func BenchmarkSourceVsPglogrepl(b *testing.B) {
 	for b.Loop() {
 		for k := range 2 {
 			slot := copySlot(b, srv)
-			start, cpu := time.Now(), processCPU(b)
+			start, cpu := time.Now(), testenv.CPUTime()
 			var got int64
 			if (i+k)%2 == 0 {
 				got = runSource(b, srv.ConnString, slot)
 				weirT += time.Since(start)
-				weirCPU += processCPU(b) - cpu
+				weirCPU += testenv.CPUTime() - cpu
 			} else {
 				got = int64(handLoop(b, srv.ConnString, slot))
 				handT += time.Since(start)
-				handCPU += processCPU(b) - cpu
+				handCPU += testenv.CPUTime() - cpu
 			}
 			if got != benchChanges {
 				b.Fatalf("read %d changes, want %d", got, benchChanges)
@@ -188,16 +188,6 @@ func benchRead(b *testing.B, read func(b *testing.B, url, slot string) int64) {
 		b.StartTimer()
 	}
 	b.ReportMetric(float64(benchChanges)*float64(b.N)/elapsed.Seconds(), "changes/s")
-}
-
-// processCPU is the process's user and system CPU time so far (the
-// server's is not counted).
-func processCPU(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func handLoop(b *testing.B, url, slot string) int {
