@@ -262,6 +262,8 @@ func (c *keyedCore[K, OUT]) open(ctx *runtime.Context, out runtime.Output[OUT], 
 	if err != nil {
 		return err
 	}
+	hash, assign := c.hash, c.assign
+	backend.SetKeyGroupFunc(func(k K) int { return assign.Assign(hash(k)) })
 	c.kctx = KeyedContext[K, OUT]{rt: ctx, out: out,
 		backend: backend,
 		timers:  NewTimerService[K, struct{}](backend, nil, nil)}
@@ -272,9 +274,13 @@ func (c *keyedCore[K, OUT]) open(ctx *runtime.Context, out runtime.Output[OUT], 
 	return fnOpen(&c.kctx)
 }
 
-// setKey makes k the current key, for a record of timestamp ts.
+// setKey makes k the current key, for a record of timestamp ts. Its key
+// group is computed only if something needs it (state.SetCurrentKeyLazy):
+// no routing needs it here (a record that came over an exchange takes
+// ProcessRecordInKeyGroup), and a value state finds an existing key's
+// entry without it.
 func (c *keyedCore[K, OUT]) setKey(k K, ts int64) {
-	c.kctx.backend.SetCurrentKey(k, c.assign.Assign(c.hash(k)))
+	c.kctx.backend.SetCurrentKeyLazy(k)
 	c.kctx.ts = ts
 }
 

@@ -17,8 +17,13 @@ type Backend[K comparable] struct {
 	rng    keygroup.Range
 	key    K
 	kg     int
-	slot   int // kg - rng.Start; valid when hasKey
+	slot   int // kg - rng.Start; valid when hasKey and not lazy
 	hasKey bool
+	// lazy says that the current key was set by SetCurrentKeyLazy and its
+	// key group is not computed yet: resolve computes it (with kgOf) when a
+	// state or the caller first needs it.
+	lazy bool
+	kgOf func(K) int
 	// epoch changes with every SetCurrentKey; states use it to know that a
 	// cached entry still belongs to the current key. It is never 0, so a
 	// state's cache epoch of 0 means no cached entry.
@@ -97,7 +102,44 @@ func (b *Backend[K]) SetCurrentKey(key K, keyGroup int) {
 	b.kg = keyGroup
 	b.slot = keyGroup - b.rng.Start
 	b.hasKey = true
+	b.lazy = false
 	b.epoch++
+}
+
+// SetKeyGroupFunc gives the backend the function that computes a key's key
+// group (keygroup.Assign of the key's hash for the job's max parallelism),
+// for SetCurrentKeyLazy. It is set once, before the first record.
+func (b *Backend[K]) SetKeyGroupFunc(f func(K) int) { b.kgOf = f }
+
+// SetCurrentKeyLazy is SetCurrentKey for a key whose key group the caller
+// has not computed: the backend computes it with the SetKeyGroupFunc
+// function only when something needs it (a state's access that is not
+// served by its key index, CurrentKeyGroup, a snapshot of the key), and the
+// routing check of SetCurrentKey (I3) happens then. A record whose value
+// state entry is found in the state's index over all key groups (I6) never
+// pays for the key-group hash.
+//
+// It is on the per-record path and small enough to be inlined.
+func (b *Backend[K]) SetCurrentKeyLazy(key K) {
+	b.key = key
+	b.hasKey = true
+	b.lazy = true
+	b.epoch++
+}
+
+// resolve computes the current key's key group after SetCurrentKeyLazy,
+// with the routing check of SetCurrentKey (I3).
+func (b *Backend[K]) resolve() {
+	if b.kgOf == nil {
+		panic("state: SetCurrentKeyLazy without SetKeyGroupFunc")
+	}
+	kg := b.kgOf(b.key)
+	if !b.rng.Contains(kg) {
+		panic(routingError{kg, b.key, b.rng})
+	}
+	b.kg = kg
+	b.slot = kg - b.rng.Start
+	b.lazy = false
 }
 
 // routingError is the panic of SetCurrentKey. It is formatted only when
@@ -121,6 +163,9 @@ func (b *Backend[K]) CurrentKey() K { return b.key }
 func (b *Backend[K]) CurrentKeyGroup() int {
 	if !b.hasKey {
 		return -1
+	}
+	if b.lazy {
+		b.resolve()
 	}
 	return b.kg
 }
@@ -155,6 +200,9 @@ func (b *Backend[K]) ClearKeyGroup(kg int) { b.store.clearKeyGroup(kg) }
 func (b *Backend[K]) slotIndex() int {
 	if !b.hasKey {
 		panicNoKey()
+	}
+	if b.lazy {
+		b.resolve()
 	}
 	return b.slot
 }

@@ -41,8 +41,9 @@ import (
 //      never waits).
 //  C5. Pins are dropped lazily: a state checks whether any Frozen view is
 //      still live (an atomic counter) only on its write paths while it has
-//      pins, so with no snapshot in progress the cost on the per-record path
-//      is one predictable branch.
+//      pins (and value state also on a read, to use its index again, X3),
+//      so with no snapshot in progress the cost on the per-record path is
+//      one predictable branch.
 
 // pin is the mark one Frozen view puts on one key group.
 type pin struct {
@@ -116,11 +117,7 @@ func (c *cowPins) shared(slot int) bool {
 // now). live is the backend's count of live Frozen views: with none, every
 // pin of the state is dropped at once.
 func (c *cowPins) take(slot int, live *atomic.Int32) bool {
-	if live.Load() == 0 {
-		for i := range c.pins {
-			c.pins[i] = c.pins[i][:0]
-		}
-		c.on = false
+	if c.release(live) {
 		return false
 	}
 	must := false
@@ -131,6 +128,22 @@ func (c *cowPins) take(slot int, live *atomic.Int32) bool {
 	}
 	c.pins[slot] = c.pins[slot][:0]
 	return must
+}
+
+// release drops every pin of the state when no Frozen view is live, and
+// reports whether it did (c.on is then false). A read path that needs the
+// pins off (ValueState's index, X3) calls it: a state whose records only
+// read and write through cached entries would otherwise keep them until
+// its next write path.
+func (c *cowPins) release(live *atomic.Int32) bool {
+	if live.Load() != 0 {
+		return false
+	}
+	for i := range c.pins {
+		c.pins[i] = c.pins[i][:0]
+	}
+	c.on = false
+	return true
 }
 
 // drop forgets the pins of slot (its map was replaced, not written).
@@ -363,6 +376,7 @@ func (s *ValueState[K, V]) freeze(ps []*pin) table {
 	s.cow.pinAll(ps, func(i int) bool { return s.groups[i] != nil })
 	fz := *s
 	fz.groups = slices.Clone(s.groups)
+	fz.index = nil // the view reads groups only (C3)
 	fz.cow = cowPins{}
 	return &fz
 }
@@ -382,6 +396,7 @@ func (s *ValueState[K, V]) ownSlot() int {
 func (s *ValueState[K, V]) unshare(slot int) {
 	if s.cow.take(slot, &s.b.frozenLive) {
 		s.groups[slot] = cloneValues(s.groups[slot])
+		s.index = nil // X2: it points into the frozen map
 		s.cache, s.cacheEpoch = nil, 0
 	}
 }

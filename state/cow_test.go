@@ -42,7 +42,14 @@ var opGen = rapid.Custom(func(t *rapid.T) op {
 })
 
 func (o op) apply(b *Backend[string], f *fixture) {
-	set(b, o.key)
+	if len(o.key)%2 == 0 {
+		// Half of the keys made current without their key group, as a
+		// keyed operator does: value state then reads its index (X1-X3).
+		b.SetKeyGroupFunc(kgOf)
+		b.SetCurrentKeyLazy(o.key)
+	} else {
+		set(b, o.key)
+	}
 	switch o.kind {
 	case 0:
 		// Read first, so that the value state's cached-entry path is taken.

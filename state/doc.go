@@ -58,6 +58,11 @@
 //	    the current key only.
 //	I3. Routing. SetCurrentKey panics if the key group is outside the
 //	    backend's range; accessing state before any SetCurrentKey panics.
+//	    After SetCurrentKeyLazy the same check runs when the key group is
+//	    first computed (by a state access that needs it, or
+//	    CurrentKeyGroup); an access served without it (a value state's
+//	    index, I6) touches only an entry that was stored under a checked
+//	    key group.
 //	I4. No garbage entries. Clearing a key's value or list, updating a list to
 //	    empty, or removing the last entry of a key's map removes the key from
 //	    its key group's map, so Table.NumKeys counts only live entries. Namespaced
@@ -78,7 +83,11 @@
 //	    namespaces are scanned (a few, newest first) or, for keys with many,
 //	    indexed. Value state and namespaced state remember the current key's
 //	    entry, so a read followed by a write of the same key (Value then
-//	    Update, Get then Add) costs one map operation.
+//	    Update, Get then Add) costs one map operation. Value state in
+//	    memory also keeps an index of its entries by key over all key
+//	    groups (value.go, X1-X3: one more map entry per key), and reads an
+//	    existing key there, without its key group: after SetCurrentKeyLazy
+//	    such a read never computes the key group.
 //	I7. List ownership. Slices returned by Get and passed to ForEach are the
 //	    state's own storage: valid until the next modification of that list,
 //	    never to be modified or retained by the caller. Update copies its
@@ -110,8 +119,9 @@
 //
 //   - It is not safe for concurrent use: one subtask goroutine owns it
 //     (a Frozen view is the one exception, see I10).
-//   - It does not compute key groups: the caller passes the key group of the
-//     key (keygroup.KeyGroupOf) and the backend trusts it.
+//   - It does not choose key groups: the caller passes the key group of the
+//     key (keygroup.KeyGroupOf) and the backend trusts it, or passes the
+//     function that computes it (SetKeyGroupFunc) for SetCurrentKeyLazy.
 //   - It does not decide when to checkpoint or where blobs go: the runtime
 //     calls SnapshotKeyGroup for each key group of its range at a barrier
 //     and stores the blobs with an index, and calls RestoreKeyGroup for each

@@ -106,6 +106,7 @@ func (s *ValueState[K, V]) install(kg int, staged any) {
 		s.unshare(kg - s.b.rng.Start)
 	}
 	installGroup(s.groups, kg-s.b.rng.Start, staged.(map[K]*V))
+	s.index = nil                                  // X2: entries of the key group were replaced
 	s.cache, s.cacheEpoch, s.missEpoch = nil, 0, 0 // the current key's entry may have been replaced
 }
 

@@ -6,11 +6,30 @@ package state
 // one key (Value, then Update) costs one map lookup: Value remembers the
 // entry it found, and Update writes through it while the backend's current
 // key is unchanged (the backend's epoch tells).
+//
+// In memory the entries are in per-key-group maps (groups, I2), and index
+// is a map of the same entries over all key groups, keyed by the key alone:
+// a read finds the current key's entry there without its key group, so a
+// record made current with SetCurrentKeyLazy whose key has an entry never
+// has its key group computed, and the one lookup is in one map rather than
+// in one of many (fewer cache misses). The index is a cache of groups:
+//
+//	X1. Every pointer in index is the pointer groups holds for that key
+//	    (index[k] == groups[slot(k)][k]); a key of groups may be missing
+//	    from index (a read then looks in groups and adds it).
+//	X2. Whatever replaces or drops entries of groups other than through
+//	    update and Clear (ClearKeyGroup, a restore's install, the
+//	    copy-on-write clone of unshare) empties index.
+//	X3. While copy-on-write pins are on (cow.on), index is neither read
+//	    nor added to: a pointer into a pinned key group must not be cached
+//	    for a write (C1), and telling whether a key group is pinned needs
+//	    the key group.
 type ValueState[K comparable, V any] struct {
 	desc[K]
 	groups     groups[map[K]*V, K, *V]
-	cache      *V     // entry of the current key, valid while cacheEpoch == b.epoch
-	cacheEpoch uint64 // backend epoch when cache was set; 0: none
+	index      map[K]*V // the entries of groups by key (X1-X3); nil when empty
+	cache      *V       // entry of the current key, valid while cacheEpoch == b.epoch
+	cacheEpoch uint64   // backend epoch when cache was set; 0: none
 	vc         Codec[V]
 	cow        cowPins
 
@@ -70,6 +89,21 @@ func (s *ValueState[K, V]) Value() (V, bool) {
 	if s.ext != nil {
 		return s.ext.value()
 	}
+	if !s.b.hasKey {
+		panicNoKey()
+	}
+	if !s.cow.on || s.cow.release(&s.b.frozenLive) { // X3
+		if p := s.index[s.b.key]; p != nil {
+			s.cache, s.cacheEpoch = p, s.b.epoch
+			return *p, true
+		}
+	}
+	return s.valueInGroup()
+}
+
+// valueInGroup is Value for a key not found in the index: it looks in the
+// key's key group and adds what it finds to the index (X1).
+func (s *ValueState[K, V]) valueInGroup() (V, bool) {
 	i := s.b.slotIndex()
 	p := s.groups[i][s.b.key]
 	if p == nil {
@@ -77,11 +111,23 @@ func (s *ValueState[K, V]) Value() (V, bool) {
 		var zero V
 		return zero, false
 	}
-	if s.cow.on && s.cow.shared(i) {
-		return *p, true // no cached pointer into a frozen map (C1)
+	if s.cow.on {
+		if s.cow.shared(i) {
+			return *p, true // no cached pointer into a frozen map (C1)
+		}
+	} else {
+		s.indexAdd(p)
 	}
 	s.cache, s.cacheEpoch = p, s.b.epoch
 	return *p, true
+}
+
+// indexAdd adds the current key's entry p to the index (X1).
+func (s *ValueState[K, V]) indexAdd(p *V) {
+	if s.index == nil {
+		s.index = make(map[K]*V)
+	}
+	s.index[s.b.key] = p
 }
 
 // Update sets the current key's value.
@@ -115,6 +161,9 @@ func (s *ValueState[K, V]) update(v V) {
 		m[s.b.key] = p
 	}
 	*p = v
+	if !s.cow.on { // X3
+		s.indexAdd(p)
+	}
 	s.cache, s.cacheEpoch, s.missEpoch = p, s.b.epoch, 0
 }
 
@@ -126,6 +175,7 @@ func (s *ValueState[K, V]) Clear() {
 	}
 	i := s.ownSlot()
 	delete(s.groups[i], s.b.key)
+	delete(s.index, s.b.key) // X1
 	s.cache, s.cacheEpoch, s.missEpoch = nil, 0, 0
 }
 
@@ -152,6 +202,7 @@ func (s *ValueState[K, V]) forEach(kg int, f func(K, V)) {
 // clearKeyGroup drops every value of key group kg.
 func (s *ValueState[K, V]) clearKeyGroup(kg int) {
 	clearGroup(&s.desc, s.groups, &s.cow, kg)
+	s.index = nil // X2
 	s.cache, s.cacheEpoch, s.missEpoch = nil, 0, 0
 }
 

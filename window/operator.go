@@ -111,7 +111,7 @@ type operator[K comparable, T, OUT any] struct {
 	lateTag   *runtime.OutputTag[T]
 	contents  contents[K, T, OUT]
 
-	maxP        int
+	assign      keygroup.Assigner // the key group of a key's hash, for the job's max parallelism (checked once)
 	backend     *state.Backend[K]
 	timers      *timer.Service[K, Window]
 	sessions    *state.ValueState[K, []mapping] // merging assigners only
@@ -158,7 +158,7 @@ type operator[K comparable, T, OUT any] struct {
 // Open sets up state, timers, counters and outputs.
 func (o *operator[K, T, OUT]) Open(ctx *runtime.Context, out runtime.Output[OUT]) error {
 	o.Base.Open(ctx, out)
-	o.maxP = ctx.MaxParallelism
+	o.assign = keygroup.NewAssigner(ctx.MaxParallelism)
 	backend, err := state.Open[K](ctx.StateOptions(), ctx.KeyGroups)
 	if err != nil {
 		return err
@@ -222,7 +222,7 @@ func fireTime(w Window) int64 {
 // ProcessRecord assigns r to its windows.
 func (o *operator[K, T, OUT]) ProcessRecord(r runtime.Record[T]) error {
 	k := o.key(r.Value)
-	o.backend.SetCurrentKey(k, keygroup.Assign(o.hash(k), o.maxP))
+	o.backend.SetCurrentKey(k, o.assign.Assign(o.hash(k)))
 	t := r.Timestamp
 	if o.eventTime {
 		if t == runtime.NoTimestamp {
