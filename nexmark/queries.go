@@ -503,17 +503,13 @@ func Q8(events weir.Stream[Event]) weir.Stream[Q8Out] {
 // session window [first bid, last bid + Q11Gap)).
 type Q11Out struct{ Bidder, Count, Start, End int64 }
 
-// Q11 is user sessions: bids per bidder per session window of gap Q11Gap.
+// Q11 is user sessions: bids per bidder per session window of gap Q11Gap
+// (window.Session's semantics, counted by q11Sessions).
 //
 //	SELECT B.bidder, count(*) as bid_count,
 //	       SESSION_START(B.dateTime, INTERVAL '10' SECOND) as starttime,
 //	       SESSION_END(B.dateTime, INTERVAL '10' SECOND) as endtime
 //	FROM bid B GROUP BY B.bidder, SESSION(B.dateTime, INTERVAL '10' SECOND)
 func Q11(events weir.Stream[Event]) weir.Stream[Q11Out] {
-	keyed := weir.KeyBy(Bids(events), func(b Bid) int64 { return b.Bidder })
-	return window.AggregateProcess(keyed, "q11-sessions", window.Session(Q11Gap), window.Count[Bid](),
-		func(bidder int64, w window.Window, n int64, emit func(Q11Out)) error {
-			emit(Q11Out{Bidder: bidder, Count: n, Start: w.Start, End: w.End})
-			return nil
-		})
+	return q11Sessions(weir.KeyBy(Bids(events), func(b Bid) int64 { return b.Bidder }))
 }
