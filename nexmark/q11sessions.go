@@ -48,10 +48,12 @@ type q11Open struct {
 // watermark they precede are the window's (window I2, I6); a bid that
 // merges with no session and whose window [t, t+gap) has ended by the
 // watermark is late, dropped and counted as the window counts it (I3,
-// I4). State and timers are the keyed operator's, checkpointed as such.
+// I4). State and timers are the keyed operator's, checkpointed as such;
+// the operator is named q11-session-count, not q11-sessions as the window
+// was, so a savepoint of the window version is not read as this state.
 func q11Sessions(keyed weir.KeyedStream[int64, Bid]) weir.Stream[Q11Out] {
 	gap := Q11Gap.Milliseconds()
-	return weir.Process(keyed, "q11-sessions", func() weir.KeyedProcessFunction[int64, Bid, Q11Out] {
+	return weir.Process(keyed, "q11-session-count", func() weir.KeyedProcessFunction[int64, Bid, Q11Out] {
 		var open *state.ValueState[int64, q11Open]
 		var late *runtime.Counter
 		var scratch []q11Session
