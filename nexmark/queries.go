@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/weirproject/weir"
+	"github.com/weirproject/weir/runtime"
 	"github.com/weirproject/weir/state"
 	"github.com/weirproject/weir/window"
 )
@@ -419,8 +420,9 @@ func q7Add(m q7Max, b Bid) q7Max {
 }
 
 // Q7 is the highest bid: per tumbling window of Q7Size, the bids with the
-// highest price. Two stages: the highest bids per auction and window,
-// then per window (keyed by its end) the highest of those. The SQL's
+// highest price. Two stages, as Flink's planner makes of the SQL's window
+// MAX: the highest bids per subtask and window (q7Local, unkeyed), then per
+// window (keyed by its end) the highest of those. The SQL's
 // BETWEEN also takes the bids at exactly window_end, which belong to the
 // next window; weir takes the window's own bids, [start, end).
 //
@@ -431,17 +433,7 @@ func q7Add(m q7Max, b Bid) q7Max {
 //	ON B.price = B1.maxprice
 //	WHERE B.dateTime BETWEEN B1.dateTime - INTERVAL '10' SECOND and B1.dateTime
 func Q7(events weir.Stream[Event]) weir.Stream[Q7Out] {
-	byAuction := weir.KeyBy(Bids(events), func(b Bid) int64 { return b.Auction })
-	local := window.AggregateProcess(byAuction, "q7-local-max", window.Tumbling(Q7Size), window.AggregateFuncs[Bid, q7Max, q7Max]{
-		CreateFn: func() q7Max { return q7Max{Price: -1} },
-		AddFn:    func(b Bid, m q7Max) q7Max { return q7Add(m, b) },
-		ResultFn: func(m q7Max) q7Max { return m },
-	}, func(_ int64, w window.Window, m q7Max, emit func(Q7Out)) error {
-		for _, b := range m.Bids {
-			emit(Q7Out{Bid: b, WindowEnd: w.End})
-		}
-		return nil
-	})
+	local := weir.Transform(Bids(events), "q7-local", func() runtime.OneInputOperator[Bid, Q7Out] { return newQ7Local() })
 	byWindow := weir.KeyBy(local, func(o Q7Out) int64 { return o.WindowEnd })
 	return window.AggregateProcess(byWindow, "q7-max", window.Tumbling(Q7Size), window.AggregateFuncs[Q7Out, q7Max, q7Max]{
 		CreateFn: func() q7Max { return q7Max{Price: -1} },
@@ -511,17 +503,13 @@ func Q8(events weir.Stream[Event]) weir.Stream[Q8Out] {
 // session window [first bid, last bid + Q11Gap)).
 type Q11Out struct{ Bidder, Count, Start, End int64 }
 
-// Q11 is user sessions: bids per bidder per session window of gap Q11Gap.
+// Q11 is user sessions: bids per bidder per session window of gap Q11Gap
+// (window.Session's semantics, counted by q11Sessions).
 //
 //	SELECT B.bidder, count(*) as bid_count,
 //	       SESSION_START(B.dateTime, INTERVAL '10' SECOND) as starttime,
 //	       SESSION_END(B.dateTime, INTERVAL '10' SECOND) as endtime
 //	FROM bid B GROUP BY B.bidder, SESSION(B.dateTime, INTERVAL '10' SECOND)
 func Q11(events weir.Stream[Event]) weir.Stream[Q11Out] {
-	keyed := weir.KeyBy(Bids(events), func(b Bid) int64 { return b.Bidder })
-	return window.AggregateProcess(keyed, "q11-sessions", window.Session(Q11Gap), window.Count[Bid](),
-		func(bidder int64, w window.Window, n int64, emit func(Q11Out)) error {
-			emit(Q11Out{Bidder: bidder, Count: n, Start: w.Start, End: w.End})
-			return nil
-		})
+	return q11Sessions(weir.KeyBy(Bids(events), func(b Bid) int64 { return b.Bidder }))
 }
