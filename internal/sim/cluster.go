@@ -54,6 +54,11 @@ const (
 	// FaultBrokerRetriable strikes the form's data path the same way
 	// (fetches, produces, transactions, as the Kafka form draws them).
 	FaultGroupRetriable FaultKind = "group-retriable"
+	// FaultMemberRestart is not drawn: it records that the harness, as
+	// the operator, started member Subtask again after its Run returned
+	// an error At (the restart's number), once a fatal broker error had
+	// struck (clusterfatal.go).
+	FaultMemberRestart FaultKind = "member-restart"
 )
 
 // clusterGroupRequests are the group calls FaultGroupRetriable strikes,
@@ -103,7 +108,7 @@ func armCluster(c *kfake.Cluster, fs []Fault) (as []*armed, disarm func()) {
 			as = append(as, armLatency(c, f, &off))
 			continue
 		}
-		if f.Kind != FaultBrokerRetriable && f.Kind != FaultGroupRetriable {
+		if f.Kind != FaultBrokerRetriable && f.Kind != FaultGroupRetriable && f.Kind != FaultBrokerFatal {
 			continue
 		}
 		key, ok := requestKey(f.Request)
@@ -197,6 +202,7 @@ func generateCluster(s *Spec) *ClusterSpec {
 	c.Faults = append(c.Faults, generateClusterFaults(s.Seed)...)
 	c.Faults = append(c.Faults, generateClusterLatency(s.Seed)...)
 	c.Static = drawStatic(s.Seed)
+	c.Faults = append(c.Faults, generateClusterFatal(s.Seed)...)
 	return c
 }
 
@@ -309,10 +315,18 @@ type clusterRun struct {
 	ctx  context.Context // the run's: members joining late start under it
 	over context.CancelFunc
 	seen atomic.Int64
+	// armed are the broker and group faults armed for the members.
+	armed []*armed
 
 	mu struct {
 		sync.Mutex
 		members map[int]*clusterMember
+		// restarts counts the members the harness started again
+		// after their Run returned an error (clusterfatal.go), and
+		// restarted records them (appended to the form's faults once
+		// the members have stopped: passed reads Faults unlocked).
+		restarts  int
+		restarted []Fault
 	}
 	wg sync.WaitGroup
 }
@@ -359,7 +373,7 @@ func runCluster(ctx context.Context, spec *Spec, res *Result) *Failure {
 	defer cancel()
 	mctx, over := context.WithCancel(ctx) // the members' and expire's, cancelled by stopAll
 	defer over()
-	cr := &clusterRun{spec: spec, c: c, kc: kc, base: base, ctx: mctx, over: over}
+	cr := &clusterRun{spec: spec, c: c, kc: kc, base: base, ctx: mctx, over: over, armed: armedFaults}
 	cr.mu.members = map[int]*clusterMember{}
 	res.Attempts++
 	for i := range c.Members {
@@ -368,6 +382,7 @@ func runCluster(ctx context.Context, spec *Spec, res *Result) *Failure {
 	f := cr.wait(ctx)
 	cr.stopAll()
 	disarm()
+	c.Faults = append(c.Faults, cr.mu.restarted...)
 	for _, a := range armedFaults {
 		if a.struck.Load() {
 			a.f.Struck = true
@@ -622,6 +637,7 @@ func (cr *clusterRun) wait(ctx context.Context) *Failure {
 		cr.mu.Lock()
 		all, running := true, 0
 		var fail *Failure
+		var restart []int
 		for i, m := range cr.mu.members {
 			if ended[i] {
 				continue
@@ -630,6 +646,12 @@ func (cr *clusterRun) wait(ctx context.Context) *Failure {
 			case err := <-m.done:
 				ended[i] = true
 				if err != nil && !m.killed {
+					if cr.fatalStruck() && cr.mu.restarts < maxMemberRestarts {
+						// The operator starts it again (clusterfatal.go).
+						cr.mu.restarts++
+						restart = append(restart, i)
+						continue
+					}
 					fail = &Failure{Invariant: InvCompletes, Detail: fmt.Sprintf("clustered member m%d: %v", i, err)}
 				}
 			default:
@@ -642,6 +664,14 @@ func (cr *clusterRun) wait(ctx context.Context) *Failure {
 		cr.mu.Unlock()
 		if fail != nil {
 			return fail
+		}
+		for _, i := range restart {
+			delete(ended, i)
+			cr.mu.Lock()
+			cr.mu.restarted = append(cr.mu.restarted, Fault{Kind: FaultMemberRestart, Subtask: i, At: int64(len(cr.mu.restarted) + 1), Struck: true})
+			cr.mu.Unlock()
+			cr.start(cr.ctx, i)
+			all = false
 		}
 		// Every member started and not killed has ended. (A join that strikes on the
 		// last records may start a member after this: it finds every

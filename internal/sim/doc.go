@@ -147,7 +147,21 @@
 // clustered seeds (rand.NewPCG(seed, 0xc15a)): every member is a static
 // member (cluster Config.StaticMembership, group.instance.id "m<i>",
 // M6); a killed one keeps its tasks, unrun, until the harness removes it
-// a session time-out later (expire, by member and instance id). Deterministic: the input, the shape and the
+// a session time-out later (expire, by member and instance id).
+// broker-fatal, in a third of the clustered seeds (rand.NewPCG(seed,
+// 0xc1fa), clusterfatal.go): one non-retriable error on the data path,
+// answered once to the n-th request of its kind of the run (the Kafka
+// form's fatal errors: a fetch or list-offsets refused with
+// TOPIC_AUTHORIZATION_FAILED, a produce, InitProducerId,
+// AddPartitionsToTxn or EndTxn with INVALID_TXN_STATE,
+// TRANSACTIONAL_ID_AUTHORIZATION_FAILED, PRODUCER_FENCED, ...). Correct
+// is: the task whose request it strikes fails and its member starts it
+// again from its latest checkpoint (cluster M4, C3); a member whose Run
+// returns an error once a fatal error struck is started again by the
+// harness under the same Config, as an operator restarts a process that
+// exited (member-restart, at most 3; none was needed in the seeds run so
+// far: every fatal error stayed within its task); S16 holds and the run
+// finishes. Deterministic: the input, the shape and the
 // record counts at which members die and join; not: which member owns
 // which task when (group assignment and session expiry run in real
 // time), so the same count may strike a different task's owner in a
@@ -427,9 +441,9 @@
 // (their combined watermark, and so lateness, depends on timing: the
 // oracle must become a relation), the sort's Pebble mode and tiebreaks,
 // Await and
-// several actions per input, broker restarts and fatal broker errors in
-// the clustered form (it draws retriable broker and group errors, latency
-// spikes and static members), a static member restarted under its own
+// several actions per input, broker restarts in the clustered form (it
+// draws retriable and fatal broker errors, retriable group errors,
+// latency spikes and static members), a static member restarted under its own
 // name within its session (M6's hand-back), planted bugs in package
 // cluster, a bound on a run's peak memory.
 package sim
