@@ -203,6 +203,7 @@ func generateCluster(s *Spec) *ClusterSpec {
 	c.Faults = append(c.Faults, generateClusterLatency(s.Seed)...)
 	c.Static = drawStatic(s.Seed)
 	c.Faults = append(c.Faults, generateClusterFatal(s.Seed)...)
+	c.Faults = append(c.Faults, generateClusterRejoin(s.Seed, c)...)
 	return c
 }
 
@@ -327,11 +328,17 @@ type clusterRun struct {
 		// the members have stopped: passed reads Faults unlocked).
 		restarts  int
 		restarted []Fault
+		// gone are the instances replaced by a later start of their
+		// member (a rejoin, a restart): stopAll stops them too.
+		gone []*clusterMember
 	}
-	wg sync.WaitGroup
+	// own is the check of C2 on the task events; guarded by mu.
+	own ownership
+	wg  sync.WaitGroup
 }
 
 type clusterMember struct {
+	index  int
 	net    *memberNet
 	cancel context.CancelFunc
 	done   chan error
@@ -404,6 +411,9 @@ func runCluster(ctx context.Context, spec *Spec, res *Result) *Failure {
 	if f := compareLines(KafkaReference(ks, spec.WindowMS), sortedCopy(lines)); f != nil {
 		f.Invariant = InvClusterExactlyOnce
 		return f
+	}
+	if os.Getenv("WEIR_SIM_CLUSTER_C2") != "" { // not by default: clusterrejoin.go
+		return cr.own.fail
 	}
 	return nil
 }
@@ -535,9 +545,13 @@ func (cr *clusterRun) start(ctx context.Context, i int) {
 	}
 	mn := &memberNet{vn: cr.kc.vn}
 	mctx, cancel := context.WithCancel(ctx)
-	m := &clusterMember{net: mn, cancel: cancel, done: make(chan error, 1)}
+	m := &clusterMember{index: i, net: mn, cancel: cancel, done: make(chan error, 1)}
+	if old := cr.mu.members[i]; old != nil {
+		cr.mu.gone = append(cr.mu.gone, old)
+	}
 	cr.mu.members[i] = m
 	cfg, job := cr.config(i, mn), cr.job(mn)
+	cfg.OnTask = func(ev cluster.TaskEvent) { cr.onTask(m, i, ev) }
 	cr.wg.Add(1)
 	go func() {
 		defer cr.wg.Done()
@@ -574,6 +588,10 @@ func (cr *clusterRun) kill(i int) {
 	cr.wg.Add(1)
 	go func() {
 		defer cr.wg.Done()
+		if f := cr.rejoinOf(i); f != nil {
+			cr.rejoin(i, f) // within its session: not removed (clusterrejoin.go)
+			return
+		}
 		cr.expire(i)
 	}()
 }
@@ -632,19 +650,19 @@ func (cr *clusterRun) expire(i int) {
 func (cr *clusterRun) wait(ctx context.Context) *Failure {
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
-	ended := map[int]bool{}
+	ended := map[*clusterMember]bool{}
 	for {
 		cr.mu.Lock()
 		all, running := true, 0
 		var fail *Failure
 		var restart []int
 		for i, m := range cr.mu.members {
-			if ended[i] {
+			if ended[m] {
 				continue
 			}
 			select {
 			case err := <-m.done:
-				ended[i] = true
+				ended[m] = true
 				if err != nil && !m.killed {
 					if cr.fatalStruck() && cr.mu.restarts < maxMemberRestarts {
 						// The operator starts it again (clusterfatal.go).
@@ -666,7 +684,6 @@ func (cr *clusterRun) wait(ctx context.Context) *Failure {
 			return fail
 		}
 		for _, i := range restart {
-			delete(ended, i)
 			cr.mu.Lock()
 			cr.mu.restarted = append(cr.mu.restarted, Fault{Kind: FaultMemberRestart, Subtask: i, At: int64(len(cr.mu.restarted) + 1), Struck: true})
 			cr.mu.Unlock()
@@ -693,12 +710,12 @@ func (cr *clusterRun) wait(ctx context.Context) *Failure {
 // stalled is S4's failure when the members not killed have not finished:
 // it names them, with where their goroutines wait (the first frames
 // outside the runtime of each distinct stack, as S6 prints them).
-func (cr *clusterRun) stalled(ended map[int]bool) *Failure {
+func (cr *clusterRun) stalled(ended map[*clusterMember]bool) *Failure {
 	f := &Failure{Invariant: InvCompletes}
 	cr.mu.Lock()
 	var running []int
 	for i, m := range cr.mu.members {
-		if !ended[i] && !m.killed {
+		if !ended[m] && !m.killed {
 			running = append(running, i)
 		}
 	}
@@ -722,6 +739,10 @@ func (cr *clusterRun) stopAll() {
 	cr.over()
 	cr.mu.Lock()
 	for _, m := range cr.mu.members {
+		m.net.heal()
+		m.cancel()
+	}
+	for _, m := range cr.mu.gone {
 		m.net.heal()
 		m.cancel()
 	}

@@ -121,7 +121,7 @@ func TestClusterBatch(t *testing.T) {
 	start, c0 := time.Now(), cpuSeconds()
 	var mu sync.Mutex
 	var wg sync.WaitGroup
-	var failed, kills, joins, broker, group, fatal, restarts int
+	var failed, kills, joins, broker, group, fatal, restarts, rejoins int
 	sem := make(chan struct{}, 4)
 	for _, seed := range seeds {
 		wg.Add(1)
@@ -155,6 +155,9 @@ func TestClusterBatch(t *testing.T) {
 				if f.Kind == FaultMemberRestart {
 					restarts++
 				}
+				if f.Struck && f.Kind == FaultMemberRejoin {
+					rejoins++
+				}
 			}
 			if f := res.Failure; f != nil {
 				failed++
@@ -164,8 +167,8 @@ func TestClusterBatch(t *testing.T) {
 	}
 	wg.Wait()
 	wall, cpu := time.Since(start).Seconds(), cpuSeconds()-c0
-	t.Logf("%d clustered seeds (%d..%d): %d failed, %d members killed, %d joined, %d broker and %d group faults struck, %d fatal broker errors struck, %d members restarted; %.1fs wall, %.1f CPU-s: %.2f seeds/s, %.2f seeds per CPU-second",
-		len(seeds), seeds[0], seeds[len(seeds)-1], failed, kills, joins, broker, group, fatal, restarts, wall, cpu, float64(len(seeds))/wall, float64(len(seeds))/cpu)
+	t.Logf("%d clustered seeds (%d..%d): %d failed, %d members killed, %d joined, %d broker and %d group faults struck, %d fatal broker errors struck, %d members restarted, %d static members rejoined; %.1fs wall, %.1f CPU-s: %.2f seeds/s, %.2f seeds per CPU-second",
+		len(seeds), seeds[0], seeds[len(seeds)-1], failed, kills, joins, broker, group, fatal, restarts, rejoins, wall, cpu, float64(len(seeds))/wall, float64(len(seeds))/cpu)
 }
 
 // TestClusterFaultsDisarmBeforeTheCheck: a broker fault that did not
