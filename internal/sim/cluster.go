@@ -349,7 +349,7 @@ type clusterMember struct {
 // members, kill and add members as drawn, wait for the survivors to finish
 // the bounded job, read the output back with read_committed and check
 // S16.
-func runCluster(ctx context.Context, spec *Spec, res *Result) *Failure {
+func runCluster(ctx context.Context, spec *Spec, o Options, res *Result) *Failure {
 	c := spec.Cluster
 	ks := &KafkaSpec{Partitions: c.Partitions, OutPartitions: c.OutPartitions, Records: c.Records}
 	kc := &kafkaCluster{vn: &kfake.VirtualNetwork{}}
@@ -376,7 +376,11 @@ func runCluster(ctx context.Context, spec *Spec, res *Result) *Failure {
 		return &Failure{Invariant: InvCompletes, Detail: err.Error()}
 	}
 	defer os.RemoveAll(base)
-	ctx, cancel := context.WithTimeout(ctx, AttemptTimeout)
+	timeout := AttemptTimeout
+	if o.timeout > 0 {
+		timeout = o.timeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	mctx, over := context.WithCancel(ctx) // the members' and expire's, cancelled by stopAll
 	defer over()

@@ -258,12 +258,15 @@
 //
 // # Planted bugs
 //
-// internal/mutant plants 22 bugs in weir's real code (watermark
+// internal/mutant plants 24 bugs in weir's real code (watermark
 // combiner, timers, window operator, event-time sort, channels, source
 // snapshots, checkpoint storage, two-phase sink, agent operator, the
 // agent's WAL (within 60 seeds: mutantWithin), the Kafka
 // source's snapshot and the Kafka sink's commit, the processing-time
-// scheduler (within 200 seeds: it needs a clock that steps back)), active one at a time in a build
+// scheduler (within 200 seeds: it needs a clock that steps back), package
+// cluster (a failed task marked finished, a task started without its
+// checkpoint: within the first 30 and 10 seeds that have a clustered form,
+// run alone, mutantClustered)), active one at a time in a build
 // with the tag weir_mutants; TestMutants (mutants_real_test.go) requires
 // each to be found within 40 seeds. mutants_test.go wraps the sink
 // instead, in every build. Seeds that once failed are kept, with the
@@ -455,5 +458,7 @@
 // draws retriable and fatal broker errors, retriable group errors,
 // latency spikes, static members and their restarts within the session),
 // C2 checked by default (see InvClusterOwner), planted bugs in package
-// cluster, a bound on a run's peak memory.
+// cluster found by C2 rather than by a hang (S4): a member that starts a
+// task before its previous owner stopped it, an assignment that gives one
+// task to two members; a bound on a run's peak memory.
 package sim
