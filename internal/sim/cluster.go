@@ -318,6 +318,8 @@ type clusterRun struct {
 	seen atomic.Int64
 	// armed are the broker and group faults armed for the members.
 	armed []*armed
+	// timeout bounds the run (AttemptTimeout, or the tests').
+	timeout time.Duration
 
 	mu struct {
 		sync.Mutex
@@ -384,7 +386,7 @@ func runCluster(ctx context.Context, spec *Spec, o Options, res *Result) *Failur
 	defer cancel()
 	mctx, over := context.WithCancel(ctx) // the members' and expire's, cancelled by stopAll
 	defer over()
-	cr := &clusterRun{spec: spec, c: c, kc: kc, base: base, ctx: mctx, over: over, armed: armedFaults}
+	cr := &clusterRun{spec: spec, c: c, kc: kc, base: base, ctx: mctx, over: over, armed: armedFaults, timeout: timeout}
 	cr.mu.members = map[int]*clusterMember{}
 	res.Attempts++
 	for i := range c.Members {
@@ -732,7 +734,7 @@ func (cr *clusterRun) stalled(ended map[*clusterMember]bool) *Failure {
 			f.Records = append(f.Records, "m"+strconv.Itoa(i)+": "+st)
 		}
 	}
-	f.Detail = fmt.Sprintf("the clustered job did not finish within %v (members %v running)", AttemptTimeout, running)
+	f.Detail = fmt.Sprintf("the clustered job did not finish within %v (members %v running)", cr.timeout, running)
 	return f
 }
 
