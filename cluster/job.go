@@ -10,6 +10,7 @@ import (
 	"github.com/weirproject/weir"
 	"github.com/weirproject/weir/checkpoint"
 	"github.com/weirproject/weir/connector/kafka"
+	"github.com/weirproject/weir/internal/mutant"
 	"github.com/weirproject/weir/runtime"
 	"github.com/weirproject/weir/watermark"
 )
@@ -138,6 +139,9 @@ func taskEnv(cfg Config, task string) (*weir.Environment, string, error) {
 	fence, restore, _, err := checkpoint.Storage{}.ClaimLatest(dir)
 	if err != nil {
 		return nil, "", fmt.Errorf("cluster: task %s: claim its checkpoints in %s: %w", task, dir, err)
+	}
+	if mutant.On(mutant.ClusterStartWithoutCheckpoint) {
+		restore = ""
 	}
 	if restore == "" && cfg.RestoreFrom != "" {
 		d, err := savepointPart(cfg, task)

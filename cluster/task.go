@@ -8,6 +8,7 @@ import (
 
 	"github.com/weirproject/weir"
 	"github.com/weirproject/weir/checkpoint"
+	"github.com/weirproject/weir/internal/mutant"
 	"github.com/weirproject/weir/runtime"
 )
 
@@ -51,7 +52,7 @@ func (t *taskRunner) loop(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		if err == nil {
+		if err == nil || mutant.On(mutant.ClusterFailedTaskFinished) {
 			if err := t.markFinished(); err != nil {
 				t.m.cfg.Logger.Error("cluster: mark task finished", "task", t.spec.id, "err", err)
 			}

@@ -105,6 +105,15 @@ const (
 	// back (the timer measures a duration), it fires callbacks before the
 	// clock reads their time.
 	ProcTimerTrustsWakeup Name = "runtime.proc-timer-trusts-its-wakeup"
+	// ClusterFailedTaskFinished: a clustered task whose job failed is
+	// marked finished, as if its input had ended and its output were
+	// committed, instead of being restarted from its checkpoint (M4).
+	ClusterFailedTaskFinished Name = "cluster.failed-task-marked-finished"
+	// ClusterStartWithoutCheckpoint: a clustered task's new start (a
+	// restart, a move to another member) claims its checkpoint location
+	// but restores nothing: it starts from the beginning of its input
+	// instead of its latest checkpoint (C3).
+	ClusterStartWithoutCheckpoint Name = "cluster.task-starts-without-its-checkpoint"
 )
 
 // All lists every planted bug with the file it is planted in.
@@ -134,4 +143,6 @@ var All = []struct {
 	{KafkaCommitAtPreCommit, "connector/kafka/sink.go txnSink.PreCommit"},
 	{KafkaSnapshotOnePast, "connector/kafka/reader.go reader.states"},
 	{ProcTimerTrustsWakeup, "runtime/ptimers.go procTimers.fireFrom"},
+	{ClusterFailedTaskFinished, "cluster/task.go taskRunner.loop"},
+	{ClusterStartWithoutCheckpoint, "cluster/job.go taskEnv"},
 }

@@ -54,6 +54,11 @@ const (
 	// FaultBrokerRetriable strikes the form's data path the same way
 	// (fetches, produces, transactions, as the Kafka form draws them).
 	FaultGroupRetriable FaultKind = "group-retriable"
+	// FaultMemberRestart is not drawn: it records that the harness, as
+	// the operator, started member Subtask again after its Run returned
+	// an error At (the restart's number), once a fatal broker error had
+	// struck (clusterfatal.go).
+	FaultMemberRestart FaultKind = "member-restart"
 )
 
 // clusterGroupRequests are the group calls FaultGroupRetriable strikes,
@@ -103,7 +108,7 @@ func armCluster(c *kfake.Cluster, fs []Fault) (as []*armed, disarm func()) {
 			as = append(as, armLatency(c, f, &off))
 			continue
 		}
-		if f.Kind != FaultBrokerRetriable && f.Kind != FaultGroupRetriable {
+		if f.Kind != FaultBrokerRetriable && f.Kind != FaultGroupRetriable && f.Kind != FaultBrokerFatal {
 			continue
 		}
 		key, ok := requestKey(f.Request)
@@ -197,6 +202,8 @@ func generateCluster(s *Spec) *ClusterSpec {
 	c.Faults = append(c.Faults, generateClusterFaults(s.Seed)...)
 	c.Faults = append(c.Faults, generateClusterLatency(s.Seed)...)
 	c.Static = drawStatic(s.Seed)
+	c.Faults = append(c.Faults, generateClusterFatal(s.Seed)...)
+	c.Faults = append(c.Faults, generateClusterRejoin(s.Seed, c)...)
 	return c
 }
 
@@ -309,15 +316,31 @@ type clusterRun struct {
 	ctx  context.Context // the run's: members joining late start under it
 	over context.CancelFunc
 	seen atomic.Int64
+	// armed are the broker and group faults armed for the members.
+	armed []*armed
+	// timeout bounds the run (AttemptTimeout, or the tests').
+	timeout time.Duration
 
 	mu struct {
 		sync.Mutex
 		members map[int]*clusterMember
+		// restarts counts the members the harness started again
+		// after their Run returned an error (clusterfatal.go), and
+		// restarted records them (appended to the form's faults once
+		// the members have stopped: passed reads Faults unlocked).
+		restarts  int
+		restarted []Fault
+		// gone are the instances replaced by a later start of their
+		// member (a rejoin, a restart): stopAll stops them too.
+		gone []*clusterMember
 	}
-	wg sync.WaitGroup
+	// own is the check of C2 on the task events; guarded by mu.
+	own ownership
+	wg  sync.WaitGroup
 }
 
 type clusterMember struct {
+	index  int
 	net    *memberNet
 	cancel context.CancelFunc
 	done   chan error
@@ -328,7 +351,7 @@ type clusterMember struct {
 // members, kill and add members as drawn, wait for the survivors to finish
 // the bounded job, read the output back with read_committed and check
 // S16.
-func runCluster(ctx context.Context, spec *Spec, res *Result) *Failure {
+func runCluster(ctx context.Context, spec *Spec, o Options, res *Result) *Failure {
 	c := spec.Cluster
 	ks := &KafkaSpec{Partitions: c.Partitions, OutPartitions: c.OutPartitions, Records: c.Records}
 	kc := &kafkaCluster{vn: &kfake.VirtualNetwork{}}
@@ -355,11 +378,15 @@ func runCluster(ctx context.Context, spec *Spec, res *Result) *Failure {
 		return &Failure{Invariant: InvCompletes, Detail: err.Error()}
 	}
 	defer os.RemoveAll(base)
-	ctx, cancel := context.WithTimeout(ctx, AttemptTimeout)
+	timeout := AttemptTimeout
+	if o.timeout > 0 {
+		timeout = o.timeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	mctx, over := context.WithCancel(ctx) // the members' and expire's, cancelled by stopAll
 	defer over()
-	cr := &clusterRun{spec: spec, c: c, kc: kc, base: base, ctx: mctx, over: over}
+	cr := &clusterRun{spec: spec, c: c, kc: kc, base: base, ctx: mctx, over: over, armed: armedFaults, timeout: timeout}
 	cr.mu.members = map[int]*clusterMember{}
 	res.Attempts++
 	for i := range c.Members {
@@ -368,6 +395,7 @@ func runCluster(ctx context.Context, spec *Spec, res *Result) *Failure {
 	f := cr.wait(ctx)
 	cr.stopAll()
 	disarm()
+	c.Faults = append(c.Faults, cr.mu.restarted...)
 	for _, a := range armedFaults {
 		if a.struck.Load() {
 			a.f.Struck = true
@@ -389,6 +417,9 @@ func runCluster(ctx context.Context, spec *Spec, res *Result) *Failure {
 	if f := compareLines(KafkaReference(ks, spec.WindowMS), sortedCopy(lines)); f != nil {
 		f.Invariant = InvClusterExactlyOnce
 		return f
+	}
+	if os.Getenv("WEIR_SIM_CLUSTER_C2") != "" { // not by default: clusterrejoin.go
+		return cr.own.fail
 	}
 	return nil
 }
@@ -520,9 +551,13 @@ func (cr *clusterRun) start(ctx context.Context, i int) {
 	}
 	mn := &memberNet{vn: cr.kc.vn}
 	mctx, cancel := context.WithCancel(ctx)
-	m := &clusterMember{net: mn, cancel: cancel, done: make(chan error, 1)}
+	m := &clusterMember{index: i, net: mn, cancel: cancel, done: make(chan error, 1)}
+	if old := cr.mu.members[i]; old != nil {
+		cr.mu.gone = append(cr.mu.gone, old)
+	}
 	cr.mu.members[i] = m
 	cfg, job := cr.config(i, mn), cr.job(mn)
+	cfg.OnTask = func(ev cluster.TaskEvent) { cr.onTask(m, i, ev) }
 	cr.wg.Add(1)
 	go func() {
 		defer cr.wg.Done()
@@ -559,6 +594,10 @@ func (cr *clusterRun) kill(i int) {
 	cr.wg.Add(1)
 	go func() {
 		defer cr.wg.Done()
+		if f := cr.rejoinOf(i); f != nil {
+			cr.rejoin(i, f) // within its session: not removed (clusterrejoin.go)
+			return
+		}
 		cr.expire(i)
 	}()
 }
@@ -617,19 +656,26 @@ func (cr *clusterRun) expire(i int) {
 func (cr *clusterRun) wait(ctx context.Context) *Failure {
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
-	ended := map[int]bool{}
+	ended := map[*clusterMember]bool{}
 	for {
 		cr.mu.Lock()
 		all, running := true, 0
 		var fail *Failure
+		var restart []int
 		for i, m := range cr.mu.members {
-			if ended[i] {
+			if ended[m] {
 				continue
 			}
 			select {
 			case err := <-m.done:
-				ended[i] = true
+				ended[m] = true
 				if err != nil && !m.killed {
+					if cr.fatalStruck() && cr.mu.restarts < maxMemberRestarts {
+						// The operator starts it again (clusterfatal.go).
+						cr.mu.restarts++
+						restart = append(restart, i)
+						continue
+					}
 					fail = &Failure{Invariant: InvCompletes, Detail: fmt.Sprintf("clustered member m%d: %v", i, err)}
 				}
 			default:
@@ -642,6 +688,13 @@ func (cr *clusterRun) wait(ctx context.Context) *Failure {
 		cr.mu.Unlock()
 		if fail != nil {
 			return fail
+		}
+		for _, i := range restart {
+			cr.mu.Lock()
+			cr.mu.restarted = append(cr.mu.restarted, Fault{Kind: FaultMemberRestart, Subtask: i, At: int64(len(cr.mu.restarted) + 1), Struck: true})
+			cr.mu.Unlock()
+			cr.start(cr.ctx, i)
+			all = false
 		}
 		// Every member started and not killed has ended. (A join that strikes on the
 		// last records may start a member after this: it finds every
@@ -663,12 +716,12 @@ func (cr *clusterRun) wait(ctx context.Context) *Failure {
 // stalled is S4's failure when the members not killed have not finished:
 // it names them, with where their goroutines wait (the first frames
 // outside the runtime of each distinct stack, as S6 prints them).
-func (cr *clusterRun) stalled(ended map[int]bool) *Failure {
+func (cr *clusterRun) stalled(ended map[*clusterMember]bool) *Failure {
 	f := &Failure{Invariant: InvCompletes}
 	cr.mu.Lock()
 	var running []int
 	for i, m := range cr.mu.members {
-		if !ended[i] && !m.killed {
+		if !ended[m] && !m.killed {
 			running = append(running, i)
 		}
 	}
@@ -681,7 +734,7 @@ func (cr *clusterRun) stalled(ended map[int]bool) *Failure {
 			f.Records = append(f.Records, "m"+strconv.Itoa(i)+": "+st)
 		}
 	}
-	f.Detail = fmt.Sprintf("the clustered job did not finish within %v (members %v running)", AttemptTimeout, running)
+	f.Detail = fmt.Sprintf("the clustered job did not finish within %v (members %v running)", cr.timeout, running)
 	return f
 }
 
@@ -692,6 +745,10 @@ func (cr *clusterRun) stopAll() {
 	cr.over()
 	cr.mu.Lock()
 	for _, m := range cr.mu.members {
+		m.net.heal()
+		m.cancel()
+	}
+	for _, m := range cr.mu.gone {
 		m.net.heal()
 		m.cancel()
 	}

@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"os"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -99,7 +100,8 @@ func TestClusterSeedsAreDrawn(t *testing.T) {
 
 // TestClusterBatch runs the clustered form of the first
 // WEIR_SIM_CLUSTER_BATCH seeds that have one (from
-// WEIR_SIM_CLUSTER_FROM, default 1), four at a time, and reports every
+// WEIR_SIM_CLUSTER_FROM, default 1; with WEIR_SIM_CLUSTER_WITH=kind only
+// those that draw a fault of that kind), four at a time, and reports every
 // failing seed and the seeds per second. It runs only when the variable
 // is set (docs/reliability.md, Simulation).
 func TestClusterBatch(t *testing.T) {
@@ -109,16 +111,17 @@ func TestClusterBatch(t *testing.T) {
 	}
 	from, _ := strconv.ParseUint(os.Getenv("WEIR_SIM_CLUSTER_FROM"), 10, 64)
 	from = max(from, 1)
+	with := FaultKind(os.Getenv("WEIR_SIM_CLUSTER_WITH"))
 	var seeds []uint64
 	for seed := from; len(seeds) < n; seed++ {
-		if Generate(seed).Cluster != nil {
+		if c := Generate(seed).Cluster; c != nil && (with == "" || slices.ContainsFunc(c.Faults, func(f Fault) bool { return f.Kind == with })) {
 			seeds = append(seeds, seed)
 		}
 	}
 	start, c0 := time.Now(), cpuSeconds()
 	var mu sync.Mutex
 	var wg sync.WaitGroup
-	var failed, kills, joins, broker, group int
+	var failed, kills, joins, broker, group, fatal, restarts, rejoins int
 	sem := make(chan struct{}, 4)
 	for _, seed := range seeds {
 		wg.Add(1)
@@ -146,6 +149,15 @@ func TestClusterBatch(t *testing.T) {
 				if f.Struck && f.Kind == FaultGroupRetriable {
 					group++
 				}
+				if f.Struck && f.Kind == FaultBrokerFatal {
+					fatal++
+				}
+				if f.Kind == FaultMemberRestart {
+					restarts++
+				}
+				if f.Struck && f.Kind == FaultMemberRejoin {
+					rejoins++
+				}
 			}
 			if f := res.Failure; f != nil {
 				failed++
@@ -155,8 +167,8 @@ func TestClusterBatch(t *testing.T) {
 	}
 	wg.Wait()
 	wall, cpu := time.Since(start).Seconds(), cpuSeconds()-c0
-	t.Logf("%d clustered seeds (%d..%d): %d failed, %d members killed, %d joined, %d broker and %d group faults struck; %.1fs wall, %.1f CPU-s: %.2f seeds/s, %.2f seeds per CPU-second",
-		len(seeds), seeds[0], seeds[len(seeds)-1], failed, kills, joins, broker, group, wall, cpu, float64(len(seeds))/wall, float64(len(seeds))/cpu)
+	t.Logf("%d clustered seeds (%d..%d): %d failed, %d members killed, %d joined, %d broker and %d group faults struck, %d fatal broker errors struck, %d members restarted, %d static members rejoined; %.1fs wall, %.1f CPU-s: %.2f seeds/s, %.2f seeds per CPU-second",
+		len(seeds), seeds[0], seeds[len(seeds)-1], failed, kills, joins, broker, group, fatal, restarts, rejoins, wall, cpu, float64(len(seeds))/wall, float64(len(seeds))/cpu)
 }
 
 // TestClusterFaultsDisarmBeforeTheCheck: a broker fault that did not

@@ -147,7 +147,31 @@
 // clustered seeds (rand.NewPCG(seed, 0xc15a)): every member is a static
 // member (cluster Config.StaticMembership, group.instance.id "m<i>",
 // M6); a killed one keeps its tasks, unrun, until the harness removes it
-// a session time-out later (expire, by member and instance id). Deterministic: the input, the shape and the
+// a session time-out later (expire, by member and instance id).
+// broker-fatal, in a third of the clustered seeds (rand.NewPCG(seed,
+// 0xc1fa), clusterfatal.go): one non-retriable error on the data path,
+// answered once to the n-th request of its kind of the run (the Kafka
+// form's fatal errors: a fetch or list-offsets refused with
+// TOPIC_AUTHORIZATION_FAILED, a produce, InitProducerId,
+// AddPartitionsToTxn or EndTxn with INVALID_TXN_STATE,
+// TRANSACTIONAL_ID_AUTHORIZATION_FAILED, PRODUCER_FENCED, ...). Correct
+// is: the task whose request it strikes fails and its member starts it
+// again from its latest checkpoint (cluster M4, C3); a member whose Run
+// returns an error once a fatal error struck is started again by the
+// harness under the same Config, as an operator restarts a process that
+// exited (member-restart, at most 3; none was needed in the seeds run so
+// far: every fatal error stayed within its task); S16 holds and the run
+// finishes. member-rejoin, in the static seeds (rand.NewPCG(seed,
+// 0xc1e0), clusterrejoin.go): half the kills are followed, 10-600ms
+// later, by a start of the killed member under its own name, within its
+// session (so expire does not remove it): the group hands its tasks back
+// (M6; kfake rebalances instead when the new instance's join differs from
+// the old one's). S16 must hold. That no task runs in two live members at
+// once (C2) is checked on the members' task events (Config.OnTask; a
+// killed instance is dead from its kill on) only with
+// WEIR_SIM_CLUSTER_C2=1: it fails in about 8 seeds in 100, with and
+// without rejoins, the output exactly once all the same (see
+// InvClusterOwner). Deterministic: the input, the shape and the
 // record counts at which members die and join; not: which member owns
 // which task when (group assignment and session expiry run in real
 // time), so the same count may strike a different task's owner in a
@@ -234,12 +258,15 @@
 //
 // # Planted bugs
 //
-// internal/mutant plants 22 bugs in weir's real code (watermark
+// internal/mutant plants 24 bugs in weir's real code (watermark
 // combiner, timers, window operator, event-time sort, channels, source
 // snapshots, checkpoint storage, two-phase sink, agent operator, the
 // agent's WAL (within 60 seeds: mutantWithin), the Kafka
 // source's snapshot and the Kafka sink's commit, the processing-time
-// scheduler (within 200 seeds: it needs a clock that steps back)), active one at a time in a build
+// scheduler (within 200 seeds: it needs a clock that steps back), package
+// cluster (a failed task marked finished, a task started without its
+// checkpoint: within the first 30 and 10 seeds that have a clustered form,
+// run alone, mutantClustered)), active one at a time in a build
 // with the tag weir_mutants; TestMutants (mutants_real_test.go) requires
 // each to be found within 40 seeds. mutants_test.go wraps the sink
 // instead, in every build. Seeds that once failed are kept, with the
@@ -427,9 +454,11 @@
 // (their combined watermark, and so lateness, depends on timing: the
 // oracle must become a relation), the sort's Pebble mode and tiebreaks,
 // Await and
-// several actions per input, broker restarts and fatal broker errors in
-// the clustered form (it draws retriable broker and group errors, latency
-// spikes and static members), a static member restarted under its own
-// name within its session (M6's hand-back), planted bugs in package
-// cluster, a bound on a run's peak memory.
+// several actions per input, broker restarts in the clustered form (it
+// draws retriable and fatal broker errors, retriable group errors,
+// latency spikes, static members and their restarts within the session),
+// C2 checked by default (see InvClusterOwner), planted bugs in package
+// cluster found by C2 rather than by a hang (S4): a member that starts a
+// task before its previous owner stopped it, an assignment that gives one
+// task to two members; a bound on a run's peak memory.
 package sim

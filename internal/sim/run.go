@@ -148,7 +148,7 @@ func Run(ctx context.Context, seed uint64, o Options) (*Result, error) {
 			res.Failure = runKafka(ctx, spec, o, res)
 		}
 		if res.Failure == nil && clustered {
-			res.Failure = runCluster(ctx, spec, res)
+			res.Failure = runCluster(ctx, spec, o, res)
 		}
 	})
 	if res.Failure == nil {

@@ -84,7 +84,7 @@ func (f Fault) String() string {
 		if f.Repeat > 1 {
 			s += fmt.Sprintf("x%d", f.Repeat)
 		}
-	case f.Kind == FaultMemberKill || f.Kind == FaultMemberJoin:
+	case f.Kind == FaultMemberKill || f.Kind == FaultMemberJoin || f.Kind == FaultMemberRestart:
 		s = fmt.Sprintf("%s@m%d#%d", f.Kind, f.Subtask, f.At)
 	case f.Kind != FaultRecord:
 		s = fmt.Sprintf("%s@sink[%d]#%d", f.Kind, f.Subtask, f.At)
