@@ -34,6 +34,8 @@ type durableRun struct {
 	pending Pending
 	// Counters of the operator, bumped from the action goroutine.
 	onReplay, onDiverge func()
+	// known is the input's runState.known (recall).
+	known *bool
 }
 
 // failed records a store error of the run (the first one).
