@@ -132,6 +132,7 @@ func newAgentWorld(spec *AgentSpec) *agentWorld {
 type keySeq struct {
 	key string
 	seq int64
+	id  agent.RunID // the run (for checkDiskWAL)
 }
 
 func runKey(id agent.RunID) string {
@@ -221,6 +222,9 @@ func (w *agentWorld) begin(n int) (disk vfs.FS) {
 	defer w.mu.Unlock()
 	w.mu.attempt, w.mu.alive = n, true
 	w.traceLocked(-1, "attempt %d begins", n)
+	if w.spec.Store == StoreWAL && n > 1 {
+		w.checkDiskWALLocked(n)
+	}
 	return w.mu.disk
 }
 
@@ -349,7 +353,7 @@ func (w *agentWorld) confirm(n int, st *agent.ActionState) {
 	if !w.mu.alive || w.mu.attempt != n {
 		return // after the crash: what it wrote may be gone
 	}
-	w.mu.durable[runKey(st.ID)] = keySeq{string(st.ID.Key), st.ID.Seq}
+	w.mu.durable[runKey(st.ID)] = keySeq{string(st.ID.Key), st.ID.Seq, st.ID}
 	var ids []int64
 	for _, c := range st.Calls {
 		for _, s := range []string{string(c.Result), c.Error} {
