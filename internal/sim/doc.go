@@ -232,12 +232,31 @@
 // attempts' begins, restores and strikes, in one order), which a failure
 // of S10 or S11 about an input prints.
 //
+// Several calls and actions per input (agentmore.go; half the agent seeds,
+// drawn from a stream of their own, rand.NewPCG(seed, 0xa6ea), after every
+// other draw): an input whose AgentInput.Notify is 1 or 2 has its action
+// send a "decided" event instead of its output, and a second action,
+// "notify", makes that many calls of a second tool (each a side effect of
+// its own, under its own idempotency key) before it outputs the decision,
+// whose effect names every call. S11 holds per call, its bound checked as
+// stated between every two calls of an input (the previous one must be
+// durable before the next takes effect, across the two actions too), and a
+// committed decision's every call took effect. This found a bug in the
+// operator (seeds 17 and 121; docs/reliability.md).
+//
+// With the WAL store, S17 is also checked on the disk itself before every
+// attempt after the first (agentdisk.go): the simulator opens the WAL as
+// the attempt will find it (agent/wal's Open over every key group, on a
+// clone of the disk) and looks up every run the store reported durable and
+// no discard or prune has covered since; the job's own Gets look up only
+// the runs a restore happens to run again.
+//
 // # Planted bugs
 //
-// internal/mutant plants 22 bugs in weir's real code (watermark
+// internal/mutant plants 23 bugs in weir's real code (watermark
 // combiner, timers, window operator, event-time sort, channels, source
 // snapshots, checkpoint storage, two-phase sink, agent operator, the
-// agent's WAL (within 60 seeds: mutantWithin), the Kafka
+// agent's WAL (within 60 and 200 seeds: mutantWithin), the Kafka
 // source's snapshot and the Kafka sink's commit, the processing-time
 // scheduler (within 200 seeds: it needs a clock that steps back)), active one at a time in a build
 // with the tag weir_mutants; TestMutants (mutants_real_test.go) requires
@@ -426,8 +445,9 @@
 // Not done yet (issue 29): several source subtasks in the scripted job
 // (their combined watermark, and so lateness, depends on timing: the
 // oracle must become a relation), the sort's Pebble mode and tiebreaks,
-// Await and
-// several actions per input, broker restarts and fatal broker errors in
+// Await in the agent branch (ApplyWithAnswers with an answers source
+// that replays from its checkpointed position, answers in time, late or
+// never, on the virtual clock), broker restarts and fatal broker errors in
 // the clustered form (it draws retriable broker and group errors, latency
 // spikes and static members), a static member restarted under its own
 // name within its session (M6's hand-back), planted bugs in package
