@@ -34,6 +34,8 @@ type durableRun struct {
 	pending Pending
 	// Counters of the operator, bumped from the action goroutine.
 	onReplay, onDiverge func()
+	// known is the input's runState.known (recall).
+	known *bool
 }
 
 // failed records a store error of the run (the first one).
@@ -268,6 +270,10 @@ func (o *operator[K, IN, OUT]) callStat(name string) *callStat { return o.calls[
 // idempotencyKey derives the idempotency key of the call at position pos
 // named name of run id.
 func idempotencyKey(id RunID, pos int, name string) string {
+	if mutant.On(mutant.AgentKeyPerInput) {
+		id = RunID{Key: id.Key, Seq: id.Seq}
+		name = ""
+	}
 	var buf [256]byte
 	b := id.appendEncode(buf[:0])
 	b = binary.AppendUvarint(b, uint64(pos))

@@ -550,3 +550,84 @@ func TestFailedRunIsRecorded(t *testing.T) {
 		}
 	}
 }
+
+// TestNewBranchOfAKnownInputKeepsLaterInputs: an input whose action failed
+// after a durable call (a time-out, say) and succeeds when a restore runs
+// it again sends an event the store never saw: its run is unknown while
+// the store knows the key's later inputs. That is a new branch of the same
+// input's execution tree (the input's first run was found), not another
+// input under its sequence number, so the later inputs' recorded calls
+// must stay and not run again (found by internal/sim with a second action
+// per input).
+func TestNewBranchOfAKnownInputKeepsLaterInputs(t *testing.T) {
+	ctx := testCtx(t)
+	store := NewMemoryStore()
+	var run int
+	calls := map[string]int{}
+	var mu sync.Mutex
+	count := func(name string) {
+		mu.Lock()
+		defer mu.Unlock()
+		calls[name]++
+	}
+	a := &Agent{Actions: []Action{
+		NewAction("first", func(c *RunnerContext, ev Event) error {
+			in, err := Input[msg](ev)
+			if err != nil {
+				return err
+			}
+			v, err := Durable(c, "first", in.Text, func(context.Context, string) (string, error) {
+				count("first " + in.Text)
+				return in.Text, nil
+			})
+			if err != nil {
+				return err
+			}
+			if in.Text == "flaky" && run == 1 {
+				return errors.New("timed out after the first call")
+			}
+			return c.Send(NewEvent("next", v, nil))
+		}, TypeInput),
+		NewAction("second", func(c *RunnerContext, ev Event) error {
+			text, err := ValueAs[string](ev)
+			if err != nil {
+				return err
+			}
+			v, err := Durable(c, "second", text, func(context.Context, string) (string, error) {
+				count("second " + text)
+				return "done " + text, nil
+			})
+			if err != nil {
+				return err
+			}
+			c.Output(v)
+			return nil
+		}, "next"),
+	}}
+	for run = 1; run <= 2; run++ {
+		env := weir.NewEnvironment(weir.Config{Parallelism: 1})
+		src := weir.FromSource[msg](env, "src", scripted(rec(msg{Key: "A", Text: "flaky"}, 1), rec(msg{Key: "A", Text: "ok"}, 2)), watermark.NoWatermarks[msg]())
+		rc := record(Apply[string, msg, string](weir.KeyBy(src, keyOfMsg), "agent", a, Options{Store: store.Factory(), ContinueOnError: true}))
+		if err := env.Execute(ctx); err != nil {
+			t.Fatal(err)
+		}
+		evs, _ := rc.snapshot()
+		want := []string{"done ok"}
+		if run == 2 {
+			want = []string{"done flaky", "done ok"}
+		}
+		if got := values(evs); !slices.Equal(got, want) {
+			t.Fatalf("run %d: outputs %q, want %q", run, got, want)
+		}
+		if n := env.Metrics().Sum("agent", "divergences"); n != 0 {
+			t.Fatalf("run %d: %d divergences", run, n)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for name, n := range calls {
+		if n != 1 {
+			t.Errorf("the durable call %q was made %d times, want once: %v", name, n, calls)
+		}
+	}
+}

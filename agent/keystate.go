@@ -74,6 +74,14 @@ type runState struct {
 	first   [2]task // initial storage of tasks
 	// span is the input's span (tracing on only), ended in finish.
 	span trace.Span
+	// known says the store was found holding a run of this input in this
+	// attempt (recall): its sequence number is this input's, so a run of
+	// it the store does not know is a new branch of its execution tree
+	// (an action that failed before succeeds now and sends events), not
+	// another input under its sequence number, and discards nothing.
+	// Written by the input's action goroutines, one at a time (G2), each
+	// started after the previous one's completion was applied.
+	known bool
 }
 
 type task struct {

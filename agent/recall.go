@@ -24,7 +24,10 @@ func (o *operator[K, IN, OUT]) storeGap(err error) error {
 // completed run is replayed (done is true: its memory writes and events
 // are taken from the store and the action is not called), an unfinished
 // one hands its recorded calls to Durable, and a run the store does not
-// know while it knows later ones of the key is a divergence.
+// know while it knows later ones of the key is a divergence, unless the
+// store held an earlier run of the same input (runState.known): then the
+// run is a new branch of that input's tree, and the key's later inputs
+// keep their recorded runs.
 func (o *operator[K, IN, OUT]) recall(rc *RunnerContext, d *durableRun) (done bool, err error) {
 	id, err := rc.RunID()
 	if err != nil {
@@ -38,6 +41,9 @@ func (o *operator[K, IN, OUT]) recall(rc *RunnerContext, d *durableRun) (done bo
 		return false, err
 	}
 	if st == nil {
+		if d.known != nil && *d.known {
+			return false, nil
+		}
 		if latest, ok := d.store.Latest(id.Key); ok && !latest.Less(d.pos) {
 			rc.Logger().Warn("agent: the recorded run of this key diverges from this one; discarding its recorded future",
 				"recorded", latest, "now", d.pos)
@@ -49,6 +55,9 @@ func (o *operator[K, IN, OUT]) recall(rc *RunnerContext, d *durableRun) (done bo
 			}
 		}
 		return false, nil
+	}
+	if d.known != nil {
+		*d.known = true
 	}
 	if !st.Completed {
 		d.recorded = st.Calls

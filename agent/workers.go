@@ -47,7 +47,7 @@ func (o *operator[K, IN, OUT]) prepare(ks *keyState[K, IN]) *completion[K, IN] {
 	}
 	if o.store != nil {
 		c.rc.durable = &durableRun{store: o.store, kg: ks.kg, pos: Position{Seq: r.seq, EventID: t.ev.ID, Action: t.action},
-			onReplay: o.cCallsReplayed.Inc, onDiverge: o.cDiverged.Inc}
+			onReplay: o.cCallsReplayed.Inc, onDiverge: o.cDiverged.Inc, known: &r.known}
 	}
 	return c
 }

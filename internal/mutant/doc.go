@@ -87,6 +87,11 @@ const (
 	// AgentCallBeforeRecorded: a durable call starts without waiting for
 	// the previous call's result to be durable.
 	AgentCallBeforeRecorded Name = "agent.call-before-previous-result-durable"
+	// AgentKeyPerInput: the idempotency key of a durable call is derived
+	// from the input (key, sequence number) and the call's position in its
+	// run, not from the run and the call's name: the first call of an
+	// input's second action gets the key of its first action's first call.
+	AgentKeyPerInput Name = "agent.idempotency-key-per-input-not-per-run"
 	// WALAckWithoutSync: the agent's WAL acknowledges a batch of writes
 	// (Put, a queued write's Wait) once written, without its fsync.
 	WALAckWithoutSync Name = "wal.ack-without-sync"
@@ -138,6 +143,7 @@ var All = []struct {
 	{AgentPruneAtSnapshot, "agent/snapshot.go SnapshotState"},
 	{AgentWatermarkPastRunning, "agent/operator.go ProcessWatermark"},
 	{AgentCallBeforeRecorded, "agent/durable.go durable"},
+	{AgentKeyPerInput, "agent/durable.go idempotencyKey"},
 	{WALAckWithoutSync, "agent/wal/write.go flusher.Flush"},
 	{WALRestoreSkipsLast, "agent/wal/log.go Store.loadFrom"},
 	{KafkaCommitAtPreCommit, "connector/kafka/sink.go txnSink.PreCommit"},

@@ -93,7 +93,9 @@ func agentBranch(w *agentWorld, n int, disk vfs.FS, passed weir.Stream[event], o
 		Fn: (&simTool{w: w, attempt: n}).call}
 	a := &agent.Agent{
 		Models: map[string]model.ChatModel{"sim": m},
-		Tools:  []tool.Tool{apply},
+		Tools: []tool.Tool{apply, tool.Raw{ToolSpec: model.ToolSpec{Name: "notify", Description: "notifies the external system of a decision",
+			Parameters: json.RawMessage(`{"type":"object","properties":{"id":{"type":"integer"},"step":{"type":"integer"}}}`)},
+			Fn: (&simTool{w: w, attempt: n}).notify}},
 		Actions: []agent.Action{agent.NewAction("decide", func(c *agent.RunnerContext, ev agent.Event) error {
 			w.time.actionStarted()
 			defer w.time.actionEnded()
@@ -124,10 +126,19 @@ func agentBranch(w *agentWorld, n int, disk vfs.FS, passed weir.Stream[event], o
 			if res.IsError {
 				return fail("tool", fmt.Errorf("%s", res.Content))
 			}
-			c.Output(decision{Key: e.Key, ID: e.ID, Verdict: resp.Message.Content,
-				Tokens: resp.Usage.PromptTokens + resp.Usage.CompletionTokens, Effect: res.Content})
+			d := decision{Key: e.Key, ID: e.ID, Verdict: resp.Message.Content,
+				Tokens: resp.Usage.PromptTokens + resp.Usage.CompletionTokens, Effect: res.Content}
+			if spec.Inputs[e.ID].Notify > 0 {
+				// The second action makes the notify calls and outputs
+				// the decision (agentmore.go).
+				return c.Send(agent.NewEvent(eventDecided, d, nil))
+			}
+			c.Output(d)
 			return nil
-		}, agent.TypeInput)},
+		}, agent.TypeInput),
+			agent.NewAction("notify", func(c *agent.RunnerContext, ev agent.Event) error {
+				return notifyAction(w, n, c, ev)
+			}, eventDecided)},
 	}
 	failedTag := weir.NewOutputTag[agent.FailedInput]("agent-failed")
 	walFactory := wal.Factory(walDir, wal.Options{FS: disk})

@@ -35,7 +35,7 @@ func allowedAgentLines(spec *Spec, expired map[int64]bool) map[int64][]string {
 			continue
 		}
 		in := spec.Agent.Inputs[st.ID]
-		dec := decisionLine(st.Key, st.ID, in.Verdict, in.Prompt+in.Completion, fmt.Sprintf("applied-%d-%s", st.ID, in.Verdict))
+		dec := decisionLine(st.Key, st.ID, in.Verdict, in.Prompt+in.Completion, effectOf(st.ID, in.Verdict, in.Notify))
 		var a []string
 		switch in.Fault {
 		case AgentOK:
@@ -97,8 +97,17 @@ func checkAgentOutput(spec *Spec, w *agentWorld, lines []string) *Failure {
 	for _, l := range lines {
 		var key string
 		var id int64
-		if _, err := fmt.Sscanf(l, "A %s id=%d", &key, &id); err == nil && !effects[id] {
-			return &Failure{Invariant: InvAgentEffects, Detail: fmt.Sprintf("input %d's decision is committed, but its tool call never took effect", id), Records: []string{l}}
+		if _, err := fmt.Sscanf(l, "A %s id=%d", &key, &id); err != nil || id < 0 || id >= int64(len(spec.Agent.Inputs)) {
+			continue
+		}
+		calls := []callRef{{id, "tool"}}
+		for k := 1; k <= spec.Agent.Inputs[id].Notify; k++ {
+			calls = append(calls, notifyRef(id, k))
+		}
+		for _, c := range calls {
+			if !effects[c] {
+				return &Failure{Invariant: InvAgentEffects, Detail: fmt.Sprintf("input %d's decision is committed, but its %s call never took effect", id, c.call), Records: []string{l}}
+			}
 		}
 	}
 	return nil

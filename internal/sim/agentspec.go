@@ -92,6 +92,9 @@ type AgentInput struct {
 	Fault   AgentFault
 	// DelayMicros is the model call's latency (honouring cancellation).
 	DelayMicros int
+	// Notify is the number of notify calls a second action makes after
+	// the decision (0-2; agentmore.go).
+	Notify int
 }
 
 func (a *AgentSpec) timeout() time.Duration { return time.Duration(a.TimeoutMS) * time.Millisecond }
@@ -118,8 +121,8 @@ func (a *AgentSpec) faults() map[AgentFault]int {
 
 func (a *AgentSpec) String() string {
 	f := a.faults()
-	return fmt.Sprintf("agent (every %d, keys at once %d, time-out %dms, %s store; %d retried, %d permanent, %d hung, %d late, %d tool-rejected)",
-		a.Every, a.MaxConcurrentKeys, a.TimeoutMS, a.Store, f["retried"], f[AgentPermanent], f[AgentHang], f[AgentLate], f[AgentToolRejected])
+	return fmt.Sprintf("agent (every %d, keys at once %d, time-out %dms, %s store; %d retried, %d permanent, %d hung, %d late, %d tool-rejected%s)",
+		a.Every, a.MaxConcurrentKeys, a.TimeoutMS, a.Store, f["retried"], f[AgentPermanent], f[AgentHang], f[AgentLate], f[AgentToolRejected], a.moreShape())
 }
 
 // agentStream is the constant of the seed's stream the agent branch is

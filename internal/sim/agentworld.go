@@ -50,6 +50,7 @@ type agentWorld struct {
 		keys         map[string]*keyLog
 		byCall       map[callRef]string // the key of each (input, call)
 		expired      map[int64]bool     // inputs whose action saw its deadline pass
+		last         map[int64]lastCall // each input's last call with an outcome
 		failure      *Failure           // the first violation of S11
 		failureInput int64              // the input it is about, or -1
 		// trace is what happened to the inputs' calls and action
@@ -70,10 +71,18 @@ type agentWorld struct {
 }
 
 // callRef names one durable call of one input: the agent's action makes
-// the model call, then the tool call.
+// the model call, then the tool call (and, with AgentInput.Notify, a
+// second action makes the notify calls).
 type callRef struct {
 	id   int64
-	call string // "model" or "tool"
+	call string // "model", "tool", or "notify1", "notify2"
+}
+
+// lastCall is an input's last call that produced an outcome: its
+// attempt and key.
+type lastCall struct {
+	attempt int
+	key     string
 }
 
 // keyLog is what the world knows of one idempotency key.
@@ -114,6 +123,7 @@ func newAgentWorld(spec *AgentSpec) *agentWorld {
 	w.mu.keys = map[string]*keyLog{}
 	w.mu.byCall = map[callRef]string{}
 	w.mu.expired = map[int64]bool{}
+	w.mu.last = map[int64]lastCall{}
 	w.mu.failureInput = -1
 	w.mu.durable = map[string]keySeq{}
 	return w
@@ -122,6 +132,7 @@ func newAgentWorld(spec *AgentSpec) *agentWorld {
 type keySeq struct {
 	key string
 	seq int64
+	id  agent.RunID // the run (for checkDiskWAL)
 }
 
 func runKey(id agent.RunID) string {
@@ -211,6 +222,9 @@ func (w *agentWorld) begin(n int) (disk vfs.FS) {
 	defer w.mu.Unlock()
 	w.mu.attempt, w.mu.alive = n, true
 	w.traceLocked(-1, "attempt %d begins", n)
+	if w.spec.Store == StoreWAL && n > 1 {
+		w.checkDiskWALLocked(n)
+	}
 	return w.mu.disk
 }
 
@@ -284,18 +298,18 @@ func (w *agentWorld) request(n int, ref callRef, key string, outcome, effect boo
 	if !outcome {
 		return true
 	}
-	if ref.call == "tool" {
-		// At most one call per running action has taken effect without
-		// its result being durable (agent/doc.go, guarantee 10): the
-		// model call this attempt made must be durable before the tool
-		// call takes effect.
-		if mk, ok := w.mu.byCall[callRef{ref.id, "model"}]; ok {
-			if m := w.mu.keys[mk]; m != nil && len(m.execs) > 0 && m.execs[len(m.execs)-1] == n && !m.confirmed {
-				w.violateInputLocked(ref.id, fmt.Sprintf("input %d: the tool call took effect (attempt %d) while the model call's result was not durable: two calls of one action in the window", ref.id, n),
-					"model key "+mk, "tool key  "+key)
-			}
+	// At most one call per running action has taken effect without its
+	// result being durable (agent/doc.go, guarantee 10): the input's
+	// previous call this attempt made (the model call before the tool
+	// call, the apply call before the second action's notify calls) must
+	// be durable before the next one produces an outcome.
+	if l, ok := w.mu.last[ref.id]; ok && l.attempt == n && l.key != key {
+		if m := w.mu.keys[l.key]; m != nil && len(m.execs) > 0 && m.execs[len(m.execs)-1] == n && !m.confirmed {
+			w.violateInputLocked(ref.id, fmt.Sprintf("input %d: its %s call took effect (attempt %d) while its %s call's result was not durable: two calls of one input in the window", ref.id, ref.call, n, m.ref.call),
+				m.ref.call+" key "+l.key, ref.call+" key "+key)
 		}
 	}
+	w.mu.last[ref.id] = lastCall{attempt: n, key: key}
 	if len(k.execs) > 0 {
 		switch {
 		case k.execs[len(k.execs)-1] == n:
@@ -339,7 +353,7 @@ func (w *agentWorld) confirm(n int, st *agent.ActionState) {
 	if !w.mu.alive || w.mu.attempt != n {
 		return // after the crash: what it wrote may be gone
 	}
-	w.mu.durable[runKey(st.ID)] = keySeq{string(st.ID.Key), st.ID.Seq}
+	w.mu.durable[runKey(st.ID)] = keySeq{string(st.ID.Key), st.ID.Seq, st.ID}
 	var ids []int64
 	for _, c := range st.Calls {
 		for _, s := range []string{string(c.Result), c.Error} {
@@ -432,14 +446,14 @@ func describeState(st *agent.ActionState) string {
 	return fmt.Sprintf("seq %d completed %v calls %q", st.ID.Seq, st.Completed, calls)
 }
 
-// effects returns the inputs whose tool call took effect at least once.
-func (w *agentWorld) effects() map[int64]bool {
+// effects returns the calls that took effect at least once.
+func (w *agentWorld) effects() map[callRef]bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	m := map[int64]bool{}
+	m := map[callRef]bool{}
 	for _, k := range w.mu.keys {
-		if k.ref.call == "tool" && k.effect {
-			m[k.ref.id] = true
+		if k.effect {
+			m[k.ref] = true
 		}
 	}
 	return m

@@ -256,12 +256,31 @@
 // attempts' begins, restores and strikes, in one order), which a failure
 // of S10 or S11 about an input prints.
 //
+// Several calls and actions per input (agentmore.go; half the agent seeds,
+// drawn from a stream of their own, rand.NewPCG(seed, 0xa6ea), after every
+// other draw): an input whose AgentInput.Notify is 1 or 2 has its action
+// send a "decided" event instead of its output, and a second action,
+// "notify", makes that many calls of a second tool (each a side effect of
+// its own, under its own idempotency key) before it outputs the decision,
+// whose effect names every call. S11 holds per call, its bound checked as
+// stated between every two calls of an input (the previous one must be
+// durable before the next takes effect, across the two actions too), and a
+// committed decision's every call took effect. This found a bug in the
+// operator (seeds 17 and 121; docs/reliability.md).
+//
+// With the WAL store, S17 is also checked on the disk itself before every
+// attempt after the first (agentdisk.go): the simulator opens the WAL as
+// the attempt will find it (agent/wal's Open over every key group, on a
+// clone of the disk) and looks up every run the store reported durable and
+// no discard or prune has covered since; the job's own Gets look up only
+// the runs a restore happens to run again.
+//
 // # Planted bugs
 //
-// internal/mutant plants 24 bugs in weir's real code (watermark
+// internal/mutant plants 25 bugs in weir's real code (watermark
 // combiner, timers, window operator, event-time sort, channels, source
 // snapshots, checkpoint storage, two-phase sink, agent operator, the
-// agent's WAL (within 60 seeds: mutantWithin), the Kafka
+// agent's WAL (within 60 and 200 seeds: mutantWithin), the Kafka
 // source's snapshot and the Kafka sink's commit, the processing-time
 // scheduler (within 200 seeds: it needs a clock that steps back), package
 // cluster (a failed task marked finished, a task started without its
@@ -453,8 +472,9 @@
 // Not done yet (issue 29): several source subtasks in the scripted job
 // (their combined watermark, and so lateness, depends on timing: the
 // oracle must become a relation), the sort's Pebble mode and tiebreaks,
-// Await and
-// several actions per input, broker restarts in the clustered form (it
+// Await in the agent branch (ApplyWithAnswers with an answers source
+// that replays from its checkpointed position, answers in time, late or
+// never, on the virtual clock), broker restarts in the clustered form (it
 // draws retriable and fatal broker errors, retriable group errors,
 // latency spikes, static members and their restarts within the session),
 // C2 checked by default (see InvClusterOwner), planted bugs in package

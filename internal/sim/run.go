@@ -237,7 +237,7 @@ func attempt(ctx context.Context, spec *Spec, st *store, fs, cfs vfs.FS, fault *
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	cfg := weir.Config{Parallelism: spec.Parallelism, MaxParallelism: 128,
+	cfg := weir.Config{Parallelism: spec.Parallelism, MaxParallelism: 128, // key groups 0-127 (agentdisk.go)
 		// Failed checkpoints are expected here (storage faults): the
 		// invariants judge the job, not its log lines.
 		Logger: slog.New(slog.DiscardHandler),

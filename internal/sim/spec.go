@@ -355,6 +355,9 @@ func Generate(seed uint64) *Spec {
 	// The agent's Kafka store (half the agent seeds with the memory
 	// store): a stream of its own.
 	generateAgentKafka(s)
+	// Several calls and actions per input (half the agent seeds):
+	// streams of their own.
+	generateAgentMore(s)
 	return s
 }
 
