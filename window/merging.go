@@ -17,6 +17,13 @@ type mapping struct {
 // merges with exactly the windows it intersects itself (their cover cannot
 // reach another window without that window intersecting one of them), and
 // sessions of one key are few, so a linear scan is the right structure.
+//
+// A set read from the state is never modified in place: a copy-on-write
+// snapshot in progress (state I10) may still be reading the same backing
+// array, and it takes its copy of a key group only when the state is
+// written (Update), which comes after the edit. Edits build a new slice;
+// appending past the set's length is safe (the snapshot's slice ends
+// before it).
 
 func find(set []mapping, w Window) int {
 	for i := range set {
@@ -28,9 +35,9 @@ func find(set []mapping, w Window) int {
 }
 
 func removeAt(set []mapping, i int) []mapping {
-	copy(set[i:], set[i+1:])
-	set[len(set)-1] = mapping{}
-	return set[:len(set)-1]
+	out := make([]mapping, 0, len(set)-1)
+	out = append(out, set[:i]...)
+	return append(out, set[i+1:]...)
 }
 
 // storeSet writes the current key's merging set back (I5: an empty set
@@ -102,7 +109,7 @@ func (o *operator[K, T, OUT]) mergeWindow(set []mapping, k K, nw Window, wm int6
 		return set, cover, set[last].state, true
 	}
 	o.merged, o.mergedState = o.merged[:0], o.mergedState[:0]
-	kept := set[:0]
+	kept := make([]mapping, 0, len(set)-n+1) // not set[:0]: see the note on the merging set above
 	for _, m := range set {
 		if m.win.Intersects(nw) {
 			o.merged = append(o.merged, m.win)
@@ -111,7 +118,6 @@ func (o *operator[K, T, OUT]) mergeWindow(set []mapping, k K, nw Window, wm int6
 			kept = append(kept, m)
 		}
 	}
-	clear(set[len(kept):])
 	kg := o.backend.CurrentKeyGroup()
 	if o.trig != nil {
 		o.mergeTrigger(k, kg, cover, o.merged)
