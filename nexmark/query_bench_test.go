@@ -3,10 +3,10 @@ package nexmark
 import (
 	"context"
 	"sync/atomic"
-	"syscall"
 	"testing"
 
 	"github.com/weirproject/weir"
+	"github.com/weirproject/weir/internal/cputime"
 )
 
 // BenchmarkQuery runs each query from the generator on the engine and as
@@ -40,10 +40,4 @@ func BenchmarkQuery(b *testing.B) {
 
 // cpuNanos is the process's user + system CPU time, as `weir bench
 // nexmark` measures it.
-func cpuNanos() int64 {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return ru.Utime.Nano() + ru.Stime.Nano()
-}
+func cpuNanos() int64 { return int64(cputime.Process()) }

@@ -2,10 +2,11 @@ package state
 
 import (
 	"errors"
-	"syscall"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/weirproject/weir/internal/cputime"
 )
 
 // BenchmarkPebbleValueGetUpdate is BenchmarkValueGetUpdate (set the current
@@ -101,10 +102,4 @@ func reportCPU(b *testing.B) func() {
 	return func() { b.ReportMetric(float64(cpuNow()-start)/float64(b.N), "cpu-ns/op") }
 }
 
-func cpuNow() int64 {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return ru.Utime.Nano() + ru.Stime.Nano()
-}
+func cpuNow() int64 { return int64(cputime.Process()) }

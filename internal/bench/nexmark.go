@@ -13,6 +13,7 @@ import (
 
 	"github.com/weirproject/weir"
 	"github.com/weirproject/weir/broker"
+	"github.com/weirproject/weir/internal/cputime"
 	"github.com/weirproject/weir/nexmark"
 )
 
@@ -154,13 +155,7 @@ func cpuOf(f func()) int64 {
 }
 
 // cpuNanos is the process's user + system CPU time.
-func cpuNanos() int64 {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return ru.Utime.Nano() + ru.Stime.Nano()
-}
+func cpuNanos() int64 { return int64(cputime.Process()) }
 
 // maxRSS is the process's peak resident set in bytes (Linux reports KiB).
 func maxRSS() int64 {

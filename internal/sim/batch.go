@@ -7,8 +7,9 @@ import (
 	"runtime/metrics"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
+
+	"github.com/weirproject/weir/internal/cputime"
 )
 
 // Summary is the outcome of RunSeeds.
@@ -130,13 +131,7 @@ func RunSeeds(ctx context.Context, first uint64, n, workers int, o Options, repo
 	return sum, firstErr
 }
 
-func cpuSeconds() float64 {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
-}
+func cpuSeconds() float64 { return cputime.Process().Seconds() }
 
 // samplePeak samples the heap's objects (live or not yet collected) every
 // 10ms into *peak until the returned function is called.
