@@ -346,7 +346,7 @@ func (o *lateCheck[T]) ProcessWatermark(ts int64) error {
 
 func (o *lateCheck[T]) EndInput() error { return nil }
 
-// K5-K7 end to end, the failure the seed describes: a topic whose reader
+// K5-K7 end to end, the failure they prevent: a topic whose reader
 // starts late. Under a time-out its silent split goes idle, the other
 // topic moves event time past the late topic's records, and they arrive
 // late. Under the end-offset policy the late topic holds event time until

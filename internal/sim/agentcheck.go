@@ -155,7 +155,7 @@ func arrivalWatermarks(spec *Spec) []int64 {
 // rise, and an output at or behind the last watermark forwarded is
 // allowed only for an input that arrived after that watermark (it was
 // late on arrival): the operator holds a watermark until every input that
-// arrived before it has finished (agent/doc.go, guarantee 5).
+// arrived before it has finished (agent/doc.go, G5).
 func checkAgentObserved(spec *Spec, o agentObserved) *Failure {
 	if spec.Agent == nil || o.out == nil {
 		return nil

@@ -29,7 +29,7 @@ import (
 // confirmations no longer count, and, when the failure crashes the machine
 // too, the disk the next attempt sees is a crash clone taken at that
 // instant: exactly what the WAL had synced. That is the window agent/doc.go
-// documents (guarantee 10, Limits): a call that took effect before the
+// documents (G10, Limits): a call that took effect before the
 // crash and whose result was not yet durable runs again.
 type agentWorld struct {
 	spec *AgentSpec
@@ -299,7 +299,7 @@ func (w *agentWorld) request(n int, ref callRef, key string, outcome, effect boo
 		return true
 	}
 	// At most one call per running action has taken effect without its
-	// result being durable (agent/doc.go, guarantee 10): the input's
+	// result being durable (agent/doc.go, G10): the input's
 	// previous call this attempt made (the model call before the tool
 	// call, the apply call before the second action's notify calls) must
 	// be durable before the next one produces an outcome.

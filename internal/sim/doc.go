@@ -374,7 +374,7 @@
 //	    watermark received is allowed only for an input that reached the
 //	    operator after that watermark (the operator holds a watermark
 //	    until every input before it has finished: agent/doc.go,
-//	    guarantee 5).
+//	    G5).
 //	S17. The action-state store keeps what it reported durable (its
 //	    contract, agent/store.go and agent/storetest): a Get that finds
 //	    no state of a run whose Put (or queued write's Wait) returned nil
