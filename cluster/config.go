@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -88,8 +89,18 @@ type Config struct {
 	// RevokeCheckpointTimeout bounds the checkpoint a process takes of a
 	// task it hands over (a rebalance, a shutdown); past it the task is
 	// just stopped and its new owner restores an older checkpoint.
-	// Default 2s; negative: no checkpoint at hand-over.
+	// Default 2s; negative: no checkpoint at hand-over. It must be shorter
+	// than RebalanceTimeout.
 	RevokeCheckpointTimeout time.Duration
+	// RebalanceTimeout is the consumer group's rebalance timeout: how long
+	// the group waits, in a rebalance, for each process to hand over the
+	// tasks taken from it (a checkpoint each, bounded by
+	// RevokeCheckpointTimeout, then the stop) and to join again. A process
+	// that takes longer is removed from the group, which gives its tasks
+	// to others while they may still run here: C2 does not hold for them
+	// (fencing does), and TaskStopped says so (TaskEvent.SessionLost).
+	// Default 1 minute.
+	RebalanceTimeout time.Duration
 	// RestartDelay is the pause before a task that failed is started
 	// again from its latest checkpoint, while this process still owns it.
 	// Default 1s.
@@ -195,7 +206,8 @@ func (c Config) withDefaults() (Config, error) {
 		def  string
 	}{{"CheckpointInterval", c.CheckpointInterval, "1s"}, {"ControlInterval", c.ControlInterval, "200ms"},
 		{"SessionTimeout", c.SessionTimeout, "3s"}, {"HeartbeatInterval", c.HeartbeatInterval, "300ms"},
-		{"RestartDelay", c.RestartDelay, "1s"}, {"TransactionTimeout", c.TransactionTimeout, "1m"}} {
+		{"RestartDelay", c.RestartDelay, "1s"}, {"TransactionTimeout", c.TransactionTimeout, "1m"},
+		{"RebalanceTimeout", c.RebalanceTimeout, "1m"}} {
 		if d.v < 0 {
 			neg(d.name, d.v, d.def)
 		}
@@ -227,6 +239,10 @@ func (c Config) withDefaults() (Config, error) {
 			errs = append(errs, fmt.Errorf("cluster: Config.Advertise %q: want an absolute http or https URL without spaces, such as http://10.0.0.5:8081/", c.Advertise))
 		}
 	}
+	if revoke, rebalance := cmp.Or(c.RevokeCheckpointTimeout, 2*time.Second), cmp.Or(c.RebalanceTimeout, time.Minute); c.RebalanceTimeout >= 0 && revoke >= rebalance {
+		errs = append(errs, fmt.Errorf("cluster: Config.RevokeCheckpointTimeout %v must be shorter than Config.RebalanceTimeout %v "+
+			"(a hand-over's checkpoint and stop must end before the group gives the task to another process)", revoke, rebalance))
+	}
 	if len(errs) > 0 {
 		return c, errors.Join(errs...)
 	}
@@ -240,6 +256,7 @@ func (c Config) withDefaults() (Config, error) {
 	def(&c.SessionTimeout, 3*time.Second)
 	def(&c.HeartbeatInterval, 300*time.Millisecond)
 	def(&c.RevokeCheckpointTimeout, 2*time.Second)
+	def(&c.RebalanceTimeout, time.Minute)
 	def(&c.RestartDelay, time.Second)
 	def(&c.TransactionTimeout, time.Minute)
 	if c.Retain == 0 {
@@ -302,6 +319,14 @@ type TaskEvent struct {
 	Err string       `json:"err,omitempty"`
 	// Time is the wall-clock time of the event, Unix ms.
 	Time int64 `json:"time"`
+	// SessionLost, on TaskStopped, says the task may have run in another
+	// process before it stopped here: this process lost its group
+	// session (the task stopped without a checkpoint, M3), or its
+	// hand-over took longer than Config.RebalanceTimeout, so the group
+	// may have removed the process and given the task away meanwhile. C2
+	// does not hold across such a stop; fencing (C4, the transactional
+	// ids) does.
+	SessionLost bool `json:"session_lost,omitempty"`
 }
 
 // GroupMember is one process of the job as the group describes it.

@@ -30,6 +30,10 @@ func TestRunValidatesConfig(t *testing.T) {
 			StaticMembership: true}, []string{"Config.StaticMembership needs Config.Member"}},
 		{cluster.Config{Brokers: []string{"127.0.0.1:1"}, Group: "g", SourceTopic: "in", CheckpointBase: "/tmp/x", Member: "m",
 			LeaveOnStop: true}, []string{"Config.LeaveOnStop is only for a static member"}},
+		{cluster.Config{Brokers: []string{"127.0.0.1:1"}, Group: "g", SourceTopic: "in", CheckpointBase: "/tmp/x",
+			RebalanceTimeout: time.Second}, []string{"Config.RevokeCheckpointTimeout 2s must be shorter than Config.RebalanceTimeout 1s"}},
+		{cluster.Config{Brokers: []string{"127.0.0.1:1"}, Group: "g", SourceTopic: "in", CheckpointBase: "/tmp/x",
+			RebalanceTimeout: -time.Second}, []string{"Config.RebalanceTimeout -1s: want 0 (meaning 1m)"}},
 	} {
 		err := cluster.Run(context.Background(), c.cfg, job)
 		if err == nil {

@@ -38,16 +38,20 @@
 //	    differ in timing, not in what they let through: see W4).
 //	C2. Ownership. A task runs in at most one process at a time while
 //	    processes keep their group sessions (M2). A process that loses its
-//	    session (killed, paused) is fenced: its task's new owner opens the
+//	    session (killed, paused, or its hand-over outlasted
+//	    Config.RebalanceTimeout) is fenced: its task's new owner opens the
 //	    same transactional ids, which aborts the old owner's open
-//	    transactions and refuses its later writes.
+//	    transactions and refuses its later writes, and its TaskStopped
+//	    event says SessionLost.
 //	M1. A process runs exactly the tasks whose partitions of the tasks
 //	    topic the group assigned to it; each starts in its own goroutine
 //	    (a restore may be long; heartbeats go on).
 //	M2. On revoke, each revoked task is checkpointed (bounded by
 //	    Config.RevokeCheckpointTimeout) and stopped before the callback
 //	    returns; the cooperative protocol gives it to another member only
-//	    after that. Tasks not revoked run on.
+//	    after that, provided the callback returns within
+//	    Config.RebalanceTimeout (past it the group removes the process:
+//	    a lost session). Tasks not revoked run on.
 //	M3. On a lost session, the lost tasks stop at once, without a
 //	    checkpoint (another process may own them already).
 //	M4. A task that fails is started again from its latest checkpoint

@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/weirproject/weir/checkpoint"
+	"github.com/weirproject/weir/internal/mutant"
 )
 
 // member is this process's part in the job: its place in the consumer
@@ -47,7 +48,12 @@ func newMember(ctx context.Context, cfg Config, specs []taskSpec) *member {
 func (m *member) event(ev TaskEvent) {
 	ev.Member = m.cfg.Member
 	ev.Time = time.Now().UnixMilli()
-	m.cfg.Logger.Info("cluster: task "+string(ev.Kind), "task", ev.Task, "member", ev.Member, "restored", ev.Restored, "err", ev.Err)
+	if ev.SessionLost {
+		m.cfg.Logger.Warn("cluster: task stopped after this process lost its group session or overran the rebalance timeout; "+
+			"it may have run in another process meanwhile (fenced)", "task", ev.Task, "member", ev.Member)
+	} else {
+		m.cfg.Logger.Info("cluster: task "+string(ev.Kind), "task", ev.Task, "member", ev.Member, "restored", ev.Restored, "err", ev.Err)
+	}
 	if m.cfg.OnTask == nil {
 		return
 	}
@@ -86,14 +92,14 @@ func (m *member) assigned(_ context.Context, _ *kgo.Client, parts map[string][]i
 }
 
 func (m *member) revoked(_ context.Context, _ *kgo.Client, parts map[string][]int32) {
-	m.stop(parts[m.cfg.TasksTopic()], true)
+	m.stop(parts[m.cfg.TasksTopic()], true, time.Now())
 }
 
 // lost: the group gave the tasks away already (this process missed its
 // session): stop at once, without a checkpoint; the new owner's
 // transactional ids fence whatever this process still writes.
 func (m *member) lost(_ context.Context, _ *kgo.Client, parts map[string][]int32) {
-	m.stop(parts[m.cfg.TasksTopic()], false)
+	m.stop(parts[m.cfg.TasksTopic()], false, time.Time{})
 }
 
 // stopAll stops every task of this process (with a checkpoint each) and
@@ -106,13 +112,15 @@ func (m *member) stopAll() {
 		parts = append(parts, p)
 	}
 	m.mu.Unlock()
-	m.stop(parts, true)
+	m.stop(parts, true, time.Time{})
 }
 
 // stop stops the tasks of parts concurrently and waits for them. (franz-go
 // calls the revoke callback with no partitions at the end of every
-// cooperative session: that stops nothing.)
-func (m *member) stop(parts []int32, checkpoint bool) {
+// cooperative session: that stops nothing.) A revoke passes the time it
+// began: a task that took longer than the rebalance timeout to stop is
+// reported with SessionLost, as one stopped without a checkpoint is.
+func (m *member) stop(parts []int32, checkpoint bool, revoked time.Time) {
 	m.mu.Lock()
 	var ts []*taskRunner
 	for _, p := range parts {
@@ -127,10 +135,18 @@ func (m *member) stop(parts []int32, checkpoint bool) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			t.stop(checkpoint)
+			t.stop(checkpoint, revoked)
 		}()
 	}
+	if mutant.On(mutant.ClusterRevokeBeforeStop) && !revoked.IsZero() {
+		return
+	}
 	wg.Wait()
+	if took := time.Since(revoked); !revoked.IsZero() && len(ts) > 0 && took >= m.cfg.RebalanceTimeout {
+		m.cfg.Logger.Warn("cluster: handing over tasks took longer than the rebalance timeout; the group may have given them to other processes "+
+			"before they stopped here (what they wrote since is fenced); lower RevokeCheckpointTimeout or raise RebalanceTimeout",
+			"took", took, "rebalance_timeout", m.cfg.RebalanceTimeout, "tasks", len(ts))
+	}
 }
 
 // allFinished reports whether every task of the job has finished (in any
@@ -157,6 +173,7 @@ func (m *member) join(ctx context.Context) error {
 		kgo.ConsumeTopics(m.cfg.TasksTopic()),
 		kgo.Balancers(kgo.CooperativeStickyBalancer()),
 		kgo.SessionTimeout(m.cfg.SessionTimeout),
+		kgo.RebalanceTimeout(m.cfg.RebalanceTimeout),
 		kgo.HeartbeatInterval(m.cfg.HeartbeatInterval),
 		kgo.DisableAutoCommit(),
 		kgo.OnPartitionsAssigned(m.assigned),

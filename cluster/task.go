@@ -99,8 +99,11 @@ func (t *taskRunner) markFinished() error {
 
 // stop takes a checkpoint of the running job (bounded by
 // Config.RevokeCheckpointTimeout; none with checkpoint false), then stops
-// the job and waits until it has ended.
-func (t *taskRunner) stop(checkpoint bool) {
+// the job and waits until it has ended. revoked is when the group's revoke
+// began (zero if this is no revoke); the TaskStopped event has SessionLost
+// when there was no checkpoint (a lost session) or the stop ended after
+// the rebalance timeout.
+func (t *taskRunner) stop(checkpoint bool, revoked time.Time) {
 	t.mu.Lock()
 	job := t.mu.job
 	t.mu.Unlock()
@@ -113,5 +116,6 @@ func (t *taskRunner) stop(checkpoint bool) {
 	}
 	t.cancel()
 	<-t.done
-	t.m.event(TaskEvent{Task: t.spec.id, Kind: TaskStopped})
+	late := !revoked.IsZero() && time.Since(revoked) >= t.m.cfg.RebalanceTimeout
+	t.m.event(TaskEvent{Task: t.spec.id, Kind: TaskStopped, SessionLost: !checkpoint || late})
 }

@@ -167,11 +167,9 @@
 // session (so expire does not remove it): the group hands its tasks back
 // (M6; kfake rebalances instead when the new instance's join differs from
 // the old one's). S16 must hold. That no task runs in two live members at
-// once (C2) is checked on the members' task events (Config.OnTask; a
-// killed instance is dead from its kill on) only with
-// WEIR_SIM_CLUSTER_C2=1: it fails in about 8 seeds in 100, with and
-// without rejoins, the output exactly once all the same (see
-// InvClusterOwner). Deterministic: the input, the shape and the
+// once, unless the first lost its session (C2), is checked on the
+// members' task events (Config.OnTask; a killed instance is dead from
+// its kill on; see InvClusterOwner). Deterministic: the input, the shape and the
 // record counts at which members die and join; not: which member owns
 // which task when (group assignment and session expiry run in real
 // time), so the same count may strike a different task's owner in a
@@ -477,8 +475,6 @@
 // never, on the virtual clock), broker restarts in the clustered form (it
 // draws retriable and fatal broker errors, retriable group errors,
 // latency spikes, static members and their restarts within the session),
-// C2 checked by default (see InvClusterOwner), planted bugs in package
-// cluster found by C2 rather than by a hang (S4): a member that starts a
-// task before its previous owner stopped it, an assignment that gives one
-// task to two members; a bound on a run's peak memory.
+// a planted bug in package cluster that gives one task to two members
+// (the balancer's assignment); a bound on a run's peak memory.
 package sim
