@@ -113,7 +113,11 @@
 //	    first write to a key group the view has not reached (so a write can
 //	    pause for one key group's serialization, never more); only a key
 //	    group the view is reading at that instant is copied instead. See
-//	    cow.go for the invariants.
+//	    cow.go for the invariants. A value that refers to memory (a slice,
+//	    a map) and was read with Value may be shared with a view, so it is
+//	    edited in place before its Update only when
+//	    ValueState.SnapshotMayRead reports false (no live view reads the
+//	    state; always the case between checkpoints).
 //
 // # What it does not do
 //

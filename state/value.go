@@ -167,6 +167,26 @@ func (s *ValueState[K, V]) update(v V) {
 	s.cache, s.cacheEpoch, s.missEpoch = p, s.b.epoch, 0
 }
 
+// SnapshotMayRead reports whether a snapshot in progress may still read
+// the values of this state: a copy-on-write Frozen view (I10) that is not
+// closed yet, on a state that had entries when it was frozen. While it
+// may, a value that refers to memory (a slice, a map, a pointer) and was
+// read with Value must not be edited in place, not even just before the
+// Update that stores it: the view can hold the same memory (the key group
+// is serialized at that Update, after the edit, or read from a copy that
+// shares the value's memory, C1). When it reports false, no view reads
+// this state, and editing what Value returned before storing it with
+// Update is safe until the next Freeze. On a backend other than memory it
+// always reports true (values there may be held by a write-back cache).
+//
+// It costs one predictable branch without a snapshot in progress (C5).
+func (s *ValueState[K, V]) SnapshotMayRead() bool {
+	if s.ext != nil {
+		return true
+	}
+	return s.cow.on && !s.cow.release(&s.b.frozenLive)
+}
+
 // Clear removes the current key's value.
 func (s *ValueState[K, V]) Clear() {
 	if s.ext != nil {

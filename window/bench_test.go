@@ -49,6 +49,14 @@ func BenchmarkCountTumblingSum10kKeys(b *testing.B) {
 	benchSum(b, window.CountTumbling(10))
 }
 
+// BenchmarkSessionSum10kKeys sums event-time sessions with a 1s gap over
+// the same records: each key gets a record every 100ms of event time, so
+// its one session grows by a merge with every record (a new window that
+// overlaps it), and fires at the end of the input.
+func BenchmarkSessionSum10kKeys(b *testing.B) {
+	benchSum(b, window.Session(time.Second))
+}
+
 func benchSum(b *testing.B, a window.Assigner, opts ...window.Option) {
 	b.ReportAllocs()
 	env := weir.NewEnvironment(weir.Config{Parallelism: 1})

@@ -18,12 +18,14 @@ type mapping struct {
 // reach another window without that window intersecting one of them), and
 // sessions of one key are few, so a linear scan is the right structure.
 //
-// A set read from the state is never modified in place: a copy-on-write
+// A set read from the state is modified in place only when no snapshot
+// may read it (owned, from ValueState.SnapshotMayRead): a copy-on-write
 // snapshot in progress (state I10) may still be reading the same backing
 // array, and it takes its copy of a key group only when the state is
-// written (Update), which comes after the edit. Edits build a new slice;
-// appending past the set's length is safe (the snapshot's slice ends
-// before it).
+// written (Update), which comes after the edit. While one may, edits build
+// a new slice; appending past the set's length is safe either way (a
+// snapshot's slice ends before it). Without a checkpoint in flight a merge
+// or a removal then allocates nothing.
 
 func find(set []mapping, w Window) int {
 	for i := range set {
@@ -34,10 +36,20 @@ func find(set []mapping, w Window) int {
 	return -1
 }
 
+// removeAt returns set without its element i, in a new slice.
 func removeAt(set []mapping, i int) []mapping {
 	out := make([]mapping, 0, len(set)-1)
 	out = append(out, set[:i]...)
 	return append(out, set[i+1:]...)
+}
+
+// removeFrom is removeAt, in place when the set is owned (no snapshot may
+// read it).
+func removeFrom(set []mapping, i int, owned bool) []mapping {
+	if !owned {
+		return removeAt(set, i)
+	}
+	return append(set[:i], set[i+1:]...)
 }
 
 // storeSet writes the current key's merging set back (I5: an empty set
@@ -54,13 +66,14 @@ func (o *operator[K, T, OUT]) storeSet(set []mapping) {
 // current key's sessions first, and reports whether any window took it.
 func (o *operator[K, T, OUT]) addMerging(k K, r runtime.Record[T], wm int64) (taken bool, err error) {
 	set, _ := o.sessions.Value()
+	owned := !o.sessions.SnapshotMayRead()
 	if o.trig != nil {
 		o.curKey, o.curKG = k, o.backend.CurrentKeyGroup()
 	}
 	for _, nw := range o.scratch {
 		var actual, sw Window
 		var ok bool
-		set, actual, sw, ok = o.mergeWindow(set, k, nw, wm)
+		set, actual, sw, ok = o.mergeWindow(set, owned, k, nw, wm)
 		if !ok {
 			continue // I3: a late window that merged with nothing
 		}
@@ -84,12 +97,13 @@ func (o *operator[K, T, OUT]) addMerging(k K, r runtime.Record[T], wm int64) (ta
 
 // mergeWindow adds nw to set and returns the updated set, the session
 // window nw ended up in and that window's state window; ok is false if nw
-// is late and merged with nothing (then set is unchanged).
+// is late and merged with nothing (then set is unchanged). owned says set
+// may be edited in place (see the note on the merging set above).
 //
 // When windows merge, the trigger and cleanup timers of the windows merged
 // away are deleted and their contents folded into the state window of the
 // first of them; the caller registers the timers of the result.
-func (o *operator[K, T, OUT]) mergeWindow(set []mapping, k K, nw Window, wm int64) (_ []mapping, actual, sw Window, ok bool) {
+func (o *operator[K, T, OUT]) mergeWindow(set []mapping, owned bool, k K, nw Window, wm int64) (_ []mapping, actual, sw Window, ok bool) {
 	cover, n, last := nw, 0, -1
 	for i := range set {
 		if set[i].win.Intersects(nw) {
@@ -109,7 +123,11 @@ func (o *operator[K, T, OUT]) mergeWindow(set []mapping, k K, nw Window, wm int6
 		return set, cover, set[last].state, true
 	}
 	o.merged, o.mergedState = o.merged[:0], o.mergedState[:0]
-	kept := make([]mapping, 0, len(set)-n+1) // not set[:0]: see the note on the merging set above
+	// In place, kept overwrites only elements the loop has passed.
+	kept := set[:0]
+	if !owned {
+		kept = make([]mapping, 0, len(set)-n+1)
+	}
 	for _, m := range set {
 		if m.win.Intersects(nw) {
 			o.merged = append(o.merged, m.win)

@@ -371,7 +371,7 @@ func (o *operator[K, T, OUT]) onTimer(t timer.Timer[K, Window]) {
 	if t.Timestamp == o.cleanupTime(w) {
 		o.contents.clear(sw)
 		if o.merging {
-			o.storeSet(removeAt(set, idx))
+			o.storeSet(removeFrom(set, idx, !o.sessions.SnapshotMayRead()))
 		}
 	}
 }

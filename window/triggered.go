@@ -159,7 +159,7 @@ func (o *operator[K, T, OUT]) onTriggerTimer(t timer.Timer[K, Window], eventTime
 		o.contents.clear(sw)
 		o.clearTrigger(w)
 		if o.merging {
-			o.storeSet(removeAt(set, idx))
+			o.storeSet(removeFrom(set, idx, !o.sessions.SnapshotMayRead()))
 		}
 	}
 }
