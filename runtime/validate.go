@@ -159,5 +159,7 @@ func checkWritable(dir string) error {
 
 // ValidateConfig checks cfg as Start does, without a job: the same error
 // (nil if cfg is valid). Commands call it to reject a configuration before
-// doing any other work. It creates CheckpointConfig.Dir if needed.
+// doing any other work. It creates CheckpointConfig.Dir if needed (a local
+// directory on the operating system's file system; one on a
+// Storage.FS of the caller's is neither created nor probed).
 func ValidateConfig(cfg Config) error { return cfg.validate(nil) }
