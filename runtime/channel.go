@@ -53,6 +53,12 @@ type batch[T any] struct {
 type gate[T any] struct {
 	inbox chan batch[T]
 	free  []chan chanBuf[T]
+	// size is a buffer's capacity in records. A buffer is allocated when
+	// its channel first takes it (acquire), not with the gate: a channel
+	// that never has more than one batch in flight allocates one, not
+	// every credit (a short job's channels allocated megabytes they never
+	// filled).
+	size int
 }
 
 // chanBuf is one buffer of a channel: its records and, on a key-by edge,
@@ -67,11 +73,12 @@ func newGate[T any](channels, credits, size int) *gate[T] {
 	g := &gate[T]{
 		inbox: make(chan batch[T], channels*credits),
 		free:  make([]chan chanBuf[T], channels),
+		size:  size,
 	}
 	for i := range g.free {
 		g.free[i] = make(chan chanBuf[T], credits)
 		for j := 0; j < credits; j++ {
-			g.free[i] <- chanBuf[T]{recs: make([]Record[T], 0, size)}
+			g.free[i] <- chanBuf[T]{} // allocated by acquire
 		}
 	}
 	return g
@@ -100,7 +107,7 @@ type outChannel[T any] struct {
 func (c *outChannel[T]) acquire() bool {
 	select {
 	case b := <-c.g.free[c.idx]:
-		c.buf, c.kgs = b.recs, b.kgs
+		c.take(b)
 		return true
 	default:
 	}
@@ -110,11 +117,21 @@ func (c *outChannel[T]) acquire() bool {
 	defer c.task.backpressured(false)
 	select {
 	case b := <-c.g.free[c.idx]:
-		c.buf, c.kgs = b.recs, b.kgs
+		c.take(b)
 		return true
 	case <-c.done:
 		return false
 	}
+}
+
+// take holds b, allocating its records the first time the buffer is
+// taken: buf is never nil while held (nil means none held, and release
+// returns only a buffer whose records are not nil).
+func (c *outChannel[T]) take(b chanBuf[T]) {
+	if b.recs == nil {
+		b.recs = make([]Record[T], 0, c.g.size)
+	}
+	c.buf, c.kgs = b.recs, b.kgs
 }
 
 func (c *outChannel[T]) send(ctrl ctrlKind, val int64) {

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
+
 	"github.com/weirproject/weir/checkpoint"
 	"github.com/weirproject/weir/keygroup"
 	"github.com/weirproject/weir/state"
@@ -92,7 +94,12 @@ func (cfg Config) validate(g *Graph) error {
 	if cp.Dir != "" && cp.Storage.Store == nil {
 		if err := checkpoint.CheckLocation(cp.Dir); err != nil {
 			bad("CheckpointConfig.Dir: %v", err)
-		} else if dir, ok := checkpoint.LocalPath(cp.Dir); ok {
+		} else if dir, ok := checkpoint.LocalPath(cp.Dir); ok && osFS(cp.Storage.FS) {
+			// A local location on a file system of the caller's
+			// (Storage.FS, an in-memory one in tests and the simulator)
+			// is not on the operating system's: probing it there created
+			// the directory on the real disk and wrote and removed a file
+			// in it at every start.
 			if err := checkWritable(dir); err != nil {
 				bad("CheckpointConfig.Dir %q is not a writable directory (%v): give one that can be created and written", cp.Dir, err)
 			}
@@ -125,6 +132,10 @@ func (cfg Config) validate(g *Graph) error {
 	return errors.Join(errs...)
 }
 
+// osFS reports whether fs, a checkpoint.Storage's FS, is the operating
+// system's file system.
+func osFS(fs vfs.FS) bool { return fs == nil || fs == vfs.Default }
+
 // checkWritable creates dir if needed and writes and removes a probe file
 // in it.
 func checkWritable(dir string) error {
@@ -148,5 +159,7 @@ func checkWritable(dir string) error {
 
 // ValidateConfig checks cfg as Start does, without a job: the same error
 // (nil if cfg is valid). Commands call it to reject a configuration before
-// doing any other work. It creates CheckpointConfig.Dir if needed.
+// doing any other work. It creates CheckpointConfig.Dir if needed (a local
+// directory on the operating system's file system; one on a
+// Storage.FS of the caller's is neither created nor probed).
 func ValidateConfig(cfg Config) error { return cfg.validate(nil) }

@@ -6,6 +6,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/weirproject/weir/checkpoint"
 )
 
 func TestConfigValidate(t *testing.T) {
@@ -66,6 +70,16 @@ func TestConfigValidate(t *testing.T) {
 				}
 			}
 		})
+	}
+	// A local directory on a file system of the caller's is not probed on
+	// the operating system's, where it need not exist.
+	onMem := filepath.Join(dir, "on-mem")
+	if err := ValidateConfig(Config{Checkpoint: CheckpointConfig{Interval: time.Second, Dir: onMem,
+		Storage: checkpoint.Storage{FS: vfs.NewMem()}}}); err != nil {
+		t.Fatalf("checkpoints on an in-memory file system: %v", err)
+	}
+	if _, err := os.Stat(onMem); !os.IsNotExist(err) {
+		t.Fatalf("the in-memory file system's checkpoint directory was probed on the real disk (stat: %v)", err)
 	}
 	// The probe file is removed.
 	if ents, _ := os.ReadDir(filepath.Join(dir, "chk")); len(ents) != 0 {
