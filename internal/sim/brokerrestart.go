@@ -242,9 +242,10 @@ func (kc *kafkaCluster) dial(ctx context.Context, network, addr string) (net.Con
 // attempt (a member's Run) that fails after one did fails as after an
 // injected fault: the simulator's clients back off a millisecond between
 // retries (clientOpts), so franz-go's retries of a refused dial (20, or
-// the request's retry time-out) are spent within some 20-40ms, and an
-// outage of 10-500ms outlasts them in most seeds, as an outage of tens of
-// seconds outlasts a production client's default back-offs. Then an
+// the request's retry time-out) are spent within some 20-40ms, and a
+// refused outage of 10-500ms usually outlasts them, as an outage of tens
+// of seconds outlasts a production client's default back-offs (a held
+// dial waits the outage out). Then an
 // EndTxn, an InitProducerID or a flush fails, the attempt fails, and the
 // restore commits what its checkpoint pre-committed (KS4) and aborts the
 // rest (KS5): the invariants say whether that was exact.
