@@ -580,6 +580,12 @@ func (s *txnSink[T]) Commit(t *Txn) error {
 			return nil
 		case slotPreCommitted:
 			if err := sl.cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
+				if mutant.On(mutant.KafkaCommitUnknownAsDone) {
+					if _, answered := errors.AsType[*kerr.Error](err); !answered {
+						sl.state = slotCommitted
+						return nil
+					}
+				}
 				return fmt.Errorf("kafka: commit transaction %s: %w", t.TransactionalID, err)
 			}
 			sl.state = slotCommitted

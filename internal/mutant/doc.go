@@ -104,6 +104,11 @@ const (
 	// KafkaSnapshotOnePast: the kafka source checkpoints each partition's
 	// position one past the next record to emit.
 	KafkaSnapshotOnePast Name = "kafka.source-snapshots-one-past"
+	// KafkaCommitUnknownAsDone: kafka.ExactlyOnceSink takes a commit whose
+	// EndTxn got no answer (the connection dropped, the broker
+	// unreachable: the outcome is unknown) as committed, instead of
+	// failing so that the restore commits the transaction again (KS4).
+	KafkaCommitUnknownAsDone Name = "kafka.sink-takes-unanswered-commit-as-done"
 	// ProcTimerTrustsWakeup: the runtime's processing-time scheduler,
 	// woken by its clock timer, takes the time it armed the timer for as
 	// reached without reading the clock: after the wall clock stepped
@@ -152,6 +157,7 @@ var All = []struct {
 	{WALRestoreSkipsLast, "agent/wal/log.go Store.loadFrom"},
 	{KafkaCommitAtPreCommit, "connector/kafka/sink.go txnSink.PreCommit"},
 	{KafkaSnapshotOnePast, "connector/kafka/reader.go reader.states"},
+	{KafkaCommitUnknownAsDone, "connector/kafka/sink.go txnSink.Commit"},
 	{ProcTimerTrustsWakeup, "runtime/ptimers.go procTimers.fireFrom"},
 	{ClusterFailedTaskFinished, "cluster/task.go taskRunner.loop"},
 	{ClusterStartWithoutCheckpoint, "cluster/job.go taskEnv"},

@@ -99,13 +99,18 @@ func generateClusterFaults(seed uint64) []Fault {
 // offsets and records) see no fault: a fault that had not struck the
 // members would otherwise strike the checker (seed 5288035373167022569's
 // ListOffsets#20 once did).
-func armCluster(c *kfake.Cluster, fs []Fault) (as []*armed, disarm func()) {
+func armCluster(kc *kafkaCluster, fs []Fault) (as []*armed, disarm func()) {
+	c := kc.cluster()
 	var handles []*kfake.FaultHandle
-	var off atomic.Bool // the latency controls stay, idle, once disarmed
+	var off atomic.Bool // the latency and restart controls stay, idle, once disarmed
 	for i := range fs {
 		f := &fs[i]
 		if f.Kind == FaultLatency {
 			as = append(as, armLatency(c, f, &off))
+			continue
+		}
+		if f.Kind == FaultBrokerRestart {
+			as = append(as, armRestart(c, &kc.bn, f, &off))
 			continue
 		}
 		if f.Kind != FaultBrokerRetriable && f.Kind != FaultGroupRetriable && f.Kind != FaultBrokerFatal {
@@ -143,6 +148,7 @@ func armCluster(c *kfake.Cluster, fs []Fault) (as []*armed, disarm func()) {
 	}
 	return as, func() {
 		off.Store(true)
+		kc.bn.recover(nil)
 		for _, h := range handles {
 			h.Remove()
 		}
@@ -204,6 +210,7 @@ func generateCluster(s *Spec) *ClusterSpec {
 	c.Static = drawStatic(s.Seed)
 	c.Faults = append(c.Faults, generateClusterFatal(s.Seed)...)
 	c.Faults = append(c.Faults, generateClusterRejoin(s.Seed, c)...)
+	c.Faults = append(c.Faults, generateClusterRestarts(s.Seed)...) // brokerrestart.go
 	return c
 }
 
@@ -257,7 +264,7 @@ type cevent struct {
 // memberNet is one member's view of the virtual network: kill cuts every
 // connection it has and refuses new ones.
 type memberNet struct {
-	vn *kfake.VirtualNetwork
+	kc *kafkaCluster
 	mu struct {
 		sync.Mutex
 		dead  bool
@@ -272,7 +279,7 @@ func (m *memberNet) dial(ctx context.Context, network, addr string) (net.Conn, e
 	if dead {
 		return nil, errors.New("sim: member killed")
 	}
-	c, err := m.vn.DialContext(ctx, network, addr)
+	c, err := m.kc.dial(ctx, network, addr)
 	if err != nil {
 		return nil, err
 	}
@@ -368,7 +375,7 @@ func runCluster(ctx context.Context, spec *Spec, o Options, res *Result) *Failur
 	}
 	// The broker and group faults strike the members' requests (armed
 	// once the harness has produced the input).
-	armedFaults, disarm := armCluster(kcl, c.Faults)
+	armedFaults, disarm := armCluster(kc, c.Faults)
 	defer disarm()
 	// The cluster package keeps checkpoints in a location of package
 	// checkpoint (a directory or an object store URL), not a vfs.FS: a
@@ -552,7 +559,7 @@ func (cr *clusterRun) start(ctx context.Context, i int) {
 	if cr.mu.members == nil { // the run is over
 		return
 	}
-	mn := &memberNet{vn: cr.kc.vn}
+	mn := &memberNet{kc: cr.kc}
 	mctx, cancel := context.WithCancel(ctx)
 	m := &clusterMember{index: i, net: mn, cancel: cancel, done: make(chan error, 1)}
 	if old := cr.mu.members[i]; old != nil {

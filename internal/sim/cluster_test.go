@@ -182,7 +182,7 @@ func TestClusterFaultsDisarmBeforeTheCheck(t *testing.T) {
 	}
 	defer kc.cluster().Close()
 	fs := []Fault{{Kind: FaultBrokerRetriable, Request: "ListOffsets", Err: "LEADER_NOT_AVAILABLE", At: 1, Repeat: 1000}}
-	as, disarm := armCluster(kc.cluster(), fs)
+	as, disarm := armCluster(kc, fs)
 	if len(as) != 1 {
 		t.Fatalf("armed %d faults, want 1", len(as))
 	}

@@ -42,10 +42,11 @@ func generateClusterFatal(seed uint64) []Fault {
 // Run returned an error after a fatal broker error struck.
 const maxMemberRestarts = 3
 
-// fatalStruck reports whether a fatal broker error of the form has struck.
+// fatalStruck reports whether a fatal broker error or a broker restart
+// (brokerrestart.go, restartStruck) of the form has struck.
 func (cr *clusterRun) fatalStruck() bool {
 	for _, a := range cr.armed {
-		if a.f.Kind == FaultBrokerFatal && a.struck.Load() {
+		if (a.f.Kind == FaultBrokerFatal || a.f.Kind == FaultBrokerRestart) && a.struck.Load() {
 			return true
 		}
 	}

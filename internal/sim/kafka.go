@@ -183,6 +183,7 @@ func generateKafka(s *Spec) *KafkaSpec {
 		}
 		k.Background = append(k.Background, f)
 	}
+	k.Background = append(k.Background, generateKafkaRestarts(s.Seed)...) // a stream of their own
 	return k
 }
 
@@ -253,6 +254,9 @@ const (
 // virtual network), with the faults of the current attempt.
 type kafkaCluster struct {
 	vn *kfake.VirtualNetwork
+	// bn is every client's way to vn: broker restarts reset and refuse
+	// connections there (brokerrestart.go).
+	bn brokerNet
 
 	mu struct {
 		sync.Mutex
@@ -346,9 +350,14 @@ func (kc *kafkaCluster) arm(faults []*Fault) (as []*armed, disarm func()) {
 	c := kc.cluster()
 	var handles []*kfake.FaultHandle
 	var lat []*armed
+	off := new(atomic.Bool)
 	for _, f := range faults {
 		key, ok := requestKey(f.Request)
 		if !ok {
+			continue
+		}
+		if f.Kind == FaultBrokerRestart {
+			as = append(as, armRestart(c, &kc.bn, f, off))
 			continue
 		}
 		a := &armed{f: f, key: key}
@@ -370,6 +379,8 @@ func (kc *kafkaCluster) arm(faults []*Fault) (as []*armed, disarm func()) {
 	kc.mu.latency = lat
 	kc.mu.Unlock()
 	return as, func() {
+		off.Store(true)
+		kc.bn.recover(nil)
 		for _, h := range handles {
 			h.Remove()
 		}
@@ -383,7 +394,7 @@ func (kc *kafkaCluster) close() { kc.cluster().Close() }
 
 // clientOpts are the options of every franz-go client of the run: the
 // virtual network, and short back-offs (retries cost real time).
-func (kc *kafkaCluster) clientOpts() []kgo.Opt { return clientOpts(kc.vn.DialContext) }
+func (kc *kafkaCluster) clientOpts() []kgo.Opt { return clientOpts(kc.dial) }
 
 // clientOpts are the options every franz-go client of the simulator
 // takes (the Kafka and the clustered forms): dial through dial (the
@@ -530,6 +541,9 @@ func (kr *kafkaRun) attempts(ctx context.Context, o Options, res *Result) *Failu
 			armedFaults = append(armedFaults, fault)
 		}
 		for i := range k.Background {
+			if k.Background[i].Kind == FaultBrokerRestart && n > 1 {
+				continue // the first attempt's only (brokerrestart.go)
+			}
 			armedFaults = append(armedFaults, &k.Background[i])
 		}
 		as, disarm := kr.kc.arm(armedFaults)
@@ -543,7 +557,9 @@ func (kr *kafkaRun) attempts(ctx context.Context, o Options, res *Result) *Failu
 		if restored {
 			res.Restores++
 		}
-		injected := err != nil && fault != nil && fault.Struck
+		// A broker restart that struck may fail the attempt too
+		// (brokerrestart.go): the attempt restores as after a fault.
+		injected := err != nil && (fault != nil && fault.Struck || restartStruck(as))
 		if err == nil {
 			return nil
 		}

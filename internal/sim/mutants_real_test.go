@@ -126,8 +126,11 @@ func clusteredSeeds(n int) []uint64 {
 
 // TestReplayFidelity measures how often a failing seed fails again when
 // replayed (docs/reliability.md, Simulation): for each planted bug, the
-// first three seeds of 1..mutantSeeds that find it are replayed five
-// times each. It runs only with WEIR_SIM_FIDELITY=1.
+// first three seeds that find it, among the seeds TestMutants gives it
+// (1..mutantSeeds, mutantWithin, or mutantClustered's clustered seeds,
+// run alone), are replayed five times each. It runs only with
+// WEIR_SIM_FIDELITY=1; WEIR_MUTANT_ONLY=prefix measures only the bugs
+// whose names start with prefix.
 func TestReplayFidelity(t *testing.T) {
 	if os.Getenv("WEIR_SIM_FIDELITY") == "" {
 		t.Skip("set WEIR_SIM_FIDELITY=1 to measure")
@@ -135,13 +138,27 @@ func TestReplayFidelity(t *testing.T) {
 	defer mutant.Set("")
 	const replays = 5
 	var total, again int
+	only := os.Getenv("WEIR_MUTANT_ONLY")
 	for _, m := range mutant.All {
+		if !strings.HasPrefix(string(m.Name), only) {
+			continue
+		}
 		if err := mutant.Set(m.Name); err != nil {
 			t.Fatal(err)
 		}
+		seeds, opts := seedRange(mutantSeeds), Options{timeout: 10 * time.Second}
+		if w, ok := mutantWithin[m.Name]; ok {
+			seeds = seedRange(w)
+		}
+		if k, ok := mutantClustered[m.Name]; ok {
+			seeds, opts.onlyCluster = clusteredSeeds(k), true
+		}
 		var found []uint64
-		for seed := uint64(1); seed <= mutantSeeds && len(found) < 3; seed++ {
-			res, err := Run(context.Background(), seed, Options{timeout: 10 * time.Second})
+		for _, seed := range seeds {
+			if len(found) == 3 {
+				break
+			}
+			res, err := Run(context.Background(), seed, opts)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -152,7 +169,7 @@ func TestReplayFidelity(t *testing.T) {
 		n, k := 0, 0
 		for _, seed := range found {
 			for range replays {
-				res, err := Run(context.Background(), seed, Options{timeout: 10 * time.Second})
+				res, err := Run(context.Background(), seed, opts)
 				if err != nil {
 					t.Fatal(err)
 				}
