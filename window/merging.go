@@ -1,6 +1,9 @@
 package window
 
-import "github.com/weirproject/weir/runtime"
+import (
+	"github.com/weirproject/weir/internal/mutant"
+	"github.com/weirproject/weir/runtime"
+)
 
 // mapping is one active session window of a key and the state window under
 // which its contents live. When sessions merge, the contents of all merged
@@ -35,6 +38,11 @@ func find(set []mapping, w Window) int {
 }
 
 func removeAt(set []mapping, i int) []mapping {
+	if mutant.On(mutant.WindowSessionEditInPlace) {
+		copy(set[i:], set[i+1:])
+		set[len(set)-1] = mapping{}
+		return set[:len(set)-1]
+	}
 	out := make([]mapping, 0, len(set)-1)
 	out = append(out, set[:i]...)
 	return append(out, set[i+1:]...)
@@ -110,6 +118,9 @@ func (o *operator[K, T, OUT]) mergeWindow(set []mapping, k K, nw Window, wm int6
 	}
 	o.merged, o.mergedState = o.merged[:0], o.mergedState[:0]
 	kept := make([]mapping, 0, len(set)-n+1) // not set[:0]: see the note on the merging set above
+	if mutant.On(mutant.WindowSessionEditInPlace) {
+		kept = set[:0]
+	}
 	for _, m := range set {
 		if m.win.Intersects(nw) {
 			o.merged = append(o.merged, m.win)
