@@ -1,6 +1,9 @@
 package window
 
-import "github.com/weirproject/weir/runtime"
+import (
+	"github.com/weirproject/weir/internal/mutant"
+	"github.com/weirproject/weir/runtime"
+)
 
 // mapping is one active session window of a key and the state window under
 // which its contents live. When sessions merge, the contents of all merged
@@ -38,6 +41,11 @@ func find(set []mapping, w Window) int {
 
 // removeAt returns set without its element i, in a new slice.
 func removeAt(set []mapping, i int) []mapping {
+	if mutant.On(mutant.WindowSessionEditInPlace) {
+		copy(set[i:], set[i+1:])
+		set[len(set)-1] = mapping{}
+		return set[:len(set)-1]
+	}
 	out := make([]mapping, 0, len(set)-1)
 	out = append(out, set[:i]...)
 	return append(out, set[i+1:]...)
@@ -125,7 +133,7 @@ func (o *operator[K, T, OUT]) mergeWindow(set []mapping, owned bool, k K, nw Win
 	o.merged, o.mergedState = o.merged[:0], o.mergedState[:0]
 	// In place, kept overwrites only elements the loop has passed.
 	kept := set[:0]
-	if !owned {
+	if !owned && !mutant.On(mutant.WindowSessionEditInPlace) {
 		kept = make([]mapping, 0, len(set)-n+1)
 	}
 	for _, m := range set {

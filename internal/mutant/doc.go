@@ -50,6 +50,13 @@ const (
 	// WindowCleanupEarly: the window operator drops a window's state one
 	// millisecond before the watermark reaches its cleanup time.
 	WindowCleanupEarly Name = "window.cleanup-one-ms-early"
+	// WindowSessionEditInPlace: the window operator edits a key's session
+	// set, read from the state, in place (a merge compacts it into its own
+	// backing array, a cleanup shifts it) before writing it back even while
+	// a snapshot may read it (ValueState.SnapshotMayRead), so a
+	// copy-on-write snapshot in progress captures the edit (the bug
+	// 5ea47e2 fixed).
+	WindowSessionEditInPlace Name = "window.session-set-edited-in-place"
 	// ChannelDropBeforeBarrier: the runtime's local channel loses the last
 	// record sent before each checkpoint barrier.
 	ChannelDropBeforeBarrier Name = "runtime.drop-last-record-before-barrier"
@@ -141,6 +148,7 @@ var All = []struct {
 	{TimerFiresLate, "timer/service.go AdvanceWatermark"},
 	{WindowFiresEarly, "window/operator.go fireTime"},
 	{WindowCleanupEarly, "window/operator.go cleanupTime"},
+	{WindowSessionEditInPlace, "window/merging.go removeAt, mergeWindow"},
 	{ChannelDropBeforeBarrier, "runtime/channel.go writer.barrier"},
 	{RestoreSecondLatest, "checkpoint/fs.go Storage.Latest"},
 	{CheckpointNoSync, "checkpoint/store.go dirWriter.Close"},

@@ -23,6 +23,9 @@ func checkObserved(spec *Spec, o observed) *Failure {
 	if f := checkTimers(o.timers); f != nil {
 		return f
 	}
+	if f := checkSessions(spec, o.session); f != nil {
+		return f
+	}
 	return checkAgentObserved(spec, o.agent)
 }
 
@@ -30,6 +33,12 @@ func checkWindow(spec *Spec, obs *weirtest.Observation[string]) *Failure {
 	if obs == nil {
 		return nil
 	}
+	return checkWindowLateness(obs, spec.LatenessMS, "window")
+}
+
+// checkWindowLateness is checkWindow for the operator name with allowed
+// lateness L.
+func checkWindowLateness(obs *weirtest.Observation[string], L int64, name string) *Failure {
 	for sub := range obs.Subtasks() {
 		last, have := int64(minWM), false
 		var lastRec string
@@ -38,15 +47,15 @@ func checkWindow(spec *Spec, obs *weirtest.Observation[string]) *Failure {
 			case weirtest.WatermarkEvent:
 				if have && e.TS <= last {
 					return &Failure{Invariant: InvWatermarks,
-						Detail:  fmt.Sprintf("window subtask %d, event %d: watermark %d after %d", sub, i, e.TS, last),
+						Detail:  fmt.Sprintf("%s subtask %d, event %d: watermark %d after %d", name, sub, i, e.TS, last),
 						Records: nonEmpty(lastRec)}
 				}
 				last, have = e.TS, true
 			case weirtest.RecordEvent:
 				lastRec = fmt.Sprintf("%s @%d", e.Value, e.TS)
-				if have && e.TS <= last && sat(e.TS, spec.LatenessMS) <= last {
+				if have && e.TS <= last && sat(e.TS, L) <= last {
 					return &Failure{Invariant: InvBehindWM,
-						Detail:  fmt.Sprintf("window subtask %d, event %d: a result at %d emitted after watermark %d, beyond the allowed lateness %dms", sub, i, e.TS, last, spec.LatenessMS),
+						Detail:  fmt.Sprintf("%s subtask %d, event %d: a result at %d emitted after watermark %d, beyond the allowed lateness %dms", name, sub, i, e.TS, last, L),
 						Records: []string{lastRec}}
 				}
 			}

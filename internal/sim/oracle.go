@@ -114,6 +114,9 @@ func Reference(s *Spec) []string {
 	if s.Timers {
 		out = append(out, timerReference(s)...)
 	}
+	if s.Session != nil {
+		out = append(out, sessionReference(s)...)
+	}
 	slices.Sort(out)
 	return out
 }

@@ -304,6 +304,9 @@ func attempt(ctx context.Context, spec *Spec, st *store, fs, cfs vfs.FS, fault *
 	if spec.Timers {
 		parts = append(parts, timerBranch(spec, passed, w.wall.reached, &obs.timers))
 	}
+	if spec.Session != nil {
+		parts = append(parts, sessionBranch(spec, passed, &obs.session))
+	}
 	if aw != nil {
 		parts = append(parts, agentBranch(aw, n, aw.begin(n), passed, &obs.agent)...)
 	}
@@ -356,7 +359,9 @@ type observed struct {
 	window *weirtest.Observation[string]
 	sort   *weirtest.Observation[event]
 	timers *weirtest.Observation[string]
-	agent  agentObserved
+	// session is behind the session operator (Spec.Session).
+	session *weirtest.Observation[string]
+	agent   agentObserved
 }
 
 // checkOutput checks S1: the committed lines against the reference, S9 on

@@ -56,6 +56,10 @@ type reader struct {
 	restored bool
 	started  bool
 	wait     chan struct{} // the barrier being waited on, nil if none
+	// snapped: the reader took its snapshot at the barrier it waits on,
+	// and with SessionSpec.Overlap goes on without waiting for the
+	// checkpoint to complete (sessionwin.go).
+	snapped bool
 }
 
 func (r *reader) Poll(out runtime.SourceOutput[event]) (runtime.PollStatus, error) {
@@ -86,11 +90,13 @@ func (r *reader) Poll(out runtime.SourceOutput[event]) (runtime.PollStatus, erro
 	if r.wait != nil {
 		select {
 		case <-r.wait:
-			r.wait = nil
-			r.next++
 		default:
-			return runtime.Wait, nil
+			if !r.snapped {
+				return runtime.Wait, nil
+			}
 		}
+		r.wait, r.snapped = nil, false
+		r.next++
 	}
 	for k := 0; k < 64 && r.next < len(r.spec.Steps); k++ {
 		st := r.spec.Steps[r.next]
@@ -125,6 +131,7 @@ func (r *reader) SnapshotSplits(int64) ([][]byte, error) {
 	pos := r.next
 	if r.wait != nil {
 		pos++
+		r.snapped = r.spec.Session != nil && r.spec.Session.Overlap
 	}
 	return [][]byte{binary.AppendVarint(nil, int64(pos))}, nil
 }

@@ -144,6 +144,9 @@ type Spec struct {
 	// Cluster, in about one seed in 50, adds a third run: the clustered
 	// form (cluster.go), after the Kafka form.
 	Cluster *ClusterSpec `json:"cluster,omitempty"`
+	// Session, in about a third of the seeds, adds event-time session
+	// windows on a branch beside the window (sessionwin.go).
+	Session *SessionSpec `json:"session,omitempty"`
 	Faults  []Fault      `json:"faults"`
 	// Storage are failures of the checkpoint storage's file system, each
 	// armed in one attempt beside that attempt's Fault.
@@ -200,6 +203,9 @@ func (s *Spec) Shape() string {
 			sort += fmt.Sprintf(", processing-time timers at +%dms (virtual clock)", s.ProcDelayMS)
 			sort += clockBackShape(s.ClockBackMS)
 		}
+	}
+	if s.Session != nil {
+		sort += ", " + s.Session.String()
 	}
 	if s.Agent != nil {
 		sort += ", " + s.Agent.String()
@@ -358,6 +364,8 @@ func Generate(seed uint64) *Spec {
 	// Several calls and actions per input (half the agent seeds):
 	// streams of their own.
 	generateAgentMore(s)
+	// Session windows (a third of the seeds): a stream of its own.
+	s.Session = generateSession(s)
 	return s
 }
 
