@@ -110,6 +110,9 @@ func (x *oneInputInstance[IN, OUT]) collectRef(r *Record[IN]) {
 	t.current = prev
 }
 
+// takesRef reports whether collectRef saves a copy (refOutputOf).
+func (x *oneInputInstance[IN, OUT]) takesRef() bool { return x.ref != nil }
+
 // publish adds the records counted since the last call to the shared
 // counter (chained operators count without atomics per record).
 func (x *oneInputInstance[IN, OUT]) publish() {

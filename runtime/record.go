@@ -44,12 +44,17 @@ type byValue[T any] struct{ o Output[T] }
 func (b byValue[T]) collectRef(r *Record[T]) { b.o.Collect(*r) }
 
 // refOutputOf returns o as a refOutput, looking through the main output of
-// withSides; an Output without the method gets the byValue adapter.
+// withSides; an Output without the method gets the byValue adapter. It
+// returns nil for a chained operator that takes records by value only, so
+// that the caller calls its Collect directly (no extra call per record).
 func refOutputOf[T any](o Output[T]) refOutput[T] {
 	if w, ok := o.(withSides[T]); ok {
 		o = w.main
 	}
 	if r, ok := o.(refOutput[T]); ok {
+		if v, ok := r.(interface{ takesRef() bool }); ok && !v.takesRef() {
+			return nil
+		}
 		return r
 	}
 	return byValue[T]{o}

@@ -45,7 +45,7 @@ type sourceInstance[T any] struct {
 	reader      Reader[T]
 	ctx         *Context
 	out         Output[T]
-	outRef      refOutput[T] // out's main output, taking records by pointer
+	outRef      refOutput[T] // out's main output, taking records by pointer (nil: Collect)
 	rec         Record[T]    // the record being emitted (outRef's argument)
 	tsOf        func(v T, sourceTs int64) (int64, bool)
 	splits      *watermark.Splits[T]
@@ -131,8 +131,12 @@ func (x *sourceInstance[T]) CollectRef(split int, v *T, ts int64) {
 	// The record goes out before any watermark it causes (a punctuated
 	// generator may emit one from OnEvent), or it would be late.
 	x.unpublished++
-	x.rec.Value, x.rec.Timestamp = *v, ts
-	x.outRef.collectRef(&x.rec)
+	if x.outRef != nil {
+		x.rec.Value, x.rec.Timestamp = *v, ts
+		x.outRef.collectRef(&x.rec)
+	} else {
+		x.out.Collect(Record[T]{Value: *v, Timestamp: ts})
+	}
 	x.splits.OnEventRef(split, v, ts)
 }
 
