@@ -12,7 +12,12 @@ type mapOp[T, U any] struct {
 	f func(T) U
 }
 
-func (o *mapOp[T, U]) ProcessRecord(r Record[T]) error {
+func (o *mapOp[T, U]) ProcessRecord(r Record[T]) error { return o.ProcessRecordRef(&r) }
+
+// ProcessRecordRef implements runtime.RecordRefProcessor (as do the other
+// operators of this file): a record held by the runtime reaches f with one
+// copy, not two.
+func (o *mapOp[T, U]) ProcessRecordRef(r *Record[T]) error {
 	o.Out.Collect(Record[U]{Value: o.f(r.Value), Timestamp: r.Timestamp})
 	return nil
 }
@@ -27,7 +32,9 @@ type mapErrOp[T, U any] struct {
 	f func(T) (U, error)
 }
 
-func (o *mapErrOp[T, U]) ProcessRecord(r Record[T]) error {
+func (o *mapErrOp[T, U]) ProcessRecord(r Record[T]) error { return o.ProcessRecordRef(&r) }
+
+func (o *mapErrOp[T, U]) ProcessRecordRef(r *Record[T]) error {
 	v, err := o.f(r.Value)
 	if err != nil {
 		return err
@@ -46,9 +53,11 @@ type filterOp[T any] struct {
 	keep func(T) bool
 }
 
-func (o *filterOp[T]) ProcessRecord(r Record[T]) error {
+func (o *filterOp[T]) ProcessRecord(r Record[T]) error { return o.ProcessRecordRef(&r) }
+
+func (o *filterOp[T]) ProcessRecordRef(r *Record[T]) error {
 	if o.keep(r.Value) {
-		o.Out.Collect(r)
+		o.Out.Collect(*r)
 	}
 	return nil
 }
@@ -73,7 +82,9 @@ func (o *flatMapOp[T, U]) Open(ctx *runtime.Context, out runtime.Output[U]) erro
 	return nil
 }
 
-func (o *flatMapOp[T, U]) ProcessRecord(r Record[T]) error {
+func (o *flatMapOp[T, U]) ProcessRecord(r Record[T]) error { return o.ProcessRecordRef(&r) }
+
+func (o *flatMapOp[T, U]) ProcessRecordRef(r *Record[T]) error {
 	o.ts = r.Timestamp
 	o.f(r.Value, o.emit)
 	return nil

@@ -239,6 +239,22 @@ func (w *writer[T]) Collect(r Record[T]) {
 	}
 }
 
+// collectRef is Collect with the record passed by pointer (refOutput).
+func (w *writer[T]) collectRef(r *Record[T]) {
+	switch w.kind {
+	case partForward:
+		w.chans[0].add(*r)
+	case partRebalance:
+		w.chans[w.next].add(*r)
+		w.next++
+		if w.next == len(w.chans) {
+			w.next = 0
+		}
+	default:
+		w.Collect(*r)
+	}
+}
+
 func (w *writer[T]) EmitWatermark(ts int64) {
 	for _, c := range w.chans {
 		c.send(ctrlWatermark, ts)

@@ -23,6 +23,7 @@ func (m *oneInputImpl[IN, OUT]) instantiate(ctx *Context, out any, sides []contr
 	x := &oneInputInstance[IN, OUT]{op: m.newOp(), ctx: ctx, out: mainOutput[OUT](out, sides),
 		recordsIn: ctx.task.job.cfg.Metrics.counter(ctx.Name, ctx.Subtask, "recordsIn"),
 		wm:        newWatermarkGauge(ctx)}
+	x.ref, _ = x.op.(RecordRefProcessor[IN])
 	x.idle = idleStatus(ctx, x.op, x.op.ProcessIdle)
 	return x, nil
 }
@@ -45,6 +46,7 @@ func newWatermarkGauge(ctx *Context) *Gauge {
 // loop), and the watermark.Output of the combiner over its channels.
 type oneInputInstance[IN, OUT any] struct {
 	op        OneInputOperator[IN, OUT]
+	ref       RecordRefProcessor[IN] // op, if it takes records by pointer
 	ctx       *Context
 	out       Output[OUT]
 	recordsIn *Counter
@@ -87,6 +89,29 @@ func (x *oneInputInstance[IN, OUT]) Collect(r Record[IN]) {
 	}
 	t.current = prev
 }
+
+// collectRef is Collect with the record passed by pointer (refOutput), for
+// an operator that takes it so (RecordRefProcessor).
+func (x *oneInputInstance[IN, OUT]) collectRef(r *Record[IN]) {
+	if x.ref == nil {
+		x.Collect(*r)
+		return
+	}
+	t := x.ctx.task
+	if t.err != nil {
+		return // as in Collect (I9)
+	}
+	prev := t.current
+	t.current = x.pos
+	x.unpublished++
+	if err := x.ref.ProcessRecordRef(r); err != nil {
+		t.fail(x.ctx.Name, err)
+	}
+	t.current = prev
+}
+
+// takesRef reports whether collectRef saves a copy (refOutputOf).
+func (x *oneInputInstance[IN, OUT]) takesRef() bool { return x.ref != nil }
 
 // publish adds the records counted since the last call to the shared
 // counter (chained operators count without atomics per record).
@@ -276,14 +301,20 @@ func (x *oneInputInstance[IN, OUT]) collectAllInKeyGroups(recs []Record[IN], kgs
 // collectAll hands a whole batch to the operator (one interface call per
 // record instead of two).
 func (x *oneInputInstance[IN, OUT]) collectAll(recs []Record[IN]) {
-	op, t := x.op, x.ctx.task
+	op, ref, t := x.op, x.ref, x.ctx.task
 	for i := range recs {
 		if t.err != nil {
 			t.current = -1
 			return // as in collectAllInKeyGroups (I9)
 		}
 		t.current = x.pos
-		if err := op.ProcessRecord(recs[i]); err != nil {
+		var err error
+		if ref != nil {
+			err = ref.ProcessRecordRef(&recs[i])
+		} else {
+			err = op.ProcessRecord(recs[i])
+		}
+		if err != nil {
 			t.fail(x.ctx.Name, err)
 			return
 		}

@@ -45,6 +45,18 @@ type KeyGroupProcessor[IN any] interface {
 	ProcessRecordInKeyGroup(r Record[IN], kg int) error
 }
 
+// RecordRefProcessor is implemented by a one-input operator that can take
+// a record by pointer. The runtime then calls ProcessRecordRef instead of
+// ProcessRecord where it holds the record in memory of its own (the
+// source's record, a batch from a channel), which saves copies of large
+// record types on the per-record path. *r belongs to the operator for the
+// duration of the call only, as a Record passed to ProcessRecord does; the
+// operator must not modify it. ProcessRecordRef(&r) must do what
+// ProcessRecord(r) does.
+type RecordRefProcessor[IN any] interface {
+	ProcessRecordRef(r *Record[IN]) error
+}
+
 // TwoInputOperator is an operator with two inputs of possibly different
 // types. Its lifecycle is that of OneInputOperator; ProcessWatermark gets
 // the minimum over both inputs (a watermark.Combiner over the two), and

@@ -31,6 +31,35 @@ type Output[T any] interface {
 	EmitIdle(idle bool)
 }
 
+// refOutput is implemented by the runtime's outputs that can take a record
+// by pointer (a chained operator, a channel writer), with the ownership of
+// Output.Collect: *r is read during the call only.
+type refOutput[T any] interface {
+	collectRef(r *Record[T])
+}
+
+// byValue adapts any Output to refOutput.
+type byValue[T any] struct{ o Output[T] }
+
+func (b byValue[T]) collectRef(r *Record[T]) { b.o.Collect(*r) }
+
+// refOutputOf returns o as a refOutput, looking through the main output of
+// withSides; an Output without the method gets the byValue adapter. It
+// returns nil for a chained operator that takes records by value only, so
+// that the caller calls its Collect directly (no extra call per record).
+func refOutputOf[T any](o Output[T]) refOutput[T] {
+	if w, ok := o.(withSides[T]); ok {
+		o = w.main
+	}
+	if r, ok := o.(refOutput[T]); ok {
+		if v, ok := r.(interface{ takesRef() bool }); ok && !v.takesRef() {
+			return nil
+		}
+		return r
+	}
+	return byValue[T]{o}
+}
+
 // OutputTag names a side output of type T. Create tags with NewOutputTag
 // and keep them in variables: two tags are the same side output only if
 // they are the same tag.

@@ -117,6 +117,15 @@ type SourceOutput[T any] interface {
 	DeadLetter(d DeadLetter)
 }
 
+// SourceRefOutput is implemented by the SourceOutput the runtime hands a
+// Reader: CollectRef is Collect with the value passed by pointer, for
+// readers of large record types (it saves copies of the value on the
+// per-record path). *v is read during the call only: the reader may reuse
+// it at once.
+type SourceRefOutput[T any] interface {
+	CollectRef(split int, v *T, ts int64)
+}
+
 // DeadLetter is input a source could not turn into a record.
 type DeadLetter struct {
 	// Source is the name of the source operator.

@@ -25,6 +25,7 @@ func (m *sourceImpl[T]) instantiate(ctx *Context, out any, sides []control) (ins
 		recordsOut:  ctx.Counter("recordsRead"),
 		watermarkAt: ctx.Gauge(MetricWatermark)}
 	x.watermarkAt.Set(watermark.Min)
+	x.outRef = refOutputOf(x.out)
 	x.splits = watermark.NewSplits(m.strategy, ctx.Clock, combined[T]{x})
 	// Time spent blocked by back-pressure must not count as silence
 	// towards idleness (Flink's FLINK-35886).
@@ -44,6 +45,8 @@ type sourceInstance[T any] struct {
 	reader      Reader[T]
 	ctx         *Context
 	out         Output[T]
+	outRef      refOutput[T] // out's main output, taking records by pointer (nil: Collect)
+	rec         Record[T]    // the record being emitted (outRef's argument)
 	tsOf        func(v T, sourceTs int64) (int64, bool)
 	splits      *watermark.Splits[T]
 	dead        Output[DeadLetter]
@@ -98,7 +101,13 @@ func (x *sourceInstance[T]) close() error {
 }
 
 // Collect implements SourceOutput.
-func (x *sourceInstance[T]) Collect(split int, v T, ts int64) {
+func (x *sourceInstance[T]) Collect(split int, v T, ts int64) { x.CollectRef(split, &v, ts) }
+
+// CollectRef implements SourceRefOutput. The value is copied once, into
+// the record handed to the chained operator (by pointer where it takes one,
+// RecordRefProcessor); the watermark generator reads only ts unless it
+// reads records (watermark.TimestampGenerator).
+func (x *sourceInstance[T]) CollectRef(split int, v *T, ts int64) {
 	if x.ctx.task.err != nil {
 		// The subtask has failed (an operator chained to the source, in
 		// this Poll): the reader's later records are dropped, as a crash
@@ -106,14 +115,14 @@ func (x *sourceInstance[T]) Collect(split int, v T, ts int64) {
 		return
 	}
 	if x.tsOf != nil {
-		t, ok := x.tsOf(v, ts)
+		t, ok := x.tsOf(*v, ts)
 		if !ok {
-			x.DeadLetter(DeadLetter{Split: split, Value: v, Reason: "record has no usable timestamp"})
+			x.DeadLetter(DeadLetter{Split: split, Value: *v, Reason: "record has no usable timestamp"})
 			return
 		}
 		ts = t
 	} else if ts == NoTimestamp {
-		x.DeadLetter(DeadLetter{Split: split, Value: v, Reason: "record has no timestamp and the source's strategy assigns none"})
+		x.DeadLetter(DeadLetter{Split: split, Value: *v, Reason: "record has no timestamp and the source's strategy assigns none"})
 		return
 	}
 	if split >= len(x.known) || !x.known[split] {
@@ -122,8 +131,13 @@ func (x *sourceInstance[T]) Collect(split int, v T, ts int64) {
 	// The record goes out before any watermark it causes (a punctuated
 	// generator may emit one from OnEvent), or it would be late.
 	x.unpublished++
-	x.out.Collect(Record[T]{Value: v, Timestamp: ts})
-	x.splits.OnEvent(split, v, ts)
+	if x.outRef != nil {
+		x.rec.Value, x.rec.Timestamp = *v, ts
+		x.outRef.collectRef(&x.rec)
+	} else {
+		x.out.Collect(Record[T]{Value: *v, Timestamp: ts})
+	}
+	x.splits.OnEventRef(split, v, ts)
 }
 
 // AddSplit implements SourceOutput.

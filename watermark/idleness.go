@@ -79,6 +79,39 @@ func (g *IdlenessGenerator[T]) OnEvent(event T, ts int64, out Output) {
 	g.inner.OnEvent(event, ts, out)
 }
 
+// onTimestamp is OnEvent for an inner generator that reads only the
+// timestamp (Splits uses it through idleTimestamps).
+func (g *IdlenessGenerator[T]) onTimestamp(inner TimestampGenerator, ts int64, out Output) {
+	g.counter++
+	if g.idle {
+		g.idle = false
+		out.MarkActive()
+	}
+	inner.OnTimestamp(ts, out)
+}
+
+// idleTimestamps is an IdlenessGenerator over a TimestampGenerator, seen as
+// a TimestampGenerator.
+type idleTimestamps[T any] struct {
+	g     *IdlenessGenerator[T]
+	inner TimestampGenerator
+}
+
+func (t idleTimestamps[T]) OnTimestamp(ts int64, out Output) { t.g.onTimestamp(t.inner, ts, out) }
+
+// timestampsOf returns gen as a TimestampGenerator, or nil if it reads the
+// records it is given.
+func timestampsOf[T any](gen Generator[T]) TimestampGenerator {
+	if ig, ok := gen.(*IdlenessGenerator[T]); ok {
+		if in, ok := ig.inner.(TimestampGenerator); ok {
+			return idleTimestamps[T]{g: ig, inner: in}
+		}
+		return nil
+	}
+	ts, _ := gen.(TimestampGenerator)
+	return ts
+}
+
 // OnPeriodicEmit checks for inactivity and either marks the output idle or
 // lets the wrapped generator emit.
 func (g *IdlenessGenerator[T]) OnPeriodicEmit(out Output) {

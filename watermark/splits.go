@@ -15,7 +15,8 @@ import (
 // Split ids are small non-negative integers chosen by the caller; they may be
 // sparse, but the bookkeeping is a slice indexed by id, so they should stay
 // small (a partition number, not a hash). OnEvent does one slice lookup and
-// no allocation.
+// no allocation; OnEventRef takes the record by pointer, and copies it only
+// for a generator that reads records (not a TimestampGenerator).
 //
 // A Splits is not safe for concurrent use: it belongs to the source
 // subtask's goroutine.
@@ -37,6 +38,7 @@ type splitState[T any] struct {
 	in   int // Combiner input index
 	comb *Combiner
 	gen  Generator[T]
+	tsg  TimestampGenerator    // gen, if it reads only timestamps
 	idl  *IdlenessGenerator[T] // gen, if it is wrapped for idleness
 
 	genWm   int64 // highest watermark the generator emitted
@@ -72,7 +74,7 @@ func (s *Splits[T]) Add(split int) {
 		panic(fmt.Sprintf("watermark: split %d added twice", split))
 	}
 	gen := s.strategy.Generator(s.clk)
-	st := &splitState[T]{id: split, comb: s.comb, gen: gen, genWm: Min}
+	st := &splitState[T]{id: split, comb: s.comb, gen: gen, tsg: timestampsOf(gen), genWm: Min}
 	if ig, ok := gen.(*IdlenessGenerator[T]); ok {
 		st.idl = ig
 		for range s.pausedAll {
@@ -104,6 +106,13 @@ func (s *Splits[T]) Has(split int) bool { return s.get(split) != nil }
 // generator. Punctuated watermarks take effect at once. It panics if the
 // split is not registered.
 func (s *Splits[T]) OnEvent(split int, event T, ts int64) {
+	s.OnEventRef(split, &event, ts)
+}
+
+// OnEventRef is OnEvent with the record passed by pointer: a generator that
+// reads only timestamps (TimestampGenerator) gets ts alone, any other a
+// copy of *event. event is not kept after the call.
+func (s *Splits[T]) OnEventRef(split int, event *T, ts int64) {
 	var st *splitState[T]
 	if uint(split) < uint(len(s.byID)) {
 		st = s.byID[split]
@@ -111,7 +120,11 @@ func (s *Splits[T]) OnEvent(split int, event T, ts int64) {
 	if st == nil {
 		panic(fmt.Sprintf("watermark: event for unknown split %d", split))
 	}
-	st.gen.OnEvent(event, ts, st)
+	if st.tsg != nil {
+		st.tsg.OnTimestamp(ts, st)
+		return
+	}
+	st.gen.OnEvent(*event, ts, st)
 }
 
 // OnPeriodicEmit runs the periodic emit of every split and reports the

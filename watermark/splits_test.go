@@ -335,3 +335,30 @@ func TestSplitsTickReportsNetStatus(t *testing.T) {
 		t.Fatalf("SplitIdle(0)=%v IsIdle=%v, want both idle", s.SplitIdle(0), s.IsIdle())
 	}
 }
+
+// OnEventRef hands a generator that reads only timestamps the timestamp
+// alone (the record is never read: here it is nil), also behind
+// WithIdleness, which it reactivates; a generator that reads records gets
+// the record.
+func TestSplitsOnEventRefReadsRecordsOnlyForGeneratorsThatNeedThem(t *testing.T) {
+	s, r, clk := newSplits(t, ForMonotonous[record]().WithIdleness(time.Second))
+	s.Add(0)
+	s.OnEventRef(0, nil, 100)
+	s.OnPeriodicEmit()
+	r.expect(t, "monotonous, record not read", wm(99))
+	clk.Advance(3 * time.Second)
+	s.OnPeriodicEmit()
+	clk.Advance(3 * time.Second)
+	s.OnPeriodicEmit()
+	r.expect(t, "idle after the time-out", "idle")
+	s.OnEventRef(0, nil, 200)
+	s.OnPeriodicEmit()
+	r.expect(t, "a record reactivates the split", "active", wm(199))
+
+	p, pr, _ := newSplits(t, ForGenerator(func() Generator[record] {
+		return Punctuated(func(e record, ts int64) (int64, bool) { return e.ts - 5, true })
+	}))
+	p.Add(0)
+	p.OnEventRef(0, &record{ts: 50}, 1000)
+	pr.expect(t, "punctuated, reads the record", wm(45))
+}

@@ -42,6 +42,17 @@ type Generator[T any] interface {
 	OnPeriodicEmit(out Output)
 }
 
+// TimestampGenerator is implemented by a Generator whose OnEvent reads
+// only the timestamp, never the record. OnTimestamp(ts, out) must do what
+// OnEvent(event, ts, out) does for any event. Splits then calls OnTimestamp
+// instead of OnEvent, and the record is not copied for the generator (which
+// matters for large record types). BoundedOutOfOrderness, Ascending and None
+// implement it, and a WithIdleness generator over one of them is used the
+// same way.
+type TimestampGenerator interface {
+	OnTimestamp(ts int64, out Output)
+}
+
 // GeneratorFuncs adapts a pair of functions to a Generator. A nil field does
 // nothing.
 type GeneratorFuncs[T any] struct {
@@ -104,6 +115,13 @@ func (g *BoundedGenerator[T]) OnEvent(_ T, ts int64, _ Output) {
 	}
 }
 
+// OnTimestamp implements TimestampGenerator: OnEvent without the record.
+func (g *BoundedGenerator[T]) OnTimestamp(ts int64, _ Output) {
+	if ts > g.maxTs {
+		g.maxTs = ts
+	}
+}
+
 // OnPeriodicEmit emits maxTs - B - 1.
 func (g *BoundedGenerator[T]) OnPeriodicEmit(out Output) {
 	out.EmitWatermark(g.maxTs - g.bound - 1)
@@ -136,5 +154,6 @@ func None[T any]() Generator[T] { return none[T]{} }
 
 type none[T any] struct{}
 
-func (none[T]) OnEvent(T, int64, Output) {}
-func (none[T]) OnPeriodicEmit(Output)    {}
+func (none[T]) OnEvent(T, int64, Output)  {}
+func (none[T]) OnTimestamp(int64, Output) {}
+func (none[T]) OnPeriodicEmit(Output)     {}
