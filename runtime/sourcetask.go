@@ -274,6 +274,12 @@ func (x *sourceInstance[T]) run(t *task) error {
 		if err != nil {
 			return t.opError(x.ctx.Name, PhaseRead, err)
 		}
+		if t.err != nil {
+			// An operator chained to the source failed in this Poll:
+			// end now, not when something next wakes a waiting source
+			// (its Ready channel, a timer), which may be never.
+			return t.err
+		}
 		switch st {
 		case More:
 		case Wait:

@@ -133,6 +133,24 @@ func (b *brokerNet) dial(ctx context.Context, vn *kfake.VirtualNetwork, network,
 	return rc, nil
 }
 
+// awaitUp waits until no outage is on, or ctx ends. The harness starts a
+// member whose Run failed again only then, as an operator's restart
+// back-off (Kubernetes starts its CrashLoopBackOff at 10s) outlasts a
+// broker's restart: started at once, a member's start-up metadata
+// request was refused and the restart spent (seed 818, S4).
+func (b *brokerNet) awaitUp(ctx context.Context) {
+	b.mu.Lock()
+	up := b.mu.up
+	b.mu.Unlock()
+	if up == nil {
+		return
+	}
+	select {
+	case <-up:
+	case <-ctx.Done():
+	}
+}
+
 // restart resets every connection and keeps the broker down for d.
 func (b *brokerNet) restart(d time.Duration, mode string) {
 	b.mu.Lock()

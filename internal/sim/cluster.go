@@ -703,6 +703,7 @@ func (cr *clusterRun) wait(ctx context.Context) *Failure {
 			cr.mu.Lock()
 			cr.mu.restarted = append(cr.mu.restarted, Fault{Kind: FaultMemberRestart, Subtask: i, At: int64(len(cr.mu.restarted) + 1), Struck: true})
 			cr.mu.Unlock()
+			cr.kc.bn.awaitUp(ctx)
 			cr.start(cr.ctx, i)
 			all = false
 		}

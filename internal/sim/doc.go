@@ -27,10 +27,9 @@
 //	     session windows (window.Session, gap 1-25ms, allowed lateness
 //	     0-35ms, late output), AggregateKeyed (count, sum of ids);
 //	     sessionReference is its oracle, S2/S3 are checked behind it, and
-//	     in those seeds without processing-time timers or the agent
-//	     branch every checkpoint overlaps processing (the source reads
-//	     past a barrier once it has taken its snapshot), so the keyed
-//	     state is serialized
+//	     in those seeds without processing-time timers every checkpoint
+//	     overlaps processing (the source reads past a barrier once it
+//	     has taken its snapshot), so the keyed state is serialized
 //	     copy-on-write while records and timers edit it (sessionwin.go)
 //	  -> in a third of the seeds (Spec.Agent, a stream of its own), on a
 //	     third branch: filter (the records whose id is a multiple of

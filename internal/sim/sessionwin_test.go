@@ -54,7 +54,7 @@ func TestSessionSeedsAreDrawn(t *testing.T) {
 		if s.Session.Overlap {
 			overlap++
 		}
-		if s.Session.Overlap != (s.ProcDelayMS == 0 && s.Agent == nil) {
+		if s.Session.Overlap != (s.ProcDelayMS == 0) {
 			t.Fatalf("seed %d: overlap %v with processing-time timers at %dms", seed, s.Session.Overlap, s.ProcDelayMS)
 		}
 	}
