@@ -14,7 +14,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/weirproject/weir/checkpoint"
-	"github.com/weirproject/weir/internal/mutant"
 )
 
 // member is this process's part in the job: its place in the consumer
@@ -137,9 +136,6 @@ func (m *member) stop(parts []int32, checkpoint bool, revoked time.Time) {
 			defer wg.Done()
 			t.stop(checkpoint, revoked)
 		}()
-	}
-	if mutant.On(mutant.ClusterRevokeBeforeStop) && !revoked.IsZero() {
-		return
 	}
 	wg.Wait()
 	if took := time.Since(revoked); !revoked.IsZero() && len(ts) > 0 && took >= m.cfg.RebalanceTimeout {

@@ -131,10 +131,6 @@ const (
 	// but restores nothing: it starts from the beginning of its input
 	// instead of its latest checkpoint (C3).
 	ClusterStartWithoutCheckpoint Name = "cluster.task-starts-without-its-checkpoint"
-	// ClusterRevokeBeforeStop: a member's revoke returns before its
-	// revoked tasks have stopped, so the group may give them to another
-	// member while they still run here (C2, M2).
-	ClusterRevokeBeforeStop Name = "cluster.revoke-returns-before-its-tasks-stop"
 )
 
 // All lists every planted bug with the file it is planted in.
@@ -169,5 +165,4 @@ var All = []struct {
 	{ProcTimerTrustsWakeup, "runtime/ptimers.go procTimers.fireFrom"},
 	{ClusterFailedTaskFinished, "cluster/task.go taskRunner.loop"},
 	{ClusterStartWithoutCheckpoint, "cluster/job.go taskEnv"},
-	{ClusterRevokeBeforeStop, "cluster/member.go member.stop"},
 }

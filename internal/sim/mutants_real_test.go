@@ -109,7 +109,6 @@ var mutantWithin = map[mutant.Name]uint64{
 var mutantClustered = map[mutant.Name]int{
 	mutant.ClusterFailedTaskFinished:     30,
 	mutant.ClusterStartWithoutCheckpoint: 10,
-	mutant.ClusterRevokeBeforeStop:       30,
 }
 
 func seedRange(n uint64) []uint64 {
