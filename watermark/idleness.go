@@ -71,23 +71,24 @@ func (g *IdlenessGenerator[T]) IsIdle() bool { return g.idle }
 // OnEvent counts the record, reactivates the output if it was idle, and
 // passes the record to the wrapped generator. It does not read the clock.
 func (g *IdlenessGenerator[T]) OnEvent(event T, ts int64, out Output) {
-	g.counter++
-	if g.idle {
-		g.idle = false
-		out.MarkActive()
-	}
+	g.seen(out)
 	g.inner.OnEvent(event, ts, out)
 }
 
 // onTimestamp is OnEvent for an inner generator that reads only the
 // timestamp (Splits uses it through idleTimestamps).
 func (g *IdlenessGenerator[T]) onTimestamp(inner TimestampGenerator, ts int64, out Output) {
+	g.seen(out)
+	inner.OnTimestamp(ts, out)
+}
+
+// seen counts a record and reactivates the output if it was idle.
+func (g *IdlenessGenerator[T]) seen(out Output) {
 	g.counter++
 	if g.idle {
 		g.idle = false
 		out.MarkActive()
 	}
-	inner.OnTimestamp(ts, out)
 }
 
 // idleTimestamps is an IdlenessGenerator over a TimestampGenerator, seen as

@@ -656,11 +656,7 @@ func (kr *kafkaRun) attempt(ctx context.Context, n int, fault *Fault, o Options)
 	// committed as a late line, which the reference never has.
 	late := weir.NewOutputTag[event]("late")
 	windowed := window.AggregateKeyed(weir.KeyBy(recs, func(e event) string { return e.Key }), "window",
-		window.Tumbling(size), window.AggregateFuncs[event, acc, acc]{
-			AddFn:    func(e event, a acc) acc { return acc{N: a.N + 1, Sum: a.Sum + e.ID} },
-			ResultFn: func(a acc) acc { return a },
-			MergeFn:  func(a, b acc) acc { return acc{N: a.N + b.N, Sum: a.Sum + b.Sum} },
-		}, window.LateOutput(late)).UID("window").Parallelism(spec.Parallelism)
+		window.Tumbling(size), countSum, window.LateOutput(late)).UID("window").Parallelism(spec.Parallelism)
 	winLines := weir.Map(windowed, "window-lines", func(r window.Result[string, acc]) string {
 		return windowLine(r.Key, r.Window.Start, r.Window.End, r.Value.N, r.Value.Sum)
 	}).UID("window-lines").Parallelism(spec.Parallelism)

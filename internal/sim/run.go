@@ -226,6 +226,15 @@ func run(ctx context.Context, spec *Spec, st *store, fs *vfs.MemFS, aw *agentWor
 	return &Failure{Invariant: InvCompletes, Detail: fmt.Sprintf("still failing after %d attempts", MaxAttempts)}
 }
 
+// countSum is the windows' aggregate (the tumbling window, the sessions,
+// the Kafka form's window): the count and the sum of the ids of a window's
+// records, which the oracle computes on its own.
+var countSum = window.AggregateFuncs[event, acc, acc]{
+	AddFn:    func(e event, a acc) acc { return acc{N: a.N + 1, Sum: a.Sum + e.ID} },
+	ResultFn: func(a acc) acc { return a },
+	MergeFn:  func(a, b acc) acc { return acc{N: a.N + b.N, Sum: a.Sum + b.Sum} },
+}
+
 // attempt runs the job once, restored from the latest checkpoint in fs
 // if there is one, with fault armed, and returns what the observer saw.
 // The job writes its checkpoints through cfs: fs, or fs with a storage
@@ -274,11 +283,7 @@ func attempt(ctx context.Context, spec *Spec, st *store, fs, cfs vfs.FS, fault *
 		opts = append(opts, window.AllowedLateness(time.Duration(spec.LatenessMS)*time.Millisecond))
 	}
 	windowed := window.AggregateKeyed(weir.KeyBy(passed, func(e event) string { return e.Key }), "window",
-		window.Tumbling(time.Duration(spec.WindowMS)*time.Millisecond), window.AggregateFuncs[event, acc, acc]{
-			AddFn:    func(e event, a acc) acc { return acc{N: a.N + 1, Sum: a.Sum + e.ID} },
-			ResultFn: func(a acc) acc { return a },
-			MergeFn:  func(a, b acc) acc { return acc{N: a.N + b.N, Sum: a.Sum + b.Sum} },
-		}, opts...).UID("window")
+		window.Tumbling(time.Duration(spec.WindowMS)*time.Millisecond), countSum, opts...).UID("window")
 	lines := weir.Map(windowed, "window-lines", func(r window.Result[string, acc]) string {
 		return windowLine(r.Key, r.Window.Start, r.Window.End, r.Value.N, r.Value.Sum)
 	}).UID("window-lines")

@@ -85,11 +85,7 @@ func sessionBranch(spec *Spec, passed weir.Stream[event], obs **weirtest.Observa
 		opts = append(opts, window.AllowedLateness(time.Duration(g.LatenessMS)*time.Millisecond))
 	}
 	sessions := window.AggregateKeyed(weir.KeyBy(passed, func(e event) string { return e.Key }), "session",
-		window.Session(time.Duration(g.GapMS)*time.Millisecond), window.AggregateFuncs[event, acc, acc]{
-			AddFn:    func(e event, a acc) acc { return acc{N: a.N + 1, Sum: a.Sum + e.ID} },
-			ResultFn: func(a acc) acc { return a },
-			MergeFn:  func(a, b acc) acc { return acc{N: a.N + b.N, Sum: a.Sum + b.Sum} },
-		}, opts...).UID("session")
+		window.Session(time.Duration(g.GapMS)*time.Millisecond), countSum, opts...).UID("session")
 	lines := weir.Map(sessions, "session-lines", func(r window.Result[string, acc]) string {
 		return sessionLine(r.Key, r.Window.Start, r.Window.End, r.Value.N, r.Value.Sum)
 	}).UID("session-lines")
