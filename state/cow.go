@@ -18,8 +18,13 @@ import (
 // view takes those bytes instead of serializing the key group again: the
 // work is done once either way, and nothing is copied. Only when the view is
 // serializing that very key group at that moment does the subtask copy the
-// key group's entries of the state (a deep copy: values, lists and inner
-// maps included) and write to the copy, the view reading the original.
+// key group's entries of the state and write to the copy, the view reading
+// the original. The copy is one level deep: the key group's map, each value
+// (copied by assignment), each list's elements and each inner map of a map
+// state are new, but memory a value refers to (a slice or map inside it) is
+// shared with the original; a state whose values refer to memory edits it
+// in place only while ValueState.SnapshotMayRead reports false (I10 in
+// doc.go).
 //
 // Invariants:
 //
@@ -297,8 +302,9 @@ func (f *frozenMem[K]) close() {
 	f.b.frozenLive.Add(-1)
 }
 
-// cloneValues deep-copies a value state's key-group map; the values share
-// one allocation.
+// cloneValues copies a value state's key-group map and its values (by
+// assignment: memory a value refers to stays shared); the copies share one
+// allocation.
 func cloneValues[K comparable, V any](m map[K]*V) map[K]*V {
 	if m == nil {
 		return nil
@@ -314,7 +320,7 @@ func cloneValues[K comparable, V any](m map[K]*V) map[K]*V {
 	return out
 }
 
-// cloneLists deep-copies a list state's key-group map.
+// cloneLists copies a list state's key-group map and each list's elements.
 func cloneLists[K comparable, V any](m map[K][]V) map[K][]V {
 	if m == nil {
 		return nil
@@ -326,7 +332,7 @@ func cloneLists[K comparable, V any](m map[K][]V) map[K][]V {
 	return out
 }
 
-// cloneMaps deep-copies a map state's key-group map.
+// cloneMaps copies a map state's key-group map and each inner map.
 func cloneMaps[K comparable, UK comparable, UV any](m map[K]map[UK]UV) map[K]map[UK]UV {
 	if m == nil {
 		return nil
@@ -338,7 +344,7 @@ func cloneMaps[K comparable, UK comparable, UV any](m map[K]map[UK]UV) map[K]map
 	return out
 }
 
-// clone deep-copies a namespaced key group; cloneX copies one value.
+// clone copies a namespaced key group; cloneX copies one value.
 func (g *nsGroup[K, N, X]) clone(cloneX func(X) X) nsGroup[K, N, X] {
 	out := *g
 	if g.slots == nil {
