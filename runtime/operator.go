@@ -265,8 +265,14 @@ func (discard[T]) EmitWatermark(int64) {}
 func (discard[T]) EmitIdle(bool)       {}
 
 // Done is closed when the job is being cancelled (or has failed). Work an
-// operator started on other goroutines should stop then.
-func (c *Context) Done() <-chan struct{} { return c.task.job.done }
+// operator started on other goroutines should stop then. It is nil (never
+// closed) for a Context that belongs to no running job.
+func (c *Context) Done() <-chan struct{} {
+	if c.task == nil {
+		return nil
+	}
+	return c.task.job.done
+}
 
 // Fail fails the job with err, naming this operator and subtask. Use it
 // from mailbox letters and timer callbacks, which cannot return errors.

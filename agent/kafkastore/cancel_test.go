@@ -97,3 +97,45 @@ func TestRestoreContextCancelled(t *testing.T) {
 		})
 	}
 }
+
+// TestOpenContextCancelled: an open whose topic never shows in the
+// cluster's metadata (every Metadata answer for it says
+// LEADER_NOT_AVAILABLE, RequestTimeout an hour away) waits between tries
+// on the clock its context carries, a manual clock that never moves; once
+// the context is cancelled it returns an error wrapping context.Canceled.
+// Open used to sleep there on the wall clock, blind to any cancellation.
+func TestOpenContextCancelled(t *testing.T) {
+	b := startBroker(t, "")
+	opts := options(b, newTopic(), 1)
+	opts.RequestTimeout = time.Hour
+	watchdog := testenv.Context(t, time.Minute)
+	h := b.Cluster().Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Metadata}, Topic: opts.Topic, Err: kerr.LeaderNotAvailable, Count: -1})
+	defer h.Remove()
+	clk := armedClock{clock.NewManual(time.Unix(1_000_000, 0)), make(chan time.Duration, 1)}
+	ctx, cancel := context.WithCancel(clock.NewContext(context.Background(), clk))
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		s, err := OpenContext(ctx, opts, all, 128)
+		if s != nil {
+			s.Close()
+		}
+		done <- err
+	}()
+	select {
+	case <-clk.armed:
+	case err := <-done:
+		t.Fatalf("the open returned (%v) before it waited for the topic", err)
+	case <-watchdog.Done():
+		t.Fatal("the open armed no wait on its context's clock")
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) || !strings.HasPrefix(err.Error(), "kafkastore: ") {
+			t.Fatalf("cancelled open: %v, want a kafkastore error wrapping context.Canceled", err)
+		}
+	case <-watchdog.Done():
+		t.Fatal("the cancelled open did not return")
+	}
+}

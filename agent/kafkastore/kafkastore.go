@@ -14,6 +14,7 @@ import (
 	"github.com/weirproject/weir/agent"
 	"github.com/weirproject/weir/agent/internal/actionindex"
 	"github.com/weirproject/weir/agent/internal/groupcommit"
+	"github.com/weirproject/weir/clock"
 	"github.com/weirproject/weir/kafkasec"
 	"github.com/weirproject/weir/keygroup"
 	"github.com/weirproject/weir/runtime"
@@ -88,7 +89,21 @@ func Factory(opts Options) agent.StoreFactory {
 			return nil, fmt.Errorf("kafkastore: subtask %d of operator %q owns no key group of its job's slice %d of %d (key groups %v): run a sliced job's keyed operators at parallelism 1",
 				ctx.Subtask, ctx.Name, ctx.Slice, ctx.Slices, ctx.KeyGroups)
 		}
-		return Open(o, rng, ctx.MaxParallelism)
+		// The job's cancellation ends an open its brokers do not answer.
+		base := context.Background()
+		if ctx.Clock != nil {
+			base = clock.NewContext(base, ctx.Clock)
+		}
+		octx, cancel := context.WithCancel(base)
+		defer cancel()
+		go func() {
+			select {
+			case <-ctx.Done():
+				cancel()
+			case <-octx.Done():
+			}
+		}()
+		return OpenContext(octx, o, rng, ctx.MaxParallelism)
 	}
 }
 
@@ -137,7 +152,17 @@ type Store struct {
 // Open connects to the cluster, makes sure the topic exists and is
 // compacted, and returns the empty store of key groups rng (of
 // maxParallelism); call Restore to rebuild it from a checkpoint's markers.
+// It is OpenContext with a context that never ends: each request is still
+// bounded by Options.RequestTimeout.
 func Open(opts Options, rng keygroup.Range, maxParallelism int) (*Store, error) {
+	return OpenContext(context.Background(), opts, rng, maxParallelism)
+}
+
+// OpenContext is Open that gives up, closing what it opened and returning
+// an error wrapping ctx's, once ctx ends (a job cancelled while its
+// brokers do not answer). Waits between tries run on the clock ctx
+// carries (clock.FromContext).
+func OpenContext(ctx context.Context, opts Options, rng keygroup.Range, maxParallelism int) (*Store, error) {
 	opts = opts.withDefaults()
 	if len(opts.Brokers) == 0 || opts.Topic == "" {
 		return nil, errors.New("kafkastore: Options.Brokers and Options.Topic are required")
@@ -166,12 +191,12 @@ func Open(opts Options, rng keygroup.Range, maxParallelism int) (*Store, error) 
 	}
 	s := &Store{opts: opts, rng: rng, maxP: maxParallelism, cl: cl, adm: kadm.NewClient(cl), log: opts.Logger,
 		idx: actionindex.New[string, *entry](), end: map[int32]int64{}}
-	if err := s.ensureTopic(); err != nil {
+	if err := s.ensureTopic(ctx); err != nil {
 		cl.Close()
 		return nil, err
 	}
 	s.first, s.last = s.partitionOf(rng.Start), s.partitionOf(rng.End)
-	ends, err := s.listOffsets(context.Background(), false)
+	ends, err := s.listOffsets(ctx, false)
 	if err != nil {
 		cl.Close()
 		return nil, err

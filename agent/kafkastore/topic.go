@@ -72,14 +72,14 @@ func (s *Store) topicMeta(parent context.Context) (map[int32]int32, error) {
 }
 
 // ensureTopic creates the topic if it is missing and checks that it is
-// compacted (KT7).
-func (s *Store) ensureTopic() error {
+// compacted (KT7). It returns ctx's error once ctx ends.
+func (s *Store) ensureTopic(ctx context.Context) error {
 	t := s.opts.Topic
 	for attempt := 0; ; attempt++ {
-		parts, err := s.topicMeta(context.Background())
+		parts, err := s.topicMeta(ctx)
 		if err == nil && len(parts) > 0 {
 			s.parts = int32(len(parts))
-			return s.checkCompacted()
+			return s.checkCompacted(ctx)
 		}
 		if err != nil && !errors.Is(err, kerr.UnknownTopicOrPartition) && !errors.Is(err, kerr.LeaderNotAvailable) {
 			return fmt.Errorf("kafkastore: topic %q: %w", t, err)
@@ -88,7 +88,9 @@ func (s *Store) ensureTopic() error {
 			if attempt >= 100 {
 				return fmt.Errorf("kafkastore: topic %q was created but the cluster's metadata does not show it", t)
 			}
-			time.Sleep(20 * time.Millisecond)
+			if err := retry.Sleep(ctx, clock.FromContext(ctx), 20*time.Millisecond); err != nil {
+				return fmt.Errorf("kafkastore: waiting for topic %q to show in the cluster's metadata: %w", t, err)
+			}
 			continue
 		}
 		n := s.opts.Partitions
@@ -99,17 +101,20 @@ func (s *Store) ensureTopic() error {
 		if rf == 0 {
 			rf = -1
 		}
-		ctx, cancel := s.reqCtx(context.Background())
-		_, err = s.adm.CreateTopic(ctx, n, rf, map[string]*string{"cleanup.policy": kmsg.StringPtr("compact")}, t)
+		cctx, cancel := s.reqCtx(ctx)
+		_, err = s.adm.CreateTopic(cctx, n, rf, map[string]*string{"cleanup.policy": kmsg.StringPtr("compact")}, t)
 		cancel()
+		if err != nil && ctx.Err() != nil {
+			return fmt.Errorf("kafkastore: creating topic %q: %w", t, ctx.Err())
+		}
 		if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
 			return fmt.Errorf("kafkastore: creating topic %q (cleanup.policy=compact, %d partitions) failed; create it yourself or grant the CREATE permission: %w", t, n, err)
 		}
 	}
 }
 
-func (s *Store) checkCompacted() error {
-	ctx, cancel := s.reqCtx(context.Background())
+func (s *Store) checkCompacted(parent context.Context) error {
+	ctx, cancel := s.reqCtx(parent)
 	defer cancel()
 	rcs, err := s.adm.DescribeTopicConfigs(ctx, s.opts.Topic)
 	if err != nil {
