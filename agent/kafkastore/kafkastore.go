@@ -14,7 +14,6 @@ import (
 	"github.com/weirproject/weir/agent"
 	"github.com/weirproject/weir/agent/internal/actionindex"
 	"github.com/weirproject/weir/agent/internal/groupcommit"
-	"github.com/weirproject/weir/clock"
 	"github.com/weirproject/weir/kafkasec"
 	"github.com/weirproject/weir/keygroup"
 	"github.com/weirproject/weir/runtime"
@@ -90,18 +89,22 @@ func Factory(opts Options) agent.StoreFactory {
 				ctx.Subtask, ctx.Name, ctx.Slice, ctx.Slices, ctx.KeyGroups)
 		}
 		// The job's cancellation ends an open its brokers do not answer.
-		base := context.Background()
-		if ctx.Clock != nil {
-			base = clock.NewContext(base, ctx.Clock)
-		}
-		octx, cancel := context.WithCancel(base)
-		defer cancel()
-		go func() {
+		// The context carries no clock, as the restore's (agent's
+		// restoreStore): brokers live in real time, and a job's manual
+		// clock moves only with what the job does, which waits for this.
+		octx, cancel := context.WithCancel(context.Background())
+		watched := make(chan struct{})
+		go func() { // ends with the open: cancel below
+			defer close(watched)
 			select {
 			case <-ctx.Done():
 				cancel()
 			case <-octx.Done():
 			}
+		}()
+		defer func() {
+			cancel()
+			<-watched
 		}()
 		return OpenContext(octx, o, rng, ctx.MaxParallelism)
 	}

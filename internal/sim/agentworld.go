@@ -523,6 +523,7 @@ type observedLog struct {
 var (
 	_ agent.ActionStateStore = (*observedStore)(nil)
 	_ logStore               = (*observedLog)(nil)
+	_ agent.ContextRestorer  = (*observedLog)(nil)
 	_ logStore               = (*wal.Store)(nil)
 	_ logStore               = (*kafkastore.Store)(nil)
 )
@@ -582,6 +583,19 @@ func (s *observedLog) PruneCheckpoint(checkpoint int64, upTo []agent.KeySeq) err
 
 func (s *observedLog) Restore(markers [][]byte) error {
 	err := s.log.Restore(markers)
+	s.w.restored(s.attempt, len(markers), err)
+	return err
+}
+
+// RestoreContext forwards to the store's own RestoreContext, the path the
+// operator takes in production (the Kafka store's); a store without one
+// restores as the operator would restore it, through Restore.
+func (s *observedLog) RestoreContext(ctx context.Context, markers [][]byte) error {
+	cr, ok := s.log.(agent.ContextRestorer)
+	if !ok {
+		return s.Restore(markers)
+	}
+	err := cr.RestoreContext(ctx, markers)
 	s.w.restored(s.attempt, len(markers), err)
 	return err
 }
