@@ -129,7 +129,7 @@ func TestMeasureBrokerRestarts(t *testing.T) {
 	}
 	k, _ := strconv.Atoi(os.Getenv("WEIR_SIM_RESTART_CLUSTERED"))
 	tally := func(form string, run func(seed uint64) (*Result, error), seeds []uint64) {
-		drawn, struck := map[string]int{}, map[string]int{}
+		drawn, struck, ridden := map[string]int{}, map[string]int{}, map[string]int{}
 		var failed []uint64
 		for _, seed := range seeds {
 			res, err := run(seed)
@@ -146,6 +146,11 @@ func TestMeasureBrokerRestarts(t *testing.T) {
 					if f.Struck {
 						struck[f.Request]++
 					}
+					if f.RiddenOut {
+						ridden[f.Request]++
+					} else if f.Struck && form == "kafka" {
+						t.Logf("%s seed %d: a restart at %s was not ridden out (faults %s)", form, seed, f.Request, FaultSchedule(res.Faults))
+					}
 				}
 			}
 		}
@@ -156,9 +161,9 @@ func TestMeasureBrokerRestarts(t *testing.T) {
 		sort.Strings(kinds)
 		line := ""
 		for _, r := range kinds {
-			line += " " + r + " " + strconv.Itoa(struck[r]) + "/" + strconv.Itoa(drawn[r])
+			line += " " + r + " " + strconv.Itoa(ridden[r]) + "/" + strconv.Itoa(struck[r]) + "/" + strconv.Itoa(drawn[r])
 		}
-		t.Logf("%s: %d seeds with restarts, failed %v; struck/drawn by request:%s", form, len(seeds), failed, line)
+		t.Logf("%s: %d seeds with restarts, failed %v; ridden out (Kafka form only)/struck/drawn by request:%s", form, len(seeds), failed, line)
 	}
 	var kseeds []uint64
 	for seed := uint64(1); seed <= uint64(n); seed++ {

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -549,9 +550,13 @@ func (kr *kafkaRun) attempts(ctx context.Context, o Options, res *Result) *Failu
 		as, disarm := kr.kc.arm(armedFaults)
 		restored, err := kr.attempt(ctx, n, fault, o)
 		disarm()
+		if err != nil && os.Getenv("WEIR_SIM_DEBUG") != "" {
+			fmt.Fprintf(os.Stderr, "sim: seed %d: kafka attempt %d failed: %v\n", kr.spec.Seed, n, err)
+		}
 		for _, a := range as {
 			if a.struck.Load() {
 				a.f.Struck = true
+				a.f.RiddenOut = err == nil && a.f.Kind == FaultBrokerRestart
 			}
 		}
 		if restored {

@@ -72,6 +72,10 @@ type Fault struct {
 	Err     string `json:"err,omitempty"`
 	Repeat  int    `json:"repeat,omitempty"`
 	DelayMS int64  `json:"delay_ms,omitempty"`
+	// RiddenOut says that a broker restart of the Kafka form struck in
+	// an attempt that went on to complete: the clients rode the outage
+	// out without a restore (brokerrestart.go).
+	RiddenOut bool `json:"ridden_out,omitempty"`
 }
 
 func (f Fault) String() string {
@@ -94,6 +98,9 @@ func (f Fault) String() string {
 	}
 	if !f.Struck {
 		s += "(missed)"
+	}
+	if f.RiddenOut {
+		s += "(ridden out)"
 	}
 	return s
 }
