@@ -18,6 +18,7 @@ func benchCmd() *cobra.Command {
 	var n int64
 	var keys int
 	var asJSON bool
+	var scenarios string
 	c := &cobra.Command{
 		Use:   "bench",
 		Short: "Measure the engine against hand-written loops doing the same work, in the same run",
@@ -26,10 +27,21 @@ func benchCmd() *cobra.Command {
 			k := &checks{c: cmd}
 			k.intRange("records", n, 1, 0)
 			k.intRange("keys", int64(keys), 1, 0)
+			if scenarios != "" {
+				for _, s := range strings.Split(scenarios, ",") {
+					k.oneOf("scenarios", s, bench.ScenarioNames()...)
+				}
+			}
 			return k.err
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			results, err := bench.All(n, keys)
+			var results []bench.Result
+			var err error
+			if scenarios == "" {
+				results, err = bench.All(n, keys)
+			} else {
+				results, err = bench.Run(strings.Split(scenarios, ","), n, keys)
+			}
 			if err != nil {
 				return err
 			}
@@ -53,6 +65,7 @@ func benchCmd() *cobra.Command {
 	c.Flags().Int64Var(&n, "records", 5_000_000, "records per scenario")
 	c.Flags().IntVar(&keys, "keys", 10_000, "distinct keys in keyed scenarios")
 	c.Flags().BoolVar(&asJSON, "json", false, "print one JSON object per scenario")
+	c.Flags().StringVar(&scenarios, "scenarios", "", "comma-separated scenarios to run, in that order (default all: "+strings.Join(bench.ScenarioNames(), ", ")+")")
 	c.AddCommand(benchCheckpointCmd(), benchStateSizeCmd(), benchNexmarkCmd())
 	return c
 }

@@ -72,6 +72,7 @@ func TestBadCommandLines(t *testing.T) {
 		{[]string{"sim", "--random", "--seed", "4"}, "weir sim: --random and --seed: give one of them"},
 		{[]string{"bench", "--records", "0"}, "weir bench: --records 0"},
 		{[]string{"bench", "--keys", "0"}, "weir bench: --keys 0"},
+		{[]string{"bench", "--scenarios", "window-sum,window-summ"}, `weir bench: --scenarios "window-summ": want one of chain, keyed-count,`},
 		{[]string{"bench", "x"}, "weir bench: unexpected argument"},
 		{[]string{"bench", "state-size", "--keys", "0"}, "weir bench state-size: --keys 0"},
 		{[]string{"bench", "state-size", "--backend", "rocksdb"}, `weir bench state-size: --backend "rocksdb"`},

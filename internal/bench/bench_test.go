@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	goruntime "runtime"
+	"slices"
 	"testing"
 	"time"
 
@@ -14,14 +15,15 @@ func TestScenariosAgreeWithLoops(t *testing.T) {
 	if _, err := Chain(100_000); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := WindowSum(100_000, 1000); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := WindowSumRandom(100_000, 1000); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := WindowSumPeriodic(100_000, 1000); err != nil {
-		t.Fatal(err)
+	for _, o := range KeyOrders {
+		for _, periodic := range []bool{false, true} {
+			if _, err := WindowSumOrder(100_000, 1000, o, periodic); err != nil {
+				t.Fatal(o, periodic, err)
+			}
+		}
+		if _, err := KeyedCountOrder(100_000, 1000, 1, o); err != nil {
+			t.Fatal(o, err)
+		}
 	}
 	for _, p := range []int{1, 2} {
 		if _, err := KeyedCount(100_000, 1000, p); err != nil {
@@ -119,10 +121,20 @@ func BenchmarkChain(b *testing.B) {
 	b.ReportMetric(r.OverheadNsPerRecordPerOp, "ns-overhead/rec/op")
 }
 
+// BenchmarkKeyedCount: the keyed count with value state, 10k string keys,
+// in each key order (keys=uniform is the default workload; round-robin the
+// shape before issue 31), against a loop over a map reading the same key
+// sequence:
+//
+//	go test -run XXX -bench '^BenchmarkKeyedCount$' -benchtime 2000000x ./internal/bench/
 func BenchmarkKeyedCount(b *testing.B) {
-	r := benchVsLoop(b, func(n int64) (Result, error) { return KeyedCount(n, 10_000, 1) })
-	b.ReportMetric(r.EngineCPUNsPerRecord, "cpu-ns/rec")
-	b.ReportMetric(r.LoopCPUNsPerRecord, "loop-cpu-ns/rec")
+	for _, o := range KeyOrders {
+		b.Run("keys="+o.String(), func(b *testing.B) {
+			r := benchVsLoop(b, func(n int64) (Result, error) { return KeyedCountOrder(n, 10_000, 1, o) })
+			b.ReportMetric(r.EngineCPUNsPerRecord, "cpu-ns/rec")
+			b.ReportMetric(r.LoopCPUNsPerRecord, "loop-cpu-ns/rec")
+		})
+	}
 }
 
 func BenchmarkKeyBy2Subtasks(b *testing.B) {
@@ -143,20 +155,64 @@ func TestCheckpointScenarioRuns(t *testing.T) {
 	}
 }
 
+// BenchmarkWindowSum10kKeys: the tumbling 1 s window sum, 10k keys, a
+// watermark at every new timestamp, in each key order, against the
+// hand-written loop reading the same key sequence:
+//
+//	go test -run XXX -bench '^BenchmarkWindowSum10kKeys' -benchtime 2000000x ./internal/bench/
 func BenchmarkWindowSum10kKeys(b *testing.B) {
-	benchVsLoop(b, func(n int64) (Result, error) { return WindowSum(n, 10_000) })
-}
-
-// BenchmarkWindowSum10kKeysRandom is BenchmarkWindowSum10kKeys with keys in
-// random order.
-func BenchmarkWindowSum10kKeysRandom(b *testing.B) {
-	benchVsLoop(b, func(n int64) (Result, error) { return WindowSumRandom(n, 10_000) })
+	for _, o := range KeyOrders {
+		b.Run("keys="+o.String(), func(b *testing.B) {
+			benchVsLoop(b, func(n int64) (Result, error) { return WindowSumOrder(n, 10_000, o, false) })
+		})
+	}
 }
 
 // BenchmarkWindowSum10kKeysPeriodic is BenchmarkWindowSum10kKeys with the
 // default 200 ms periodic watermark.
 func BenchmarkWindowSum10kKeysPeriodic(b *testing.B) {
-	benchVsLoop(b, func(n int64) (Result, error) { return WindowSumPeriodic(n, 10_000) })
+	for _, o := range KeyOrders {
+		b.Run("keys="+o.String(), func(b *testing.B) {
+			benchVsLoop(b, func(n int64) (Result, error) { return WindowSumOrder(n, 10_000, o, true) })
+		})
+	}
+}
+
+// The key sequences are what their orders say: uniform covers the keys
+// about evenly, Zipf puts its hottest key far above the mean and its ranks
+// on scattered keys, round-robin cycles with the given stride, and every
+// order draws the same sequence again.
+func TestKeySequences(t *testing.T) {
+	const n, keys = 200_000, 1000
+	counts := func(seq []int32) []int {
+		c := make([]int, keys)
+		for _, k := range seq {
+			if k < 0 || int(k) >= keys {
+				t.Fatalf("key %d out of range", k)
+			}
+			c[k]++
+		}
+		return c
+	}
+	u := counts(KeySequence(KeysUniform, n, keys, 1))
+	if lo, hi := slices.Min(u), slices.Max(u); lo < 120 || hi > 290 {
+		t.Fatalf("uniform: per-key counts %d..%d, want about %d", lo, hi, n/keys)
+	}
+	zs := KeySequence(KeysZipf, n, keys, 1)
+	z := counts(zs)
+	hot := slices.Index(z, slices.Max(z))
+	if z[hot] < 20*n/keys || hot == 0 {
+		t.Fatalf("zipf: hottest key %d has %d records, want >= %d and not key 0", hot, z[hot], 20*n/keys)
+	}
+	r := KeySequence(KeysRoundRobin, 3*keys, keys, 7)
+	for i, k := range r {
+		if int(k) != i*7%keys {
+			t.Fatalf("round-robin: record %d has key %d, want %d", i, k, i*7%keys)
+		}
+	}
+	if !slices.Equal(zs, KeySequence(KeysZipf, n, keys, 1)) {
+		t.Fatal("zipf: a second sequence differs from the first")
+	}
 }
 
 func BenchmarkCheckpointCost(b *testing.B) {
