@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/weirproject/weir"
 	"github.com/weirproject/weir/keygroup"
 	"github.com/weirproject/weir/runtime"
@@ -203,4 +205,22 @@ func TestExchangeOutBatches(t *testing.T) {
 		t.Fatal(err)
 	}
 	check(out.recs, 150, 150+many)
+}
+
+// ExchangeValues counts values, not Kafka records: a batch's, one for a
+// single data record, none for a control record.
+func TestExchangeValues(t *testing.T) {
+	b := []byte{batchVersion}
+	for i := range int64(3) {
+		b = appendBatchValue(b, 100+i, 100+i-1, []byte("7"))
+	}
+	for _, c := range []struct {
+		headers []kgo.RecordHeader
+		value   []byte
+		want    int
+	}{{batchHeaders, b, 3}, {nil, []byte("7"), 1}, {controlHeaders, encodeControl(kindWatermark, 5), 0}, {batchHeaders, b[:len(b)-1], 0}} {
+		if got := ExchangeValues(c.headers, c.value); got != c.want {
+			t.Fatalf("ExchangeValues(%v, %x) = %d, want %d", c.headers, c.value, got, c.want)
+		}
+	}
 }

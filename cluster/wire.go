@@ -193,3 +193,32 @@ func decode[T any](codec Codec[T], r *kgo.Record) (inRec[T], error) {
 	in.v = v
 	return in, nil
 }
+
+// ExchangeValues is the number of data values a record of a job's
+// exchange topic holds, given its headers and value: 0 for a control
+// record, the number of values for a batch (0 if it is malformed), 1 for
+// any other record. For tools that measure a running job's progress from
+// its exchange topic (the scale-out experiment), which counts values, not
+// Kafka records, since the values travel in batches.
+func ExchangeValues(headers []kgo.RecordHeader, value []byte) int {
+	for _, h := range headers {
+		switch h.Key {
+		case controlHeader:
+			return 0
+		case batchHeader:
+			if len(value) == 0 || value[0] != batchVersion {
+				return 0
+			}
+			n, b, prev := 0, value[1:], int64(0)
+			for len(b) > 0 {
+				ts, _, rest, err := nextBatchValue(b, prev)
+				if err != nil {
+					return 0
+				}
+				n, b, prev = n+1, rest, ts
+			}
+			return n
+		}
+	}
+	return 1
+}
