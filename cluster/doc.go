@@ -111,7 +111,14 @@
 //	    when its status changes, end of input, and its catch-up (W6): a
 //	    "behind" record first in every run of the task, a "caught up"
 //	    record once its partition has caught up. They are marked by the
-//	    record header "weir-control"; data records have none.
+//	    record header "weir-control". Data records travel in batches
+//	    (header "weir-batch"): one Kafka record holds a producer's values
+//	    for one exchange partition in order, each with its timestamp; a
+//	    batch goes out when it is full (32 KiB), before every control
+//	    record (so a control record still follows every record it covers,
+//	    in each partition) and at every checkpoint barrier (so it is in
+//	    that checkpoint's transaction, W3). A data record without a header
+//	    holds one value (written before batches); keyed tasks read both.
 //	W3. Fencing of a failed epoch: transactions per checkpoint. A source
 //	    task writes to the exchange topic in one transaction per
 //	    checkpoint, committed when its checkpoint completes (the
@@ -221,6 +228,9 @@
 // up (W6), where a local job applies it at once (kafka K9). The topic's
 // catch-up reaches a keyed task a checkpoint interval late (control records
 // travel in the source tasks' transactions, W3), so event time waits that
-// much longer for it than in a local job. Control and data records that do
+// much longer for it than in a local job. A keyed task of a version
+// before batches cannot read a batch record (its values become dead
+// letters), nor one before W6 its catch-up records: upgrade a job's
+// processes together. Control and data records that do
 // not decode become dead letters of the keyed task's source.
 package cluster

@@ -44,6 +44,7 @@ type producerState struct {
 // nothing yet holds it at Min.
 type exchangeSource[T any] struct {
 	src       *kafka.Source[inRec[T]]
+	codec     Codec[T]
 	producers int
 	// The source topic, for W7's end offsets.
 	ends sourceEnds
@@ -53,7 +54,7 @@ func newExchangeSource[T any](cfg Config, codec Codec[T], topic string, part int
 	deser := kafka.DeserializerFunc[inRec[T]](func(r *kgo.Record) (inRec[T], error) { return decode(codec, r) })
 	src := kafka.NewSource(kafka.Options{Brokers: cfg.Brokers, Topics: []string{topic}, Partitions: []int32{part},
 		ReadCommitted: true, CatchUp: kafka.CatchUpOff, Security: cfg.Security, ClientOptions: cfg.ClientOptions}, deser)
-	return &exchangeSource[T]{src: src, producers: producers, ends: sourceEnds{
+	return &exchangeSource[T]{src: src, codec: codec, producers: producers, ends: sourceEnds{
 		opts:  append([]kgo.Opt{kgo.SeedBrokers(seeds(cfg.Brokers)...)}, cfg.clientOptions()...),
 		topic: cfg.SourceTopic, committed: cfg.SourceReadCommitted}}
 }
@@ -126,7 +127,7 @@ func (s *exchangeSource[T]) CreateReader(ctx runtime.SourceContext) (runtime.Rea
 	if log == nil {
 		log = slog.Default()
 	}
-	r := &exchangeReader[T]{inner: inner, state: make([]producerState, s.producers), applied: make([]bool, s.producers),
+	r := &exchangeReader[T]{inner: inner, codec: s.codec, state: make([]producerState, s.producers), applied: make([]bool, s.producers),
 		checked: make([]int64, s.producers), ends: s.ends, log: log}
 	for p := range r.state {
 		r.state[p] = producerState{Producer: int32(p), Watermark: watermark.Min, IdlePos: -1}
@@ -169,6 +170,7 @@ func (s *exchangeSource[T]) CreateReader(ctx runtime.SourceContext) (runtime.Rea
 // may move the watermark.
 type exchangeReader[T any] struct {
 	inner   runtime.Reader[inRec[T]]
+	codec   Codec[T]
 	state   []producerState
 	applied []bool
 	checked []int64
@@ -403,7 +405,7 @@ func (t *tap[T]) Collect(_ int, v inRec[T], ts int64) {
 	p := int(v.producer)
 	st := &r.state[p]
 	if st.Ended {
-		if v.kind == kindData {
+		if v.kind == kindData || v.kind == kindBatch {
 			r.fail(fmt.Errorf("cluster: data from producer %d after its end of input", p))
 		}
 		// A restored source task may end again: its end records repeat.
@@ -412,6 +414,8 @@ func (t *tap[T]) Collect(_ int, v inRec[T], ts int64) {
 	switch v.kind {
 	case kindData:
 		t.out.Collect(p, v.v, ts)
+	case kindBatch:
+		t.batch(p, v.batch)
 	case kindWatermark:
 		if v.wm > st.Watermark {
 			r.verify(t.out)
@@ -439,6 +443,29 @@ func (t *tap[T]) Collect(_ int, v inRec[T], ts int64) {
 		r.verify(t.out)
 		t.out.FinishSplit(p)
 		r.recheck(t.out, p)
+	}
+}
+
+// batch emits the values of a batch record of producer p, in order, each
+// at its own timestamp. A value that does not decode is a dead letter, as
+// a data record that does not decode is; a batch whose framing is broken
+// fails the task (it was not written by this package).
+func (t *tap[T]) batch(p int, b []byte) {
+	var prev int64
+	for len(b) > 0 {
+		ts, enc, rest, err := nextBatchValue(b, prev)
+		if err != nil {
+			t.r.fail(err)
+			return
+		}
+		b, prev = rest, ts
+		v, err := t.r.codec.Decode(enc)
+		if err != nil {
+			t.out.DeadLetter(runtime.DeadLetter{Source: "exchange-in", Split: p, Position: -1, Raw: enc,
+				Reason: fmt.Sprintf("cluster: decode exchange record: %v", err)})
+			continue
+		}
+		t.out.Collect(p, v, ts)
 	}
 }
 

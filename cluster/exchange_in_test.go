@@ -293,3 +293,67 @@ func TestIdleProducerWithUnsentRecordsHolds(t *testing.T) {
 		t.Fatalf("%d records; want 2", n)
 	}
 }
+
+// A keyed task reads batch records (each value at its own timestamp, in
+// order, a value that does not decode a dead letter and not the end of
+// its batch) and the single-value data records written before batches.
+func TestKeyedTaskReadsBatchesAndSingleRecords(t *testing.T) {
+	b, err := broker.Start(broker.Options{Topics: map[string]int32{"g-exchange": 1, "out": 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addrs()...), kgo.DefaultProduceTopic("g-exchange"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx := context.Background()
+	send := func(r *kgo.Record) {
+		t.Helper()
+		if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send(&kgo.Record{Key: producerKey(0), Value: []byte("7"), Timestamp: time.UnixMilli(500)})
+	batch := []byte{batchVersion}
+	prev := int64(0)
+	for _, v := range []struct {
+		ts  int64
+		enc string
+	}{{900, "1"}, {880, "2"}, {950, "not a number"}, {1200, "3"}} {
+		batch = appendBatchValue(batch, v.ts, prev, []byte(v.enc))
+		prev = v.ts
+	}
+	send(&kgo.Record{Key: producerKey(1), Headers: batchHeaders, Value: batch, Timestamp: time.UnixMilli(900)})
+	for p := range int32(2) {
+		send(&kgo.Record{Key: producerKey(p), Headers: controlHeaders, Value: encodeControl(kindEnd, watermark.Max), Timestamp: time.UnixMilli(maxKafkaTs)})
+	}
+	cfg, err := Config{Brokers: b.Addrs(), Group: "g", SourceTopic: "unused", KeyedTasks: 1, CheckpointBase: t.TempDir(),
+		CheckpointInterval: time.Hour, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got *weir.Collected[int64]
+	job := Job[int64, int64, int64, int64]{Source: kafka.JSON[int64](), Key: func(v int64) int64 { return v },
+		Keyed: func(ks weir.KeyedStream[int64, int64]) weir.Stream[int64] {
+			got = weir.Collect(ks.Stream)
+			return ks.Stream
+		},
+		Sink: kafka.SinkOptions[int64]{Topic: "out", Serialize: kafka.SerializeJSON[int64](nil)}}
+	env, _, err := taskEnv(cfg, "keyed-0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	job.buildKeyedTask(env, cfg, 0, 2)
+	if err := env.Execute(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var vals, tss []int64
+	for _, r := range got.Records() {
+		vals, tss = append(vals, r.Value), append(tss, r.Timestamp)
+	}
+	if !slices.Equal(vals, []int64{7, 1, 2, 3}) || !slices.Equal(tss, []int64{500, 900, 880, 1200}) {
+		t.Fatalf("values %v at %v; want [7 1 2 3] at [500 900 880 1200]", vals, tss)
+	}
+}

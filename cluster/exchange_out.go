@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"encoding/binary"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -20,16 +21,30 @@ import (
 // every exchange partition (W2). It is chained in front of the
 // transactional sink, so control records share its transactions (W3).
 //
-// Per record: one key-group computation and one Collect; no allocation.
+// Data records are batched (batchHeader): each record's encoding is
+// appended to its partition's batch, which goes out as one Kafka record
+// when it reaches batchBytes, before any control record (so a producer's
+// watermark still follows every record it covers in each partition), and
+// at every checkpoint barrier (SnapshotState: the batch belongs to the
+// checkpoint's transaction, W3). Batches add no latency to what the keyed
+// tasks see: they read only committed transactions, which end at a
+// barrier. Per record: one key-group computation, the codec's encoding
+// and an append; a Collect per batch.
+//
 // Watermarks are rate-limited: the latest is sent at most once per
 // interval, from a processing-time timer if it came too soon after the
 // previous one (so the last watermark of a quiet spell is always sent).
 type exchangeOut[K comparable, T any] struct {
 	runtime.Base[outRec[T]]
 	keyGroup func(T) int // key group of a value
-	maxPar   int
-	parts    int
-	interval int64 // ms
+	codec    Codec[T]
+	// batches holds each partition's batch being filled (nil: none);
+	// first and prev its first and last value's timestamps.
+	batches     [][]byte
+	first, prev []int64
+	maxPar      int
+	parts       int
+	interval    int64 // ms
 
 	pending  int64 // latest watermark received
 	sent     int64 // latest watermark sent
@@ -53,11 +68,12 @@ type exchangeOut[K comparable, T any] struct {
 	idlePos  int64
 }
 
-func newExchangeOut[K comparable, T any](ks weir.KeyedStream[K, T], maxPar, parts int, interval time.Duration, caughtUp func() bool, position func() int64) func() runtime.OneInputOperator[T, outRec[T]] {
+func newExchangeOut[K comparable, T any](ks weir.KeyedStream[K, T], codec Codec[T], maxPar, parts int, interval time.Duration, caughtUp func() bool, position func() int64) func() runtime.OneInputOperator[T, outRec[T]] {
 	return func() runtime.OneInputOperator[T, outRec[T]] {
 		return &exchangeOut[K, T]{
-			keyGroup: func(v T) int { return ks.KeyGroupOf(v, maxPar) },
-			maxPar:   maxPar, parts: parts, interval: max(interval.Milliseconds(), 1),
+			keyGroup: func(v T) int { return ks.KeyGroupOf(v, maxPar) }, codec: codec,
+			batches: make([][]byte, parts), first: make([]int64, parts), prev: make([]int64, parts),
+			maxPar: maxPar, parts: parts, interval: max(interval.Milliseconds(), 1),
 			pending: watermark.Min, sent: watermark.Min, caughtUp: caughtUp,
 			position: position, idlePos: -1,
 		}
@@ -127,7 +143,61 @@ func (o *exchangeOut[K, T]) ProcessRecord(r runtime.Record[T]) error {
 		o.announce()
 	}
 	q := keygroup.OperatorIndex(o.keyGroup(r.Value), o.maxPar, o.parts)
-	o.Out.Collect(runtime.Record[outRec[T]]{Value: outRec[T]{part: int32(q), v: r.Value}, Timestamp: r.Timestamp})
+	enc, err := o.codec.Encode(r.Value)
+	if err != nil {
+		return err
+	}
+	ts := r.Timestamp
+	if ts == runtime.NoTimestamp {
+		// As the Kafka client stamps a record without a time.
+		ts = o.Ctx.Clock.Now().UnixMilli()
+	}
+	b := o.batches[q]
+	if b == nil {
+		b = make([]byte, 1, batchBytes+len(enc)+2*binary.MaxVarintLen64)
+		b[0] = batchVersion
+		o.first[q], o.prev[q] = ts, 0
+	}
+	b = appendBatchValue(b, ts, o.prev[q], enc)
+	o.batches[q], o.prev[q] = b, ts
+	if len(b) >= batchBytes {
+		o.send(q)
+	}
+	return nil
+}
+
+// send sends partition q's batch, if it has one.
+func (o *exchangeOut[K, T]) send(q int) {
+	b := o.batches[q]
+	if b == nil {
+		return
+	}
+	// The batch becomes the Kafka client's: the next one is new.
+	o.batches[q] = nil
+	o.Out.Collect(runtime.Record[outRec[T]]{Value: outRec[T]{part: int32(q), wm: o.first[q], batch: b}, Timestamp: o.first[q]})
+}
+
+// sendAll sends every partition's batch: before a control record, which
+// must follow the records it covers, and at a barrier.
+func (o *exchangeOut[K, T]) sendAll() {
+	for q := range o.batches {
+		o.send(q)
+	}
+}
+
+// SnapshotState sends the batches at the checkpoint barrier, so that they
+// are in the transaction the checkpoint commits (W3): the runtime
+// snapshots a chain from its head, so the transactional sink chained
+// behind takes its snapshot after them. The operator keeps no state.
+func (o *exchangeOut[K, T]) SnapshotState(*runtime.SnapshotWriter) error {
+	o.sendAll()
+	return nil
+}
+
+// EndInput sends what is left (the end of input's control records have
+// sent it already when the input ended with the maximum watermark).
+func (o *exchangeOut[K, T]) EndInput() error {
+	o.sendAll()
 	return nil
 }
 
@@ -200,6 +270,7 @@ func (o *exchangeOut[K, T]) control(kind byte, wm int64) {
 func (o *exchangeOut[K, T]) controlIdle() { o.controlAt(kindIdle, o.sent, o.idlePos) }
 
 func (o *exchangeOut[K, T]) controlAt(kind byte, wm, pos int64) {
+	o.sendAll()
 	ts := min(max(wm, 0), maxKafkaTs)
 	for q := range o.parts {
 		o.Out.Collect(runtime.Record[outRec[T]]{Value: outRec[T]{part: int32(q), kind: kind, wm: wm, pos: pos}, Timestamp: ts})
@@ -219,6 +290,10 @@ func exchangeSinkOptions[T any](cfg Config, codec Codec[T], topic string, produc
 		Brokers: cfg.Brokers,
 		Topic:   topic,
 		Serialize: func(o outRec[T]) (*kgo.Record, error) {
+			if o.batch != nil {
+				return &kgo.Record{Key: key, Partition: o.part, Headers: batchHeaders, Value: o.batch,
+					Timestamp: time.UnixMilli(min(max(o.wm, 0), maxKafkaTs))}, nil
+			}
 			if o.kind != kindData {
 				v := encodeControl(o.kind, o.wm)
 				if o.kind == kindIdle {

@@ -184,7 +184,7 @@ func (j Job[IN, MID, K, OUT]) buildSourceTask(env *weir.Environment, cfg Config,
 	in := weir.FromSource(env, "source", src, j.Watermarks).UID("source")
 	mid := j.upstream(in)
 	ks := weir.KeyBy(mid, j.Key)
-	routed := weir.Transform(mid, "exchange-out", newExchangeOut(ks, cfg.MaxParallelism, cfg.KeyedTasks, cfg.ControlInterval, src.CaughtUp, sourcePosition(src))).UID("exchange-out")
+	routed := weir.Transform(mid, "exchange-out", newExchangeOut(ks, j.codec(), cfg.MaxParallelism, cfg.KeyedTasks, cfg.ControlInterval, src.CaughtUp, sourcePosition(src))).UID("exchange-out")
 	kafka.ExactlyOnceSink(routed, "exchange-sink", exchangeSinkOptions(cfg, j.codec(), cfg.ExchangeTopic(), int32(p), cfg.Group+"-"+task)).UID("exchange-sink")
 }
 

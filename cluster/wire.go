@@ -45,12 +45,65 @@ const (
 	// up; it is active. The first control record of every run (W6).
 	kindBehind
 	kindLast = kindBehind
+	// kindBatch is a data record that holds a batch of values (see
+	// batchHeader); internal to this package's decoding, never on the
+	// wire as a kind.
+	kindBatch byte = 0xff
 )
 
 // controlHeader marks a control record; data records have no header.
 const controlHeader = "weir-control"
 
 var controlHeaders = []kgo.RecordHeader{{Key: controlHeader}}
+
+// batchHeader marks a data record that carries a batch of values, all of
+// one producer for one exchange partition, in the order the producer sent
+// them. Its value is batchVersion, then per value: its timestamp as a
+// zigzag varint, the difference from the previous value's (from 0 for the
+// first), the length of its encoding as an unsigned varint, and the
+// encoding (Codec.Encode). The record's own timestamp is the first
+// value's. A source task writes batches of up to batchBytes, so that the
+// exchange's cost in the Kafka clients and the broker (a record's header,
+// key, framing, produce and fetch bookkeeping) is paid once per batch
+// rather than once per value; a data record without the header holds one
+// value (written before batches), and keyed tasks read both.
+const batchHeader = "weir-batch"
+
+var batchHeaders = []kgo.RecordHeader{{Key: batchHeader}}
+
+// batchVersion is the first byte of a batch record's value.
+const batchVersion byte = 1
+
+// batchBytes is the size at which a source task sends a batch before a
+// control record or a checkpoint barrier asks for it: large enough to
+// amortise a Kafka record's cost over hundreds of small values, well
+// below Kafka's default record size limit (1 MiB).
+const batchBytes = 32 << 10
+
+// appendBatchValue appends one value, encoded as enc, at timestamp ts to
+// a batch, the previous value's timestamp being prev.
+func appendBatchValue(b []byte, ts, prev int64, enc []byte) []byte {
+	b = binary.AppendVarint(b, ts-prev)
+	b = binary.AppendUvarint(b, uint64(len(enc)))
+	return append(b, enc...)
+}
+
+// nextBatchValue reads the value at the front of b (a batch's value
+// after its version byte), prev being the previous value's timestamp: it
+// returns the value's timestamp and encoding, and the rest of b.
+func nextBatchValue(b []byte, prev int64) (ts int64, enc, rest []byte, err error) {
+	d, n := binary.Varint(b)
+	if n <= 0 {
+		return 0, nil, nil, fmt.Errorf("cluster: malformed batch record (timestamp)")
+	}
+	b = b[n:]
+	l, n := binary.Uvarint(b)
+	if n <= 0 || l > uint64(len(b)-n) {
+		return 0, nil, nil, fmt.Errorf("cluster: malformed batch record (length)")
+	}
+	b = b[n:]
+	return prev + d, b[:l:l], b[l:], nil
+}
 
 // producerKey is the record key of everything producer p writes: its
 // source partition, 4 bytes big-endian.
@@ -65,6 +118,9 @@ type outRec[T any] struct {
 	wm   int64
 	pos  int64 // kindIdle: the source partition's position, or -1
 	v    T
+	// batch, for a data record, is a batch record's value (batchHeader):
+	// then wm is its first value's timestamp, and v is unused.
+	batch []byte
 }
 
 // inRec is a record of the exchange topic as a keyed task's source decodes
@@ -75,6 +131,9 @@ type inRec[T any] struct {
 	wm       int64
 	pos      int64 // kindIdle: the position it was sent at, or -1 (W7)
 	v        T
+	// batch (kindBatch): the values of a batch record, after its version
+	// byte, decoded as they are emitted.
+	batch []byte
 }
 
 // encodeControl is the value of a control record: its kind, then the
@@ -119,6 +178,13 @@ func decode[T any](codec Codec[T], r *kgo.Record) (inRec[T], error) {
 			}
 			return in, nil
 		}
+		if h.Key == batchHeader {
+			if len(r.Value) == 0 || r.Value[0] != batchVersion {
+				return inRec[T]{}, fmt.Errorf("cluster: batch record of an unknown version (%x...); was it written by a newer weir?", r.Value[:min(len(r.Value), 1)])
+			}
+			in.kind, in.batch = kindBatch, r.Value[1:]
+			return in, nil
+		}
 	}
 	v, err := codec.Decode(r.Value)
 	if err != nil {
@@ -126,4 +192,33 @@ func decode[T any](codec Codec[T], r *kgo.Record) (inRec[T], error) {
 	}
 	in.v = v
 	return in, nil
+}
+
+// ExchangeValues is the number of data values a record of a job's
+// exchange topic holds, given its headers and value: 0 for a control
+// record, the number of values for a batch (0 if it is malformed), 1 for
+// any other record. For tools that measure a running job's progress from
+// its exchange topic (the scale-out experiment), which counts values, not
+// Kafka records, since the values travel in batches.
+func ExchangeValues(headers []kgo.RecordHeader, value []byte) int {
+	for _, h := range headers {
+		switch h.Key {
+		case controlHeader:
+			return 0
+		case batchHeader:
+			if len(value) == 0 || value[0] != batchVersion {
+				return 0
+			}
+			n, b, prev := 0, value[1:], int64(0)
+			for len(b) > 0 {
+				ts, _, rest, err := nextBatchValue(b, prev)
+				if err != nil {
+					return 0
+				}
+				n, b, prev = n+1, rest, ts
+			}
+			return n
+		}
+	}
+	return 1
 }

@@ -12,6 +12,11 @@ import (
 // when the checkpoint barrier passes the operator: after every record
 // before the barrier and before any record after it. It must capture the
 // state as of that instant; what it writes is persisted by the runtime.
+// Records an operator emits from SnapshotState precede the barrier: the
+// operators chained behind it take their snapshots after it, and the
+// barrier is forwarded after the whole chain's
+// (TestRecordsEmittedAtASnapshotPrecedeTheBarrier); an operator that
+// buffers output sends it there, so the buffer is no state.
 type Snapshotter interface {
 	SnapshotState(w *SnapshotWriter) error
 }

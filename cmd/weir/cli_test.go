@@ -147,6 +147,7 @@ func TestBadCommandLines(t *testing.T) {
 		{[]string{"experiment", "scaleout", "--kill-after", "1.5"}, "weir experiment scaleout: --kill-after 1.5"},
 		{[]string{"experiment", "scaleout", "--throughput", "0"}, "weir experiment scaleout: --throughput 0"},
 		{[]string{"experiment", "scaleout", "--pace", "-1"}, "weir experiment scaleout: --pace -1"},
+		{[]string{"experiment", "scaleout", "--throughput-only", "--ordering-only"}, "weir experiment scaleout: --throughput-only: needs process counts"},
 		{[]string{"experiment", "scaleout", "x"}, "weir experiment scaleout: unexpected argument"},
 		{[]string{"experiment", "scaleout", "--agent", "redis"}, `weir experiment scaleout: --agent "redis"`},
 		{[]string{"experiment", "scaleout", "--agent-inputs", "0"}, "weir experiment scaleout: --agent-inputs 0"},

@@ -105,6 +105,9 @@ name --restart-delay after it has exited; once as static members of the group (g
 					}
 				}
 			}
+			if k.err == nil && cfg.ThroughputOnly && (cfg.RestartOnly || orderingOnly || len(cfg.Throughput) == 0) {
+				k.fail("--throughput-only: needs process counts in --throughput, and not --restart-only or --ordering-only")
+			}
 			if k.err == nil && cfg.RestartOnly && orderingOnly {
 				k.fail("--restart-only and --ordering-only: give one of them")
 			}
@@ -147,9 +150,11 @@ name --restart-delay after it has exited; once as static members of the group (g
 				fmt.Fprintf(out, "restart runs: %d processes, %d records, %d totals\n", cfg.Processes, res.Records, res.Totals)
 				printRestarts(out, res.Restart)
 			} else if !orderingOnly {
-				fmt.Fprintf(out, "%d processes, %d killed, %d added; %d records, %d totals\n", res.Processes, res.Killed, res.Added, res.Records, res.Totals)
-				fmt.Fprintf(out, "  outputs lost %d, duplicated %d; results match one process: %v\n", res.LostOutputs, res.DuplicateOutputs, res.ResultsMatchSingleProcess)
-				fmt.Fprintf(out, "  the killed process owned %d tasks, running again after %.2fs; the kill run took %.1fs\n", res.KilledTasks, res.RebalanceSeconds, res.KillRunSeconds)
+				if !cfg.ThroughputOnly {
+					fmt.Fprintf(out, "%d processes, %d killed, %d added; %d records, %d totals\n", res.Processes, res.Killed, res.Added, res.Records, res.Totals)
+					fmt.Fprintf(out, "  outputs lost %d, duplicated %d; results match one process: %v\n", res.LostOutputs, res.DuplicateOutputs, res.ResultsMatchSingleProcess)
+					fmt.Fprintf(out, "  the killed process owned %d tasks, running again after %.2fs; the kill run took %.1fs\n", res.KilledTasks, res.RebalanceSeconds, res.KillRunSeconds)
+				}
 				fmt.Fprintf(out, "  local job (one process, no exchange): %.0f records/s; CPU per record %.1f µs, broker included\n", res.SingleProcessRecordsPerSec, res.SingleProcessCPUMicrosPerRecord)
 				var ns []int
 				for k := range res.RecordsPerSecByProcesses {
@@ -159,8 +164,8 @@ name --restart-delay after it has exited; once as static members of the group (g
 				sort.Ints(ns)
 				for _, n := range ns {
 					k := strconv.Itoa(n)
-					fmt.Fprintf(out, "  clustered, %d processes: %.0f records/s; CPU per record: workers %.1f µs, broker %.1f µs\n",
-						n, res.RecordsPerSecByProcesses[k], res.WorkerCPUMicrosPerRecord[k], res.BrokerCPUMicrosPerRecord[k])
+					fmt.Fprintf(out, "  clustered, %d processes: %.0f records/s; CPU per record: workers %.1f µs, broker %.1f µs (%.2f× the local job's)\n",
+						n, res.RecordsPerSecByProcesses[k], res.WorkerCPUMicrosPerRecord[k], res.BrokerCPUMicrosPerRecord[k], res.CPURatioByProcesses[k])
 				}
 				printRestarts(out, res.Restart)
 				for _, a := range res.Agent {
@@ -215,6 +220,7 @@ name --restart-delay after it has exited; once as static members of the group (g
 	f.StringVar(&cfg.RestartSignal, "restart-signal", "TERM", "the signal that stops the restarted worker: TERM (a rolling restart: its tasks checkpointed first) or KILL")
 	f.DurationVar(&cfg.RestartSessionTimeout, "restart-session-timeout", 10*time.Second, "the group session timeout of the restart runs (a static member's tasks wait that long for it)")
 	f.DurationVar(&cfg.RestartDelay, "restart-delay", 2*time.Second, "the pause between the restarted worker's exit and its new start (an orchestrator's restart)")
+	f.BoolVar(&cfg.ThroughputOnly, "throughput-only", false, "skip the kill run: the local job and the throughput runs alone (CPU per record; cpuRatioByProcesses)")
 	f.BoolVar(&asJSON, "json", false, "print the result as one JSON object")
 	f.BoolVar(&verbose, "verbose", false, "log progress and the workers' warnings to stderr")
 	return c

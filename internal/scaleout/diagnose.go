@@ -6,11 +6,12 @@ import (
 	"log/slog"
 
 	"github.com/weirproject/weir"
+	"github.com/weirproject/weir/cluster"
 	"github.com/weirproject/weir/connector/kafka"
 	"github.com/weirproject/weir/watermark"
 )
 
-// exchangeCounts counts the data and control records of each producer in
+// exchangeCounts counts the data values and control records of each producer in
 // the exchange topic (read_committed or not): what a failed comparison
 // logs, to tell a loss in the source tasks from one in the keyed tasks.
 func exchangeCounts(ctx context.Context, brokers []string, topic string, committed bool) (map[int32]int, map[int32]int, error) {
@@ -25,10 +26,10 @@ func exchangeCounts(ctx context.Context, brokers []string, topic string, committ
 	data, ctl := map[int32]int{}, map[int32]int{}
 	for _, m := range got.Values() {
 		p := int32(binary.BigEndian.Uint32(m.Key))
-		if len(m.Headers) > 0 {
-			ctl[p]++
+		if n := cluster.ExchangeValues(m.Headers, m.Value); n > 0 {
+			data[p] += n
 		} else {
-			data[p]++
+			ctl[p]++
 		}
 	}
 	return data, ctl, nil

@@ -61,6 +61,9 @@ type Config struct {
 	Throughput []int
 	// NoThroughput skips the throughput runs.
 	NoThroughput bool
+	// ThroughputOnly skips the kill run (and the restart runs): the
+	// local job and the throughput runs alone, to measure CPU per record.
+	ThroughputOnly bool
 	// Pace bounds the records per second of each source task in the kill
 	// run (0: no bound), so that it lasts long enough for the kill and
 	// the addition to happen mid-run.
@@ -152,6 +155,9 @@ func (c Config) withDefaults() (Config, error) {
 		if n < 1 {
 			return c, fmt.Errorf("scaleout: throughput run with %d processes: want at least 1", n)
 		}
+	}
+	if c.ThroughputOnly && len(c.Throughput) == 0 {
+		return c, fmt.Errorf("scaleout: throughput only, with no throughput run: want at least one process count")
 	}
 	if c.Timeout == 0 {
 		c.Timeout = 5 * time.Minute
@@ -256,6 +262,10 @@ type Result struct {
 	// cost model in docs/scale-out.md is checked against.
 	WorkerCPUMicrosPerRecord map[string]float64 `json:"workerCpuMicrosPerRecord,omitempty"`
 	BrokerCPUMicrosPerRecord map[string]float64 `json:"brokerCpuMicrosPerRecord,omitempty"`
+	// CPURatioByProcesses is each throughput run's CPU per record
+	// (workers and broker) over the local job's (broker included): the
+	// exchange's cost, issue 31's figure.
+	CPURatioByProcesses map[string]float64 `json:"cpuRatioByProcesses,omitempty"`
 	// Agent holds the agent kill runs (Config.Agent), one per store.
 	Agent []AgentResult `json:"agent,omitempty"`
 	// Ordering is the ordering run (RunOrdering), if it ran.
@@ -263,6 +273,9 @@ type Result struct {
 	// RestartOnly: only the restart runs ran (Config.RestartOnly); the
 	// kill run's fields are empty.
 	RestartOnly bool `json:"restartOnly,omitempty"`
+	// ThroughputOnly: the kill run did not run (Config.ThroughputOnly);
+	// its fields are empty.
+	ThroughputOnly bool `json:"throughputOnly,omitempty"`
 	// Restart holds the restart runs (Config.RestartMember): static
 	// members, then dynamic ones.
 	Restart []RestartResult `json:"restart,omitempty"`
@@ -285,6 +298,9 @@ func (r Result) OK() bool {
 	}
 	if r.RestartOnly {
 		return true
+	}
+	if r.ThroughputOnly {
+		return r.ThroughputRunsMatch
 	}
 	return r.LostOutputs == 0 && r.DuplicateOutputs == 0 && r.ResultsMatchSingleProcess && r.ThroughputRunsMatch
 }
@@ -362,24 +378,9 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		return res, err
 	}
 
-	// The kill run.
-	s := spec("kill")
-	s.Pace = cfg.Pace
-	if err := createTopic(ctx, brokers, s.OutTopic, 2); err != nil {
-		return res, err
-	}
-	kr, err := killRun(ctx, cfg, s, logf, nil)
-	if err != nil {
-		return res, err
-	}
-	res.Killed, res.Added, res.KilledTasks, res.RebalanceSeconds, res.KillRunSeconds = kr.killed, kr.added, kr.killedTasks, kr.rebalance, kr.seconds
-	if res.LostOutputs, res.DuplicateOutputs, res.ResultsMatchSingleProcess, err = check(s); err != nil {
-		return res, err
-	}
-	logf("kill run: %d lost, %d duplicated, match %v", res.LostOutputs, res.DuplicateOutputs, res.ResultsMatchSingleProcess)
-
-	if cfg.RestartMember {
-		if res.Restart, err = runRestarts(ctx, cfg, spec, check, logf); err != nil {
+	res.ThroughputOnly = cfg.ThroughputOnly
+	if !cfg.ThroughputOnly {
+		if err := killAndRestart(ctx, cfg, brokers, &res, spec, check, logf); err != nil {
 			return res, err
 		}
 	}
@@ -410,6 +411,12 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		res.RecordsPerSecByProcesses[key] = float64(cfg.Records) / secs
 		res.WorkerCPUMicrosPerRecord[key] = float64(g.cpu().Microseconds()) / float64(cfg.Records)
 		res.BrokerCPUMicrosPerRecord[key] = float64(brokerCPU.Microseconds()) / float64(cfg.Records)
+		if res.SingleProcessCPUMicrosPerRecord > 0 {
+			if res.CPURatioByProcesses == nil {
+				res.CPURatioByProcesses = map[string]float64{}
+			}
+			res.CPURatioByProcesses[key] = (res.WorkerCPUMicrosPerRecord[key] + res.BrokerCPUMicrosPerRecord[key]) / res.SingleProcessCPUMicrosPerRecord
+		}
 		lost, dup, match, err := check(s)
 		if err != nil {
 			return res, err
@@ -429,6 +436,32 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		res.Agent = append(res.Agent, ar)
 	}
 	return res, nil
+}
+
+// killAndRestart is the kill run, and the restart runs if asked for.
+func killAndRestart(ctx context.Context, cfg Config, brokers []string, res *Result, spec func(string) WorkerSpec,
+	check func(WorkerSpec) (int, int, bool, error), logf func(string, ...any)) error {
+	s := spec("kill")
+	s.Pace = cfg.Pace
+	if err := createTopic(ctx, brokers, s.OutTopic, 2); err != nil {
+		return err
+	}
+	kr, err := killRun(ctx, cfg, s, logf, nil)
+	if err != nil {
+		return err
+	}
+	res.Killed, res.Added, res.KilledTasks, res.RebalanceSeconds, res.KillRunSeconds = kr.killed, kr.added, kr.killedTasks, kr.rebalance, kr.seconds
+	if res.LostOutputs, res.DuplicateOutputs, res.ResultsMatchSingleProcess, err = check(s); err != nil {
+		return err
+	}
+	logf("kill run: %d lost, %d duplicated, match %v", res.LostOutputs, res.DuplicateOutputs, res.ResultsMatchSingleProcess)
+
+	if cfg.RestartMember {
+		if res.Restart, err = runRestarts(ctx, cfg, spec, check, logf); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // runLocal runs the job as one local job and returns its totals and its
@@ -532,11 +565,15 @@ func killRun(ctx context.Context, cfg Config, s WorkerSpec, logf func(string, ..
 // exchange topic (or, with progressed, until it reports true), or a
 // worker has ended (a tiny input).
 func (g *gang) waitProgress(ctx context.Context, exchange string, deadline time.Time, logf func(string, ...any), progressed func() bool) error {
-	adm, closeAdm, err := admin(g.spec.Brokers)
+	// The values written to the exchange topic, committed or not, counted
+	// as they arrive (they travel in batches: its offsets do not say).
+	cl, err := kgo.NewClient(kgo.SeedBrokers(g.spec.Brokers...), kgo.ConsumeTopics(exchange),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadUncommitted()))
 	if err != nil {
 		return err
 	}
-	defer closeAdm()
+	defer cl.Close()
+	var values int
 	for {
 		if time.Now().After(deadline) {
 			g.killAll()
@@ -546,8 +583,13 @@ func (g *gang) waitProgress(ctx context.Context, exchange string, deadline time.
 			if progressed() {
 				return nil
 			}
-		} else if n := exchangeRecords(ctx, adm, exchange); float64(n) >= g.cfg.KillAfter*float64(g.cfg.Records) {
-			return nil
+		} else {
+			pctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+			cl.PollFetches(pctx).EachRecord(func(r *kgo.Record) { values += cluster.ExchangeValues(r.Headers, r.Value) })
+			cancel()
+			if float64(values) >= g.cfg.KillAfter*float64(g.cfg.Records) {
+				return nil
+			}
 		}
 		if n := g.exited(); n > 0 {
 			logf("%d workers ended before the kill: %v", n, g.errs())
@@ -825,22 +867,6 @@ func admin(brokers []string) (*kadm.Client, func(), error) {
 		return nil, nil, err
 	}
 	return kadm.NewClient(cl), cl.Close, nil
-}
-
-// exchangeRecords is the sum of the exchange topic's end offsets (records
-// and transaction markers; 0 before the topic exists).
-func exchangeRecords(ctx context.Context, adm *kadm.Client, topic string) int64 {
-	ends, err := adm.ListEndOffsets(ctx, topic)
-	if err != nil {
-		return 0
-	}
-	var n int64
-	ends.Each(func(o kadm.ListedOffset) {
-		if o.Err == nil {
-			n += o.Offset
-		}
-	})
-	return n
 }
 
 func createTopic(ctx context.Context, brokers []string, name string, parts int) error {

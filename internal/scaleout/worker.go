@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"runtime/pprof"
 	"sync"
 	"syscall"
 	"time"
@@ -85,6 +87,14 @@ func MaybeRunWorker() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	cfg := s.config()
+	stopProfile := func() {}
+	if dir := os.Getenv(ProfileEnv); dir != "" {
+		var err error
+		if stopProfile, err = startProfile(dir, s.Member); err != nil {
+			fmt.Fprintf(os.Stderr, "scaleout: %s: %v\n", ProfileEnv, err)
+			stopProfile = func() {}
+		}
+	}
 	var mu sync.Mutex
 	enc := json.NewEncoder(os.Stdout)
 	cfg.OnTask = func(ev cluster.TaskEvent) {
@@ -101,9 +111,35 @@ func MaybeRunWorker() {
 	default:
 		err = cluster.Run(ctx, cfg, WindowJob(s.OutTopic, s.Pace))
 	}
+	stopProfile()
 	if err != nil && ctx.Err() == nil {
 		fmt.Fprintln(os.Stderr, "scaleout worker:", err)
 		os.Exit(1)
 	}
 	os.Exit(0)
+}
+
+// ProfileEnv, set to a directory in the experiment's environment, makes
+// each worker write a CPU profile (MEMBER.cpu.pprof) and an allocation
+// profile (MEMBER.allocs.pprof) of its run there, for issue 31's
+// investigation of the exchange's cost.
+const ProfileEnv = "WEIR_SCALEOUT_PROFILE"
+
+func startProfile(dir, member string) (func(), error) {
+	f, err := os.Create(filepath.Join(dir, member+".cpu.pprof"))
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+		if a, err := os.Create(filepath.Join(dir, member+".allocs.pprof")); err == nil {
+			pprof.Lookup("allocs").WriteTo(a, 0)
+			a.Close()
+		}
+	}, nil
 }
