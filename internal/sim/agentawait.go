@@ -62,7 +62,7 @@ import (
 // weir bugs this branch found stop the job (see backPressure, and
 // finalCheckpointDeadlock), and, with both worked around here, about one
 // await seed in six still hangs now and then in a later attempt (seed 59:
-// attempt 4, one run in four), not yet understood. The tests turn it on
+// attempt 4, 4 of 10 runs), not yet understood. The tests turn it on
 // for the seeds they run (withAwaits).
 var awaitInAgentSeeds = false
 
