@@ -115,7 +115,11 @@ func agentBranch(w *agentWorld, n int, disk vfs.FS, passed weir.Stream[event], o
 			if err != nil {
 				return fail("model", err)
 			}
-			args, err := json.Marshal(toolArgs{ID: e.ID, Verdict: resp.Message.Content})
+			verdict, err := awaitStep(w, n, c, e, resp.Message.Content) // agentawait.go
+			if err != nil {
+				return fail("await", err)
+			}
+			args, err := json.Marshal(toolArgs{ID: e.ID, Verdict: verdict})
 			if err != nil {
 				return err
 			}
@@ -126,7 +130,7 @@ func agentBranch(w *agentWorld, n int, disk vfs.FS, passed weir.Stream[event], o
 			if res.IsError {
 				return fail("tool", fmt.Errorf("%s", res.Content))
 			}
-			d := decision{Key: e.Key, ID: e.ID, Verdict: resp.Message.Content,
+			d := decision{Key: e.Key, ID: e.ID, Verdict: verdict,
 				Tokens: resp.Usage.PromptTokens + resp.Usage.CompletionTokens, Effect: res.Content}
 			if spec.Inputs[e.ID].Notify > 0 {
 				// The second action makes the notify calls and outputs
@@ -146,7 +150,7 @@ func agentBranch(w *agentWorld, n int, disk vfs.FS, passed weir.Stream[event], o
 	// receives its keys' records and the watermarks on one channel, in the
 	// source's order (S12 and the per-key sequence numbers depend on it).
 	taken := weir.Filter(passed, "agent-inputs", func(e event) bool { return spec.takes(e.ID) }).UID("agent-inputs").Parallelism(1)
-	decisions := agent.Apply[string, event, decision](weir.KeyBy(taken, func(e event) string { return e.Key }), "agent", a, agent.Options{
+	decisions := applyAgent(w, n, weir.KeyBy(taken, func(e event) string { return e.Key }), a, agent.Options{
 		MaxConcurrentKeys: spec.MaxConcurrentKeys,
 		ActionTimeout:     spec.timeout(),
 		ContinueOnError:   true,

@@ -63,6 +63,7 @@ func allowedAgentLines(spec *Spec, expired map[int64]bool) map[int64][]string {
 // place in the external system, and no dead letter's of a call refused.
 func checkAgentOutput(spec *Spec, w *agentWorld, lines []string) *Failure {
 	allowed := allowedAgentLines(spec, w.expiredInputs())
+	w.allowAwaits(spec, allowed)
 	seen := map[string]int{}
 	for _, l := range lines {
 		seen[l]++

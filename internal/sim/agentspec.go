@@ -59,6 +59,8 @@ type AgentSpec struct {
 	StoreFaults []Fault `json:"store_faults,omitempty"`
 	// Inputs holds the script of every record, by its ID.
 	Inputs []AgentInput `json:"-"`
+	// Await is the waits for answers (agentawait.go), or nil.
+	Await *AwaitSpec `json:"await,omitempty"`
 }
 
 // AgentStore names the agent branch's action-state store.
@@ -122,7 +124,7 @@ func (a *AgentSpec) faults() map[AgentFault]int {
 func (a *AgentSpec) String() string {
 	f := a.faults()
 	return fmt.Sprintf("agent (every %d, keys at once %d, time-out %dms, %s store; %d retried, %d permanent, %d hung, %d late, %d tool-rejected%s)",
-		a.Every, a.MaxConcurrentKeys, a.TimeoutMS, a.Store, f["retried"], f[AgentPermanent], f[AgentHang], f[AgentLate], f[AgentToolRejected], a.moreShape())
+		a.Every, a.MaxConcurrentKeys, a.TimeoutMS, a.Store, f["retried"], f[AgentPermanent], f[AgentHang], f[AgentLate], f[AgentToolRejected], a.moreShape()+a.awaitShape())
 }
 
 // agentStream is the constant of the seed's stream the agent branch is

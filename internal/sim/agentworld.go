@@ -41,6 +41,8 @@ type agentWorld struct {
 	// kafka is the Kafka store's cluster (AgentSpec.Store kafka), for the
 	// run (agentkafka.go).
 	kafka *agentKafka
+	// await is the waits' external side (agentawait.go), or nil.
+	await *awaitWorld
 	mu    struct {
 		sync.Mutex
 		seq          int64 // global order of requests, confirmations and strikes
@@ -170,6 +172,9 @@ func (w *agentWorld) setInputs(spec *Spec) {
 		if st.Kind == StepRecord && spec.Agent.takes(st.ID) {
 			m[st.Key] = append(m[st.Key], st.ID)
 		}
+	}
+	if spec.Agent.Await != nil {
+		w.await = newAwaitWorld(spec)
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()

@@ -492,9 +492,14 @@
 // tumbling window's is); several source subtasks in the scripted job
 // (their combined watermark, and so lateness, depends on timing: the
 // oracle must become a relation), the sort's Pebble mode and tiebreaks,
-// Await in the agent branch (ApplyWithAnswers with an answers source
-// that replays from its checkpointed position, answers in time, late or
-// never, on the virtual clock), broker restarts that franz-go rides out
+// Await in the agent branch: written (agentawait.go: ApplyWithAnswers, an
+// answers source that resumes from its checkpointed offset, answers
+// early, in time, late or never on the virtual clock, S10 extended to the
+// waits' outcomes), but Generate draws no waits yet
+// (awaitInAgentSeeds): its first seeds found two weir bugs, not fixed
+// (back-pressure starves the answers input; periodic checkpoints deadlock
+// EndAnswers; docs/reliability.md), and one seed still hangs now and
+// then with both worked around; broker restarts that franz-go rides out
 // (with the simulator's back-offs a refused outage outlasts its retries,
 // so the attempt or member fails and restores; only held dials are ridden
 // out), a planted bug in package cluster that gives one task to two

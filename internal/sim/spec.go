@@ -373,6 +373,8 @@ func Generate(seed uint64) *Spec {
 	generateAgentMore(s)
 	// Session windows (a third of the seeds): a stream of its own.
 	s.Session = generateSession(s)
+	// Await in the agent branch: a stream of its own, drawn last.
+	generateAgentAwait(s)
 	return s
 }
 
