@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"slices"
 	"sync/atomic"
@@ -111,6 +112,25 @@ func TestApprovalsFromKafka(t *testing.T) {
 // finished, it stops the answers source, and the job ends with both
 // outputs.
 func TestEndAnswersEndsBoundedJob(t *testing.T) {
+	endAnswersEndsBoundedJob(t, runtime.CheckpointConfig{})
+}
+
+// TestEndAnswersEndsBoundedJobWithCheckpoints is the same job with
+// periodic checkpoints. KNOWN BUG (found by the simulator, 2026-12-05,
+// open): it never ends. The bounded source, its input ended, waits for the
+// final checkpoint before it ends its output (runtime's
+// awaitFinalCheckpoint); the final checkpoint waits for every source's
+// input to end, the answers source's too; the answers source ends only on
+// EndAnswers, which waits for the agent's input to end. Skipped unless
+// WEIR_KNOWN_BUGS=1.
+func TestEndAnswersEndsBoundedJobWithCheckpoints(t *testing.T) {
+	if os.Getenv("WEIR_KNOWN_BUGS") == "" {
+		t.Skip("known bug: periodic checkpoints and EndAnswers deadlock (set WEIR_KNOWN_BUGS=1 to run)")
+	}
+	endAnswersEndsBoundedJob(t, runtime.CheckpointConfig{Dir: filepath.Join(t.TempDir(), "cp"), Interval: 50 * time.Millisecond})
+}
+
+func endAnswersEndsBoundedJob(t *testing.T, cp runtime.CheckpointConfig) {
 	ctx := testCtx(t)
 	b, err := broker.Start(broker.Options{Topics: map[string]int32{"approvals": 2}})
 	if err != nil {
@@ -123,7 +143,7 @@ func TestEndAnswersEndsBoundedJob(t *testing.T) {
 	}
 	defer cl.Close()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	env := weir.NewEnvironment(weir.Config{Parallelism: 2, MaxParallelism: 128, Logger: quiet})
+	env := weir.NewEnvironment(weir.Config{Parallelism: 2, MaxParallelism: 128, Logger: quiet, Checkpoint: cp})
 	src := weir.FromSource[msg](env, "src", scripted(rec(msg{Key: "A", Text: "refund-A"}, 1), rec(msg{Key: "B", Text: "B1"}, 2)),
 		watermark.NoWatermarks[msg]()).UID("src")
 	stop := make(chan struct{})
