@@ -500,8 +500,8 @@
 // (back-pressure starves the answers input; periodic checkpoints deadlock
 // EndAnswers; docs/reliability.md), and one seed still hangs now and
 // then with both worked around; broker restarts that franz-go rides out
-// (with the simulator's back-offs a refused outage outlasts its retries,
-// so the attempt or member fails and restores; only held dials are ridden
-// out), a planted bug in package cluster that gives one task to two
+// (franz-go does not retry a refused dial, and the simulator's cluster has
+// one broker, so a refused outage fails the attempt or member, which
+// restores; only held dials are ridden out: restartStruck), a planted bug in package cluster that gives one task to two
 // members (the balancer's assignment); a bound on a run's peak memory.
 package sim
