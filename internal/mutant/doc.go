@@ -50,6 +50,15 @@ const (
 	// WindowCleanupEarly: the window operator drops a window's state one
 	// millisecond before the watermark reaches its cleanup time.
 	WindowCleanupEarly Name = "window.cleanup-one-ms-early"
+	// WindowKeepsExpiredState: the window operator does not register the
+	// cleanup timer of a window of a non-merging assigner when it is later
+	// than the firing timer (allowed lateness above 0), so the window's
+	// contents outlive its cleanup time (MaxTimestamp + lateness) for
+	// good. The output does not change: a record for the window after
+	// that time is late all the same; only what the job keeps grows.
+	// (In session windows, kept contents change what later sessions
+	// merge into, which the output shows.)
+	WindowKeepsExpiredState Name = "window.keeps-expired-state"
 	// WindowSessionEditInPlace: the window operator edits a key's session
 	// set, read from the state, in place (a merge compacts it into its own
 	// backing array, a cleanup shifts it) before writing it back even while
@@ -144,6 +153,7 @@ var All = []struct {
 	{TimerFiresLate, "timer/service.go AdvanceWatermark"},
 	{WindowFiresEarly, "window/operator.go fireTime"},
 	{WindowCleanupEarly, "window/operator.go cleanupTime"},
+	{WindowKeepsExpiredState, "window/operator.go afterAdd"},
 	{WindowSessionEditInPlace, "window/merging.go removeAt, mergeWindow"},
 	{ChannelDropBeforeBarrier, "runtime/channel.go writer.barrier"},
 	{RestoreSecondLatest, "checkpoint/fs.go Storage.Latest"},

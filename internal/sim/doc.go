@@ -291,8 +291,9 @@
 //
 // # Planted bugs
 //
-// internal/mutant plants 26 bugs in weir's real code (watermark
-// combiner, timers, window operator, event-time sort, channels, source
+// internal/mutant plants 27 bugs in weir's real code (watermark
+// combiner, timers, window operator (one, expired window contents kept,
+// only S18 finds: TestExpiredStateOnlyS18), event-time sort, channels, source
 // snapshots, checkpoint storage, two-phase sink, agent operator, the
 // agent's WAL (within 60 and 200 seeds: mutantWithin), the Kafka
 // source's snapshot and the Kafka sink's commit (at pre-commit; and a
@@ -397,6 +398,22 @@
 //	    in a live attempt, in that attempt or a later one, after machine
 //	    crashes too, fails unless a DiscardFrom or Prune of the run's key
 //	    covering it was asked for since.
+//	S18. Nothing expired is kept (expired.go). Every checkpoint the job
+//	    completes is read back from the checkpoint storage (each
+//	    barrier's once TriggerCheckpoint returns, and the latest once
+//	    the job has ended: the final one, after the end of input) and its
+//	    keyed operators' key-group blobs decoded here from
+//	    docs/state-format.md. The watermark they had processed at the
+//	    checkpoint is the script's (the splits' watermark steps before
+//	    the source position the checkpoint holds; the maximum at the
+//	    final checkpoint), and then the window keeps contents only of
+//	    windows whose cleanup time (last millisecond + lateness) is
+//	    above it, the session operator only sessions above it and
+//	    contents only of sessions in their key's set, the timer function
+//	    no pending entry and the sort no held record at or behind it, and
+//	    none of them an event-time timer at or behind it. At the final
+//	    checkpoint, all of that is empty. Processing-time timers are not
+//	    judged.
 //
 // The Kafka form's, on what a read_committed franz-go consumer reads
 // from the output topic once the run is over (its last stable offsets
@@ -499,4 +516,8 @@
 // so the attempt or member fails and restores; only held dials are ridden
 // out), a planted bug in package cluster that gives one task to two
 // members (the balancer's assignment); a bound on a run's peak memory.
+// S18 bounds what the scripted job keeps by the watermark at every
+// checkpoint; it does not judge the Kafka and clustered forms' state
+// (their checkpoints' watermarks depend on reading order) nor the
+// agent's action states, nor processing-time timers.
 package sim
