@@ -135,6 +135,12 @@ const (
 	// marked finished, as if its input had ended and its output were
 	// committed, instead of being restarted from its checkpoint (M4).
 	ClusterFailedTaskFinished Name = "cluster.failed-task-marked-finished"
+	// ClusterRevokedKeepRunning: a member whose tasks the group revokes
+	// in a rebalance does not stop them: they run on beside their new
+	// owners (each start of a task claims its checkpoints and fences the
+	// other, so the two restart each other) until the member stops (C2,
+	// M2).
+	ClusterRevokedKeepRunning Name = "cluster.revoked-tasks-keep-running"
 	// ClusterStartWithoutCheckpoint: a clustered task's new start (a
 	// restart, a move to another member) claims its checkpoint location
 	// but restores nothing: it starts from the beginning of its input
@@ -175,4 +181,5 @@ var All = []struct {
 	{ProcTimerTrustsWakeup, "runtime/ptimers.go procTimers.fireFrom"},
 	{ClusterFailedTaskFinished, "cluster/task.go taskRunner.loop"},
 	{ClusterStartWithoutCheckpoint, "cluster/job.go taskEnv"},
+	{ClusterRevokedKeepRunning, "cluster/member.go member.revoked"},
 }

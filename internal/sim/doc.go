@@ -185,7 +185,9 @@
 // the old one's). S16 must hold. That no task runs in two live members at
 // once, unless the first lost its session (C2), is checked on the
 // members' task events (Config.OnTask; a killed instance is dead from
-// its kill on; see InvClusterOwner). Deterministic: the input, the shape and the
+// its kill on; a run of a task that fails fenced by another start of it,
+// checkpoint.ErrFenced, in a live member must be followed by a stop with
+// SessionLost there; see InvClusterOwner). Deterministic: the input, the shape and the
 // record counts at which members die and join; not: which member owns
 // which task when (group assignment and session expiry run in real
 // time), so the same count may strike a different task's owner in a
@@ -291,7 +293,7 @@
 //
 // # Planted bugs
 //
-// internal/mutant plants 27 bugs in weir's real code (watermark
+// internal/mutant plants 28 bugs in weir's real code (watermark
 // combiner, timers, window operator (one, expired window contents kept,
 // only S18 finds: TestExpiredStateOnlyS18), event-time sort, channels, source
 // snapshots, checkpoint storage, two-phase sink, agent operator, the
@@ -301,7 +303,8 @@
 // restart exposes), the processing-time
 // scheduler (within 200 seeds: it needs a clock that steps back), package
 // cluster (a failed task marked finished, a task started without its
-// checkpoint: within the first 30 and 10 seeds that have a clustered form,
+// checkpoint, revoked tasks left running, which C2 finds: within the
+// first 30, 10 and 30 seeds that have a clustered form,
 // run alone, mutantClustered)), active one at a time in a build
 // with the tag weir_mutants; TestMutants (mutants_real_test.go) requires
 // each to be found within 40 seeds. mutants_test.go wraps the sink
@@ -514,8 +517,11 @@
 // never, on the virtual clock), broker restarts that franz-go rides out
 // (with the simulator's back-offs a refused outage outlasts its retries,
 // so the attempt or member fails and restores; only held dials are ridden
-// out), a planted bug in package cluster that gives one task to two
-// members (the balancer's assignment); a bound on a run's peak memory.
+// out), a planted bug in the balancer's assignment (it is franz-go's
+// cooperative-sticky balancer, not package cluster's code; the planted
+// bug that gives one task to two members is a revoke that does not stop
+// its tasks, cluster.revoked-tasks-keep-running); a bound on a run's peak
+// memory.
 // S18 bounds what the scripted job keeps by the watermark at every
 // checkpoint; it does not judge the Kafka and clustered forms' state
 // (their checkpoints' watermarks depend on reading order) nor the

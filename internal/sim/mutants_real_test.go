@@ -109,6 +109,7 @@ var mutantWithin = map[mutant.Name]uint64{
 var mutantClustered = map[mutant.Name]int{
 	mutant.ClusterFailedTaskFinished:     30,
 	mutant.ClusterStartWithoutCheckpoint: 10,
+	mutant.ClusterRevokedKeepRunning:     30,
 }
 
 func seedRange(n uint64) []uint64 {
