@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/weirproject/weir/checkpoint"
+	"github.com/weirproject/weir/internal/mutant"
 )
 
 // member is this process's part in the job: its place in the consumer
@@ -91,6 +92,9 @@ func (m *member) assigned(_ context.Context, _ *kgo.Client, parts map[string][]i
 }
 
 func (m *member) revoked(_ context.Context, _ *kgo.Client, parts map[string][]int32) {
+	if mutant.On(mutant.ClusterRevokedKeepRunning) {
+		return
+	}
 	m.stop(parts[m.cfg.TasksTopic()], true, time.Now())
 }
 

@@ -311,7 +311,7 @@ func (o *operator[K, T, OUT]) afterAdd(k K, w, sw Window, register bool, wm int6
 		} else if register || wm < o.registerBelow {
 			o.registerEvent(k, kg, w, fireTime(w), register && wm >= o.registerBelow)
 		}
-		if c := o.cleanupTime(w); (register || wm < o.registerBelow) && c != maxTs {
+		if c := o.cleanupTime(w); (register || wm < o.registerBelow) && c != maxTs && (o.merging || !mutant.On(mutant.WindowKeepsExpiredState)) {
 			o.registerEvent(k, kg, w, c, register && wm >= o.registerBelow)
 		}
 		return nil

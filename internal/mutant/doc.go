@@ -50,6 +50,15 @@ const (
 	// WindowCleanupEarly: the window operator drops a window's state one
 	// millisecond before the watermark reaches its cleanup time.
 	WindowCleanupEarly Name = "window.cleanup-one-ms-early"
+	// WindowKeepsExpiredState: the window operator does not register the
+	// cleanup timer of a window of a non-merging assigner when it is later
+	// than the firing timer (allowed lateness above 0), so the window's
+	// contents outlive its cleanup time (MaxTimestamp + lateness) for
+	// good. The output does not change: a record for the window after
+	// that time is late all the same; only what the job keeps grows.
+	// (In session windows, kept contents change what later sessions
+	// merge into, which the output shows.)
+	WindowKeepsExpiredState Name = "window.keeps-expired-state"
 	// WindowSessionEditInPlace: the window operator edits a key's session
 	// set, read from the state, in place (a merge compacts it into its own
 	// backing array, a cleanup shifts it) before writing it back even while
@@ -126,6 +135,12 @@ const (
 	// marked finished, as if its input had ended and its output were
 	// committed, instead of being restarted from its checkpoint (M4).
 	ClusterFailedTaskFinished Name = "cluster.failed-task-marked-finished"
+	// ClusterRevokedKeepRunning: a member whose tasks the group revokes
+	// in a rebalance does not stop them: they run on beside their new
+	// owners (each start of a task claims its checkpoints and fences the
+	// other, so the two restart each other) until the member stops (C2,
+	// M2).
+	ClusterRevokedKeepRunning Name = "cluster.revoked-tasks-keep-running"
 	// ClusterStartWithoutCheckpoint: a clustered task's new start (a
 	// restart, a move to another member) claims its checkpoint location
 	// but restores nothing: it starts from the beginning of its input
@@ -144,6 +159,7 @@ var All = []struct {
 	{TimerFiresLate, "timer/service.go AdvanceWatermark"},
 	{WindowFiresEarly, "window/operator.go fireTime"},
 	{WindowCleanupEarly, "window/operator.go cleanupTime"},
+	{WindowKeepsExpiredState, "window/operator.go afterAdd"},
 	{WindowSessionEditInPlace, "window/merging.go removeAt, mergeWindow"},
 	{ChannelDropBeforeBarrier, "runtime/channel.go writer.barrier"},
 	{RestoreSecondLatest, "checkpoint/fs.go Storage.Latest"},
@@ -165,4 +181,5 @@ var All = []struct {
 	{ProcTimerTrustsWakeup, "runtime/ptimers.go procTimers.fireFrom"},
 	{ClusterFailedTaskFinished, "cluster/task.go taskRunner.loop"},
 	{ClusterStartWithoutCheckpoint, "cluster/job.go taskEnv"},
+	{ClusterRevokedKeepRunning, "cluster/member.go member.revoked"},
 }

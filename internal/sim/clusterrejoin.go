@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"time"
 
+	"github.com/weirproject/weir/checkpoint"
 	"github.com/weirproject/weir/cluster"
 )
 
@@ -89,7 +91,14 @@ type ownership struct {
 	// overlaps: the instances another instance started the task beside,
 	// by task; each must stop it with SessionLost (or be killed).
 	overlaps map[string][]overlap
-	fail     *Failure
+	// fenced: the instances whose run of the task failed because another
+	// start of it claimed its checkpoints (checkpoint.ErrFenced), by
+	// task: another member started it while this one ran it, which only
+	// a lost session allows, so each must stop it with SessionLost (or be
+	// killed). The overlap itself may be too short for overlaps to see
+	// (the fence strikes at the old run's next checkpoint).
+	fenced map[string][]*clusterMember
+	fail   *Failure
 }
 
 // overlap is a task started in instance by while instance old ran it.
@@ -103,7 +112,7 @@ func (cr *clusterRun) onTask(m *clusterMember, i int, ev cluster.TaskEvent) {
 	defer cr.mu.Unlock()
 	o := &cr.own
 	if o.running == nil {
-		o.running, o.overlaps = map[string][]*clusterMember{}, map[string][]overlap{}
+		o.running, o.overlaps, o.fenced = map[string][]*clusterMember{}, map[string][]overlap{}, map[string][]*clusterMember{}
 	}
 	if m.killed {
 		return
@@ -121,7 +130,17 @@ func (cr *clusterRun) onTask(m *clusterMember, i int, ev cluster.TaskEvent) {
 	case cluster.TaskStopped, cluster.TaskFailed, cluster.TaskFinished:
 		o.running[ev.Task] = slices.DeleteFunc(o.running[ev.Task], func(x *clusterMember) bool { return x == m })
 		if ev.Kind == cluster.TaskFailed {
+			if strings.Contains(ev.Err, checkpoint.ErrFenced.Error()) && !slices.Contains(o.fenced[ev.Task], m) {
+				o.fenced[ev.Task] = append(o.fenced[ev.Task], m)
+			}
 			return // started again while m owns it (M4): judged at its stop
+		}
+		if ev.Kind == cluster.TaskStopped && slices.Contains(o.fenced[ev.Task], m) {
+			o.fenced[ev.Task] = slices.DeleteFunc(o.fenced[ev.Task], func(x *clusterMember) bool { return x == m })
+			if !ev.SessionLost && o.fail == nil {
+				o.fail = &Failure{Invariant: InvClusterOwner, Detail: fmt.Sprintf("task %s failed in member m%d because another start of it claimed its checkpoints, "+
+					"and m%d then stopped it without having lost its session", ev.Task, i, i)}
+			}
 		}
 		o.overlaps[ev.Task] = slices.DeleteFunc(o.overlaps[ev.Task], func(x overlap) bool {
 			if x.old != m {
@@ -145,6 +164,14 @@ func (cr *clusterRun) ownerFailure() *Failure {
 	o := &cr.own
 	if o.fail != nil {
 		return o.fail
+	}
+	for task, ms := range o.fenced {
+		for _, m := range ms {
+			if !m.killed {
+				return &Failure{Invariant: InvClusterOwner, Detail: fmt.Sprintf("task %s failed in member m%d because another start of it claimed its checkpoints, "+
+					"and m%d never reported stopping it with its session lost", task, m.index, m.index)}
+			}
+		}
 	}
 	for task, xs := range o.overlaps {
 		for _, x := range xs {

@@ -185,7 +185,9 @@
 // the old one's). S16 must hold. That no task runs in two live members at
 // once, unless the first lost its session (C2), is checked on the
 // members' task events (Config.OnTask; a killed instance is dead from
-// its kill on; see InvClusterOwner). Deterministic: the input, the shape and the
+// its kill on; a run of a task that fails fenced by another start of it,
+// checkpoint.ErrFenced, in a live member must be followed by a stop with
+// SessionLost there; see InvClusterOwner). Deterministic: the input, the shape and the
 // record counts at which members die and join; not: which member owns
 // which task when (group assignment and session expiry run in real
 // time), so the same count may strike a different task's owner in a
@@ -291,8 +293,9 @@
 //
 // # Planted bugs
 //
-// internal/mutant plants 26 bugs in weir's real code (watermark
-// combiner, timers, window operator, event-time sort, channels, source
+// internal/mutant plants 28 bugs in weir's real code (watermark
+// combiner, timers, window operator (one, expired window contents kept,
+// only S18 finds: TestExpiredStateOnlyS18), event-time sort, channels, source
 // snapshots, checkpoint storage, two-phase sink, agent operator, the
 // agent's WAL (within 60 and 200 seeds: mutantWithin), the Kafka
 // source's snapshot and the Kafka sink's commit (at pre-commit; and a
@@ -300,7 +303,8 @@
 // restart exposes), the processing-time
 // scheduler (within 200 seeds: it needs a clock that steps back), package
 // cluster (a failed task marked finished, a task started without its
-// checkpoint: within the first 30 and 10 seeds that have a clustered form,
+// checkpoint, revoked tasks left running, which C2 finds: within the
+// first 30, 10 and 30 seeds that have a clustered form,
 // run alone, mutantClustered)), active one at a time in a build
 // with the tag weir_mutants; TestMutants (mutants_real_test.go) requires
 // each to be found within 40 seeds. mutants_test.go wraps the sink
@@ -397,6 +401,22 @@
 //	    in a live attempt, in that attempt or a later one, after machine
 //	    crashes too, fails unless a DiscardFrom or Prune of the run's key
 //	    covering it was asked for since.
+//	S18. Nothing expired is kept (expired.go). Every checkpoint the job
+//	    completes is read back from the checkpoint storage (each
+//	    barrier's once TriggerCheckpoint returns, and the latest once
+//	    the job has ended: the final one, after the end of input) and its
+//	    keyed operators' key-group blobs decoded here from
+//	    docs/state-format.md. The watermark they had processed at the
+//	    checkpoint is the script's (the splits' watermark steps before
+//	    the source position the checkpoint holds; the maximum at the
+//	    final checkpoint), and then the window keeps contents only of
+//	    windows whose cleanup time (last millisecond + lateness) is
+//	    above it, the session operator only sessions above it and
+//	    contents only of sessions in their key's set, the timer function
+//	    no pending entry and the sort no held record at or behind it, and
+//	    none of them an event-time timer at or behind it. At the final
+//	    checkpoint, all of that is empty. Processing-time timers are not
+//	    judged.
 //
 // The Kafka form's, on what a read_committed franz-go consumer reads
 // from the output topic once the run is over (its last stable offsets
@@ -502,6 +522,13 @@
 // then with both worked around; broker restarts that franz-go rides out
 // (franz-go does not retry a refused dial, and the simulator's cluster has
 // one broker, so a refused outage fails the attempt or member, which
-// restores; only held dials are ridden out: restartStruck), a planted bug in package cluster that gives one task to two
-// members (the balancer's assignment); a bound on a run's peak memory.
+// restores; only held dials are ridden out: restartStruck); a planted bug
+// in the balancer's assignment (it is franz-go's cooperative-sticky
+// balancer, not package cluster's code; the planted bug that gives one
+// task to two members is a revoke that does not stop its tasks,
+// cluster.revoked-tasks-keep-running); a bound on a run's peak memory.
+// S18 bounds what the scripted job keeps by the watermark at every
+// checkpoint; it does not judge the Kafka and clustered forms' state
+// (their checkpoints' watermarks depend on reading order) nor the
+// agent's action states, nor processing-time timers.
 package sim

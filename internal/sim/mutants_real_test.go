@@ -109,6 +109,7 @@ var mutantWithin = map[mutant.Name]uint64{
 var mutantClustered = map[mutant.Name]int{
 	mutant.ClusterFailedTaskFinished:     30,
 	mutant.ClusterStartWithoutCheckpoint: 10,
+	mutant.ClusterRevokedKeepRunning:     30,
 }
 
 func seedRange(n uint64) []uint64 {
@@ -189,4 +190,38 @@ func TestReplayFidelity(t *testing.T) {
 		t.Logf("%s: seeds %v, %d of %d replays failed again", m.Name, found, k, n)
 	}
 	t.Logf("replay fidelity: %d of %d replays of failing seeds failed again (%.1f%%)", again, total, 100*float64(again)/float64(total))
+}
+
+// TestExpiredStateOnlyS18 shows that window.keeps-expired-state is S18's
+// to find: seeds 1-10 with it planted pass every other invariant (S18
+// off: Options.noExpired), and S18 finds it in some of them (seeds 1, 2,
+// 3, 5, 6, 9 and 10 in one run: those with allowed lateness above 0; 25
+// of seeds 1-40).
+func TestExpiredStateOnlyS18(t *testing.T) {
+	defer mutant.Set("")
+	if err := mutant.Set(mutant.WindowKeepsExpiredState); err != nil {
+		t.Fatal(err)
+	}
+	var found []uint64
+	for seed := uint64(1); seed <= 10; seed++ {
+		for _, off := range []bool{true, false} {
+			res, err := Run(context.Background(), seed, Options{timeout: 10 * time.Second, noExpired: off})
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch {
+			case off && res.Failure != nil:
+				t.Errorf("seed %d, S18 off: found by another invariant: %v", seed, res.Failure)
+			case !off && res.Failure != nil:
+				if res.Failure.Invariant != InvExpired {
+					t.Errorf("seed %d: found by %v, not S18", seed, res.Failure)
+				}
+				found = append(found, seed)
+			}
+		}
+	}
+	if len(found) == 0 {
+		t.Fatal("S18 found the kept window contents in none of seeds 1-10")
+	}
+	t.Logf("S18 found it in seeds %v", found)
 }

@@ -26,7 +26,10 @@ func checkObserved(spec *Spec, o observed) *Failure {
 	if f := checkSessions(spec, o.session); f != nil {
 		return f
 	}
-	return checkAgentObserved(spec, o.agent)
+	if f := checkAgentObserved(spec, o.agent); f != nil {
+		return f
+	}
+	return o.expired
 }
 
 func checkWindow(spec *Spec, obs *weirtest.Observation[string]) *Failure {

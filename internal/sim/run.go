@@ -94,6 +94,9 @@ type Options struct {
 	// sim` does unless --cluster=false; the package's fixed-seed tests
 	// leave it out but for its own, TestClusterFormKeepsTheInvariants).
 	Cluster bool
+	// noExpired, set by tests, turns S18 off (to show which planted bugs
+	// only it finds).
+	noExpired bool
 }
 
 // Run generates seed's job, workload and faults, runs the job until it
@@ -341,7 +344,9 @@ func attempt(ctx context.Context, spec *Spec, st *store, fs, cfs vfs.FS, fault *
 			// A checkpoint that fails (a fault struck during it) fails
 			// the job too; either way the source goes on, and the job's
 			// end says what happened.
-			job.TriggerCheckpoint(ctx)
+			if _, loc, err := job.TriggerCheckpoint(ctx); err == nil && obs.expired == nil && !o.noExpired {
+				obs.expired = checkExpired(spec, fs, loc) // S18
+			}
 			if spec.ProcDelayMS > 0 {
 				// Every record before the barrier has been processed
 				// (the checkpoint is aligned) and none after it is
@@ -356,7 +361,11 @@ func attempt(ctx context.Context, spec *Spec, st *store, fs, cfs vfs.FS, fault *
 			}
 			close(ch)
 		case <-job.Done():
-			return obs, restored, job.Wait()
+			err := job.Wait()
+			if latest, _, lerr := (checkpoint.Storage{FS: fs}).Latest(checkpointDir); err == nil && lerr == nil && obs.expired == nil && !o.noExpired {
+				obs.expired = checkExpired(spec, fs, latest) // S18, the final checkpoint
+			}
+			return obs, restored, err
 		}
 	}
 }
@@ -372,6 +381,8 @@ type observed struct {
 	// session is behind the session operator (Spec.Session).
 	session *weirtest.Observation[string]
 	agent   agentObserved
+	// expired is the first checkpoint that kept what had expired (S18).
+	expired *Failure
 }
 
 // checkOutput checks S1: the committed lines against the reference, S9 on
