@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"context"
 	"encoding/binary"
 	"fmt"
 
@@ -84,31 +83,17 @@ const snapshotFormat = 2
 
 // restoreStore rebuilds the store from markers (Checkpointed.Restore),
 // through RestoreContext when the store has it, with a context that ends
-// when the job is cancelled or fails: the subtask restores in Open, and a
-// store that waits out its retries there (the Kafka store, up to
-// RequestTimeout) would otherwise hold the job's end back. The context
-// carries no clock: the store's retries wait for brokers that live in
-// real time, and a job's manual clock (a test's, the simulator's) moves
-// only with what the job does, which waits for Open.
+// when the job is cancelled or fails (runtime.Context.JobContext): the
+// subtask restores in Open, and a store that waits out its retries there
+// (the Kafka store, up to RequestTimeout) would otherwise hold the job's
+// end back.
 func restoreStore(ctx *runtime.Context, cp Checkpointed, markers [][]byte) error {
 	cr, ok := cp.(ContextRestorer)
 	if !ok {
 		return cp.Restore(markers)
 	}
-	rctx, cancel := context.WithCancel(context.Background())
-	watched := make(chan struct{})
-	go func() { // ends with the restore: cancel below
-		defer close(watched)
-		select {
-		case <-ctx.Done():
-			cancel()
-		case <-rctx.Done():
-		}
-	}()
-	defer func() {
-		cancel()
-		<-watched
-	}()
+	rctx, stop := ctx.JobContext()
+	defer stop()
 	return cr.RestoreContext(rctx, markers)
 }
 

@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"context"
 	"log/slog"
 
 	"github.com/weirproject/weir/clock"
@@ -272,6 +273,30 @@ func (c *Context) Done() <-chan struct{} {
 		return nil
 	}
 	return c.task.job.done
+}
+
+// JobContext returns a context that ends when the job is cancelled or
+// fails (Done), for a call that blocks the subtask on something outside
+// the job (a store's open or restore waiting for brokers). It carries no
+// clock: such calls wait in real time, and a job's manual clock moves
+// only with what the job does, which waits for them. Call stop when the
+// call has returned: it ends the context and waits for the goroutine
+// that watches Done.
+func (c *Context) JobContext() (ctx context.Context, stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		select {
+		case <-c.Done():
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, func() {
+		cancel()
+		<-watched
+	}
 }
 
 // Fail fails the job with err, naming this operator and subtask. Use it

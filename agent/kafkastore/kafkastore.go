@@ -89,23 +89,8 @@ func Factory(opts Options) agent.StoreFactory {
 				ctx.Subtask, ctx.Name, ctx.Slice, ctx.Slices, ctx.KeyGroups)
 		}
 		// The job's cancellation ends an open its brokers do not answer.
-		// The context carries no clock, as the restore's (agent's
-		// restoreStore): brokers live in real time, and a job's manual
-		// clock moves only with what the job does, which waits for this.
-		octx, cancel := context.WithCancel(context.Background())
-		watched := make(chan struct{})
-		go func() { // ends with the open: cancel below
-			defer close(watched)
-			select {
-			case <-ctx.Done():
-				cancel()
-			case <-octx.Done():
-			}
-		}()
-		defer func() {
-			cancel()
-			<-watched
-		}()
+		octx, stop := ctx.JobContext()
+		defer stop()
 		return OpenContext(octx, o, rng, ctx.MaxParallelism)
 	}
 }

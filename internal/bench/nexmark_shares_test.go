@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"fmt"
 	"iter"
 	"os"
 	"path/filepath"
@@ -63,56 +64,54 @@ func TestMeasureNexmarkShares(t *testing.T) {
 		}
 		for round := range rounds {
 			for _, from := range []string{"generator", "kafka", "kafka-loop"} {
+				var run func() (int64, error)
 				if from == "kafka-loop" {
-					f, err := os.Create(filepath.Join(dir, name+"-"+from+"-"+string(rune('0'+round))+".pprof"))
-					if err != nil {
-						t.Fatal(err)
-					}
-					if err := pprof.StartCPUProfile(f); err != nil {
-						t.Fatal(err)
-					}
-					cpu0 := cpuNanos()
-					n, err := consumeLoop(b.Addrs(), topic, events, q.Reference)
-					cpu := cpuNanos() - cpu0
-					pprof.StopCPUProfile()
-					f.Close()
-					if err != nil {
-						t.Fatal(err)
-					}
-					t.Logf("%s from %s, round %d: %.3f CPU s per M events, %d results (load %.1f)", name, from, round, float64(cpu)/1e9/(float64(events)/1e6), n, loadAvg())
-					continue
-				}
-				var results atomic.Int64
-				env := weir.NewEnvironment(weir.Config{Parallelism: 1})
-				var src weir.Stream[nexmark.Event]
-				if from == "kafka" {
-					stop := make(chan struct{})
-					close(stop)
-					src = nexmark.KafkaSource(env, "nexmark", b.Addrs(), topic, stop)
+					run = func() (int64, error) { return consumeLoop(b.Addrs(), topic, events, q.Reference) }
 				} else {
-					src = nexmark.Source(env, "nexmark", g, events, 1)
+					var results atomic.Int64
+					env := weir.NewEnvironment(weir.Config{Parallelism: 1})
+					var src weir.Stream[nexmark.Event]
+					if from == "kafka" {
+						stop := make(chan struct{})
+						close(stop)
+						src = nexmark.KafkaSource(env, "nexmark", b.Addrs(), topic, stop)
+					} else {
+						src = nexmark.Source(env, "nexmark", g, events, 1)
+					}
+					q.Build(src, &results)
+					settle()
+					run = func() (int64, error) {
+						err := env.Execute(context.Background())
+						return results.Load(), err
+					}
 				}
-				q.Build(src, &results)
-				settle()
-				f, err := os.Create(filepath.Join(dir, name+"-"+from+"-"+string(rune('0'+round))+".pprof"))
-				if err != nil {
-					t.Fatal(err)
-				}
-				if err := pprof.StartCPUProfile(f); err != nil {
-					t.Fatal(err)
-				}
-				cpu0 := cpuNanos()
-				err = env.Execute(context.Background())
-				cpu := cpuNanos() - cpu0
-				pprof.StopCPUProfile()
-				f.Close()
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Logf("%s from %s, round %d: %.3f CPU s per M events, %d results (load %.1f)", name, from, round, float64(cpu)/1e9/(float64(events)/1e6), results.Load(), loadAvg())
+				cpu, n := profiled(t, filepath.Join(dir, fmt.Sprintf("%s-%s-%d.pprof", name, from, round)), run)
+				t.Logf("%s from %s, round %d: %.3f CPU s per M events, %d results (load %.1f)", name, from, round, float64(cpu)/1e9/(float64(events)/1e6), n, loadAvg())
 			}
 		}
 	}
+}
+
+// profiled runs run under a CPU profile written to path and returns the
+// process's CPU time it took and run's count of results.
+func profiled(t *testing.T, path string, run func() (int64, error)) (cpuNs, results int64) {
+	t.Helper()
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := pprof.StartCPUProfile(f); err != nil {
+		t.Fatal(err)
+	}
+	cpu0 := cpuNanos()
+	n, err := run()
+	cpuNs = cpuNanos() - cpu0
+	pprof.StopCPUProfile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cpuNs, n
 }
 
 func envInt(t *testing.T, name string, def int) int {
