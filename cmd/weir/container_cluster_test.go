@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"maps"
 	"os"
@@ -12,9 +11,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // TestContainerCluster runs a clustered exactly-once pipeline (groupYAML,
@@ -120,21 +116,7 @@ func TestContainerCluster(t *testing.T) {
 			}
 		}
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.MetadataMinAge(10*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
-	exchanged := func() int64 {
-		ends, err := adm.ListEndOffsets(context.Background(), group+"-exchange")
-		if err != nil {
-			return 0
-		}
-		var n int64
-		ends.Each(func(o kadm.ListedOffset) { n += max(o.Offset, 0) })
-		return n
-	}
+	exchanged := exchangedRecords(t, brokers, group)
 	// Two tasks each is where the cooperative rebalances end; before that
 	// a member may still run a task it is about to hand over.
 	waitFor("the three members to run two of the six tasks each", func() bool {

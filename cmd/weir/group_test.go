@@ -20,11 +20,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/weirproject/weir"
 	"github.com/weirproject/weir/broker"
+	"github.com/weirproject/weir/cluster"
 	"github.com/weirproject/weir/connector/kafka"
 	"github.com/weirproject/weir/watermark"
 )
@@ -268,22 +268,9 @@ func groupKillOne(t *testing.T, y, group string) {
 	a := startGroupChild(t, "a", args("a")...)
 	b := startGroupChild(t, "b", args("b")...)
 
-	// (A short metadata age: the exchange topic appears after the client's
-	// first look.)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.MetadataMinAge(10*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
+	exchangedSoFar := exchangedRecords(t, brokers, group)
 	exchanged := func() bool {
-		ends, err := adm.ListEndOffsets(context.Background(), group+"-exchange")
-		if err != nil {
-			return false
-		}
-		var n int64
-		ends.Each(func(o kadm.ListedOffset) { n += o.Offset })
-		return n >= 3000 // half the input (and control records), committed or not
+		return exchangedSoFar() >= 3000 // half the input (and control records), committed or not
 	}
 	deadline := time.After(2 * time.Minute)
 	wait := func(what string) {
@@ -417,26 +404,29 @@ func newLiveGroup(t *testing.T, group, session string) liveGroup {
 	return g
 }
 
-// exchangedRecords returns a function counting the records (committed or
-// not, control records included) in group's exchange topic; -1 when it
-// cannot be listed yet.
+// exchangedRecords returns a function counting what group's exchange
+// topic has received so far, committed or not: each data value (they
+// travel in batches, so the topic's offsets do not say: cluster.
+// ExchangeValues) and each control record. Each call reads what arrived
+// since the last one.
 func exchangedRecords(t *testing.T, brokers []string, group string) func() int64 {
 	t.Helper()
 	// A short metadata age: the exchange topic appears after the
 	// client's first look.
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.MetadataMinAge(10*time.Millisecond))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.MetadataMinAge(10*time.Millisecond),
+		kgo.ConsumeTopics(group+"-exchange"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchIsolationLevel(kgo.ReadUncommitted()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(cl.Close)
-	adm := kadm.NewClient(cl)
+	var n int64
 	return func() int64 {
-		ends, err := adm.ListEndOffsets(context.Background(), group+"-exchange")
-		if err != nil {
-			return -1
-		}
-		var n int64
-		ends.Each(func(o kadm.ListedOffset) { n += max(o.Offset, 0) })
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+		defer cancel()
+		cl.PollFetches(ctx).EachRecord(func(r *kgo.Record) {
+			n += int64(max(cluster.ExchangeValues(r.Headers, r.Value), 1))
+		})
 		return n
 	}
 }
