@@ -118,23 +118,7 @@ func TestCaughtUpProducerHoldsUntilEveryProducerHasCaughtUp(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	cfg, err := Config{Brokers: b.Addrs(), Group: "g", SourceTopic: "unused", KeyedTasks: 1, CheckpointBase: t.TempDir(),
-		CheckpointInterval: time.Hour, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}.withDefaults()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got *weir.Collected[int64]
-	job := Job[int64, int64, int64, int64]{Source: kafka.JSON[int64](), Key: func(v int64) int64 { return v },
-		Keyed: func(ks weir.KeyedStream[int64, int64]) weir.Stream[int64] {
-			got = weir.Collect(ks.Stream)
-			return ks.Stream
-		},
-		Sink: kafka.SinkOptions[int64]{Topic: "out", Serialize: kafka.SerializeJSON[int64](nil)}}
-	env, _, err := taskEnv(cfg, "keyed-0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	job.buildKeyedTask(env, cfg, 0, 2)
+	env, got := keyedTaskOf2(t, b.Addrs())
 	j, err := env.Start(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -329,7 +313,25 @@ func TestKeyedTaskReadsBatchesAndSingleRecords(t *testing.T) {
 	for p := range int32(2) {
 		send(&kgo.Record{Key: producerKey(p), Headers: controlHeaders, Value: encodeControl(kindEnd, watermark.Max), Timestamp: time.UnixMilli(maxKafkaTs)})
 	}
-	cfg, err := Config{Brokers: b.Addrs(), Group: "g", SourceTopic: "unused", KeyedTasks: 1, CheckpointBase: t.TempDir(),
+	env, got := keyedTaskOf2(t, b.Addrs())
+	if err := env.Execute(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var vals, tss []int64
+	for _, r := range got.Records() {
+		vals, tss = append(vals, r.Value), append(tss, r.Timestamp)
+	}
+	if !slices.Equal(vals, []int64{7, 1, 2, 3}) || !slices.Equal(tss, []int64{500, 900, 880, 1200}) {
+		t.Fatalf("values %v at %v; want [7 1 2 3] at [500 900 880 1200]", vals, tss)
+	}
+}
+
+// keyedTaskOf2 builds keyed task 0 of a job of one keyed task whose
+// exchange has two producers, over the brokers, and returns its
+// environment and what it collects.
+func keyedTaskOf2(t *testing.T, brokers []string) (*weir.Environment, *weir.Collected[int64]) {
+	t.Helper()
+	cfg, err := Config{Brokers: brokers, Group: "g", SourceTopic: "unused", KeyedTasks: 1, CheckpointBase: t.TempDir(),
 		CheckpointInterval: time.Hour, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}.withDefaults()
 	if err != nil {
 		t.Fatal(err)
@@ -346,14 +348,5 @@ func TestKeyedTaskReadsBatchesAndSingleRecords(t *testing.T) {
 		t.Fatal(err)
 	}
 	job.buildKeyedTask(env, cfg, 0, 2)
-	if err := env.Execute(ctx); err != nil {
-		t.Fatal(err)
-	}
-	var vals, tss []int64
-	for _, r := range got.Records() {
-		vals, tss = append(vals, r.Value), append(tss, r.Timestamp)
-	}
-	if !slices.Equal(vals, []int64{7, 1, 2, 3}) || !slices.Equal(tss, []int64{500, 900, 880, 1200}) {
-		t.Fatalf("values %v at %v; want [7 1 2 3] at [500 900 880 1200]", vals, tss)
-	}
+	return env, got
 }

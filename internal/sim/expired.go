@@ -278,15 +278,26 @@ func decodeKeyed(data []byte) ([]keptEntry, []keptTimer, error) {
 	return entries, timers, nil
 }
 
-func decodeStateBlob(b []byte) ([]keptEntry, error) {
-	if len(b) == 0 {
-		return nil, nil
-	}
+// blobAfterHeader reads the header a state or timer blob of a key group
+// starts with (format version 1, the key group) and returns a reader at
+// what follows.
+func blobAfterHeader(b []byte) (*blobReader, error) {
 	r := &blobReader{b}
 	if v, err := r.uvarint(); err != nil || v != 1 {
 		return nil, fmt.Errorf("version %d (%v)", v, err)
 	}
 	if _, err := r.uvarint(); err != nil { // key group
+		return nil, err
+	}
+	return r, nil
+}
+
+func decodeStateBlob(b []byte) ([]keptEntry, error) {
+	if len(b) == 0 {
+		return nil, nil
+	}
+	r, err := blobAfterHeader(b)
+	if err != nil {
 		return nil, err
 	}
 	states, err := r.uvarint()
@@ -374,11 +385,8 @@ func decodeTimerBlob(b []byte) ([]keptTimer, error) {
 	if len(b) == 0 {
 		return nil, nil
 	}
-	r := &blobReader{b}
-	if v, err := r.uvarint(); err != nil || v != 1 {
-		return nil, fmt.Errorf("version %d (%v)", v, err)
-	}
-	if _, err := r.uvarint(); err != nil { // key group
+	r, err := blobAfterHeader(b)
+	if err != nil {
 		return nil, err
 	}
 	var out []keptTimer
