@@ -111,8 +111,13 @@ func TestGateHoldsOneSubtaskBack(t *testing.T) {
 	}
 	perSub.CheckFinal(t)
 	merged.CheckFinal(t)
-	if got, want := merged.Watermarks(0), []int64{10, 40, watermark.Max}; !slices.Equal(got, want) {
-		t.Fatalf("merged watermarks %v, want %v", got, want)
+	// Subtask 1's Max may still be on its way to the merged operator when
+	// subtask 0 ends: the merged watermark then stops at subtask 1's 60
+	// on the way to Max. Either order is right; what the gate decides is
+	// the 10 held until the release, then subtask 0's 40.
+	got := merged.Watermarks(0)
+	if want, alt := []int64{10, 40, watermark.Max}, []int64{10, 40, 60, watermark.Max}; !slices.Equal(got, want) && !slices.Equal(got, alt) {
+		t.Fatalf("merged watermarks %v, want %v (or %v)", got, want, alt)
 	}
 	if g.Arrived() != 1 {
 		t.Fatalf("arrived %d, want 1", g.Arrived())
