@@ -25,23 +25,8 @@ import (
 // added the producer, so the first producer's alone, 1000, went out, and a
 // record at 500 of the second, held at 100, came late.)
 func TestRestoredKeyedTaskKeepsTheMinimum(t *testing.T) {
-	b, err := broker.Start(broker.Options{Topics: map[string]int32{"g-exchange": 1, "out": 1}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addrs()...), kgo.DefaultProduceTopic("g-exchange"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	b, send := exchangeBroker(t)
 	ctx := context.Background()
-	send := func(r *kgo.Record) {
-		t.Helper()
-		if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
-			t.Fatal(err)
-		}
-	}
 	control := func(p int32, wm int64) *kgo.Record {
 		return &kgo.Record{Key: producerKey(p), Headers: controlHeaders, Value: encodeControl(kindWatermark, wm), Timestamp: time.UnixMilli(wm)}
 	}
@@ -282,23 +267,8 @@ func TestIdleProducerWithUnsentRecordsHolds(t *testing.T) {
 // order, a value that does not decode a dead letter and not the end of
 // its batch) and the single-value data records written before batches.
 func TestKeyedTaskReadsBatchesAndSingleRecords(t *testing.T) {
-	b, err := broker.Start(broker.Options{Topics: map[string]int32{"g-exchange": 1, "out": 1}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addrs()...), kgo.DefaultProduceTopic("g-exchange"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	b, send := exchangeBroker(t)
 	ctx := context.Background()
-	send := func(r *kgo.Record) {
-		t.Helper()
-		if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
-			t.Fatal(err)
-		}
-	}
 	send(&kgo.Record{Key: producerKey(0), Value: []byte("7"), Timestamp: time.UnixMilli(500)})
 	batch := []byte{batchVersion}
 	prev := int64(0)
@@ -349,4 +319,27 @@ func keyedTaskOf2(t *testing.T, brokers []string) (*weir.Environment, *weir.Coll
 	}
 	job.buildKeyedTask(env, cfg, 0, 2)
 	return env, got
+}
+
+// exchangeBroker starts a broker with the exchange topic of group "g" and
+// an output topic, one partition each, and returns it with a function that
+// writes a record to the exchange topic (both closed when the test ends).
+func exchangeBroker(t *testing.T) (*broker.Broker, func(*kgo.Record)) {
+	t.Helper()
+	b, err := broker.Start(broker.Options{Topics: map[string]int32{"g-exchange": 1, "out": 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addrs()...), kgo.DefaultProduceTopic("g-exchange"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return b, func(r *kgo.Record) {
+		t.Helper()
+		if err := cl.ProduceSync(context.Background(), r).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
