@@ -12,6 +12,7 @@ import (
 	"github.com/weirproject/weir/clock"
 	"github.com/weirproject/weir/keygroup"
 	"github.com/weirproject/weir/runtime"
+	"github.com/weirproject/weir/watermark"
 )
 
 // ApplyWithAnswers is Apply with a second input: answers, the external
@@ -75,6 +76,17 @@ func (o *untimedOp) markIdle() {
 	}
 }
 
+// Open reports the output idle at once: a subtask that never receives an
+// answer (a quiet topic, a split-less reader) must not hold the agent's
+// combined watermark either.
+func (o *untimedOp) Open(ctx *runtime.Context, out runtime.Output[Answer]) error {
+	if err := o.Base.Open(ctx, out); err != nil {
+		return err
+	}
+	o.markIdle()
+	return nil
+}
+
 func (o *untimedOp) ProcessRecord(r runtime.Record[Answer]) error {
 	o.markIdle()
 	o.Out.Collect(r)
@@ -98,6 +110,24 @@ func (t *twoInputOperator[K, IN, OUT]) ProcessRecord1(r runtime.Record[IN]) erro
 func (t *twoInputOperator[K, IN, OUT]) ProcessRecord2(r runtime.Record[Answer]) error {
 	t.processAnswer(t.answerKey(r.Value), r.Value)
 	return t.err
+}
+
+// ProcessWatermark notes the end of event time on the first input before
+// queueing the watermark. The answers input is untimed (idle, its
+// watermarks dropped), so the combined watermark is the first input's and
+// reaches watermark.Max only when that input has: a bounded source sends
+// Max once it has read everything, and with periodic checkpoints it ends
+// its output (EndInput) only after the final checkpoint, which waits for
+// every source, the answers source too. Options.EndAnswers must therefore
+// not wait for EndInput(1): it would wait for the final checkpoint, which
+// waits for the answers source, which waits for EndAnswers.
+func (t *twoInputOperator[K, IN, OUT]) ProcessWatermark(ts int64) error {
+	if ts == watermark.Max {
+		t.inputEnded = true
+	}
+	err := t.operator.ProcessWatermark(ts)
+	t.maybeEndAnswers()
+	return err
 }
 
 // EndInput finishes the inputs in progress once both inputs have ended:
@@ -144,9 +174,9 @@ func (e *answersEnd) subtaskDone(subtask, parallelism int) {
 }
 
 // maybeEndAnswers reports this subtask to answersEnd once its first input
-// has ended and nothing is in flight or held (subtask goroutine; called by
-// EndInput(1) and whenever held marks are released, which is whenever an
-// input finishes).
+// has ended (or reached the end of event time) and nothing is in flight or
+// held (subtask goroutine; called by EndInput(1), by ProcessWatermark and
+// whenever held marks are released, which is whenever an input finishes).
 func (o *operator[K, IN, OUT]) maybeEndAnswers() {
 	if o.answersEnd == nil || !o.inputEnded || o.endReported || o.unfinished > 0 || o.q.Held() > 0 || o.err != nil {
 		return

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"slices"
 	"sync/atomic"
@@ -116,17 +115,14 @@ func TestEndAnswersEndsBoundedJob(t *testing.T) {
 }
 
 // TestEndAnswersEndsBoundedJobWithCheckpoints is the same job with
-// periodic checkpoints. KNOWN BUG (found by the simulator, 2026-12-05,
-// open): it never ends. The bounded source, its input ended, waits for the
+// periodic checkpoints (found by the simulator, 2026-12-05). The bounded
+// source, its input ended, sends the final watermark and waits for the
 // final checkpoint before it ends its output (runtime's
-// awaitFinalCheckpoint); the final checkpoint waits for every source's
-// input to end, the answers source's too; the answers source ends only on
-// EndAnswers, which waits for the agent's input to end. Skipped unless
-// WEIR_KNOWN_BUGS=1.
+// awaitFinalCheckpoint); the final checkpoint waits for every source, the
+// answers source too, which ends only on EndAnswers. EndAnswers waited for
+// the agent's input to end, and the job never ended; it now follows the
+// end of event time on that input.
 func TestEndAnswersEndsBoundedJobWithCheckpoints(t *testing.T) {
-	if os.Getenv("WEIR_KNOWN_BUGS") == "" {
-		t.Skip("known bug: periodic checkpoints and EndAnswers deadlock (set WEIR_KNOWN_BUGS=1 to run)")
-	}
 	endAnswersEndsBoundedJob(t, runtime.CheckpointConfig{Dir: filepath.Join(t.TempDir(), "cp"), Interval: 50 * time.Millisecond})
 }
 

@@ -102,7 +102,8 @@ type operator[K comparable, IN, OUT any] struct {
 	takesAnswers bool
 	waits        map[*waiter]any
 	// answersEnd, with Options.EndAnswers, is shared by the subtasks;
-	// inputEnded says this subtask's first input has ended, endReported
+	// inputEnded says this subtask's first input has ended or reached the
+	// end of event time (twoInputOperator.ProcessWatermark), endReported
 	// that it told answersEnd it has finished (subtask goroutine).
 	answersEnd                               *answersEnd
 	inputEnded, endReported                  bool

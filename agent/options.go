@@ -113,9 +113,14 @@ type Options struct {
 	// nothing. nil means no spend metric.
 	Pricing model.Pricing
 	// EndAnswers, with ApplyWithAnswers, is called once, from a subtask
-	// goroutine, when the agent's input has ended on every subtask and
+	// goroutine, when the agent's input has ended (or reached the end of
+	// event time, the watermark a bounded source sends when it has read
+	// everything, before the job's final checkpoint) on every subtask and
 	// each subtask has finished every input, its pending waits included
-	// (answered or timed out). Close the answers source's Stop channel
+	// (answered or timed out). An input that arrives after that (a record
+	// behind the final watermark, emitted by processing time upstream)
+	// still runs; a wait of it ends with the answers read until then or
+	// times out. Close the answers source's Stop channel
 	// (kafka.Options.Stop) there, so that a job whose input is bounded
 	// ends although its answers topic never does: the end of input waits
 	// for the pending waits, at most until their deadlines, and the

@@ -131,20 +131,24 @@ func (x *twoInputInstance[IN1, IN2, OUT]) run(t *task) error {
 		}
 		if got1 {
 			in1.handle(b1)
-			if in1.finished() && !done1 {
-				done1, inbox1 = true, nil
-				if err := x.op.EndInput(1); err != nil {
-					t.fail(x.ctx.Name, err)
-				}
-			}
 		}
 		if got2 {
 			in2.handle(b2)
-			if in2.finished() && !done2 {
-				done2, inbox2 = true, nil
-				if err := x.op.EndInput(2); err != nil {
-					t.fail(x.ctx.Name, err)
-				}
+		}
+		// Either input may have ended in any step: a batch of a channel
+		// blocked by an alignment is stashed and handled when the
+		// alignment completes, which a barrier on the other input (or a
+		// letter) can do.
+		if in1.finished() && !done1 {
+			done1, inbox1 = true, nil
+			if err := x.op.EndInput(1); err != nil {
+				t.fail(x.ctx.Name, err)
+			}
+		}
+		if in2.finished() && !done2 {
+			done2, inbox2 = true, nil
+			if err := x.op.EndInput(2); err != nil {
+				t.fail(x.ctx.Name, err)
 			}
 		}
 		if t.err != nil {
