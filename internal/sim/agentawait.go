@@ -58,28 +58,25 @@ import (
 // nor for a wait that timed out unless the relation above allows it, and
 // an action asks once per wait ID in an attempt.
 
-// awaitInAgentSeeds turns the waits on in Generate. Off for now: two
-// weir bugs this branch found stop the job (see backPressure, and
-// finalCheckpointDeadlock), and, with both worked around here, about one
-// await seed in six still hangs now and then in a later attempt (seed 59:
-// attempt 4, 4 of 10 runs), not yet understood. The tests turn it on
-// for the seeds they run (withAwaits).
+// awaitInAgentSeeds turns the waits on in Generate. Off for now: a weir
+// bug this branch found stops the job (see backPressure). Seed 59's hang
+// (attempt 4, 4 of 10 runs) was a two-input task that missed the end of
+// an input stashed by an alignment (fixed 2026-12-06: 10 of 10 runs pass).
+// The tests turn it on for the seeds they run (withAwaits).
 var awaitInAgentSeeds = false
 
 // awaitBackPressure sets awaitWorld.backPressure (for
 // TestAgentAwaitUnderBackPressure).
 var awaitBackPressure = false
 
-// finalCheckpointDeadlock: with periodic checkpoints
+// finalCheckpointDeadlock (fixed 2026-12-06): with periodic checkpoints
 // (CheckpointConfig.Interval > 0) a source whose input has ended waits
-// for the job's final checkpoint before it ends its output
-// (runtime/taskcheckpoint.go, awaitFinalCheckpoint), and the final
+// for the job's final checkpoint before it ends its output, and the final
 // checkpoint waits for every source to end, the answers source too; with
-// Options.EndAnswers that source ends only once the agent's input has
-// ended on every subtask, which the first source's waiting holds back:
-// the job never ends. A weir bug found here, not fixed yet
-// (docs/reliability.md); the await seeds run without the interval
-// (run.go), so their sink commits at the end of input.
+// Options.EndAnswers that source ended only once the agent's input had
+// ended on every subtask: the job never ended. EndAnswers now follows the
+// input's final watermark; the await seeds run with the interval, as the
+// others.
 
 // agentAwaitStream is the constant of the stream the waits are drawn from.
 const agentAwaitStream = 0xa3a1

@@ -108,8 +108,7 @@ func TestAgentAwaitOracleByHand(t *testing.T) {
 
 // TestAgentAwaitSeedsKeepTheInvariants runs the first seeds that await,
 // without their Kafka and clustered forms, with WEIR_SIM_AWAIT=1 (off by
-// default: see awaitInAgentSeeds; seed 59, the sixth, hangs in 4 runs of
-// 10).
+// default: see awaitInAgentSeeds).
 func TestAgentAwaitSeedsKeepTheInvariants(t *testing.T) {
 	if os.Getenv("WEIR_SIM_AWAIT") == "" {
 		t.Skip("set WEIR_SIM_AWAIT=1 (awaitInAgentSeeds)")

@@ -261,11 +261,6 @@ func attempt(ctx context.Context, spec *Spec, st *store, fs, cfs vfs.FS, fault *
 		// what other subtasks committed already).
 		Checkpoint: runtime.CheckpointConfig{Dir: checkpointDir, Retain: 2, Interval: time.Hour,
 			Storage: checkpoint.Storage{FS: cfs}}}
-	if aw != nil && aw.await != nil {
-		// No final checkpoint: it would deadlock ApplyWithAnswers's end
-		// (agentawait.go, finalCheckpointDeadlock).
-		cfg.Checkpoint.Interval = 0
-	}
 	if spec.ProcDelayMS > 0 || aw != nil {
 		cfg.Clock = w.wall // the agent's time-outs are virtual too (agenttime.go)
 	}
