@@ -224,8 +224,8 @@ func TestInputSelectionReadsInput2WhileInput1Waits(t *testing.T) {
 // delivered its barrier (InputSelectable's exception), or the checkpoint
 // would never complete.
 func TestInputSelectionAlignment(t *testing.T) {
-	for _, mode := range []CheckpointMode{ExactlyOnce, AtLeastOnce} {
-		t.Run(fmt.Sprint(mode), func(t *testing.T) {
+	for name, mode := range map[string]CheckpointMode{"exactly-once": ExactlyOnce, "at-least-once": AtLeastOnce} {
+		t.Run(name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			done, end := make(chan struct{}), make(chan struct{})
