@@ -103,8 +103,22 @@ type twoInputOperator[K comparable, IN, OUT any] struct {
 	ended     [2]bool
 }
 
+// ProcessRecord1 takes the record without waiting for room: while
+// MaxBufferedInputs inputs wait the subtask reads no record of input 1
+// (SelectsInput) and goes on reading answers, which may be what the
+// running actions wait for. Waiting in Context.Yield here, as the
+// one-input operator does, would stop the answers too: every slot held by
+// an action awaiting an answer that has arrived, each wait would run out
+// to its time-out.
 func (t *twoInputOperator[K, IN, OUT]) ProcessRecord1(r runtime.Record[IN]) error {
-	return t.ProcessRecord(r)
+	return t.accept(r)
+}
+
+// SelectsInput implements runtime.InputSelectable: input 1 is read while
+// fewer than MaxBufferedInputs inputs wait (back-pressure, G3), the
+// answers always.
+func (t *twoInputOperator[K, IN, OUT]) SelectsInput(input int) bool {
+	return input == 2 || t.waiting < t.opts.MaxBufferedInputs
 }
 
 func (t *twoInputOperator[K, IN, OUT]) ProcessRecord2(r runtime.Record[Answer]) error {

@@ -58,7 +58,14 @@
 //	    stops taking input (back-pressure through Context.Yield, which runs
 //	    only this operator's letters and those of operators downstream of
 //	    it: no checkpoint and no upstream operator runs while it waits, also
-//	    when it is called from inside an upstream agent's letter).
+//	    when it is called from inside an upstream agent's letter). With
+//	    ApplyWithAnswers it stops reading its input instead
+//	    (runtime.InputSelectable) and goes on reading answers, timers and
+//	    letters, so an action holding a slot gets the answer it awaits
+//	    under back-pressure; only while a checkpoint's barrier has arrived
+//	    on every answers channel does it take the inputs ahead of the
+//	    barrier on its input beyond MaxBufferedInputs (the alignment
+//	    needs them).
 //	G4. Buffered effects. An action's memory writes and sent events take
 //	    effect when it returns successfully, in one step on the subtask
 //	    goroutine; a failed action leaves no trace. Output events leave at

@@ -220,6 +220,14 @@ func (o *operator[K, IN, OUT]) ProcessRecord(r runtime.Record[IN]) error {
 			return err
 		}
 	}
+	return o.accept(r)
+}
+
+// accept is ProcessRecord without the wait for room: the two-input
+// operator gets no record of its first input while MaxBufferedInputs wait
+// (it deselects it, SelectsInput), except while a checkpoint's alignment
+// needs it.
+func (o *operator[K, IN, OUT]) accept(r runtime.Record[IN]) error {
 	if o.err != nil {
 		return o.err
 	}

@@ -124,3 +124,18 @@ func (a *aligner) release(id int64) {
 		g.drain()
 	}
 }
+
+// delivered reports whether an alignment is pending and every live channel
+// of g has delivered its barrier: g can do nothing more for it, only the
+// other inputs can (InputSelectable's exception).
+func (a *aligner) delivered(g *alignGate) bool {
+	if a.id == 0 {
+		return false
+	}
+	for ch, seen := range g.seen {
+		if !seen && !g.ended[ch] {
+			return false
+		}
+	}
+	return true
+}

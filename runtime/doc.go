@@ -54,6 +54,15 @@
 //	    input with a gap that no run produces (an agent operator numbered
 //	    its inputs by it and discarded action states a later attempt
 //	    needed: the simulator's seed 3067126113256803544).
+//	I10. A two-input operator that implements InputSelectable is given no
+//	    record of an input it does not select, with one exception: while a
+//	    checkpoint's barriers are being aligned and every live channel of
+//	    the other input has delivered its barrier, the deselected input is
+//	    read up to its own barriers (otherwise the checkpoint would wait on
+//	    the operator, and an operator waiting on the other input's records
+//	    behind the barrier would wait for ever). Meanwhile the subtask
+//	    serves the other input, its mailbox and its timers, and a batch
+//	    stopped by a deselection resumes where it stopped (I1 holds).
 //
 // # Not guaranteed
 //

@@ -195,6 +195,13 @@ type inputState[T any] struct {
 	align  *aligner
 	ag     *alignGate
 	stash  []batch[T] // batches of blocked channels, in arrival order
+	// sel, for an input of an operator that selects its inputs
+	// (InputSelectable), is its selection; q holds its batches received
+	// and not finished, resuming guards resume (selection.go). nil
+	// otherwise: handle processes a batch at once, as a whole.
+	sel      *inputSel
+	q        []queued[T]
+	resuming bool
 }
 
 // valveOut receives the combined watermark of an input.

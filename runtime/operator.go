@@ -72,6 +72,40 @@ type TwoInputOperator[IN1, IN2, OUT any] interface {
 	Close() error
 }
 
+// InputSelectable is implemented by a TwoInputOperator that decides which
+// of its inputs the subtask reads (Flink's InputSelectable): an operator
+// that must not take more of input 1 for now, but needs input 2 to make
+// room (an agent whose waiting actions are answered on input 2), says so
+// here instead of blocking in ProcessRecord1.
+//
+// SelectsInput(input) reports whether the subtask may give the operator
+// records of input (1 or 2) now. The subtask asks before each record of a
+// selecting operator and after each step of its loop (a batch, a mailbox
+// letter, a timer): it takes no batch from a deselected input and stops
+// in the middle of a batch when its input is deselected, resuming there,
+// in channel order, once it is selected again; meanwhile it serves the
+// other input, the mailbox and the timers. The watermarks, idle marks,
+// barriers and end of input of a batch are handled after its records, as
+// for any operator. With both inputs deselected the subtask runs only
+// letters and timers, which must eventually select one.
+//
+// One exception keeps checkpoints live: while a checkpoint's barriers are
+// being aligned and every live channel of the other input has delivered
+// its barrier (so the other input can do nothing more for the
+// checkpoint), a deselected input is read anyway until its own barriers
+// have arrived. The operator then gets records it did not select, at most
+// those its channels carry ahead of the barrier; without the exception the
+// alignment would wait for the operator, and an operator waiting for the
+// other input's records behind the barrier would wait for ever. (Flink
+// refuses checkpointing for a job with an InputSelectable operator.)
+//
+// The interface is resolved once per subtask: an operator that does not
+// implement it is read as before, both inputs always, whole batches at a
+// time.
+type InputSelectable interface {
+	SelectsInput(input int) bool
+}
+
 // Base gives an operator the usual defaults: it keeps the Context and
 // Output from Open, forwards watermarks and idleness unchanged, and does
 // nothing at end of input or close. Embed it and override what differs.

@@ -8,6 +8,7 @@ type twoInputImpl[IN1, IN2, OUT any] struct {
 
 func (m *twoInputImpl[IN1, IN2, OUT]) instantiate(ctx *Context, out any, sides []control) (instance, error) {
 	x := &twoInputInstance[IN1, IN2, OUT]{op: m.newOp(), ctx: ctx, out: mainOutput[OUT](out, sides)}
+	x.sel, _ = x.op.(InputSelectable)
 	x.both = watermark.NewCombiner(2, opWatermarks{x.ctx, x.op.ProcessWatermark, idleStatus(ctx, x.op, x.op.ProcessIdle), newWatermarkGauge(ctx)})
 	return x, nil
 }
@@ -20,6 +21,7 @@ type twoInputInstance[IN1, IN2, OUT any] struct {
 	ctx  *Context
 	out  Output[OUT]
 	both *watermark.Combiner
+	sel  InputSelectable // op, if it selects its inputs (selection.go)
 }
 
 func (x *twoInputInstance[IN1, IN2, OUT]) name() string      { return x.ctx.Name }
@@ -92,21 +94,39 @@ func (r recordsTo[T]) Collect(rec Record[T]) {
 func (r recordsTo[T]) EmitWatermark(int64) {}
 func (r recordsTo[T]) EmitIdle(bool)       {}
 
+// run is the loop of a two-input task. With an operator that selects its
+// inputs (InputSelectable) it takes no batch from an input that is not
+// selected (a nil channel in the select) and, after every step, goes on
+// with the batches a deselection stopped.
 func (x *twoInputInstance[IN1, IN2, OUT]) run(t *task) error {
 	g1 := t.gates[0].(*gate[IN1])
 	g2 := t.gates[1].(*gate[IN2])
 	in1 := newInputStateTo[IN1](t, g1, recordsTo[IN1]{x.ctx, x.op.ProcessRecord1}, sideOf{x.both, 0})
 	in2 := newInputStateTo[IN2](t, g2, recordsTo[IN2]{x.ctx, x.op.ProcessRecord2}, sideOf{x.both, 1})
+	sel := x.sel
+	if sel != nil {
+		in1.selectBy(&inputSel{t: t, op: sel, input: 1, other: in2.ag})
+		in2.selectBy(&inputSel{t: t, op: sel, input: 2, other: in1.ag})
+	}
 	done1, done2 := false, false
 	inbox1, inbox2 := g1.inbox, g2.inbox
 	for !done1 || !done2 {
 		var b1 batch[IN1]
 		var b2 batch[IN2]
 		got1, got2 := false, false
+		read1, read2 := inbox1, inbox2
+		if sel != nil {
+			if read1 != nil && !in1.sel.open() {
+				read1 = nil
+			}
+			if read2 != nil && !in2.sel.open() {
+				read2 = nil
+			}
+		}
 		select {
-		case b1 = <-inbox1:
+		case b1 = <-read1:
 			got1 = true
-		case b2 = <-inbox2:
+		case b2 = <-read2:
 			got2 = true
 		case <-t.mailbox.wake:
 			t.runLetters()
@@ -117,9 +137,9 @@ func (x *twoInputInstance[IN1, IN2, OUT]) run(t *task) error {
 		default:
 			t.flushAll()
 			select {
-			case b1 = <-inbox1:
+			case b1 = <-read1:
 				got1 = true
-			case b2 = <-inbox2:
+			case b2 = <-read2:
 				got2 = true
 			case <-t.mailbox.wake:
 				t.runLetters()
@@ -129,16 +149,31 @@ func (x *twoInputInstance[IN1, IN2, OUT]) run(t *task) error {
 				return errCancelled
 			}
 		}
-		if got1 {
-			in1.handle(b1)
+		if sel == nil {
+			if got1 {
+				in1.handle(b1)
+			}
+			if got2 {
+				in2.handle(b2)
+			}
+		} else {
+			if got1 {
+				in1.handleSel(b1)
+			}
+			if got2 {
+				in2.handleSel(b2)
+			}
+			// The step may have changed the selection (a letter, a
+			// timer, a record of the other input) or ended an
+			// alignment: go on with the batches in progress.
+			in1.resume()
+			in2.resume()
 		}
-		if got2 {
-			in2.handle(b2)
-		}
-		// Either input may have ended in any step: a batch of a channel
-		// blocked by an alignment is stashed and handled when the
-		// alignment completes, which a barrier on the other input (or a
-		// letter) can do.
+		// Checked after every step, not only after a batch of the input:
+		// a batch of a channel blocked by an alignment is stashed and
+		// handled when the alignment ends, which a barrier on the other
+		// input or a letter (an aborted checkpoint) can do, and the stash
+		// may hold the input's last end.
 		if in1.finished() && !done1 {
 			done1, inbox1 = true, nil
 			if err := x.op.EndInput(1); err != nil {
