@@ -58,16 +58,15 @@ import (
 // nor for a wait that timed out unless the relation above allows it, and
 // an action asks once per wait ID in an attempt.
 
-// awaitInAgentSeeds turns the waits on in Generate. Off for now: a weir
-// bug this branch found stops the job (see backPressure). Seed 59's hang
-// (attempt 4, 4 of 10 runs) was a two-input task that missed the end of
-// an input stashed by an alignment (fixed 2026-12-06: 10 of 10 runs pass).
-// The tests turn it on for the seeds they run (withAwaits).
-var awaitInAgentSeeds = false
-
-// awaitBackPressure sets awaitWorld.backPressure (for
-// TestAgentAwaitUnderBackPressure).
-var awaitBackPressure = false
+// awaitInAgentSeeds turns the waits on in Generate (a variable for the
+// tests that compare seeds with and without them). It was off until the
+// two weir bugs this branch found first were fixed (2026-12-06,
+// docs/reliability.md): back-pressure starved the answers input (the
+// agent now deselects its input instead of yielding: runtime.InputSelectable),
+// and EndAnswers deadlocked with periodic checkpoints (below). Seed 59's
+// hang (attempt 4, 4 of 10 runs) was a two-input task that missed the end
+// of an input stashed by an alignment, fixed with them.
+var awaitInAgentSeeds = true
 
 // finalCheckpointDeadlock (fixed 2026-12-06): with periodic checkpoints
 // (CheckpointConfig.Interval > 0) a source whose input has ended waits
@@ -212,18 +211,8 @@ const waitedOut = "+waited-out"
 // the answers log and what the world saw of every wait.
 type awaitWorld struct {
 	spec *AwaitSpec
-	// backPressure keeps agent.Options.MaxBufferedInputs at its default
-	// (awaitBackPressure). With it, an in-time answer is
-	// not taken while the agent's input is back-pressured: the
-	// operator's ProcessRecord (input 1) yields until MaxBufferedInputs
-	// inputs have started, and runs no record of input 2, the answers,
-	// meanwhile; when the actions that fill every slot all wait for
-	// answers, none starts until a wait times out (never, here, where
-	// virtual time waits for them: the attempt hangs). A weir bug found
-	// here, not fixed yet (docs/reliability.md).
-	backPressure bool
-	keys         map[int64]string // each awaited input's key
-	mu           struct {
+	keys map[int64]string // each awaited input's key
+	mu   struct {
 		sync.Mutex
 		log     []agent.Answer
 		changed chan struct{} // closed (and replaced) on every append or end
@@ -249,7 +238,7 @@ type awaitWorld struct {
 
 func newAwaitWorld(spec *Spec) *awaitWorld {
 	as := spec.Agent.Await
-	w := &awaitWorld{spec: as, keys: map[int64]string{}, backPressure: awaitBackPressure}
+	w := &awaitWorld{spec: as, keys: map[int64]string{}}
 	for _, st := range spec.Steps {
 		if _, ok := as.Inputs[st.ID]; ok && st.Kind == StepRecord {
 			w.keys[st.ID] = st.Key
@@ -548,12 +537,6 @@ func applyAgent(w *agentWorld, n int, ks weir.KeyedStream[string, event], a *age
 	answers := weir.FromSource(ks.Stream.Env(), "answers", answersSource(aw, n), watermark.NoWatermarks[agent.Answer]()).
 		UID("answers").Parallelism(1)
 	opts.EndAnswers = func() { aw.endAnswers(n) }
-	if !aw.backPressure {
-		// Never back-pressure: the operator's ProcessRecord, waiting for
-		// room among MaxBufferedInputs, reads no answer, so waits that
-		// fill every slot are never answered (see backPressure).
-		opts.MaxBufferedInputs = len(w.spec.Inputs) + 1
-	}
 	return agent.ApplyWithAnswers[string, event, decision](ks, answers, func(a agent.Answer) string { return a.Key }, "agent", a, opts)
 }
 
