@@ -383,6 +383,8 @@ func (s *ValueState[K, V]) freeze(ps []*pin) table {
 	fz := *s
 	fz.groups = slices.Clone(s.groups)
 	fz.index = nil // the view reads groups only (C3)
+	fz.vi = vindex[K, V]{}
+	fz.cache, fz.cslot, fz.cacheEpoch = nil, nil, 0
 	fz.cow = cowPins{}
 	return &fz
 }
@@ -402,8 +404,8 @@ func (s *ValueState[K, V]) ownSlot() int {
 func (s *ValueState[K, V]) unshare(slot int) {
 	if s.cow.take(slot, &s.b.frozenLive) {
 		s.groups[slot] = cloneValues(s.groups[slot])
-		s.index = nil // X2: it points into the frozen map
-		s.cache, s.cacheEpoch = nil, 0
+		s.indexReset() // X2: it points into the frozen map
+		s.cache, s.cslot, s.cacheEpoch = nil, nil, 0
 	}
 }
 

@@ -106,8 +106,8 @@ func (s *ValueState[K, V]) install(kg int, staged any) {
 		s.unshare(kg - s.b.rng.Start)
 	}
 	installGroup(s.groups, kg-s.b.rng.Start, staged.(map[K]*V))
-	s.index = nil                                  // X2: entries of the key group were replaced
-	s.cache, s.cacheEpoch, s.missEpoch = nil, 0, 0 // the current key's entry may have been replaced
+	s.indexReset()                                               // X2: entries of the key group were replaced
+	s.cache, s.cslot, s.cacheEpoch, s.missEpoch = nil, nil, 0, 0 // the current key's entry may have been replaced
 }
 
 func (s *ListState[K, V]) appendEntries(dst []byte, kg int) ([]byte, error) {

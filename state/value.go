@@ -1,5 +1,7 @@
 package state
 
+import "reflect"
+
 // ValueState is a single value per key.
 //
 // Values are held behind pointers so that the usual read-modify-write of
@@ -24,12 +26,25 @@ package state
 //	    nor added to: a pointer into a pinned key group must not be cached
 //	    for a write (C1), and telling whether a key group is pinned needs
 //	    the key group.
+//	X4. For a key whose type hashes without an allocation (strings,
+//	    numbers, arrays and structs of them: hashesWithoutAlloc) the index
+//	    is vi, whose slot holds a copy of the entry's value beside the
+//	    pointer, so that a read of a present key is one probe and no load
+//	    through the pointer: every write of an entry that vi holds writes
+//	    the slot's copy too (Update through cache and cslot, update through
+//	    put). While cow.on nothing is added to vi (X3), but a key group
+//	    written in place (its pins preempted, not cloned: cow.take) keeps
+//	    its entries in vi, so a write then finds the key's slot in vi
+//	    (viSlot) and writes its copy too. Other key types keep index.
 type ValueState[K comparable, V any] struct {
 	desc[K]
 	groups     groups[map[K]*V, K, *V]
-	index      map[K]*V // the entries of groups by key (X1-X3); nil when empty
-	cache      *V       // entry of the current key, valid while cacheEpoch == b.epoch
-	cacheEpoch uint64   // backend epoch when cache was set; 0: none
+	index      map[K]*V     // the entries of groups by key (X1-X3) when !fast; nil when empty
+	vi         vindex[K, V] // the same with the values inline (X4) when fast
+	fast       bool         // vi is the index (K hashes without an allocation)
+	cache      *V           // entry of the current key, valid while cacheEpoch == b.epoch
+	cslot      *vslot[K, V] // the entry's slot in vi when cache came from vi or went to it; else nil
+	cacheEpoch uint64       // backend epoch when cache was set; 0: none
 	vc         Codec[V]
 	cow        cowPins
 
@@ -67,7 +82,8 @@ func Value[K comparable, V any](b *Backend[K], name string) (*ValueState[K, V], 
 // name; registering it again returns that state and ignores vc.
 func ValueWithCodec[K comparable, V any](b *Backend[K], name string, vc Codec[V]) (*ValueState[K, V], error) {
 	return register(b, name, KindValue, typeName[V](), func(d desc[K]) *ValueState[K, V] {
-		return &ValueState[K, V]{desc: d, groups: make(groups[map[K]*V, K, *V], b.rng.Len()), vc: codecOr(vc)}
+		return &ValueState[K, V]{desc: d, groups: make(groups[map[K]*V, K, *V], b.rng.Len()), vc: codecOr(vc),
+			fast: hashesWithoutAlloc(reflect.TypeFor[K]())}
 	})
 }
 
@@ -84,6 +100,9 @@ func MustValueWithCodec[K comparable, V any](b *Backend[K], name string, vc Code
 // Value returns the current key's value and whether it is set.
 func (s *ValueState[K, V]) Value() (V, bool) {
 	if s.cacheEpoch == s.b.epoch {
+		if s.cslot != nil {
+			return s.cslot.val, true
+		}
 		return *s.cache, true
 	}
 	if s.ext != nil {
@@ -93,8 +112,13 @@ func (s *ValueState[K, V]) Value() (V, bool) {
 		panicNoKey()
 	}
 	if !s.cow.on || s.cow.release(&s.b.frozenLive) { // X3
-		if p := s.index[s.b.key]; p != nil {
-			s.cache, s.cacheEpoch = p, s.b.epoch
+		if s.fast {
+			if sl := s.vi.find(s.b.key); sl != nil {
+				s.cache, s.cslot, s.cacheEpoch = sl.p, sl, s.b.epoch
+				return sl.val, true
+			}
+		} else if p := s.index[s.b.key]; p != nil {
+			s.cache, s.cslot, s.cacheEpoch = p, nil, s.b.epoch
 			return *p, true
 		}
 	}
@@ -111,29 +135,54 @@ func (s *ValueState[K, V]) valueInGroup() (V, bool) {
 		var zero V
 		return zero, false
 	}
+	var sl *vslot[K, V]
 	if s.cow.on {
 		if s.cow.shared(i) {
 			return *p, true // no cached pointer into a frozen map (C1)
 		}
+		sl = s.viSlot() // X4
 	} else {
-		s.indexAdd(p)
+		sl = s.indexAdd(p)
 	}
-	s.cache, s.cacheEpoch = p, s.b.epoch
+	s.cache, s.cslot, s.cacheEpoch = p, sl, s.b.epoch
 	return *p, true
 }
 
-// indexAdd adds the current key's entry p to the index (X1).
-func (s *ValueState[K, V]) indexAdd(p *V) {
+// indexAdd adds the current key's entry p to the index (X1) and returns
+// its slot in vi (nil when the index is the map).
+func (s *ValueState[K, V]) indexAdd(p *V) *vslot[K, V] {
+	if s.fast {
+		return s.vi.put(s.b.key, p)
+	}
 	if s.index == nil {
 		s.index = make(map[K]*V)
 	}
 	s.index[s.b.key] = p
+	return nil
+}
+
+// viSlot returns the current key's slot in vi, or nil: the slot a write
+// while cow.on must keep equal to the entry (X4).
+func (s *ValueState[K, V]) viSlot() *vslot[K, V] {
+	if !s.fast || s.vi.n == 0 {
+		return nil
+	}
+	return s.vi.find(s.b.key)
+}
+
+// indexReset empties the index (X2).
+func (s *ValueState[K, V]) indexReset() {
+	s.index = nil
+	s.vi.reset()
 }
 
 // Update sets the current key's value.
 func (s *ValueState[K, V]) Update(v V) {
 	if s.cacheEpoch == s.b.epoch {
 		*s.cache = v
+		if s.cslot != nil {
+			s.cslot.val = v // X4
+		}
 		return
 	}
 	s.update(v)
@@ -161,10 +210,13 @@ func (s *ValueState[K, V]) update(v V) {
 		m[s.b.key] = p
 	}
 	*p = v
+	var sl *vslot[K, V]
 	if !s.cow.on { // X3
-		s.indexAdd(p)
+		sl = s.indexAdd(p) // X4: the slot's copy is v
+	} else if sl = s.viSlot(); sl != nil {
+		sl.val = v // X4
 	}
-	s.cache, s.cacheEpoch, s.missEpoch = p, s.b.epoch, 0
+	s.cache, s.cslot, s.cacheEpoch, s.missEpoch = p, sl, s.b.epoch, 0
 }
 
 // SnapshotMayRead reports whether a snapshot in progress may still read
@@ -195,8 +247,12 @@ func (s *ValueState[K, V]) Clear() {
 	}
 	i := s.ownSlot()
 	delete(s.groups[i], s.b.key)
-	delete(s.index, s.b.key) // X1
-	s.cache, s.cacheEpoch, s.missEpoch = nil, 0, 0
+	if s.fast {
+		s.vi.del(s.b.key) // X1
+	} else {
+		delete(s.index, s.b.key) // X1
+	}
+	s.cache, s.cslot, s.cacheEpoch, s.missEpoch = nil, nil, 0, 0
 }
 
 // numKeys reports the number of keys with a value, over all key groups.
@@ -222,8 +278,8 @@ func (s *ValueState[K, V]) forEach(kg int, f func(K, V)) {
 // clearKeyGroup drops every value of key group kg.
 func (s *ValueState[K, V]) clearKeyGroup(kg int) {
 	clearGroup(&s.desc, s.groups, &s.cow, kg)
-	s.index = nil // X2
-	s.cache, s.cacheEpoch, s.missEpoch = nil, 0, 0
+	s.indexReset() // X2
+	s.cache, s.cslot, s.cacheEpoch, s.missEpoch = nil, nil, 0, 0
 }
 
 // forEachAny implements table.

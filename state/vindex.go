@@ -1,0 +1,194 @@
+package state
+
+import (
+	"hash/maphash"
+	"reflect"
+)
+
+// vindex is a value state's index on the memory backend (ValueState, X1-X4):
+// an open-addressing hash table, linear probing, from a key to its entry in
+// the key group's map (p) together with a copy of the entry's value (val),
+// so that a read of a present key touches one slot and not the entry
+// behind p. The table's control bytes are apart from the slots: one byte a
+// slot (ctrlEmpty, ctrlDeleted, or ctrlUsed with 7 bits of the key's hash),
+// 1/32 of the slots' memory, so that the probe's first loads stay in cache
+// and a slot is read only when its tag matches.
+//
+//	V1. A key has at most one used slot; a lookup of key k scans from
+//	    hash(k)&mask to the first empty control byte, so deleted slots
+//	    (tombstones) do not end a scan and an empty one does.
+//	V2. Used plus deleted slots stay at or below 3/4 of the table, so
+//	    every scan ends.
+//	V3. A slot pointer returned by find or put is valid until the next
+//	    put, del or reset of the table (put may grow it).
+type vindex[K comparable, V any] struct {
+	ctrl  []uint8
+	slots []vslot[K, V]
+	mask  uint64
+	n     int // used slots
+	dead  int // deleted slots
+	seed  maphash.Seed
+}
+
+type vslot[K comparable, V any] struct {
+	key K
+	val V  // == *p (X4)
+	p   *V // the key's entry in its key group's map
+}
+
+const (
+	ctrlEmpty   = 0
+	ctrlDeleted = 1
+	ctrlUsed    = 0x80 // | the hash's top 7 bits
+)
+
+// vindexMinSlots is the smallest table made.
+const vindexMinSlots = 16
+
+func (x *vindex[K, V]) hash(k K) uint64 { return maphash.Comparable(x.seed, k) }
+
+func tagOf(h uint64) uint8 { return ctrlUsed | uint8(h>>57) }
+
+// find returns k's slot, or nil.
+func (x *vindex[K, V]) find(k K) *vslot[K, V] {
+	if x.n == 0 {
+		return nil
+	}
+	h := x.hash(k)
+	tag := tagOf(h)
+	for i := h & x.mask; ; i = (i + 1) & x.mask {
+		c := x.ctrl[i]
+		if c == tag && x.slots[i].key == k {
+			return &x.slots[i]
+		}
+		if c == ctrlEmpty {
+			return nil
+		}
+	}
+}
+
+// put sets k's entry to p and its value copy to *p, adding k if absent,
+// and returns its slot.
+func (x *vindex[K, V]) put(k K, p *V) *vslot[K, V] {
+	if 4*(x.n+x.dead+1) > 3*len(x.ctrl) {
+		x.grow()
+	}
+	h := x.hash(k)
+	tag := tagOf(h)
+	free := -1
+	for i := h & x.mask; ; i = (i + 1) & x.mask {
+		switch c := x.ctrl[i]; {
+		case c == tag && x.slots[i].key == k:
+			s := &x.slots[i]
+			s.p, s.val = p, *p
+			return s
+		case c == ctrlDeleted:
+			if free < 0 {
+				free = int(i)
+			}
+		case c == ctrlEmpty:
+			if free >= 0 {
+				i = uint64(free)
+				x.dead--
+			}
+			x.ctrl[i] = tag
+			x.n++
+			s := &x.slots[i]
+			s.key, s.p, s.val = k, p, *p
+			return s
+		}
+	}
+}
+
+// del removes k if present.
+func (x *vindex[K, V]) del(k K) {
+	if x.n == 0 {
+		return
+	}
+	h := x.hash(k)
+	tag := tagOf(h)
+	for i := h & x.mask; ; i = (i + 1) & x.mask {
+		c := x.ctrl[i]
+		if c == tag && x.slots[i].key == k {
+			x.slots[i] = vslot[K, V]{}
+			x.n--
+			if x.ctrl[(i+1)&x.mask] == ctrlEmpty {
+				// No scan passes this slot on to a later one (V1).
+				x.ctrl[i] = ctrlEmpty
+			} else {
+				x.ctrl[i] = ctrlDeleted
+				x.dead++
+			}
+			return
+		}
+		if c == ctrlEmpty {
+			return
+		}
+	}
+}
+
+// grow rehashes into a table twice the size, or the same size when the
+// used slots fill at most 3/8 of it (dropping the tombstones is enough).
+func (x *vindex[K, V]) grow() {
+	size := len(x.ctrl)
+	switch {
+	case size == 0:
+		size = vindexMinSlots
+		x.seed = maphash.MakeSeed()
+	case 8*(x.n+1) > 3*size:
+		size *= 2
+	}
+	oldCtrl, oldSlots := x.ctrl, x.slots
+	x.ctrl, x.slots = make([]uint8, size), make([]vslot[K, V], size)
+	x.mask = uint64(size - 1)
+	x.n, x.dead = 0, 0
+	for i, c := range oldCtrl {
+		if c < ctrlUsed {
+			continue
+		}
+		s := &oldSlots[i]
+		h := x.hash(s.key)
+		j := h & x.mask
+		for x.ctrl[j] != ctrlEmpty {
+			j = (j + 1) & x.mask
+		}
+		x.ctrl[j] = tagOf(h)
+		x.slots[j] = *s
+		x.n++
+	}
+}
+
+// reset empties the table, keeping its memory (X2).
+func (x *vindex[K, V]) reset() {
+	if x.n == 0 && x.dead == 0 {
+		return
+	}
+	clear(x.ctrl)
+	clear(x.slots)
+	x.n, x.dead = 0, 0
+}
+
+// len reports the number of keys in the table.
+func (x *vindex[K, V]) len() int { return x.n }
+
+// hashesWithoutAlloc reports whether maphash.Comparable hashes a value of
+// t without moving it to the heap: t holds no pointer but a string's.
+// Other key types keep the index in a Go map (ValueState.index).
+func hashesWithoutAlloc(t reflect.Type) bool {
+	switch t.Kind() {
+	case reflect.Bool, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr,
+		reflect.Float32, reflect.Float64, reflect.Complex64, reflect.Complex128, reflect.String:
+		return true
+	case reflect.Array:
+		return hashesWithoutAlloc(t.Elem())
+	case reflect.Struct:
+		for i := range t.NumField() {
+			if !hashesWithoutAlloc(t.Field(i).Type) {
+				return false
+			}
+		}
+		return true
+	}
+	return false
+}
