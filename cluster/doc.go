@@ -236,7 +236,10 @@
 // (C4), but a task that fails in it before it notices the lost session is
 // restarted there and claims the task again; the rightful owner's task is
 // then fenced, fails and restarts in turn, until the group tells the old
-// process (each restore is correct; the work is repeated). On a store
+// process (each restore is correct; the work is repeated). A bounded
+// process removed from the group that finishes its tasks and sees every
+// task finished before any group call tells it of the removal ends its
+// Run without reporting SessionLost for them (C2: it never learned). On a store
 // without an atomic create (a file system without hard links) the
 // manifest's existence check and write are two steps. A caught-up
 // producer's time-out idleness is held back too until the topic has caught
