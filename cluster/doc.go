@@ -42,7 +42,14 @@
 //	    Config.RebalanceTimeout) is fenced: its task's new owner opens the
 //	    same transactional ids, which aborts the old owner's open
 //	    transactions and refuses its later writes, and its TaskStopped
-//	    event says SessionLost.
+//	    event says SessionLost. A process learns that it lost its session
+//	    only at its next group call (a heartbeat, a JoinGroup): until
+//	    then its tasks run on, fenced, and a bounded task may even finish
+//	    (TaskFinished, with no SessionLost: the process cannot know yet).
+//	    Once it learns, every task of that session it still has stops at
+//	    once (M3), a finished one included, with SessionLost: the overlap
+//	    with the new owner ends no later than the old owner's first group
+//	    call that tells it, never when it keeps its session.
 //	M1. A process runs exactly the tasks whose partitions of the tasks
 //	    topic the group assigned to it; each starts in its own goroutine
 //	    (a restore may be long; heartbeats go on).
@@ -53,7 +60,15 @@
 //	    Config.RebalanceTimeout (past it the group removes the process:
 //	    a lost session). Tasks not revoked run on.
 //	M3. On a lost session, the lost tasks stop at once, without a
-//	    checkpoint (another process may own them already).
+//	    checkpoint (another process may own them already). That includes
+//	    a session the process learns it lost when it joins again: franz-go
+//	    answers a JoinGroup's UNKNOWN_MEMBER_ID (the coordinator removed
+//	    the process, e.g. when it did not rejoin within the rebalance
+//	    timeout during a broker outage) by joining as a new member
+//	    without calling lost, so the process compares its member id at
+//	    each assignment and revoke with the one its tasks were started
+//	    under: a new one stops them as lost, and those the new session
+//	    still gives it start again from their latest checkpoints.
 //	M4. A task that fails is started again from its latest checkpoint
 //	    after Config.RestartDelay while its process owns it; a task that
 //	    finished (its FINISHED marker) is not run again.
@@ -221,7 +236,10 @@
 // (C4), but a task that fails in it before it notices the lost session is
 // restarted there and claims the task again; the rightful owner's task is
 // then fenced, fails and restarts in turn, until the group tells the old
-// process (each restore is correct; the work is repeated). On a store
+// process (each restore is correct; the work is repeated). A bounded
+// process removed from the group that finishes its tasks and sees every
+// task finished before any group call tells it of the removal ends its
+// Run without reporting SessionLost for them (C2: it never learned). On a store
 // without an atomic create (a file system without hard links) the
 // manifest's existence check and write are two steps. A caught-up
 // producer's time-out idleness is held back too until the topic has caught

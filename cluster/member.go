@@ -26,6 +26,17 @@ import (
 // heartbeats must go on); revoked and lost stop the tasks and return only
 // once they have stopped, so that the next owner never runs a task next to
 // this process.
+//
+// franz-go does not call lost when a JoinGroup answers UNKNOWN_MEMBER_ID
+// (the coordinator removed this process while it was away, e.g. past the
+// rebalance timeout during a broker outage): it joins again as a new
+// member and keeps its partitions, and the next session revokes or keeps
+// them as if nothing had happened, although the group gave them to others
+// meanwhile. The callbacks therefore compare the client's member id with
+// the one of the session the running tasks were started in (session): a
+// new one means that session was lost, and its tasks are stopped as lost
+// (M3) before anything else, those the new session keeps being started
+// again (rejoined) from their latest checkpoints.
 type member struct {
 	cfg   Config
 	ctx   context.Context // the tasks' parent
@@ -34,6 +45,13 @@ type member struct {
 		sync.Mutex
 		running map[int32]*taskRunner
 		closing bool // no task starts any more
+		// session is the group member id the running tasks belong to
+		// ("" before the first assignment).
+		session string
+		// rejoined are the tasks stopped because their session was
+		// lost that the client still counts as its own: assigned
+		// starts them again unless a revoke took them first.
+		rejoined []int32
 	}
 	evMu sync.Mutex
 }
@@ -62,8 +80,13 @@ func (m *member) event(ev TaskEvent) {
 	m.cfg.OnTask(ev)
 }
 
-func (m *member) assigned(_ context.Context, _ *kgo.Client, parts map[string][]int32) {
-	for _, p := range parts[m.cfg.TasksTopic()] {
+func (m *member) assigned(_ context.Context, cl *kgo.Client, parts map[string][]int32) {
+	m.endLostSession(cl)
+	m.mu.Lock()
+	start := append(m.mu.rejoined, parts[m.cfg.TasksTopic()]...)
+	m.mu.rejoined = nil
+	m.mu.Unlock()
+	for _, p := range start {
 		if int(p) >= len(m.specs) {
 			m.cfg.Logger.Error("cluster: the tasks topic has more partitions than the job has tasks; ignoring the extra one", "partition", p)
 			continue
@@ -91,11 +114,46 @@ func (m *member) assigned(_ context.Context, _ *kgo.Client, parts map[string][]i
 	}
 }
 
-func (m *member) revoked(_ context.Context, _ *kgo.Client, parts map[string][]int32) {
+func (m *member) revoked(_ context.Context, cl *kgo.Client, parts map[string][]int32) {
 	if mutant.On(mutant.ClusterRevokedKeepRunning) {
 		return
 	}
-	m.stop(parts[m.cfg.TasksTopic()], true, time.Now())
+	revoked := parts[m.cfg.TasksTopic()]
+	if m.endLostSession(cl) {
+		m.mu.Lock()
+		m.mu.rejoined = slices.DeleteFunc(m.mu.rejoined, func(p int32) bool { return slices.Contains(revoked, p) })
+		m.mu.Unlock()
+	}
+	m.stop(revoked, true, time.Now())
+}
+
+// endLostSession stops, as lost (no checkpoint, SessionLost), every task
+// of an earlier group session whose member id is no longer the client's:
+// the coordinator removed that member and may have given its tasks to
+// others already, and franz-go rejoined without calling lost (see
+// member). The stopped tasks are kept in rejoined, for assigned to start
+// again those the new session still gives this process. It reports
+// whether it stopped any.
+func (m *member) endLostSession(cl *kgo.Client) bool {
+	id, _ := cl.GroupMetadata()
+	m.mu.Lock()
+	prev := m.mu.session
+	m.mu.session = id
+	var lost []int32
+	if prev != "" && id != prev {
+		for p := range m.mu.running {
+			lost = append(lost, p)
+		}
+	}
+	m.mu.rejoined = append(m.mu.rejoined, lost...)
+	m.mu.Unlock()
+	if len(lost) == 0 {
+		return false
+	}
+	m.cfg.Logger.Warn("cluster: this process rejoined the group as a new member (the coordinator had removed it, e.g. past the rebalance timeout): "+
+		"its tasks stop as lost and those it is given again restart from their latest checkpoints", "previous_member_id", prev, "member_id", id, "tasks", len(lost))
+	m.stop(lost, false, time.Time{})
+	return true
 }
 
 // lost: the group gave the tasks away already (this process missed its

@@ -187,7 +187,11 @@
 // members' task events (Config.OnTask; a killed instance is dead from
 // its kill on; a run of a task that fails fenced by another start of it,
 // checkpoint.ErrFenced, in a live member must be followed by a stop with
-// SessionLost there; see InvClusterOwner). Deterministic: the input, the shape and the
+// SessionLost there; a run that finishes while another member runs the
+// task is judged at its member's later stop of the task, which must say
+// SessionLost: a member cannot know it was removed from the group before
+// its next group call, and a bounded task may end first; see
+// InvClusterOwner). Deterministic: the input, the shape and the
 // record counts at which members die and join; not: which member owns
 // which task when (group assignment and session expiry run in real
 // time), so the same count may strike a different task's owner in a
