@@ -516,14 +516,11 @@
 // tumbling window's is); several source subtasks in the scripted job
 // (their combined watermark, and so lateness, depends on timing: the
 // oracle must become a relation), the sort's Pebble mode and tiebreaks,
-// Await in the agent branch: written (agentawait.go: ApplyWithAnswers, an
-// answers source that resumes from its checkpointed offset, answers
-// early, in time, late or never on the virtual clock, S10 extended to the
-// waits' outcomes), but Generate draws no waits yet
-// (awaitInAgentSeeds): its first seeds found two weir bugs, not fixed
-// (back-pressure starves the answers input; periodic checkpoints deadlock
-// EndAnswers; docs/reliability.md), and one seed still hangs now and
-// then with both worked around; broker restarts that franz-go rides out
+// a planted bug for Await's waits (agentawait.go draws them in half the
+// agent seeds without processing-time timers since 2026-12-06, once the
+// weir bugs its first seeds found were fixed; a time-out fired early is
+// invisible here, where virtual time jumps by a wait's whole time-out);
+// broker restarts that franz-go rides out
 // (franz-go does not retry a refused dial, and the simulator's cluster has
 // one broker, so a refused outage fails the attempt or member, which
 // restores; only held dials are ridden out: restartStruck); a planted bug
