@@ -723,7 +723,12 @@ func (s *txnSink[T]) fence(id string) (*kgo.Client, int16, error) {
 	if err != nil {
 		return nil, 0, err
 	}
-	ctx, cancel := s.timeout()
+	// The open ends with the job: a cancelled job (a clustered member
+	// stopping the tasks of a lost session, say) must not wait out
+	// FlushTimeout for a broker that does not answer.
+	jctx, stop := s.ctx.JobContext()
+	defer stop()
+	ctx, cancel := context.WithTimeout(jctx, s.opts.FlushTimeout)
 	defer cancel()
 	_, epoch, err := cl.ProducerID(ctx)
 	if err != nil {
