@@ -259,22 +259,7 @@ func (s *inputState[T]) handle(b batch[T]) {
 		}
 	}
 	s.g.release(b)
-	switch b.ctrl {
-	case ctrlWatermark:
-		s.valve.Watermark(int(b.ch), b.val)
-	case ctrlIdle:
-		s.valve.Idle(int(b.ch))
-	case ctrlActive:
-		s.valve.Active(int(b.ch))
-	case ctrlBarrier:
-		s.align.barrier(s.ag, int(b.ch), b.val)
-	case ctrlEnd:
-		if !s.ended[b.ch] {
-			s.ended[b.ch] = true
-			s.nEnded++
-			s.align.channelEnded(s.ag, int(b.ch))
-		}
-	}
+	s.control(b)
 }
 
 // collectAllInKeyGroups is collectAll for a batch of a key-by edge with the
