@@ -155,7 +155,8 @@ type Config struct {
 	// it: a process is ready once every task it owns has started.
 	OnAssignment func(tasks []string)
 	// OnTask, if set, is called (from any goroutine, one call at a time)
-	// when a task of this process starts, stops, fails or finishes.
+	// when a task of this process starts, stops, fails or finishes, and
+	// when the group takes a task from it (TaskRevoked).
 	OnTask func(TaskEvent)
 	// Security is TLS and SASL to the brokers (package kafkasec), applied
 	// to every Kafka client of the job (source, exchange, sink, group
@@ -305,6 +306,11 @@ const (
 	// TaskFinished: the task's input ended and its output is committed
 	// (Bounded).
 	TaskFinished TaskEventKind = "finished"
+	// TaskRevoked: a rebalance took the task from this process, which
+	// has handed it over: reported once the revoke is done, after the
+	// task's TaskStopped (or with none, when it was not running here: it
+	// had finished, or was waiting to restart after a failure).
+	TaskRevoked TaskEventKind = "revoked"
 )
 
 // TaskEvent is reported to Config.OnTask.

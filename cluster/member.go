@@ -114,6 +114,17 @@ func (m *member) assigned(_ context.Context, cl *kgo.Client, parts map[string][]
 	}
 }
 
+// onRevoked is the group's revoke callback: revoked, then a TaskRevoked
+// event per task the group took, once this process has handed it over.
+func (m *member) onRevoked(ctx context.Context, cl *kgo.Client, parts map[string][]int32) {
+	m.revoked(ctx, cl, parts)
+	for _, p := range parts[m.cfg.TasksTopic()] {
+		if int(p) < len(m.specs) {
+			m.event(TaskEvent{Task: m.specs[p].id, Kind: TaskRevoked})
+		}
+	}
+}
+
 func (m *member) revoked(_ context.Context, cl *kgo.Client, parts map[string][]int32) {
 	if mutant.On(mutant.ClusterRevokedKeepRunning) {
 		return
@@ -235,7 +246,7 @@ func (m *member) join(ctx context.Context) error {
 		kgo.HeartbeatInterval(m.cfg.HeartbeatInterval),
 		kgo.DisableAutoCommit(),
 		kgo.OnPartitionsAssigned(m.assigned),
-		kgo.OnPartitionsRevoked(m.revoked),
+		kgo.OnPartitionsRevoked(m.onRevoked),
 		kgo.OnPartitionsLost(m.lost),
 	}, m.cfg.clientOptions()...)
 	fenced := &fenceHook{fenced: make(chan struct{})}

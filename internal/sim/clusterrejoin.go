@@ -21,7 +21,9 @@ import (
 // removed from the group before its next group call: a run that finishes
 // (TaskFinished) meanwhile is not judged at its finish but at the task's
 // stop in that member, which must then say SessionLost (cluster stops a
-// finished task's runner, too, when it learns).
+// finished task's runner, too, when it learns). And a member that reports
+// a task revoked (TaskRevoked: its revoke callback has handed the task
+// over) must not run it any more, its TaskStopped having come first.
 // Before the form's rebalance time-out outlasted its hand-over
 // checkpoint, 8 of the first 100 clustered seeds under load broke it,
 // each with exactly-once output all the same (the new owner's claim
@@ -133,6 +135,15 @@ func (cr *clusterRun) onTask(m *clusterMember, i int, ev cluster.TaskEvent) {
 		}
 		if !slices.Contains(o.running[ev.Task], m) {
 			o.running[ev.Task] = append(o.running[ev.Task], m)
+		}
+	case cluster.TaskRevoked:
+		// Reported once the member has handed the task over: its run
+		// must have ended (C2 at the revoke, not only at a later start
+		// elsewhere: a revoked run that finishes before its new owner
+		// starts overlaps no start).
+		if slices.Contains(o.running[ev.Task], m) && o.fail == nil {
+			o.fail = &Failure{Invariant: InvClusterOwner, Detail: fmt.Sprintf("the group revoked task %s from member m%d, "+
+				"and m%d still ran it when its revoke was done", ev.Task, i, i)}
 		}
 	case cluster.TaskStopped, cluster.TaskFailed, cluster.TaskFinished:
 		o.running[ev.Task] = slices.DeleteFunc(o.running[ev.Task], func(x *clusterMember) bool { return x == m })

@@ -308,7 +308,7 @@
 // scheduler (within 200 seeds: it needs a clock that steps back), package
 // cluster (a failed task marked finished, a task started without its
 // checkpoint, revoked tasks left running, which C2 finds: within the
-// first 30, 10 and 30 seeds that have a clustered form,
+// first 30, 10 and 20 seeds that have a clustered form,
 // run alone, mutantClustered)), active one at a time in a build
 // with the tag weir_mutants; TestMutants (mutants_real_test.go) requires
 // each to be found within 40 seeds. mutants_test.go wraps the sink

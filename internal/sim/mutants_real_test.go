@@ -109,10 +109,11 @@ var mutantWithin = map[mutant.Name]uint64{
 var mutantClustered = map[mutant.Name]int{
 	mutant.ClusterFailedTaskFinished:     30,
 	mutant.ClusterStartWithoutCheckpoint: 10,
-	// Since C2 judges a finish beside a new owner at the member's later
-	// stop (2026-12-06): 3 of the first 30 in one run, 0 of 30 in a CI run
-	// at load, 5 of the first 80 in the next (first 1483).
-	mutant.ClusterRevokedKeepRunning: 80,
+	// Since C2 also judges a revoked task at its revoke (TaskRevoked,
+	// 2026-12-06): 18 of the first 30 in one run, 7 of the first 10
+	// (first 47); before, judged only beside a new owner's start, 0-5 of
+	// the first 30-80.
+	mutant.ClusterRevokedKeepRunning: 20,
 }
 
 func seedRange(n uint64) []uint64 {
