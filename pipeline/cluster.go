@@ -370,6 +370,9 @@ func (r *clusterRun) onTask(ev cluster.TaskEvent) {
 	r.mu.Lock()
 	if _, ok := r.mu.owned[ev.Task]; ok {
 		r.mu.owned[ev.Task] = ev.Kind
+		if ev.Kind == cluster.TaskRevoked {
+			delete(r.mu.owned, ev.Task) // the group took it
+		}
 	}
 	r.mu.Unlock()
 	switch ev.Kind {
