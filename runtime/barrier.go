@@ -34,6 +34,7 @@ type alignGate struct {
 	seen    []bool
 	blocked []bool
 	ended   []bool
+	unseen  int    // live channels that have not delivered barrier id (while a.id != 0)
 	drain   func() // processes the gate's stash
 }
 
@@ -43,14 +44,19 @@ func (a *aligner) addGate(n int, drain func()) *alignGate {
 	return g
 }
 
+// live counts the live channels of every gate into its unseen and
+// returns their sum: at the start of an alignment, none has delivered
+// its barrier.
 func (a *aligner) live() int {
 	n := 0
 	for _, g := range a.gates {
+		g.unseen = 0
 		for _, e := range g.ended {
 			if !e {
-				n++
+				g.unseen++
 			}
 		}
+		n += g.unseen
 	}
 	return n
 }
@@ -74,6 +80,7 @@ func (a *aligner) barrier(g *alignGate, ch int, id int64) {
 		return
 	}
 	g.seen[ch] = true
+	g.unseen--
 	a.pending--
 	if a.blocking {
 		g.blocked[ch] = true
@@ -87,6 +94,7 @@ func (a *aligner) channelEnded(g *alignGate, ch int) {
 	g.ended[ch] = true
 	if a.id != 0 && !g.seen[ch] {
 		g.seen[ch] = true
+		g.unseen--
 		a.pending--
 		if a.pending == 0 {
 			a.complete()
@@ -129,13 +137,5 @@ func (a *aligner) release(id int64) {
 // of g has delivered its barrier: g can do nothing more for it, only the
 // other inputs can (InputSelectable's exception).
 func (a *aligner) delivered(g *alignGate) bool {
-	if a.id == 0 {
-		return false
-	}
-	for ch, seen := range g.seen {
-		if !seen && !g.ended[ch] {
-			return false
-		}
-	}
-	return true
+	return a.id != 0 && g.unseen == 0
 }
