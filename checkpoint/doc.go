@@ -48,9 +48,12 @@
 //	    readers ignore a manifest the claim voided (see Fence).
 //	I6. What a restore acts on survives a crash: Persist syncs a
 //	    snapshot's directory and its name before a job restores from it
-//	    (a snapshot whose write failed at its last fsync is complete and
-//	    readable, yet a crash could lose it after the job had committed
-//	    its transactions).
+//	    (a snapshot whose write failed at its last fsync can be complete
+//	    and readable, yet a crash could lose it after the job had
+//	    committed its transactions). Write removes the manifest of such a
+//	    snapshot again (unless fenced), so one reported failed is not
+//	    counted complete by List, Latest or Retain, but the removal can
+//	    fail or be lost in a crash.
 //
 // Version 2 adds native keyed state (NativeState, native.go): a Pebble
 // checkpoint whose immutable SSTs live in BASE/shared/<owner>/ and are

@@ -357,12 +357,16 @@ func TestFailedWriteThenTornCrashLeavesNoPartialSnapshot(t *testing.T) {
 // before the job commits the snapshot's transactions, makes it survive.
 // Without it, the simulator's seed 2930115022513460645 restored such a
 // snapshot, committed its output, lost it in a crash and started over.
+// Write removes the manifest of a snapshot whose directory fsync failed
+// after the link (TestFailedSyncAfterTheLinkLeavesNoCompleteSnapshot), so
+// here every removal of a manifest fails too: the manifest stays, as it does when that
+// removal fails or the writer is fenced.
 func TestPersistKeepsARestoredSnapshotThroughACrash(t *testing.T) {
 	lost := 0
 	for n := 1; ; n++ {
 		mem := newBase(t)
-		inj := &faultfs.FailNth{N: n}
-		_, err := (Storage{FS: inj.Wrap(mem)}).Write(Dir(faultBase, 2), tagged(2))
+		inj := &faultfs.FailNth{N: n, Match: func(op errorfs.Op) bool { return op.Kind != errorfs.OpRemove }}
+		_, err := (Storage{FS: inj.Wrap(errorfs.Wrap(mem, failRemoves{}))}).Write(Dir(faultBase, 2), tagged(2))
 		op, failed := inj.Failed()
 		if !failed {
 			if err != nil {
@@ -388,5 +392,68 @@ func TestPersistKeepsARestoredSnapshotThroughACrash(t *testing.T) {
 	}
 	if lost == 0 {
 		t.Fatal("no failed write left a visible snapshot that a crash loses: the test proves nothing")
+	}
+}
+
+// failRemoves fails every removal of a manifest.
+type failRemoves struct{}
+
+func (failRemoves) MaybeError(op errorfs.Op) error {
+	if op.Kind == errorfs.OpRemove && filepath.Base(op.Path) == MetadataFile {
+		return fmt.Errorf("%w: remove %s", errorfs.ErrInjected, op.Path)
+	}
+	return nil
+}
+
+func (failRemoves) String() string { return "fail every removal of a manifest" }
+
+// TestFailedSyncAfterTheLinkLeavesNoCompleteSnapshot: a Write that fails
+// at any step after its manifest's link (a directory's fsync) removes the
+// manifest again: the snapshot it reports failed is not among the
+// complete ones that List, Latest and Retain's count see. Before, it stayed
+// complete-looking, and Retain(keep) counted it among the kept, so one
+// fewer snapshot the coordinator had completed was retained.
+func TestFailedSyncAfterTheLinkLeavesNoCompleteSnapshot(t *testing.T) {
+	struck := 0
+	for n := 1; ; n++ {
+		mem := newBase(t)
+		inj := &faultfs.FailNth{N: n, Match: func(op errorfs.Op) bool { return op.Kind == errorfs.OpFileSync }}
+		st := Storage{FS: inj.Wrap(mem)}
+		_, err := st.Write(Dir(faultBase, 2), tagged(2))
+		op, failed := inj.Failed()
+		if !failed {
+			if err != nil {
+				t.Fatal(err)
+			}
+			break
+		}
+		if err == nil {
+			continue
+		}
+		if _, serr := mem.Stat(filepath.Join(Dir(faultBase, 2), MetadataFile)); serr == nil {
+			t.Fatalf("fsync %d (%s) failed the Write (%v), and its manifest is still there", n, op.Path, err)
+		}
+		ids, lerr := (Storage{FS: mem}).List(faultBase)
+		if lerr != nil || !slices.Equal(ids, []int64{1}) {
+			t.Fatalf("fsync %d (%s) failed the Write (%v): complete checkpoints %v (%v), want [1]", n, op.Path, err, ids, lerr)
+		}
+		if _, err := (Storage{FS: mem}).Write(Dir(faultBase, 3), tagged(3)); err != nil {
+			t.Fatal(err)
+		}
+		if err := (Storage{FS: mem}).Retain(faultBase, 2); err != nil {
+			t.Fatal(err)
+		}
+		if ids, _ := (Storage{FS: mem}).List(faultBase); !slices.Equal(ids, []int64{1, 3}) {
+			t.Fatalf("fsync %d (%s) failed the Write of 2; after checkpoint 3 and Retain(2): %v, want [1 3]", n, op.Path, ids)
+		}
+		if id, got, rerr := restore(Storage{FS: mem.CrashClone(vfs.CrashCloneCfg{})}); rerr != nil || id != 3 || got != want(t, 3) {
+			t.Fatalf("fsync %d (%s): after a crash, restored %d (%v)", n, op.Path, id, rerr)
+		}
+		if strings.Contains(err.Error(), "publish the manifest") {
+			struck++
+		}
+	}
+	if struck == 0 {
+		t.Fatal("no failed fsync struck after the manifest's link: the test proves nothing")
 	}
 }

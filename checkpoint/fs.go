@@ -177,7 +177,9 @@ func Retain(base string, keep int) error { return Storage{}.Retain(base, keep) }
 // not complete for this writer, when a newer owner claimed the base before
 // the data are written or by the time the manifest is published; in the
 // latter case the manifest stays: the new owner may have chosen to restore
-// it (see Fence).
+// it (see Fence). When the manifest is linked but a directory's fsync then
+// fails, Write removes it again (unless fenced) and fails: a snapshot
+// reported failed does not look complete to List, Latest or Retain.
 func (st Storage) Write(dir string, s *Snapshot) (string, error) {
 	store, key, err := st.open(dir)
 	if err != nil {
@@ -223,6 +225,17 @@ func (st Storage) Write(dir string, s *Snapshot) (string, error) {
 	killpoint.Hit("checkpoint.before-manifest")
 	if err := publishExclusive(store, keyJoin(key, MetadataFile), data); err != nil {
 		if !errors.Is(err, ErrExists) {
+			if errors.As(err, new(linkedError)) && st.Fence.Check() == nil {
+				// The manifest is linked but may not be durable, and
+				// the caller takes the snapshot as failed: remove it,
+				// so that no reader (List, Latest, Retain's count)
+				// takes it as complete. Best effort: a crash may still
+				// keep it, and then it is whole (its data were synced
+				// before the link). Fenced, it stays (see Fence).
+				if store.Delete(keyJoin(key, MetadataFile)) == nil {
+					store.Sync(key)
+				}
+			}
 			return "", fmt.Errorf("checkpoint: publish the manifest of %s: %w", dir, err)
 		}
 		// Lost the race: the data files are ours alone and unreferenced.

@@ -307,10 +307,20 @@ func (d *dirStore) publish(key string, data []byte, exclusive bool) error {
 		return err
 	}
 	if err := syncDir(d.fs, dir); err != nil {
-		return err
+		return linkedError{err}
 	}
-	return syncDir(d.fs, filepath.Dir(filepath.Clean(dir)))
+	if err := syncDir(d.fs, filepath.Dir(filepath.Clean(dir))); err != nil {
+		return linkedError{err}
+	}
+	return nil
 }
+
+// linkedError is a publish that failed after its object was linked into
+// place: the object is there, but its entry may not be durable.
+type linkedError struct{ err error }
+
+func (e linkedError) Error() string { return e.err.Error() }
+func (e linkedError) Unwrap() error { return e.err }
 
 func (d *dirStore) Size(key string) (int64, error) {
 	fi, err := d.fs.Stat(d.path(key))
