@@ -545,6 +545,9 @@ func runKafka(ctx context.Context, spec *Spec, o Options, res *Result) *Failure 
 	if f := kr.attempts(ctx, o, res); f != nil {
 		return f
 	}
+	if os.Getenv("WEIR_SIM_DEBUG") != "" {
+		fmt.Fprintf(os.Stderr, "sim: seed %d: kafka S18 read %d checkpoints\n", spec.Seed, kr.expiredRead)
+	}
 	if f := kr.check(ctx); f != nil {
 		return f
 	}
