@@ -55,6 +55,12 @@
 //	     BoundedOutOfOrderness watermarks), with partition and offset
 //	  -> a record line per record, and keyBy -> tumbling event-time
 //	     window (count, sum of ids), parallelism 1-3
+//	  -> in half the Kafka forms (KafkaSpec.Session, rand.NewPCG(seed,
+//	     0x4a5e), drawn after the rest of the form), beside the window:
+//	     keyBy -> event-time session windows (gap 1-25ms, allowed
+//	     lateness 0-35ms, a late output), count and sum of ids; the
+//	     tumbling window then has an allowed lateness of 0-35ms
+//	     (KafkaSpec.WindowLatenessMS) (kafkasession.go)
 //	  -> a stamper (the attempt, the last checkpoint whose barrier it
 //	     passed, in record headers; write faults)
 //	  -> kafka.ExactlyOnceSink into a topic of 1-3 partitions,
@@ -71,7 +77,12 @@
 // watermarks), and a window that fired before a checkpoint has no record
 // after it. So the output is fixed (KafkaReference: every record once, and
 // every key's windows once) whatever the reading order, the checkpoint
-// positions and the faults. Checkpoints are requested when every Every-th
+// positions and the faults. Sessions add one case: a record whose
+// timestamp is a session's end (touching windows merge) joins it unless
+// the watermark reached the session's last millisecond before the record
+// did; in the forms with sessions the generators' bound is BoundMS+1, so
+// every record is at least 2ms above the watermark and that cannot
+// happen: every session fires once, complete (kafkaSessionReference). Checkpoints are requested when every Every-th
 // record passes the source (their positions are not fixed: the source
 // cannot be stopped at a record); every fetch is paced by a millisecond
 // and the input is in small batches so that they fall mid-input.
@@ -299,7 +310,8 @@
 //
 // internal/mutant plants 28 bugs in weir's real code (watermark
 // combiner, timers, window operator (one, expired window contents kept,
-// only S18 finds: TestExpiredStateOnlyS18), event-time sort, channels, source
+// only S18 finds: TestExpiredStateOnlyS18; the Kafka form's S18 must find
+// it too, among its first 8 forms with sessions: mutantKafka), event-time sort, channels, source
 // snapshots, checkpoint storage, two-phase sink, agent operator, the
 // agent's WAL (within 60 and 200 seeds: mutantWithin), the Kafka
 // source's snapshot and the Kafka sink's commit (at pre-commit; and a
@@ -420,14 +432,22 @@
 //	    no pending entry and the sort no held record at or behind it, and
 //	    none of them an event-time timer at or behind it. At the final
 //	    checkpoint, all of that is empty. Processing-time timers are not
-//	    judged.
+//	    judged. In the Kafka form, every checkpoint TriggerCheckpoint
+//	    completes and the final one are read too, and each keyed
+//	    operator's subtask (the tumbling window, the sessions) is judged
+//	    by the same rules against the last watermark that subtask
+//	    forwarded before the barrier, as a tap chained right behind it
+//	    recorded (wmTap): the operator forwards a watermark only after
+//	    firing and cleaning up for it, so that is a lower bound of the
+//	    watermark its snapshot reflects.
 //
 // The Kafka form's, on what a read_committed franz-go consumer reads
 // from the output topic once the run is over (its last stable offsets
 // must be its high watermarks: a transaction left open fails S13):
 //
 //	S13. Exactly-once Kafka output. The committed lines, as a multiset,
-//	    equal KafkaReference.
+//	    equal KafkaReference (with KafkaSpec.Session, every key's
+//	    sessions once, and no late line).
 //	S14. No transaction of a failed attempt committed beyond its
 //	    checkpoints. A line written by an attempt that failed, after the
 //	    barrier of checkpoint c (its header), is committed only if a
@@ -509,11 +529,11 @@
 // TCP stack). A fault may so strike in one run of a seed and not in the
 // next.
 //
-// Not done yet (issue 29): session windows in the Kafka and clustered
-// forms (there, whether a record at a session's end joins it or opens a
-// session of its own depends on whether the combined watermark reached
-// that end first, which is timing: the output would not be fixed as the
-// tumbling window's is); several source subtasks in the scripted job
+// Not done yet (issue 29): session windows in the clustered form (the
+// Kafka form has them, with a watermark bound one above the largest
+// out-of-orderness so that whether a record at a session's end joins it
+// does not depend on timing; the clustered form's keyed tasks would need
+// the same bound and a session operator of their own); several source subtasks in the scripted job
 // (their combined watermark, and so lateness, depends on timing: the
 // oracle must become a relation), the sort's Pebble mode and tiebreaks,
 // a planted bug for Await's waits (agentawait.go draws them in half the
@@ -528,8 +548,9 @@
 // balancer, not package cluster's code; the planted bug that gives one
 // task to two members is a revoke that does not stop its tasks,
 // cluster.revoked-tasks-keep-running); a bound on a run's peak memory.
-// S18 bounds what the scripted job keeps by the watermark at every
-// checkpoint; it does not judge the Kafka and clustered forms' state
-// (their checkpoints' watermarks depend on reading order) nor the
-// agent's action states, nor processing-time timers.
+// S18 bounds what the scripted job and the Kafka form keep by the
+// watermark at every checkpoint; it does not judge the clustered form's
+// state (its checkpoints are per task, in a directory of package
+// checkpoint's locations, and its keyed tasks would need a tap of their
+// own) nor the agent's action states, nor processing-time timers.
 package sim

@@ -36,6 +36,21 @@ import (
 // At the final checkpoint, after the maximum watermark, all of that must
 // be empty. Processing-time timers and what they hold are not judged:
 // processing time need not have reached them.
+//
+// In the Kafka form no script fixes the watermark at a checkpoint: it
+// depends on the order in which the source read the partitions. There a
+// tap chained right behind each keyed window operator (wmTap,
+// kafkasession.go) records, per subtask, the last watermark the operator
+// forwarded before each checkpoint's barrier. The operator forwards a
+// watermark only after it has fired and cleaned up for it (window
+// operator ProcessWatermark), and takes its snapshot at the same barrier,
+// so that watermark is a lower bound of the one the snapshot reflects:
+// every key group of the subtask is judged against it by the rules above
+// (the window's and the sessions'), at every checkpoint TriggerCheckpoint
+// completes and at the final one (behind the maximum watermark: all
+// empty). A checkpoint no tap of the attempt recorded (the latest at the
+// end is an earlier attempt's when the final one was given up) is not
+// judged; a subtask with key groups and no recorded watermark fails.
 
 // InvExpired is S18.
 const InvExpired = "S18 nothing expired is kept"
@@ -63,6 +78,52 @@ func wmAtPosition(s *Spec, pos int) int64 {
 
 // checkExpired checks S18 on the complete checkpoint at loc in fs.
 func checkExpired(spec *Spec, fs vfs.FS, loc string) *Failure {
+	snap, f := readForExpired(fs, loc)
+	if snap == nil {
+		return f
+	}
+	pos, err := sourcePosition(snap)
+	if err != nil {
+		return &Failure{Invariant: InvExpired, Detail: fmt.Sprintf("checkpoint %s: %v", loc, err)}
+	}
+	wm := wmAtPosition(spec, pos)
+	at := fmt.Sprintf("checkpoint %d (source position %d of %d, watermark %s)", snap.ID, pos, len(spec.Steps), wmString(wm))
+	rules := []expiredRule{
+		{"window", windowRule(spec.LatenessMS)},
+		{"timers", func(wm int64, _ []keptEntry) func(e keptEntry) string {
+			return func(e keptEntry) string {
+				if e.state != "pending" {
+					return ""
+				}
+				t, err := decodeVarint(e.userKey)
+				if err != nil || t <= wm {
+					return fmt.Sprintf("a pending timer entry at %d, at or behind the watermark", t)
+				}
+				return ""
+			}
+		}},
+		{"sort", func(wm int64, _ []keptEntry) func(e keptEntry) string {
+			return func(e keptEntry) string {
+				if e.state != "ordering.held" {
+					return ""
+				}
+				ts, err := decodeVarint(e.ns)
+				if err != nil || ts <= wm {
+					return fmt.Sprintf("%d records held at %d, at or behind the watermark", e.n, ts)
+				}
+				return ""
+			}
+		}},
+	}
+	if spec.Session != nil {
+		rules = append(rules, expiredRule{"session", sessionRule(spec.Session.LatenessMS)})
+	}
+	return judgeExpired(snap, rules, func(string, int) (int64, error) { return wm, nil }, at)
+}
+
+// readForExpired reads the complete checkpoint at loc in fs: a nil
+// snapshot with a nil Failure is a checkpoint retention deleted meanwhile.
+func readForExpired(fs vfs.FS, loc string) (*checkpoint.Snapshot, *Failure) {
 	snap, err := (checkpoint.Storage{FS: fs}).Read(loc)
 	if err != nil {
 		// The job goes on while this reads (its final checkpoint need not
@@ -72,56 +133,38 @@ func checkExpired(spec *Spec, fs vfs.FS, loc string) *Failure {
 		// retired, not lost, and is not judged (seed 95848). A file missing
 		// under a manifest that is still there is a failure.
 		if _, serr := fs.Stat(checkpoint.Join(loc, checkpoint.MetadataFile)); errors.Is(serr, os.ErrNotExist) {
-			return nil
+			return nil, nil
 		}
-		return &Failure{Invariant: InvExpired, Detail: fmt.Sprintf("checkpoint %s, reported complete, cannot be read: %v", loc, err)}
+		return nil, &Failure{Invariant: InvExpired, Detail: fmt.Sprintf("checkpoint %s, reported complete, cannot be read: %v", loc, err)}
 	}
-	pos, err := sourcePosition(snap)
-	if err != nil {
-		return &Failure{Invariant: InvExpired, Detail: fmt.Sprintf("checkpoint %s: %v", loc, err)}
-	}
-	wm := wmAtPosition(spec, pos)
-	at := fmt.Sprintf("checkpoint %d (source position %d of %d, watermark %s)", snap.ID, pos, len(spec.Steps), wmString(wm))
-	rules := []struct {
-		uid  string
-		keep func(e keptEntry) string // why e must be gone, or ""
-	}{
-		{"window", windowKeeps(spec.LatenessMS, wm)},
-		{"timers", func(e keptEntry) string {
-			if e.state != "pending" {
-				return ""
-			}
-			t, err := decodeVarint(e.userKey)
-			if err != nil || t <= wm {
-				return fmt.Sprintf("a pending timer entry at %d, at or behind the watermark", t)
-			}
-			return ""
-		}},
-		{"sort", func(e keptEntry) string {
-			if e.state != "ordering.held" {
-				return ""
-			}
-			ts, err := decodeVarint(e.ns)
-			if err != nil || ts <= wm {
-				return fmt.Sprintf("%d records held at %d, at or behind the watermark", e.n, ts)
-			}
-			return ""
-		}},
-	}
-	if spec.Session != nil {
-		rules = append(rules, struct {
-			uid  string
-			keep func(e keptEntry) string
-		}{"session", nil})
-	}
+	return snap, nil
+}
+
+// expiredRule is S18's rule for the keyed operator uid: given the
+// watermark one of its subtasks had processed and the entries of one of
+// its key groups, it says why an entry must be gone ("" if it may stay).
+type expiredRule struct {
+	uid  string
+	keep func(wm int64, entries []keptEntry) func(e keptEntry) string
+}
+
+// judgeExpired judges every key group of the operators of snap that rules
+// name: wmOf gives the watermark subtask sub of operator uid had processed
+// at the checkpoint (its key groups are judged against it); at describes
+// the checkpoint in a failure.
+func judgeExpired(snap *checkpoint.Snapshot, rules []expiredRule, wmOf func(uid string, sub int) (int64, error), at string) *Failure {
 	for _, r := range rules {
 		op := snap.Operator(r.uid)
 		if op == nil {
 			continue
 		}
 		for sub, st := range op.Subtasks {
-			if st == nil {
+			if st == nil || len(st.KeyGroups) == 0 {
 				continue
+			}
+			wm, err := wmOf(r.uid, sub)
+			if err != nil {
+				return &Failure{Invariant: InvExpired, Detail: fmt.Sprintf("%s: operator %s subtask %d: %v", at, r.uid, sub, err)}
 			}
 			for kg, blob := range st.KeyGroups {
 				data, err := blob.Bytes()
@@ -134,17 +177,14 @@ func checkExpired(spec *Spec, fs vfs.FS, loc string) *Failure {
 				}
 				for _, t := range timers {
 					if !t.proc && t.ts <= wm {
-						return &Failure{Invariant: InvExpired, Detail: fmt.Sprintf("%s: operator %s keeps an event-time timer at %d of key %q, at or behind the watermark (it has fired)", at, r.uid, t.ts, t.key),
+						return &Failure{Invariant: InvExpired, Detail: fmt.Sprintf("%s: operator %s (subtask %d, watermark %s) keeps an event-time timer at %d of key %q, at or behind the watermark (it has fired)", at, r.uid, sub, wmString(wm), t.ts, t.key),
 							Records: []string{fmt.Sprintf("timer ts=%d key=%q namespace=%x", t.ts, t.key, t.ns)}}
 					}
 				}
-				keep := r.keep
-				if r.uid == "session" {
-					keep = sessionKeeps(spec.Session.LatenessMS, wm, entries)
-				}
+				keep := r.keep(wm, entries)
 				for _, e := range entries {
 					if why := keep(e); why != "" {
-						return &Failure{Invariant: InvExpired, Detail: fmt.Sprintf("%s: operator %s keeps %s", at, r.uid, why),
+						return &Failure{Invariant: InvExpired, Detail: fmt.Sprintf("%s: operator %s (subtask %d, watermark %s) keeps %s", at, r.uid, sub, wmString(wm), why),
 							Records: []string{fmt.Sprintf("state %q key=%q namespace=%x", e.state, e.key, e.ns)}}
 					}
 				}
@@ -164,8 +204,12 @@ func wmString(wm int64) string {
 	return fmt.Sprint(wm)
 }
 
-// windowKeeps is the tumbling window's rule: contents only of windows
-// whose cleanup time (last millisecond + lateness) is above wm.
+// windowRule is the tumbling window's rule: contents only of windows
+// whose cleanup time (last millisecond + lateness) is above the watermark.
+func windowRule(lateness int64) func(wm int64, _ []keptEntry) func(e keptEntry) string {
+	return func(wm int64, _ []keptEntry) func(e keptEntry) string { return windowKeeps(lateness, wm) }
+}
+
 func windowKeeps(lateness, wm int64) func(e keptEntry) string {
 	return func(e keptEntry) string {
 		if e.state != "window-contents" {
@@ -179,6 +223,13 @@ func windowKeeps(lateness, wm int64) func(e keptEntry) string {
 			return fmt.Sprintf("the contents of window [%d,%d) of key %q, whose cleanup time %d the watermark has reached", start, end, e.key, c)
 		}
 		return ""
+	}
+}
+
+// sessionRule is the session operator's rule (sessionKeeps).
+func sessionRule(lateness int64) func(wm int64, entries []keptEntry) func(e keptEntry) string {
+	return func(wm int64, entries []keptEntry) func(e keptEntry) string {
+		return sessionKeeps(lateness, wm, entries)
 	}
 }
 

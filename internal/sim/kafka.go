@@ -89,6 +89,11 @@ type KafkaSpec struct {
 	Faults     []Fault       `json:"faults"`
 	Background []Fault       `json:"background"`
 	Records    []KafkaRecord `json:"-"`
+	// Session, in half the Kafka seeds (a stream of its own), adds keyed
+	// event-time session windows; WindowLatenessMS, drawn with it, is the
+	// tumbling window's allowed lateness (kafkasession.go).
+	Session          *SessionSpec `json:"session,omitempty"`
+	WindowLatenessMS int64        `json:"window_lateness_ms,omitempty"`
 }
 
 // kafkaRequests are the request kinds faults strike, with the errors
@@ -185,6 +190,7 @@ func generateKafka(s *Spec) *KafkaSpec {
 		k.Background = append(k.Background, f)
 	}
 	k.Background = append(k.Background, generateKafkaRestarts(s.Seed)...) // a stream of their own
+	generateKafkaSession(s, k)                                            // a stream of its own
 	return k
 }
 
@@ -203,7 +209,11 @@ func requestSpread(k kmsg.Key) int64 {
 
 // kafkaShape describes the Kafka form in a few words.
 func (k *KafkaSpec) shape() string {
-	return fmt.Sprintf("kafka %d partitions read by %d subtasks, bound %dms, %d output partitions, exactly-once sink", k.Partitions, k.SourceParallelism, k.BoundMS, k.OutPartitions)
+	s := fmt.Sprintf("kafka %d partitions read by %d subtasks, bound %dms, %d output partitions, exactly-once sink", k.Partitions, k.SourceParallelism, k.wmBound(), k.OutPartitions)
+	if k.Session != nil {
+		s += fmt.Sprintf(", window lateness %dms, %s", k.WindowLatenessMS, k.Session)
+	}
+	return s
 }
 
 // recordLine and kafkaWindowLine are the Kafka form's output lines: one
@@ -214,9 +224,10 @@ func recordLine(p int32, off int64, key string, ts, id int64) string {
 }
 
 // KafkaReference is the Kafka form's committed output, from the workload
-// alone: every record once as a record line, and every (key, tumbling
-// window) once with its count and the sum of its records' ids. No record
-// is late (KafkaSpec.BoundMS), so each window fires once, complete,
+// alone: every record once as a record line, every (key, tumbling
+// window) once with its count and the sum of its records' ids, and with
+// KafkaSpec.Session every key's sessions once (kafkaSessionReference). No
+// record is late (KafkaSpec.BoundMS), so each window fires once, complete,
 // whatever the order in which the source read the partitions. Sorted.
 func KafkaReference(k *KafkaSpec, windowMS int64) []string {
 	type win struct {
@@ -239,6 +250,9 @@ func KafkaReference(k *KafkaSpec, windowMS int64) []string {
 	}
 	for _, w := range wins {
 		out = append(out, windowLine(w.key, w.start, w.start+windowMS, w.n, w.sum))
+	}
+	if k.Session != nil {
+		out = append(out, kafkaSessionReference(k)...)
 	}
 	slices.Sort(out)
 	return out
@@ -507,6 +521,11 @@ type kafkaRun struct {
 	// after attempt a (as the next attempt finds it), 0 if none.
 	complete map[int]int64
 	failed   map[int]bool
+	// expired is the first checkpoint that kept what had expired (S18),
+	// expiredRead how many checkpoints S18 read.
+	expired     *Failure
+	expiredRead int
+	noExpired   bool
 }
 
 // runKafka runs the Kafka form of spec: produce the input, run the job
@@ -522,11 +541,17 @@ func runKafka(ctx context.Context, spec *Spec, o Options, res *Result) *Failure 
 	if err := kc.produceInput(ctx, k); err != nil {
 		return &Failure{Invariant: InvCompletes, Detail: err.Error()}
 	}
-	kr := &kafkaRun{spec: spec, k: k, kc: kc, fs: vfs.NewCrashableMem(), complete: map[int]int64{}, failed: map[int]bool{}}
+	kr := &kafkaRun{spec: spec, k: k, kc: kc, fs: vfs.NewCrashableMem(), complete: map[int]int64{}, failed: map[int]bool{}, noExpired: o.noExpired}
 	if f := kr.attempts(ctx, o, res); f != nil {
 		return f
 	}
-	return kr.check(ctx)
+	if os.Getenv("WEIR_SIM_DEBUG") != "" {
+		fmt.Fprintf(os.Stderr, "sim: seed %d: kafka S18 read %d checkpoints\n", spec.Seed, kr.expiredRead)
+	}
+	if f := kr.check(ctx); f != nil {
+		return f
+	}
+	return kr.expired
 }
 
 func (kr *kafkaRun) attempts(ctx context.Context, o Options, res *Result) *Failure {
@@ -550,6 +575,9 @@ func (kr *kafkaRun) attempts(ctx context.Context, o Options, res *Result) *Failu
 		as, disarm := kr.kc.arm(armedFaults)
 		restored, err := kr.attempt(ctx, n, fault, o)
 		disarm()
+		if kr.expired != nil {
+			return kr.expired
+		}
 		if err != nil && os.Getenv("WEIR_SIM_DEBUG") != "" {
 			fmt.Fprintf(os.Stderr, "sim: seed %d: kafka attempt %d failed: %v\n", kr.spec.Seed, n, err)
 		}
@@ -630,7 +658,7 @@ func (kr *kafkaRun) attempt(ctx context.Context, n int, fault *Fault, o Options)
 	src := kafka.NewSource(kafka.Options{Brokers: kc.seeds(), Topics: []string{kafkaIn}, Stop: stop,
 		FetchMaxWait: 5 * time.Millisecond, PartitionMaxBytes: 1, RecordsPerPoll: 16, ClientOptions: kc.clientOpts()}, kafka.WithMetadata(kafka.String()))
 	msgs := weir.FromSource(env, "src", src,
-		watermark.ForBoundedOutOfOrderness[kafka.Message[string]](time.Duration(k.BoundMS)*time.Millisecond)).
+		watermark.ForBoundedOutOfOrderness[kafka.Message[string]](time.Duration(k.wmBound())*time.Millisecond)).
 		UID("src").Parallelism(k.SourceParallelism)
 	want := make(chan struct{}, 1)
 	var seen atomic.Int64
@@ -660,19 +688,32 @@ func (kr *kafkaRun) attempt(ctx context.Context, n int, fault *Fault, o Options)
 	// No record is late (KafkaSpec.BoundMS): one that is anyway is
 	// committed as a late line, which the reference never has.
 	late := weir.NewOutputTag[event]("late")
+	opts := []window.Option{window.LateOutput(late)}
+	if k.WindowLatenessMS > 0 {
+		opts = append(opts, window.AllowedLateness(time.Duration(k.WindowLatenessMS)*time.Millisecond))
+	}
 	windowed := window.AggregateKeyed(weir.KeyBy(recs, func(e event) string { return e.Key }), "window",
-		window.Tumbling(size), countSum, window.LateOutput(late)).UID("window").Parallelism(spec.Parallelism)
-	winLines := weir.Map(windowed, "window-lines", func(r window.Result[string, acc]) string {
-		return windowLine(r.Key, r.Window.Start, r.Window.End, r.Value.N, r.Value.Sum)
+		window.Tumbling(size), countSum, opts...).UID("window").Parallelism(spec.Parallelism)
+	// The taps behind the keyed operators record the watermarks S18
+	// judges their checkpoints by (kafkasession.go).
+	taps := &wmSeen{}
+	winLines := weir.Transform(windowed, "window-lines", func() runtime.OneInputOperator[window.Result[string, acc], string] {
+		return &wmTap{op: "window", seen: taps, line: func(r window.Result[string, acc]) string {
+			return windowLine(r.Key, r.Window.Start, r.Window.End, r.Value.N, r.Value.Sum)
+		}}
 	}).UID("window-lines").Parallelism(spec.Parallelism)
 	lateLines := weir.Map(weir.SideOutput(windowed, late), "late-lines", func(e event) string {
 		return lateLine(e.Key, e.TS, e.ID)
 	}).UID("late-lines").Parallelism(spec.Parallelism)
+	parts := []weir.Stream[string]{lateLines, recLines}
+	if k.Session != nil {
+		parts = append(parts, kafkaSessionBranch(k.Session, recs, taps, spec.Parallelism)...)
+	}
 	var wf *Fault
 	if fault != nil && fault.Kind == FaultWrite {
 		wf = fault
 	}
-	st := weir.Transform(weir.Union(winLines, lateLines, recLines), "stamp", func() runtime.OneInputOperator[string, stamped] {
+	st := weir.Transform(weir.Union(winLines, parts...), "stamp", func() runtime.OneInputOperator[string, stamped] {
 		return &stamper{attempt: n, fault: wf}
 	}).UID("stamp").Parallelism(spec.Parallelism)
 	kafka.ExactlyOnceSink(st, "sink", kafka.SinkOptions[stamped]{Brokers: kc.seeds(), Topic: kafkaOut,
@@ -690,9 +731,15 @@ func (kr *kafkaRun) attempt(ctx context.Context, n int, fault *Fault, o Options)
 	for {
 		select {
 		case <-want:
-			job.TriggerCheckpoint(ctx)
+			if _, loc, err := job.TriggerCheckpoint(ctx); err == nil && kr.expired == nil && !kr.noExpired {
+				kr.expired = kr.checkKafkaExpired(n, taps, loc) // S18
+			}
 		case <-job.Done():
-			return restored, job.Wait()
+			err := job.Wait()
+			if latest, _, lerr := cfg.Checkpoint.Storage.Latest(checkpointDir); err == nil && lerr == nil && kr.expired == nil && !kr.noExpired {
+				kr.expired = kr.checkKafkaExpired(n, taps, latest) // S18, the final checkpoint
+			}
+			return restored, err
 		}
 	}
 }

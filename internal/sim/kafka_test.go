@@ -95,3 +95,61 @@ func TestKafkaSeedsAreDrawn(t *testing.T) {
 	}
 	t.Logf("%d of 90 seeds have a Kafka form", n)
 }
+
+// TestKafkaSessionReferenceByHand checks the Kafka form's session oracle
+// on records worked out by hand: gap 5ms; records 5ms apart touch and
+// merge, 6ms apart do not; the partitions' order does not matter.
+func TestKafkaSessionReferenceByHand(t *testing.T) {
+	k := &KafkaSpec{Session: &SessionSpec{GapMS: 5}, Records: []KafkaRecord{
+		{Partition: 0, Offset: 0, Key: "a", TS: 10, ID: 1},
+		{Partition: 1, Offset: 0, Key: "a", TS: 20, ID: 2},
+		{Partition: 0, Offset: 1, Key: "a", TS: 15, ID: 3},
+		{Partition: 1, Offset: 1, Key: "a", TS: 26, ID: 4},
+		{Partition: 0, Offset: 2, Key: "b", TS: 12, ID: 5},
+	}}
+	want := []string{
+		sessionLine("a", 10, 25, 3, 6), sessionLine("a", 26, 31, 1, 4), sessionLine("b", 12, 17, 1, 5),
+	}
+	got := kafkaSessionReference(k)
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Fatalf("reference:\n%q\nwant\n%q", got, want)
+	}
+	if all := KafkaReference(k, 1000); len(all) != len(k.Records)+2+len(want) {
+		t.Fatalf("KafkaReference has %d lines, want %d record lines, 2 window lines and %d session lines: %q", len(all), len(k.Records), len(want), all)
+	}
+}
+
+// TestKafkaSessionsAreDrawn: about half the Kafka seeds have sessions, and
+// the draw changes nothing else of the seed (a stream of its own).
+func TestKafkaSessionsAreDrawn(t *testing.T) {
+	n, with := 0, 0
+	for seed := uint64(1); seed <= 120; seed++ {
+		s := Generate(seed)
+		if s.Kafka == nil {
+			continue
+		}
+		n++
+		if s.Kafka.Session == nil {
+			if s.Kafka.WindowLatenessMS != 0 || s.Kafka.wmBound() != s.Kafka.BoundMS {
+				t.Fatalf("seed %d: no sessions, but window lateness %d and bound %d (%d)", seed, s.Kafka.WindowLatenessMS, s.Kafka.wmBound(), s.Kafka.BoundMS)
+			}
+			continue
+		}
+		with++
+		if g := s.Kafka.Session; g.GapMS < 1 || g.GapMS > 25 || g.LatenessMS < 0 || g.LatenessMS > 35 || s.Kafka.wmBound() != s.Kafka.BoundMS+1 {
+			t.Fatalf("seed %d: sessions %+v, bound %d (%d)", seed, g, s.Kafka.wmBound(), s.Kafka.BoundMS)
+		}
+		k := *s.Kafka
+		k.Session, k.WindowLatenessMS = nil, 0
+		generateKafkaSession(s, &k)
+		if k.Session == nil || *k.Session != *s.Kafka.Session || k.WindowLatenessMS != s.Kafka.WindowLatenessMS {
+			t.Fatalf("seed %d: the session draw is not the seed's own", seed)
+		}
+	}
+	if with < n/4 || with > 3*n/4 {
+		t.Fatalf("%d of %d Kafka seeds have sessions", with, n)
+	}
+	t.Logf("%d of %d Kafka seeds have sessions", with, n)
+}

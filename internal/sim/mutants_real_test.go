@@ -68,6 +68,27 @@ func TestMutants(t *testing.T) {
 		}
 		t.Logf("%s: found by seed %d: %v %q", m.Name, found[0], first.Failure, first.Failure.Records)
 		rows = append(rows, fmt.Sprintf("| `%s` | %s | %d of %s | %d (%s) |", m.Name, m.Where, len(found), of, found[0], strings.SplitN(first.Failure.Invariant, " ", 2)[0]))
+		if k, ok := mutantKafka[m.Name]; ok {
+			kseeds := kafkaSessionSeeds(k)
+			var kfound []uint64
+			for _, seed := range kseeds {
+				if !table && len(kfound) > 0 {
+					break
+				}
+				res, err := Run(context.Background(), seed, Options{timeout: 10 * time.Second, onlyKafka: true})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if res.Failure != nil {
+					kfound = append(kfound, seed)
+					t.Logf("%s: the Kafka form of seed %d finds it: %v", m.Name, seed, res.Failure)
+				}
+			}
+			if len(kfound) == 0 {
+				t.Errorf("%s: not found by the Kafka forms of the first %d Kafka seeds with sessions (%v)", m.Name, k, kseeds)
+			}
+			rows = append(rows, fmt.Sprintf("| `%s`, the Kafka form alone | %s | %d of the first %d Kafka seeds with sessions (%d..%d) | %d |", m.Name, m.Where, len(kfound), k, kseeds[0], kseeds[len(kseeds)-1], kfound[0]))
+		}
 	}
 	if table {
 		t.Log("\n| mutant | where | seeds that found it | first seed (invariant) |\n|---|---|---|---|\n" + strings.Join(rows, "\n"))
@@ -114,6 +135,27 @@ var mutantClustered = map[mutant.Name]int{
 	// (first 47); before, judged only beside a new owner's start, 0-5 of
 	// the first 30-80.
 	mutant.ClusterRevokedKeepRunning: 20,
+}
+
+// mutantKafka requires the Kafka form, run alone, to find the planted bug
+// too, within the first that many seeds whose Kafka form has sessions and
+// so a window lateness of its own (kafkasession.go): S18 on the Kafka
+// form's checkpoints finds kept window contents in those whose window
+// lateness is above 0 (5 of the first 8 in one run, 1, 6, 7, 11 and 18).
+var mutantKafka = map[mutant.Name]int{
+	mutant.WindowKeepsExpiredState: 8,
+}
+
+// kafkaSessionSeeds returns the first n seeds whose Kafka form has
+// sessions.
+func kafkaSessionSeeds(n int) []uint64 {
+	var seeds []uint64
+	for seed := uint64(1); len(seeds) < n; seed++ {
+		if k := Generate(seed).Kafka; k != nil && k.Session != nil {
+			seeds = append(seeds, seed)
+		}
+	}
+	return seeds
 }
 
 func seedRange(n uint64) []uint64 {
@@ -200,16 +242,37 @@ func TestReplayFidelity(t *testing.T) {
 // to find: seeds 1-10 with it planted pass every other invariant (S18
 // off: Options.noExpired), and S18 finds it in some of them (seeds 1, 2,
 // 3, 5, 6, 9 and 10 in one run: those with allowed lateness above 0; 25
-// of seeds 1-40).
+// of seeds 1-40). The same for the Kafka forms with sessions (and so a
+// window lateness) of seeds 1-10, run alone: 1, 6 and 7 have a window
+// lateness above 0.
 func TestExpiredStateOnlyS18(t *testing.T) {
 	defer mutant.Set("")
 	if err := mutant.Set(mutant.WindowKeepsExpiredState); err != nil {
 		t.Fatal(err)
 	}
-	var found []uint64
+	var found, kfound []uint64
 	for seed := uint64(1); seed <= 10; seed++ {
+		if k := Generate(seed).Kafka; k != nil && k.Session != nil {
+			for _, off := range []bool{true, false} {
+				res, err := Run(context.Background(), seed, Options{timeout: 10 * time.Second, noExpired: off, onlyKafka: true})
+				if err != nil {
+					t.Fatal(err)
+				}
+				switch {
+				case off && res.Failure != nil:
+					t.Errorf("seed %d, the Kafka form, S18 off: found by another invariant: %v", seed, res.Failure)
+				case !off && res.Failure != nil:
+					if res.Failure.Invariant != InvExpired {
+						t.Errorf("seed %d, the Kafka form: found by %v, not S18", seed, res.Failure)
+					}
+					kfound = append(kfound, seed)
+				case !off && k.WindowLatenessMS > 0:
+					t.Errorf("seed %d, the Kafka form, window lateness %dms: S18 did not find the kept contents", seed, k.WindowLatenessMS)
+				}
+			}
+		}
 		for _, off := range []bool{true, false} {
-			res, err := Run(context.Background(), seed, Options{timeout: 10 * time.Second, noExpired: off})
+			res, err := Run(context.Background(), seed, Options{timeout: 10 * time.Second, noExpired: off, SkipKafka: true})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -224,8 +287,8 @@ func TestExpiredStateOnlyS18(t *testing.T) {
 			}
 		}
 	}
-	if len(found) == 0 {
-		t.Fatal("S18 found the kept window contents in none of seeds 1-10")
+	if len(found) == 0 || len(kfound) == 0 {
+		t.Fatalf("S18 found the kept window contents in seeds %v of 1-10, in the Kafka forms of seeds %v", found, kfound)
 	}
-	t.Logf("S18 found it in seeds %v", found)
+	t.Logf("S18 found it in seeds %v, in the Kafka forms of seeds %v", found, kfound)
 }
