@@ -382,8 +382,7 @@ func (s *ValueState[K, V]) freeze(ps []*pin) table {
 	s.cow.pinAll(ps, func(i int) bool { return s.groups[i] != nil })
 	fz := *s
 	fz.groups = slices.Clone(s.groups)
-	fz.index = nil // the view reads groups only (C3)
-	fz.vi = vindex[K, V]{}
+	fz.vi = vindex[K, V]{} // the view reads groups only (C3)
 	fz.cache, fz.cslot, fz.cacheEpoch = nil, nil, 0
 	fz.cow = cowPins{}
 	return &fz

@@ -87,12 +87,11 @@
 //	    memory also keeps an index of its entries by key over all key
 //	    groups (value.go, X1-X4), and reads an existing key there, without
 //	    its key group: after SetCurrentKeyLazy such a read never computes
-//	    the key group. For keys of strings, numbers and structs or arrays
-//	    of them the index is an open-addressing table whose slot holds a
-//	    copy of the value (vindex.go: one probe, no load through the
-//	    entry's pointer; 33 bytes a slot, 44-88 bytes a key at its load
-//	    of 3/8-3/4); for other key types a Go map of the entries' pointers
-//	    (one more map entry per key).
+//	    the key group. The index is an open-addressing table, for every
+//	    key type, whose slot holds a copy of the value (vindex.go: one
+//	    probe, no load through the entry's pointer; for a string key and
+//	    an int64 value 33 bytes a slot, 44-88 bytes a key at its load of
+//	    3/8-3/4).
 //	I7. List ownership. Slices returned by Get and passed to ForEach are the
 //	    state's own storage: valid until the next modification of that list,
 //	    never to be modified or retained by the caller. Update copies its

@@ -1,7 +1,5 @@
 package state
 
-import "reflect"
-
 // ValueState is a single value per key.
 //
 // Values are held behind pointers so that the usual read-modify-write of
@@ -9,39 +7,40 @@ import "reflect"
 // entry it found, and Update writes through it while the backend's current
 // key is unchanged (the backend's epoch tells).
 //
-// In memory the entries are in per-key-group maps (groups, I2), and index
-// is a map of the same entries over all key groups, keyed by the key alone:
-// a read finds the current key's entry there without its key group, so a
-// record made current with SetCurrentKeyLazy whose key has an entry never
-// has its key group computed, and the one lookup is in one map rather than
-// in one of many (fewer cache misses). The index is a cache of groups:
+// In memory the entries are in per-key-group maps (groups, I2), and vi is
+// an index of the same entries over all key groups, keyed by the key alone
+// (vindex, vindex.go): a read finds the current key's entry there without
+// its key group, so a record made current with SetCurrentKeyLazy whose key
+// has an entry never has its key group computed, and the one lookup is in
+// one table rather than in one of many (fewer cache misses). A slot of vi
+// holds a copy of the entry's value beside the pointer, so a read of a
+// present key is one probe and no load through the pointer. The index is a
+// cache of groups:
 //
-//	X1. Every pointer in index is the pointer groups holds for that key
-//	    (index[k] == groups[slot(k)][k]); a key of groups may be missing
-//	    from index (a read then looks in groups and adds it).
+//	X1. Every pointer in vi is the pointer groups holds for that key
+//	    (vi[k].p == groups[slot(k)][k]); a key of groups may be missing
+//	    from vi (a read then looks in groups and adds it).
 //	X2. Whatever replaces or drops entries of groups other than through
 //	    update and Clear (ClearKeyGroup, a restore's install, the
-//	    copy-on-write clone of unshare) empties index.
-//	X3. While copy-on-write pins are on (cow.on), index is neither read
-//	    nor added to: a pointer into a pinned key group must not be cached
-//	    for a write (C1), and telling whether a key group is pinned needs
-//	    the key group.
-//	X4. For a key whose type hashes without an allocation (strings,
-//	    numbers, arrays and structs of them: hashesWithoutAlloc) the index
-//	    is vi, whose slot holds a copy of the entry's value beside the
-//	    pointer, so that a read of a present key is one probe and no load
-//	    through the pointer: every write of an entry that vi holds writes
-//	    the slot's copy too (Update through cache and cslot, update through
-//	    put). While cow.on nothing is added to vi (X3), but a key group
-//	    written in place (its pins preempted, not cloned: cow.take) keeps
-//	    its entries in vi, so a write then finds the key's slot in vi
-//	    (viSlot) and writes its copy too. Other key types keep index.
+//	    copy-on-write clone of unshare) empties vi.
+//	X3. While copy-on-write pins are on (cow.on), vi is neither read nor
+//	    added to: a pointer into a pinned key group must not be cached for
+//	    a write (C1), and telling whether a key group is pinned needs the
+//	    key group.
+//	X4. A slot's copy of the value equals its entry (vi[k].val == *vi[k].p):
+//	    every write of an entry that vi holds writes the slot's copy too
+//	    (Update through cache and cslot, update through put). While cow.on
+//	    nothing is added to vi (X3), but a key group written in place (its
+//	    pins preempted, not cloned: cow.take) keeps its entries in vi, so a
+//	    write then finds the key's slot in vi (viSlot) and writes its copy
+//	    too.
+//
+// Every comparable key type is indexed so; vindex hashes it as a Go map
+// would (maphash.Comparable), without an allocation.
 type ValueState[K comparable, V any] struct {
 	desc[K]
 	groups     groups[map[K]*V, K, *V]
-	index      map[K]*V     // the entries of groups by key (X1-X3) when !fast; nil when empty
-	vi         vindex[K, V] // the same with the values inline (X4) when fast
-	fast       bool         // vi is the index (K hashes without an allocation)
+	vi         vindex[K, V] // the entries of groups by key, values inline (X1-X4)
 	cache      *V           // entry of the current key, valid while cacheEpoch == b.epoch
 	cslot      *vslot[K, V] // the entry's slot in vi when cache came from vi or went to it; else nil
 	cacheEpoch uint64       // backend epoch when cache was set; 0: none
@@ -82,8 +81,7 @@ func Value[K comparable, V any](b *Backend[K], name string) (*ValueState[K, V], 
 // name; registering it again returns that state and ignores vc.
 func ValueWithCodec[K comparable, V any](b *Backend[K], name string, vc Codec[V]) (*ValueState[K, V], error) {
 	return register(b, name, KindValue, typeName[V](), func(d desc[K]) *ValueState[K, V] {
-		return &ValueState[K, V]{desc: d, groups: make(groups[map[K]*V, K, *V], b.rng.Len()), vc: codecOr(vc),
-			fast: hashesWithoutAlloc(reflect.TypeFor[K]())}
+		return &ValueState[K, V]{desc: d, groups: make(groups[map[K]*V, K, *V], b.rng.Len()), vc: codecOr(vc)}
 	})
 }
 
@@ -112,14 +110,9 @@ func (s *ValueState[K, V]) Value() (V, bool) {
 		panicNoKey()
 	}
 	if !s.cow.on || s.cow.release(&s.b.frozenLive) { // X3
-		if s.fast {
-			if sl := s.vi.find(s.b.key); sl != nil {
-				s.cache, s.cslot, s.cacheEpoch = sl.p, sl, s.b.epoch
-				return sl.val, true
-			}
-		} else if p := s.index[s.b.key]; p != nil {
-			s.cache, s.cslot, s.cacheEpoch = p, nil, s.b.epoch
-			return *p, true
+		if sl := s.vi.find(s.b.key); sl != nil {
+			s.cache, s.cslot, s.cacheEpoch = sl.p, sl, s.b.epoch
+			return sl.val, true
 		}
 	}
 	return s.valueInGroup()
@@ -142,39 +135,23 @@ func (s *ValueState[K, V]) valueInGroup() (V, bool) {
 		}
 		sl = s.viSlot() // X4
 	} else {
-		sl = s.indexAdd(p)
+		sl = s.vi.put(s.b.key, p) // X1
 	}
 	s.cache, s.cslot, s.cacheEpoch = p, sl, s.b.epoch
 	return *p, true
 }
 
-// indexAdd adds the current key's entry p to the index (X1) and returns
-// its slot in vi (nil when the index is the map).
-func (s *ValueState[K, V]) indexAdd(p *V) *vslot[K, V] {
-	if s.fast {
-		return s.vi.put(s.b.key, p)
-	}
-	if s.index == nil {
-		s.index = make(map[K]*V)
-	}
-	s.index[s.b.key] = p
-	return nil
-}
-
 // viSlot returns the current key's slot in vi, or nil: the slot a write
 // while cow.on must keep equal to the entry (X4).
 func (s *ValueState[K, V]) viSlot() *vslot[K, V] {
-	if !s.fast || s.vi.n == 0 {
+	if s.vi.n == 0 {
 		return nil
 	}
 	return s.vi.find(s.b.key)
 }
 
 // indexReset empties the index (X2).
-func (s *ValueState[K, V]) indexReset() {
-	s.index = nil
-	s.vi.reset()
-}
+func (s *ValueState[K, V]) indexReset() { s.vi.reset() }
 
 // Update sets the current key's value.
 func (s *ValueState[K, V]) Update(v V) {
@@ -212,7 +189,7 @@ func (s *ValueState[K, V]) update(v V) {
 	*p = v
 	var sl *vslot[K, V]
 	if !s.cow.on { // X3
-		sl = s.indexAdd(p) // X4: the slot's copy is v
+		sl = s.vi.put(s.b.key, p) // X1, X4: the slot's copy is v
 	} else if sl = s.viSlot(); sl != nil {
 		sl.val = v // X4
 	}
@@ -247,11 +224,7 @@ func (s *ValueState[K, V]) Clear() {
 	}
 	i := s.ownSlot()
 	delete(s.groups[i], s.b.key)
-	if s.fast {
-		s.vi.del(s.b.key) // X1
-	} else {
-		delete(s.index, s.b.key) // X1
-	}
+	s.vi.del(s.b.key) // X1
 	s.cache, s.cslot, s.cacheEpoch, s.missEpoch = nil, nil, 0, 0
 }
 

@@ -1,9 +1,6 @@
 package state
 
-import (
-	"hash/maphash"
-	"reflect"
-)
+import "hash/maphash"
 
 // vindex is a value state's index on the memory backend (ValueState, X1-X4):
 // an open-addressing hash table, linear probing, from a key to its entry in
@@ -45,6 +42,14 @@ const (
 // vindexMinSlots is the smallest table made.
 const vindexMinSlots = 16
 
+// hash is the key's hash as a Go map computes it (maphash.Comparable), for
+// any comparable key: strings and numbers by their bytes, interfaces by
+// their dynamic value, pointers by their address. It does not allocate:
+// a key's pointers are already on the heap (the backend's current key,
+// a slot's key). A key that is a NaN never equals itself, so each put of
+// one adds a slot, as each insert of one adds an entry to the key
+// group's map; an interface holding an unhashable value panics here as
+// it does in that map.
 func (x *vindex[K, V]) hash(k K) uint64 { return maphash.Comparable(x.seed, k) }
 
 func tagOf(h uint64) uint8 { return ctrlUsed | uint8(h>>57) }
@@ -170,25 +175,3 @@ func (x *vindex[K, V]) reset() {
 
 // len reports the number of keys in the table.
 func (x *vindex[K, V]) len() int { return x.n }
-
-// hashesWithoutAlloc reports whether maphash.Comparable hashes a value of
-// t without moving it to the heap: t holds no pointer but a string's.
-// Other key types keep the index in a Go map (ValueState.index).
-func hashesWithoutAlloc(t reflect.Type) bool {
-	switch t.Kind() {
-	case reflect.Bool, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
-		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr,
-		reflect.Float32, reflect.Float64, reflect.Complex64, reflect.Complex128, reflect.String:
-		return true
-	case reflect.Array:
-		return hashesWithoutAlloc(t.Elem())
-	case reflect.Struct:
-		for i := range t.NumField() {
-			if !hashesWithoutAlloc(t.Field(i).Type) {
-				return false
-			}
-		}
-		return true
-	}
-	return false
-}
