@@ -10,6 +10,7 @@ import (
 
 	"github.com/weirproject/weir"
 	"github.com/weirproject/weir/clock"
+	"github.com/weirproject/weir/internal/mutant"
 	"github.com/weirproject/weir/keygroup"
 	"github.com/weirproject/weir/runtime"
 	"github.com/weirproject/weir/watermark"
@@ -275,7 +276,11 @@ func (o *operator[K, IN, OUT]) registerWait(ks *keyState[K, IN], w *waiter) {
 	ks.waiter = w
 	o.waits[w] = ks.boxed
 	o.gWaits.Set(int64(len(o.waits)))
-	o.Ctx.RegisterProcessingTimer(w.deadline, func(int64) {
+	at := w.deadline
+	if mutant.On(mutant.AgentWaitTimesOutEarly) {
+		at-- // the deadline taken as the wait's last millisecond
+	}
+	o.Ctx.RegisterProcessingTimer(at, func(int64) {
 		if ks.waiter == w && !o.closed {
 			o.cWaitTimeouts.Inc()
 			o.endWait(ks, w, waitOutcome{TimedOut: true})

@@ -10,6 +10,10 @@
 //	I1. Real.Now is the system clock; Manual.Now changes only through Advance or Set.
 //	I2. A Manual timer fires exactly once per arming, when the manual time
 //	    reaches its deadline, and never before.
+//	I3. Manual.NextDue is the earliest deadline of the timers armed on the
+//	    clock (armed, neither fired nor stopped), each of which is after
+//	    Now: a discrete-event simulation that moves the clock only to
+//	    NextDue passes no deadline without firing its timer at it.
 //
 // Real's timers measure durations (Go's monotonic clock), while Now is the
 // wall clock, which a host may step back. Code that must not act before the
@@ -72,7 +76,7 @@ type Manual struct {
 		now    time.Time
 		timers []*manualTimer
 		// armed, when not nil, is closed (and cleared) when a timer is
-		// armed: AwaitTimers waits on it.
+		// armed: AwaitTimers and AwaitDue wait on it.
 		armed chan struct{}
 	}
 }
@@ -133,9 +137,44 @@ func (m *Manual) Set(t time.Time) {
 // A test calls it before Advance to know that the code under test is
 // waiting on the clock (a retry's back-off, a time-out), without sleeping.
 func (m *Manual) AwaitTimers(ctx context.Context, n int) error {
+	return m.await(ctx, func() bool { return len(m.mu.timers) >= n })
+}
+
+// NextDue returns the deadline of the earliest timer armed on m (armed and
+// neither fired nor stopped), and false if none is (I3). Set(NextDue())
+// fires that timer and the others due at the same time, and no later one.
+func (m *Manual) NextDue() (time.Time, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.nextDueLocked()
+}
+
+func (m *Manual) nextDueLocked() (time.Time, bool) {
+	var next time.Time
+	for _, t := range m.mu.timers {
+		if next.IsZero() || t.deadline.Before(next) {
+			next = t.deadline
+		}
+	}
+	return next, !next.IsZero()
+}
+
+// AwaitDue waits until a timer due at or before t is armed on m, or ctx is
+// done, and returns nil or ctx.Err(): what a simulation that knows an
+// event must come by t waits for before it moves the clock.
+func (m *Manual) AwaitDue(ctx context.Context, t time.Time) error {
+	return m.await(ctx, func() bool {
+		next, ok := m.nextDueLocked()
+		return ok && !next.After(t)
+	})
+}
+
+// await waits until cond, called with mu held, holds after an arming, or
+// ctx is done.
+func (m *Manual) await(ctx context.Context, cond func() bool) error {
 	for {
 		m.mu.Lock()
-		if len(m.mu.timers) >= n {
+		if cond() {
 			m.mu.Unlock()
 			return nil
 		}

@@ -108,6 +108,12 @@ const (
 	// run, not from the run and the call's name: the first call of an
 	// input's second action gets the key of its first action's first call.
 	AgentKeyPerInput Name = "agent.idempotency-key-per-input-not-per-run"
+	// AgentWaitTimesOutEarly: the agent operator arms a wait's time-out
+	// timer at its recorded deadline minus one millisecond, as if the
+	// deadline were the wait's last millisecond (as a window's timer is at
+	// its MaxTimestamp, end - 1), where it is the first past it: the wait
+	// times out one millisecond before Wait.Timeout has passed.
+	AgentWaitTimesOutEarly Name = "agent.wait-times-out-early"
 	// WALAckWithoutSync: the agent's WAL acknowledges a batch of writes
 	// (Put, a queued write's Wait) once written, without its fsync.
 	WALAckWithoutSync Name = "wal.ack-without-sync"
@@ -173,6 +179,7 @@ var All = []struct {
 	{AgentWatermarkPastRunning, "agent/operator.go ProcessWatermark"},
 	{AgentCallBeforeRecorded, "agent/durable.go durable"},
 	{AgentKeyPerInput, "agent/durable.go idempotencyKey"},
+	{AgentWaitTimesOutEarly, "agent/answers.go registerWait"},
 	{WALAckWithoutSync, "agent/wal/write.go flusher.Flush"},
 	{WALRestoreSkipsLast, "agent/wal/log.go Store.loadFrom"},
 	{KafkaCommitAtPreCommit, "connector/kafka/sink.go txnSink.PreCommit"},

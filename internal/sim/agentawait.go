@@ -337,11 +337,14 @@ func awaitStep(w *agentWorld, n int, c *agent.RunnerContext, e event, verdict st
 	aw.mu.waitsSeen++
 	aw.mu.Unlock()
 	w.awaitTrace(e.ID, "wait starts (%s answer), clock %d", in.Kind, now)
-	// A wait no answer will end in time waits for virtual time, due at
-	// now + the time-out once its deadline is recorded: when it asks (the
+	// A wait no answer will end in time blocks for virtual time
+	// (agentTime.block) once its deadline is recorded: when it asks (the
 	// durable call after the wait's start), or now if it asked in an
 	// earlier attempt (its start recorded then; if not, it asks again,
-	// and waits from then on).
+	// and waits from then on). Its bound is now + the time-out, the
+	// latest its deadline can be; the clock moves to the operator's
+	// time-out timer, wherever that is armed, so a time-out timer armed
+	// early fires early, and the check below sees it.
 	release := func() {}
 	waitsForTime := in.Kind == AwaitLate || in.Kind == AwaitNever
 	aw.mu.Lock()
@@ -496,28 +499,6 @@ func (aw *awaitWorld) stats() string {
 	aw.mu.Lock()
 	defer aw.mu.Unlock()
 	return fmt.Sprintf(", %d waits started, %d answered, %d timed out, %d answers sent", aw.mu.waitsSeen, aw.mu.answered, aw.mu.timeouts, len(aw.mu.log))
-}
-
-// block counts the calling action as waiting for virtual time until the
-// returned function is called, due at now + d at the latest (agentTime).
-func (t *agentTime) block(d time.Duration) (release func()) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.mu.clk == nil {
-		return func() {}
-	}
-	at := t.mu.clk.Now().Add(d)
-	t.mu.blocked++
-	t.mu.due = append(t.mu.due, at)
-	t.maybeAdvanceLocked()
-	return func() {
-		t.mu.Lock()
-		defer t.mu.Unlock()
-		t.mu.blocked--
-		if i := slices.IndexFunc(t.mu.due, at.Equal); i >= 0 {
-			t.mu.due = slices.Delete(t.mu.due, i, i+1)
-		}
-	}
 }
 
 // clock is the run's clock (nil before setClock).

@@ -49,3 +49,58 @@ func TestAgentTimeAdvancesWhenEveryActionWaits(t *testing.T) {
 	}
 	at.actionEnded()
 }
+
+// TestAgentTimeStepsToTheArmedTimers: once every running action is
+// blocked, the clock moves to the armed timers' deadlines, one at a time
+// and never past the blocked call's bound; a wake-up armed before the
+// bound (a time-out timer armed early) fires there, not at the bound; a
+// wake-up not armed yet is waited for.
+func TestAgentTimeStepsToTheArmedTimers(t *testing.T) {
+	start := time.UnixMilli(1_000_000)
+	clk := clock.NewManual(start)
+	var at agentTime
+	at.setClock(clk)
+	tick := clk.NewTimer(3 * time.Millisecond)    // a flush tick, say
+	later := clk.NewTimer(500 * time.Millisecond) // past the bound: never reached
+	defer later.Stop()
+	at.actionStarted()
+	release := at.block(10 * time.Millisecond) // a wait of 10ms, its timer not armed yet
+	select {
+	case <-tick.C():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the tick before the bound never fired")
+	}
+	if got := clk.Now().Sub(start); got != 3*time.Millisecond {
+		t.Fatalf("the clock at +%v with only a tick at +3ms armed before the bound: want +3ms", got)
+	}
+	// The wait's time-out timer, armed a millisecond early: the clock
+	// moves to it, and stops there.
+	early := clk.NewTimer(6 * time.Millisecond)
+	select {
+	case fired := <-early.C():
+		if got := fired.Sub(start); got != 9*time.Millisecond {
+			t.Fatalf("the early time-out fired at +%v, want +9ms", got)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the armed wake-up never fired")
+	}
+	if got := clk.Now().Sub(start); got != 9*time.Millisecond {
+		t.Fatalf("the clock at +%v after the early time-out: want +9ms (not the bound, +10ms)", got)
+	}
+	release()
+	at.actionEnded()
+	if got, n := clk.Now().Sub(start), at.advances(); got != 9*time.Millisecond || n != 2 {
+		t.Fatalf("the clock at +%v after %d moves: want +9ms, 2", got, n)
+	}
+	// With no timer armed by the bound, the clock goes no further than
+	// the bound once the call's wake-up fires there.
+	at.actionStarted()
+	release = at.block(5 * time.Millisecond)
+	wake := clk.NewTimer(5 * time.Millisecond)
+	<-wake.C()
+	release()
+	at.actionEnded()
+	if got := clk.Now().Sub(start); got != 14*time.Millisecond {
+		t.Fatalf("the clock at +%v: want +14ms", got)
+	}
+}

@@ -511,12 +511,17 @@
 // running a failing seed again (docs/reliability.md, Simulation).
 //
 // The agent branch's time-outs are on virtual time: the job runs on the
-// run's manual clock, and a hung or late model call moves it to its
-// action's deadline once every running action waits for virtual time
-// (agenttime.go), so no seed sleeps for them and load causes no time-out.
-// It adds its own interleavings: which actions are in flight when a
-// failure strikes, whether a WAL write was synced before a machine crash,
-// whether an action dispatched as the clock moved times out;
+// run's manual clock, a discrete-event clock (agenttime.go): once every
+// running action waits for virtual time (a hung or late model call, a
+// wait no answer will end in time), it moves to the earliest timer armed
+// on the clock, one timer at a time (the action's time-out, a wait's
+// time-out, a flush tick), never past the latest time a waiting call can
+// be woken at; so no seed sleeps for them, load causes no time-out, and a
+// timer armed early fires early. It adds its own interleavings: which
+// actions are in flight when a failure strikes, whether a WAL write was
+// synced before a machine crash, whether an action dispatched as the
+// clock moved times out, what a timer that woke no waiting call set going
+// before the clock moved on;
 // S10 and S11 are relations that allow each outcome the guarantees allow,
 // so a seed's verdict does not depend on them.
 //
@@ -536,10 +541,6 @@
 // the same bound and a session operator of their own); several source subtasks in the scripted job
 // (their combined watermark, and so lateness, depends on timing: the
 // oracle must become a relation), the sort's Pebble mode and tiebreaks,
-// a planted bug for Await's waits (agentawait.go draws them in half the
-// agent seeds without processing-time timers since 2026-12-06, once the
-// weir bugs its first seeds found were fixed; a time-out fired early is
-// invisible here, where virtual time jumps by a wait's whole time-out);
 // broker restarts that franz-go rides out
 // (franz-go does not retry a refused dial, and the simulator's cluster has
 // one broker, so a refused outage fails the attempt or member, which

@@ -122,6 +122,11 @@ var mutantWithin = map[mutant.Name]uint64{
 	// restores: seeds 14, 54, 106 and 141 of 1-150 in one run (timing:
 	// not every one in every run).
 	mutant.WindowSessionEditInPlace: 150,
+	// Only the seeds whose agent awaits answers (half the agent seeds
+	// without processing-time timers) can find it, each that has a wait
+	// that times out: 13, 26 and 31 of 1-40, all three (2026-12-06; none
+	// before the agent's clock stepped to the armed timers, agenttime.go).
+	mutant.AgentWaitTimesOutEarly: 40,
 }
 
 // mutantClustered gives the planted bugs of package cluster the first that
