@@ -39,7 +39,8 @@ with the records involved, and the command that replays it.
 --seed S alone runs seed S; with --seeds N it runs S, S+1, ..., S+N-1.
 --random starts at a random seed (printed first, to replay the batch);
 --duration D stops the batch after D (the seeds running then are not
-counted), for a time-boxed random batch in CI:
+counted), for a time-boxed random batch in CI; SIGINT (Ctrl-C) or SIGTERM
+stops it the same way, with its summary:
 
   weir sim --random --seeds 100000000 --duration 3m`,
 		Args: noArgs,
@@ -63,7 +64,8 @@ counted), for a time-boxed random batch in CI:
 				seed = rand.Uint64() >> 1 // room for the batch after it
 				fmt.Fprintf(out, "sim: random first seed %d (replay the batch with --seed %d --seeds %d)\n", seed, seed, n)
 			}
-			ctx := cmd.Context()
+			ctx, stop := signalContext(cmd)
+			defer stop()
 			if duration > 0 {
 				var cancel context.CancelFunc
 				ctx, cancel = context.WithTimeout(ctx, duration)

@@ -1,10 +1,13 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 func TestSimReplaysOneSeed(t *testing.T) {
@@ -44,5 +47,50 @@ func TestSimRandomTimeBoxed(t *testing.T) {
 	}
 	if strings.Contains(got, "sim: 1000000 seeds") || !strings.Contains(got, " failures, ") {
 		t.Fatalf("the batch was not stopped by --duration:\n%s", got)
+	}
+}
+
+// A batch stopped by SIGINT (Ctrl-C; also when started in the background,
+// where a shell leaves SIGINT ignored) stops as --duration does: with its
+// summary and status 0.
+func TestSimStopsOnSignalWithItsSummary(t *testing.T) {
+	cmd := weirCmd(t, "sim", "--seed", "1", "--seeds", "1000000", "--workers", "1")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// The first seed's report is not printed (a batch prints failures
+	// only): signal once the batch has run a while.
+	lines := make(chan string, 16)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	timer := time.NewTimer(2 * time.Second)
+	defer timer.Stop()
+	select {
+	case l, ok := <-lines:
+		t.Fatalf("before the signal: %q (%v)", l, ok)
+	case <-timer.C:
+	}
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for l := range lines {
+		got = append(got, l)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("exit: %v\n%s", err, strings.Join(got, "\n"))
+	}
+	if len(got) == 0 || !strings.HasPrefix(got[len(got)-1], "sim: ") || !strings.Contains(got[len(got)-1], " failures, ") ||
+		strings.Contains(got[len(got)-1], "sim: 1000000 seeds") {
+		t.Fatalf("no summary of a stopped batch:\n%s", strings.Join(got, "\n"))
 	}
 }
