@@ -308,12 +308,13 @@
 //
 // # Planted bugs
 //
-// internal/mutant plants 28 bugs in weir's real code (watermark
+// internal/mutant plants 30 bugs in weir's real code (watermark
 // combiner, timers, window operator (one, expired window contents kept,
 // only S18 finds: TestExpiredStateOnlyS18; the Kafka form's S18 must find
 // it too, among its first 8 forms with sessions: mutantKafka), event-time sort, channels, source
-// snapshots, checkpoint storage, two-phase sink, agent operator, the
-// agent's WAL (within 60 and 200 seeds: mutantWithin), the Kafka
+// snapshots, checkpoint storage, two-phase sink, agent operator (one, a
+// wait's time-out armed early, found since the agent's clock steps to the
+// armed timers), the agent's WAL (within 60 and 200 seeds: mutantWithin), the Kafka
 // source's snapshot and the Kafka sink's commit (at pre-commit; and a
 // commit whose EndTxn got no answer taken as done, which only a broker
 // restart exposes), the processing-time
