@@ -49,7 +49,9 @@
 //	    Once it learns, every task of that session it still has stops at
 //	    once (M3), a finished one included, with SessionLost: the overlap
 //	    with the new owner ends no later than the old owner's first group
-//	    call that tells it, never when it keeps its session.
+//	    call that tells it, never when it keeps its session. A bounded
+//	    process asks the group before it stops its finished tasks, so
+//	    that call comes before their TaskStopped.
 //	M1. A process runs exactly the tasks whose partitions of the tasks
 //	    topic the group assigned to it; each starts in its own goroutine
 //	    (a restore may be long; heartbeats go on).
@@ -237,9 +239,12 @@
 // restarted there and claims the task again; the rightful owner's task is
 // then fenced, fails and restarts in turn, until the group tells the old
 // process (each restore is correct; the work is repeated). A bounded
-// process removed from the group that finishes its tasks and sees every
-// task finished before any group call tells it of the removal ends its
-// Run without reporting SessionLost for them (C2: it never learned). On a store
+// process that sees every task finished asks the group once whether it
+// still has the process's member before it stops its tasks (a
+// DescribeGroups; removed, they stop with SessionLost, C2); when no
+// answer comes within the session timeout (the brokers unreachable), a
+// process removed before any group call told it ends its Run without
+// reporting SessionLost for them (it never learned). On a store
 // without an atomic create (a file system without hard links) the
 // manifest's existence check and write are two steps. A caught-up
 // producer's time-out idleness is held back too until the topic has caught

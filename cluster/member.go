@@ -174,9 +174,9 @@ func (m *member) lost(_ context.Context, _ *kgo.Client, parts map[string][]int32
 	m.stop(parts[m.cfg.TasksTopic()], false, time.Time{})
 }
 
-// stopAll stops every task of this process (with a checkpoint each) and
-// keeps new ones from starting.
-func (m *member) stopAll() {
+// stopAll stops every task of this process (with a checkpoint each,
+// unless lost: its session is gone, M3) and keeps new ones from starting.
+func (m *member) stopAll(lost bool) {
 	m.mu.Lock()
 	m.mu.closing = true
 	parts := make([]int32, 0, len(m.mu.running))
@@ -184,7 +184,38 @@ func (m *member) stopAll() {
 		parts = append(parts, p)
 	}
 	m.mu.Unlock()
-	m.stop(parts, true, time.Time{})
+	m.stop(parts, !lost, time.Time{})
+}
+
+// sessionGone reports whether the group no longer has this process's
+// member: the coordinator removed it (a session that expired during a
+// broker outage, say) and no group call has told the client yet. A
+// bounded member whose tasks have all finished asks before it stops them
+// (C2): its tasks may have run elsewhere meanwhile, and a finished one
+// ran on beside its new owner. An answer it cannot get counts as kept.
+func (m *member) sessionGone(cl *kgo.Client) bool {
+	id, _ := cl.GroupMetadata()
+	if id == "" {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), m.cfg.SessionTimeout)
+	defer cancel()
+	gs, err := kadm.NewClient(cl).DescribeGroups(ctx, m.cfg.Group)
+	if err != nil {
+		return false
+	}
+	g, ok := gs[m.cfg.Group]
+	if !ok || g.Err != nil {
+		return false
+	}
+	for _, d := range g.Members {
+		if d.MemberID == id {
+			return false
+		}
+	}
+	m.cfg.Logger.Warn("cluster: the group no longer has this process's member (the coordinator removed it): its finished tasks stop as lost",
+		"group", m.cfg.Group, "member_id", id)
+	return true
 }
 
 // stop stops the tasks of parts concurrently and waits for them. (franz-go
@@ -318,7 +349,7 @@ wait:
 	// tasks over from those checkpoints. A static member does not leave
 	// on Close (M6): its tasks wait for it for SessionTimeout, unless it
 	// leaves explicitly below.
-	m.stopAll()
+	m.stopAll(finished && m.sessionGone(cl))
 	cl.Close()
 	if m.cfg.StaticMembership && (finished || m.cfg.LeaveOnStop && ctx.Err() != nil && errors.Is(result, ctx.Err())) {
 		m.leaveStatic()

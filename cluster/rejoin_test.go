@@ -3,10 +3,13 @@ package cluster_test
 import (
 	"context"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/weirproject/weir/cluster"
@@ -120,4 +123,94 @@ func TestRejoinAfterRemovalStopsTasksAsLost(t *testing.T) {
 		}
 		return true
 	})
+}
+
+// C2: a bounded process that the coordinator removed from the group while
+// it could not hear of it (its group calls held, as in a broker outage)
+// and whose tasks all finish meanwhile asks the group before it stops
+// them, and reports their stops with SessionLost: they may have run
+// elsewhere (the simulator's seed 402235: a removed member restarted its
+// fenced run, finished it and stopped it as if it had kept its session).
+func TestBoundedMemberRemovedBeforeItsFinishStopsAsLost(t *testing.T) {
+	b := startBroker(t, map[string]int32{"in": 2, "out": 1})
+	ctx := testCtx(t)
+	in := scaleout.Input{Partitions: 2, Records: 400, Keys: 8, Seed: 7, StepMillis: 10}
+	if err := scaleout.Produce(ctx, b.Addrs(), "in", in); err != nil {
+		t.Fatal(err)
+	}
+	log := &taskLog{}
+	cfg := cluster.Config{Brokers: b.Addrs(), Group: "removed", Member: "a", SourceTopic: "in", KeyedTasks: 1, CheckpointBase: t.TempDir(),
+		CheckpointInterval: 100 * time.Millisecond, HeartbeatInterval: 100 * time.Millisecond, SessionTimeout: 2 * time.Minute,
+		RebalanceTimeout: time.Second, RevokeCheckpointTimeout: 200 * time.Millisecond, Logger: quiet, OnTask: log.add, Bounded: true}
+
+	// No transaction commits until a was removed (no task finishes
+	// before), and none of a's group calls is answered from then until
+	// it has stopped its tasks (a cannot learn of the removal from them).
+	var holdGroup atomic.Bool
+	commits, groupCalls := make(chan struct{}), make(chan struct{})
+	var releaseGroup sync.Once
+	release := func() { releaseGroup.Do(func() { close(groupCalls) }) }
+	t.Cleanup(release)
+	kc := b.Cluster()
+	kc.ControlKey(int16(kmsg.EndTxn), func(kmsg.Request) (kmsg.Response, error, bool) {
+		kc.KeepControl()
+		kc.SleepControl(func() { <-commits })
+		return nil, nil, false
+	})
+	for _, key := range []kmsg.Key{kmsg.Heartbeat, kmsg.JoinGroup, kmsg.SyncGroup} {
+		kc.ControlKey(int16(key), func(kmsg.Request) (kmsg.Response, error, bool) {
+			kc.KeepControl()
+			if holdGroup.Load() {
+				kc.SleepControl(func() { <-groupCalls })
+			}
+			return nil, nil, false
+		})
+	}
+	ended := make(chan error, 1)
+	go func() { ended <- cluster.Run(ctx, cfg, scaleout.WindowJob("out", 200)) }()
+	weirtest.Eventually(t, "a runs its three tasks", func() bool { return len(log.running("a")) == 3 })
+	holdGroup.Store(true)
+
+	// The coordinator removes a (what a session expiry does).
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	gs, err := kadm.NewClient(cl).DescribeGroups(ctx, "removed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := kmsg.NewPtrLeaveGroupRequest()
+	req.Group = "removed"
+	for _, d := range gs["removed"].Members {
+		lm := kmsg.NewLeaveGroupRequestMember()
+		lm.MemberID = d.MemberID
+		req.Members = append(req.Members, lm)
+	}
+	if len(req.Members) != 1 {
+		t.Fatalf("the group has %d members, want a alone", len(req.Members))
+	}
+	if _, err := req.RequestWith(ctx, cl); err != nil {
+		t.Fatal(err)
+	}
+	close(commits)
+	weirtest.Eventually(t, "a stops its three tasks", func() bool {
+		n := 0
+		for _, ev := range log.since(0, "a") {
+			if ev.Kind == cluster.TaskStopped {
+				n++
+			}
+		}
+		return n == 3
+	})
+	release()
+	if err := <-ended; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	for _, ev := range log.since(0, "a") {
+		if ev.Kind == cluster.TaskStopped && !ev.SessionLost {
+			t.Errorf("a stopped %s without SessionLost, though the group had removed it", ev.Task)
+		}
+	}
 }

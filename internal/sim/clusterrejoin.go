@@ -13,11 +13,13 @@ import (
 
 // InvClusterOwner is the clustered form's check of cluster C2, part of
 // S16: no task is started by a live member while another live member
-// runs it, unless that member had lost its group session, as the members'
-// task events (Config.OnTask) tell: a task that another member started
-// before this one stopped it must stop here with SessionLost (no
-// hand-over checkpoint, a hand-over past the rebalance time-out, or a
-// session the member learned it had lost). A member cannot know it was
+// runs it, unless one of the two had lost its group session, as the
+// members' task events (Config.OnTask) tell: a task that another member
+// started before this one stopped it must stop, here or in the starter,
+// with SessionLost (no hand-over checkpoint, a hand-over past the
+// rebalance time-out, or a session the member learned it had lost; the
+// starter is the one when a process the group removed restarts its failed
+// run before it learns, cluster M4 and "Not guaranteed"). A member cannot know it was
 // removed from the group before its next group call: a run that finishes
 // (TaskFinished) meanwhile is not judged at its finish but at the task's
 // stop in that member, which must then say SessionLost (cluster stops a
@@ -101,18 +103,25 @@ type ownership struct {
 	// fenced: the instances whose run of the task failed because another
 	// start of it claimed its checkpoints (checkpoint.ErrFenced), by
 	// task: another member started it while this one ran it, which only
-	// a lost session allows, so each must stop it with SessionLost (or be
-	// killed). The overlap itself may be too short for overlaps to see
-	// (the fence strikes at the old run's next checkpoint).
+	// a lost session allows, so by the end of the run this one or another
+	// instance must have stopped the task with SessionLost (the fencing
+	// start may be the one of a process the group had removed), or this
+	// one been killed. The overlap itself may be too short for overlaps
+	// to see (the fence strikes at the old run's next checkpoint).
 	fenced map[string][]*clusterMember
 	fail   *Failure
 }
 
 // overlap is a task started in instance by while instance old ran it;
-// finished once old's run of it finished (judged at old's stop of it).
+// finished once old's run of it finished, stopped once old stopped it
+// without SessionLost. One of the two must have lost its session, and say
+// so at its stop of the task: old (the group gave the task away), or by
+// (a process the group had removed restarted its failed run, M4, before
+// it learned: cluster's "Not guaranteed"). Judged once both have stopped,
+// or at the end.
 type overlap struct {
-	old, by  *clusterMember
-	finished bool
+	old, by           *clusterMember
+	finished, stopped bool
 }
 
 // onTask records ev of instance m (called by m's Run, on its goroutines).
@@ -153,12 +162,12 @@ func (cr *clusterRun) onTask(m *clusterMember, i int, ev cluster.TaskEvent) {
 			}
 			return // started again while m owns it (M4): judged at its stop
 		}
-		if ev.Kind == cluster.TaskStopped && slices.Contains(o.fenced[ev.Task], m) {
-			o.fenced[ev.Task] = slices.DeleteFunc(o.fenced[ev.Task], func(x *clusterMember) bool { return x == m })
-			if !ev.SessionLost && o.fail == nil {
-				o.fail = &Failure{Invariant: InvClusterOwner, Detail: fmt.Sprintf("task %s failed in member m%d because another start of it claimed its checkpoints, "+
-					"and m%d then stopped it without having lost its session", ev.Task, i, i)}
-			}
+		if ev.Kind == cluster.TaskStopped && ev.SessionLost {
+			// m had lost its session: its own fenced runs are excused,
+			// and it may be the start that fenced the others' (a
+			// removed process restarting its failed run before it
+			// learned): theirs too.
+			delete(o.fenced, ev.Task)
 		}
 		if ev.Kind == cluster.TaskFinished {
 			// m may not know yet that it lost its session: judged at
@@ -170,26 +179,28 @@ func (cr *clusterRun) onTask(m *clusterMember, i int, ev cluster.TaskEvent) {
 			}
 			return
 		}
-		o.overlaps[ev.Task] = slices.DeleteFunc(o.overlaps[ev.Task], func(x overlap) bool {
-			if x.old != m {
-				return false
+		xs := o.overlaps[ev.Task][:0]
+		for _, x := range o.overlaps[ev.Task] {
+			switch {
+			case ev.SessionLost && (x.old == m || x.by == m):
+				continue // one of the two had lost its session
+			case x.old == m:
+				x.stopped = true
+			case x.by == m && x.stopped && o.fail == nil:
+				o.fail = x.failure(ev.Task, "")
 			}
-			if !ev.SessionLost && o.fail == nil {
-				how := "then stopped it"
-				if x.finished {
-					how = "finished it, then stopped it"
-				}
-				o.fail = &Failure{Invariant: InvClusterOwner, Detail: fmt.Sprintf("task %s started in member m%d while member m%d ran it, "+
-					"and m%d %s without having lost its session", ev.Task, x.by.index, i, i, how)}
+			if x.by == m && x.stopped {
+				continue
 			}
-			return true
-		})
+			xs = append(xs, x)
+		}
+		o.overlaps[ev.Task] = xs
 	}
 }
 
 // ownerFailure is C2's verdict once every member has stopped: an overlap
-// whose old instance never stopped the task (and was not killed) fails
-// too.
+// or a fenced run that no stop with SessionLost excused, its old instance
+// not killed, fails.
 func (cr *clusterRun) ownerFailure() *Failure {
 	cr.mu.Lock()
 	defer cr.mu.Unlock()
@@ -201,21 +212,31 @@ func (cr *clusterRun) ownerFailure() *Failure {
 		for _, m := range ms {
 			if !m.killed {
 				return &Failure{Invariant: InvClusterOwner, Detail: fmt.Sprintf("task %s failed in member m%d because another start of it claimed its checkpoints, "+
-					"and m%d never reported stopping it with its session lost", task, m.index, m.index)}
+					"and neither m%d nor another member reported a lost session at its stop of it", task, m.index, m.index)}
 			}
 		}
 	}
 	for task, xs := range o.overlaps {
 		for _, x := range xs {
 			if !x.old.killed {
-				how := "never reported stopping it"
-				if x.finished {
-					how = "finished it and never reported that it had lost its session"
-				}
-				return &Failure{Invariant: InvClusterOwner, Detail: fmt.Sprintf("task %s started in member m%d while member m%d ran it, "+
-					"and m%d %s", task, x.by.index, x.old.index, x.old.index, how)}
+				return x.failure(task, " (by the end of the run)")
 			}
 		}
 	}
 	return nil
+}
+
+// failure is C2's verdict on an overlap neither side excused.
+func (x overlap) failure(task, when string) *Failure {
+	how := "never reported stopping it"
+	switch {
+	case x.finished && x.stopped:
+		how = "finished it, then stopped it"
+	case x.finished:
+		how = "finished it and never reported stopping it"
+	case x.stopped:
+		how = "then stopped it"
+	}
+	return &Failure{Invariant: InvClusterOwner, Detail: fmt.Sprintf("task %s started in member m%d while member m%d ran it; m%d %s, "+
+		"and neither reported a lost session at its stop of it%s", task, x.by.index, x.old.index, x.old.index, how, when)}
 }
