@@ -198,9 +198,16 @@ func (m *member) sessionGone(cl *kgo.Client) bool {
 	if id == "" {
 		return false
 	}
+	// A client of its own: the group client's connection to the
+	// coordinator may be stuck behind a heartbeat that gets no answer.
+	adm, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(seeds(m.cfg.Brokers)...)}, m.cfg.clientOptions()...)...)
+	if err != nil {
+		return false
+	}
+	defer adm.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), m.cfg.SessionTimeout)
 	defer cancel()
-	gs, err := kadm.NewClient(cl).DescribeGroups(ctx, m.cfg.Group)
+	gs, err := kadm.NewClient(adm).DescribeGroups(ctx, m.cfg.Group)
 	if err != nil {
 		return false
 	}
