@@ -66,6 +66,7 @@ stops it the same way, with its summary:
 			}
 			ctx, stop := signalContext(cmd)
 			defer stop()
+			context.AfterFunc(ctx, stop) // a second signal ends the process at once
 			if duration > 0 {
 				var cancel context.CancelFunc
 				ctx, cancel = context.WithTimeout(ctx, duration)

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/weirproject/weir"
-
 	"github.com/weirproject/weir/runtime"
 	"github.com/weirproject/weir/window"
 )
