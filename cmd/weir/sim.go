@@ -24,17 +24,24 @@ func simCmd() *cobra.Command {
 		Short: "Run seeded simulations of a whole job with injected failures and check its invariants (docs/reliability.md, Simulation)",
 		Long: `Each seed generates a job (a source of several splits with skewed keys and
 out-of-order timestamps, a key-by, an event-time tumbling window with allowed
-lateness and a late output, in half the seeds an event-time sort per key
-beside it, an exactly-once two-phase sink), its workload and a schedule of
+lateness and a late output; in some seeds beside it event-time timers, an
+event-time sort per key, session windows, an agent with a scripted model
+and tools; an exactly-once two-phase sink), its workload and a schedule of
 failures (task failures, machine crashes with torn writes, failed fsyncs,
-writes, creates and renames of the checkpoint storage, ENOSPC); the job runs,
+writes, creates and renames of the checkpoint storage, ENOSPC, clock jumps,
+model and tool calls that hang, fail or answer late); the job runs,
 restarting from its latest checkpoint after each failure, and its committed
-output, watermarks, late records, the sort's order, leaked goroutines and
-the live heap are checked. A third of the seeds also run a Kafka form (kfake,
-weir's Kafka source and exactly-once sink, broker faults; --kafka=false leaves
-it out), one in 50 a clustered form (2-3 cluster.Run members in this process,
-members killed and joining; --cluster=false leaves it out). A failing seed prints its job, faults, the first broken invariant
-with the records involved, and the command that replays it.
+output, watermarks, late records, timers, the sort's order, the state each
+checkpoint keeps, the agent's side effects, leaked goroutines and the heap
+are checked.
+
+A third of the seeds also run a Kafka form (kfake, weir's Kafka source,
+keyed windows, in half of them session windows too, and its exactly-once
+sink; broker errors and restarts; --kafka=false leaves it out), one in 50 a
+clustered form (2-3 cluster.Run members in this process, members killed,
+joining and rejoining; --cluster=false leaves it out). A failing seed
+prints its job, faults, the first broken invariant with the records
+involved, and the command that replays it.
 
 --seed S alone runs seed S; with --seeds N it runs S, S+1, ..., S+N-1.
 --random starts at a random seed (printed first, to replay the batch);

@@ -90,29 +90,25 @@ func checkExpired(spec *Spec, fs vfs.FS, loc string) *Failure {
 	at := fmt.Sprintf("checkpoint %d (source position %d of %d, watermark %s)", snap.ID, pos, len(spec.Steps), wmString(wm))
 	rules := []expiredRule{
 		{"window", windowRule(spec.LatenessMS)},
-		{"timers", func(wm int64, _ []keptEntry) func(e keptEntry) string {
-			return func(e keptEntry) string {
-				if e.state != "pending" {
-					return ""
-				}
-				t, err := decodeVarint(e.userKey)
-				if err != nil || t <= wm {
-					return fmt.Sprintf("a pending timer entry at %d, at or behind the watermark", t)
-				}
+		{"timers", func(wm int64, _ keyGroupSessions, e keptEntry) string {
+			if e.state != "pending" {
 				return ""
 			}
+			t, err := decodeVarint(e.userKey)
+			if err != nil || t <= wm {
+				return fmt.Sprintf("a pending timer entry at %d, at or behind the watermark", t)
+			}
+			return ""
 		}},
-		{"sort", func(wm int64, _ []keptEntry) func(e keptEntry) string {
-			return func(e keptEntry) string {
-				if e.state != "ordering.held" {
-					return ""
-				}
-				ts, err := decodeVarint(e.ns)
-				if err != nil || ts <= wm {
-					return fmt.Sprintf("%d records held at %d, at or behind the watermark", e.n, ts)
-				}
+		{"sort", func(wm int64, _ keyGroupSessions, e keptEntry) string {
+			if e.state != "ordering.held" {
 				return ""
 			}
+			ts, err := decodeVarint(e.ns)
+			if err != nil || ts <= wm {
+				return fmt.Sprintf("%d records held at %d, at or behind the watermark", e.n, ts)
+			}
+			return ""
 		}},
 	}
 	if spec.Session != nil {
@@ -141,11 +137,33 @@ func readForExpired(fs vfs.FS, loc string) (*checkpoint.Snapshot, *Failure) {
 }
 
 // expiredRule is S18's rule for the keyed operator uid: given the
-// watermark one of its subtasks had processed and the entries of one of
-// its key groups, it says why an entry must be gone ("" if it may stay).
+// watermark one of its subtasks had processed, the session windows of the
+// key group entry e is in, and e, it says why e must be gone ("" if it
+// may stay).
 type expiredRule struct {
 	uid  string
-	keep func(wm int64, entries []keptEntry) func(e keptEntry) string
+	keep func(wm int64, g keyGroupSessions, e keptEntry) string
+}
+
+// keyGroupSessions holds the state windows of the sessions in the merging
+// sets of one key group's keys, by key + "\x00" + state window bytes (the
+// session rule's contents must be in them).
+type keyGroupSessions map[string]bool
+
+func sessionsOf(entries []keptEntry) keyGroupSessions {
+	var g keyGroupSessions
+	for _, e := range entries {
+		if e.state != "window-sessions" {
+			continue
+		}
+		if g == nil {
+			g = keyGroupSessions{}
+		}
+		for _, sw := range decodeSessionSet(e.value) {
+			g[e.key+"\x00"+string(sw)] = true
+		}
+	}
+	return g
 }
 
 // judgeExpired judges every key group of the operators of snap that rules
@@ -181,9 +199,9 @@ func judgeExpired(snap *checkpoint.Snapshot, rules []expiredRule, wmOf func(uid 
 							Records: []string{fmt.Sprintf("timer ts=%d key=%q namespace=%x", t.ts, t.key, t.ns)}}
 					}
 				}
-				keep := r.keep(wm, entries)
+				g := sessionsOf(entries)
 				for _, e := range entries {
-					if why := keep(e); why != "" {
+					if why := r.keep(wm, g, e); why != "" {
 						return &Failure{Invariant: InvExpired, Detail: fmt.Sprintf("%s: operator %s (subtask %d, watermark %s) keeps %s", at, r.uid, sub, wmString(wm), why),
 							Records: []string{fmt.Sprintf("state %q key=%q namespace=%x", e.state, e.key, e.ns)}}
 					}
@@ -206,12 +224,8 @@ func wmString(wm int64) string {
 
 // windowRule is the tumbling window's rule: contents only of windows
 // whose cleanup time (last millisecond + lateness) is above the watermark.
-func windowRule(lateness int64) func(wm int64, _ []keptEntry) func(e keptEntry) string {
-	return func(wm int64, _ []keptEntry) func(e keptEntry) string { return windowKeeps(lateness, wm) }
-}
-
-func windowKeeps(lateness, wm int64) func(e keptEntry) string {
-	return func(e keptEntry) string {
+func windowRule(lateness int64) func(wm int64, _ keyGroupSessions, e keptEntry) string {
+	return func(wm int64, _ keyGroupSessions, e keptEntry) string {
 		if e.state != "window-contents" {
 			return ""
 		}
@@ -226,27 +240,11 @@ func windowKeeps(lateness, wm int64) func(e keptEntry) string {
 	}
 }
 
-// sessionRule is the session operator's rule (sessionKeeps).
-func sessionRule(lateness int64) func(wm int64, entries []keptEntry) func(e keptEntry) string {
-	return func(wm int64, entries []keptEntry) func(e keptEntry) string {
-		return sessionKeeps(lateness, wm, entries)
-	}
-}
-
-// sessionKeeps is the session operator's rule for the entries of one key
-// group: every session of a key's set has a cleanup time above wm, and
-// every contents entry is the state window of a session in its key's set.
-func sessionKeeps(lateness, wm int64, entries []keptEntry) func(e keptEntry) string {
-	stateWins := map[string]bool{} // key + "\x00" + state window bytes
-	for _, e := range entries {
-		if e.state != "window-sessions" {
-			continue
-		}
-		for _, sw := range decodeSessionSet(e.value) {
-			stateWins[e.key+"\x00"+string(sw)] = true
-		}
-	}
-	return func(e keptEntry) string {
+// sessionRule is the session operator's rule: every session of a key's
+// set has a cleanup time above wm, and every contents entry is the state
+// window of a session in its key's set (g).
+func sessionRule(lateness int64) func(wm int64, g keyGroupSessions, e keptEntry) string {
+	return func(wm int64, g keyGroupSessions, e keptEntry) string {
 		switch e.state {
 		case "window-sessions":
 			set, err := sessionWindows(e.value)
@@ -259,7 +257,7 @@ func sessionKeeps(lateness, wm int64, entries []keptEntry) func(e keptEntry) str
 				}
 			}
 		case "window-contents":
-			if !stateWins[e.key+"\x00"+string(e.ns)] {
+			if !g[e.key+"\x00"+string(e.ns)] {
 				start, end, _ := decodeWindowNS(e.ns)
 				return fmt.Sprintf("the contents of window [%d,%d) of key %q, which no session of the key's set holds", start, end, e.key)
 			}
