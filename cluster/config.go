@@ -319,6 +319,13 @@ type TaskEvent struct {
 	Kind     TaskEventKind `json:"kind"`
 	Member   string        `json:"member"`
 	Restored string        `json:"restored,omitempty"`
+	// Epoch, on TaskStarted, is the claim on the task's checkpoint
+	// location this start made (checkpoint.Fence.Epoch, C4): every start
+	// of a task, in any process, claims a greater one. A run that a newer
+	// claim superseded fails with checkpoint.ErrFenced, whose message
+	// names both epochs, so the two starts can be told apart in the
+	// processes' logs.
+	Epoch int64 `json:"epoch,omitempty"`
 	// Job is the task's running job (TaskStarted only), for a caller that
 	// shows it (a dashboard); it must not be cancelled or waited for.
 	Job *runtime.Job `json:"-"`

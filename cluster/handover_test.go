@@ -73,4 +73,18 @@ func TestHandOverMidRun(t *testing.T) {
 		t.Fatalf("after the hand-overs: %d lost, %d duplicated (%d totals, want %d)", lost, dup, len(got), len(want))
 	}
 	t.Logf("b restored %d tasks; %d totals, %d records", started("b", true), len(got), sumCounts(got))
+	// Every start of a task claimed a greater epoch of its checkpoint
+	// location (C4), whichever process it ran in.
+	mu.Lock()
+	defer mu.Unlock()
+	last := map[string]int64{}
+	for _, ev := range events {
+		if ev.Kind != cluster.TaskStarted {
+			continue
+		}
+		if ev.Epoch <= last[ev.Task] {
+			t.Errorf("%s started in %s at epoch %d, after a start at epoch %d", ev.Task, ev.Member, ev.Epoch, last[ev.Task])
+		}
+		last[ev.Task] = ev.Epoch
+	}
 }

@@ -70,7 +70,11 @@ func (m *member) event(ev TaskEvent) {
 		m.cfg.Logger.Warn("cluster: task stopped after this process lost its group session or overran the rebalance timeout; "+
 			"it may have run in another process meanwhile (fenced)", "task", ev.Task, "member", ev.Member)
 	} else {
-		m.cfg.Logger.Info("cluster: task "+string(ev.Kind), "task", ev.Task, "member", ev.Member, "restored", ev.Restored, "err", ev.Err)
+		args := []any{"task", ev.Task, "member", ev.Member, "restored", ev.Restored, "err", ev.Err}
+		if ev.Epoch != 0 {
+			args = append(args, "epoch", ev.Epoch)
+		}
+		m.cfg.Logger.Info("cluster: task "+string(ev.Kind), args...)
 	}
 	if m.cfg.OnTask == nil {
 		return

@@ -82,7 +82,7 @@ func (t *taskRunner) runOnce(ctx context.Context) error {
 	t.mu.Lock()
 	t.mu.job = job
 	t.mu.Unlock()
-	t.m.event(TaskEvent{Task: t.spec.id, Kind: TaskStarted, Restored: restored, Job: job})
+	t.m.event(TaskEvent{Task: t.spec.id, Kind: TaskStarted, Restored: restored, Job: job, Epoch: fenceEpoch(env)})
 	err = job.Wait()
 	t.mu.Lock()
 	t.mu.job = nil
@@ -91,6 +91,15 @@ func (t *taskRunner) runOnce(ctx context.Context) error {
 		return ctx.Err()
 	}
 	return err
+}
+
+// fenceEpoch returns the epoch of the claim on its checkpoint location
+// that env's task made (taskEnv), 0 if it made none.
+func fenceEpoch(env *weir.Environment) int64 {
+	if f := env.Config().Checkpoint.Storage.Fence; f != nil {
+		return f.Epoch()
+	}
+	return 0
 }
 
 func (t *taskRunner) markFinished() error {

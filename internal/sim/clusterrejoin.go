@@ -3,7 +3,9 @@ package sim
 import (
 	"fmt"
 	"math/rand/v2"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -100,17 +102,35 @@ type ownership struct {
 	// overlaps: the instances another instance started the task beside,
 	// by task; each must stop it with SessionLost (or be killed).
 	overlaps map[string][]overlap
-	// fenced: the instances whose run of the task failed because another
-	// start of it claimed its checkpoints (checkpoint.ErrFenced), by
-	// task: another member started it while this one ran it, which only
-	// a lost session allows, so by the end of the run this one or another
-	// instance must have stopped the task with SessionLost (the fencing
-	// start may be the one of a process the group had removed), or this
-	// one been killed. The overlap itself may be too short for overlaps
-	// to see (the fence strikes at the old run's next checkpoint).
-	fenced map[string][]*clusterMember
-	fail   *Failure
+	// fenced: the runs of the task that failed because a newer start of
+	// it claimed its checkpoints (checkpoint.ErrFenced), by task. Another
+	// member started it while this one ran it, which only a lost session
+	// allows: by the end of the run the fenced instance, or an instance
+	// whose start claimed one of the epochs after the fenced run's (the
+	// fencing start may be the one of a process the group had removed),
+	// must have stopped the task with SessionLost or been killed. The
+	// overlap itself may be too short for overlaps to see (the fence
+	// strikes at the old run's next checkpoint).
+	fenced map[string][]fencedRun
+	// claims: the instance whose start of the task claimed each epoch of
+	// its checkpoint location (TaskEvent.Epoch), by task.
+	claims map[string]map[int64]*clusterMember
+	// lost: the instances that stopped the task with SessionLost, by task.
+	lost map[string][]*clusterMember
+	fail *Failure
 }
+
+// fencedRun is a run of a task in instance m, at epoch own of the task's
+// checkpoint location, that failed because the newer epoch by had been
+// claimed (the newest at its check: the epochs between were claimed too).
+type fencedRun struct {
+	m       *clusterMember
+	own, by int64
+}
+
+// fencedEpochs finds the two epochs in a checkpoint.ErrFenced message
+// (checkpoint.Fence.Check): the newest claim's and the fenced writer's.
+var fencedEpochs = regexp.MustCompile(`is owned by epoch (\d+), this writer's is (\d+)`)
 
 // overlap is a task started in instance by while instance old ran it;
 // finished once old's run of it finished, stopped once old stopped it
@@ -130,7 +150,8 @@ func (cr *clusterRun) onTask(m *clusterMember, i int, ev cluster.TaskEvent) {
 	defer cr.mu.Unlock()
 	o := &cr.own
 	if o.running == nil {
-		o.running, o.overlaps, o.fenced = map[string][]*clusterMember{}, map[string][]overlap{}, map[string][]*clusterMember{}
+		o.running, o.overlaps, o.fenced = map[string][]*clusterMember{}, map[string][]overlap{}, map[string][]fencedRun{}
+		o.claims, o.lost = map[string]map[int64]*clusterMember{}, map[string][]*clusterMember{}
 	}
 	if m.killed {
 		return
@@ -145,6 +166,12 @@ func (cr *clusterRun) onTask(m *clusterMember, i int, ev cluster.TaskEvent) {
 		if !slices.Contains(o.running[ev.Task], m) {
 			o.running[ev.Task] = append(o.running[ev.Task], m)
 		}
+		if ev.Epoch != 0 {
+			if o.claims[ev.Task] == nil {
+				o.claims[ev.Task] = map[int64]*clusterMember{}
+			}
+			o.claims[ev.Task][ev.Epoch] = m
+		}
 	case cluster.TaskRevoked:
 		// Reported once the member has handed the task over: its run
 		// must have ended (C2 at the revoke, not only at a later start
@@ -157,17 +184,22 @@ func (cr *clusterRun) onTask(m *clusterMember, i int, ev cluster.TaskEvent) {
 	case cluster.TaskStopped, cluster.TaskFailed, cluster.TaskFinished:
 		o.running[ev.Task] = slices.DeleteFunc(o.running[ev.Task], func(x *clusterMember) bool { return x == m })
 		if ev.Kind == cluster.TaskFailed {
-			if strings.Contains(ev.Err, checkpoint.ErrFenced.Error()) && !slices.Contains(o.fenced[ev.Task], m) {
-				o.fenced[ev.Task] = append(o.fenced[ev.Task], m)
+			if strings.Contains(ev.Err, checkpoint.ErrFenced.Error()) {
+				fr := fencedRun{m: m}
+				if g := fencedEpochs.FindStringSubmatch(ev.Err); g != nil {
+					fr.by, _ = strconv.ParseInt(g[1], 10, 64)
+					fr.own, _ = strconv.ParseInt(g[2], 10, 64)
+				}
+				o.fenced[ev.Task] = append(o.fenced[ev.Task], fr)
 			}
 			return // started again while m owns it (M4): judged at its stop
 		}
-		if ev.Kind == cluster.TaskStopped && ev.SessionLost {
+		if ev.Kind == cluster.TaskStopped && ev.SessionLost && !slices.Contains(o.lost[ev.Task], m) {
 			// m had lost its session: its own fenced runs are excused,
-			// and it may be the start that fenced the others' (a
+			// and its starts may be the ones that fenced the others' (a
 			// removed process restarting its failed run before it
-			// learned): theirs too.
-			delete(o.fenced, ev.Task)
+			// learned): those are too (judged at the end).
+			o.lost[ev.Task] = append(o.lost[ev.Task], m)
 		}
 		if ev.Kind == cluster.TaskFinished {
 			// m may not know yet that it lost its session: judged at
@@ -208,11 +240,10 @@ func (cr *clusterRun) ownerFailure() *Failure {
 	if o.fail != nil {
 		return o.fail
 	}
-	for task, ms := range o.fenced {
-		for _, m := range ms {
-			if !m.killed {
-				return &Failure{Invariant: InvClusterOwner, Detail: fmt.Sprintf("task %s failed in member m%d because another start of it claimed its checkpoints, "+
-					"and neither m%d nor another member reported a lost session at its stop of it", task, m.index, m.index)}
+	for task, frs := range o.fenced {
+		for _, fr := range frs {
+			if f := o.fencedFailure(task, fr); f != nil {
+				return f
 			}
 		}
 	}
@@ -224,6 +255,40 @@ func (cr *clusterRun) ownerFailure() *Failure {
 		}
 	}
 	return nil
+}
+
+// fencedFailure is C2's verdict on fenced run fr of task: excused when
+// its instance, or one whose start claimed an epoch after fr's up to the
+// one that fenced it, lost its session (stopped the task with
+// SessionLost) or was killed. An epoch in that range that no reported
+// start claimed (a claim whose start failed before it was reported)
+// leaves the claimant unknown: any instance's lost session excuses fr
+// then. Called with cr.mu held.
+func (o *ownership) fencedFailure(task string, fr fencedRun) *Failure {
+	excused := func(x *clusterMember) bool { return x.killed || slices.Contains(o.lost[task], x) }
+	if excused(fr.m) {
+		return nil
+	}
+	known := fr.by > fr.own
+	for e := fr.own + 1; known && e <= fr.by; e++ {
+		x := o.claims[task][e]
+		if x == nil {
+			known = false
+			break
+		}
+		if excused(x) {
+			return nil
+		}
+	}
+	if !known && len(o.lost[task]) > 0 {
+		return nil
+	}
+	by := "a newer start of it"
+	if x := o.claims[task][fr.by]; x != nil {
+		by = fmt.Sprintf("member m%d's start of it (epoch %d; the run's was %d)", x.index, fr.by, fr.own)
+	}
+	return &Failure{Invariant: InvClusterOwner, Detail: fmt.Sprintf("task %s failed in member m%d because %s claimed its checkpoints, "+
+		"and neither m%d nor a member whose start claimed a newer epoch lost its session or was killed", task, fr.m.index, by, fr.m.index)}
 }
 
 // failure is C2's verdict on an overlap neither side excused.

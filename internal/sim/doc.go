@@ -196,9 +196,11 @@
 // the old one's). S16 must hold. That no task runs in two live members at
 // once, unless the first lost its session (C2), is checked on the
 // members' task events (Config.OnTask; a killed instance is dead from
-// its kill on; a run of a task that fails fenced by another start of it,
-// checkpoint.ErrFenced, in a live member must be followed by a stop with
-// SessionLost there; a run that finishes while another member runs the
+// its kill on; a run of a task that fails fenced by a newer start of it,
+// checkpoint.ErrFenced, in a live member is excused only by a stop with
+// SessionLost there, or in an instance whose start claimed one of the
+// epochs after the run's up to the fencing one (TaskEvent.Epoch), or by
+// the kill of one of them; a run that finishes while another member runs the
 // task is judged at its member's later stop of the task, which must say
 // SessionLost: a member cannot know it was removed from the group before
 // its next group call, and a bounded task may end first; see
