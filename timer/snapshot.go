@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/weirproject/weir/codec"
+	"github.com/weirproject/weir/internal/mutant"
 	"github.com/weirproject/weir/internal/wire"
 	"github.com/weirproject/weir/keygroup"
 )
@@ -160,6 +161,9 @@ func (s *Service[K, N]) RestoreKeyGroup(kg int, blob []byte) error {
 	}
 	if !r.Done() {
 		return wrap(r.Corrupt("%d bytes after the last timer", r.Remaining()))
+	}
+	if mutant.On(mutant.TimerRestoreDropsLast) && len(lists[0]) > 1 {
+		lists[0] = lists[0][:len(lists[0])-1]
 	}
 	for _, t := range lists[0] {
 		s.RestoreEventTimeTimer(t)

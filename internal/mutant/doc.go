@@ -152,6 +152,11 @@ const (
 	// but restores nothing: it starts from the beginning of its input
 	// instead of its latest checkpoint (C3).
 	ClusterStartWithoutCheckpoint Name = "cluster.task-starts-without-its-checkpoint"
+	// TimerRestoreDropsLast: timer.Service.RestoreKeyGroup leaves out the
+	// last event-time timer of a key group's snapshot that holds more
+	// than one, so a restored job misses a window's firing or cleanup
+	// (or a timer function's timer) that its checkpoint held.
+	TimerRestoreDropsLast Name = "timer.restore-drops-last-event-time-timer"
 )
 
 // All lists every planted bug with the file it is planted in.
@@ -163,6 +168,7 @@ var All = []struct {
 	{CombinerMax, "watermark/combiner.go emitMin"},
 	{TimerFiresEarly, "timer/service.go AdvanceWatermark"},
 	{TimerFiresLate, "timer/service.go AdvanceWatermark"},
+	{TimerRestoreDropsLast, "timer/snapshot.go RestoreKeyGroup"},
 	{WindowFiresEarly, "window/operator.go fireTime"},
 	{WindowCleanupEarly, "window/operator.go cleanupTime"},
 	{WindowKeepsExpiredState, "window/operator.go afterAdd"},

@@ -443,6 +443,16 @@
 //	    recorded (wmTap): the operator forwards a watermark only after
 //	    firing and cleaning up for it, so that is a lower bound of the
 //	    watermark its snapshot reflects.
+//	S19. The state after a restore equals the state at its checkpoint
+//	    (restorecheck.go). In half the seeds (Spec.RestoreCheck, a
+//	    stream of its own, drawn last), a restored attempt's source
+//	    stops at a barrier of its own before its first record (after
+//	    the watermarks its position had), the driver takes a checkpoint
+//	    there, and the keyed entries and timers of the window, the sort,
+//	    the sessions and the timer function (not in seeds with
+//	    processing-time timers: an overdue one fires at the restore) in
+//	    it, decoded as S18 decodes them, must equal the restored
+//	    checkpoint's as multisets over every subtask and key group.
 //
 // The Kafka form's, on what a read_committed franz-go consumer reads
 // from the output topic once the run is over (its last stable offsets

@@ -29,7 +29,10 @@ func checkObserved(spec *Spec, o observed) *Failure {
 	if f := checkAgentObserved(spec, o.agent); f != nil {
 		return f
 	}
-	return o.expired
+	if o.expired != nil {
+		return o.expired
+	}
+	return o.restore
 }
 
 func checkWindow(spec *Spec, obs *weirtest.Observation[string]) *Failure {

@@ -268,7 +268,7 @@ func attempt(ctx context.Context, spec *Spec, st *store, fs, cfs vfs.FS, fault *
 		cfg.Checkpoint.RestoreFrom, restored = latest, true
 	}
 	env := weir.NewEnvironment(cfg)
-	b := &barriers{reached: make(chan chan struct{}, spec.Barriers+1)}
+	b := &barriers{reached: make(chan chan struct{}, spec.Barriers+2)} // the script's, and the restore barrier
 	src := weir.FromSource(env, "src", source(spec, b), watermark.NoWatermarks[event]()).UID("src").Parallelism(1)
 	var seen int64 // the source's subtask is the only caller
 	passed := weir.MapErr(src, "fail-injector", func(e event) (event, error) {
@@ -333,14 +333,24 @@ func attempt(ctx context.Context, spec *Spec, st *store, fs, cfs vfs.FS, fault *
 	if err != nil {
 		return obs, restored, err
 	}
+	atRestore := restored && spec.RestoreCheck // the source's first barrier is the restore barrier
 	for {
 		select {
 		case ch := <-b.reached:
 			// A checkpoint that fails (a fault struck during it) fails
 			// the job too; either way the source goes on, and the job's
 			// end says what happened.
-			if _, loc, err := job.TriggerCheckpoint(ctx); err == nil && obs.expired == nil && !o.noExpired {
+			_, loc, err := job.TriggerCheckpoint(ctx)
+			if err == nil && obs.expired == nil && !o.noExpired {
 				obs.expired = checkExpired(spec, fs, loc) // S18
+			}
+			if atRestore {
+				atRestore = false
+				if err == nil && obs.restore == nil {
+					obs.restore = checkRestore(spec, fs, cfg.Checkpoint.RestoreFrom, loc) // S19
+				}
+				close(ch) // processing time does not move: no script barrier
+				continue
 			}
 			if spec.ProcDelayMS > 0 {
 				// Every record before the barrier has been processed
@@ -378,6 +388,9 @@ type observed struct {
 	agent   agentObserved
 	// expired is the first checkpoint that kept what had expired (S18).
 	expired *Failure
+	// restore is the restore barrier's checkpoint whose keyed state was
+	// not the restored one's (S19).
+	restore *Failure
 }
 
 // checkOutput checks S1: the committed lines against the reference, S9 on

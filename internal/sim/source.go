@@ -60,6 +60,9 @@ type reader struct {
 	// and with SessionSpec.Overlap goes on without waiting for the
 	// checkpoint to complete (sessionwin.go).
 	snapped bool
+	// atRestore: the barrier waited on is the restore barrier
+	// (Spec.RestoreCheck), which is no step of the script.
+	atRestore bool
 }
 
 func (r *reader) Poll(out runtime.SourceOutput[event]) (runtime.PollStatus, error) {
@@ -85,6 +88,14 @@ func (r *reader) Poll(out runtime.SourceOutput[event]) (runtime.PollStatus, erro
 					out.EmitWatermark(sp, wm[sp])
 				}
 			}
+			if r.spec.RestoreCheck {
+				// S19: a checkpoint before the first record, whose
+				// keyed state must be the restored one's.
+				ch := make(chan struct{})
+				r.wait, r.atRestore = ch, true
+				r.b.reached <- ch
+				return runtime.Wait, nil
+			}
 		}
 	}
 	if r.wait != nil {
@@ -95,8 +106,10 @@ func (r *reader) Poll(out runtime.SourceOutput[event]) (runtime.PollStatus, erro
 				return runtime.Wait, nil
 			}
 		}
-		r.wait, r.snapped = nil, false
-		r.next++
+		if !r.atRestore {
+			r.next++
+		}
+		r.wait, r.snapped, r.atRestore = nil, false, false
 	}
 	for k := 0; k < 64 && r.next < len(r.spec.Steps); k++ {
 		st := r.spec.Steps[r.next]
@@ -129,7 +142,7 @@ func (r *reader) Ready() <-chan struct{} { return r.wait }
 // while the reader waits at a barrier records the position after it.
 func (r *reader) SnapshotSplits(int64) ([][]byte, error) {
 	pos := r.next
-	if r.wait != nil {
+	if r.wait != nil && !r.atRestore {
 		pos++
 		r.snapped = r.spec.Session != nil && r.spec.Session.Overlap
 	}

@@ -154,7 +154,12 @@ type Spec struct {
 	// Session, in about a third of the seeds, adds event-time session
 	// windows on a branch beside the window (sessionwin.go).
 	Session *SessionSpec `json:"session,omitempty"`
-	Faults  []Fault      `json:"faults"`
+	// RestoreCheck, in half the seeds, stops every restored attempt's
+	// source at a barrier of its own before its first record, and S19
+	// compares the keyed state of the checkpoint taken there with the
+	// restored one's (restorecheck.go).
+	RestoreCheck bool    `json:"restore_check,omitempty"`
+	Faults       []Fault `json:"faults"`
 	// Storage are failures of the checkpoint storage's file system, each
 	// armed in one attempt beside that attempt's Fault.
 	Storage []StorageFault `json:"storage,omitempty"`
@@ -373,8 +378,10 @@ func Generate(seed uint64) *Spec {
 	generateAgentMore(s)
 	// Session windows (a third of the seeds): a stream of its own.
 	s.Session = generateSession(s)
-	// Await in the agent branch: a stream of its own, drawn last.
+	// Await in the agent branch: a stream of its own.
 	generateAgentAwait(s)
+	// The restore check (half the seeds): a stream of its own, drawn last.
+	s.RestoreCheck = generateRestoreCheck(s)
 	return s
 }
 
