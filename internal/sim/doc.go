@@ -115,6 +115,18 @@
 // InitProducerID) and restores, which
 // counts as a fault striking (restartStruck), and S13-S15 must hold.
 //
+// Duplicated and reordered deliveries, as far as Kafka allows them, come
+// with these faults rather than as faults of their own: a broker answers
+// a fetch with whole record batches, so a source restored from an offset
+// inside one of the input's batches (24 records each) is sent that
+// batch's earlier records again, and a fetch retried after a retriable
+// error or a restart is sent what it was sent before (its position did not
+// move); S15 requires each offset once in the output all the same. Within
+// a partition Kafka keeps the order; across partitions and source
+// subtasks, the order in which records arrive changes with the latency
+// spikes, restarts and scheduling, and S13 requires the output not to
+// depend on it (the bound above).
+//
 // # The clustered form (one seed in 50)
 //
 // Spec.Cluster, drawn from a stream of its own (rand.NewPCG(seed,
