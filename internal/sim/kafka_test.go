@@ -2,8 +2,12 @@ package sim
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"slices"
 	"testing"
+
+	"github.com/twmb/franz-go/pkg/kerr"
 )
 
 // kafkaFixedSeeds bounds the seeds whose Kafka form every `go test` runs
@@ -152,4 +156,24 @@ func TestKafkaSessionsAreDrawn(t *testing.T) {
 		t.Fatalf("%d of %d Kafka seeds have sessions", with, n)
 	}
 	t.Logf("%d of %d Kafka seeds have sessions", with, n)
+}
+
+// zombieFenced recognises a producer fenced by the failed attempt
+// before, as the error reaches the harness (wrapped by the sink and the
+// runtime) and as kerr's own error.
+func TestZombieFencedRecognisesAFencedProducer(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want bool
+	}{
+		{errors.New(`operator "sink" (subtask 2 of 3): weir: pre-commit of checkpoint 1 failed, the open transaction is unusable: kafka: produce to out[1] in transaction sim-3-2-pool-0: INVALID_PRODUCER_EPOCH: Producer attempted an operation with an old epoch.`), true},
+		{fmt.Errorf("pre-commit: %w", kerr.ProducerFenced), true},
+		{fmt.Errorf("pre-commit: %w", kerr.InvalidProducerEpoch), true},
+		{fmt.Errorf("open: %w", kerr.TransactionalIDAuthorizationFailed), false},
+		{errors.New("sim: injected failure: write 95 of sink subtask 0"), false},
+	} {
+		if got := zombieFenced(c.err); got != c.want {
+			t.Errorf("zombieFenced(%v) = %v, want %v", c.err, got, c.want)
+		}
+	}
 }

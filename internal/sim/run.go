@@ -50,6 +50,10 @@ type Result struct {
 	Attempts int     `json:"attempts"`
 	// Restores counts the attempts that started from a checkpoint.
 	Restores int `json:"restores"`
+	// ZombieFenced counts the Kafka form's attempts that failed because
+	// a request of the attempt before fenced their producer
+	// (zombieFenced): counted as that attempt's fault.
+	ZombieFenced int `json:"zombie_fenced,omitempty"`
 	// Storage are the checkpoint storage's faults (Spec.Storage), with
 	// which struck.
 	Storage []StorageFault `json:"storage,omitempty"`

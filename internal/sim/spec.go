@@ -391,5 +391,8 @@ func (r *Result) Schedule() string {
 	for _, f := range r.Storage {
 		s += ", " + f.String()
 	}
+	if r.ZombieFenced > 0 {
+		s += fmt.Sprintf(", %d Kafka attempt(s) fenced by the failed attempt before's requests", r.ZombieFenced)
+	}
 	return s
 }
