@@ -329,6 +329,11 @@ func exchangeSinkOptions[T any](cfg Config, codec Codec[T], topic string, produc
 		TransactionalIDPrefix: prefix,
 		TransactionTimeout:    cfg.TransactionTimeout,
 		Security:              cfg.Security,
-		ClientOptions:         append([]kgo.Opt{kgo.RecordPartitioner(kgo.ManualPartitioner())}, cfg.ClientOptions...),
+		// Compression is the client's default, snappy: measured on the
+		// exchange alone (BENCHMARKS.md, "The exchange's binary codec"),
+		// none and lz4 cost the workers and the broker no less CPU per
+		// record (within the rounds' noise), and snappy keeps the topic's
+		// bytes, which the broker writes and every fetch reads, smaller.
+		ClientOptions: append([]kgo.Opt{kgo.RecordPartitioner(kgo.ManualPartitioner())}, cfg.ClientOptions...),
 	}
 }
