@@ -136,6 +136,13 @@
 //	    in each partition) and at every checkpoint barrier (so it is in
 //	    that checkpoint's transaction, W3). A data record without a header
 //	    holds one value (written before batches); keyed tasks read both.
+//	    A batch's first byte is its version: 2 when its values are the
+//	    binary codec's (Job.Codec nil and the type compiles: fields in
+//	    type order, dynamic types of interfaces kept, see binCodec), 1
+//	    when they are Job.Codec's or JSON's (a type the binary codec does
+//	    not encode faithfully, decided once per type). Keyed tasks read
+//	    both versions whatever Job.Codec is; a build before version 2
+//	    fails on it, naming the version.
 //	W3. Fencing of a failed epoch: transactions per checkpoint. A source
 //	    task writes to the exchange topic in one transaction per
 //	    checkpoint, committed when its checkpoint completes (the

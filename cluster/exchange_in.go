@@ -43,8 +43,12 @@ type producerState struct {
 // is the runtime's watermark.Combiner over them; a producer that has sent
 // nothing yet holds it at Min.
 type exchangeSource[T any] struct {
-	src       *kafka.Source[inRec[T]]
-	codec     Codec[T]
+	src   *kafka.Source[inRec[T]]
+	codec Codec[T]
+	// bin decodes batches of version 2 (nil if T does not compile): it is
+	// compiled whatever Job.Codec is, so that a batch written before
+	// Job.Codec was set still reads.
+	bin       *binCodec[T]
 	producers int
 	// The source topic, for W7's end offsets.
 	ends sourceEnds
@@ -54,7 +58,7 @@ func newExchangeSource[T any](cfg Config, codec Codec[T], topic string, part int
 	deser := kafka.DeserializerFunc[inRec[T]](func(r *kgo.Record) (inRec[T], error) { return decode(codec, r) })
 	src := kafka.NewSource(kafka.Options{Brokers: cfg.Brokers, Topics: []string{topic}, Partitions: []int32{part},
 		ReadCommitted: true, CatchUp: kafka.CatchUpOff, Security: cfg.Security, ClientOptions: cfg.ClientOptions}, deser)
-	return &exchangeSource[T]{src: src, codec: codec, producers: producers, ends: sourceEnds{
+	return &exchangeSource[T]{src: src, codec: codec, bin: newBinCodec[T](), producers: producers, ends: sourceEnds{
 		opts:  append([]kgo.Opt{kgo.SeedBrokers(seeds(cfg.Brokers)...)}, cfg.clientOptions()...),
 		topic: cfg.SourceTopic, committed: cfg.SourceReadCommitted}}
 }
@@ -127,7 +131,7 @@ func (s *exchangeSource[T]) CreateReader(ctx runtime.SourceContext) (runtime.Rea
 	if log == nil {
 		log = slog.Default()
 	}
-	r := &exchangeReader[T]{inner: inner, codec: s.codec, state: make([]producerState, s.producers), applied: make([]bool, s.producers),
+	r := &exchangeReader[T]{inner: inner, codec: s.codec, bin: s.bin, state: make([]producerState, s.producers), applied: make([]bool, s.producers),
 		checked: make([]int64, s.producers), ends: s.ends, log: log}
 	for p := range r.state {
 		r.state[p] = producerState{Producer: int32(p), Watermark: watermark.Min, IdlePos: -1}
@@ -171,6 +175,7 @@ func (s *exchangeSource[T]) CreateReader(ctx runtime.SourceContext) (runtime.Rea
 type exchangeReader[T any] struct {
 	inner   runtime.Reader[inRec[T]]
 	codec   Codec[T]
+	bin     *binCodec[T]
 	state   []producerState
 	applied []bool
 	checked []int64
@@ -415,7 +420,7 @@ func (t *tap[T]) Collect(_ int, v inRec[T], ts int64) {
 	case kindData:
 		t.out.Collect(p, v.v, ts)
 	case kindBatch:
-		t.batch(p, v.batch)
+		t.batch(p, v.ver, v.batch)
 	case kindWatermark:
 		if v.wm > st.Watermark {
 			r.verify(t.out)
@@ -450,7 +455,12 @@ func (t *tap[T]) Collect(_ int, v inRec[T], ts int64) {
 // at its own timestamp. A value that does not decode is a dead letter, as
 // a data record that does not decode is; a batch whose framing is broken
 // fails the task (it was not written by this package).
-func (t *tap[T]) batch(p int, b []byte) {
+func (t *tap[T]) batch(p int, ver byte, b []byte) {
+	bin := t.r.bin
+	if ver == batchVersionBinary && bin == nil {
+		t.r.fail(fmt.Errorf("cluster: a batch of binary-encoded values (version %d) of a type (%T) this build's binary codec does not encode; has the job's type changed?", ver, *new(T)))
+		return
+	}
 	var prev int64
 	for len(b) > 0 {
 		ts, enc, rest, err := nextBatchValue(b, prev)
@@ -459,7 +469,12 @@ func (t *tap[T]) batch(p int, b []byte) {
 			return
 		}
 		b, prev = rest, ts
-		v, err := t.r.codec.Decode(enc)
+		var v T
+		if ver == batchVersionBinary {
+			v, err = bin.Decode(enc)
+		} else {
+			v, err = t.r.codec.Decode(enc)
+		}
 		if err != nil {
 			t.out.DeadLetter(runtime.DeadLetter{Source: "exchange-in", Split: p, Position: -1, Raw: enc,
 				Reason: fmt.Sprintf("cluster: decode exchange record: %v", err)})

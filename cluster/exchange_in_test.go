@@ -296,6 +296,62 @@ func TestKeyedTaskReadsBatchesAndSingleRecords(t *testing.T) {
 	}
 }
 
+// An upgrade keeps the exchange readable: a keyed task of this build
+// (Job.Codec nil, so its source tasks write binary batches, version 2)
+// reads the JSON batches (version 1) the previous build's source tasks
+// wrote with the same job, from the same exchange operator with no binary
+// codec, next to binary ones.
+func TestKeyedTaskReadsBatchesOfBothVersions(t *testing.T) {
+	b, send := exchangeBroker(t)
+	const maxPar = 128
+	env := weir.NewEnvironment(weir.Config{Parallelism: 1, MaxParallelism: maxPar})
+	ks := weir.KeyBy(weir.FromSlice(env, "src", []int64{0}, watermark.NoWatermarks[int64]()), func(v int64) int64 { return v })
+	cfg, err := Config{Brokers: b.Addrs(), Group: "g", SourceTopic: "unused", KeyedTasks: 1, CheckpointBase: t.TempDir()}.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []int64
+	for p, bin := range []*binCodec[int64]{nil, newBinCodec[int64]()} {
+		op := newExchangeOut(ks, JSON[int64](), bin, maxPar, 1, time.Millisecond, nil, nil)().(*exchangeOut[int64, int64])
+		out := &outRecs[int64]{}
+		op.Out, op.announced = out, true
+		for i := range int64(50) {
+			v := int64(p)*1000 + i
+			if err := op.ProcessRecord(runtime.Record[int64]{Value: v, Timestamp: 100 + v}); err != nil {
+				t.Fatal(err)
+			}
+			want = append(want, v)
+		}
+		op.sendAll()
+		op.control(kindEnd, watermark.Max)
+		ser := exchangeSinkOptions(cfg, JSON[int64](), "g-exchange", int32(p), "x").Serialize
+		for i, r := range out.recs {
+			if i == 0 && r.Value.batch[0] != []byte{batchVersion, batchVersionBinary}[p] {
+				t.Fatalf("producer %d wrote a batch of version %d", p, r.Value.batch[0])
+			}
+			rec, err := ser(r.Value)
+			if err != nil {
+				t.Fatal(err)
+			}
+			send(rec)
+		}
+	}
+	kenv, got := keyedTaskOf2(t, b.Addrs())
+	if err := kenv.Execute(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var vals []int64
+	for _, r := range got.Records() {
+		if r.Timestamp != 100+r.Value {
+			t.Fatalf("value %d at %d, want at %d", r.Value, r.Timestamp, 100+r.Value)
+		}
+		vals = append(vals, r.Value)
+	}
+	if !slices.Equal(vals, want) {
+		t.Fatalf("values %v, want %v", vals, want)
+	}
+}
+
 // keyedTaskOf2 builds keyed task 0 of a job of one keyed task whose
 // exchange has two producers, over the brokers, and returns its
 // environment and what it collects.

@@ -38,6 +38,12 @@ type exchangeOut[K comparable, T any] struct {
 	runtime.Base[outRec[T]]
 	keyGroup func(T) int // key group of a value
 	codec    Codec[T]
+	// bin, if not nil, is the binary codec the batches are written with
+	// (batch version 2; codec is then unused); enc is its reused buffer
+	// and cur the value it encodes, so that neither escapes per value.
+	bin *binCodec[T]
+	enc encoder
+	cur T
 	// batches holds each partition's batch being filled (nil: none);
 	// first and prev its first and last value's timestamps.
 	batches     [][]byte
@@ -68,10 +74,10 @@ type exchangeOut[K comparable, T any] struct {
 	idlePos  int64
 }
 
-func newExchangeOut[K comparable, T any](ks weir.KeyedStream[K, T], codec Codec[T], maxPar, parts int, interval time.Duration, caughtUp func() bool, position func() int64) func() runtime.OneInputOperator[T, outRec[T]] {
+func newExchangeOut[K comparable, T any](ks weir.KeyedStream[K, T], codec Codec[T], bin *binCodec[T], maxPar, parts int, interval time.Duration, caughtUp func() bool, position func() int64) func() runtime.OneInputOperator[T, outRec[T]] {
 	return func() runtime.OneInputOperator[T, outRec[T]] {
 		return &exchangeOut[K, T]{
-			keyGroup: func(v T) int { return ks.KeyGroupOf(v, maxPar) }, codec: codec,
+			keyGroup: func(v T) int { return ks.KeyGroupOf(v, maxPar) }, codec: codec, bin: bin,
 			batches: make([][]byte, parts), first: make([]int64, parts), prev: make([]int64, parts),
 			maxPar: maxPar, parts: parts, interval: max(interval.Milliseconds(), 1),
 			pending: watermark.Min, sent: watermark.Min, caughtUp: caughtUp,
@@ -143,7 +149,19 @@ func (o *exchangeOut[K, T]) ProcessRecord(r runtime.Record[T]) error {
 		o.announce()
 	}
 	q := keygroup.OperatorIndex(o.keyGroup(r.Value), o.maxPar, o.parts)
-	enc, err := o.codec.Encode(r.Value)
+	var enc []byte
+	var err error
+	version := batchVersion
+	if o.bin != nil {
+		version = batchVersionBinary
+		o.enc.b, o.enc.err, o.cur = o.enc.b[:0], nil, r.Value
+		o.bin.encodeTo(&o.enc, &o.cur)
+		enc, err = o.enc.b, o.enc.err
+		var zero T
+		o.cur = zero // not kept past its record
+	} else {
+		enc, err = o.codec.Encode(r.Value)
+	}
 	if err != nil {
 		return err
 	}
@@ -155,7 +173,7 @@ func (o *exchangeOut[K, T]) ProcessRecord(r runtime.Record[T]) error {
 	b := o.batches[q]
 	if b == nil {
 		b = make([]byte, 1, batchBytes+len(enc)+2*binary.MaxVarintLen64)
-		b[0] = batchVersion
+		b[0] = version
 		o.first[q], o.prev[q] = ts, 0
 	}
 	b = appendBatchValue(b, ts, o.prev[q], enc)
@@ -311,6 +329,11 @@ func exchangeSinkOptions[T any](cfg Config, codec Codec[T], topic string, produc
 		TransactionalIDPrefix: prefix,
 		TransactionTimeout:    cfg.TransactionTimeout,
 		Security:              cfg.Security,
-		ClientOptions:         append([]kgo.Opt{kgo.RecordPartitioner(kgo.ManualPartitioner())}, cfg.ClientOptions...),
+		// Compression is the client's default, snappy: measured on the
+		// exchange alone (BENCHMARKS.md, "The exchange's binary codec"),
+		// none and lz4 cost the workers and the broker no less CPU per
+		// record (within the rounds' noise), and snappy keeps the topic's
+		// bytes, which the broker writes and every fetch reads, smaller.
+		ClientOptions: append([]kgo.Opt{kgo.RecordPartitioner(kgo.ManualPartitioner())}, cfg.ClientOptions...),
 	}
 }

@@ -36,7 +36,7 @@ func TestExchangeOutRoutesAndOrders(t *testing.T) {
 	})
 	src := weir.FromSlice(env, "src", data, punctuated.WithTimestamp(func(v int64, _ int64) (int64, bool) { return v, true }))
 	ks := weir.KeyBy(src, func(v int64) string { return fmt.Sprint(v % 50) })
-	out := weir.Collect(weir.Transform(src, "exchange-out", newExchangeOut(ks, JSON[int64](), maxPar, parts, time.Millisecond, nil, nil)))
+	out := weir.Collect(weir.Transform(src, "exchange-out", newExchangeOut(ks, JSON[int64](), nil, maxPar, parts, time.Millisecond, nil, nil)))
 	if err := env.Execute(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -91,8 +91,13 @@ func unbatch[T any](t *testing.T, codec Codec[T], recs []runtime.Record[outRec[T
 			out = append(out, r)
 			continue
 		}
-		if r.Value.kind != kindData || r.Value.batch[0] != batchVersion {
-			t.Fatalf("batch of kind %d, version %d", r.Value.kind, r.Value.batch[0])
+		ver := r.Value.batch[0]
+		if r.Value.kind != kindData || ver != batchVersion && ver != batchVersionBinary {
+			t.Fatalf("batch of kind %d, version %d", r.Value.kind, ver)
+		}
+		decode := codec.Decode
+		if ver == batchVersionBinary {
+			decode = newBinCodec[T]().Decode
 		}
 		b, prev := r.Value.batch[1:], int64(0)
 		for i := 0; len(b) > 0; i++ {
@@ -103,7 +108,7 @@ func unbatch[T any](t *testing.T, codec Codec[T], recs []runtime.Record[outRec[T
 			if i == 0 && ts != r.Value.wm {
 				t.Fatalf("batch at %d, its first value at %d", r.Value.wm, ts)
 			}
-			v, err := codec.Decode(enc)
+			v, err := decode(enc)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -124,13 +129,19 @@ func (o *outRecs[T]) EmitIdle(bool)                       {}
 // it is full, a control record goes out (every batch first, so a
 // watermark still follows the records it covers) or a checkpoint barrier
 // passes (SnapshotState: the batches belong to the checkpoint's
-// transaction); each value keeps its order and timestamp.
+// transaction); each value keeps its order and timestamp. In both
+// versions: JSON (Job.Codec's, version 1) and the binary codec's (2).
 func TestExchangeOutBatches(t *testing.T) {
+	t.Run("json", func(t *testing.T) { testExchangeOutBatches(t, nil, batchVersion) })
+	t.Run("binary", func(t *testing.T) { testExchangeOutBatches(t, newBinCodec[int64](), batchVersionBinary) })
+}
+
+func testExchangeOutBatches(t *testing.T, bin *binCodec[int64], version byte) {
 	const parts, maxPar = 2, 128
 	env := weir.NewEnvironment(weir.Config{Parallelism: 1, MaxParallelism: maxPar})
 	ks := weir.KeyBy(weir.FromSlice(env, "src", []int64{0}, watermark.NoWatermarks[int64]()), func(v int64) int64 { return v })
 	codec := JSON[int64]()
-	op := newExchangeOut(ks, codec, maxPar, parts, time.Millisecond, nil, nil)().(*exchangeOut[int64, int64])
+	op := newExchangeOut(ks, codec, bin, maxPar, parts, time.Millisecond, nil, nil)().(*exchangeOut[int64, int64])
 	out := &outRecs[int64]{}
 	op.Out = out
 	op.announced = true // no Ctx here: skip the behind record
@@ -197,6 +208,9 @@ func TestExchangeOutBatches(t *testing.T) {
 		t.Fatalf("%d batches out of %d values without a barrier; want full batches sent", len(out.recs), many)
 	}
 	for _, r := range out.recs {
+		if v := r.Value.batch[0]; v != version {
+			t.Fatalf("a batch of version %d, want %d", v, version)
+		}
 		if l := len(r.Value.batch); l < batchBytes || l > batchBytes+64 {
 			t.Fatalf("a batch of %d bytes sent before a barrier; want about %d", l, batchBytes)
 		}

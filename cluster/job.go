@@ -32,7 +32,12 @@ type Job[IN, MID any, K comparable, OUT any] struct {
 	Upstream func(weir.Stream[IN]) weir.Stream[MID]
 	// Key is the key-by. K must be a key type weir.KeyBy accepts.
 	Key func(MID) K
-	// Codec encodes MID in the exchange topic; nil means JSON.
+	// Codec encodes MID in the exchange topic. Nil means the binary
+	// codec (batch version 2: MID's values cross with their types, as the
+	// local job would see them), or JSON if MID holds a type the binary
+	// codec does not encode (one with its own JSON or text form, such as
+	// time.Time; see docs/scale-out.md). Keyed tasks read both, and the
+	// batches of a build before the binary codec.
 	Codec Codec[MID]
 	// Keyed adds the keyed steps (windows, KeyedProcessFunctions) on the
 	// keyed stream, and returns what the sink writes.
@@ -72,6 +77,16 @@ func (j Job[IN, MID, K, OUT]) codec() Codec[MID] {
 		return j.Codec
 	}
 	return JSON[MID]()
+}
+
+// binCodec is the binary codec the source tasks write with (batch
+// version 2): nil if Job.Codec is set, or if MID does not compile (then
+// JSON, version 1).
+func (j Job[IN, MID, K, OUT]) binCodec() *binCodec[MID] {
+	if j.Codec != nil {
+		return nil
+	}
+	return newBinCodec[MID]()
 }
 
 func (j Job[IN, MID, K, OUT]) upstream(in weir.Stream[IN]) weir.Stream[MID] {
@@ -184,7 +199,7 @@ func (j Job[IN, MID, K, OUT]) buildSourceTask(env *weir.Environment, cfg Config,
 	in := weir.FromSource(env, "source", src, j.Watermarks).UID("source")
 	mid := j.upstream(in)
 	ks := weir.KeyBy(mid, j.Key)
-	routed := weir.Transform(mid, "exchange-out", newExchangeOut(ks, j.codec(), cfg.MaxParallelism, cfg.KeyedTasks, cfg.ControlInterval, src.CaughtUp, sourcePosition(src))).UID("exchange-out")
+	routed := weir.Transform(mid, "exchange-out", newExchangeOut(ks, j.codec(), j.binCodec(), cfg.MaxParallelism, cfg.KeyedTasks, cfg.ControlInterval, src.CaughtUp, sourcePosition(src))).UID("exchange-out")
 	kafka.ExactlyOnceSink(routed, "exchange-sink", exchangeSinkOptions(cfg, j.codec(), cfg.ExchangeTopic(), int32(p), cfg.Group+"-"+task)).UID("exchange-sink")
 }
 

@@ -58,10 +58,11 @@ var controlHeaders = []kgo.RecordHeader{{Key: controlHeader}}
 
 // batchHeader marks a data record that carries a batch of values, all of
 // one producer for one exchange partition, in the order the producer sent
-// them. Its value is batchVersion, then per value: its timestamp as a
-// zigzag varint, the difference from the previous value's (from 0 for the
-// first), the length of its encoding as an unsigned varint, and the
-// encoding (Codec.Encode). The record's own timestamp is the first
+// them. Its value is its version (batchVersion or batchVersionBinary),
+// then per value: its timestamp as a zigzag varint, the difference from
+// the previous value's (from 0 for the first), the length of its encoding
+// as an unsigned varint, and the encoding: Codec.Encode's in version 1,
+// the binary codec's (binCodec) in version 2. The record's own timestamp is the first
 // value's. A source task writes batches of up to batchBytes, so that the
 // exchange's cost in the Kafka clients and the broker (a record's header,
 // key, framing, produce and fetch bookkeeping) is paid once per batch
@@ -71,8 +72,17 @@ const batchHeader = "weir-batch"
 
 var batchHeaders = []kgo.RecordHeader{{Key: batchHeader}}
 
-// batchVersion is the first byte of a batch record's value.
+// batchVersion is the first byte of a batch record's value whose values
+// are Job.Codec's encodings (JSON if it is nil and the binary codec cannot
+// encode the type): written by every build since batches, and read by
+// every one.
 const batchVersion byte = 1
+
+// batchVersionBinary is the first byte of a batch record's value whose
+// values are the binary codec's encodings: written when Job.Codec is nil
+// and the type compiles (newBinCodec); a build before it fails the keyed
+// task on it, naming the version.
+const batchVersionBinary byte = 2
 
 // batchBytes is the size at which a source task sends a batch before a
 // control record or a checkpoint barrier asks for it: large enough to
@@ -132,8 +142,9 @@ type inRec[T any] struct {
 	pos      int64 // kindIdle: the position it was sent at, or -1 (W7)
 	v        T
 	// batch (kindBatch): the values of a batch record, after its version
-	// byte, decoded as they are emitted.
+	// byte (ver), decoded as they are emitted.
 	batch []byte
+	ver   byte
 }
 
 // encodeControl is the value of a control record: its kind, then the
@@ -179,10 +190,10 @@ func decode[T any](codec Codec[T], r *kgo.Record) (inRec[T], error) {
 			return in, nil
 		}
 		if h.Key == batchHeader {
-			if len(r.Value) == 0 || r.Value[0] != batchVersion {
+			if len(r.Value) == 0 || r.Value[0] != batchVersion && r.Value[0] != batchVersionBinary {
 				return inRec[T]{}, fmt.Errorf("cluster: batch record of an unknown version (%x...); was it written by a newer weir?", r.Value[:min(len(r.Value), 1)])
 			}
-			in.kind, in.batch = kindBatch, r.Value[1:]
+			in.kind, in.batch, in.ver = kindBatch, r.Value[1:], r.Value[0]
 			return in, nil
 		}
 	}
@@ -206,7 +217,7 @@ func ExchangeValues(headers []kgo.RecordHeader, value []byte) int {
 		case controlHeader:
 			return 0
 		case batchHeader:
-			if len(value) == 0 || value[0] != batchVersion {
+			if len(value) == 0 || value[0] != batchVersion && value[0] != batchVersionBinary {
 				return 0
 			}
 			n, b, prev := 0, value[1:], int64(0)
