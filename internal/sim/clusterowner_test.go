@@ -51,15 +51,7 @@ func TestOwnershipJudgesAFinishAtTheStop(t *testing.T) {
 			for _, e := range c.by {
 				cr.onTask(m1, 1, e)
 			}
-			f := cr.ownerFailure()
-			switch {
-			case c.want == "" && f != nil:
-				t.Fatalf("failed: %s", f.Detail)
-			case c.want != "" && f == nil:
-				t.Fatalf("passed, want a failure with %q", c.want)
-			case c.want != "" && !strings.Contains(f.Detail, c.want):
-				t.Fatalf("failure %q, want %q in it", f.Detail, c.want)
-			}
+			wantVerdict(t, cr.ownerFailure(), c.want)
 		})
 	}
 }
@@ -127,15 +119,7 @@ func TestOwnershipExcusesAFencedRunByItsClaimant(t *testing.T) {
 			// as they stop, or at the end): only the fenced runs, which
 			// are judged at the end, are tested here.
 			cr.own.overlaps, cr.own.fail = nil, nil
-			f := cr.ownerFailure()
-			switch {
-			case c.want == "" && f != nil:
-				t.Fatalf("failed: %s", f.Detail)
-			case c.want != "" && f == nil:
-				t.Fatalf("passed, want a failure with %q", c.want)
-			case c.want != "" && !strings.Contains(f.Detail, c.want):
-				t.Fatalf("failure %q, want %q in it", f.Detail, c.want)
-			}
+			wantVerdict(t, cr.ownerFailure(), c.want)
 		})
 	}
 }
@@ -160,4 +144,18 @@ func fenceError(t *testing.T, own, by int64) string {
 		t.Fatalf("a fenced writer's error %v does not name the epochs as ownership reads them", err)
 	}
 	return "cluster: task k: " + err.Error()
+}
+
+// wantVerdict fails t unless f is C2's verdict want: no failure for "",
+// else a failure whose detail holds want.
+func wantVerdict(t *testing.T, f *Failure, want string) {
+	t.Helper()
+	switch {
+	case want == "" && f != nil:
+		t.Fatalf("failed: %s", f.Detail)
+	case want != "" && f == nil:
+		t.Fatalf("passed, want a failure with %q", want)
+	case want != "" && !strings.Contains(f.Detail, want):
+		t.Fatalf("failure %q, want %q in it", f.Detail, want)
+	}
 }
