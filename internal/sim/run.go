@@ -272,7 +272,7 @@ func attempt(ctx context.Context, spec *Spec, st *store, fs, cfs vfs.FS, fault *
 		cfg.Checkpoint.RestoreFrom, restored = latest, true
 	}
 	env := weir.NewEnvironment(cfg)
-	b := &barriers{reached: make(chan chan struct{}, spec.Barriers+2)} // the script's, and the restore barrier
+	b := &barriers{reached: make(chan chan struct{}, spec.Barriers+1), restore: make(chan chan struct{}, 1)}
 	src := weir.FromSource(env, "src", source(spec, b), watermark.NoWatermarks[event]()).UID("src").Parallelism(1)
 	var seen int64 // the source's subtask is the only caller
 	passed := weir.MapErr(src, "fail-injector", func(e event) (event, error) {
@@ -337,24 +337,25 @@ func attempt(ctx context.Context, spec *Spec, st *store, fs, cfs vfs.FS, fault *
 	if err != nil {
 		return obs, restored, err
 	}
-	atRestore := restored && spec.RestoreCheck // the source's first barrier is the restore barrier
 	for {
 		select {
-		case ch := <-b.reached:
-			// A checkpoint that fails (a fault struck during it) fails
-			// the job too; either way the source goes on, and the job's
-			// end says what happened.
+		case ch := <-b.restore:
+			// The restore barrier (S19): processing time does not move,
+			// it is no barrier of the script.
 			_, loc, err := job.TriggerCheckpoint(ctx)
 			if err == nil && obs.expired == nil && !o.noExpired {
 				obs.expired = checkExpired(spec, fs, loc) // S18
 			}
-			if atRestore {
-				atRestore = false
-				if err == nil && obs.restore == nil {
-					obs.restore = checkRestore(spec, fs, cfg.Checkpoint.RestoreFrom, loc) // S19
-				}
-				close(ch) // processing time does not move: no script barrier
-				continue
+			if err == nil && obs.restore == nil {
+				obs.restore = checkRestore(spec, fs, cfg.Checkpoint.RestoreFrom, loc) // S19
+			}
+			close(ch)
+		case ch := <-b.reached:
+			// A checkpoint that fails (a fault struck during it) fails
+			// the job too; either way the source goes on, and the job's
+			// end says what happened.
+			if _, loc, err := job.TriggerCheckpoint(ctx); err == nil && obs.expired == nil && !o.noExpired {
+				obs.expired = checkExpired(spec, fs, loc) // S18
 			}
 			if spec.ProcDelayMS > 0 {
 				// Every record before the barrier has been processed

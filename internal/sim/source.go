@@ -22,6 +22,9 @@ type event struct {
 // goroutine scheduling.
 type barriers struct {
 	reached chan chan struct{} // buffered for every barrier of the script
+	// restore carries the restore barrier (Spec.RestoreCheck), which is
+	// no step of the script: its checkpoint is S19's.
+	restore chan chan struct{}
 }
 
 // source plays spec.Steps in one subtask; its checkpointed state is the
@@ -93,7 +96,7 @@ func (r *reader) Poll(out runtime.SourceOutput[event]) (runtime.PollStatus, erro
 				// keyed state must be the restored one's.
 				ch := make(chan struct{})
 				r.wait, r.atRestore = ch, true
-				r.b.reached <- ch
+				r.b.restore <- ch
 				return runtime.Wait, nil
 			}
 		}
