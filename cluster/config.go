@@ -383,3 +383,10 @@ func parseGroupClientID(id string) (member, advertise string, ok bool) {
 func (c Config) clientOptions() []kgo.Opt {
 	return append(append([]kgo.Opt(nil), c.secOpts...), c.ClientOptions...)
 }
+
+// plainClientOptions are the options of a client of the cluster package's
+// own that only asks the brokers (topics, offsets, the group's members):
+// the seed brokers, then clientOptions.
+func (c Config) plainClientOptions() []kgo.Opt {
+	return append([]kgo.Opt{kgo.SeedBrokers(seeds(c.Brokers)...)}, c.clientOptions()...)
+}

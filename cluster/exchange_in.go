@@ -59,7 +59,7 @@ func newExchangeSource[T any](cfg Config, codec Codec[T], topic string, part int
 	src := kafka.NewSource(kafka.Options{Brokers: cfg.Brokers, Topics: []string{topic}, Partitions: []int32{part},
 		ReadCommitted: true, CatchUp: kafka.CatchUpOff, Security: cfg.Security, ClientOptions: cfg.ClientOptions}, deser)
 	return &exchangeSource[T]{src: src, codec: codec, bin: newBinCodec[T](), producers: producers, ends: sourceEnds{
-		opts:  append([]kgo.Opt{kgo.SeedBrokers(seeds(cfg.Brokers)...)}, cfg.clientOptions()...),
+		opts:  cfg.plainClientOptions(),
 		topic: cfg.SourceTopic, committed: cfg.SourceReadCommitted}}
 }
 

@@ -204,7 +204,7 @@ func (m *member) sessionGone(cl *kgo.Client) bool {
 	}
 	// A client of its own: the group client's connection to the
 	// coordinator may be stuck behind a heartbeat that gets no answer.
-	adm, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(seeds(m.cfg.Brokers)...)}, m.cfg.clientOptions()...)...)
+	adm, err := kgo.NewClient(m.cfg.plainClientOptions()...)
 	if err != nil {
 		return false
 	}
@@ -374,7 +374,7 @@ wait:
 // tasks to the others now rather than after the session timeout. A
 // failure is logged: the session timeout removes the member anyway.
 func (m *member) leaveStatic() {
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(seeds(m.cfg.Brokers)...)}, m.cfg.clientOptions()...)...)
+	cl, err := kgo.NewClient(m.cfg.plainClientOptions()...)
 	if err == nil {
 		defer cl.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -93,7 +93,7 @@ func Tasks(cfg Config, sources int) []string {
 // the exchange topic (KeyedTasks partitions) and the tasks topic (one
 // partition per task) exist.
 func prepareTopics(ctx context.Context, cfg Config) (int, error) {
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(seeds(cfg.Brokers)...)}, cfg.clientOptions()...)...)
+	cl, err := kgo.NewClient(cfg.plainClientOptions()...)
 	if err != nil {
 		return 0, err
 	}
