@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"strconv"
 	"unsafe"
 
 	json "github.com/goccy/go-json"
@@ -272,7 +273,7 @@ func (c *compiler) build(t reflect.Type, tc *typeCodec) bool {
 		tc.dec = func(d *decoder, p unsafe.Pointer) { *(*bool)(p) = d.bool() }
 	case reflect.Int:
 		tc.enc = func(e *encoder, p unsafe.Pointer) { e.b = binary.AppendVarint(e.b, int64(*(*int)(p))) }
-		tc.dec = func(d *decoder, p unsafe.Pointer) { *(*int)(p) = int(d.int(strconvIntSize)) }
+		tc.dec = func(d *decoder, p unsafe.Pointer) { *(*int)(p) = int(d.int(strconv.IntSize)) }
 	case reflect.Int8:
 		tc.enc = func(e *encoder, p unsafe.Pointer) { e.b = binary.AppendVarint(e.b, int64(*(*int8)(p))) }
 		tc.dec = func(d *decoder, p unsafe.Pointer) { *(*int8)(p) = int8(d.int(8)) }
@@ -287,7 +288,7 @@ func (c *compiler) build(t reflect.Type, tc *typeCodec) bool {
 		tc.dec = func(d *decoder, p unsafe.Pointer) { *(*int64)(p) = d.int(64) }
 	case reflect.Uint, reflect.Uintptr:
 		tc.enc = func(e *encoder, p unsafe.Pointer) { e.b = binary.AppendUvarint(e.b, uint64(*(*uint)(p))) }
-		tc.dec = func(d *decoder, p unsafe.Pointer) { *(*uint)(p) = uint(d.uint(strconvIntSize)) }
+		tc.dec = func(d *decoder, p unsafe.Pointer) { *(*uint)(p) = uint(d.uint(strconv.IntSize)) }
 	case reflect.Uint8:
 		tc.enc = func(e *encoder, p unsafe.Pointer) { e.b = append(e.b, *(*uint8)(p)) }
 		tc.dec = func(d *decoder, p unsafe.Pointer) { *(*uint8)(p) = d.byte() }
@@ -377,8 +378,6 @@ func (c *compiler) build(t reflect.Type, tc *typeCodec) bool {
 	}
 	return true
 }
-
-const strconvIntSize = 32 << (^uint(0) >> 63)
 
 func (c *compiler) slice(t reflect.Type, tc *typeCodec) bool {
 	et := t.Elem()
@@ -631,7 +630,7 @@ func (d *decoder) any() any {
 			return math.Float64frombits(binary.LittleEndian.Uint64(b))
 		}
 	case tagInt:
-		return int(d.int(strconvIntSize))
+		return int(d.int(strconv.IntSize))
 	case tagInt64:
 		return d.int(64)
 	case tagNumber:
@@ -647,7 +646,7 @@ func (d *decoder) any() any {
 	case tagInt32:
 		return int32(d.int(32))
 	case tagUint:
-		return uint(d.uint(strconvIntSize))
+		return uint(d.uint(strconv.IntSize))
 	case tagUint8:
 		return d.byte()
 	case tagUint16:
