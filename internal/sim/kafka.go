@@ -593,10 +593,12 @@ func (kr *kafkaRun) attempts(ctx context.Context, o Options, res *Result) *Failu
 		// A broker restart that struck may fail the attempt too
 		// (brokerrestart.go): the attempt restores as after a fault. So
 		// may a request of the failed attempt before (zombieFenced).
-		injected := err != nil && (fault != nil && fault.Struck || restartStruck(as) || n > 1 && kr.failed[n-1] && zombieFenced(err))
-		if injected && !(fault != nil && fault.Struck) && !restartStruck(as) {
+		struck := fault != nil && fault.Struck || restartStruck(as)
+		zombie := err != nil && !struck && n > 1 && kr.failed[n-1] && zombieFenced(err)
+		if zombie {
 			res.ZombieFenced++
 		}
+		injected := err != nil && (struck || zombie)
 		if err == nil {
 			return nil
 		}
