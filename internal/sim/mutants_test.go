@@ -2,7 +2,10 @@ package sim
 
 import (
 	"context"
+	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/weirproject/weir"
 )
@@ -58,5 +61,37 @@ func TestPlantedBugsAreFound(t *testing.T) {
 		if found == 0 {
 			t.Errorf("%s: not found within %d seeds", m.name, m.within)
 		}
+	}
+}
+
+// hangAtPreCommit blocks every pre-commit until release is closed.
+type hangAtPreCommit struct {
+	*sink
+	release <-chan struct{}
+}
+
+func (m hangAtPreCommit) PreCommit(t Txn) error {
+	<-m.release
+	return m.sink.PreCommit(t)
+}
+
+// An attempt that does not finish in time fails S4 naming where the job's
+// goroutines waited when its time ran out, taken before it was cancelled.
+func TestStalledAttemptNamesWhereItWaits(t *testing.T) {
+	// Released after the time-out: a cancelled job still waits for the
+	// pre-commit it is in.
+	release := make(chan struct{})
+	time.AfterFunc(3*time.Second, func() { close(release) })
+	res, err := Run(context.Background(), 1, Options{SkipKafka: true, SkipAgent: true, timeout: 2 * time.Second,
+		wrap: func(k *sink) weir.TwoPhaseCommitter[string, Txn] { return hangAtPreCommit{k, release} }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := res.Failure
+	if f == nil || f.Invariant != InvCompletes || !strings.Contains(f.Detail, "did not finish within 2s") {
+		t.Fatalf("got %v, want S4: did not finish within 2s", f)
+	}
+	if !slices.ContainsFunc(f.Records, func(r string) bool { return strings.Contains(r, "hangAtPreCommit.PreCommit") }) {
+		t.Fatalf("the failure's records do not name the pre-commit the job waits in: %q", f.Records)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"runtime/pprof"
 	"slices"
 	"time"
 
@@ -227,7 +228,11 @@ func run(ctx context.Context, spec *Spec, st *store, fs *vfs.MemFS, aw *agentWor
 			}
 			continue
 		default:
-			return &Failure{Invariant: InvCompletes, Detail: fmt.Sprintf("attempt %d: %v", res.Attempts, err)}
+			f := &Failure{Invariant: InvCompletes, Detail: fmt.Sprintf("attempt %d: %v", res.Attempts, err)}
+			if se := (*stalledError)(nil); errors.As(err, &se) {
+				f.Records = se.stacks
+			}
+			return f
 		}
 	}
 	return &Failure{Invariant: InvCompletes, Detail: fmt.Sprintf("still failing after %d attempts", MaxAttempts)}
@@ -251,8 +256,20 @@ func attempt(ctx context.Context, spec *Spec, st *store, fs, cfs vfs.FS, fault *
 	if o.timeout > 0 {
 		timeout = o.timeout
 	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+	// When the time runs out, where the run's goroutines wait is taken
+	// before the job is cancelled, while they still wait there (S4).
+	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	stalled := make(chan []string, 1)
+	timer := time.AfterFunc(timeout, func() {
+		var stacks []string
+		if id, ok := pprof.Label(ctx, leakLabel); ok {
+			_, stacks = goroutinesWith(leakLabel, id)
+		}
+		stalled <- stacks
+		cancel()
+	})
+	defer timer.Stop()
 	cfg := weir.Config{Parallelism: spec.Parallelism, MaxParallelism: 128, // key groups 0-127 (agentdisk.go)
 		// Failed checkpoints are expected here (storage faults): the
 		// invariants judge the job, not its log lines.
@@ -372,6 +389,11 @@ func attempt(ctx context.Context, spec *Spec, st *store, fs, cfs vfs.FS, fault *
 			close(ch)
 		case <-job.Done():
 			err := job.Wait()
+			select {
+			case stacks := <-stalled:
+				err = &stalledError{timeout: timeout, stacks: stacks, err: err}
+			default:
+			}
 			if latest, _, lerr := (checkpoint.Storage{FS: fs}).Latest(checkpointDir); err == nil && lerr == nil && obs.expired == nil && !o.noExpired {
 				obs.expired = checkExpired(spec, fs, latest) // S18, the final checkpoint
 			}
@@ -381,6 +403,20 @@ func attempt(ctx context.Context, spec *Spec, st *store, fs, cfs vfs.FS, fault *
 }
 
 type acc struct{ N, Sum int64 }
+
+// stalledError is an attempt that did not finish in time: the job's
+// error after it was cancelled, and where its goroutines waited before.
+type stalledError struct {
+	timeout time.Duration
+	stacks  []string // the innermost frames of each distinct stack
+	err     error
+}
+
+func (e *stalledError) Error() string {
+	return fmt.Sprintf("did not finish within %v (then cancelled: %v)", e.timeout, e.err)
+}
+
+func (e *stalledError) Unwrap() error { return e.err }
 
 // observed is what one attempt's observers received: behind the window
 // (S2, S3) and, with Spec.Sort, behind the sort (S5).
