@@ -3,11 +3,14 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/weirproject/weir/internal/sim"
 )
 
 func TestSimReplaysOneSeed(t *testing.T) {
@@ -92,5 +95,30 @@ func TestSimStopsOnSignalWithItsSummary(t *testing.T) {
 	if len(got) == 0 || !strings.HasPrefix(got[len(got)-1], "sim: ") || !strings.Contains(got[len(got)-1], " failures, ") ||
 		strings.Contains(got[len(got)-1], "sim: 1000000 seeds") {
 		t.Fatalf("no summary of a stopped batch:\n%s", strings.Join(got, "\n"))
+	}
+}
+
+// A failed seed's replays decide whether it counts: a time-out that no
+// replay repeats does not (the seed passes when run again), any other
+// failure does.
+func TestSimReplaysFailedSeeds(t *testing.T) {
+	o := sim.Options{SkipKafka: true}
+	timedOut := &sim.Result{Seed: 3, Failure: &sim.Failure{Invariant: sim.InvCompletes, Detail: "attempt 1: did not finish within 1m0s", TimedOut: true}}
+	broken := &sim.Result{Seed: 4, Failure: &sim.Failure{Invariant: sim.InvExactlyOnce, Detail: "1 line missing"}}
+	for _, c := range []struct {
+		failed  []*sim.Result
+		replays int
+		counted int
+		says    string
+	}{
+		{[]*sim.Result{timedOut, broken}, 0, 2, ""},
+		{[]*sim.Result{timedOut}, 2, 0, "seed 3 replayed 2 times alone: 0 failed; its time-out did not recur"},
+		{[]*sim.Result{broken}, 1, 1, "seed 4 replayed 1 times alone: 0 failed; counted"},
+	} {
+		var out bytes.Buffer
+		counted, err := replayFailed(context.Background(), &out, c.failed, c.replays, o, false)
+		if err != nil || counted != c.counted || !strings.Contains(out.String(), c.says) {
+			t.Errorf("%d replays of %d seeds: counted %d (want %d), %v, printed %q (want %q)", c.replays, len(c.failed), counted, c.counted, err, out.String(), c.says)
+		}
 	}
 }

@@ -728,7 +728,7 @@ func (cr *clusterRun) wait(ctx context.Context) *Failure {
 // it names them, with where their goroutines wait (the first frames
 // outside the runtime of each distinct stack, as S6 prints them).
 func (cr *clusterRun) stalled(ended map[*clusterMember]bool) *Failure {
-	f := &Failure{Invariant: InvCompletes}
+	f := &Failure{Invariant: InvCompletes, TimedOut: true}
 	cr.mu.Lock()
 	var running []int
 	for i, m := range cr.mu.members {

@@ -603,7 +603,9 @@ func (kr *kafkaRun) attempts(ctx context.Context, o Options, res *Result) *Failu
 			return nil
 		}
 		if !injected && !errors.Is(err, ErrInjected) {
-			return &Failure{Invariant: InvCompletes, Detail: fmt.Sprintf("kafka attempt %d failed without an injected fault striking: %v", n, err)}
+			f := &Failure{Invariant: InvCompletes, Detail: fmt.Sprintf("kafka attempt %d failed without an injected fault striking: %v", n, err)}
+			f.timedOut(err)
+			return f
 		}
 		kr.failed[n] = true
 		if fault != nil && fault.Machine {
@@ -668,8 +670,9 @@ func (kr *kafkaRun) attempt(ctx context.Context, n int, fault *Fault, o Options)
 	if o.timeout > 0 {
 		timeout = o.timeout
 	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+	ctx, stalled, cancel := timeLimit(ctx, timeout)
 	defer cancel()
+	defer func() { err = stalled(err) }()
 	cfg := weir.Config{Parallelism: spec.Parallelism, MaxParallelism: 128, Logger: quiet,
 		// Watermarks every millisecond: windows fire during the run, not
 		// only at its end.

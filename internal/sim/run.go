@@ -70,6 +70,21 @@ type Failure struct {
 	Detail    string `json:"detail"`
 	// Records are the records involved (at most a few).
 	Records []string `json:"records,omitempty"`
+	// TimedOut is an S4 failure by a run or attempt that did not finish
+	// within its time (AttemptTimeout, the clustered form's): what a hang
+	// does, and what the forms on real time (kfake's broker and clients,
+	// the clustered members) may do on a machine starved of CPU. weir sim
+	// --replays tells them apart.
+	TimedOut bool `json:"timed_out,omitempty"`
+}
+
+// timedOut marks f as a time-out when err is an attempt's that did not
+// finish in time, and adds where its goroutines waited to f's records.
+func (f *Failure) timedOut(err error) {
+	if se := (*stalledError)(nil); errors.As(err, &se) {
+		f.TimedOut = true
+		f.Records = append(f.Records, se.stacks...)
+	}
 }
 
 func (f *Failure) Error() string { return f.Invariant + ": " + f.Detail }
@@ -229,9 +244,7 @@ func run(ctx context.Context, spec *Spec, st *store, fs *vfs.MemFS, aw *agentWor
 			continue
 		default:
 			f := &Failure{Invariant: InvCompletes, Detail: fmt.Sprintf("attempt %d: %v", res.Attempts, err)}
-			if se := (*stalledError)(nil); errors.As(err, &se) {
-				f.Records = se.stacks
-			}
+			f.timedOut(err)
 			return f
 		}
 	}
@@ -256,20 +269,9 @@ func attempt(ctx context.Context, spec *Spec, st *store, fs, cfs vfs.FS, fault *
 	if o.timeout > 0 {
 		timeout = o.timeout
 	}
-	// When the time runs out, where the run's goroutines wait is taken
-	// before the job is cancelled, while they still wait there (S4).
-	ctx, cancel := context.WithCancel(ctx)
+	ctx, stalled, cancel := timeLimit(ctx, timeout)
 	defer cancel()
-	stalled := make(chan []string, 1)
-	timer := time.AfterFunc(timeout, func() {
-		var stacks []string
-		if id, ok := pprof.Label(ctx, leakLabel); ok {
-			_, stacks = goroutinesWith(leakLabel, id)
-		}
-		stalled <- stacks
-		cancel()
-	})
-	defer timer.Stop()
+	defer func() { err = stalled(err) }()
 	cfg := weir.Config{Parallelism: spec.Parallelism, MaxParallelism: 128, // key groups 0-127 (agentdisk.go)
 		// Failed checkpoints are expected here (storage faults): the
 		// invariants judge the job, not its log lines.
@@ -389,11 +391,6 @@ func attempt(ctx context.Context, spec *Spec, st *store, fs, cfs vfs.FS, fault *
 			close(ch)
 		case <-job.Done():
 			err := job.Wait()
-			select {
-			case stacks := <-stalled:
-				err = &stalledError{timeout: timeout, stacks: stacks, err: err}
-			default:
-			}
 			if latest, _, lerr := (checkpoint.Storage{FS: fs}).Latest(checkpointDir); err == nil && lerr == nil && obs.expired == nil && !o.noExpired {
 				obs.expired = checkExpired(spec, fs, latest) // S18, the final checkpoint
 			}
@@ -403,6 +400,32 @@ func attempt(ctx context.Context, spec *Spec, st *store, fs, cfs vfs.FS, fault *
 }
 
 type acc struct{ N, Sum int64 }
+
+// timeLimit returns ctx, cancelled after timeout, and stalled, which
+// returns an attempt's error, or once the time has run out a
+// *stalledError naming where the run's goroutines waited then: taken
+// before the job is cancelled, while they still wait there (S4).
+func timeLimit(ctx context.Context, timeout time.Duration) (context.Context, func(error) error, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(ctx)
+	ch := make(chan []string, 1)
+	timer := time.AfterFunc(timeout, func() {
+		var stacks []string
+		if id, ok := pprof.Label(ctx, leakLabel); ok {
+			_, stacks = goroutinesWith(leakLabel, id)
+		}
+		ch <- stacks
+		cancel()
+	})
+	stalled := func(err error) error {
+		select {
+		case stacks := <-ch:
+			return &stalledError{timeout: timeout, stacks: stacks, err: err}
+		default:
+			return err
+		}
+	}
+	return ctx, stalled, func() { timer.Stop(); cancel() }
+}
 
 // stalledError is an attempt that did not finish in time: the job's
 // error after it was cancelled, and where its goroutines waited before.
