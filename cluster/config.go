@@ -79,6 +79,17 @@ type Config struct {
 	// records of a source task (the latest watermark is always sent
 	// after it). Default 200ms.
 	ControlInterval time.Duration
+	// ExchangeVersion is the batch version the source tasks of this
+	// process write to the exchange topic: 0 (the default) or 2, the
+	// binary codec's when Job.Codec is nil (docs/scale-out.md); 1, the
+	// JSON batches (or Job.Codec's) that every build's keyed tasks read.
+	// Keyed tasks read both whatever it is. Set it to 1 on every process
+	// of a group upgraded process by process from a build before version
+	// 2, until every process runs the new build; then restart them
+	// without it (as Kafka Streams' upgrade.from). Otherwise the old
+	// builds' keyed tasks fail on the new builds' batches, and restart,
+	// until their process is upgraded.
+	ExchangeVersion int
 	// SessionTimeout is the consumer group's session timeout: how long
 	// after a process dies its tasks are given to others. The broker must
 	// allow it (group.min.session.timeout.ms, 6s by default on Kafka).
@@ -215,6 +226,10 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Retain < 0 {
 		neg("Retain", c.Retain, "3")
+	}
+	if c.ExchangeVersion < 0 || c.ExchangeVersion > int(batchVersionBinary) {
+		errs = append(errs, fmt.Errorf("cluster: Config.ExchangeVersion %d: want 0 (the newest, %d), 1 (JSON batches, which every build reads) or 2 (the binary codec's)",
+			c.ExchangeVersion, batchVersionBinary))
 	}
 	if c.KeyedTasks == 0 {
 		c.KeyedTasks = 4

@@ -34,6 +34,8 @@ func TestRunValidatesConfig(t *testing.T) {
 			RebalanceTimeout: time.Second}, []string{"Config.RevokeCheckpointTimeout 2s must be shorter than Config.RebalanceTimeout 1s"}},
 		{cluster.Config{Brokers: []string{"127.0.0.1:1"}, Group: "g", SourceTopic: "in", CheckpointBase: "/tmp/x",
 			RebalanceTimeout: -time.Second}, []string{"Config.RebalanceTimeout -1s: want 0 (meaning 1m)"}},
+		{cluster.Config{Brokers: []string{"127.0.0.1:1"}, Group: "g", SourceTopic: "in", CheckpointBase: "/tmp/x",
+			ExchangeVersion: 3}, []string{"Config.ExchangeVersion 3: want 0 (the newest, 2), 1 (JSON batches, which every build reads) or 2"}},
 	} {
 		err := cluster.Run(context.Background(), c.cfg, job)
 		if err == nil {

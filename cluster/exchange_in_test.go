@@ -311,7 +311,12 @@ func TestKeyedTaskReadsBatchesOfBothVersions(t *testing.T) {
 		t.Fatal(err)
 	}
 	var want []int64
-	for p, bin := range []*binCodec[int64]{nil, newBinCodec[int64]()} {
+	// The previous build's batches, as a new build writes them with
+	// Config.ExchangeVersion 1 (a rolling upgrade), then the newest.
+	for p, version := range []int{1, 0} {
+		vcfg := cfg
+		vcfg.ExchangeVersion = version
+		bin := Job[int64, int64, int64, int64]{}.binCodec(vcfg)
 		op := newExchangeOut(ks, JSON[int64](), bin, maxPar, 1, time.Millisecond, nil, nil)().(*exchangeOut[int64, int64])
 		out := &outRecs[int64]{}
 		op.Out, op.announced = out, true

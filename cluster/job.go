@@ -80,10 +80,10 @@ func (j Job[IN, MID, K, OUT]) codec() Codec[MID] {
 }
 
 // binCodec is the binary codec the source tasks write with (batch
-// version 2): nil if Job.Codec is set, or if MID does not compile (then
-// JSON, version 1).
-func (j Job[IN, MID, K, OUT]) binCodec() *binCodec[MID] {
-	if j.Codec != nil {
+// version 2): nil if Job.Codec is set, if cfg.ExchangeVersion is 1, or if
+// MID does not compile (then JSON, version 1).
+func (j Job[IN, MID, K, OUT]) binCodec(cfg Config) *binCodec[MID] {
+	if j.Codec != nil || cfg.ExchangeVersion == int(batchVersion) {
 		return nil
 	}
 	return newBinCodec[MID]()
@@ -199,7 +199,7 @@ func (j Job[IN, MID, K, OUT]) buildSourceTask(env *weir.Environment, cfg Config,
 	in := weir.FromSource(env, "source", src, j.Watermarks).UID("source")
 	mid := j.upstream(in)
 	ks := weir.KeyBy(mid, j.Key)
-	routed := weir.Transform(mid, "exchange-out", newExchangeOut(ks, j.codec(), j.binCodec(), cfg.MaxParallelism, cfg.KeyedTasks, cfg.ControlInterval, src.CaughtUp, sourcePosition(src))).UID("exchange-out")
+	routed := weir.Transform(mid, "exchange-out", newExchangeOut(ks, j.codec(), j.binCodec(cfg), cfg.MaxParallelism, cfg.KeyedTasks, cfg.ControlInterval, src.CaughtUp, sourcePosition(src))).UID("exchange-out")
 	kafka.ExactlyOnceSink(routed, "exchange-sink", exchangeSinkOptions(cfg, j.codec(), cfg.ExchangeTopic(), int32(p), cfg.Group+"-"+task)).UID("exchange-sink")
 }
 

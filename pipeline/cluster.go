@@ -60,6 +60,11 @@ type ClusterOptions struct {
 	SessionTimeout time.Duration
 	// HeartbeatInterval is the group's heartbeat interval; default 300ms.
 	HeartbeatInterval time.Duration
+	// ExchangeVersion is the batch version this process's source tasks
+	// write to the exchange topic (cluster.Config.ExchangeVersion): 0
+	// the newest, 1 the JSON batches every build reads, for a group
+	// upgraded process by process from a build before version 2.
+	ExchangeVersion int
 	// Stdout receives the records of stdout outputs; nil means os.Stdout.
 	Stdout io.Writer
 	// Logger receives the tasks' and the group's logs; nil means
@@ -264,7 +269,7 @@ func RunCluster(ctx context.Context, spec *Spec, opts ClusterOptions, log io.Wri
 	cfg := cluster.Config{Brokers: brokers, Security: sec, Group: opts.Group, SourceTopic: k.Topics[0], SourceReadCommitted: k.ReadCommitted,
 		KeyedTasks: opts.KeyedTasks, MaxParallelism: spec.Job.MaxParallelism, CheckpointBase: base,
 		CheckpointInterval: spec.Job.CheckpointInterval, Bounded: k.Bounded, SessionTimeout: opts.SessionTimeout,
-		HeartbeatInterval: opts.HeartbeatInterval, Member: opts.Member, StaticMembership: opts.StaticMembership, LeaveOnStop: opts.LeaveOnStop,
+		HeartbeatInterval: opts.HeartbeatInterval, ExchangeVersion: opts.ExchangeVersion, Member: opts.Member, StaticMembership: opts.StaticMembership, LeaveOnStop: opts.LeaveOnStop,
 		Logger: opts.Logger, OnTask: r.onTask,
 		RestoreFrom: opts.RestoreFrom, Advertise: opts.Advertise, OnGroup: opts.OnGroup, OnAssignment: r.onAssignment}
 	keyedTasks := opts.KeyedTasks

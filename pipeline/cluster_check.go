@@ -40,6 +40,9 @@ func CheckCluster(spec *Spec, o ClusterOptions) error {
 	if o.KeyedTasks < 0 {
 		oerrs = append(oerrs, fmt.Errorf("pipeline: ClusterOptions.KeyedTasks %d: want 0 (meaning 4) or more", o.KeyedTasks))
 	}
+	if o.ExchangeVersion < 0 || o.ExchangeVersion > 2 {
+		oerrs = append(oerrs, fmt.Errorf("pipeline: ClusterOptions.ExchangeVersion %d: want 0 (the newest), 1 (JSON batches, which every build reads) or 2", o.ExchangeVersion))
+	}
 	if o.SessionTimeout < 0 || o.HeartbeatInterval < 0 {
 		oerrs = append(oerrs, fmt.Errorf("pipeline: ClusterOptions.SessionTimeout %v, HeartbeatInterval %v: want 0 (the default) or more", o.SessionTimeout, o.HeartbeatInterval))
 	}

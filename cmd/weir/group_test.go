@@ -265,7 +265,10 @@ func groupKillOne(t *testing.T, y, group string) {
 		return []string{"run", unbounded, "--group", group, "--keyed-tasks", "2", "--member", member,
 			"--checkpoint-dir", filepath.Join(dir, "group"), "--session-timeout", "1s", "--json"}
 	}
-	a := startGroupChild(t, "a", args("a")...)
+	// a writes the exchange's JSON batches (version 1) and b binary ones,
+	// as in the first round of an upgrade from a build before version 2:
+	// every keyed task reads both.
+	a := startGroupChild(t, "a", append(args("a"), "--exchange-version", "1")...)
 	b := startGroupChild(t, "b", args("b")...)
 
 	exchangedSoFar := exchangedRecords(t, brokers, group)
@@ -351,6 +354,53 @@ func groupKillOne(t *testing.T, y, group string) {
 	if !maps.Equal(want, got) {
 		t.Fatalf("the group run's committed output differs from the local run's: %d lost, %d duplicated (of %d)", lost, dup, len(want))
 	}
+	// Each process wrote the batch version it was given.
+	versions := exchangeBatchVersions(t, brokers, group)
+	t.Logf("exchange batches by version: %v", versions)
+	for _, c := range []struct {
+		child   *groupChild
+		version byte
+	}{{a, 1}, {b, 2}} {
+		if sourceTaskLine.MatchString(c.child.stderr()) && versions[c.version] == 0 {
+			t.Errorf("process %s ran a source task, but the exchange topic holds no batch of version %d: %v", c.child.name, c.version, versions)
+		}
+	}
+}
+
+// sourceTaskLine is the log line of a source task's start.
+var sourceTaskLine = regexp.MustCompile(`weir run: task source-\d+ started`)
+
+// exchangeBatchVersions reads the exchange topic of group from its start
+// until it has nothing more and counts its batch records by version (the
+// first byte of their value: cluster/wire.go).
+func exchangeBatchVersions(t *testing.T, brokers []string, group string) map[byte]int {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(group+"-exchange"),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadUncommitted()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	versions := map[byte]int{}
+	for empty := 0; empty < 2; {
+		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+		n := 0
+		cl.PollFetches(ctx).EachRecord(func(r *kgo.Record) {
+			n++
+			for _, h := range r.Headers {
+				if h.Key == "weir-batch" && len(r.Value) > 0 {
+					versions[r.Value[0]]++
+				}
+			}
+		})
+		cancel()
+		if n == 0 {
+			empty++
+		} else {
+			empty = 0
+		}
+	}
+	return versions
 }
 
 // localRun runs file (groupYAML, bounded) as one local job in this
@@ -737,6 +787,8 @@ func TestRunGroupBadInput(t *testing.T) {
 		{[]string{"run", good, "--group", "a/b"}, `weir run: --group "a/b": want a non-empty name without spaces or slashes`},
 		{g("--keyed-tasks", "0"), "weir run: --keyed-tasks 0: want an integer from 1 to 32768"},
 		{g("--session-timeout", "0s"), "weir run: --session-timeout 0s: want a duration >= 100ms"},
+		{g("--exchange-version", "3"), "weir run: --exchange-version 3: want an integer from 0 to 2"},
+		{[]string{"run", good, "--exchange-version", "1"}, "weir run: --exchange-version: needs --group"},
 		{g("--checkpoint-dir", "ftp://x/y"), `weir run: --checkpoint-dir: checkpoint: location "ftp://x/y" has scheme "ftp"`},
 		{g("--restore", dir), "weir run: pipeline: group savepoint " + dir + " (--restore, ClusterOptions.RestoreFrom): not one of 4 keyed tasks"},
 		{g("--parallelism", "2"), "weir run: --parallelism: not taken with --group"},

@@ -272,12 +272,13 @@ func runCmd() *cobra.Command {
 	f.StringVar(&group.Member, "member", "", "with --group: this process's name in the group (default HOST-PID)")
 	f.DurationVar(&group.SessionTimeout, "session-timeout", 3*time.Second, "with --group: how long after a process dies its tasks move (the brokers must allow it: group.min.session.timeout.ms)")
 	f.BoolVar(&group.StaticMembership, "static-membership", false, "with --group: a static member (Kafka's group.instance.id = --member): restarted within --session-timeout, this process gets its tasks back and no other's move; stopped, its tasks wait for it that long (default true with --member, false without)")
+	f.IntVar(&group.ExchangeVersion, "exchange-version", 0, "with --group: the batch version this process's source tasks write to the exchange topic: 0 the newest (2, binary), 1 JSON, which every earlier build reads; give 1 to every process while a group is upgraded process by process from a build before version 2, then restart them without it")
 	f.BoolVar(&group.LeaveOnStop, "leave-group", false, "with --group and static membership: on SIGINT or SIGTERM, leave the group so that this process's tasks move at once (a stop for good, such as a scale-down)")
 	return c
 }
 
 // groupOnly are the flags that mean something only with --group.
-var groupOnly = []string{"keyed-tasks", "checkpoint-dir", "member", "session-timeout", "static-membership", "leave-group"}
+var groupOnly = []string{"keyed-tasks", "checkpoint-dir", "member", "session-timeout", "static-membership", "leave-group", "exchange-version"}
 
 // notWithGroup are the flags of a local run that group mode does not take,
 // with the reason.
@@ -362,6 +363,7 @@ func checkGroupFlags(cmd *cobra.Command, o *pipeline.ClusterOptions) error {
 	}
 	k := &checks{c: cmd}
 	k.intRange("keyed-tasks", int64(o.KeyedTasks), 1, 32768)
+	k.intRange("exchange-version", int64(o.ExchangeVersion), 0, 2)
 	k.duration("session-timeout", o.SessionTimeout, 100*time.Millisecond)
 	if k.err != nil {
 		return k.err
