@@ -52,7 +52,23 @@ type encoder struct {
 type decoder struct {
 	b   []byte
 	err error
+	// keys, if set, interns the keys of the map[string]any values the
+	// decoder reads (keyTable).
+	keys *keyTable
 }
+
+// keyTable interns the keys of decoded map[string]any values across the
+// values one reader decodes: a pipeline record's field names repeat in
+// every record, and a key met before is the string decoded then, not a
+// new one. It keeps at most maxInterned keys of at most maxInternedLen
+// bytes each (keys beyond are decoded as any string), so a map keyed by
+// data (user ids, ...) costs one failed lookup a key, not memory.
+type keyTable struct{ m map[string]string }
+
+const (
+	maxInterned    = 4096
+	maxInternedLen = 64
+)
 
 // typeCodec is the compiled encoder and decoder of one type. The pointer
 // is what a container's codec calls through, so that a recursive type
@@ -92,9 +108,12 @@ func (c *binCodec[T]) appendEncode(b []byte, v T) ([]byte, error) {
 
 func (c *binCodec[T]) Encode(v T) ([]byte, error) { return c.appendEncode(nil, v) }
 
-func (c *binCodec[T]) Decode(b []byte) (T, error) {
+func (c *binCodec[T]) Decode(b []byte) (T, error) { return c.decodeWith(b, nil) }
+
+// decodeWith is Decode, interning map keys in keys if it is not nil.
+func (c *binCodec[T]) decodeWith(b []byte, keys *keyTable) (T, error) {
 	var v T
-	d := decoder{b: b}
+	d := decoder{b: b, keys: keys}
 	c.c.dec(&d, unsafe.Pointer(&v))
 	if d.err == nil && len(d.b) != 0 {
 		d.err = fmt.Errorf("%d bytes after the value", len(d.b))
@@ -196,6 +215,31 @@ func (d *decoder) string() string {
 	}
 	s := string(d.b[:v])
 	d.b = d.b[v:]
+	return s
+}
+
+// key decodes a string, interned in d.keys when d has them.
+func (d *decoder) key() string {
+	if d.keys == nil {
+		return d.string()
+	}
+	v := d.uvarint()
+	if v > uint64(len(d.b)) {
+		d.fail(errShort)
+		return ""
+	}
+	b := d.b[:v]
+	d.b = d.b[v:]
+	if s, ok := d.keys.m[string(b)]; ok { // no allocation for the lookup
+		return s
+	}
+	s := string(b)
+	if len(s) <= maxInternedLen && len(d.keys.m) < maxInterned {
+		if d.keys.m == nil {
+			d.keys.m = make(map[string]string)
+		}
+		d.keys.m[s] = s
+	}
 	return s
 }
 
@@ -684,7 +728,7 @@ func (d *decoder) object() map[string]any {
 	}
 	m := make(map[string]any, n/2)
 	for i := 0; i < n && d.err == nil; i++ {
-		k := d.string()
+		k := d.key()
 		m[k] = d.any()
 	}
 	return m

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"math"
 	"reflect"
+	"strconv"
 	"testing"
 	"time"
 
@@ -183,10 +184,24 @@ func roundTrip[T any](t *rapid.T, c *binCodec[T], v T) {
 	if !sameValue(reflect.ValueOf(&v).Elem(), reflect.ValueOf(&got).Elem()) {
 		t.Fatalf("round trip:\n got %#v\nwant %#v", got, v)
 	}
+	// As the exchange decodes: map keys interned, the second time taken
+	// from the table.
+	var keys keyTable
+	var interned [2]T
+	for i := range interned {
+		if interned[i], err = c.decodeWith(b, &keys); err != nil {
+			t.Fatal(err)
+		}
+		if !sameValue(reflect.ValueOf(&v).Elem(), reflect.ValueOf(&interned[i]).Elem()) {
+			t.Fatalf("round trip with interned keys (%d):\n got %#v\nwant %#v", i, interned[i], v)
+		}
+	}
 	// The decoded value does not alias the encoding.
 	clear(b)
-	if !sameValue(reflect.ValueOf(&v).Elem(), reflect.ValueOf(&got).Elem()) {
-		t.Fatalf("the decoded value changed with its encoding's bytes: %#v", got)
+	for _, got := range []T{got, interned[0], interned[1]} {
+		if !sameValue(reflect.ValueOf(&v).Elem(), reflect.ValueOf(&got).Elem()) {
+			t.Fatalf("the decoded value changed with its encoding's bytes: %#v", got)
+		}
 	}
 }
 
@@ -355,12 +370,47 @@ func BenchmarkExchangeDecode(b *testing.B) {
 			_, _ = bin.Decode(be)
 		}
 	})
+	b.Run("binary-interned", func(b *testing.B) {
+		b.ReportAllocs()
+		var keys keyTable
+		for b.Loop() {
+			_, _ = bin.decodeWith(be, &keys)
+		}
+	})
 	b.Run("json", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			_, _ = js.Decode(je)
 		}
 	})
+}
+
+// The exchange decodes a record's field names once: with the keys
+// interned, a record of seven fields, two of them nested, decodes with 8
+// fewer allocations (its 7 + 2 keys but the first time).
+func TestBinCodecInternsKeys(t *testing.T) {
+	c := newBinCodec[map[string]any]()
+	b, err := c.Encode(benchRecord)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys keyTable
+	plain := testing.AllocsPerRun(100, func() { _, _ = c.Decode(b) })
+	interned := testing.AllocsPerRun(100, func() { _, _ = c.decodeWith(b, &keys) })
+	if plain-interned < 8 {
+		t.Fatalf("%v allocations a decode with interned keys, %v without: want 8 fewer or more", interned, plain)
+	}
+	if len(keys.m) != 9 {
+		t.Fatalf("%d keys interned, want 9: %v", len(keys.m), keys.m)
+	}
+	// A table that is full interns nothing more, and decodes as before.
+	full := keyTable{m: map[string]string{}}
+	for i := range maxInterned {
+		full.m[strconv.Itoa(i)] = strconv.Itoa(i)
+	}
+	if got, err := c.decodeWith(b, &full); err != nil || !reflect.DeepEqual(got, benchRecord) || len(full.m) != maxInterned {
+		t.Fatalf("with a full table: %v, %v, %d keys", got, err, len(full.m))
+	}
 }
 
 // A zero-allocation encode of a struct into a reused buffer.

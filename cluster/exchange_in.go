@@ -176,6 +176,7 @@ type exchangeReader[T any] struct {
 	inner   runtime.Reader[inRec[T]]
 	codec   Codec[T]
 	bin     *binCodec[T]
+	keys    keyTable // the binary values' map keys, interned
 	state   []producerState
 	applied []bool
 	checked []int64
@@ -471,7 +472,7 @@ func (t *tap[T]) batch(p int, ver byte, b []byte) {
 		b, prev = rest, ts
 		var v T
 		if ver == batchVersionBinary {
-			v, err = bin.Decode(enc)
+			v, err = bin.decodeWith(enc, &t.r.keys)
 		} else {
 			v, err = t.r.codec.Decode(enc)
 		}
