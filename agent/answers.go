@@ -207,16 +207,20 @@ func (o *operator[K, IN, OUT]) processAnswer(k K, a Answer) {
 	ks, _ := o.lookup(k, keygroup.Assign(o.hash(k), o.maxP), true)
 	defer o.settle(ks)
 	o.cAnswers.Inc()
+	if a.ID != "" && slices.Contains(ks.ended, a.ID) {
+		o.cAnswersEnded.Inc()
+		return
+	}
 	ks.inbox = append(ks.inbox, storedAnswer{Answer: a})
 	if w := ks.waiter; w != nil {
 		if got, ok := takeAnswer(ks.inbox, w); ok {
 			o.endWait(ks, w, waitOutcome{Answer: copyAnswer(got)})
 		}
 	}
-	if len(ks.inbox) > maxAnswersPerKey {
+	if len(ks.inbox) > o.opts.MaxAnswersPerKey {
 		if i := slices.IndexFunc(ks.inbox, func(s storedAnswer) bool { return s.UsedBy == "" }); i >= 0 {
 			o.logger.Warn("agent: too many answers no wait has taken for this key; dropping the oldest",
-				"key", k, "wait", ks.inbox[i].Answer.Wait, "id", ks.inbox[i].Answer.ID, "limit", maxAnswersPerKey)
+				"key", k, "wait", ks.inbox[i].Answer.Wait, "id", ks.inbox[i].Answer.ID, "limit", o.opts.MaxAnswersPerKey)
 			ks.inbox = slices.Delete(ks.inbox, i, i+1)
 			o.cAnswersDropped.Inc()
 		}
@@ -294,6 +298,29 @@ func (o *operator[K, IN, OUT]) endWait(ks *keyState[K, IN], w *waiter, out waitO
 	delete(o.waits, w)
 	o.gWaits.Set(int64(len(o.waits)))
 	w.ch <- out
+}
+
+// endWaits records that the waits ids of a run of the key have ended
+// (keyState.ended), and drops the answers naming them that no wait took:
+// they came again, or too late.
+func (o *operator[K, IN, OUT]) endWaits(ks *keyState[K, IN], ids []string) {
+	for _, id := range ids {
+		if slices.Contains(ks.ended, id) {
+			continue
+		}
+		if len(ks.ended) >= maxEndedWaits {
+			ks.ended = slices.Delete(ks.ended, 0, len(ks.ended)-maxEndedWaits+1)
+		}
+		ks.ended = append(ks.ended, id)
+	}
+	n := len(ks.inbox)
+	ks.inbox = slices.DeleteFunc(ks.inbox, func(s storedAnswer) bool {
+		return s.UsedBy == "" && s.Answer.ID != "" && slices.Contains(ids, s.Answer.ID)
+	})
+	if len(ks.inbox) == 0 {
+		ks.inbox = nil
+	}
+	o.cAnswersEnded.Add(int64(n - len(ks.inbox)))
 }
 
 // dropUsedAnswers removes the answers the key's finished input took.

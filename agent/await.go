@@ -130,6 +130,7 @@ func Await(c *RunnerContext, w Wait) (Answer, error) {
 	if err != nil {
 		return Answer{}, err
 	}
+	c.waits = append(c.waits, start.ID)
 	if out.TimedOut || out.Answer == nil {
 		return Answer{}, fmt.Errorf("%w (wait %q of action %q, id %s)", ErrWaitTimedOut, w.Name, c.action.Name, start.ID)
 	}
@@ -162,9 +163,10 @@ type storedAnswer struct {
 	UsedBy string `json:"usedBy,omitempty"`
 }
 
-// maxAnswersPerKey bounds a key's inbox: beyond it the oldest answer no
-// wait has taken is dropped (counter answersDropped).
-const maxAnswersPerKey = 16
+// maxEndedWaits bounds the IDs of ended waits a key keeps
+// (keyState.ended): an answer naming an older one takes a place in the
+// inbox again, until Options.MaxAnswersPerKey pushes it out.
+const maxEndedWaits = 16
 
 // takeAnswer finds the answer for wait w in inbox: the one it took before
 // (a re-run after a restore), else the first untaken one naming its ID,

@@ -246,3 +246,85 @@ func TestAwaitNeedsAnswersInput(t *testing.T) {
 		t.Fatalf("job error %v, want one naming agent.ApplyWithAnswers", err)
 	}
 }
+
+// TestAnswersForEndedWaitsDoNotCrowdOutOthers: answers that name a wait
+// which has ended (here twenty copies of one, as the answers source sends
+// again what followed a checkpoint after a restore, and the action's re-run
+// takes the recorded outcome instead) are dropped when they arrive
+// (answersForEndedWaits) instead of filling the key's 16 places, where
+// they pushed out an early answer still to be taken: the key's next input
+// timed out waiting for an answer that had arrived (found by the
+// simulator, seed 880117). The key keeps 16 answers here, not the default.
+func TestAnswersForEndedWaitsDoNotCrowdOutOthers(t *testing.T) {
+	ctx := testCtx(t)
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	named := &Agent{Actions: []Action{NewAction("review", func(c *RunnerContext, ev Event) error {
+		in, err := Input[msg](ev)
+		if err != nil {
+			return err
+		}
+		a, err := Await(c, Wait{Name: in.Text, Timeout: time.Hour})
+		switch {
+		case errors.Is(err, ErrWaitTimedOut):
+			c.Output(in.Text + ":timeout")
+			return nil
+		case err != nil:
+			return err
+		}
+		c.Output(in.Text + ":" + string(a.Value))
+		return nil
+	}, TypeInput)}}
+	job := func(in []step[msg], answers []step[Answer]) (*weir.Environment, *recorder[string]) {
+		env := weir.NewEnvironment(weir.Config{Parallelism: 1, MaxParallelism: 128, Clock: clock.NewManual(t0)})
+		src := weir.FromSource[msg](env, "src", scripted(in...), watermark.NoWatermarks[msg]()).UID("src")
+		ans := weir.FromSource[Answer](env, "answers", scripted(answers...), watermark.NoWatermarks[Answer]()).UID("answers")
+		out := ApplyWithAnswers[string, msg, string](weir.KeyBy(src, keyOfMsg), ans, answerKey, "agent", named, Options{MaxAnswersPerKey: 16}).UID("agent")
+		return env, record(out)
+	}
+
+	// The ID of the first input's wait (the same in every run of the job:
+	// it is the wait's idempotency key).
+	probe, _ := job([]step[msg]{rec(msg{Key: "A", Text: "first"}, 1), pause[msg](make(chan struct{}))},
+		[]step[Answer]{pause[Answer](make(chan struct{}))})
+	pj, err := probe.Start(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := waitPending(t, ctx, 1).PendingWaits[0].ID
+	pj.Cancel()
+	pj.Wait()
+
+	moreAnswers, second, end := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	answers := []step[Answer]{
+		rec(Answer{Key: "A", Wait: "second", Value: json.RawMessage(`"early"`)}, 0),
+		rec(Answer{Key: "A", Wait: "first", ID: id, Value: json.RawMessage(`"yes"`)}, 0),
+		pause[Answer](moreAnswers),
+	}
+	for range 20 {
+		answers = append(answers, rec(Answer{Key: "A", Wait: "first", ID: id, Value: json.RawMessage(`"yes"`)}, 0))
+	}
+	answers = append(answers, pause[Answer](end))
+	env, rc := job([]step[msg]{rec(msg{Key: "A", Text: "first"}, 1), pause[msg](second), rec(msg{Key: "A", Text: "second"}, 2), pause[msg](end)}, answers)
+	j, err := env.Start(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { close(end); j.Cancel(); j.Wait() }()
+	rc.waitFor(t, ctx, "the first input's answer", hasValue(`first:"yes"`))
+	close(moreAnswers)
+	for env.Metrics().Sum("agent", "answersReceived") != 22 {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("%d answers received, want 22", env.Metrics().Sum("agent", "answersReceived"))
+		case <-time.After(time.Millisecond):
+		}
+	}
+	close(second)
+	rc.waitFor(t, ctx, "the second input's early answer", hasValue(`second:"early"`))
+	if n := env.Metrics().Sum("agent", "answersForEndedWaits"); n != 20 {
+		t.Errorf("answersForEndedWaits %d, want 20 (the copies of the first wait's answer)", n)
+	}
+	if n := env.Metrics().Sum("agent", "answersDropped"); n != 0 {
+		t.Errorf("answersDropped %d, want 0", n)
+	}
+}

@@ -72,6 +72,9 @@ func (o *operator[K, IN, OUT]) apply(c *completion[K, IN]) {
 			rc.action.Name, ks.key, r.seq, d.storeErr))
 		return
 	}
+	if len(rc.waits) > 0 {
+		o.endWaits(ks, rc.waits)
+	}
 	if c.err != nil {
 		o.cErrors.Inc()
 		err := fmt.Errorf("agent: action %q failed for key %v (input %d, event %d %q): %w",

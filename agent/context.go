@@ -73,6 +73,10 @@ type RunnerContext struct {
 	// kstate is the key's *keyState, for Await (nil: the operator takes
 	// no answers).
 	kstate any
+	// waits are the IDs of the waits the run has ended (Await returned
+	// their outcome, taken now or recorded before), for the key's ended
+	// waits once the run is applied.
+	waits []string
 }
 
 // Context returns the run's context: cancelled when the operator closes

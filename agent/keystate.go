@@ -34,6 +34,15 @@ type keyState[K comparable, IN any] struct {
 	// not used up: untaken ones, and those the input in progress took
 	// (dropped when it finishes). Checkpointed.
 	inbox []storedAnswer
+	// ended holds the IDs of the key's last waits that ended, answered or
+	// timed out (at most maxEndedWaits, oldest first). An answer naming
+	// one of them comes too late or again (after a restore the answers
+	// source reads again what followed the checkpoint, and an action's
+	// re-run takes its wait's recorded outcome, not the answer), so no
+	// wait will take it: it is dropped when it arrives instead of taking
+	// a place in inbox, where it would push out answers still to be
+	// taken. Checkpointed.
+	ended []string
 	// waiter is the wait of the key's running action, registered by Await
 	// (nil: none).
 	waiter *waiter
@@ -102,6 +111,7 @@ type keyStateJSON struct {
 	Run     *runJSON                   `json:"run,omitempty"`
 	Pending []pendingJSON              `json:"pending,omitempty"`
 	Answers []storedAnswer             `json:"answers,omitempty"`
+	Ended   []string                   `json:"ended_waits,omitempty"`
 }
 
 type runJSON struct {
@@ -135,7 +145,7 @@ type keyStateCodec[K comparable, IN any] struct {
 }
 
 func (c keyStateCodec[K, IN]) Append(dst []byte, ks *keyState[K, IN]) ([]byte, error) {
-	j := keyStateJSON{NextSeq: ks.nextSeq, Memory: ks.memory, Expiry: ks.expiry, Answers: ks.inbox}
+	j := keyStateJSON{NextSeq: ks.nextSeq, Memory: ks.memory, Expiry: ks.expiry, Answers: ks.inbox, Ended: ks.ended}
 	for _, p := range ks.pending[ks.head:] {
 		b, err := c.in.Append(nil, p.value)
 		if err != nil {
@@ -171,7 +181,7 @@ func (c keyStateCodec[K, IN]) Decode(src []byte) (*keyState[K, IN], error) {
 	if err := json.Unmarshal(src, &j); err != nil {
 		return nil, fmt.Errorf("agent: corrupt checkpointed key state: %w", err)
 	}
-	ks := &keyState[K, IN]{nextSeq: j.NextSeq, memory: j.Memory, expiry: j.Expiry, inbox: j.Answers}
+	ks := &keyState[K, IN]{nextSeq: j.NextSeq, memory: j.Memory, expiry: j.Expiry, inbox: j.Answers, ended: j.Ended}
 	for _, p := range j.Pending {
 		v, err := c.in.Decode(p.Value)
 		if err != nil {

@@ -105,10 +105,10 @@ type operator[K comparable, IN, OUT any] struct {
 	// inputEnded says this subtask's first input has ended or reached the
 	// end of event time (twoInputOperator.ProcessWatermark), endReported
 	// that it told answersEnd it has finished (subtask goroutine).
-	answersEnd                               *answersEnd
-	inputEnded, endReported                  bool
-	cAnswers, cAnswersDropped, cWaitTimeouts *runtime.Counter
-	gWaits                                   *runtime.Gauge
+	answersEnd                                              *answersEnd
+	inputEnded, endReported                                 bool
+	cAnswers, cAnswersDropped, cAnswersEnded, cWaitTimeouts *runtime.Counter
+	gWaits                                                  *runtime.Gauge
 }
 
 func newOperator[K comparable, IN, OUT any](def *compiled, keyOf func(IN) K, hash keygroup.Hasher[K], opts Options) *operator[K, IN, OUT] {
@@ -155,6 +155,7 @@ func (o *operator[K, IN, OUT]) Open(ctx *runtime.Context, out runtime.Output[OUT
 	o.waits = map[*waiter]any{}
 	o.cAnswers = ctx.Counter("answersReceived")
 	o.cAnswersDropped = ctx.Counter("answersDropped")
+	o.cAnswersEnded = ctx.Counter("answersForEndedWaits")
 	o.cWaitTimeouts = ctx.Counter("waitTimeouts")
 	o.gWaits = ctx.Gauge("pendingWaits")
 	o.gHeld = ctx.Gauge("heldWatermarks")

@@ -25,6 +25,16 @@ type Options struct {
 	// (back-pressure); a checkpoint barrier then waits too. 0 means
 	// 4 × MaxConcurrentKeys.
 	MaxBufferedInputs int
+	// MaxAnswersPerKey bounds the answers (ApplyWithAnswers) a key keeps
+	// that no wait has taken; beyond it the oldest is dropped, logged and
+	// counted (answersDropped). After a restore the answers source reads
+	// again, at once, what followed the checkpoint, before the key's
+	// inputs since then run again and take their answers (or take the
+	// outcome their store recorded): give a key room for its answers of a
+	// checkpoint interval, plus those that come before their wait. Answers
+	// naming a wait that has ended take no room (answersForEndedWaits). 0
+	// means 64.
+	MaxAnswersPerKey int
 	// ActionTimeout bounds every action run (its context's deadline), on
 	// the job's clock (weir.Config.Clock): with a manual clock, an action
 	// times out when the clock has moved by ActionTimeout since it
@@ -153,6 +163,9 @@ func (o Options) Validate() error {
 	if o.MaxBufferedInputs < 0 {
 		errs = append(errs, fmt.Errorf("agent: Options.MaxBufferedInputs %d: want 0 (meaning 4 × MaxConcurrentKeys) or a positive number of inputs", o.MaxBufferedInputs))
 	}
+	if o.MaxAnswersPerKey < 0 {
+		errs = append(errs, fmt.Errorf("agent: Options.MaxAnswersPerKey %d: want 0 (meaning 64) or a positive number of answers", o.MaxAnswersPerKey))
+	}
 	if o.ActionTimeout < 0 {
 		errs = append(errs, fmt.Errorf("agent: Options.ActionTimeout %v: want 0 (no bound) or a positive duration", o.ActionTimeout))
 	}
@@ -175,6 +188,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.StallWarning == 0 {
 		o.StallWarning = time.Minute
+	}
+	if o.MaxAnswersPerKey <= 0 {
+		o.MaxAnswersPerKey = 64
 	}
 	return o
 }

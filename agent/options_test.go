@@ -20,6 +20,7 @@ func TestOptionsValidate(t *testing.T) {
 		{"set", Options{MaxConcurrentKeys: 4, MaxBufferedInputs: 8, ActionTimeout: 1, StallWarning: -1}, ""},
 		{"keys", Options{MaxConcurrentKeys: -1}, "agent: Options.MaxConcurrentKeys -1: want 0"},
 		{"buffered", Options{MaxBufferedInputs: -4}, "agent: Options.MaxBufferedInputs -4: want 0"},
+		{"answers", Options{MaxAnswersPerKey: -1}, "agent: Options.MaxAnswersPerKey -1: want 0 (meaning 64)"},
 		{"timeout", Options{ActionTimeout: -1}, "agent: Options.ActionTimeout -1ns: want 0"},
 	}
 	for _, c := range cases {

@@ -23,9 +23,9 @@
 // # Limits
 //
 // A client that retries after a lost 202 writes the answer twice. With an
-// ID (the waitID given to Wait.Ask) the second copy matches no wait and is
-// dropped with the key's oldest unused answers (agent, answersDropped);
-// without one it could answer the key's next wait of that name: send IDs.
+// ID (the waitID given to Wait.Ask) the second copy names a wait that has
+// ended and is dropped (agent, answersForEndedWaits); without
+// one it could answer the key's next wait of that name: send IDs.
 package answers
 
 import (

@@ -118,11 +118,23 @@ type AwaitSpec struct {
 func (s *AwaitSpec) wait() time.Duration { return time.Duration(s.WaitMS) * time.Millisecond }
 
 // maxJunkPerKey bounds the answers no wait will take (late, stale,
-// unknown) plus the early ones per key, below the 16 untaken answers a
-// key keeps (agent/await.go, maxAnswersPerKey): beyond it the operator
-// drops the oldest, by design, which could be an early answer still to be
-// taken.
+// unknown) plus the early ones per key, well below the untaken answers a
+// key keeps (agent.Options.MaxAnswersPerKey, maxAnswersPerKey here):
+// beyond it the operator drops the oldest, by design, which could be an
+// early answer still to be taken. After a restore the answers since the
+// checkpoint come again on top of them, at once, before the key's inputs
+// run again (seed 880117: 17 on one key pushed out an early answer when
+// a key kept 16, and the input waited for it until the attempt's minute
+// ran out, virtual time standing still): up to every awaited input of a
+// hot key between two checkpoints, a third of 650 records at most.
 const maxJunkPerKey = 10
+
+// maxAnswersPerKey is the agent's Options.MaxAnswersPerKey in the await
+// seeds: room for maxJunkPerKey and the answers of every awaited input of
+// a key, so that the operator never drops one (its default, 64, is
+// enough for a checkpoint interval of a real workload, not for one key
+// taking 200 answers between two checkpoints).
+const maxAnswersPerKey = 256
 
 // generateAgentAwait draws s's waits (half the agent seeds without
 // processing-time timers).
@@ -518,6 +530,7 @@ func applyAgent(w *agentWorld, n int, ks weir.KeyedStream[string, event], a *age
 	answers := weir.FromSource(ks.Stream.Env(), "answers", answersSource(aw, n), watermark.NoWatermarks[agent.Answer]()).
 		UID("answers").Parallelism(1)
 	opts.EndAnswers = func() { aw.endAnswers(n) }
+	opts.MaxAnswersPerKey = maxAnswersPerKey
 	return agent.ApplyWithAnswers[string, event, decision](ks, answers, func(a agent.Answer) string { return a.Key }, "agent", a, opts)
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"os"
 	"runtime/pprof"
 	"slices"
 	"time"
@@ -412,6 +413,9 @@ func timeLimit(ctx context.Context, timeout time.Duration) (context.Context, fun
 		var stacks []string
 		if id, ok := pprof.Label(ctx, leakLabel); ok {
 			_, stacks = goroutinesWith(leakLabel, id)
+		}
+		if os.Getenv("WEIR_SIM_DEBUG") != "" {
+			pprof.Lookup("goroutine").WriteTo(os.Stderr, 2) // every stack, whole
 		}
 		ch <- stacks
 		cancel()
