@@ -421,6 +421,9 @@ func timeLimit(ctx context.Context, timeout time.Duration) (context.Context, fun
 		cancel()
 	})
 	stalled := func(err error) error {
+		if err == nil {
+			return nil // it finished, if only just
+		}
 		select {
 		case stacks := <-ch:
 			return &stalledError{timeout: timeout, stacks: stacks, err: err}
