@@ -2,6 +2,7 @@ package sim
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -159,6 +160,42 @@ func (t *agentTime) maybeAdvanceLocked() {
 			t.maybeAdvanceLocked()
 		}
 	}()
+}
+
+// stallReport says, for an S4 time-out of a run with the agent branch,
+// where its virtual time stood and the world's last trace lines (what the
+// actions in flight last did). It only tries the locks: a run that hangs
+// holding one must still be cancelled.
+func (w *agentWorld) stallReport() []string {
+	if w == nil {
+		return nil
+	}
+	var out []string
+	if w.time.mu.TryLock() {
+		t := &w.time.mu
+		if t.clk != nil {
+			bounds := make([]int64, len(t.bounds))
+			for i, b := range t.bounds {
+				bounds[i] = b.UnixMilli()
+			}
+			next, ok := t.clk.NextDue()
+			out = append(out, fmt.Sprintf("virtual time %d: actions running %d, blocked for virtual time %d (bounds %v), next timer due %d (%v)",
+				t.clk.Now().UnixMilli(), t.running, t.blocked, bounds, next.UnixMilli(), ok))
+		}
+		w.time.mu.Unlock()
+	} else {
+		out = append(out, "virtual time: locked")
+	}
+	if w.mu.TryLock() {
+		tr := w.mu.trace
+		for _, e := range tr[max(0, len(tr)-12):] {
+			out = append(out, fmt.Sprintf("trace %d a%d input %d: %s", e.seq, e.attempt, e.id, e.text))
+		}
+		w.mu.Unlock()
+	} else {
+		out = append(out, "trace: locked")
+	}
+	return out
 }
 
 func (t *agentTime) advances() int {

@@ -670,7 +670,7 @@ func (kr *kafkaRun) attempt(ctx context.Context, n int, fault *Fault, o Options)
 	if o.timeout > 0 {
 		timeout = o.timeout
 	}
-	ctx, stalled, cancel := timeLimit(ctx, timeout)
+	ctx, stalled, cancel := timeLimit(ctx, timeout, nil)
 	defer cancel()
 	defer func() { err = stalled(err) }()
 	cfg := weir.Config{Parallelism: spec.Parallelism, MaxParallelism: 128, Logger: quiet,

@@ -270,7 +270,7 @@ func attempt(ctx context.Context, spec *Spec, st *store, fs, cfs vfs.FS, fault *
 	if o.timeout > 0 {
 		timeout = o.timeout
 	}
-	ctx, stalled, cancel := timeLimit(ctx, timeout)
+	ctx, stalled, cancel := timeLimit(ctx, timeout, aw)
 	defer cancel()
 	defer func() { err = stalled(err) }()
 	cfg := weir.Config{Parallelism: spec.Parallelism, MaxParallelism: 128, // key groups 0-127 (agentdisk.go)
@@ -404,9 +404,10 @@ type acc struct{ N, Sum int64 }
 
 // timeLimit returns ctx, cancelled after timeout, and stalled, which
 // returns an attempt's error, or once the time has run out a
-// *stalledError naming where the run's goroutines waited then: taken
-// before the job is cancelled, while they still wait there (S4).
-func timeLimit(ctx context.Context, timeout time.Duration) (context.Context, func(error) error, context.CancelFunc) {
+// *stalledError naming where the run's goroutines waited then, and what
+// aw's state says (if aw is not nil): taken before the job is cancelled,
+// while they still wait there (S4).
+func timeLimit(ctx context.Context, timeout time.Duration, aw *agentWorld) (context.Context, func(error) error, context.CancelFunc) {
 	ctx, cancel := context.WithCancel(ctx)
 	ch := make(chan []string, 1)
 	timer := time.AfterFunc(timeout, func() {
@@ -414,6 +415,7 @@ func timeLimit(ctx context.Context, timeout time.Duration) (context.Context, fun
 		if id, ok := pprof.Label(ctx, leakLabel); ok {
 			_, stacks = goroutinesWith(leakLabel, id)
 		}
+		stacks = append(stacks, aw.stallReport()...)
 		if os.Getenv("WEIR_SIM_DEBUG") != "" {
 			pprof.Lookup("goroutine").WriteTo(os.Stderr, 2) // every stack, whole
 		}
