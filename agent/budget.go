@@ -382,7 +382,7 @@ func (b *budgets) admit(ctx context.Context, key []byte, kg int, name string) (a
 		case BudgetWait:
 			// The timer is armed before the wait is counted, so that one
 			// who sees the count and moves the clock finds it armed.
-			t := b.clk.NewTimer(time.Duration(spent.window+w-b.clk.Now().UnixMilli()) * time.Millisecond)
+			t := clock.NewTimerAt(b.clk, time.UnixMilli(spent.window+w))
 			b.metrics[blocked].waits.Inc()
 			select {
 			case <-t.C():

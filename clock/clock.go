@@ -14,6 +14,10 @@
 //	    clock (armed, neither fired nor stopped), each of which is after
 //	    Now: a discrete-event simulation that moves the clock only to
 //	    NextDue passes no deadline without firing its timer at it.
+//	I4. A Manual timer armed for an instant (ResetAt, NewTimerAt) is
+//	    armed for exactly that instant, whatever moves of the clock run
+//	    concurrently; one armed for a duration (NewTimer, Reset) is
+//	    armed for the clock's time at the arming plus the duration.
 //
 // Real's timers measure durations (Go's monotonic clock), while Now is the
 // wall clock, which a host may step back. Code that must not act before the
@@ -45,6 +49,37 @@ type Timer interface {
 	Stop() bool
 	// Reset re-arms the timer to fire after d.
 	Reset(d time.Duration) bool
+}
+
+// AtArmer is implemented by a Clock that arms its timers for an instant
+// of its own time in one step with its moves (Manual). A clock that moves
+// while a timer is being armed for an instant must implement it: armed for
+// a duration computed from an earlier reading, the timer would fire late
+// by the move (I4).
+type AtArmer interface {
+	// ResetAt re-arms t, a timer made by this clock, to fire when the
+	// clock reads at or later (at once if it does already), and reports
+	// whether t was armed.
+	ResetAt(t Timer, at time.Time) bool
+}
+
+// ResetAt re-arms t, a timer made by c, to fire when c reads at: exactly
+// at (I4) on a clock that implements AtArmer, else after at.Sub(c.Now()),
+// which is what Real's timers can do.
+func ResetAt(c Clock, t Timer, at time.Time) bool {
+	if a, ok := c.(AtArmer); ok {
+		return a.ResetAt(t, at)
+	}
+	return t.Reset(at.Sub(c.Now()))
+}
+
+// NewTimerAt returns a timer of c that fires when c reads at (ResetAt).
+func NewTimerAt(c Clock, at time.Time) Timer {
+	t := c.NewTimer(at.Sub(c.Now()))
+	if a, ok := c.(AtArmer); ok {
+		a.ResetAt(t, at)
+	}
+	return t
 }
 
 // Millis returns t as Unix milliseconds, weir's unit of time.
@@ -92,6 +127,10 @@ func NewManual(start time.Time) *Manual {
 func (m *Manual) Now() time.Time {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	return m.nowLocked()
+}
+
+func (m *Manual) nowLocked() time.Time {
 	if m.mu.now.IsZero() {
 		return time.UnixMilli(0)
 	}
@@ -198,6 +237,20 @@ func (m *Manual) NewTimer(d time.Duration) Timer {
 	return t
 }
 
+// ResetAt implements AtArmer: it re-arms t, a timer of m, for the instant
+// at, in one step with m's moves (at once if m reads at or later).
+func (m *Manual) ResetAt(t Timer, at time.Time) bool {
+	mt, ok := t.(*manualTimer)
+	if !ok || mt.m != m {
+		return t.Reset(at.Sub(m.Now()))
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	armed := mt.stopLocked()
+	mt.armLocked(at)
+	return armed
+}
+
 type manualTimer struct {
 	m        *Manual
 	c        chan time.Time
@@ -209,6 +262,12 @@ func (t *manualTimer) C() <-chan time.Time { return t.c }
 func (t *manualTimer) Stop() bool {
 	t.m.mu.Lock()
 	defer t.m.mu.Unlock()
+	return t.stopLocked()
+}
+
+// stopLocked disarms t and discards a value it has sent and no one has
+// received (m.mu held).
+func (t *manualTimer) stopLocked() bool {
 	armed := false
 	for i, x := range t.m.mu.timers {
 		if x == t {
@@ -224,25 +283,31 @@ func (t *manualTimer) Stop() bool {
 	return armed
 }
 
+// Reset reads the clock and arms t in one step: a Set in between would
+// otherwise leave t armed for a deadline the clock has passed, which
+// fires only at the next Set.
 func (t *manualTimer) Reset(d time.Duration) bool {
-	armed := t.Stop()
-	now := t.m.Now()
 	t.m.mu.Lock()
-	t.deadline = now.Add(d)
-	if d <= 0 {
-		// Never block: a value already waiting is this fire.
+	defer t.m.mu.Unlock()
+	armed := t.stopLocked()
+	t.armLocked(t.m.nowLocked().Add(d))
+	return armed
+}
+
+// armLocked arms t for at, or fires it now if the clock reads at already
+// (never blocking: a value already waiting is this fire) (m.mu held).
+func (t *manualTimer) armLocked(at time.Time) {
+	t.deadline = at
+	if now := t.m.nowLocked(); !at.After(now) {
 		select {
 		case t.c <- now:
 		default:
 		}
-		t.m.mu.Unlock()
-		return armed
+		return
 	}
 	t.m.mu.timers = append(t.m.mu.timers, t)
 	if t.m.mu.armed != nil {
 		close(t.m.mu.armed)
 		t.m.mu.armed = nil
 	}
-	t.m.mu.Unlock()
-	return armed
 }

@@ -98,3 +98,52 @@ func TestAwaitDue(t *testing.T) {
 	}
 	late.Stop()
 }
+
+// TestResetAtArmsTheInstant: a timer armed for an instant (ResetAt,
+// NewTimerAt) fires when the clock reaches that instant and not before,
+// at once for an instant the clock has reached, and its deadline does not
+// depend on moves of the clock between the caller's reading and the
+// arming (I4).
+func TestResetAtArmsTheInstant(t *testing.T) {
+	start := time.Unix(1000, 0)
+	m := NewManual(start)
+	at := start.Add(5 * time.Millisecond)
+	tm := NewTimerAt(m, at)
+	// The caller read the clock at start; the clock moves before the
+	// next arming, which still names the instant.
+	m.Set(start.Add(2 * time.Millisecond))
+	if armed := ResetAt(m, tm, at); !armed {
+		t.Fatal("ResetAt: the timer was armed, it says not")
+	}
+	if next, ok := m.NextDue(); !ok || !next.Equal(at) {
+		t.Fatalf("NextDue %v, %v: want the instant armed, %v", next.Sub(start), ok, at.Sub(start))
+	}
+	m.Set(at.Add(-time.Millisecond))
+	select {
+	case <-tm.C():
+		t.Fatal("fired before its instant")
+	default:
+	}
+	m.Set(at)
+	select {
+	case got := <-tm.C():
+		if !got.Equal(at) {
+			t.Fatalf("fired with %v, want %v", got.Sub(start), at.Sub(start))
+		}
+	default:
+		t.Fatal("did not fire at its instant")
+	}
+	// An instant the clock has reached fires at once, and leaves nothing
+	// armed.
+	if armed := ResetAt(m, tm, start); armed {
+		t.Fatal("ResetAt: the timer had fired, it says it was armed")
+	}
+	select {
+	case <-tm.C():
+	default:
+		t.Fatal("an instant in the past did not fire at once")
+	}
+	if next, ok := m.NextDue(); ok {
+		t.Fatalf("NextDue %v after a past instant fired", next.Sub(start))
+	}
+}

@@ -90,6 +90,39 @@ func TestProcTimersEarlierRegistrationRearms(t *testing.T) {
 	}
 }
 
+// movingClock is a manual clock that another goroutine moves right after
+// every reading: what a simulation's clock may do while a subtask arms a
+// timer.
+type movingClock struct{ *clock.Manual }
+
+func (c movingClock) Now() time.Time {
+	now := c.Manual.Now()
+	c.Manual.Set(now.Add(time.Millisecond))
+	return now
+}
+
+// TestProcTimersArmTheCallbacksTime: the clock timer is armed for the
+// callback's time itself, also when the clock moves between the
+// subtask's reading and the arming: armed for the time minus that reading,
+// it would fire late by the move, and a simulation that moves its clock
+// only to the next armed deadline (seeds 966651, 1041218, 1053141: an
+// agent's wait never timed out) would skip the callback's time.
+func TestProcTimersArmTheCallbacksTime(t *testing.T) {
+	clk := movingClock{clock.NewManual(t0)}
+	var pt procTimers
+	pt.init(clk)
+	var got []int64
+	pt.register(1_000_000+10, posTask, func(now int64) { got = append(got, now) })
+	if next, ok := clk.NextDue(); !ok || !next.Equal(at(10)) {
+		t.Fatalf("clock timer armed for %v, %v: want the callback's time %v", next.Sub(t0), ok, at(10).Sub(t0))
+	}
+	clk.Set(at(10))
+	drive(&pt)
+	if len(got) != 1 || got[0] < 1_000_000+10 {
+		t.Fatalf("fired %v, want once at or after %d", got, 1_000_000+10)
+	}
+}
+
 // TestProcTimersCallbacksRegisteringDueCallbacks: a callback that registers
 // one already due gets it run in the same pass; one registered for later
 // waits for its time.

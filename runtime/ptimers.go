@@ -84,12 +84,11 @@ func (t *procTimers) register(ts int64, pos int32, f func(now int64)) {
 	}
 }
 
+// arm arms the clock timer for ts itself (clock.ResetAt), not for ts
+// minus a reading of the clock: on a clock that moves while the subtask
+// arms (a simulation's), that would fire late by the move.
 func (t *procTimers) arm(ts int64) {
-	d := time.Duration(ts-clock.NowMillis(t.clk)) * time.Millisecond
-	if d < 0 {
-		d = 0
-	}
-	t.timer.Reset(d)
+	clock.ResetAt(t.clk, t.timer, time.UnixMilli(ts))
 	t.armed, t.armedAt = true, ts
 }
 

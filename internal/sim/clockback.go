@@ -61,6 +61,17 @@ func (c *wallClock) Now() time.Time {
 // NewTimer implements clock.Clock: monotonic, on the manual clock.
 func (c *wallClock) NewTimer(d time.Duration) clock.Timer { return c.m.NewTimer(d) }
 
+// ResetAt implements clock.AtArmer: the wall-clock instant at is armed on
+// the manual clock at the same distance from its time (at plus the steps
+// back so far), in one step with the steps back and the clock's moves.
+// Like NewTimer's, the arming is monotonic from then on: a later step back
+// does not move it.
+func (c *wallClock) ResetAt(t clock.Timer, at time.Time) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.m.ResetAt(t, at.Add(c.mu.back))
+}
+
 // stepBack sets the wall clock back by d; timers armed stay armed for
 // their durations.
 func (c *wallClock) stepBack(d time.Duration) {
