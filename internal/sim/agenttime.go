@@ -34,7 +34,11 @@ import (
 // (a wait registers its timer on the subtask goroutine after it has asked)
 // is waited for (clock.Manual.AwaitDue of its bound); once the clock has
 // reached a blocked call's bound it stays there until the call has
-// returned.
+// returned. This needs every timer armed for an instant to be armed for
+// exactly it while the clock moves (clock I4): the runtime once armed a
+// wait's time-out for its time minus an earlier reading of the clock,
+// late by any move in between, past the bound, and the wait never timed
+// out (seeds 966651, 1041218, 1053141).
 //
 // Guarantees: virtual time never passes a blocked call's bound before
 // that call has returned; it moves only while every running action is
