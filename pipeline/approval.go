@@ -64,6 +64,9 @@ type ApprovalsSpec struct {
 	// arguments, step}, keyed by the agent key.
 	Requests    string
 	RequestsPos Pos
+	// MaxAnswersPerKey is agent.Options.MaxAnswersPerKey (0: its
+	// default, 64).
+	MaxAnswersPerKey int
 }
 
 // approval decodes a tool entry's approval: {deadline, onTimeout}.
@@ -78,7 +81,7 @@ func (d *dec) approval(k, n ast.Node, what string) *ApprovalSpec {
 	return a
 }
 
-// approvals decodes agent.approvals: {topic, requests}.
+// approvals decodes agent.approvals: {topic, requests, maxAnswersPerKey}.
 func (d *dec) approvals(k, n ast.Node, what string) *ApprovalsSpec {
 	a := &ApprovalsSpec{Pos: d.pos(k)}
 	d.object(n, what,
@@ -92,6 +95,8 @@ func (d *dec) approvals(k, n ast.Node, what string) *ApprovalsSpec {
 				a.RequestsPos = d.pos(v)
 				d.nonEmpty(v, at, "a Kafka topic for the approval requests", &a.Requests)
 			}},
+		field{name: "maxAnswersPerKey", accepts: "an integer from 1 to 65536", def: "64", doc: "the answers a key keeps that no wait has taken yet; beyond it the oldest is dropped, logged and counted (`weir_answers_dropped`). Give a key room for its answers of a checkpoint interval: after a restore they are read again before the waits that take them",
+			fn: func(at string, _, v ast.Node) { d.intField(v, at, 1, 65536, &a.MaxAnswersPerKey) }},
 	)
 	if a.Topic != "" && a.Topic == a.Requests {
 		d.errAt(a.RequestsPos, "%s.requests: %q is the answers topic too; want another topic (a request is not an answer)", what, a.Requests)

@@ -96,6 +96,12 @@ func (r *approvalRig) spec(customers []string, approval, extraAgent, extraJob st
 	if err := os.WriteFile(inPath, []byte(in.String()), 0o644); err != nil {
 		r.t.Fatal(err)
 	}
+	// The step's approvals: extraAgent's if it sets them, else the
+	// answers and requests topics.
+	approvals := "approvals: {topic: approvals, requests: approval-requests}\n" + extraAgent
+	if strings.HasPrefix(extraAgent, "approvals:") {
+		approvals = extraAgent
+	}
 	source := fmt.Sprintf("file: {paths: [%s]}", inPath)
 	if r.fromKafka {
 		source = "kafka: {topics: [refunds]}"
@@ -118,11 +124,10 @@ steps:
             url: %s
             parameters: {type: object, properties: {order: {type: string}}}
           approval: %s
-      approvals: {topic: approvals, requests: approval-requests}
-%s
+      %s
 sink:
   file: {path: %s}
-`, r.brokers[0], extraJob, source, r.tool.srv.URL, approval, extraAgent, filepath.Join(r.dir, "out.jsonl"))
+`, r.brokers[0], extraJob, source, r.tool.srv.URL, approval, approvals, filepath.Join(r.dir, "out.jsonl"))
 	spec, err := pipeline.Parse("approve.yaml", []byte(src))
 	if err != nil {
 		r.t.Fatal(err)
@@ -409,6 +414,37 @@ func TestApprovalSurvivesRestore(t *testing.T) {
 
 }
 
+// TestApprovalsMaxAnswersPerKey: approvals.maxAnswersPerKey is the room a
+// key has for answers no wait has taken: with 2, three answers to a wait
+// c1 does not have, then the answer to its refund, push out two (the
+// oldest untaken ones), counted; the refund still takes its answer.
+func TestApprovalsMaxAnswersPerKey(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	rig := newApprovalRig(t)
+	run := runPipeline(ctx, rig.spec([]string{"c1", "c2"}, "{deadline: 1h}",
+		"approvals: {topic: approvals, maxAnswersPerKey: 2}", ""))
+	rj := <-run.rjob
+	ids := map[string]string{}
+	for _, w := range pendingWaits(t, ctx, 2) {
+		ids[w.Key] = w.ID
+	}
+	for range 3 {
+		rig.answer(ctx, agent.Answer{Key: "c1", Wait: "other", Value: json.RawMessage(`true`)})
+	}
+	rig.answer(ctx, agent.Answer{Key: "c1", Wait: "refund", ID: ids["c1"], Value: json.RawMessage(`true`)})
+	rig.answer(ctx, agent.Answer{Key: "c2", Wait: "refund", ID: ids["c2"], Value: json.RawMessage(`false`)})
+	if err := <-run.done; err != nil {
+		t.Fatal(err)
+	}
+	if n := rig.tool.total(); n != 1 {
+		t.Fatalf("the tool ran %d times, want 1 (c1 approved, c2 rejected)", n)
+	}
+	if n := rj.Metrics().Sum("agent", "answersDropped"); n != 2 {
+		t.Fatalf("answersDropped %d, want 2 (3 untaken answers and a taken one, room for 2)", n)
+	}
+}
+
 // TestApprovalConfigErrors: every approval key is checked at the edge,
 // with file:line:column and what is accepted.
 func TestApprovalConfigErrors(t *testing.T) {
@@ -433,6 +469,10 @@ func TestApprovalConfigErrors(t *testing.T) {
 			"p.yaml:11:7: steps[1].agent.approvals: no tool of the step has an approval"},
 		{"requests is the answers topic", head + tool("{deadline: 1h}") + "      approvals: {topic: a, requests: a}\n",
 			`steps[1].agent.approvals.requests: "a" is the answers topic too`},
+		{"maxAnswersPerKey 0", head + tool("{deadline: 1h}") + "      approvals: {topic: a, maxAnswersPerKey: 0}\n",
+			"p.yaml:14:47: steps[1].agent.approvals.maxAnswersPerKey: 0 is out of range; want an integer from 1 to 65536"},
+		{"maxAnswersPerKey not a number", head + tool("{deadline: 1h}") + "      approvals: {topic: a, maxAnswersPerKey: many}\n",
+			"steps[1].agent.approvals.maxAnswersPerKey: got a string, want an integer from 1 to 65536"},
 		{"no kafka", strings.TrimPrefix(head, "kafka: {brokers: ['127.0.0.1:9']}\n") + tool("{deadline: 1h}") + "      approvals: {topic: a}\n",
 			"steps[1].agent.approvals needs the Kafka cluster"},
 		{"bad httpAddr", "job:\n  approvals: {httpAddr: nohost}\n" + head + tool("{deadline: 1h}") + "      approvals: {topic: a}\n",

@@ -212,6 +212,7 @@ func (b *builder) keyedStep(ctx context.Context, from string, st *StepSpec, kp f
 			stop := make(chan struct{})
 			var once sync.Once
 			o.EndAnswers = func() { once.Do(func() { close(stop) }) }
+			o.MaxAnswersPerKey = st.Agent.Approvals.MaxAnswersPerKey
 			answersIn, err := b.answersStream(b.opName("", name+"-answers-source"), st.Agent.Approvals, stop)
 			if err != nil {
 				return in, err
