@@ -315,6 +315,10 @@ func (b *builder) approvalRuntimeOf(name string, a *AgentSpec) (*approvalRuntime
 	return r, nil, nil
 }
 
+// closeGrace bounds how long the approvals endpoint waits, when the job
+// ends, for its requests in progress.
+const closeGrace = 5 * time.Second
+
 // approvalsServer is the HTTP endpoint of job.approvals.httpAddr:
 //
 //	POST /answers          one answer (agent.Answer as JSON) to the only
@@ -400,9 +404,17 @@ func (j *Job) startApprovals(addr string) error {
 	return nil
 }
 
+// close stops the endpoint once the requests in progress have finished
+// (at most closeGrace): the answer that ended the job, written to its topic
+// just before, gets its 202, not a closed connection that its client
+// would take for a failure. Then the producers close.
 func (s *approvalsServer) close() {
 	if s.srv != nil {
-		s.srv.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), closeGrace)
+		if s.srv.Shutdown(ctx) != nil {
+			s.srv.Close()
+		}
+		cancel()
 	}
 	for _, h := range s.handlers {
 		h.Close()

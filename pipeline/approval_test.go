@@ -1,10 +1,12 @@
 package pipeline_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -442,6 +444,70 @@ func TestApprovalsMaxAnswersPerKey(t *testing.T) {
 	}
 	if n := rj.Metrics().Sum("agent", "answersDropped"); n != 2 {
 		t.Fatalf("answersDropped %d, want 2 (3 untaken answers and a taken one, room for 2)", n)
+	}
+}
+
+// TestApprovalsEndpointFinishesRequestsWhenTheJobEnds: a request in
+// progress when the job ends is served to the end: an answer whose body
+// is still coming when the endpoint stops gets its 202, not a closed
+// connection that its client would take for a failure.
+func TestApprovalsEndpointFinishesRequestsWhenTheJobEnds(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	rig := newApprovalRig(t)
+	run := runPipeline(ctx, rig.spec([]string{"c1"}, "{deadline: 1h}", "", ""))
+	addr := (<-run.job).ApprovalsAddr()
+	w := pendingWaits(t, ctx, 1)[0]
+
+	// A POST of c1's answer, the first half of its body sent.
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	body := fmt.Sprintf(`{"key":"c1","wait":"refund","id":%q,"value":true}`, w.ID)
+	half := len(body) / 2
+	if _, err := fmt.Fprintf(c, "POST /answers HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", addr, len(body), body[:half]); err != nil {
+		t.Fatal(err)
+	}
+	// A request on a connection dialled after it: once it is answered,
+	// the server has accepted the POST's connection too.
+	get := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	resp, err := get.Get("http://" + addr + "/approvals")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+
+	// c1 answered through the topic: the job ends, and its endpoint stops
+	// listening.
+	rig.answer(ctx, agent.Answer{Key: "c1", Wait: "refund", ID: w.ID, Value: json.RawMessage(`true`)})
+	for {
+		d, err := net.Dial("tcp", addr)
+		if err != nil {
+			break
+		}
+		d.Close()
+		select {
+		case <-ctx.Done():
+			t.Fatal("the approvals endpoint still listens after the job's only wait was answered")
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	// The rest of the body: the request is served to the end.
+	if _, err := io.WriteString(c, body[half:]); err != nil {
+		t.Fatalf("the rest of the POST's body: %v (the endpoint closed a request in progress)", err)
+	}
+	r, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("the POST's response: %v (the endpoint closed a request in progress)", err)
+	}
+	r.Body.Close()
+	if r.StatusCode != http.StatusAccepted {
+		t.Fatalf("POST /answers while the job ended: %s, want 202", r.Status)
+	}
+	if err := <-run.done; err != nil {
+		t.Fatal(err)
 	}
 }
 
