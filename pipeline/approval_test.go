@@ -68,6 +68,9 @@ type approvalRig struct {
 	// fromKafka reads the refunds from the (unbounded) topic refunds
 	// instead of a file.
 	fromKafka bool
+	// approvals replaces the agent step's approvals (YAML flow map;
+	// empty: the answers and requests topics).
+	approvals string
 }
 
 func newApprovalRig(t *testing.T) *approvalRig {
@@ -98,11 +101,9 @@ func (r *approvalRig) spec(customers []string, approval, extraAgent, extraJob st
 	if err := os.WriteFile(inPath, []byte(in.String()), 0o644); err != nil {
 		r.t.Fatal(err)
 	}
-	// The step's approvals: extraAgent's if it sets them, else the
-	// answers and requests topics.
-	approvals := "approvals: {topic: approvals, requests: approval-requests}\n" + extraAgent
-	if strings.HasPrefix(extraAgent, "approvals:") {
-		approvals = extraAgent
+	approvals := r.approvals
+	if approvals == "" {
+		approvals = "{topic: approvals, requests: approval-requests}"
 	}
 	source := fmt.Sprintf("file: {paths: [%s]}", inPath)
 	if r.fromKafka {
@@ -126,10 +127,11 @@ steps:
             url: %s
             parameters: {type: object, properties: {order: {type: string}}}
           approval: %s
-      %s
+      approvals: %s
+%s
 sink:
   file: {path: %s}
-`, r.brokers[0], extraJob, source, r.tool.srv.URL, approval, approvals, filepath.Join(r.dir, "out.jsonl"))
+`, r.brokers[0], extraJob, source, r.tool.srv.URL, approval, approvals, extraAgent, filepath.Join(r.dir, "out.jsonl"))
 	spec, err := pipeline.Parse("approve.yaml", []byte(src))
 	if err != nil {
 		r.t.Fatal(err)
@@ -424,8 +426,8 @@ func TestApprovalsMaxAnswersPerKey(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	rig := newApprovalRig(t)
-	run := runPipeline(ctx, rig.spec([]string{"c1", "c2"}, "{deadline: 1h}",
-		"approvals: {topic: approvals, maxAnswersPerKey: 2}", ""))
+	rig.approvals = "{topic: approvals, maxAnswersPerKey: 2}"
+	run := runPipeline(ctx, rig.spec([]string{"c1", "c2"}, "{deadline: 1h}", "", ""))
 	rj := <-run.rjob
 	ids := map[string]string{}
 	for _, w := range pendingWaits(t, ctx, 2) {
