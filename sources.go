@@ -76,13 +76,27 @@ func Generate[T any](env *Environment, name string, n int64, f func(i int64) Rec
 type genReader[T any] struct {
 	n, next, step int64
 	f             func(int64) Record[T]
+	run           []Record[T] // a Poll's records, for a SourceBatchOutput
 }
 
+// genPoll is how many records a Poll of Generate emits.
+const genPoll = 256
+
 func (r *genReader[T]) Poll(out runtime.SourceOutput[T]) (runtime.PollStatus, error) {
-	for k := 0; k < 256 && (r.n < 0 || r.next < r.n); k++ {
-		rec := r.f(r.next)
-		out.Collect(0, rec.Value, rec.Timestamp)
-		r.next += r.step
+	if all, ok := out.(runtime.SourceBatchOutput[T]); ok {
+		run := r.run[:0]
+		for k := 0; k < genPoll && (r.n < 0 || r.next < r.n); k++ {
+			run = append(run, r.f(r.next))
+			r.next += r.step
+		}
+		r.run = run
+		all.CollectAll(0, run)
+	} else {
+		for k := 0; k < genPoll && (r.n < 0 || r.next < r.n); k++ {
+			rec := r.f(r.next)
+			out.Collect(0, rec.Value, rec.Timestamp)
+			r.next += r.step
+		}
 	}
 	if r.n >= 0 && r.next >= r.n {
 		out.FinishSplit(0)

@@ -291,12 +291,14 @@ func (x *oneInputInstance[IN, OUT]) collectAllInKeyGroups(recs []Record[IN], kgs
 }
 
 // collectAll hands a whole batch to the operator (one interface call per
-// record instead of two).
+// record instead of two): a channel's batch, or a source's run
+// (allOutput).
 func (x *oneInputInstance[IN, OUT]) collectAll(recs []Record[IN]) {
 	op, ref, t := x.op, x.ref, x.ctx.task
+	prev := t.current
 	for i := range recs {
 		if t.err != nil {
-			t.current = -1
+			t.current = prev
 			return // as in collectAllInKeyGroups (I9)
 		}
 		t.current = x.pos
@@ -308,9 +310,10 @@ func (x *oneInputInstance[IN, OUT]) collectAll(recs []Record[IN]) {
 		}
 		if err != nil {
 			t.fail(x.ctx.Name, err)
+			t.current = prev
 			return
 		}
 	}
-	t.current = -1
-	x.recordsIn.Add(int64(len(recs)))
+	t.current = prev
+	x.unpublished += int64(len(recs))
 }

@@ -60,6 +60,23 @@ func refOutputOf[T any](o Output[T]) refOutput[T] {
 	return byValue[T]{o}
 }
 
+// allOutput is implemented by an Output that takes a run of records in one
+// call (a chained one-input operator): collectAll(recs) is Collect for each
+// of them in order. recs is read during the call only.
+type allOutput[T any] interface {
+	collectAll(recs []Record[T])
+}
+
+// allOutputOf returns o as an allOutput, looking through the main output
+// of withSides, or nil if it takes records one by one.
+func allOutputOf[T any](o Output[T]) allOutput[T] {
+	if w, ok := o.(withSides[T]); ok {
+		o = w.main
+	}
+	a, _ := o.(allOutput[T])
+	return a
+}
+
 // OutputTag names a side output of type T. Create tags with NewOutputTag
 // and keep them in variables: two tags are the same side output only if
 // they are the same tag.

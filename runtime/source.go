@@ -126,6 +126,21 @@ type SourceRefOutput[T any] interface {
 	CollectRef(split int, v *T, ts int64)
 }
 
+// SourceBatchOutput is implemented by the SourceOutput the runtime hands a
+// Reader: CollectAll(split, recs) is Collect(split, r.Value, r.Timestamp)
+// for each r of recs, in order, at less cost per record where it can be:
+// where the source assigns no timestamps of its own (no
+// watermark.Strategy.Timestamp), every record carries one, and the split's
+// watermark generator keeps only the highest timestamp seen
+// (watermark.RunGenerator: bounded out-of-orderness, ascending, none), the
+// run goes downstream in one call per operator and the generator observes
+// it once; anywhere else the records go one by one, exactly as Collect
+// sends them. recs is read during the call only: the reader may reuse it at
+// once.
+type SourceBatchOutput[T any] interface {
+	CollectAll(split int, recs []Record[T])
+}
+
 // DeadLetter is input a source could not turn into a record.
 type DeadLetter struct {
 	// Source is the name of the source operator.

@@ -26,6 +26,7 @@ func (m *sourceImpl[T]) instantiate(ctx *Context, out any, sides []control) (ins
 		watermarkAt: ctx.Gauge(MetricWatermark)}
 	x.watermarkAt.Set(watermark.Min)
 	x.outRef = refOutputOf(x.out)
+	x.outAll = allOutputOf(x.out)
 	x.splits = watermark.NewSplits(m.strategy, ctx.Clock, combined[T]{x})
 	// Time spent blocked by back-pressure must not count as silence
 	// towards idleness (Flink's FLINK-35886).
@@ -46,6 +47,7 @@ type sourceInstance[T any] struct {
 	ctx         *Context
 	out         Output[T]
 	outRef      refOutput[T] // out's main output, taking records by pointer (nil: Collect)
+	outAll      allOutput[T] // out's main output, taking runs of records (nil: one by one)
 	rec         Record[T]    // the record being emitted (outRef's argument)
 	tsOf        func(v T, sourceTs int64) (int64, bool)
 	splits      *watermark.Splits[T]
@@ -138,6 +140,32 @@ func (x *sourceInstance[T]) CollectRef(split int, v *T, ts int64) {
 		x.out.Collect(Record[T]{Value: *v, Timestamp: ts})
 	}
 	x.splits.OnEventRef(split, v, ts)
+}
+
+// CollectAll implements SourceBatchOutput. The run goes downstream at once
+// only where no watermark can move relative to its records: the split's
+// generator observes the run before the records leave (it emits nothing
+// for them, watermark.RunGenerator), and no record of the run needs the
+// per-record path (a timestamp to assign or a dead letter).
+func (x *sourceInstance[T]) CollectAll(split int, recs []Record[T]) {
+	if x.outAll != nil && x.tsOf == nil && split < len(x.known) && x.known[split] &&
+		len(recs) > 0 && x.ctx.task.err == nil {
+		hi := recs[0].Timestamp
+		ok := hi != NoTimestamp
+		for i := 1; ok && i < len(recs); i++ {
+			ts := recs[i].Timestamp
+			ok = ts != NoTimestamp
+			hi = max(hi, ts)
+		}
+		if ok && x.splits.OnTimestamps(split, hi, len(recs)) {
+			x.unpublished += int64(len(recs))
+			x.outAll.collectAll(recs)
+			return
+		}
+	}
+	for i := range recs {
+		x.CollectRef(split, &recs[i].Value, recs[i].Timestamp)
+	}
 }
 
 // AddSplit implements SourceOutput.

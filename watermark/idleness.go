@@ -100,6 +100,18 @@ type idleTimestamps[T any] struct {
 
 func (t idleTimestamps[T]) OnTimestamp(ts int64, out Output) { t.g.onTimestamp(t.inner, ts, out) }
 
+// OnTimestamps implements RunGenerator while the split is active (a record
+// on an idle split marks it active, a status change) and the wrapped
+// generator observes runs.
+func (t idleTimestamps[T]) OnTimestamps(max int64, n int) bool {
+	r, ok := t.inner.(RunGenerator)
+	if !ok || t.g.idle || !r.OnTimestamps(max, n) {
+		return false
+	}
+	t.g.counter += uint64(n)
+	return true
+}
+
 // timestampsOf returns gen as a TimestampGenerator, or nil if it reads the
 // records it is given.
 func timestampsOf[T any](gen Generator[T]) TimestampGenerator {

@@ -39,6 +39,7 @@ type splitState[T any] struct {
 	comb *Combiner
 	gen  Generator[T]
 	tsg  TimestampGenerator    // gen, if it reads only timestamps
+	run  RunGenerator          // tsg, if it observes runs of records
 	idl  *IdlenessGenerator[T] // gen, if it is wrapped for idleness
 
 	genWm   int64 // highest watermark the generator emitted
@@ -75,6 +76,7 @@ func (s *Splits[T]) Add(split int) {
 	}
 	gen := s.strategy.Generator(s.clk)
 	st := &splitState[T]{id: split, comb: s.comb, gen: gen, tsg: timestampsOf(gen), genWm: Min}
+	st.run, _ = st.tsg.(RunGenerator)
 	if ig, ok := gen.(*IdlenessGenerator[T]); ok {
 		st.idl = ig
 		for range s.pausedAll {
@@ -125,6 +127,23 @@ func (s *Splits[T]) OnEventRef(split int, event *T, ts int64) {
 		return
 	}
 	st.gen.OnEvent(*event, ts, st)
+}
+
+// OnTimestamps passes n records of split, whose highest event timestamp is
+// max, to the split's generator at once, if it observes runs of records
+// (RunGenerator) and doing so emits nothing and changes no status. It
+// reports false, having done nothing, otherwise: the caller then passes
+// the records one by one (OnEventRef). It panics if the split is not
+// registered.
+func (s *Splits[T]) OnTimestamps(split int, max int64, n int) bool {
+	var st *splitState[T]
+	if uint(split) < uint(len(s.byID)) {
+		st = s.byID[split]
+	}
+	if st == nil {
+		panic(fmt.Sprintf("watermark: events for unknown split %d", split))
+	}
+	return st.run != nil && st.run.OnTimestamps(max, n)
 }
 
 // OnPeriodicEmit runs the periodic emit of every split and reports the

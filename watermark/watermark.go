@@ -53,6 +53,20 @@ type TimestampGenerator interface {
 	OnTimestamp(ts int64, out Output)
 }
 
+// RunGenerator is implemented by a TimestampGenerator that can observe a
+// run of records at once. OnTimestamps(max, n) does what n calls of
+// OnTimestamp would do with timestamps whose highest is max, when those
+// calls would emit nothing and change no status; when they might, it
+// reports false, having done nothing, and the caller calls OnTimestamp for
+// each record. BoundedOutOfOrderness, Ascending and None implement it, as
+// does a WithIdleness generator over one of them while its split is active.
+// A source hands a run of records downstream before their watermark
+// generator has seen them only where OnTimestamps reports true, so no
+// watermark moves relative to the records.
+type RunGenerator interface {
+	OnTimestamps(max int64, n int) bool
+}
+
 // GeneratorFuncs adapts a pair of functions to a Generator. A nil field does
 // nothing.
 type GeneratorFuncs[T any] struct {
@@ -122,6 +136,15 @@ func (g *BoundedGenerator[T]) OnTimestamp(ts int64, _ Output) {
 	}
 }
 
+// OnTimestamps implements RunGenerator: it keeps max if it is the highest
+// timestamp so far, and never emits.
+func (g *BoundedGenerator[T]) OnTimestamps(max int64, _ int) bool {
+	if max > g.maxTs {
+		g.maxTs = max
+	}
+	return true
+}
+
 // OnPeriodicEmit emits maxTs - B - 1.
 func (g *BoundedGenerator[T]) OnPeriodicEmit(out Output) {
 	out.EmitWatermark(g.maxTs - g.bound - 1)
@@ -154,6 +177,7 @@ func None[T any]() Generator[T] { return none[T]{} }
 
 type none[T any] struct{}
 
-func (none[T]) OnEvent(T, int64, Output)  {}
-func (none[T]) OnTimestamp(int64, Output) {}
-func (none[T]) OnPeriodicEmit(Output)     {}
+func (none[T]) OnEvent(T, int64, Output)     {}
+func (none[T]) OnTimestamp(int64, Output)    {}
+func (none[T]) OnTimestamps(int64, int) bool { return true }
+func (none[T]) OnPeriodicEmit(Output)        {}
