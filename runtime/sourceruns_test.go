@@ -99,7 +99,7 @@ type deadLogOp struct {
 }
 
 func (o *deadLogOp) ProcessRecord(r runtime.Record[runtime.DeadLetter]) error {
-	o.log.add("split %d %v: %s", r.Value.Split, r.Value.Value, r.Value.Reason)
+	o.log.add("dead letter: split %d %v: %s", r.Value.Split, r.Value.Value, r.Value.Reason)
 	return nil
 }
 
@@ -119,13 +119,13 @@ var runTestStrategies = []struct {
 }
 
 // runJob runs the script through a source chained to runLogOp and returns
-// what the operator saw and the dead letters' reasons, in order.
+// what the operator saw, in order, and the dead letters, in order.
 func runJob(t *rapid.T, polls [][]runStep, s watermark.Strategy[int], runs bool) (main, dead []string) {
 	env := weir.NewEnvironment(weir.Config{Parallelism: 1, Clock: clock.NewManual(time.Unix(0, 0))})
 	src := weir.FromSource(env, "script", runtime.SourceFunc[int](func(runtime.SourceContext) (runtime.Reader[int], error) {
 		return &runReader{polls: polls, runs: runs}, nil
 	}), s)
-	ml, dl := &runLog{}, &runLog{}
+	ml, dl := &runLog{}, &runLog{} // the dead letters' operator runs in a task of its own
 	weir.Transform(src, "log", func() runtime.OneInputOperator[int, struct{}] { return &runLogOp{log: ml} })
 	weir.Transform(weir.DeadLetters(src), "dead", func() runtime.OneInputOperator[runtime.DeadLetter, struct{}] {
 		return &deadLogOp{log: dl}
@@ -188,7 +188,7 @@ func TestSourceRunsAreRecordsOneByOne(t *testing.T) {
 			rt.Fatalf("%s: with runs the operator saw\n%v\none by one\n%v", st.name, gotMain, wantMain)
 		}
 		if !slices.Equal(gotDead, wantDead) {
-			rt.Fatalf("%s: dead letters with runs %v, one by one %v", st.name, gotDead, wantDead)
+			rt.Fatalf("%s: dead letters with runs\n%v\none by one\n%v", st.name, gotDead, wantDead)
 		}
 	})
 }

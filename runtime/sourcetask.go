@@ -43,21 +43,25 @@ func (m *sourceImpl[T]) instantiate(ctx *Context, out any, sides []control) (ins
 // sourceInstance is a source subtask: it polls its reader, stamps records,
 // runs one watermark generator per split and combines them (I3).
 type sourceInstance[T any] struct {
-	reader      Reader[T]
-	ctx         *Context
-	out         Output[T]
-	outRef      refOutput[T] // out's main output, taking records by pointer (nil: Collect)
-	outAll      allOutput[T] // out's main output, taking runs of records (nil: one by one)
-	rec         Record[T]    // the record being emitted (outRef's argument)
-	tsOf        func(v T, sourceTs int64) (int64, bool)
-	splits      *watermark.Splits[T]
-	dead        Output[DeadLetter]
-	deadCount   *Counter
-	recordsOut  *Counter
-	watermarkAt *Gauge
-	known       []bool
-	closed      bool
-	unpublished int64 // records read, not yet added to recordsOut
+	reader Reader[T]
+	ctx    *Context
+	out    Output[T]
+	outRef refOutput[T] // out's main output, taking records by pointer (nil: Collect)
+	outAll allOutput[T] // out's main output, taking runs of records (nil: one by one)
+	// pend is the run of records in progress (CollectAll); pend[runFrom:runTo]
+	// are those the generator has seen and that have not gone downstream.
+	pend           []Record[T]
+	runFrom, runTo int
+	rec            Record[T] // the record being emitted (outRef's argument)
+	tsOf           func(v T, sourceTs int64) (int64, bool)
+	splits         *watermark.Splits[T]
+	dead           Output[DeadLetter]
+	deadCount      *Counter
+	recordsOut     *Counter
+	watermarkAt    *Gauge
+	known          []bool
+	closed         bool
+	unpublished    int64 // records read, not yet added to recordsOut
 	// noted counts the dead letters noted (Metrics.Note) and notedAt is
 	// when the last was, to bound their rate.
 	noted   int
@@ -124,7 +128,7 @@ func (x *sourceInstance[T]) CollectRef(split int, v *T, ts int64) {
 		}
 		ts = t
 	} else if ts == NoTimestamp {
-		x.DeadLetter(DeadLetter{Split: split, Value: *v, Reason: "record has no timestamp and the source's strategy assigns none"})
+		x.noTimestamp(split, v)
 		return
 	}
 	if split >= len(x.known) || !x.known[split] {
@@ -142,30 +146,73 @@ func (x *sourceInstance[T]) CollectRef(split int, v *T, ts int64) {
 	x.splits.OnEventRef(split, v, ts)
 }
 
-// CollectAll implements SourceBatchOutput. The run goes downstream at once
-// only where no watermark can move relative to its records: the split's
-// generator observes the run before the records leave (it emits nothing
-// for them, watermark.RunGenerator), and no record of the run needs the
-// per-record path (a timestamp to assign or a dead letter).
+// CollectAll implements SourceBatchOutput. Records go downstream in runs,
+// through the chained operator's collectAll, and never move relative to
+// a watermark, an idle status or a dead letter: where the split's
+// generator keeps only the highest timestamp (watermark.RunGenerator) it
+// observes the whole run at once, before the records leave, since it
+// emits nothing for them; any other generator sees each record in turn,
+// and the records it has seen are held (pend[runFrom:runTo]) until
+// something else leaves the source (flushRun: an emission, a dead letter)
+// or the run ends. Timestamps assigned by the source's strategy take the
+// per-record path.
 func (x *sourceInstance[T]) CollectAll(split int, recs []Record[T]) {
-	if x.outAll != nil && x.tsOf == nil && split < len(x.known) && x.known[split] &&
-		len(recs) > 0 && x.ctx.task.err == nil {
-		hi := recs[0].Timestamp
-		ok := hi != NoTimestamp
-		for i := 1; ok && i < len(recs); i++ {
-			ts := recs[i].Timestamp
-			ok = ts != NoTimestamp
-			hi = max(hi, ts)
+	t := x.ctx.task
+	if x.outAll == nil || x.tsOf != nil || split >= len(x.known) || !x.known[split] || len(recs) == 0 {
+		for i := range recs {
+			x.CollectRef(split, &recs[i].Value, recs[i].Timestamp)
 		}
-		if ok && x.splits.OnTimestamps(split, hi, len(recs)) {
+		return
+	}
+	if t.err != nil {
+		return // as in CollectRef (I9)
+	}
+	hi := recs[0].Timestamp
+	timed := hi != NoTimestamp
+	for i := 1; timed && i < len(recs); i++ {
+		ts := recs[i].Timestamp
+		timed = ts != NoTimestamp
+		hi = max(hi, ts)
+	}
+	if timed && x.splits.OnTimestamps(split, hi, len(recs)) {
+		x.unpublished += int64(len(recs))
+		x.outAll.collectAll(recs)
+		return
+	}
+	x.pend, x.runFrom, x.runTo = recs, 0, 0
+	for i := range recs {
+		if ts := recs[i].Timestamp; ts == NoTimestamp {
+			x.noTimestamp(split, &recs[i].Value) // sends the records before it
+			x.runFrom, x.runTo = i+1, i+1
+		} else {
+			x.runTo = i + 1
+			x.splits.OnEventRef(split, &recs[i].Value, ts)
+		}
+		if t.err != nil {
+			break
+		}
+	}
+	x.flushRun()
+	x.pend = nil
+}
+
+// flushRun sends the records of the run in progress (CollectAll) that the
+// generator has seen, before anything else leaves the source.
+func (x *sourceInstance[T]) flushRun() {
+	if x.runTo > x.runFrom {
+		recs := x.pend[x.runFrom:x.runTo]
+		x.runFrom = x.runTo
+		if x.ctx.task.err == nil {
 			x.unpublished += int64(len(recs))
 			x.outAll.collectAll(recs)
-			return
 		}
 	}
-	for i := range recs {
-		x.CollectRef(split, &recs[i].Value, recs[i].Timestamp)
-	}
+}
+
+// noTimestamp sends a record without a timestamp, which the strategy does
+// not assign, to the dead letters.
+func (x *sourceInstance[T]) noTimestamp(split int, v *T) {
+	x.DeadLetter(DeadLetter{Split: split, Value: *v, Reason: "record has no timestamp and the source's strategy assigns none"})
 }
 
 // AddSplit implements SourceOutput.
@@ -206,6 +253,7 @@ func (x *sourceInstance[T]) EmitWatermark(split int, ts int64) {
 
 // DeadLetter implements SourceOutput.
 func (x *sourceInstance[T]) DeadLetter(d DeadLetter) {
+	x.flushRun()
 	d.Source = x.ctx.Name
 	x.deadCount.Inc()
 	// A dead letter has no event time of its own. It is stamped with
@@ -228,6 +276,7 @@ func (x *sourceInstance[T]) DeadLetter(d DeadLetter) {
 type combined[T any] struct{ x *sourceInstance[T] }
 
 func (c combined[T]) EmitWatermark(ts int64) {
+	c.x.flushRun()
 	if c.x.ctx.task.err != nil {
 		return // I9
 	}
@@ -242,6 +291,7 @@ func (c combined[T]) EmitWatermark(ts int64) {
 // what this subtask's downstream operators still emit), and one that
 // finishes a split and adds another in the same Poll never goes idle.
 func (c combined[T]) MarkIdle() {
+	c.x.flushRun()
 	if c.x.finishing {
 		c.x.idlePending = true
 		return
@@ -252,6 +302,7 @@ func (c combined[T]) MarkIdle() {
 // MarkActive sends the active status, or cancels a kept idle one
 // (downstream never saw it).
 func (c combined[T]) MarkActive() {
+	c.x.flushRun()
 	if c.x.idlePending {
 		c.x.idlePending = false
 		return
