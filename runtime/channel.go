@@ -255,6 +255,27 @@ func (w *writer[T]) collectRef(r *Record[T]) {
 	}
 }
 
+// collectAll is Collect for each of recs, in order (allOutput: a source's
+// run of records), the edge's kind looked at once for the run.
+func (w *writer[T]) collectAll(recs []Record[T]) {
+	switch w.kind {
+	case partKey:
+		for i := range recs {
+			kg := w.keyGroup(recs[i].Value)
+			w.chans[w.route.Operator(kg)].addKeyed(recs[i], int32(kg))
+		}
+	case partForward:
+		c := w.chans[0]
+		for i := range recs {
+			c.add(recs[i])
+		}
+	default:
+		for i := range recs {
+			w.collectRef(&recs[i])
+		}
+	}
+}
+
 func (w *writer[T]) EmitWatermark(ts int64) {
 	for _, c := range w.chans {
 		c.send(ctrlWatermark, ts)

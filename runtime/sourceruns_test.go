@@ -75,21 +75,27 @@ func (l *runLog) add(format string, a ...any) {
 
 type runLogOp struct {
 	runtime.Base[struct{}]
-	log *runLog
+	logs []*runLog // by subtask
+	log  *runLog
+}
+
+func (o *runLogOp) Open(ctx *runtime.Context, out runtime.Output[struct{}]) error {
+	o.log = o.logs[ctx.Subtask]
+	return o.Base.Open(ctx, out)
 }
 
 func (o *runLogOp) ProcessRecord(r runtime.Record[int]) error {
-	o.log.add("record %d at %d", r.Value, r.Timestamp)
+	o.log.add("subtask %d: record %d at %d", o.Ctx.Subtask, r.Value, r.Timestamp)
 	return nil
 }
 
 func (o *runLogOp) ProcessWatermark(ts int64) error {
-	o.log.add("watermark %d", ts)
+	o.log.add("subtask %d: watermark %d", o.Ctx.Subtask, ts)
 	return o.Base.ProcessWatermark(ts)
 }
 
 func (o *runLogOp) ProcessIdle(idle bool) error {
-	o.log.add("idle %v", idle)
+	o.log.add("subtask %d: idle %v", o.Ctx.Subtask, idle)
 	return nil
 }
 
@@ -118,15 +124,26 @@ var runTestStrategies = []struct {
 	})},
 }
 
-// runJob runs the script through a source chained to runLogOp and returns
-// what the operator saw, in order, and the dead letters, in order.
-func runJob(t *rapid.T, polls [][]runStep, s watermark.Strategy[int], runs bool) (main, dead []string) {
+// runJob runs the script through a source and an edge to runLogOp
+// (chained, a rebalance channel, or a key-by to two subtasks) and returns
+// what each subtask of the operator saw, in order, and the dead letters,
+// in order.
+func runJob(t *rapid.T, polls [][]runStep, s watermark.Strategy[int], edge string, runs bool) (main map[int][]string, dead []string) {
 	env := weir.NewEnvironment(weir.Config{Parallelism: 1, Clock: clock.NewManual(time.Unix(0, 0))})
 	src := weir.FromSource(env, "script", runtime.SourceFunc[int](func(runtime.SourceContext) (runtime.Reader[int], error) {
 		return &runReader{polls: polls, runs: runs}, nil
 	}), s)
-	ml, dl := &runLog{}, &runLog{} // the dead letters' operator runs in a task of its own
-	weir.Transform(src, "log", func() runtime.OneInputOperator[int, struct{}] { return &runLogOp{log: ml} })
+	logs := []*runLog{{}, {}}
+	dl := &runLog{} // the dead letters' operator runs in a task of its own
+	newLog := func() runtime.OneInputOperator[int, struct{}] { return &runLogOp{logs: logs} }
+	switch edge {
+	case "chained":
+		weir.Transform(src, "log", newLog)
+	case "rebalance":
+		weir.Transform(weir.Rebalance(src), "log", newLog)
+	case "key-by":
+		weir.TransformKeyed(weir.KeyBy(src, func(v int) int { return v % 5 }), "log", newLog).Parallelism(2)
+	}
 	weir.Transform(weir.DeadLetters(src), "dead", func() runtime.OneInputOperator[runtime.DeadLetter, struct{}] {
 		return &deadLogOp{log: dl}
 	})
@@ -135,12 +152,13 @@ func runJob(t *rapid.T, polls [][]runStep, s watermark.Strategy[int], runs bool)
 	if err := env.Execute(ctx); err != nil {
 		t.Fatal(err)
 	}
-	return ml.events, dl.events
+	return map[int][]string{0: logs[0].events, 1: logs[1].events}, dl.events
 }
 
 // A reader handing runs of records over with CollectAll makes the job see
-// exactly what one Collect per record makes it see: the same records in
-// the same order, the same watermarks and idleness between them, the same
+// exactly what one Collect per record makes it see, chained to the source
+// or behind a channel (rebalance, key-by): the same records in the same
+// order, the same watermarks and idleness between them, the same
 // dead letters, whatever the watermark strategy (generators that keep only
 // the highest timestamp, which take runs at once; punctuated ones and
 // assigned timestamps, which go record by record), with records without a
@@ -182,10 +200,13 @@ func TestSourceRunsAreRecordsOneByOne(t *testing.T) {
 			}
 			return polls
 		}).Draw(rt, "polls")
-		gotMain, gotDead := runJob(rt, polls, st.s, true)
-		wantMain, wantDead := runJob(rt, polls, st.s, false)
-		if !slices.Equal(gotMain, wantMain) {
-			rt.Fatalf("%s: with runs the operator saw\n%v\none by one\n%v", st.name, gotMain, wantMain)
+		edge := rapid.SampledFrom([]string{"chained", "rebalance", "key-by"}).Draw(rt, "edge")
+		gotMain, gotDead := runJob(rt, polls, st.s, edge, true)
+		wantMain, wantDead := runJob(rt, polls, st.s, edge, false)
+		for sub := range 2 {
+			if !slices.Equal(gotMain[sub], wantMain[sub]) {
+				rt.Fatalf("%s, %s: with runs subtask %d saw\n%v\none by one\n%v", st.name, edge, sub, gotMain[sub], wantMain[sub])
+			}
 		}
 		if !slices.Equal(gotDead, wantDead) {
 			rt.Fatalf("%s: dead letters with runs\n%v\none by one\n%v", st.name, gotDead, wantDead)

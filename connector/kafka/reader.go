@@ -82,6 +82,9 @@ type reader[T any] struct {
 
 	splits  []*split
 	started bool
+	// decoded is the run of decoded records of one split not yet sent
+	// (emit, flush): it never outlives a fetch's records in a Poll.
+	decoded []runtime.Record[T]
 	msgs    chan fetchMsg
 	ready   chan struct{}
 	// slabs is the reader's record slabs (pool.go); pools holds it, the
@@ -264,9 +267,11 @@ func (r *reader[T]) Poll(out runtime.SourceOutput[T]) (runtime.PollStatus, error
 			err := r.emit(s, rec, out)
 			rec.Recycle() // its slab goes back to the pool (pool.go)
 			if err != nil {
+				r.flush(s, out)
 				return runtime.Wait, err
 			}
 		}
+		r.flush(s, out)
 		if r.curIdx < len(m.records) {
 			break
 		}
@@ -296,6 +301,9 @@ func (r *reader[T]) Poll(out runtime.SourceOutput[T]) (runtime.PollStatus, error
 	return runtime.Wait, nil
 }
 
+// emit decodes rec into the run of records of split s (r.decoded), which
+// flush sends; what must not overtake the records before it (a dead
+// letter, the split's return from idleness) flushes the run first.
 func (r *reader[T]) emit(s *split, rec *kgo.Record, out runtime.SourceOutput[T]) error {
 	s.pos = rec.Offset + 1
 	v, err := r.deser.Deserialize(rec)
@@ -303,6 +311,7 @@ func (r *reader[T]) emit(s *split, rec *kgo.Record, out runtime.SourceOutput[T])
 		if errors.Is(err, ErrFailJob) {
 			return fmt.Errorf("kafka topic %s partition %d offset %d: %w", rec.Topic, rec.Partition, rec.Offset, err)
 		}
+		r.flush(s, out)
 		out.DeadLetter(runtime.DeadLetter{Split: int(rec.Partition), Position: rec.Offset, Raw: rec.Value,
 			Reason: fmt.Sprintf("kafka topic %s partition %d offset %d does not deserialize: %v", rec.Topic, rec.Partition, rec.Offset, err)})
 		return nil
@@ -310,11 +319,32 @@ func (r *reader[T]) emit(s *split, rec *kgo.Record, out runtime.SourceOutput[T])
 	if s.idle && r.opts.Live == LiveRejoin {
 		// The first live record of a caught-up split: its own
 		// watermarks drive it from now on.
+		r.flush(s, out)
 		s.idle = false
 		out.SetSplitIdle(s.id, false)
 	}
-	out.Collect(s.id, v, rec.Timestamp.UnixMilli())
+	r.decoded = append(r.decoded, runtime.Record[T]{Value: v, Timestamp: rec.Timestamp.UnixMilli()})
 	return nil
+}
+
+// flush sends the decoded records of split s waiting in r.decoded, in one
+// call where the runtime takes runs of records (runtime.SourceBatchOutput:
+// it then passes them downstream as a run where the watermark strategy
+// allows), else one by one. It keeps r.decoded's memory, not its values
+// (which may point into a fetch's bytes).
+func (r *reader[T]) flush(s *split, out runtime.SourceOutput[T]) {
+	if len(r.decoded) == 0 {
+		return
+	}
+	if all, ok := out.(runtime.SourceBatchOutput[T]); ok {
+		all.CollectAll(s.id, r.decoded)
+	} else {
+		for i := range r.decoded {
+			out.Collect(s.id, r.decoded[i].Value, r.decoded[i].Timestamp)
+		}
+	}
+	clear(r.decoded)
+	r.decoded = r.decoded[:0]
 }
 
 func (r *reader[T]) applyInit(inits []splitInit) {
