@@ -84,13 +84,17 @@ const genPoll = 256
 
 func (r *genReader[T]) Poll(out runtime.SourceOutput[T]) (runtime.PollStatus, error) {
 	if all, ok := out.(runtime.SourceBatchOutput[T]); ok {
-		run := r.run[:0]
-		for k := 0; k < genPoll && (r.n < 0 || r.next < r.n); k++ {
-			run = append(run, r.f(r.next))
-			r.next += r.step
+		if r.run == nil {
+			r.run = make([]Record[T], 0, min(genPoll, runtime.RunRecords[T]()))
 		}
-		r.run = run
-		all.CollectAll(0, run)
+		for k := 0; k < genPoll && (r.n < 0 || r.next < r.n); {
+			run := r.run[:0]
+			for ; len(run) < cap(run) && k < genPoll && (r.n < 0 || r.next < r.n); k++ {
+				run = append(run, r.f(r.next))
+				r.next += r.step
+			}
+			all.CollectAll(0, run)
+		}
 	} else {
 		for k := 0; k < genPoll && (r.n < 0 || r.next < r.n); k++ {
 			rec := r.f(r.next)

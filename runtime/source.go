@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"unsafe"
 
 	"github.com/weirproject/weir/clock"
 )
@@ -128,18 +129,32 @@ type SourceRefOutput[T any] interface {
 
 // SourceBatchOutput is implemented by the SourceOutput the runtime hands a
 // Reader: CollectAll(split, recs) is Collect(split, r.Value, r.Timestamp)
-// for each r of recs, in order, at less cost per record where it can be:
-// where the source assigns no timestamps of its own (no
-// watermark.Strategy.Timestamp), every record carries one, and the split's
-// watermark generator keeps only the highest timestamp seen
-// (watermark.RunGenerator: bounded out-of-orderness, ascending, none), the
-// run goes downstream in one call per operator and the generator observes
-// it once; anywhere else the records go one by one, exactly as Collect
-// sends them. recs is read during the call only: the reader may reuse it at
-// once.
+// for each r of recs, in order, at less cost per record. The records go
+// downstream in runs, one call per run and operator where the operator
+// after the source takes them so; where the split's watermark generator
+// keeps only the highest timestamp (watermark.RunGenerator: bounded
+// out-of-orderness, ascending, none) and every record carries a timestamp
+// the source does not reassign, the generator observes the run once; any
+// other generator sees each record in turn. What the job sees is what one
+// Collect per record makes it see. recs belongs to the runtime during the
+// call, which may set the records' timestamps to those the source's
+// strategy assigns (watermark.Strategy.Timestamp); the reader may reuse it
+// once the call returns.
 type SourceBatchOutput[T any] interface {
 	CollectAll(split int, recs []Record[T])
 }
+
+// RunRecords is how many records of type T a reader's run
+// (SourceBatchOutput) should hold at most: as many as fit in 16 KiB, at
+// least 4. A run is written by the reader and read again by the operators
+// after the source; one that fits in the core's first-level cache is read
+// from there (a run of 512 large records is not: the Nexmark event's 312
+// bytes make 160 KiB).
+func RunRecords[T any]() int {
+	return max(4, runBytes/int(unsafe.Sizeof(Record[T]{})))
+}
+
+const runBytes = 16 << 10
 
 // DeadLetter is input a source could not turn into a record.
 type DeadLetter struct {

@@ -39,7 +39,10 @@ func (r *runReader) Poll(out runtime.SourceOutput[int]) (runtime.PollStatus, err
 		switch s.kind {
 		case "run":
 			if all, ok := out.(runtime.SourceBatchOutput[int]); ok && r.runs {
-				all.CollectAll(s.split, s.recs)
+				// The run is the runtime's during the call (it may
+				// write assigned timestamps into it): a copy, since the
+				// script is played twice.
+				all.CollectAll(s.split, slices.Clone(s.recs))
 			} else {
 				for _, rec := range s.recs {
 					out.Collect(s.split, rec.Value, rec.Timestamp)

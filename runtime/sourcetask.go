@@ -123,7 +123,7 @@ func (x *sourceInstance[T]) CollectRef(split int, v *T, ts int64) {
 	if x.tsOf != nil {
 		t, ok := x.tsOf(*v, ts)
 		if !ok {
-			x.DeadLetter(DeadLetter{Split: split, Value: *v, Reason: "record has no usable timestamp"})
+			x.noUsableTimestamp(split, v)
 			return
 		}
 		ts = t
@@ -154,11 +154,11 @@ func (x *sourceInstance[T]) CollectRef(split int, v *T, ts int64) {
 // emits nothing for them; any other generator sees each record in turn,
 // and the records it has seen are held (pend[runFrom:runTo]) until
 // something else leaves the source (flushRun: an emission, a dead letter)
-// or the run ends. Timestamps assigned by the source's strategy take the
-// per-record path.
+// or the run ends. Timestamps the source's strategy assigns
+// (watermark.Strategy.Timestamp) are written into the run's records.
 func (x *sourceInstance[T]) CollectAll(split int, recs []Record[T]) {
 	t := x.ctx.task
-	if x.outAll == nil || x.tsOf != nil || split >= len(x.known) || !x.known[split] || len(recs) == 0 {
+	if x.outAll == nil || split >= len(x.known) || !x.known[split] || len(recs) == 0 {
 		for i := range recs {
 			x.CollectRef(split, &recs[i].Value, recs[i].Timestamp)
 		}
@@ -167,27 +167,38 @@ func (x *sourceInstance[T]) CollectAll(split int, recs []Record[T]) {
 	if t.err != nil {
 		return // as in CollectRef (I9)
 	}
-	hi := recs[0].Timestamp
-	timed := hi != NoTimestamp
-	for i := 1; timed && i < len(recs); i++ {
-		ts := recs[i].Timestamp
-		timed = ts != NoTimestamp
-		hi = max(hi, ts)
-	}
-	if timed && x.splits.OnTimestamps(split, hi, len(recs)) {
-		x.unpublished += int64(len(recs))
-		x.outAll.collectAll(recs)
-		return
+	if x.tsOf == nil {
+		hi := recs[0].Timestamp
+		timed := hi != NoTimestamp
+		for i := 1; timed && i < len(recs); i++ {
+			ts := recs[i].Timestamp
+			timed = ts != NoTimestamp
+			hi = max(hi, ts)
+		}
+		if timed && x.splits.OnTimestamps(split, hi, len(recs)) {
+			x.unpublished += int64(len(recs))
+			x.outAll.collectAll(recs)
+			return
+		}
 	}
 	x.pend, x.runFrom, x.runTo = recs, 0, 0
 	for i := range recs {
-		if ts := recs[i].Timestamp; ts == NoTimestamp {
+		ts := recs[i].Timestamp
+		if x.tsOf != nil {
+			at, ok := x.tsOf(recs[i].Value, ts)
+			if !ok {
+				x.noUsableTimestamp(split, &recs[i].Value) // sends the records before it
+				x.runFrom, x.runTo = i+1, i+1
+				continue
+			}
+			recs[i].Timestamp, ts = at, at
+		} else if ts == NoTimestamp {
 			x.noTimestamp(split, &recs[i].Value) // sends the records before it
 			x.runFrom, x.runTo = i+1, i+1
-		} else {
-			x.runTo = i + 1
-			x.splits.OnEventRef(split, &recs[i].Value, ts)
+			continue
 		}
+		x.runTo = i + 1
+		x.splits.OnEventRef(split, &recs[i].Value, ts)
 		if t.err != nil {
 			break
 		}
@@ -207,6 +218,12 @@ func (x *sourceInstance[T]) flushRun() {
 			x.outAll.collectAll(recs)
 		}
 	}
+}
+
+// noUsableTimestamp sends a record whose timestamp the strategy does not
+// assign to the dead letters.
+func (x *sourceInstance[T]) noUsableTimestamp(split int, v *T) {
+	x.DeadLetter(DeadLetter{Split: split, Value: *v, Reason: "record has no usable timestamp"})
 }
 
 // noTimestamp sends a record without a timestamp, which the strategy does

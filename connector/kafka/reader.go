@@ -85,6 +85,7 @@ type reader[T any] struct {
 	// decoded is the run of decoded records of one split not yet sent
 	// (emit, flush): it never outlives a fetch's records in a Poll.
 	decoded []runtime.Record[T]
+	runCap  int // decoded's most records (runtime.RunRecords)
 	msgs    chan fetchMsg
 	ready   chan struct{}
 	// slabs is the reader's record slabs (pool.go); pools holds it, the
@@ -126,7 +127,7 @@ func newReader[T any](s *Source[T], ctx runtime.SourceContext, r *run) *reader[T
 		log = slog.Default()
 	}
 	slabs := &slabPool{}
-	return &reader[T]{src: s, opts: s.opts, deser: forReader(s.deser), ctx: ctx, log: log, run: r,
+	return &reader[T]{src: s, opts: s.opts, deser: forReader(s.deser), ctx: ctx, log: log, run: r, runCap: runtime.RunRecords[T](),
 		msgs: make(chan fetchMsg, s.opts.BufferedFetches), ready: make(chan struct{}, 1), slabs: slabs, pools: []kgo.Pool{slabs}}
 }
 
@@ -324,6 +325,9 @@ func (r *reader[T]) emit(s *split, rec *kgo.Record, out runtime.SourceOutput[T])
 		out.SetSplitIdle(s.id, false)
 	}
 	r.decoded = append(r.decoded, runtime.Record[T]{Value: v, Timestamp: rec.Timestamp.UnixMilli()})
+	if len(r.decoded) >= r.runCap {
+		r.flush(s, out)
+	}
 	return nil
 }
 
