@@ -219,7 +219,12 @@ func (o *keyedProcessOp[K, IN, OUT]) Open(ctx *runtime.Context, out runtime.Outp
 	return o.open(ctx, out, o.fn.OnTimer, o.fn.Open)
 }
 
-func (o *keyedProcessOp[K, IN, OUT]) ProcessRecord(r Record[IN]) error {
+func (o *keyedProcessOp[K, IN, OUT]) ProcessRecord(r Record[IN]) error { return o.ProcessRecordRef(&r) }
+
+// ProcessRecordRef implements runtime.RecordRefProcessor: a run of records
+// or a channel's batch reaches the function without a copy of each record
+// for the call.
+func (o *keyedProcessOp[K, IN, OUT]) ProcessRecordRef(r *Record[IN]) error {
 	o.setKey(o.key(r.Value), r.Timestamp)
 	return o.fn.ProcessElement(r.Value, &o.kctx)
 }

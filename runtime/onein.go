@@ -296,12 +296,12 @@ func (x *oneInputInstance[IN, OUT]) collectAllInKeyGroups(recs []Record[IN], kgs
 func (x *oneInputInstance[IN, OUT]) collectAll(recs []Record[IN]) {
 	op, ref, t := x.op, x.ref, x.ctx.task
 	prev := t.current
+	t.current = x.pos // the operators chained after it restore it
 	for i := range recs {
 		if t.err != nil {
 			t.current = prev
 			return // as in collectAllInKeyGroups (I9)
 		}
-		t.current = x.pos
 		var err error
 		if ref != nil {
 			err = ref.ProcessRecordRef(&recs[i])
