@@ -63,6 +63,14 @@
 //	    behind the barrier would wait for ever). Meanwhile the subtask
 //	    serves the other input, its mailbox and its timers, and a batch
 //	    stopped by a deselection resumes where it stopped (I1 holds).
+//	I11. A source subtask's records, watermarks, idle status and dead
+//	    letters leave it in the order its reader's calls imply, whether the
+//	    reader emits one record at a time (SourceOutput.Collect) or a run
+//	    (SourceBatchOutput.CollectAll): a record goes out before any
+//	    watermark or status change its generator derives from it, and a
+//	    run's records never pass one emitted between them. A run goes
+//	    downstream in one call only where that holds (sourcetask.go,
+//	    CollectAll; watermark.RunGenerator).
 //
 // # Not guaranteed
 //
