@@ -25,6 +25,15 @@ type SinkEnder interface {
 	EndInput() error
 }
 
+// SinkFlusher is an optional interface of a SinkWriter: Flush is called at
+// every checkpoint, before the checkpoint's barrier leaves the sink's
+// subtask, to put out of the process what the writer has buffered. A
+// writer that buffers and promises at least once needs it: a job restored
+// from the checkpoint sends again only the records after it.
+type SinkFlusher interface {
+	Flush() error
+}
+
 // SinkFunc adapts a function to a SinkWriter with nothing to close.
 type SinkFunc[T any] func(r Record[T]) error
 
@@ -53,6 +62,15 @@ func (o *sinkOp[T]) Open(ctx *runtime.Context, out runtime.Output[struct{}]) err
 }
 
 func (o *sinkOp[T]) ProcessRecord(r Record[T]) error { return o.w.Write(r) }
+
+// SnapshotState implements runtime.Snapshotter: a SinkFlusher flushes
+// (the sink has no state of its own).
+func (o *sinkOp[T]) SnapshotState(*runtime.SnapshotWriter) error {
+	if f, ok := o.w.(SinkFlusher); ok {
+		return f.Flush()
+	}
+	return nil
+}
 func (o *sinkOp[T]) EndInput() error {
 	if e, ok := o.w.(SinkEnder); ok {
 		return e.EndInput()

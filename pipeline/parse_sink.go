@@ -23,7 +23,7 @@ func (d *dec) sink(k, n ast.Node, what string) *SinkSpec {
 			d.object(v, at,
 				field{name: "dir", accepts: "a directory", def: "one of two", doc: "exactly once: files `DIR/part-SUBTASK-RUN-SEQ` published when the checkpoint covering them completes",
 					fn: func(at string, _, v ast.Node) { d.nonEmpty(v, at, "a directory", &f.Dir) }},
-				field{name: "path", accepts: "a file path", def: "one of two", doc: "at least once: one file per subtask, truncated at start",
+				field{name: "path", accepts: "a file path", def: "one of two", doc: "at least once: one file per subtask, truncated when the job starts afresh, appended to when it resumes from a checkpoint, flushed at every checkpoint",
 					fn: func(at string, _, v ast.Node) { d.nonEmpty(v, at, "a file path", &f.Path) }},
 			)
 			if (f.Dir == "") == (f.Path == "") {

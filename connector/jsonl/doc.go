@@ -45,10 +45,15 @@
 //	J5. Poll reads at most 256 lines per call and keeps at most one file
 //	    open per subtask. Files are opened when they are first read, not when
 //	    the job is built.
-//	J6. Sink and DeadLetterSink write through a buffer, flushed when the
-//	    sink subtask closes (at the end of the job, and also when it fails or
-//	    is cancelled). They are at-least-once writers with no transactions: a
-//	    failed job may leave a partly written file, and a rerun overwrites it.
+//	J6. Sink and DeadLetterSink write through a buffer, flushed (and the
+//	    file synced) at every checkpoint, before its barrier leaves the
+//	    subtask (weir.SinkFlusher), and when the sink subtask closes (at the
+//	    end of the job, and also when it fails or is cancelled). They are
+//	    at-least-once writers with no transactions: a job that starts afresh
+//	    truncates the file; a job restored from a checkpoint or savepoint
+//	    appends to it, so every line written before the checkpoint stays and
+//	    the records after it may be written again. A failed job may leave a
+//	    partly written file.
 //	J7. The source is restorable: at a checkpoint each subtask records, per
 //	    file it reads, the lines read and whether the file is done
 //	    (runtime.SplitSnapshotter); a restored job skips the done files and

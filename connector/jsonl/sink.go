@@ -18,16 +18,18 @@ const writeBufferSize = 64 << 10
 // Sink returns a sink for weir.ToSink that writes each record's value as
 // one JSON line (encoding/json, without HTML escaping) to the file
 // PartPath(path, subtask, parallelism): path itself when the sink runs with
-// parallelism 1, path + "-" + subtask index otherwise. Each file is created
-// or truncated when the sink subtask opens; its directory must exist.
-// Record timestamps are not written: a job that reads the file back must
-// find the event time in the value.
+// parallelism 1, path + "-" + subtask index otherwise. A job that starts
+// afresh creates or truncates each file when the sink subtask opens; a job
+// restored from a checkpoint or savepoint appends to it. The directory must
+// exist. Record timestamps are not written: a job that reads the file back
+// must find the event time in the value.
 //
-// Writes are buffered and flushed when the subtask closes, however the job
-// ends; the sink is at-least-once, not transactional (J6).
+// Writes are buffered, and flushed (and synced) at every checkpoint and
+// when the subtask closes, however the job ends; the sink is at-least-once,
+// not transactional (J6).
 func Sink[T any](path string) func(ctx *runtime.Context) (weir.SinkWriter[T], error) {
 	return func(ctx *runtime.Context) (weir.SinkWriter[T], error) {
-		w, err := newLineWriter(PartPath(path, ctx.Subtask, ctx.Parallelism))
+		w, err := openLineWriter(ctx, path)
 		if err != nil {
 			return nil, err
 		}
@@ -46,13 +48,26 @@ func PartPath(path string, subtask, parallelism int) string {
 
 // lineWriter is a buffered JSON-lines file.
 type lineWriter struct {
-	f   *os.File
-	bw  *bufio.Writer
-	enc *json.Encoder
+	f     *os.File
+	bw    *bufio.Writer
+	enc   *json.Encoder
+	dirty bool // written to since the last Flush
 }
 
-func newLineWriter(path string) (*lineWriter, error) {
-	f, err := os.Create(path)
+// openLineWriter opens the sink subtask's file (PartPath): truncated when
+// the job starts afresh, appended to when it was restored (J6), so that
+// what a run wrote before its last checkpoint is not lost when a later
+// run resumes from it.
+func openLineWriter(ctx *runtime.Context, path string) (*lineWriter, error) {
+	flag := os.O_WRONLY | os.O_CREATE | os.O_TRUNC
+	if ctx.Restored() != nil {
+		flag = os.O_WRONLY | os.O_CREATE | os.O_APPEND
+	}
+	return newLineWriter(PartPath(path, ctx.Subtask, ctx.Parallelism), flag)
+}
+
+func newLineWriter(path string, flag int) (*lineWriter, error) {
+	f, err := os.OpenFile(path, flag, 0o666)
 	if err != nil {
 		return nil, fmt.Errorf("jsonl: %w", err)
 	}
@@ -63,7 +78,25 @@ func newLineWriter(path string) (*lineWriter, error) {
 }
 
 func (w *lineWriter) write(v any) error {
+	w.dirty = true
 	if err := w.enc.Encode(v); err != nil {
+		return fmt.Errorf("jsonl: %s: %w", w.f.Name(), err)
+	}
+	return nil
+}
+
+// Flush implements weir.SinkFlusher: at a checkpoint, the lines written
+// since the last one go to the file and to its device (J6).
+func (w *lineWriter) Flush() error {
+	if !w.dirty {
+		return nil
+	}
+	w.dirty = false
+	err := w.bw.Flush()
+	if err == nil {
+		err = w.f.Sync()
+	}
+	if err != nil {
 		return fmt.Errorf("jsonl: %s: %w", w.f.Name(), err)
 	}
 	return nil
@@ -102,7 +135,7 @@ func (w *sinkWriter[T]) Write(r weir.Record[T]) error { return w.write(r.Value) 
 //	weir.ToSink(weir.DeadLetters(s), "dead-letters", jsonl.DeadLetterSink("dead.jsonl"))
 func DeadLetterSink(path string) func(ctx *runtime.Context) (weir.SinkWriter[weir.DeadLetter], error) {
 	return func(ctx *runtime.Context) (weir.SinkWriter[weir.DeadLetter], error) {
-		w, err := newLineWriter(PartPath(path, ctx.Subtask, ctx.Parallelism))
+		w, err := openLineWriter(ctx, path)
 		if err != nil {
 			return nil, err
 		}
