@@ -76,31 +76,23 @@ func Generate[T any](env *Environment, name string, n int64, f func(i int64) Rec
 type genReader[T any] struct {
 	n, next, step int64
 	f             func(int64) Record[T]
-	run           []Record[T] // a Poll's records, for a SourceBatchOutput
+	run           []Record[T] // a run of a Poll's records (runtime.CollectRun)
 }
 
 // genPoll is how many records a Poll of Generate emits.
 const genPoll = 256
 
 func (r *genReader[T]) Poll(out runtime.SourceOutput[T]) (runtime.PollStatus, error) {
-	if all, ok := out.(runtime.SourceBatchOutput[T]); ok {
-		if r.run == nil {
-			r.run = make([]Record[T], 0, min(genPoll, runtime.RunRecords[T]()))
-		}
-		for k := 0; k < genPoll && (r.n < 0 || r.next < r.n); {
-			run := r.run[:0]
-			for ; len(run) < cap(run) && k < genPoll && (r.n < 0 || r.next < r.n); k++ {
-				run = append(run, r.f(r.next))
-				r.next += r.step
-			}
-			all.CollectAll(0, run)
-		}
-	} else {
-		for k := 0; k < genPoll && (r.n < 0 || r.next < r.n); k++ {
-			rec := r.f(r.next)
-			out.Collect(0, rec.Value, rec.Timestamp)
+	if r.run == nil {
+		r.run = make([]Record[T], 0, min(genPoll, runtime.RunRecords[T]()))
+	}
+	for k := 0; k < genPoll && (r.n < 0 || r.next < r.n); {
+		run := r.run[:0]
+		for ; len(run) < cap(run) && k < genPoll && (r.n < 0 || r.next < r.n); k++ {
+			run = append(run, r.f(r.next))
 			r.next += r.step
 		}
+		runtime.CollectRun(out, 0, run)
 	}
 	if r.n >= 0 && r.next >= r.n {
 		out.FinishSplit(0)

@@ -144,6 +144,19 @@ type SourceBatchOutput[T any] interface {
 	CollectAll(split int, recs []Record[T])
 }
 
+// CollectRun hands recs, records of split, to out: in one call where out
+// takes runs (SourceBatchOutput), else one Collect per record. A reader
+// that builds runs calls it instead of choosing itself.
+func CollectRun[T any](out SourceOutput[T], split int, recs []Record[T]) {
+	if all, ok := out.(SourceBatchOutput[T]); ok {
+		all.CollectAll(split, recs)
+		return
+	}
+	for i := range recs {
+		out.Collect(split, recs[i].Value, recs[i].Timestamp)
+	}
+}
+
 // RunRecords is how many records of type T a reader's run
 // (SourceBatchOutput) should hold at most: as many as fit in 16 KiB, at
 // least 4. A run is written by the reader and read again by the operators

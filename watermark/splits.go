@@ -136,10 +136,7 @@ func (s *Splits[T]) OnEventRef(split int, event *T, ts int64) {
 // the records one by one (OnEventRef). It panics if the split is not
 // registered.
 func (s *Splits[T]) OnTimestamps(split int, max int64, n int) bool {
-	var st *splitState[T]
-	if uint(split) < uint(len(s.byID)) {
-		st = s.byID[split]
-	}
+	st := s.get(split)
 	if st == nil {
 		panic(fmt.Sprintf("watermark: events for unknown split %d", split))
 	}

@@ -340,13 +340,7 @@ func (r *reader[T]) flush(s *split, out runtime.SourceOutput[T]) {
 	if len(r.decoded) == 0 {
 		return
 	}
-	if all, ok := out.(runtime.SourceBatchOutput[T]); ok {
-		all.CollectAll(s.id, r.decoded)
-	} else {
-		for i := range r.decoded {
-			out.Collect(s.id, r.decoded[i].Value, r.decoded[i].Timestamp)
-		}
-	}
+	runtime.CollectRun(out, s.id, r.decoded)
 	clear(r.decoded)
 	r.decoded = r.decoded[:0]
 }
