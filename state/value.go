@@ -35,8 +35,9 @@ package state
 //	    write then finds the key's slot in vi (viSlot) and writes its copy
 //	    too.
 //
-// Every comparable key type is indexed so; vindex hashes it as a Go map
-// would (maphash.Comparable), without an allocation.
+// Every comparable key type is indexed so; vindex hashes it with
+// internal/keyhash (integers and strings by a seeded mixer, other keys as
+// maphash.Comparable), without an allocation.
 type ValueState[K comparable, V any] struct {
 	desc[K]
 	groups     groups[map[K]*V, K, *V]

@@ -1,6 +1,6 @@
 package state
 
-import "hash/maphash"
+import "github.com/weirproject/weir/internal/keyhash"
 
 // vindex is a value state's index on the memory backend (ValueState, X1-X4):
 // an open-addressing hash table, linear probing, from a key to its entry in
@@ -24,7 +24,8 @@ type vindex[K comparable, V any] struct {
 	mask  uint64
 	n     int // used slots
 	dead  int // deleted slots
-	seed  maphash.Seed
+	seed  keyhash.Seed
+	hf    keyhash.Hasher[K] // set with seed, before the first key
 }
 
 type vslot[K comparable, V any] struct {
@@ -42,15 +43,14 @@ const (
 // vindexMinSlots is the smallest table made.
 const vindexMinSlots = 16
 
-// hash is the key's hash as a Go map computes it (maphash.Comparable), for
-// any comparable key: strings and numbers by their bytes, interfaces by
-// their dynamic value, pointers by their address. It does not allocate:
-// a key's pointers are already on the heap (the backend's current key,
-// a slot's key). A key that is a NaN never equals itself, so each put of
-// one adds a slot, as each insert of one adds an entry to the key
-// group's map; an interface holding an unhashable value panics here as
-// it does in that map.
-func (x *vindex[K, V]) hash(k K) uint64 { return maphash.Comparable(x.seed, k) }
+// hash is the key's hash under the table's seed (keyhash.Hasher.Sum64):
+// keys equal under == hash alike, for any comparable key (strings and
+// integers by their value, floats so that +0 and -0 agree, interfaces by
+// their dynamic value, pointers by their address). It does not allocate. A
+// key that is a NaN never equals itself, so each put of one adds a slot, as
+// each insert of one adds an entry to the key group's map; an interface
+// holding an unhashable value panics here as it does in that map.
+func (x *vindex[K, V]) hash(k K) uint64 { return x.hf.Sum64(x.seed, k) }
 
 func tagOf(h uint64) uint8 { return ctrlUsed | uint8(h>>57) }
 
@@ -139,7 +139,7 @@ func (x *vindex[K, V]) grow() {
 	switch {
 	case size == 0:
 		size = vindexMinSlots
-		x.seed = maphash.MakeSeed()
+		x.seed, x.hf = keyhash.NewSeed(), keyhash.For[K]()
 	case 8*(x.n+1) > 3*size:
 		size *= 2
 	}

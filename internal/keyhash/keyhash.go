@@ -1,9 +1,10 @@
 // Package keyhash hashes keys for the in-memory hash tables of packages
-// state (namespaced state) and timer (the identity index of a timestamp's
-// timers). Hashes live only in memory: they are never written to snapshots,
-// and a restore hashes the keys again, so they may differ between processes
-// (they are seeded at start-up, like Go maps, so that keys chosen to collide
-// in one process do not in another).
+// state (namespaced state, and the value state's index) and timer (the
+// identity index of a timestamp's timers). Hashes live only in memory: they
+// are never written to snapshots, and a restore hashes the keys again, so
+// they may differ between processes (they are seeded at start-up, like Go
+// maps, so that keys chosen to collide in one process do not in another;
+// a table may also take a seed of its own, Seed).
 //
 // Integer keys go through a seeded 64-bit mixer and strings through a
 // seeded wyhash-style function (a few ns, about half of what
@@ -13,6 +14,7 @@ package keyhash
 import (
 	"hash/maphash"
 	"math/bits"
+	"unsafe"
 )
 
 var (
@@ -20,7 +22,9 @@ var (
 	keyIntSeed = maphash.String(keySeed, "weir")
 )
 
-// Of returns the hash of k.
+// Of returns the hash of k. A table that hashes many keys of one type
+// holds a Hasher instead, which gives the same hashes without classifying
+// the type at every call.
 func Of[K comparable](k K) uint32 {
 	switch v := any(k).(type) {
 	case int64:
@@ -40,8 +44,97 @@ func Of[K comparable](k K) uint32 {
 }
 
 // mixInt is a seeded murmur3 finalizer.
-func mixInt(x uint64) uint64 {
-	x ^= keyIntSeed
+// Hasher hashes keys of type K exactly as Of does. Of classifies K at
+// every call (a type switch that generic code resolves at run time, some
+// 2 ns of a lookup); a Hasher has done so once, in For. The zero Hasher is
+// valid and calls Of.
+type Hasher[K comparable] struct{ kind uint8 }
+
+// Kinds of Hasher: which of Of's cases K falls in.
+const (
+	kindOf     = iota // none: maphash.Comparable, through Of
+	kindWord          // int64, uint64, or an 8-byte int
+	kindInt32         // int32, or a 4-byte int
+	kindUint32        // uint32
+	kindString        // string
+)
+
+// For returns the Hasher of K.
+func For[K comparable]() Hasher[K] {
+	var zero K
+	switch any(zero).(type) {
+	case int64, uint64:
+		return Hasher[K]{kindWord}
+	case int:
+		if unsafe.Sizeof(zero) == 8 {
+			return Hasher[K]{kindWord}
+		}
+		return Hasher[K]{kindInt32}
+	case int32:
+		return Hasher[K]{kindInt32}
+	case uint32:
+		return Hasher[K]{kindUint32}
+	case string:
+		return Hasher[K]{kindString}
+	}
+	return Hasher[K]{}
+}
+
+// Seed selects one of the functions Sum64 computes: tables that want
+// their own hash function (so that keys copied between two tables in one
+// table's slot order do not pile up in the other) each make one.
+type Seed struct {
+	m maphash.Seed // for the types Of hashes with maphash
+	w uint64       // for integers and strings
+}
+
+// NewSeed returns a random Seed.
+func NewSeed() Seed {
+	m := maphash.MakeSeed()
+	return Seed{m: m, w: maphash.String(m, "weir")}
+}
+
+// Sum64 returns the 64-bit hash of k under seed: integers and strings as
+// Of hashes them (with seed's own value), other keys as maphash.Comparable
+// does, so that keys equal under == hash alike (floats' +0 and -0, an
+// interface by its dynamic value). All 64 bits are mixed: a table may take
+// its index from the low bits and a tag from the high ones.
+func (h Hasher[K]) Sum64(seed Seed, k K) uint64 {
+	p := unsafe.Pointer(&k)
+	switch h.kind {
+	case kindWord:
+		return mixSeeded(seed.w, *(*uint64)(p))
+	case kindInt32:
+		return mixSeeded(seed.w, uint64(*(*int32)(p)))
+	case kindUint32:
+		return mixSeeded(seed.w, uint64(*(*uint32)(p)))
+	case kindString:
+		return strSeeded(seed.w, *(*string)(p))
+	}
+	return maphash.Comparable(seed.m, k)
+}
+
+// Of returns the hash of k: keyhash.Of(k).
+func (h Hasher[K]) Of(k K) uint32 {
+	p := unsafe.Pointer(&k)
+	switch h.kind {
+	case kindWord:
+		return uint32(mixInt(*(*uint64)(p)))
+	case kindInt32:
+		return uint32(mixInt(uint64(*(*int32)(p))))
+	case kindUint32:
+		return uint32(mixInt(uint64(*(*uint32)(p))))
+	case kindString:
+		return uint32(strHash(*(*string)(p)))
+	}
+	return Of(k)
+}
+
+func mixInt(x uint64) uint64 { return mixSeeded(keyIntSeed, x) }
+
+// mixSeeded mixes x under seed.
+func mixSeeded(seed, x uint64) uint64 {
+	x ^= seed
 	x ^= x >> 33
 	x *= 0xff51afd7ed558ccd
 	x ^= x >> 33
@@ -75,8 +168,10 @@ func le32(s string) uint64 {
 
 // strHash is a seeded wyhash-style hash of s: short strings are read as two
 // (overlapping) words, longer ones 16 bytes at a time.
-func strHash(s string) uint64 {
-	seed := keyIntSeed
+func strHash(s string) uint64 { return strSeeded(keyIntSeed, s) }
+
+// strSeeded hashes s under seed.
+func strSeeded(seed uint64, s string) uint64 {
 	n := len(s)
 	var a, b uint64
 	switch {
