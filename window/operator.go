@@ -220,7 +220,11 @@ func fireTime(w Window) int64 {
 }
 
 // ProcessRecord assigns r to its windows.
-func (o *operator[K, T, OUT]) ProcessRecord(r runtime.Record[T]) error {
+func (o *operator[K, T, OUT]) ProcessRecord(r runtime.Record[T]) error { return o.ProcessRecordRef(&r) }
+
+// ProcessRecordRef implements runtime.RecordRefProcessor: ProcessRecord
+// without a copy of the record, which stays the caller's.
+func (o *operator[K, T, OUT]) ProcessRecordRef(r *runtime.Record[T]) error {
 	k := o.key(r.Value)
 	o.backend.SetCurrentKey(k, o.assign.Assign(o.hash(k)))
 	t := r.Timestamp
@@ -243,9 +247,9 @@ func (o *operator[K, T, OUT]) ProcessRecord(r runtime.Record[T]) error {
 	var err error
 	switch {
 	case o.merging:
-		taken, err = o.addMerging(k, r, wm)
+		taken, err = o.addMerging(k, *r, wm)
 	case o.trig != nil:
-		taken, err = o.addTriggered(k, r, wm)
+		taken, err = o.addTriggered(k, *r, wm)
 	default:
 		taken, err = o.addTo(k, r.Value, r.Timestamp, wm)
 	}
@@ -262,7 +266,7 @@ func (o *operator[K, T, OUT]) ProcessRecord(r runtime.Record[T]) error {
 		o.lastLateWm.Set(wm)
 		if o.late != nil {
 			o.lateOut.Inc()
-			o.late.Collect(r)
+			o.late.Collect(*r)
 		}
 	}
 	return nil
