@@ -79,6 +79,15 @@ func (t *task) flushAll() {
 	for _, w := range t.writers {
 		w.flush()
 	}
+	t.publishCounts()
+}
+
+// publishCounts adds the record counts the task's instances keep to
+// themselves (a source's records read, an input's records in) to the
+// shared counters: at every flush, and when the task ends however it ends
+// (a stop, a failure), so that the metrics of a stopped job, and a stopped
+// `weir run`'s summary, count every record its operators saw.
+func (t *task) publishCounts() {
 	for _, inst := range t.chain {
 		if p, ok := inst.(interface{ publish() }); ok {
 			p.publish()
@@ -90,6 +99,7 @@ func (t *task) run(ctx context.Context) (err error) {
 	t.done = ctx.Done()
 	opened := 0
 	defer func() {
+		t.publishCounts()
 		if r := recover(); r != nil {
 			name := t.node.name
 			if t.current >= 0 && t.current < len(t.chain) {
