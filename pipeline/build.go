@@ -59,7 +59,7 @@ type Options struct {
 	Restart RestartSpec
 	// OnStart, if set, is called by Run with the running job as soon as it
 	// has started (to attach a dashboard, or to stop it with a savepoint
-	// on a signal: TriggerSavepoint, then Cancel). Run's ctx cancels the
+	// on a signal: StopWithSavepoint, then Cancel). Run's ctx cancels the
 	// job without a savepoint.
 	OnStart func(j *Job, running *runtime.Job)
 }

@@ -45,6 +45,7 @@ type ack struct {
 type cpRequest struct {
 	kind checkpoint.Kind
 	dir  string // savepoint target
+	stop bool   // a stop: sources read nothing after its barrier (Job.StopWithSavepoint)
 	done chan cpResult
 }
 
@@ -112,6 +113,9 @@ type coordinator struct {
 	// finalID is the id of the final checkpoint once it has started (0
 	// before), for isFinal (read by task goroutines).
 	finalID atomic.Int64
+	// stopID is the id of the stop savepoint once it has started (0
+	// before), for isStop (read by task goroutines).
+	stopID atomic.Int64
 	// history is what Job.Checkpoints reports.
 	history checkpointHistory
 }
@@ -122,6 +126,11 @@ func (c *coordinator) kindOf(id int64) checkpoint.Kind {
 		return checkpoint.KindSavepoint
 	}
 	return checkpoint.KindCheckpoint
+}
+
+// isStop tells whether id is the savepoint of a stop (Job.StopWithSavepoint).
+func (c *coordinator) isStop(id int64) bool {
+	return id > 0 && c.stopID.Load() == id
 }
 
 // isFinal tells whether id is the final checkpoint of a bounded job.
@@ -177,7 +186,10 @@ func (c *coordinator) taskFinished(t *task) {
 // A request that run accepted is always answered (run's exit answers the
 // pending and queued ones); one asked after run returned gets errStopped.
 func (c *coordinator) trigger(ctx context.Context, kind checkpoint.Kind, dir string) (int64, string, error) {
-	req := &cpRequest{kind: kind, dir: dir, done: make(chan cpResult, 1)}
+	return c.triggerReq(ctx, &cpRequest{kind: kind, dir: dir, done: make(chan cpResult, 1)})
+}
+
+func (c *coordinator) triggerReq(ctx context.Context, req *cpRequest) (int64, string, error) {
 	select {
 	case c.requests <- req:
 	case <-c.stopped:
@@ -257,6 +269,9 @@ func (c *coordinator) do(m *cpMachine, acts []cpAction, a *ack) {
 			if act.final {
 				// Before the barrier leaves: every task asks isFinal at it.
 				c.finalID.Store(id)
+			}
+			if act.req != nil && act.req.stop {
+				c.stopID.Store(id) // as finalID: before the barrier leaves
 			}
 			c.p = &pendingCP{id: id, req: act.req, started: clk.Now(), left: len(c.tasks),
 				states: map[*Node][]*checkpoint.SubtaskState{}}

@@ -202,6 +202,33 @@ func (j *Job) TriggerSavepoint(ctx context.Context, dir string) (int64, error) {
 	return id, err
 }
 
+// StopWithSavepoint takes a savepoint into dir, as TriggerSavepoint does,
+// for a stop: each source subtask reads nothing after it has sent the
+// savepoint's barrier, and each subtask stops its processing-time
+// callbacks (timers, periodic watermarks, buffer flushes) once the barrier
+// has passed it, so that no record or watermark follows the savepoint
+// into the outputs. An at-least-once output then holds exactly what the
+// savepoint covers, and a job resumed from it writes nothing twice
+// (Flink's stop-with-savepoint, without draining). Records an operator
+// emits from a mailbox letter after the barrier (the answers of
+// asynchronous calls in flight) still go out, at least once as before.
+//
+// The job keeps running, idle, until the caller cancels it (what the
+// savepoint covers is committed as for any savepoint: at its completion
+// notice, or by the job that resumes from it). If the savepoint does not
+// complete, the sources read on and the callbacks run again, as if it had
+// not been asked.
+func (j *Job) StopWithSavepoint(ctx context.Context, dir string) (int64, error) {
+	b := j.current()
+	if b.cfg.Checkpoint.Storage.Store == nil {
+		if err := checkpoint.CheckLocation(dir); err != nil {
+			return 0, fmt.Errorf("runtime: savepoint: %w", err)
+		}
+	}
+	id, _, err := b.coord.triggerReq(ctx, &cpRequest{kind: checkpoint.KindSavepoint, dir: dir, stop: true, done: make(chan cpResult, 1)})
+	return id, err
+}
+
 // Restored says which snapshot the job was started from (a zero Path:
 // none, it started fresh); restarts after failures are not counted.
 func (j *Job) Restored() RestoredFrom { return j.restored }

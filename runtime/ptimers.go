@@ -37,6 +37,9 @@ type procTimers struct {
 	// quiesced is set once the subtask has taken the final checkpoint:
 	// no callback runs or is scheduled any more (see quiesce).
 	quiesced bool
+	// paused is set while the subtask holds at a stop savepoint (pause):
+	// callbacks are kept and scheduled but none runs.
+	paused bool
 }
 
 type ptEntry struct {
@@ -79,7 +82,7 @@ func (t *procTimers) register(ts int64, pos int32, f func(now int64)) {
 	}
 	t.seq++
 	heap.Push(&t.h, ptEntry{ts, t.seq, pos, f})
-	if !t.armed || ts < t.armedAt {
+	if !t.paused && (!t.armed || ts < t.armedAt) {
 		t.arm(ts)
 	}
 }
@@ -106,7 +109,7 @@ func (t *procTimers) fire() { t.fireFrom(posTask) }
 func (t *procTimers) fireFrom(p int32) int {
 	woke, wokeFor := t.armed, t.armedAt
 	t.armed = false
-	if t.quiesced {
+	if t.quiesced || t.paused {
 		return 0
 	}
 	n := 0
@@ -175,6 +178,27 @@ func (t *procTimers) quiesce() {
 	t.armed, t.deferred = false, false
 	clear(t.h)
 	t.h = t.h[:0]
+}
+
+// pause stops running callbacks, keeping them (and taking new ones),
+// until resume: the subtask has passed the barrier of a stop savepoint,
+// after which nothing may reach the outputs (Job.StopWithSavepoint).
+func (t *procTimers) pause() {
+	t.paused = true
+	t.timer.Stop()
+	t.armed, t.deferred = false, false
+}
+
+// resume runs callbacks again after pause (the stop savepoint did not
+// complete): the due ones at the subtask's next turn.
+func (t *procTimers) resume() {
+	if !t.paused {
+		return
+	}
+	t.paused = false
+	if len(t.h) > 0 && !t.quiesced {
+		t.arm(t.h[0].ts)
+	}
 }
 
 // settle restores the invariant after a Yield that deferred due callbacks:

@@ -359,6 +359,15 @@ func (x *sourceInstance[T]) run(t *task) error {
 		if t.err != nil {
 			return t.err
 		}
+		if t.stopFor != 0 {
+			// Past a stop savepoint's barrier: nothing more is read. Wait
+			// for the cancellation, serving the mailbox (the savepoint's
+			// completion or abort; after an abort, reading resumes).
+			if err := t.yield(); err != nil {
+				return err
+			}
+			continue
+		}
 		st, err := x.reader.Poll(x)
 		if !ticking {
 			startTicks()

@@ -71,6 +71,12 @@ func (t *task) checkpoint(id int64) {
 		// callbacks stop here (procTimers.quiesce).
 		t.timers.quiesce()
 	}
+	if t.job.coord.isStop(id) {
+		// Nor a stop savepoint's, unless it is aborted: a source stops
+		// reading (sourceInstance.run), callbacks wait (procTimers.pause).
+		t.stopFor = id
+		t.timers.pause()
+	}
 	if len(writers) == 0 {
 		t.job.coord.ack(ack{t: t, id: id, states: states, err: err, sync: sync})
 		return
@@ -105,6 +111,11 @@ func (t *task) completeCheckpoint(id int64) {
 
 func (t *task) abortCheckpoint(id int64) {
 	t.align.abort(id)
+	if t.stopFor == id {
+		// The stop did not happen: read and run callbacks again.
+		t.stopFor = 0
+		t.timers.resume()
+	}
 	for _, inst := range t.chain {
 		for _, p := range inst.parts() {
 			if l, ok := p.(CheckpointListener); ok {

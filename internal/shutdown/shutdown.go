@@ -153,11 +153,13 @@ func DefaultDir(base string, now time.Time) string {
 var ErrFinished = errors.New("shutdown: the job ended before the savepoint; nothing to resume")
 
 // StopWithSavepoint takes a savepoint of job into dir (which must not hold
-// one), then cancels the job and waits for it. It returns the savepoint's
+// one) as a stop (runtime.Job.StopWithSavepoint: nothing is read or emitted
+// after its barrier, so at-least-once outputs hold what it covers and no
+// more), then cancels the job and waits for it. It returns the savepoint's
 // id. If the job ended first it returns ErrFinished; if the savepoint
 // fails, the job is still cancelled and the error says why.
 func StopWithSavepoint(ctx context.Context, job *runtime.Job, dir string) (int64, error) {
-	id, err := job.TriggerSavepoint(ctx, dir)
+	id, err := job.StopWithSavepoint(ctx, dir)
 	job.Cancel()
 	job.Wait()
 	switch {
