@@ -182,14 +182,11 @@ func (c *coordinator) taskFinished(t *task) {
 	}
 }
 
-// trigger asks for a checkpoint (kind checkpoint) or a savepoint into dir.
-// A request that run accepted is always answered (run's exit answers the
+// trigger asks for what req says: a checkpoint, or a savepoint into
+// req.dir (a stop's, with req.stop). A request that run accepted is always answered (run's exit answers the
 // pending and queued ones); one asked after run returned gets errStopped.
-func (c *coordinator) trigger(ctx context.Context, kind checkpoint.Kind, dir string) (int64, string, error) {
-	return c.triggerReq(ctx, &cpRequest{kind: kind, dir: dir, done: make(chan cpResult, 1)})
-}
-
-func (c *coordinator) triggerReq(ctx context.Context, req *cpRequest) (int64, string, error) {
+func (c *coordinator) trigger(ctx context.Context, req *cpRequest) (int64, string, error) {
+	req.done = make(chan cpResult, 1)
 	select {
 	case c.requests <- req:
 	case <-c.stopped:

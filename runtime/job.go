@@ -179,7 +179,7 @@ func (j *Job) TriggerCheckpoint(ctx context.Context) (int64, string, error) {
 	if j.cfg.Checkpoint.Dir == "" {
 		return 0, "", ErrNoCheckpointDir
 	}
-	return j.current().coord.trigger(ctx, checkpoint.KindCheckpoint, "")
+	return j.current().coord.trigger(ctx, &cpRequest{kind: checkpoint.KindCheckpoint})
 }
 
 // ErrNoCheckpointDir is what TriggerCheckpoint returns on a job configured
@@ -192,13 +192,18 @@ var ErrNoCheckpointDir = errors.New("runtime: checkpoint has no directory; set C
 // periodic checkpoints are configured. On a job that has ended it returns
 // ErrJobStopped at once.
 func (j *Job) TriggerSavepoint(ctx context.Context, dir string) (int64, error) {
+	return j.savepoint(ctx, dir, false)
+}
+
+// savepoint takes a savepoint into dir, a stop's if stop is set.
+func (j *Job) savepoint(ctx context.Context, dir string, stop bool) (int64, error) {
 	b := j.current()
 	if b.cfg.Checkpoint.Storage.Store == nil {
 		if err := checkpoint.CheckLocation(dir); err != nil {
 			return 0, fmt.Errorf("runtime: savepoint: %w", err)
 		}
 	}
-	id, _, err := b.coord.trigger(ctx, checkpoint.KindSavepoint, dir)
+	id, _, err := b.coord.trigger(ctx, &cpRequest{kind: checkpoint.KindSavepoint, dir: dir, stop: stop})
 	return id, err
 }
 
@@ -219,14 +224,7 @@ func (j *Job) TriggerSavepoint(ctx context.Context, dir string) (int64, error) {
 // complete, the sources read on and the callbacks run again, as if it had
 // not been asked.
 func (j *Job) StopWithSavepoint(ctx context.Context, dir string) (int64, error) {
-	b := j.current()
-	if b.cfg.Checkpoint.Storage.Store == nil {
-		if err := checkpoint.CheckLocation(dir); err != nil {
-			return 0, fmt.Errorf("runtime: savepoint: %w", err)
-		}
-	}
-	id, _, err := b.coord.triggerReq(ctx, &cpRequest{kind: checkpoint.KindSavepoint, dir: dir, stop: true, done: make(chan cpResult, 1)})
-	return id, err
+	return j.savepoint(ctx, dir, true)
 }
 
 // Restored says which snapshot the job was started from (a zero Path:
