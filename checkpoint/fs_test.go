@@ -166,3 +166,28 @@ func TestVersionCheck(t *testing.T) {
 		t.Fatalf("future version: %v", err)
 	}
 }
+
+// A snapshot at a relative location (a savepoint directory given as
+// "sp", as `weir run --savepoint-dir sp` prints it in its resume line) is
+// written, persisted and read where the working directory puts it: the
+// directory that holds it is the working directory itself, whose fsync
+// Persist makes (it was the empty path before, and the restore failed).
+func TestRelativeLocation(t *testing.T) {
+	t.Chdir(t.TempDir())
+	if _, err := Write("sp", tagged(3)); err != nil {
+		t.Fatal(err)
+	}
+	if err := (Storage{}).Persist("sp"); err != nil {
+		t.Fatalf("Persist of a relative location: %v", err)
+	}
+	s, err := Read("sp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.ID != 3 {
+		t.Fatalf("read snapshot %d, want 3", s.ID)
+	}
+	if _, err := os.Stat(filepath.Join("sp", MetadataFile)); err != nil {
+		t.Fatalf("the manifest is not under the working directory: %v", err)
+	}
+}

@@ -386,7 +386,13 @@ func (d *dirStore) DeleteDir(dir string) error {
 	return nil
 }
 
-func (d *dirStore) Sync(dir string) error { return syncDir(d.fs, d.path(dir)) }
+func (d *dirStore) Sync(dir string) error {
+	p := d.path(dir)
+	if p == "" {
+		p = "." // the root of a relative location: the working directory
+	}
+	return syncDir(d.fs, p)
+}
 
 // keyJoin joins key elements; "" is the root.
 func keyJoin(elem ...string) string {
