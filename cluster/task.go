@@ -106,7 +106,7 @@ func (t *taskRunner) markFinished() error {
 	return checkpoint.Storage{}.PutMarker(taskDir(t.m.cfg, t.spec.id), finishedFile)
 }
 
-// stop takes a checkpoint of the running job (bounded by
+// stop takes a stop's checkpoint of the running job (bounded by
 // Config.RevokeCheckpointTimeout; none with checkpoint false), then stops
 // the job and waits until it has ended. revoked is when the group's revoke
 // began (zero if this is no revoke); the TaskStopped event has SessionLost
@@ -118,7 +118,9 @@ func (t *taskRunner) stop(checkpoint bool, revoked time.Time) {
 	t.mu.Unlock()
 	if job != nil && checkpoint && t.m.cfg.RevokeCheckpointTimeout > 0 {
 		ctx, cancel := context.WithTimeout(context.Background(), t.m.cfg.RevokeCheckpointTimeout)
-		if _, _, err := job.TriggerCheckpoint(ctx); err != nil && !errors.Is(err, runtime.ErrJobStopped) {
+		// A stop's checkpoint: nothing is read after it, so the next owner
+		// restores exactly what the outputs hold (runtime.Job.StopWithCheckpoint).
+		if _, _, err := job.StopWithCheckpoint(ctx); err != nil && !errors.Is(err, runtime.ErrJobStopped) {
 			t.m.cfg.Logger.Info("cluster: no checkpoint at hand-over; the next owner restores an older one", "task", t.spec.id, "err", err)
 		}
 		cancel()

@@ -45,7 +45,7 @@ type ack struct {
 type cpRequest struct {
 	kind checkpoint.Kind
 	dir  string // savepoint target
-	stop bool   // a stop: sources read nothing after its barrier (Job.StopWithSavepoint)
+	stop bool   // a stop: sources read nothing after its barrier (Job.StopWithSavepoint, StopWithCheckpoint)
 	done chan cpResult
 }
 
@@ -113,8 +113,8 @@ type coordinator struct {
 	// finalID is the id of the final checkpoint once it has started (0
 	// before), for isFinal (read by task goroutines).
 	finalID atomic.Int64
-	// stopID is the id of the stop savepoint once it has started (0
-	// before), for isStop (read by task goroutines).
+	// stopID is the id of the stop's savepoint or checkpoint once it has
+	// started (0 before), for isStop (read by task goroutines).
 	stopID atomic.Int64
 	// history is what Job.Checkpoints reports.
 	history checkpointHistory
@@ -128,7 +128,8 @@ func (c *coordinator) kindOf(id int64) checkpoint.Kind {
 	return checkpoint.KindCheckpoint
 }
 
-// isStop tells whether id is the savepoint of a stop (Job.StopWithSavepoint).
+// isStop tells whether id is the savepoint or checkpoint of a stop
+// (Job.StopWithSavepoint, Job.StopWithCheckpoint).
 func (c *coordinator) isStop(id int64) bool {
 	return id > 0 && c.stopID.Load() == id
 }

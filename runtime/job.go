@@ -176,10 +176,24 @@ func (j *Job) Cancel() { j.cancel(context.Canceled) }
 // On a job without CheckpointConfig.Dir it returns ErrNoCheckpointDir at
 // once, before any task snapshots anything.
 func (j *Job) TriggerCheckpoint(ctx context.Context) (int64, string, error) {
+	return j.checkpointNow(ctx, false)
+}
+
+// StopWithCheckpoint is TriggerCheckpoint for a stop, as StopWithSavepoint
+// is TriggerSavepoint's: nothing is read, and no processing-time callback
+// runs, after the checkpoint's barrier, so that the next owner of the job's
+// work restores exactly what the outputs hold (a group member handing its
+// tasks over). The job stays idle until cancelled; if the checkpoint does
+// not complete, it reads on.
+func (j *Job) StopWithCheckpoint(ctx context.Context) (int64, string, error) {
+	return j.checkpointNow(ctx, true)
+}
+
+func (j *Job) checkpointNow(ctx context.Context, stop bool) (int64, string, error) {
 	if j.cfg.Checkpoint.Dir == "" {
 		return 0, "", ErrNoCheckpointDir
 	}
-	return j.current().coord.trigger(ctx, &cpRequest{kind: checkpoint.KindCheckpoint})
+	return j.current().coord.trigger(ctx, &cpRequest{kind: checkpoint.KindCheckpoint, stop: stop})
 }
 
 // ErrNoCheckpointDir is what TriggerCheckpoint returns on a job configured

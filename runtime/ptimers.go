@@ -37,7 +37,7 @@ type procTimers struct {
 	// quiesced is set once the subtask has taken the final checkpoint:
 	// no callback runs or is scheduled any more (see quiesce).
 	quiesced bool
-	// paused is set while the subtask holds at a stop savepoint (pause):
+	// paused is set while the subtask holds at a stop's snapshot (pause):
 	// callbacks are kept and scheduled but none runs.
 	paused bool
 }
@@ -181,15 +181,16 @@ func (t *procTimers) quiesce() {
 }
 
 // pause stops running callbacks, keeping them (and taking new ones),
-// until resume: the subtask has passed the barrier of a stop savepoint,
-// after which nothing may reach the outputs (Job.StopWithSavepoint).
+// until resume: the subtask has passed the barrier of a stop's savepoint
+// or checkpoint, after which nothing may reach the outputs
+// (Job.StopWithSavepoint).
 func (t *procTimers) pause() {
 	t.paused = true
 	t.timer.Stop()
 	t.armed, t.deferred = false, false
 }
 
-// resume runs callbacks again after pause (the stop savepoint did not
+// resume runs callbacks again after pause (the stop's snapshot did not
 // complete): the due ones at the subtask's next turn.
 func (t *procTimers) resume() {
 	if !t.paused {

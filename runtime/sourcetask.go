@@ -360,9 +360,9 @@ func (x *sourceInstance[T]) run(t *task) error {
 			return t.err
 		}
 		if t.stopFor != 0 {
-			// Past a stop savepoint's barrier: nothing more is read. Wait
-			// for the cancellation, serving the mailbox (the savepoint's
-			// completion or abort; after an abort, reading resumes).
+			// Past a stop's barrier: nothing more is read. Wait for the
+			// cancellation, serving the mailbox (the snapshot's completion
+			// or abort; after an abort, reading resumes).
 			if err := t.yield(); err != nil {
 				return err
 			}

@@ -73,32 +73,39 @@ func stopJobWith(n int64, sink *stopSink, cc runtime.CheckpointConfig) *weir.Env
 }
 
 // TestStopWithSavepointThenResumeWritesEachRecordOnce: a job stopped with
-// Job.StopWithSavepoint and resumed from that savepoint gives an
-// at-least-once sink every record exactly once: nothing the sources read
-// after the savepoint's barrier reaches the outputs of the stopped run
-// (the resumed run reads it), and no processing-time timer the savepoint
-// holds fires in the stopped run (the resumed run fires it). With a
-// savepoint taken by TriggerSavepoint and a cancel, the records read
-// between the two are written by both runs.
+// Job.StopWithSavepoint (or StopWithCheckpoint, a group member's hand-over)
+// and resumed from that snapshot gives an at-least-once sink every record
+// exactly once: nothing the sources read after the snapshot's barrier
+// reaches the outputs of the stopped run (the resumed run reads it), and no
+// processing-time timer the snapshot holds fires in the stopped run (the
+// resumed run fires it). With a savepoint taken by TriggerSavepoint and a
+// cancel, the records read between the two are written by both runs.
 func TestStopWithSavepointThenResumeWritesEachRecordOnce(t *testing.T) {
 	const n = 1_000_000
-	for round := range 3 {
-		dir := filepath.Join(t.TempDir(), "sp")
+	for round := range 4 {
+		withCheckpoint := round%2 == 1
+		sp := filepath.Join(t.TempDir(), "sp")
+		chk := filepath.Join(t.TempDir(), "chk")
 		first := &stopSink{}
-		job, stop := weirtest.Start(t, stopJob(n, first, ""))
+		job, stop := weirtest.Start(t, stopJobWith(n, first, runtime.CheckpointConfig{Dir: chk}))
 		weirtest.Eventually(t, "records in the sink", func() bool { return first.n.Load() > int64(10_000*(round+1)) })
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		_, err := job.StopWithSavepoint(ctx, dir)
+		restore, err := sp, error(nil)
+		if withCheckpoint {
+			_, restore, err = job.StopWithCheckpoint(ctx)
+		} else {
+			_, err = job.StopWithSavepoint(ctx, sp)
+		}
 		cancel()
 		if err != nil {
-			t.Fatalf("round %d: stop with savepoint: %v", round, err)
+			t.Fatalf("round %d (checkpoint %v): stop: %v", round, withCheckpoint, err)
 		}
 		// The job is idle until cancelled: whatever the sink holds now and
-		// after the cancel is what the savepoint covers.
+		// after the cancel is what the snapshot covers.
 		stop()
 
 		second := &stopSink{}
-		if err := stopJob(n, second, dir).Execute(testCtx(t)); err != nil {
+		if err := stopJob(n, second, restore).Execute(testCtx(t)); err != nil {
 			t.Fatalf("round %d: resumed run: %v", round, err)
 		}
 		seen := make([]uint8, n)
@@ -122,7 +129,7 @@ func TestStopWithSavepointThenResumeWritesEachRecordOnce(t *testing.T) {
 		}
 		for v, c := range seen {
 			if c != 1 {
-				t.Fatalf("round %d: record %d written %d times (first run %d records, resumed run %d)", round, v, c, len(first.vals), len(second.vals))
+				t.Fatalf("round %d (checkpoint %v): record %d written %d times (first run %d records, resumed run %d)", round, withCheckpoint, v, c, len(first.vals), len(second.vals))
 			}
 		}
 		if len(first.vals) == 0 || len(first.vals) >= n {

@@ -30,10 +30,10 @@ type task struct {
 	// finalCheckpointDone is set (by a mailbox letter) when the final
 	// checkpoint of a bounded job has completed.
 	finalCheckpointDone bool
-	// stopFor is the id of the stop savepoint whose barrier has passed
-	// the task (0: none): a source reads no more, and no processing-time
-	// callback runs, until the job is cancelled or that savepoint is
-	// aborted (Job.StopWithSavepoint).
+	// stopFor is the id of the stop's savepoint or checkpoint whose
+	// barrier has passed the task (0: none): a source reads no more, and no
+	// processing-time callback runs, until the job is cancelled or that
+	// snapshot is aborted (Job.StopWithSavepoint, Job.StopWithCheckpoint).
 	stopFor int64
 	// current is the chain index of the operator being called (-1: none),
 	// for panic reports.

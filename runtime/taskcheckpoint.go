@@ -72,7 +72,7 @@ func (t *task) checkpoint(id int64) {
 		t.timers.quiesce()
 	}
 	if t.job.coord.isStop(id) {
-		// Nor a stop savepoint's, unless it is aborted: a source stops
+		// Nor a stop's, unless it is aborted: a source stops
 		// reading (sourceInstance.run), callbacks wait (procTimers.pause).
 		t.stopFor = id
 		t.timers.pause()
