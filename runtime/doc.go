@@ -71,6 +71,13 @@
 //	    run's records never pass one emitted between them. A run goes
 //	    downstream in one call only where that holds (sourcetask.go,
 //	    CollectAll; watermark.RunGenerator).
+//	I12. After the barrier of a stop's snapshot (Job.StopWithSavepoint,
+//	    Job.StopWithCheckpoint) a source subtask reads nothing and no
+//	    subtask runs a processing-time callback, until the job is cancelled
+//	    or the snapshot is aborted (then both resume): what reaches the
+//	    outputs after it comes only from mailbox letters (answers of
+//	    asynchronous calls in flight). A task publishes its record counts
+//	    when it ends, however it ends.
 //
 // # Not guaranteed
 //
