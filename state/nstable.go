@@ -308,12 +308,11 @@ type nsGroup[K comparable, N comparable, X any] struct {
 	removed int                  // namespaces removed since the last sweep
 	every   int                  // removals between sweeps: the live pairs at the last sweep
 	idx     map[K]map[N]int32    // positions by namespace of the keys that have many (nsIndexed)
-	hash    keyhash.Hasher[K]    // keyhash.Of, K classified once (the zero Hasher is Of itself)
 }
 
 // nsKeySlot is one slot of a key group's table.
 type nsKeySlot[K comparable, N comparable, X any] struct {
-	hash uint32 // keyhash.Of(key); the home slot is hash & mask
+	hash uint32 // low bits of keyhash.Of(key); the home slot is hash & mask
 	used bool
 	key  K
 	e    nsEntries[N, X]
@@ -324,7 +323,7 @@ const nsMinSlots = 8
 
 // newNsGroup returns an empty group sized for about keys keys.
 func newNsGroup[K comparable, N comparable, X any](keys int) *nsGroup[K, N, X] {
-	g := &nsGroup[K, N, X]{hash: keyhash.For[K]()}
+	g := &nsGroup[K, N, X]{}
 	if keys > 0 {
 		g.resize(keys)
 	}
@@ -336,7 +335,7 @@ func (g *nsGroup[K, N, X]) lookup(k K) *nsEntries[N, X] {
 	if g.keys == 0 {
 		return nil
 	}
-	h := g.hash.Of(k)
+	h := keyhash.Of(k)
 	mask := uint32(len(g.slots) - 1)
 	for i := h & mask; ; i = (i + 1) & mask {
 		s := &g.slots[i]
@@ -351,7 +350,7 @@ func (g *nsGroup[K, N, X]) lookup(k K) *nsEntries[N, X] {
 
 // lookupOrNew returns the entries of key k, creating them if needed.
 func (g *nsGroup[K, N, X]) lookupOrNew(k K) *nsEntries[N, X] {
-	h := g.hash.Of(k)
+	h := keyhash.Of(k)
 	if g.keys > 0 {
 		mask := uint32(len(g.slots) - 1)
 		for i := h & mask; ; i = (i + 1) & mask {
@@ -576,11 +575,7 @@ func (t *nsTable[K, N, X]) forget() {
 }
 
 func newNsTable[K comparable, N comparable, X any](b *Backend[K], cloneX func(X) X) nsTable[K, N, X] {
-	groups := make([]nsGroup[K, N, X], b.rng.Len())
-	for i := range groups {
-		groups[i].hash = keyhash.For[K]()
-	}
-	return nsTable[K, N, X]{b: b, groups: groups, cloneX: cloneX}
+	return nsTable[K, N, X]{b: b, groups: make([]nsGroup[K, N, X], b.rng.Len()), cloneX: cloneX}
 }
 
 // entries returns the current key's entries, nil if it has none.
@@ -722,7 +717,7 @@ func (t *nsTable[K, N, X]) forEach(kg int, f func(K, N, X)) {
 }
 
 func (t *nsTable[K, N, X]) clearKeyGroup(kg int) {
-	*t.group(kg) = nsGroup[K, N, X]{hash: keyhash.For[K]()}
+	*t.group(kg) = nsGroup[K, N, X]{}
 	t.cow.drop(kg - t.b.rng.Start)
 	t.forget()
 }

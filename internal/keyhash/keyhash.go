@@ -22,9 +22,7 @@ var (
 	keyIntSeed = maphash.String(keySeed, "weir")
 )
 
-// Of returns the hash of k. A table that hashes many keys of one type
-// holds a Hasher instead, which gives the same hashes without classifying
-// the type at every call.
+// Of returns the hash of k.
 func Of[K comparable](k K) uint32 {
 	switch v := any(k).(type) {
 	case int64:
@@ -43,16 +41,16 @@ func Of[K comparable](k K) uint32 {
 	return uint32(maphash.Comparable(keySeed, k))
 }
 
-// mixInt is a seeded murmur3 finalizer.
-// Hasher hashes keys of type K exactly as Of does. Of classifies K at
-// every call (a type switch that generic code resolves at run time, some
-// 2 ns of a lookup); a Hasher has done so once, in For. The zero Hasher is
-// valid and calls Of.
+// Hasher hashes keys of type K (Sum64) with the type classified once, in
+// For, as Of classifies it at every call (a type switch that generic code
+// resolves at run time). The zero Hasher is valid: it classifies K at
+// every call.
 type Hasher[K comparable] struct{ kind uint8 }
 
 // Kinds of Hasher: which of Of's cases K falls in.
 const (
-	kindOf     = iota // none: maphash.Comparable, through Of
+	kindNone   = iota // the zero Hasher: K not classified yet (Sum64 does it at each call)
+	kindOther         // maphash.Comparable
 	kindWord          // int64, uint64, or an 8-byte int
 	kindInt32         // int32, or a 4-byte int
 	kindUint32        // uint32
@@ -77,7 +75,7 @@ func For[K comparable]() Hasher[K] {
 	case string:
 		return Hasher[K]{kindString}
 	}
-	return Hasher[K]{}
+	return Hasher[K]{kindOther}
 }
 
 // Seed selects one of the functions Sum64 computes: tables that want
@@ -110,26 +108,13 @@ func (h Hasher[K]) Sum64(seed Seed, k K) uint64 {
 		return mixSeeded(seed.w, uint64(*(*uint32)(p)))
 	case kindString:
 		return strSeeded(seed.w, *(*string)(p))
+	case kindNone:
+		return For[K]().Sum64(seed, k)
 	}
 	return maphash.Comparable(seed.m, k)
 }
 
-// Of returns the hash of k: keyhash.Of(k).
-func (h Hasher[K]) Of(k K) uint32 {
-	p := unsafe.Pointer(&k)
-	switch h.kind {
-	case kindWord:
-		return uint32(mixInt(*(*uint64)(p)))
-	case kindInt32:
-		return uint32(mixInt(uint64(*(*int32)(p))))
-	case kindUint32:
-		return uint32(mixInt(uint64(*(*uint32)(p))))
-	case kindString:
-		return uint32(strHash(*(*string)(p)))
-	}
-	return Of(k)
-}
-
+// mixInt is a seeded murmur3 finalizer.
 func mixInt(x uint64) uint64 { return mixSeeded(keyIntSeed, x) }
 
 // mixSeeded mixes x under seed.

@@ -2,6 +2,7 @@ package keyhash
 
 import (
 	"fmt"
+	"hash/maphash"
 	"math"
 	"testing"
 
@@ -53,11 +54,11 @@ func TestKeyHashSpreads(t *testing.T) {
 	}
 }
 
-// A Hasher gives Of's hash for every key of its type, including negative
-// and extreme integers, empty and long strings, named types (which Of does
-// not classify: they take its generic path, and so must the Hasher's) and
-// structs; the zero Hasher too.
-func TestHasherIsOf(t *testing.T) {
+// Under the process's seed, Sum64 (truncated) is Of for every key type:
+// negative and extreme integers, empty and long strings, named types
+// (which Of does not classify: they take its generic path, and so must a
+// Hasher), structs, and the zero Hasher.
+func TestSum64IsOf(t *testing.T) {
 	type name int64
 	type pair struct {
 		a int32
@@ -76,53 +77,58 @@ func TestHasherIsOf(t *testing.T) {
 		same(t, For[pair](), pair{int32(i), s})
 		same(t, Hasher[string]{}, s)
 		same(t, Hasher[int64]{}, i)
+		same(t, Hasher[pair]{}, pair{int32(i), s})
 	})
 }
 
+var processSeed = Seed{m: keySeed, w: keyIntSeed}
+
 func same[K comparable](t *rapid.T, h Hasher[K], k K) {
-	if got, want := h.Of(k), Of(k); got != want {
-		t.Fatalf("%T %v: Hasher %x, Of %x", k, k, got, want)
+	if got, want := uint32(h.Sum64(processSeed, k)), Of(k); got != want {
+		t.Fatalf("%T %v: Sum64 %x, Of %x", k, k, got, want)
 	}
 }
 
-// BenchmarkHasher compares Of with a Hasher on int64 and string keys,
-// called directly from generic code as the tables call them.
-func BenchmarkHasher(b *testing.B) {
+// BenchmarkSum64 compares Sum64 with maphash.Comparable (what the value
+// state's index used before) on int64 and string keys, called from generic
+// code as the index calls them.
+func BenchmarkSum64(b *testing.B) {
 	keys := make([]string, 1024)
 	for i := range keys {
 		keys[i] = fmt.Sprint("user-", i)
 	}
 	ints := func(i int) int64 { return int64(i) }
 	strs := func(i int) string { return keys[i&1023] }
-	b.Run("int64/Of", func(b *testing.B) { benchOf(b, ints) })
-	b.Run("int64/Hasher", func(b *testing.B) { benchHasher(b, For[int64](), ints) })
-	b.Run("string/Of", func(b *testing.B) { benchOf(b, strs) })
-	b.Run("string/Hasher", func(b *testing.B) { benchHasher(b, For[string](), strs) })
+	b.Run("int64/maphash", func(b *testing.B) { benchMaphash(b, ints) })
+	b.Run("int64/Sum64", func(b *testing.B) { benchSum64(b, For[int64](), ints) })
+	b.Run("string/maphash", func(b *testing.B) { benchMaphash(b, strs) })
+	b.Run("string/Sum64", func(b *testing.B) { benchSum64(b, For[string](), strs) })
 }
 
 //go:noinline
-func benchOf[K comparable](b *testing.B, key func(int) K) {
-	var s uint32
+func benchMaphash[K comparable](b *testing.B, key func(int) K) {
+	seed := maphash.MakeSeed()
+	var s uint64
 	for i := range b.N {
-		s += Of(key(i))
+		s += maphash.Comparable(seed, key(i))
 	}
 	sinkHash = s
 }
 
 //go:noinline
-func benchHasher[K comparable](b *testing.B, h Hasher[K], key func(int) K) {
-	var s uint32
+func benchSum64[K comparable](b *testing.B, h Hasher[K], key func(int) K) {
+	seed := NewSeed()
+	var s uint64
 	for i := range b.N {
-		s += h.Of(key(i))
+		s += h.Sum64(seed, key(i))
 	}
 	sinkHash = s
 }
 
-var sinkHash uint32
+var sinkHash uint64
 
 // Sum64 hashes keys equal under == alike (floats' zeros, interfaces by
-// their dynamic value), integers and strings as Of does under the same
-// seed's value, and two seeds give two functions.
+// their dynamic value), and two seeds give two functions.
 func TestSum64(t *testing.T) {
 	s1, s2 := NewSeed(), NewSeed()
 	if got, want := For[float64]().Sum64(s1, 0.0), For[float64]().Sum64(s1, math.Copysign(0, -1)); got != want {
@@ -131,20 +137,6 @@ func TestSum64(t *testing.T) {
 	if got, want := For[any]().Sum64(s1, any(int64(7))), For[any]().Sum64(s1, any(int64(7))); got != want {
 		t.Fatalf("equal interfaces hash to %x and %x", got, want)
 	}
-	global := Seed{m: keySeed, w: keyIntSeed}
-	rapid.Check(t, func(t *rapid.T) {
-		i := rapid.Int64().Draw(t, "i")
-		s := rapid.String().Draw(t, "s")
-		if got, want := uint32(For[int64]().Sum64(global, i)), Of(i); got != want {
-			t.Fatalf("int64 %d: Sum64 %x, Of %x", i, got, want)
-		}
-		if got, want := uint32(For[string]().Sum64(global, s)), Of(s); got != want {
-			t.Fatalf("string %q: Sum64 %x, Of %x", s, got, want)
-		}
-		if got, want := uint32(For[int32]().Sum64(global, int32(i))), Of(int32(i)); got != want {
-			t.Fatalf("int32 %d: Sum64 %x, Of %x", int32(i), got, want)
-		}
-	})
 	// Two seeds: the hashes of 1,000 keys differ under each (nearly all).
 	same := 0
 	for i := range 1000 {
