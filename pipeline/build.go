@@ -282,16 +282,6 @@ func (b *builder) agentDeadLetters(from string, st *StepSpec, name, at string, f
 	}
 }
 
-// fileParts names the files an at-least-once file sink of parallelism p
-// writes (jsonl.PartPath): path, or path-{0..p-1} in a shell's brace form,
-// so that a summary points at files that exist.
-func fileParts(path string, p int) string {
-	if p <= 1 {
-		return path
-	}
-	return fmt.Sprintf("%s-{0..%d}", path, p-1)
-}
-
 // opName returns a unique operator name: the given one, or kind-index.
 func (b *builder) opName(given, def string) string {
 	if b.names == nil {
@@ -329,7 +319,7 @@ func (b *builder) sink(output string, s *SinkSpec, in weir.Stream[Record]) error
 		info.Describe = "files in " + s.File.Dir + " (exactly once)"
 		weir.TwoPhaseCommit(in, name, file.ExactlyOnce[Record](s.File.Dir, func(r Record) ([]byte, error) { return gojson.Marshal(r) })).UID(name)
 	case s.File != nil:
-		info.Describe = fileParts(s.File.Path, b.env.Config().Parallelism) + " (at least once)"
+		info.Describe = jsonl.PartPaths(s.File.Path, b.env.Config().Parallelism) + " (at least once)"
 		weir.ToSink(in, name, jsonl.Sink[Record](s.File.Path))
 	case s.Parquet != nil:
 		info.Describe = b.parquetSink(name, output, s.Parquet, in)

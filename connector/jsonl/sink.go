@@ -46,6 +46,16 @@ func PartPath(path string, subtask, parallelism int) string {
 	return path + "-" + strconv.Itoa(subtask)
 }
 
+// PartPaths names the files of every subtask of a sink of that
+// parallelism at once, for messages: path, or path-{0..parallelism-1} (a
+// shell's brace form, which expands to the PartPath of each subtask).
+func PartPaths(path string, parallelism int) string {
+	if parallelism <= 1 {
+		return path
+	}
+	return path + "-{0.." + strconv.Itoa(parallelism-1) + "}"
+}
+
 // lineWriter is a buffered JSON-lines file.
 type lineWriter struct {
 	f     *os.File
