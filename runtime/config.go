@@ -13,6 +13,10 @@ import (
 	"github.com/weirproject/weir/keygroup"
 )
 
+// DefaultAutoWatermarkInterval is how often sources emit periodic
+// watermarks when Config.AutoWatermarkInterval is 0 (Flink's default).
+const DefaultAutoWatermarkInterval = 200 * time.Millisecond
+
 // Config is how a job runs. Its zero value is usable: every field documents
 // its default.
 type Config struct {
@@ -24,7 +28,7 @@ type Config struct {
 	// for the life of the job's state.
 	MaxParallelism int
 	// AutoWatermarkInterval is how often sources call their generators'
-	// OnPeriodicEmit. 0 means 200ms; a negative value disables periodic
+	// OnPeriodicEmit. 0 means DefaultAutoWatermarkInterval; a negative value disables periodic
 	// emission (Flink uses 0 for that; weir keeps 0 for the default).
 	AutoWatermarkInterval time.Duration
 	// BufferSize is the number of records per batch between subtasks.
@@ -105,7 +109,7 @@ func (c Config) withDefaults(g *Graph) Config {
 		c.MaxParallelism = keygroup.DefaultMaxParallelism(maxPar)
 	}
 	if c.AutoWatermarkInterval == 0 {
-		c.AutoWatermarkInterval = 200 * time.Millisecond
+		c.AutoWatermarkInterval = DefaultAutoWatermarkInterval
 	}
 	if c.BufferSize <= 0 {
 		c.BufferSize = 512

@@ -47,6 +47,13 @@ type Result struct {
 	// machine steadier than Ratio, whose two medians come from different
 	// rounds.
 	PairedRatio float64 `json:"pairedRatio,omitempty"`
+	// SameCadenceLoopPerSec and SameCadenceRatio: a second loop, where the
+	// scenario has one, that fires windows when the engine's watermark
+	// would (every AutoWatermarkInterval of wall time) and so holds as many
+	// windows as the engine, measured in the same rounds; Ratio is against
+	// the loop that fires at once.
+	SameCadenceLoopPerSec float64 `json:"sameCadenceLoopPerSec,omitempty"`
+	SameCadenceRatio      float64 `json:"sameCadenceRatio,omitempty"`
 }
 
 // Event is the record type of the keyed scenarios.
@@ -136,21 +143,35 @@ var Reps = 5
 // sides runs engine and loop Reps times each, alternating, every run from a
 // settled heap, and returns the median time of each.
 func sides(engine func() (time.Duration, error), loop func() (time.Duration, error)) (time.Duration, time.Duration, error) {
-	reps := max(Reps, 1)
-	var es, ls []time.Duration
-	for range reps {
-		e, err := engine()
-		if err != nil {
-			return 0, 0, err
-		}
-		settle()
-		l, err := loop()
-		if err != nil {
-			return 0, 0, err
-		}
-		es, ls = append(es, e), append(ls, l)
+	ts, err := runSides(engine, loop)
+	if err != nil {
+		return 0, 0, err
 	}
-	return median(es), median(ls), nil
+	return ts[0], ts[1], nil
+}
+
+// runSides runs each of fns Reps times, in turn (a round), each but the
+// first of a round from a settled heap (the engine's garbage collected),
+// and returns the median time of each.
+func runSides(fns ...func() (time.Duration, error)) ([]time.Duration, error) {
+	times := make([][]time.Duration, len(fns))
+	for range max(Reps, 1) {
+		for i, f := range fns {
+			if i > 0 {
+				settle()
+			}
+			d, err := f()
+			if err != nil {
+				return nil, err
+			}
+			times[i] = append(times[i], d)
+		}
+	}
+	meds := make([]time.Duration, len(fns))
+	for i, t := range times {
+		meds[i] = median(t)
+	}
+	return meds, nil
 }
 
 func median(d []time.Duration) time.Duration {

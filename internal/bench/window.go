@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/weirproject/weir"
+	"github.com/weirproject/weir/runtime"
 	"github.com/weirproject/weir/watermark"
 	"github.com/weirproject/weir/window"
 )
@@ -57,13 +58,16 @@ func WindowSumPeriodic(n int64, keys int) (Result, error) {
 // every 200 ms of wall time. The generator produces about 45 s of event
 // time per second of wall time, so the watermark trails by some nine
 // windows and the engine holds that many windows per key while the loop
-// holds two: more memory touched per record, the same output.
+// holds two: more memory touched per record, the same output. So the
+// periodic scenarios also run a second loop that fires on the same wall-clock
+// cadence (windowSumLoopEvery), holding as many windows as the engine, in
+// the same rounds: Result.SameCadenceRatio.
 func WindowSumOrder(n int64, keys int, o KeyOrder, periodic bool) (Result, error) {
 	wm, name := everyMs, fmt.Sprintf("tumbling window sum, %d keys %s", keys, o)
 	if periodic {
 		wm, name = watermark.ForMonotonous[winEv](), name+", periodic watermark"
 	}
-	return windowSum(n, KeySequence(o, n, keys, 1), wm, name)
+	return windowSum(n, KeySequence(o, n, keys, 1), wm, periodic, name)
 }
 
 // everyMs is the engine's watermark strategy matching the loop's firing: a
@@ -80,7 +84,7 @@ var everyMs = watermark.ForGenerator(func() watermark.Generator[winEv] {
 	})
 })
 
-func windowSum(n int64, seq []int32, wm watermark.Strategy[winEv], name string) (Result, error) {
+func windowSum(n int64, seq []int32, wm watermark.Strategy[winEv], periodic bool, name string) (Result, error) {
 	engine := func() (time.Duration, error) {
 		env := weir.NewEnvironment(weir.Config{Parallelism: 1})
 		src := weir.Generate(env, "gen", n, func(i int64) weir.Record[winEv] {
@@ -103,11 +107,28 @@ func windowSum(n int64, seq []int32, wm watermark.Strategy[winEv], name string) 
 		}
 		return t, nil
 	}
-	e, l, err := sides(engine, loop)
+	if !periodic {
+		e, l, err := sides(engine, loop)
+		if err != nil {
+			return Result{}, err
+		}
+		return result(name, n, e, l, 0, 1), nil
+	}
+	sameCadence := func() (time.Duration, error) {
+		t, sum := windowSumLoopEvery(seq, runtime.DefaultAutoWatermarkInterval)
+		if sum != n {
+			return 0, fmt.Errorf("window sum: same-cadence loop %d, want %d", sum, n)
+		}
+		return t, nil
+	}
+	ts, err := runSides(engine, loop, sameCadence)
 	if err != nil {
 		return Result{}, err
 	}
-	return result(name, n, e, l, 0, 1), nil
+	r := result(name, n, ts[0], ts[1], 0, 1)
+	r.SameCadenceLoopPerSec = float64(n) / ts[2].Seconds()
+	r.SameCadenceRatio = r.SameCadenceLoopPerSec / r.EnginePerSec
+	return r, nil
 }
 
 // windowSumLoop is the window sum as a plain loop, record i of key seq[i]
@@ -144,6 +165,51 @@ func windowSumLoop(seq []int32) (time.Duration, int64) {
 		if ts != last {
 			fire(ts - 1)
 			last = ts
+		}
+	}
+	fire(1<<62 - 1)
+	return time.Since(start), total
+}
+
+// windowSumLoopEvery is windowSumLoop with the engine's periodic watermark:
+// it fires the windows behind the highest timestamp seen when every has
+// passed since the last firing (the clock read every 1024 records, as the
+// engine's source reads it between batches) and all at the end, so it
+// holds as many windows per key as the engine does.
+func windowSumLoopEvery(seq []int32, every time.Duration) (time.Duration, int64) {
+	type pending struct{ start, key int64 }
+	start := time.Now()
+	sums := map[int64]map[int64]int64{}
+	var queue []pending
+	var total int64
+	fire := func(to int64) {
+		i := 0
+		for ; i < len(queue) && queue[i].start+windowMs-1 <= to; i++ {
+			p := queue[i]
+			total += sums[p.key][p.start]
+			delete(sums[p.key], p.start)
+		}
+		queue = slices.Delete(queue, 0, i)
+	}
+	maxTs, lastFire := int64(-1), start
+	for i, k := range seq {
+		key, ts := int64(k), int64(i)/windowPerMs
+		ws := ts - ts%windowMs
+		m := sums[key]
+		if m == nil {
+			m = map[int64]int64{}
+			sums[key] = m
+		}
+		if _, ok := m[ws]; !ok {
+			queue = append(queue, pending{ws, key})
+		}
+		m[ws]++
+		maxTs = max(maxTs, ts)
+		if i&1023 == 1023 {
+			if now := time.Now(); now.Sub(lastFire) >= every {
+				fire(maxTs - 1)
+				lastFire = now
+			}
 		}
 	}
 	fire(1<<62 - 1)
