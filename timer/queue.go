@@ -49,6 +49,20 @@ type Timer[K comparable, N comparable] struct {
 	Namespace N
 }
 
+// queued is a timer as its bucket keeps it: without the timestamp, which
+// is the bucket's (a window's timer takes 32 bytes instead of 40).
+type queued[K comparable, N comparable] struct {
+	Key       K
+	KeyGroup  int
+	Namespace N
+}
+
+// at returns the timer in slot p.
+func (b *bucket[K, N]) at(p int) Timer[K, N] {
+	t := &b.timers[p]
+	return Timer[K, N]{Timestamp: b.ts, Key: t.Key, KeyGroup: t.KeyGroup, Namespace: t.Namespace}
+}
+
 // deadKeyGroup marks a removed slot of a bucket.
 const deadKeyGroup = -1
 
@@ -72,7 +86,7 @@ type idxSlot struct {
 // bucket is the timers of one timestamp, in registration order.
 type bucket[K comparable, N comparable] struct {
 	ts      int64
-	timers  []Timer[K, N]
+	timers  []queued[K, N]
 	head    int // timers[:head] have fired
 	live    int // live timers in timers[head:]
 	dead    int // dead slots in timers[head:]
@@ -352,7 +366,7 @@ func (q *Queue[K, N]) AddNew(t Timer[K, N]) {
 		b.compact()
 	}
 	q.last = b
-	b.timers = append(b.timers, t)
+	b.timers = append(b.timers, queued[K, N]{t.Key, t.KeyGroup, t.Namespace})
 	q.added(b, i)
 }
 
@@ -387,7 +401,7 @@ func (q *Queue[K, N]) Remove(t Timer[K, N]) bool {
 		return false
 	}
 	i := b.timers[p].KeyGroup - q.rng.Start // the queued timer's
-	b.timers[p] = Timer[K, N]{Timestamp: t.Timestamp, KeyGroup: deadKeyGroup}
+	b.timers[p] = queued[K, N]{KeyGroup: deadKeyGroup}
 	b.live--
 	b.dead++
 	q.n--
@@ -420,7 +434,7 @@ func (q *Queue[K, N]) Peek() (Timer[K, N], bool) {
 		return zero, false
 	}
 	b := q.heap[0].b
-	return b.timers[b.head], true
+	return b.at(b.head), true
 }
 
 // PeekTimestamp returns the timestamp of the earliest timer.
@@ -438,7 +452,7 @@ func (q *Queue[K, N]) Poll() (Timer[K, N], bool) {
 		return zero, false
 	}
 	b := q.heap[0].b
-	t := b.timers[b.head]
+	t := b.at(b.head)
 	b.head++
 	b.live--
 	q.n--
@@ -476,7 +490,7 @@ func (q *Queue[K, N]) ForEachInKeyGroup(kg int, f func(Timer[K, N])) {
 		q.buildKeyGroupIndex()
 	}
 	for _, r := range q.kgRefs[q.kgOff[i]:q.kgOff[i+1]] {
-		f(r.b.timers[r.p])
+		f(r.b.at(r.p))
 	}
 }
 
