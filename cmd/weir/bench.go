@@ -57,6 +57,9 @@ func benchCmd() *cobra.Command {
 				if r.EngineCPUNsPerRecord > 0 && r.LoopCPUNsPerRecord > 0 {
 					fmt.Fprintf(out, "   cpu/rec %.0f ns vs %.0f ns (%.2fx)", r.EngineCPUNsPerRecord, r.LoopCPUNsPerRecord, r.EngineCPUNsPerRecord/r.LoopCPUNsPerRecord)
 				}
+				if r.SameCadenceLoopPerSec > 0 {
+					fmt.Fprintf(out, "   same-cadence loop %12.0f rec/s   ratio %.2f", r.SameCadenceLoopPerSec, r.SameCadenceRatio)
+				}
 				fmt.Fprintln(out)
 			}
 			return nil
