@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/hex"
 	"math"
+	"math/bits"
 	"os"
 	"strconv"
 	"strings"
@@ -328,6 +329,32 @@ func TestHashInt64Property(t *testing.T) {
 	})
 }
 
+// murmurFlink is MathUtils.murmurHash as Flink writes it, the final fold
+// with branches: Murmur computes it without them.
+func murmurFlink(h int32) int32 {
+	c := uint32(h)
+	c *= 0xcc9e2d51
+	c = bits.RotateLeft32(c, 15)
+	c *= 0x1b873593
+	c = bits.RotateLeft32(c, 13)
+	c = c*5 + 0xe6546b64
+	c ^= 4
+	c ^= c >> 16
+	c *= 0x85ebca6b
+	c ^= c >> 13
+	c *= 0xc2b2ae35
+	c ^= c >> 16
+	r := int32(c)
+	switch {
+	case r >= 0:
+		return r
+	case r == math.MinInt32:
+		return 0
+	default:
+		return -r
+	}
+}
+
 func TestMurmurProperties(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		h := rapid.Int32().Draw(t, "h")
@@ -335,6 +362,9 @@ func TestMurmurProperties(t *testing.T) {
 		m := Murmur(h)
 		if m < 0 {
 			t.Fatalf("Murmur(%d) = %d < 0", h, m)
+		}
+		if want := murmurFlink(h); m != want {
+			t.Fatalf("Murmur(%d) = %d, Flink's form gives %d", h, m, want)
 		}
 		kg := Assign(h, maxP)
 		if kg < 0 || kg >= maxP || kg != int(m)%maxP {
