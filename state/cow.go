@@ -351,6 +351,7 @@ func (g *nsGroup[K, N, X]) clone(cloneX func(X) X) nsGroup[K, N, X] {
 		return out
 	}
 	out.slots = slices.Clone(g.slots)
+	out.ctrl = slices.Clone(g.ctrl)
 	for i := range out.slots {
 		s := &out.slots[i]
 		if !s.used {

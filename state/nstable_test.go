@@ -865,6 +865,15 @@ func checkNsGroup[N comparable, X any](t fataler, g *nsGroup[string, N, X]) {
 			t.Fatalf("slot %d: key %q not found from its home slot", i, s.key)
 		}
 	}
+	if len(g.ctrl) != len(g.slots)+nsCtrlPad {
+		t.Fatalf("%d control bytes for %d slots", len(g.ctrl), len(g.slots))
+	}
+	for i, c := range g.ctrl {
+		s := &g.slots[i%len(g.slots)]
+		if want := uint8(0); s.used && c != nsTag(s.hash) || !s.used && c != want {
+			t.Fatalf("control byte %d is %#x for slot %d (used %v, hash %x)", i, c, i%len(g.slots), s.used, s.hash)
+		}
+	}
 	if used != g.keys || pairs != g.n {
 		t.Fatalf("counted %d keys, %d pairs; group says %d, %d", used, pairs, g.keys, g.n)
 	}
@@ -923,4 +932,63 @@ func TestNamespacedKeyWithMoreThan64KNamespaces(t *testing.T) {
 		}
 	}
 	checkNsGroup(t, &st.t.groups[0])
+}
+
+// TestNamespacedSweepDeletesDisplacedKeys: keys go empty and stay so over
+// two sweeps, which delete them from a table where many keys sit away from
+// their home slots, so that deletions move later keys back (backward
+// shift); in between and after, every key still present is found and the
+// table's invariants (control bytes included) hold.
+func TestNamespacedSweepDeletesDisplacedKeys(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		b := full()
+		st := MustNamespacedValue[string, int, int](b, "v")
+		const kg = 5
+		var keys []string
+		for i := 0; len(keys) < 400; i++ {
+			if k := fmt.Sprint("d-", i); kgOf(k) == kg {
+				keys = append(keys, k)
+			}
+		}
+		model := map[nsk]int{}
+		steps := rapid.IntRange(500, 3000).Draw(rt, "steps")
+		live := rapid.IntRange(20, 400).Draw(rt, "live") // keys in use at a time
+		for step := range steps {
+			// The keys in use move along the list, so keys behind go
+			// empty and are swept.
+			lo := step * (len(keys) - live) / steps
+			k := keys[lo+rapid.IntRange(0, live-1).Draw(rt, "k")]
+			ns := rapid.IntRange(0, 2).Draw(rt, "ns")
+			set(b, k)
+			if rapid.Bool().Draw(rt, "clear") {
+				st.Clear(ns)
+				delete(model, nsk{k, ns})
+			} else {
+				v, _ := st.Value(ns)
+				st.Update(ns, v+1)
+				model[nsk{k, ns}]++
+			}
+			if step%50 == 0 {
+				checkNsGroup(rt, &st.t.groups[kg])
+			}
+		}
+		// Everything behind the window, cleared: at least two sweeps.
+		for _, k := range keys {
+			set(b, k)
+			for ns := range 3 {
+				st.Clear(ns)
+				delete(model, nsk{k, ns})
+			}
+		}
+		checkNsGroup(rt, &st.t.groups[kg])
+		for _, k := range keys[:len(keys)/2] {
+			set(b, k)
+			st.Update(1, 7)
+			model[nsk{k, 1}] = 7
+		}
+		checkNsGroup(rt, &st.t.groups[kg])
+		if got := nsDump(rt, b, st.forEach, st.tab().numKeysInKeyGroup); !maps.Equal(got, model) {
+			rt.Fatalf("state has %d pairs, model %d", len(got), len(model))
+		}
+	})
 }
