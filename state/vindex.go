@@ -1,6 +1,11 @@
 package state
 
-import "github.com/weirproject/weir/internal/keyhash"
+import (
+	"encoding/binary"
+	"math/bits"
+
+	"github.com/weirproject/weir/internal/keyhash"
+)
 
 // vindex is a value state's index on the memory backend (ValueState, X1-X4):
 // an open-addressing hash table, linear probing, from a key to its entry in
@@ -19,7 +24,8 @@ import "github.com/weirproject/weir/internal/keyhash"
 //	V3. A slot pointer returned by find or put is valid until the next
 //	    put, del or reset of the table (put may grow it).
 type vindex[K comparable, V any] struct {
-	ctrl  []uint8
+	ctrl  []uint8 // one byte a slot: wide[:len(slots)]
+	wide  []uint8 // ctrl and nsCtrlPad copies of its first bytes, so that find reads eight bytes from any slot
 	slots []vslot[K, V]
 	mask  uint64
 	n     int // used slots
@@ -54,21 +60,35 @@ func (x *vindex[K, V]) hash(k K) uint64 { return x.hf.Sum64(x.seed, k) }
 
 func tagOf(h uint64) uint8 { return ctrlUsed | uint8(h>>57) }
 
-// find returns k's slot, or nil.
+// find returns k's slot, or nil. It matches eight control bytes at a
+// time (matchTag, matchFree: a deleted slot's byte, 1, is neither a tag nor
+// free), so that its branches do not depend on how far k was displaced
+// from its home slot.
 func (x *vindex[K, V]) find(k K) *vslot[K, V] {
 	if x.n == 0 {
 		return nil
 	}
 	h := x.hash(k)
 	tag := tagOf(h)
-	for i := h & x.mask; ; i = (i + 1) & x.mask {
-		c := x.ctrl[i]
-		if c == tag && x.slots[i].key == k {
-			return &x.slots[i]
+	for i := h & x.mask; ; i = (i + 8) & x.mask {
+		w := binary.LittleEndian.Uint64(x.wide[i:])
+		for m := matchTag(w, tag); m != 0; m &= m - 1 {
+			j := (i + uint64(bits.TrailingZeros64(m)>>3)) & x.mask
+			if s := &x.slots[j]; s.key == k {
+				return s
+			}
 		}
-		if c == ctrlEmpty {
-			return nil
+		if matchFree(w) != 0 {
+			return nil // k would be before the first free slot
 		}
+	}
+}
+
+// setCtrl sets slot i's control byte (and its copy past the end).
+func (x *vindex[K, V]) setCtrl(i uint64, c uint8) {
+	x.ctrl[i] = c
+	if i < nsCtrlPad {
+		x.wide[i+uint64(len(x.ctrl))] = c
 	}
 }
 
@@ -96,7 +116,7 @@ func (x *vindex[K, V]) put(k K, p *V) *vslot[K, V] {
 				i = uint64(free)
 				x.dead--
 			}
-			x.ctrl[i] = tag
+			x.setCtrl(i, tag)
 			x.n++
 			s := &x.slots[i]
 			s.key, s.p, s.val = k, p, *p
@@ -119,9 +139,9 @@ func (x *vindex[K, V]) del(k K) {
 			x.n--
 			if x.ctrl[(i+1)&x.mask] == ctrlEmpty {
 				// No scan passes this slot on to a later one (V1).
-				x.ctrl[i] = ctrlEmpty
+				x.setCtrl(i, ctrlEmpty)
 			} else {
-				x.ctrl[i] = ctrlDeleted
+				x.setCtrl(i, ctrlDeleted)
 				x.dead++
 			}
 			return
@@ -144,7 +164,8 @@ func (x *vindex[K, V]) grow() {
 		size *= 2
 	}
 	oldCtrl, oldSlots := x.ctrl, x.slots
-	x.ctrl, x.slots = make([]uint8, size), make([]vslot[K, V], size)
+	x.wide, x.slots = make([]uint8, size+nsCtrlPad), make([]vslot[K, V], size)
+	x.ctrl = x.wide[:size]
 	x.mask = uint64(size - 1)
 	x.n, x.dead = 0, 0
 	for i, c := range oldCtrl {
@@ -157,7 +178,7 @@ func (x *vindex[K, V]) grow() {
 		for x.ctrl[j] != ctrlEmpty {
 			j = (j + 1) & x.mask
 		}
-		x.ctrl[j] = tagOf(h)
+		x.setCtrl(j, tagOf(h))
 		x.slots[j] = *s
 		x.n++
 	}
@@ -168,7 +189,7 @@ func (x *vindex[K, V]) reset() {
 	if x.n == 0 && x.dead == 0 {
 		return
 	}
-	clear(x.ctrl)
+	clear(x.wide)
 	clear(x.slots)
 	x.n, x.dead = 0, 0
 }

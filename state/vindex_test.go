@@ -62,6 +62,14 @@ func TestVindexMatchesMap(t *testing.T) {
 				if 4*(x.n+x.dead) > 3*len(x.ctrl) {
 					rt.Fatalf("%d used and %d deleted of %d slots (V2)", x.n, x.dead, len(x.ctrl))
 				}
+				if x.ctrl != nil && (len(x.wide) != len(x.ctrl)+nsCtrlPad || &x.wide[0] != &x.ctrl[0]) {
+					rt.Fatalf("%d control bytes, %d with their copies", len(x.ctrl), len(x.wide))
+				}
+				for j := len(x.ctrl); j < len(x.wide); j++ {
+					if x.wide[j] != x.ctrl[j-len(x.ctrl)] {
+						rt.Fatalf("control byte %d is %#x, its copy %#x", j-len(x.ctrl), x.ctrl[j-len(x.ctrl)], x.wide[j])
+					}
+				}
 			},
 		})
 		for i := range nKeys {
