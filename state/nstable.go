@@ -303,18 +303,15 @@ func (e *nsEntries[N, X]) remove(pos int, ix map[N]int32) (dropIndex bool) {
 // Slots move when the table grows or a sweep deletes, so pointers to
 // entries are valid until the next insertion of a key or sweep.
 //
-// Beside the slots, one control byte a slot (ctrl): 0 for a free slot,
-// nsCtrlUsed with 7 bits of the key's hash for a used one. A lookup reads
-// the eight control bytes from the key's home slot at once and goes only
-// to the slots whose byte matches, so it touches the key's slot and no
-// other (a key displaced from its home by a collision would otherwise cost
-// a second slot, a second cache line), and its branches do not depend on
-// how far the key was displaced (a branch per probe is mispredicted as
-// often as keys are displaced). ctrl has nsCtrlPad bytes more than slots,
-// copies of its first ones, so that eight bytes can be read from any slot.
+// Beside the slots, one control byte a slot (ctrl.go; no tombstones here).
+// A lookup reads the key's home byte and, unless the key is there, the
+// eight bytes from there at once, and goes only to the slots whose byte
+// matches: it touches the key's slot and no other (a key displaced from
+// its home by a collision would otherwise cost a second slot, a second
+// cache line).
 type nsGroup[K comparable, N comparable, X any] struct {
 	slots   []nsKeySlot[K, N, X] // nil or a power of two long
-	ctrl    []uint8              // len(slots)+nsCtrlPad control bytes (nil with slots)
+	ctrl    []uint8              // len(slots)+ctrlPad control bytes (nil with slots)
 	keys    int                  // used slots (keys with entries, live or empty)
 	n       int                  // (key, namespace) pairs
 	removed int                  // namespaces removed since the last sweep
@@ -333,41 +330,15 @@ type nsKeySlot[K comparable, N comparable, X any] struct {
 // nsMinSlots is the size of a key group's table when it gets its first key.
 const nsMinSlots = 8
 
-// Control bytes of nsGroup: nsCtrlUsed | the top 7 bits of the key's hash
-// for a used slot, 0 for a free one; nsCtrlPad copies of the first bytes
-// follow the last.
-const (
-	nsCtrlUsed = 0x80
-	nsCtrlPad  = 7
-)
-
-func nsTag(h uint32) uint8 { return nsCtrlUsed | uint8(h>>25) }
+func nsTag(h uint32) uint8 { return ctrlUsed | uint8(h>>25) }
 
 // setCtrl sets slot i's control byte (and its copy past the end).
 func (g *nsGroup[K, N, X]) setCtrl(i uint32, c uint8) {
 	g.ctrl[i] = c
-	if i < nsCtrlPad {
+	if i < ctrlPad {
 		g.ctrl[int(i)+len(g.slots)] = c
 	}
 }
-
-// Byte-parallel matching of eight control bytes (w, one per byte, the
-// first slot in the low byte): a word with bit 7 set in each byte equal to
-// the tag, or to 0. A byte can be reported beside a matching byte below it
-// where it is not one (the borrow of the subtraction): every match is
-// checked against its slot, and a free slot's byte (0) is matched exactly,
-// because no used byte is below nsCtrlUsed.
-const (
-	bytesLow  = 0x0101010101010101
-	bytesHigh = 0x8080808080808080
-)
-
-func matchTag(w uint64, tag uint8) uint64 {
-	x := w ^ (bytesLow * uint64(tag))
-	return (x - bytesLow) &^ x & bytesHigh
-}
-
-func matchFree(w uint64) uint64 { return (w - bytesLow) &^ w & bytesHigh }
 
 // find returns the slot index of key k, whose hash is h, or -1. A key in
 // its home slot (most keys) is found by that slot's control byte alone;
@@ -453,7 +424,7 @@ func (g *nsGroup[K, N, X]) resize(keys int) {
 	}
 	old := g.slots
 	g.slots = make([]nsKeySlot[K, N, X], size)
-	g.ctrl = make([]uint8, size+nsCtrlPad)
+	g.ctrl = make([]uint8, size+ctrlPad)
 	for i := range old {
 		if s := &old[i]; s.used {
 			*g.place(s.hash) = *s

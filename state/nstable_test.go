@@ -865,7 +865,7 @@ func checkNsGroup[N comparable, X any](t fataler, g *nsGroup[string, N, X]) {
 			t.Fatalf("slot %d: key %q not found from its home slot", i, s.key)
 		}
 	}
-	if len(g.ctrl) != len(g.slots)+nsCtrlPad {
+	if len(g.ctrl) != len(g.slots)+ctrlPad {
 		t.Fatalf("%d control bytes for %d slots", len(g.ctrl), len(g.slots))
 	}
 	for i, c := range g.ctrl {

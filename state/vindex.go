@@ -25,7 +25,7 @@ import (
 //	    put, del or reset of the table (put may grow it).
 type vindex[K comparable, V any] struct {
 	ctrl  []uint8 // one byte a slot: wide[:len(slots)]
-	wide  []uint8 // ctrl and nsCtrlPad copies of its first bytes, so that find reads eight bytes from any slot
+	wide  []uint8 // ctrl and ctrlPad copies of its first bytes, so that find reads eight bytes from any slot
 	slots []vslot[K, V]
 	mask  uint64
 	n     int // used slots
@@ -39,12 +39,6 @@ type vslot[K comparable, V any] struct {
 	val V  // == *p (X4)
 	p   *V // the key's entry in its key group's map
 }
-
-const (
-	ctrlEmpty   = 0
-	ctrlDeleted = 1
-	ctrlUsed    = 0x80 // | the hash's top 7 bits
-)
 
 // vindexMinSlots is the smallest table made.
 const vindexMinSlots = 16
@@ -87,7 +81,7 @@ func (x *vindex[K, V]) find(k K) *vslot[K, V] {
 // setCtrl sets slot i's control byte (and its copy past the end).
 func (x *vindex[K, V]) setCtrl(i uint64, c uint8) {
 	x.ctrl[i] = c
-	if i < nsCtrlPad {
+	if i < ctrlPad {
 		x.wide[i+uint64(len(x.ctrl))] = c
 	}
 }
@@ -164,7 +158,7 @@ func (x *vindex[K, V]) grow() {
 		size *= 2
 	}
 	oldCtrl, oldSlots := x.ctrl, x.slots
-	x.wide, x.slots = make([]uint8, size+nsCtrlPad), make([]vslot[K, V], size)
+	x.wide, x.slots = make([]uint8, size+ctrlPad), make([]vslot[K, V], size)
 	x.ctrl = x.wide[:size]
 	x.mask = uint64(size - 1)
 	x.n, x.dead = 0, 0

@@ -62,7 +62,7 @@ func TestVindexMatchesMap(t *testing.T) {
 				if 4*(x.n+x.dead) > 3*len(x.ctrl) {
 					rt.Fatalf("%d used and %d deleted of %d slots (V2)", x.n, x.dead, len(x.ctrl))
 				}
-				if x.ctrl != nil && (len(x.wide) != len(x.ctrl)+nsCtrlPad || &x.wide[0] != &x.ctrl[0]) {
+				if x.ctrl != nil && (len(x.wide) != len(x.ctrl)+ctrlPad || &x.wide[0] != &x.ctrl[0]) {
 					rt.Fatalf("%d control bytes, %d with their copies", len(x.ctrl), len(x.wide))
 				}
 				for j := len(x.ctrl); j < len(x.wide); j++ {
