@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"encoding/hex"
 	"math"
-	"math/bits"
 	"os"
 	"strconv"
 	"strings"
@@ -329,22 +328,10 @@ func TestHashInt64Property(t *testing.T) {
 	})
 }
 
-// murmurFlink is MathUtils.murmurHash as Flink writes it, the final fold
-// with branches: Murmur computes it without them.
+// murmurFlink is MathUtils.murmurHash as Flink writes its fold, with
+// branches: Murmur folds without them.
 func murmurFlink(h int32) int32 {
-	c := uint32(h)
-	c *= 0xcc9e2d51
-	c = bits.RotateLeft32(c, 15)
-	c *= 0x1b873593
-	c = bits.RotateLeft32(c, 13)
-	c = c*5 + 0xe6546b64
-	c ^= 4
-	c ^= c >> 16
-	c *= 0x85ebca6b
-	c ^= c >> 13
-	c *= 0xc2b2ae35
-	c ^= c >> 16
-	r := int32(c)
+	r := int32(scramble(h))
 	switch {
 	case r >= 0:
 		return r

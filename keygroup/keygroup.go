@@ -22,7 +22,11 @@ const UpperBound = 32768
 // non-negative value (negative results are negated; math.MinInt32, which has
 // no positive counterpart, becomes 0). All arithmetic wraps modulo 2^32 like
 // Java int arithmetic. The result is always >= 0 (invariant I1).
-func Murmur(h int32) int32 {
+func Murmur(h int32) int32 { return fold(scramble(h)) }
+
+// scramble is Murmur before its fold: the block round, the length and
+// fmix32.
+func scramble(h int32) uint32 {
 	c := uint32(h)
 	c *= 0xcc9e2d51
 	c = bits.RotateLeft32(c, 15)
@@ -36,10 +40,14 @@ func Murmur(h int32) int32 {
 	c ^= c >> 13
 	c *= 0xc2b2ae35
 	c ^= c >> 16
+	return c
+}
 
-	// The absolute value, without a branch on the sign (half of all hashes
-	// are negative: a branch would be mispredicted half the time), and 0 for
-	// math.MinInt32, whose absolute value does not fit.
+// fold is Murmur's last step: the absolute value, computed without a
+// branch on the sign (half of all hashes are negative: a branch would be
+// mispredicted half the time), and 0 for math.MinInt32, whose absolute
+// value does not fit.
+func fold(c uint32) int32 {
 	r := int32(c)
 	m := r >> 31
 	a := (r ^ m) - m

@@ -746,12 +746,7 @@ func TestNamespacedManyKeysInOneGroup(t *testing.T) {
 	st := MustNamespacedValue[string, int, int](b, "v")
 	lst := MustNamespacedList[string, int, int](b, "l")
 	const kg = 11
-	var keys []string
-	for i := 0; len(keys) < 700; i++ {
-		if k := fmt.Sprint("m-", i); kgOf(k) == kg {
-			keys = append(keys, k)
-		}
-	}
+	keys := keysInGroup("m-", kg, 700)
 	model := map[nsk]int{}
 	lmodel := map[nsk][]int{}
 	rnd := uint64(1)
@@ -944,12 +939,7 @@ func TestNamespacedSweepDeletesDisplacedKeys(t *testing.T) {
 		b := full()
 		st := MustNamespacedValue[string, int, int](b, "v")
 		const kg = 5
-		var keys []string
-		for i := 0; len(keys) < 400; i++ {
-			if k := fmt.Sprint("d-", i); kgOf(k) == kg {
-				keys = append(keys, k)
-			}
-		}
+		keys := keysInGroup("d-", kg, 400)
 		model := map[nsk]int{}
 		steps := rapid.IntRange(500, 3000).Draw(rt, "steps")
 		live := rapid.IntRange(20, 400).Draw(rt, "live") // keys in use at a time
@@ -991,4 +981,16 @@ func TestNamespacedSweepDeletesDisplacedKeys(t *testing.T) {
 			rt.Fatalf("state has %d pairs, model %d", len(got), len(model))
 		}
 	})
+}
+
+// keysInGroup returns n distinct keys, prefix followed by a number, of key
+// group kg.
+func keysInGroup(prefix string, kg, n int) []string {
+	var keys []string
+	for i := 0; len(keys) < n; i++ {
+		if k := fmt.Sprint(prefix, i); kgOf(k) == kg {
+			keys = append(keys, k)
+		}
+	}
+	return keys
 }
