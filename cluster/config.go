@@ -19,6 +19,11 @@ import (
 	"github.com/weirproject/weir/runtime"
 )
 
+// DefaultTransactionTimeout is Config.TransactionTimeout's default: the
+// exactly-once Kafka sink's own, well over the longest a task's move takes
+// with the default timings, and under the brokers' default cap (15m).
+const DefaultTransactionTimeout = 10 * time.Minute
+
 // Config is how a process takes part in a clustered job. Every process of
 // the job must be given the same Group, SourceTopic, KeyedTasks,
 // MaxParallelism and CheckpointBase (they define the tasks and where their
@@ -118,8 +123,15 @@ type Config struct {
 	RestartDelay time.Duration
 	// TransactionTimeout is the transaction time-out of every task's
 	// transactional producers (kafka.SinkOptions.TransactionTimeout);
-	// default 1 minute. It must cover a checkpoint interval plus the
-	// time to restore a task elsewhere.
+	// default DefaultTransactionTimeout (10 minutes). It must be longer
+	// than CheckpointInterval + SessionTimeout + RebalanceTimeout: a
+	// killed process's last checkpoint pre-committed transactions that
+	// its task's next owner commits, and the group may take that long to
+	// give the task to another process (a process killed while a
+	// rebalance is under way is waited for until RebalanceTimeout); the
+	// broker aborts a transaction at its time-out, and then that
+	// checkpoint's output is lost and its restore fails. Brokers cap it
+	// at transaction.max.timeout.ms (15 minutes by default on Kafka).
 	TransactionTimeout time.Duration
 	// Member names this process in logs and task events, and in the
 	// group with StaticMembership; default "<hostname>-<pid>".
@@ -218,7 +230,7 @@ func (c Config) withDefaults() (Config, error) {
 		def  string
 	}{{"CheckpointInterval", c.CheckpointInterval, "1s"}, {"ControlInterval", c.ControlInterval, "200ms"},
 		{"SessionTimeout", c.SessionTimeout, "3s"}, {"HeartbeatInterval", c.HeartbeatInterval, "300ms"},
-		{"RestartDelay", c.RestartDelay, "1s"}, {"TransactionTimeout", c.TransactionTimeout, "1m"},
+		{"RestartDelay", c.RestartDelay, "1s"}, {"TransactionTimeout", c.TransactionTimeout, DefaultTransactionTimeout.String()},
 		{"RebalanceTimeout", c.RebalanceTimeout, "1m"}} {
 		if d.v < 0 {
 			neg(d.name, d.v, d.def)
@@ -259,6 +271,14 @@ func (c Config) withDefaults() (Config, error) {
 		errs = append(errs, fmt.Errorf("cluster: Config.RevokeCheckpointTimeout %v must be shorter than Config.RebalanceTimeout %v "+
 			"(a hand-over's checkpoint and stop must end before the group gives the task to another process)", revoke, rebalance))
 	}
+	if c.CheckpointInterval >= 0 && c.SessionTimeout >= 0 && c.RebalanceTimeout >= 0 && c.TransactionTimeout >= 0 {
+		recovery := cmp.Or(c.CheckpointInterval, time.Second) + cmp.Or(c.SessionTimeout, 3*time.Second) + cmp.Or(c.RebalanceTimeout, time.Minute)
+		if txn := cmp.Or(c.TransactionTimeout, DefaultTransactionTimeout); txn <= recovery {
+			errs = append(errs, fmt.Errorf("cluster: Config.TransactionTimeout %v must be longer than CheckpointInterval + SessionTimeout + RebalanceTimeout (%v): "+
+				"a killed process's pre-committed transactions wait up to that long for its task's next owner to commit them, and the broker aborts them at the time-out "+
+				"(the checkpoint's output would be lost); raise it (brokers cap it at transaction.max.timeout.ms, 15m by default) or shorten the others", txn, recovery))
+		}
+	}
 	if len(errs) > 0 {
 		return c, errors.Join(errs...)
 	}
@@ -274,7 +294,7 @@ func (c Config) withDefaults() (Config, error) {
 	def(&c.RevokeCheckpointTimeout, 2*time.Second)
 	def(&c.RebalanceTimeout, time.Minute)
 	def(&c.RestartDelay, time.Second)
-	def(&c.TransactionTimeout, time.Minute)
+	def(&c.TransactionTimeout, DefaultTransactionTimeout)
 	if c.Retain == 0 {
 		c.Retain = 3
 	}

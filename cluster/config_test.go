@@ -35,6 +35,10 @@ func TestRunValidatesConfig(t *testing.T) {
 		{cluster.Config{Brokers: []string{"127.0.0.1:1"}, Group: "g", SourceTopic: "in", CheckpointBase: "/tmp/x",
 			RebalanceTimeout: -time.Second}, []string{"Config.RebalanceTimeout -1s: want 0 (meaning 1m)"}},
 		{cluster.Config{Brokers: []string{"127.0.0.1:1"}, Group: "g", SourceTopic: "in", CheckpointBase: "/tmp/x",
+			TransactionTimeout: time.Minute}, []string{"Config.TransactionTimeout 1m0s must be longer than CheckpointInterval + SessionTimeout + RebalanceTimeout (1m4s)"}},
+		{cluster.Config{Brokers: []string{"127.0.0.1:1"}, Group: "g", SourceTopic: "in", CheckpointBase: "/tmp/x",
+			RebalanceTimeout: 20 * time.Minute}, []string{"Config.TransactionTimeout 10m0s must be longer than CheckpointInterval + SessionTimeout + RebalanceTimeout (20m4s)"}},
+		{cluster.Config{Brokers: []string{"127.0.0.1:1"}, Group: "g", SourceTopic: "in", CheckpointBase: "/tmp/x",
 			ExchangeVersion: 3}, []string{"Config.ExchangeVersion 3: want 0 (the newest, 2), 1 (JSON batches, which every build reads) or 2"}},
 	} {
 		err := cluster.Run(context.Background(), c.cfg, job)
@@ -47,10 +51,16 @@ func TestRunValidatesConfig(t *testing.T) {
 			}
 		}
 	}
+	short := job
+	short.Sink.TransactionTimeout = 30 * time.Second
+	err := cluster.Run(context.Background(), cluster.Config{Brokers: []string{"127.0.0.1:1"}, Group: "g", SourceTopic: "in", CheckpointBase: "/tmp/x"}, short)
+	if err == nil || !strings.Contains(err.Error(), "Job.Sink.TransactionTimeout 30s must be longer than CheckpointInterval + SessionTimeout + RebalanceTimeout (1m4s)") {
+		t.Fatalf("a job whose sink's transaction time-out is shorter than a task's move: error %v", err)
+	}
 	bad := job
 	bad.Key = nil
 	bad.Sink.Serialize = nil
-	err := cluster.Run(context.Background(), cluster.Config{Brokers: []string{"127.0.0.1:1"}, Group: "g", SourceTopic: "in", CheckpointBase: "/tmp/x"}, bad)
+	err = cluster.Run(context.Background(), cluster.Config{Brokers: []string{"127.0.0.1:1"}, Group: "g", SourceTopic: "in", CheckpointBase: "/tmp/x"}, bad)
 	if err == nil || !strings.Contains(err.Error(), "Job.Key is nil") || !strings.Contains(err.Error(), "Job.Sink.Serialize is nil") {
 		t.Fatalf("a job without a key and a serializer: error %v", err)
 	}

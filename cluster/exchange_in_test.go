@@ -33,7 +33,7 @@ func TestRestoredKeyedTaskKeepsTheMinimum(t *testing.T) {
 	send(control(0, 1000))
 	send(control(1, 100))
 	cfg, err := Config{Brokers: b.Addrs(), Group: "g", SourceTopic: "unused", KeyedTasks: 1, CheckpointBase: t.TempDir(),
-		CheckpointInterval: time.Hour, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}.withDefaults()
+		CheckpointInterval: 5 * time.Minute, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}.withDefaults()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,7 +185,7 @@ func TestIdleProducerWithUnsentRecordsHolds(t *testing.T) {
 		event()
 	}
 	cfg, err := Config{Brokers: b.Addrs(), Group: "g", SourceTopic: "events", KeyedTasks: 1, CheckpointBase: t.TempDir(),
-		CheckpointInterval: time.Hour, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}.withDefaults()
+		CheckpointInterval: 5 * time.Minute, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}.withDefaults()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -363,7 +363,7 @@ func TestKeyedTaskReadsBatchesOfBothVersions(t *testing.T) {
 func keyedTaskOf2(t *testing.T, brokers []string) (*weir.Environment, *weir.Collected[int64]) {
 	t.Helper()
 	cfg, err := Config{Brokers: brokers, Group: "g", SourceTopic: "unused", KeyedTasks: 1, CheckpointBase: t.TempDir(),
-		CheckpointInterval: time.Hour, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}.withDefaults()
+		CheckpointInterval: 5 * time.Minute, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}.withDefaults()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/weirproject/weir"
 	"github.com/weirproject/weir/checkpoint"
@@ -240,7 +239,7 @@ func BuildLocal[IN, MID any, K comparable, OUT any](env *weir.Environment, cfg C
 	in := weir.FromSource(env, "source", src, j.Watermarks).UID("source")
 	out := j.Keyed(weir.KeyBy(j.upstream(in), j.Key))
 	if cfg.TransactionTimeout == 0 {
-		cfg.TransactionTimeout = time.Minute
+		cfg.TransactionTimeout = DefaultTransactionTimeout
 	}
 	kafka.ExactlyOnceSink(out, "sink", j.sinkOptions(cfg, "local")).UID("sink")
 	return nil
