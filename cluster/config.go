@@ -24,6 +24,21 @@ import (
 // with the default timings, and under the brokers' default cap (15m).
 const DefaultTransactionTimeout = 10 * time.Minute
 
+// CheckTransactionTimeout reports an error unless the transaction
+// time-out txn is longer than checkpointInterval + sessionTimeout +
+// rebalanceTimeout, the longest a killed process's task may take to move
+// (Config.TransactionTimeout); a zero duration stands for its Config
+// default. It is Run's check, for callers that validate earlier.
+func CheckTransactionTimeout(txn, checkpointInterval, sessionTimeout, rebalanceTimeout time.Duration) error {
+	move := cmp.Or(checkpointInterval, time.Second) + cmp.Or(sessionTimeout, 3*time.Second) + cmp.Or(rebalanceTimeout, time.Minute)
+	if txn = cmp.Or(txn, DefaultTransactionTimeout); txn > move {
+		return nil
+	}
+	return fmt.Errorf("the transaction time-out %v must be longer than checkpoint interval + session time-out + rebalance time-out (%v): "+
+		"a killed process's pre-committed transactions wait up to that long for its task's next owner to commit them, and the broker aborts them at the time-out "+
+		"(that checkpoint's output would be lost); raise it (brokers cap it at transaction.max.timeout.ms, 15m by default) or shorten the others", txn, move)
+}
+
 // Config is how a process takes part in a clustered job. Every process of
 // the job must be given the same Group, SourceTopic, KeyedTasks,
 // MaxParallelism and CheckpointBase (they define the tasks and where their
@@ -272,11 +287,8 @@ func (c Config) withDefaults() (Config, error) {
 			"(a hand-over's checkpoint and stop must end before the group gives the task to another process)", revoke, rebalance))
 	}
 	if c.CheckpointInterval >= 0 && c.SessionTimeout >= 0 && c.RebalanceTimeout >= 0 && c.TransactionTimeout >= 0 {
-		recovery := cmp.Or(c.CheckpointInterval, time.Second) + cmp.Or(c.SessionTimeout, 3*time.Second) + cmp.Or(c.RebalanceTimeout, time.Minute)
-		if txn := cmp.Or(c.TransactionTimeout, DefaultTransactionTimeout); txn <= recovery {
-			errs = append(errs, fmt.Errorf("cluster: Config.TransactionTimeout %v must be longer than CheckpointInterval + SessionTimeout + RebalanceTimeout (%v): "+
-				"a killed process's pre-committed transactions wait up to that long for its task's next owner to commit them, and the broker aborts them at the time-out "+
-				"(the checkpoint's output would be lost); raise it (brokers cap it at transaction.max.timeout.ms, 15m by default) or shorten the others", txn, recovery))
+		if err := CheckTransactionTimeout(c.TransactionTimeout, c.CheckpointInterval, c.SessionTimeout, c.RebalanceTimeout); err != nil {
+			errs = append(errs, fmt.Errorf("cluster: Config.TransactionTimeout: %w", err))
 		}
 	}
 	if len(errs) > 0 {

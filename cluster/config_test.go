@@ -35,9 +35,9 @@ func TestRunValidatesConfig(t *testing.T) {
 		{cluster.Config{Brokers: []string{"127.0.0.1:1"}, Group: "g", SourceTopic: "in", CheckpointBase: "/tmp/x",
 			RebalanceTimeout: -time.Second}, []string{"Config.RebalanceTimeout -1s: want 0 (meaning 1m)"}},
 		{cluster.Config{Brokers: []string{"127.0.0.1:1"}, Group: "g", SourceTopic: "in", CheckpointBase: "/tmp/x",
-			TransactionTimeout: time.Minute}, []string{"Config.TransactionTimeout 1m0s must be longer than CheckpointInterval + SessionTimeout + RebalanceTimeout (1m4s)"}},
+			TransactionTimeout: time.Minute}, []string{"Config.TransactionTimeout: the transaction time-out 1m0s must be longer than checkpoint interval + session time-out + rebalance time-out (1m4s)"}},
 		{cluster.Config{Brokers: []string{"127.0.0.1:1"}, Group: "g", SourceTopic: "in", CheckpointBase: "/tmp/x",
-			RebalanceTimeout: 20 * time.Minute}, []string{"Config.TransactionTimeout 10m0s must be longer than CheckpointInterval + SessionTimeout + RebalanceTimeout (20m4s)"}},
+			RebalanceTimeout: 20 * time.Minute}, []string{"Config.TransactionTimeout: the transaction time-out 10m0s must be longer than checkpoint interval + session time-out + rebalance time-out (20m4s)"}},
 		{cluster.Config{Brokers: []string{"127.0.0.1:1"}, Group: "g", SourceTopic: "in", CheckpointBase: "/tmp/x",
 			ExchangeVersion: 3}, []string{"Config.ExchangeVersion 3: want 0 (the newest, 2), 1 (JSON batches, which every build reads) or 2"}},
 	} {
@@ -54,7 +54,7 @@ func TestRunValidatesConfig(t *testing.T) {
 	short := job
 	short.Sink.TransactionTimeout = 30 * time.Second
 	err := cluster.Run(context.Background(), cluster.Config{Brokers: []string{"127.0.0.1:1"}, Group: "g", SourceTopic: "in", CheckpointBase: "/tmp/x"}, short)
-	if err == nil || !strings.Contains(err.Error(), "Job.Sink.TransactionTimeout 30s must be longer than CheckpointInterval + SessionTimeout + RebalanceTimeout (1m4s)") {
+	if err == nil || !strings.Contains(err.Error(), "Job.Sink.TransactionTimeout (0 takes Config.TransactionTimeout): the transaction time-out 30s must be longer than checkpoint interval + session time-out + rebalance time-out (1m4s)") {
 		t.Fatalf("a job whose sink's transaction time-out is shorter than a task's move: error %v", err)
 	}
 	bad := job

@@ -33,9 +33,10 @@ func Run[IN, MID any, K comparable, OUT any](ctx context.Context, cfg Config, j 
 	if err := j.validate(); err != nil {
 		return err
 	}
-	if t, move := j.Sink.TransactionTimeout, cfg.CheckpointInterval+cfg.SessionTimeout+cfg.RebalanceTimeout; t > 0 && t <= move {
-		return fmt.Errorf("cluster: Job.Sink.TransactionTimeout %v must be longer than CheckpointInterval + SessionTimeout + RebalanceTimeout (%v), "+
-			"as Config.TransactionTimeout must; 0 takes Config.TransactionTimeout", t, move)
+	if t := j.Sink.TransactionTimeout; t > 0 {
+		if err := CheckTransactionTimeout(t, cfg.CheckpointInterval, cfg.SessionTimeout, cfg.RebalanceTimeout); err != nil {
+			return fmt.Errorf("cluster: Job.Sink.TransactionTimeout (0 takes Config.TransactionTimeout): %w", err)
+		}
 	}
 	sources, err := prepareTopics(ctx, cfg)
 	if err != nil {

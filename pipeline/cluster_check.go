@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/weirproject/weir/checkpoint"
+	"github.com/weirproject/weir/cluster"
 	"github.com/weirproject/weir/keygroup"
 )
 
@@ -28,7 +29,9 @@ import (
 //     is Kafka (exactly-once sinks get transactional ids of their own per
 //     task) or stdout (each process prints what its tasks send);
 //   - a checkpoint location (job.checkpoint.dir or o.CheckpointBase), in
-//     exactly-once mode, with keyed state in memory; no job.restoreFrom
+//     exactly-once mode, with keyed state in memory, and a checkpoint
+//     interval the tasks' transactions outlive with a task's move
+//     (cluster.CheckTransactionTimeout); no job.restoreFrom
 //     or job.autoWatermarkInterval. job.parallelism is
 //     ignored: each task runs at parallelism 1, and the tasks spread over
 //     the processes.
@@ -176,6 +179,9 @@ func CheckCluster(spec *Spec, o ClusterOptions) error {
 	}
 	if j.CheckpointMode == "at-least-once" {
 		add(j.Pos, "job.checkpoint.mode at-least-once: tasks checkpoint exactly once (the exchange between them relies on it); remove mode")
+	}
+	if err := cluster.CheckTransactionTimeout(0, j.CheckpointInterval, o.SessionTimeout, 0); err != nil {
+		add(j.Pos, "job.checkpoint.interval %v: %v", j.CheckpointInterval, err)
 	}
 	if j.StateBackend != "" && j.StateBackend != "memory" {
 		add(j.Pos, "job.stateBackend %s: tasks keep keyed state in memory in group mode; remove stateBackend", j.StateBackend)

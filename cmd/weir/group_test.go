@@ -816,6 +816,8 @@ func TestRunGroupBadInput(t *testing.T) {
 			"stdout.yaml:25:1: group mode: sink: the clustered job writes its output to Kafka exactly once"},
 		{[]string{"run", edit("nockpt.yaml", "  checkpoint:\n    interval: 200ms\n    dir: ${CKPT}\n", "  parallelism: 2\n"), "--group", "g"},
 			"nockpt.yaml:2:1: group mode: job.checkpoint.dir: none; every task checkpoints to a location all processes reach"},
+		{[]string{"run", edit("slowckpt.yaml", "interval: 200ms", "interval: 12m"), "--group", "g"},
+			"slowckpt.yaml:2:1: group mode: job.checkpoint.interval 12m0s: the transaction time-out 10m0s must be longer than checkpoint interval + session time-out + rebalance time-out (13m3s)"},
 		{[]string{"run", write("output.yaml", strings.Replace(groupYAML, "        top: max(amount)\n", "        top: max(amount)\n  - tee: copy\n", 1)+
 			"outputs:\n  copy:\n    file: {path: copy.jsonl}\n"), "--group", "g"},
 			"output.yaml:29:3: group mode: outputs.copy: a file sink cannot be shared by tasks that move between processes; want a Kafka sink (or stdout)"},
