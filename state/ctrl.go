@@ -19,6 +19,13 @@ const (
 	ctrlPad     = 7
 )
 
+// tagOf is the used byte of a key whose 64-bit hash is h (the value
+// index), nsTag of one whose 32-bit hash is h (the namespaced tables):
+// ctrlUsed with the hash's top 7 bits, which the tables' home slots (the
+// low bits) do not use.
+func tagOf(h uint64) uint8 { return ctrlUsed | uint8(h>>57) }
+func nsTag(h uint32) uint8 { return ctrlUsed | uint8(h>>25) }
+
 // Byte-parallel matching of eight control bytes (w, one per byte, the
 // first slot in the low byte): a word with bit 7 set in each byte equal to
 // the tag, or to ctrlEmpty. A byte can be reported beside a matching byte

@@ -330,8 +330,6 @@ type nsKeySlot[K comparable, N comparable, X any] struct {
 // nsMinSlots is the size of a key group's table when it gets its first key.
 const nsMinSlots = 8
 
-func nsTag(h uint32) uint8 { return ctrlUsed | uint8(h>>25) }
-
 // setCtrl sets slot i's control byte (and its copy past the end).
 func (g *nsGroup[K, N, X]) setCtrl(i uint32, c uint8) {
 	g.ctrl[i] = c

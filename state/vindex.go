@@ -52,8 +52,6 @@ const vindexMinSlots = 16
 // holding an unhashable value panics here as it does in that map.
 func (x *vindex[K, V]) hash(k K) uint64 { return x.hf.Sum64(x.seed, k) }
 
-func tagOf(h uint64) uint8 { return ctrlUsed | uint8(h>>57) }
-
 // find returns k's slot, or nil. It matches eight control bytes at a
 // time (matchTag, matchFree: a deleted slot's byte, 1, is neither a tag nor
 // free), so that its branches do not depend on how far k was displaced
