@@ -12,6 +12,12 @@ import (
 // SinkWriter writes the records of one sink subtask. Write is called per
 // record on the subtask goroutine; Close once at the end (after the last
 // Write, also when the job fails or is cancelled). Errors fail the job.
+//
+// A SinkWriter may also be a runtime.Snapshotter: its SnapshotState is then
+// called at every checkpoint (instead of SinkFlusher's Flush), before the
+// checkpoint's barrier leaves the subtask, and what it writes there is the
+// sink's state, which the writer of a restored job finds in its Context's
+// Restored (connector/jsonl's file sinks keep their files' lengths so).
 type SinkWriter[T any] interface {
 	Write(r Record[T]) error
 	Close() error
@@ -63,9 +69,13 @@ func (o *sinkOp[T]) Open(ctx *runtime.Context, out runtime.Output[struct{}]) err
 
 func (o *sinkOp[T]) ProcessRecord(r Record[T]) error { return o.w.Write(r) }
 
-// SnapshotState implements runtime.Snapshotter: a SinkFlusher flushes
-// (the sink has no state of its own).
-func (o *sinkOp[T]) SnapshotState(*runtime.SnapshotWriter) error {
+// SnapshotState implements runtime.Snapshotter: a writer that is a
+// runtime.Snapshotter itself snapshots (its state is the sink's), else a
+// SinkFlusher flushes.
+func (o *sinkOp[T]) SnapshotState(w *runtime.SnapshotWriter) error {
+	if s, ok := o.w.(runtime.Snapshotter); ok {
+		return s.SnapshotState(w)
+	}
 	if f, ok := o.w.(SinkFlusher); ok {
 		return f.Flush()
 	}

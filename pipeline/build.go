@@ -319,7 +319,7 @@ func (b *builder) sink(output string, s *SinkSpec, in weir.Stream[Record]) error
 		info.Describe = "files in " + s.File.Dir + " (exactly once)"
 		weir.TwoPhaseCommit(in, name, file.ExactlyOnce[Record](s.File.Dir, func(r Record) ([]byte, error) { return gojson.Marshal(r) })).UID(name)
 	case s.File != nil:
-		info.Describe = jsonl.PartPaths(s.File.Path, b.env.Config().Parallelism) + " (at least once)"
+		info.Describe = jsonl.PartPaths(s.File.Path, b.env.Config().Parallelism) + " (exactly once; cut back to the checkpoint on resume)"
 		weir.ToSink(in, name, jsonl.Sink[Record](s.File.Path))
 	case s.Parquet != nil:
 		info.Describe = b.parquetSink(name, output, s.Parquet, in)

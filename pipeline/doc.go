@@ -62,8 +62,10 @@
 //	    checkpoints and savepoints of all of them). A Kafka sink with
 //	    delivery exactly-once and a file sink with dir are exactly once
 //	    (published with checkpoints and at the end of bounded input); a
-//	    file sink with path, a Kafka sink at-least-once and stdout are at
-//	    least once.
+//	    file sink with path is exactly once in its files after the job
+//	    resumes or ends (each cut back to its checkpointed length on
+//	    resume), though a reader sees lines before their checkpoint; a
+//	    Kafka sink at-least-once and stdout are at least once.
 //	P4. Compiled expressions run on one VM per operator subtask (or one
 //	    from a pool where a function is shared by subtasks): a filter
 //	    allocates nothing per record; a map allocates the new record.

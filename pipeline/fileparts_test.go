@@ -62,7 +62,7 @@ outputs:
 				if par > 1 {
 					named, files = path+"-{0..1}", []string{path + "-0", path + "-1"}
 				}
-				if !strings.Contains(log.String(), " records to "+named+" (at least once)") {
+				if !strings.Contains(log.String(), " records to "+named+" (exactly once; cut back to the checkpoint on resume)") {
 					t.Errorf("the summary does not name %s:\n%s", named, log.String())
 				}
 				n := 0

@@ -23,11 +23,11 @@ func (d *dec) sink(k, n ast.Node, what string) *SinkSpec {
 			d.object(v, at,
 				field{name: "dir", accepts: "a directory", def: "one of two", doc: "exactly once: files `DIR/part-SUBTASK-RUN-SEQ` published when the checkpoint covering them completes",
 					fn: func(at string, _, v ast.Node) { d.nonEmpty(v, at, "a directory", &f.Dir) }},
-				field{name: "path", accepts: "a file path", def: "one of two", doc: "at least once: one file per subtask, truncated when the job starts afresh, appended to when it resumes from a checkpoint, flushed at every checkpoint",
+				field{name: "path", accepts: "a file path", def: "one of two", doc: "one file per subtask, truncated when the job starts afresh, cut back to its length at the checkpoint it resumes from and appended to (exactly once after a resume or at the end; lines are in the file before their checkpoint completes), flushed at every checkpoint",
 					fn: func(at string, _, v ast.Node) { d.nonEmpty(v, at, "a file path", &f.Path) }},
 			)
 			if (f.Dir == "") == (f.Path == "") {
-				d.errf(k, "%s: want exactly one of dir (exactly once: files published at checkpoints) or path (one file, at least once)", at)
+				d.errf(k, "%s: want exactly one of dir (exactly once: files published at checkpoints) or path (one file a subtask, cut back to the checkpoint on resume)", at)
 			}
 		}},
 		field{name: "parquet", accepts: "a mapping", doc: "Parquet files, exactly once (connectors.md, \"Parquet files\")",

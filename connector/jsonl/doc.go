@@ -47,13 +47,21 @@
 //	    the job is built.
 //	J6. Sink and DeadLetterSink write through a buffer, flushed (and the
 //	    file synced) at every checkpoint, before its barrier leaves the
-//	    subtask (weir.SinkFlusher), and when the sink subtask closes (at the
-//	    end of the job, and also when it fails or is cancelled). They are
-//	    at-least-once writers with no transactions: a job that starts afresh
+//	    subtask, and when the sink subtask closes (at the end of the job,
+//	    and also when it fails or is cancelled). Each subtask's file length
+//	    at the checkpoint is the sink's state. A job that starts afresh
 //	    truncates the file; a job restored from a checkpoint or savepoint
-//	    appends to it, so every line written before the checkpoint stays and
-//	    the records after it may be written again. A failed job may leave a
-//	    partly written file.
+//	    cuts it back to that length (what was written after the checkpoint,
+//	    a torn last line of a killed process included) and appends to it,
+//	    so every record is in the files once when the job ends or has
+//	    resumed. At another parallelism subtask 0 cuts the files no subtask
+//	    writes any more, and a file the restored job did not write is
+//	    truncated. There are no transactions: a reader of a file while the
+//	    job runs, or after it died, sees lines whose checkpoint has not
+//	    completed, which a restore may cut and write again. A file shorter
+//	    than its checkpointed length (rotated or cut by someone else) is
+//	    appended to with a warning; a checkpoint of a weir before lengths
+//	    were kept is appended to.
 //	J7. The source is restorable: at a checkpoint each subtask records, per
 //	    file it reads, the lines read and whether the file is done
 //	    (runtime.SplitSnapshotter); a restored job skips the done files and

@@ -2,13 +2,19 @@ package jsonl
 
 import (
 	"bufio"
+	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
+	"log/slog"
+	"math"
 	"os"
 	"strconv"
 	"unicode/utf8"
 
 	"github.com/weirproject/weir"
+	"github.com/weirproject/weir/checkpoint"
 	"github.com/weirproject/weir/runtime"
 )
 
@@ -20,13 +26,14 @@ const writeBufferSize = 64 << 10
 // PartPath(path, subtask, parallelism): path itself when the sink runs with
 // parallelism 1, path + "-" + subtask index otherwise. A job that starts
 // afresh creates or truncates each file when the sink subtask opens; a job
-// restored from a checkpoint or savepoint appends to it. The directory must
-// exist. Record timestamps are not written: a job that reads the file back
-// must find the event time in the value.
+// restored from a checkpoint or savepoint cuts each file back to its length
+// at that checkpoint and appends to it. The directory must exist. Record
+// timestamps are not written: a job that reads the file back must find the
+// event time in the value.
 //
 // Writes are buffered, and flushed (and synced) at every checkpoint and
-// when the subtask closes, however the job ends; the sink is at-least-once,
-// not transactional (J6).
+// when the subtask closes, however the job ends. The files' lengths are the
+// sink's state (J6).
 func Sink[T any](path string) func(ctx *runtime.Context) (weir.SinkWriter[T], error) {
 	return func(ctx *runtime.Context) (weir.SinkWriter[T], error) {
 		w, err := openLineWriter(ctx, path)
@@ -64,16 +71,113 @@ type lineWriter struct {
 	dirty bool // written to since the last Flush
 }
 
-// openLineWriter opens the sink subtask's file (PartPath): truncated when
-// the job starts afresh, appended to when it was restored (J6), so that
-// what a run wrote before its last checkpoint is not lost when a later
-// run resumes from it.
+// filesList names the sink's state: one item per subtask, its file's name
+// and its length at the checkpoint (checkpoint.Union, so that a restored
+// subtask of any parallelism finds every file of the job before it).
+const filesList = "files"
+
+// openLineWriter opens the sink subtask's file (PartPath), truncated when
+// the job starts afresh. When it was restored, the file is cut back to
+// the length the checkpoint recorded, so that the lines written after the
+// checkpoint, which the restored job writes again, are not in it twice
+// (J6); subtask 0 also cuts the files of the restored job that no subtask
+// of this one writes (another parallelism).
 func openLineWriter(ctx *runtime.Context, path string) (*lineWriter, error) {
-	flag := os.O_WRONLY | os.O_CREATE | os.O_TRUNC
-	if ctx.Restored() != nil {
-		flag = os.O_WRONLY | os.O_CREATE | os.O_APPEND
+	name := PartPath(path, ctx.Subtask, ctx.Parallelism)
+	r := ctx.Restored()
+	if r == nil {
+		return newLineWriter(name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC)
 	}
-	return newLineWriter(PartPath(path, ctx.Subtask, ctx.Parallelism), flag)
+	items, err := r.List(filesList)
+	if err != nil {
+		return nil, fmt.Errorf("jsonl: restoring %s: %w", name, err)
+	}
+	lengths := make(map[string]int64, len(items))
+	for _, it := range items {
+		n, size, ok := decodeFileLength(it)
+		if !ok {
+			return nil, fmt.Errorf("jsonl: restoring %s: a file length in the checkpoint is corrupt", name)
+		}
+		lengths[n] = size
+	}
+	if len(items) == 0 {
+		// A checkpoint of a weir that did not record lengths: append.
+		return newLineWriter(name, os.O_WRONLY|os.O_CREATE|os.O_APPEND)
+	}
+	if ctx.Subtask == 0 {
+		own := make(map[string]bool, ctx.Parallelism)
+		for i := 0; i < max(ctx.Parallelism, 1); i++ {
+			own[PartPath(path, i, ctx.Parallelism)] = true
+		}
+		for n, size := range lengths {
+			if !own[n] {
+				if err := cutTo(ctx.Logger, n, size, false); err != nil {
+					return nil, err
+				}
+			}
+		}
+	}
+	size, ok := lengths[name]
+	if !ok {
+		// Not written by the restored job (it ran at another parallelism):
+		// what the file holds is not this job's output.
+		return newLineWriter(name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC)
+	}
+	if err := cutTo(ctx.Logger, name, size, true); err != nil {
+		return nil, err
+	}
+	return newLineWriter(name, os.O_WRONLY|os.O_CREATE|os.O_APPEND)
+}
+
+// cutTo truncates the file name to size, the length a checkpoint recorded.
+// A file shorter than that (rotated, cut or removed by someone else since)
+// is left as it is, with a warning: the lines it lost are not weir's to
+// write again. A missing file is created when create is set.
+func cutTo(log *slog.Logger, name string, size int64, create bool) error {
+	flag := os.O_WRONLY
+	if create {
+		flag |= os.O_CREATE
+	}
+	f, err := os.OpenFile(name, flag, 0o666)
+	if errors.Is(err, fs.ErrNotExist) && !create {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("jsonl: %w", err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("jsonl: %w", err)
+	}
+	switch now := fi.Size(); {
+	case now > size:
+		if err := f.Truncate(size); err != nil {
+			return fmt.Errorf("jsonl: cutting %s back to its checkpointed length: %w", name, err)
+		}
+		if err := f.Sync(); err != nil {
+			return fmt.Errorf("jsonl: %s: %w", name, err)
+		}
+		if log != nil {
+			log.Info("jsonl: cut the lines written after the restored checkpoint", "file", name, "length", size, "cut", now-size)
+		}
+	case now < size && log != nil:
+		log.Warn("jsonl: file shorter than at the restored checkpoint (rotated or cut since?); appending to it", "file", name, "length", now, "checkpointed", size)
+	}
+	return nil
+}
+
+func encodeFileLength(name string, size int64) []byte {
+	b := binary.AppendUvarint(nil, uint64(size))
+	return append(b, name...)
+}
+
+func decodeFileLength(b []byte) (name string, size int64, ok bool) {
+	v, n := binary.Uvarint(b)
+	if n <= 0 || v > math.MaxInt64 {
+		return "", 0, false
+	}
+	return string(b[n:]), int64(v), true
 }
 
 func newLineWriter(path string, flag int) (*lineWriter, error) {
@@ -95,8 +199,8 @@ func (w *lineWriter) write(v any) error {
 	return nil
 }
 
-// Flush implements weir.SinkFlusher: at a checkpoint, the lines written
-// since the last one go to the file and to its device (J6).
+// Flush writes the lines buffered since the last Flush to the file and
+// syncs it.
 func (w *lineWriter) Flush() error {
 	if !w.dirty {
 		return nil
@@ -109,6 +213,21 @@ func (w *lineWriter) Flush() error {
 	if err != nil {
 		return fmt.Errorf("jsonl: %s: %w", w.f.Name(), err)
 	}
+	return nil
+}
+
+// SnapshotState implements runtime.Snapshotter (weir.SinkWriter): at a
+// checkpoint the lines written since the last one go to the file and to
+// its device, and the file's length is the sink's state (J6).
+func (w *lineWriter) SnapshotState(sw *runtime.SnapshotWriter) error {
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	fi, err := w.f.Stat()
+	if err != nil {
+		return fmt.Errorf("jsonl: %w", err)
+	}
+	sw.List(filesList, checkpoint.Union, [][]byte{encodeFileLength(w.f.Name(), fi.Size())})
 	return nil
 }
 

@@ -8,6 +8,8 @@
 // end a stream in it, how to make an empty destination (a directory, a
 // topic, a table), and how to read what is committed there. The suite is
 // run by the sinks' own tests: connector/file (here, file_test.go),
+// connector/jsonl's file per subtask (here, jsonl_test.go: no two phases,
+// but files cut back to their checkpointed length on restore),
 // connector/kafka, connector/postgres (both modes) and connector/parquet
 // (a directory and s3://).
 //

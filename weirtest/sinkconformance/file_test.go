@@ -33,7 +33,7 @@ var fileSink = sinkconformance.Sink{
 
 // TestMain runs a kill9 child job when the suite starts the binary as one.
 func TestMain(m *testing.M) {
-	sinkconformance.MaybeChild(fileSink, appendSink)
+	sinkconformance.MaybeChild(fileSink, appendSink, jsonlSink)
 	os.Exit(m.Run())
 }
 
