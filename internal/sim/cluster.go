@@ -680,7 +680,7 @@ func (cr *clusterRun) wait(ctx context.Context) *Failure {
 			case err := <-m.done:
 				ended[m] = true
 				if err != nil && !m.killed {
-					if cr.fatalStruck() && cr.mu.restarts < maxMemberRestarts {
+					if cr.mu.restarts < maxMemberRestarts*cr.brokerFaultsStruck() {
 						// The operator starts it again (clusterfatal.go).
 						cr.mu.restarts++
 						restart = append(restart, i)

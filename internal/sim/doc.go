@@ -195,8 +195,9 @@
 // again from its latest checkpoint (cluster M4, C3); a member whose Run
 // returns an error once a fatal error struck is started again by the
 // harness under the same Config, as an operator restarts a process that
-// exited (member-restart, at most 3; none was needed in the seeds run so
-// far: every fatal error stayed within its task); S16 holds and the run
+// exited (member-restart, at most 3 per broker fault struck: a broker
+// down while members start ends each one's Run, seed 1719066; every fatal
+// error stayed within its task so far); S16 holds and the run
 // finishes. broker-restart, in half the clustered seeds (rand.NewPCG(seed,
 // 0xc1b0), brokerrestart.go): one or two, at the n-th request of a
 // data-path or group kind of the run, as in the Kafka form; a member whose
