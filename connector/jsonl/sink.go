@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"math"
 	"os"
+	"path/filepath"
 	"strconv"
 	"unicode/utf8"
 
@@ -66,13 +67,14 @@ func PartPaths(path string, parallelism int) string {
 // lineWriter is a buffered JSON-lines file.
 type lineWriter struct {
 	f     *os.File
+	abs   string // f's absolute path: the name in the sink's state
 	bw    *bufio.Writer
 	enc   *json.Encoder
 	dirty bool // written to since the last Flush
 }
 
-// filesList names the sink's state: one item per subtask, its file's name
-// and its length at the checkpoint (checkpoint.Union, so that a restored
+// filesList names the sink's state: one item per subtask, its file's
+// absolute path and its length at the checkpoint (checkpoint.Union, so that a restored
 // subtask of any parallelism finds every file of the job before it).
 const filesList = "files"
 
@@ -83,7 +85,10 @@ const filesList = "files"
 // (J6); subtask 0 also cuts the files of the restored job that no subtask
 // of this one writes (another parallelism).
 func openLineWriter(ctx *runtime.Context, path string) (*lineWriter, error) {
-	name := PartPath(path, ctx.Subtask, ctx.Parallelism)
+	name, err := filepath.Abs(PartPath(path, ctx.Subtask, ctx.Parallelism))
+	if err != nil {
+		return nil, fmt.Errorf("jsonl: %w", err)
+	}
 	r := ctx.Restored()
 	if r == nil {
 		return newLineWriter(name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC)
@@ -107,7 +112,11 @@ func openLineWriter(ctx *runtime.Context, path string) (*lineWriter, error) {
 	if ctx.Subtask == 0 {
 		own := make(map[string]bool, ctx.Parallelism)
 		for i := 0; i < max(ctx.Parallelism, 1); i++ {
-			own[PartPath(path, i, ctx.Parallelism)] = true
+			n, err := filepath.Abs(PartPath(path, i, ctx.Parallelism))
+			if err != nil {
+				return nil, fmt.Errorf("jsonl: %w", err)
+			}
+			own[n] = true
 		}
 		for n, size := range lengths {
 			if !own[n] {
@@ -188,7 +197,7 @@ func newLineWriter(path string, flag int) (*lineWriter, error) {
 	bw := bufio.NewWriterSize(f, writeBufferSize)
 	enc := json.NewEncoder(bw)
 	enc.SetEscapeHTML(false)
-	return &lineWriter{f: f, bw: bw, enc: enc}, nil
+	return &lineWriter{f: f, abs: path, bw: bw, enc: enc}, nil
 }
 
 func (w *lineWriter) write(v any) error {
@@ -227,7 +236,7 @@ func (w *lineWriter) SnapshotState(sw *runtime.SnapshotWriter) error {
 	if err != nil {
 		return fmt.Errorf("jsonl: %w", err)
 	}
-	sw.List(filesList, checkpoint.Union, [][]byte{encodeFileLength(w.f.Name(), fi.Size())})
+	sw.List(filesList, checkpoint.Union, [][]byte{encodeFileLength(w.abs, fi.Size())})
 	return nil
 }
 
