@@ -16,7 +16,12 @@
 //	      - every acknowledged write: records, commit and abort markers,
 //	        committed offsets (transactional ones once their transaction
 //	        committed), topics, producer ids and epochs;
-//	      - every committed transaction visible to read_committed;
+//	      - every committed transaction visible to read_committed, and
+//	        its outcome: its commit sent again by producer id and epoch
+//	        (a retry, and how weir's exactly-once sink commits the
+//	        transactions of a checkpoint it restores) succeeds when it was
+//	        the producer's last transaction, as in Kafka (kfake's log
+//	        loses it; Start restores it, pidslog.go);
 //	      - every transaction that was open at the kill aborted before
 //	        Start returns, flushed (pre-committed) ones included: an ABORT
 //	        marker is written, its records and offset commits are never
@@ -211,6 +216,14 @@ func Start(opts Options) (*Broker, error) {
 			return nil, err
 		}
 		running = f
+		// Before kfake reads the directory: the outcome of transactions
+		// ended before a kill (see pidslog.go).
+		if n, err := repairPIDsLog(opts.DataDir); err != nil {
+			running.Close()
+			return nil, fmt.Errorf("broker: data directory %s: %w", opts.DataDir, err)
+		} else if n > 0 && opts.Logger != nil {
+			opts.Logger.Warn(fmt.Sprintf("restored the outcome of %d committed transaction(s) that an unclean shutdown left out of %s", n, pidsLogName), "component", "broker", "dir", opts.DataDir)
+		}
 		if unclean {
 			// The last broker on this directory did not Close:
 			// abort the transactions it left open (see recover.go).

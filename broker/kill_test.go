@@ -311,3 +311,45 @@ func TestKill9AbortsOpenTransaction(t *testing.T) {
 		})
 	}
 }
+
+// TestKill9KeepsCommitsRetryable: a commit sent again by producer id and
+// epoch after the broker was killed with SIGKILL succeeds, as in Kafka,
+// when that transaction, the id's last, had committed (weir's exactly-once
+// sink commits the transactions of the checkpoint it restores so), and is
+// refused when it had aborted; the records read committed are the same.
+func TestKill9KeepsCommitsRetryable(t *testing.T) {
+	if testing.Short() {
+		t.Skip("spawns broker processes")
+	}
+	dir := t.TempDir()
+	p := startBrokerProcess(t, dir, false)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	ended := func(txid, value string, commit kgo.TransactionEndTry) (int64, int16) {
+		cl := txnProducer(t, p.addr, txid)
+		defer cl.Close()
+		produceTxn(t, cl, false, value)
+		pid, epoch := producerID(t, cl)
+		if err := cl.EndTransaction(ctx, commit); err != nil {
+			t.Fatal(err)
+		}
+		return pid, epoch
+	}
+	xpid, xepoch := ended("x", "c1", kgo.TryCommit)
+	ypid, yepoch := ended("y", "a1", kgo.TryAbort)
+	p.kill(t)
+
+	for round := range 2 { // the repaired log survives a second kill
+		p = startBrokerProcess(t, dir, false)
+		if err := endTxnByID(t, p.addr, "x", xpid, xepoch); err != nil {
+			t.Errorf("round %d: a commit of the committed transaction again: %v, want success (Kafka's retry)", round, err)
+		}
+		if err := endTxnByID(t, p.addr, "y", ypid, yepoch); err == nil {
+			t.Errorf("round %d: a commit of the aborted transaction succeeded, want a refusal", round)
+		}
+		if got := readCommitted(t, p.addr, "c1"); fmt.Sprint(got) != "[c1]" {
+			t.Errorf("round %d: read_committed %q, want [c1]", round, got)
+		}
+		p.kill(t)
+	}
+}

@@ -30,7 +30,7 @@ func (j *Job) startKafka(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if err := produceFiles(ctx, j.Brokers, e.Produce, reg); err != nil {
+		if err := produceFiles(ctx, j.Brokers, e.Dir, e.Produce, reg); err != nil {
 			return err
 		}
 	} else {

@@ -33,9 +33,11 @@ func brokerCmd() *cobra.Command {
 
 Any Kafka client can use it (bootstrap servers = the printed address). With --data
 the cluster persists in that directory and comes back on the next start; without it,
-everything is in memory. A restart keeps no transaction state (kfake's limit; a Kafka
-cluster keeps it): stop exactly-once jobs before restarting it, or their restore fails
-(docs/kafka.md, "Testing with weir broker").
+everything is in memory. A restart aborts the transactions that were open (a Kafka
+cluster keeps them open until they time out): an exactly-once job whose newest
+checkpoint's transactions were not committed yet when the broker stopped cannot restore
+that checkpoint; stop such jobs (Ctrl-C) before restarting the broker (docs/kafka.md,
+"Testing with weir broker").
 
   weir broker --data ./kafka-data --addr 127.0.0.1:9092 --topic orders:3
 
