@@ -24,10 +24,10 @@ import (
 // finished by the next start rather than skipped: with dir, the embedded
 // broker's data directory, a marker file names the topic while its load is
 // under way. Every record's partition is a function of the file (the key's
-// hash as Kafka's default partitioner computes it, or, without a key, the
-// line's place modulo the partitions), and the producer is idempotent, so
-// each partition holds a prefix of its records: the next start produces
-// the rest of each.
+// hash as Kafka's default partitioner computes it, or, without a key, its
+// place among the keyless lines modulo the partitions), and the producer
+// is idempotent, so each partition holds a prefix of its records: the
+// next start produces the rest of each.
 func produceFiles(ctx context.Context, brokers []string, dir string, ps []ProduceSpec, reg format.Registry) error {
 	if len(ps) == 0 {
 		return nil

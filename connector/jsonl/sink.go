@@ -74,8 +74,9 @@ type lineWriter struct {
 }
 
 // filesList names the sink's state: one item per subtask, its file's
-// absolute path and its length at the checkpoint (checkpoint.Union, so that a restored
-// subtask of any parallelism finds every file of the job before it).
+// absolute path and its length at the checkpoint (checkpoint.Union, so
+// that a restored subtask of any parallelism finds every file of the job
+// before it).
 const filesList = "files"
 
 // openLineWriter opens the sink subtask's file (PartPath), truncated when
