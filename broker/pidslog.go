@@ -10,6 +10,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+
+	"github.com/weirproject/weir/internal/fsync"
 )
 
 // Commits remembered across an unclean shutdown.
@@ -135,38 +137,8 @@ func repairPIDsLog(dir string) (int, error) {
 	}
 	out.Write(b)
 	out.Write(rest)
-	if err := writeFileSynced(path, out.Bytes()); err != nil {
+	if err := fsync.WriteFile(path, out.Bytes(), 0o644); err != nil {
 		return 0, fmt.Errorf("rewrite %s: %w", pidsLogName, err)
 	}
 	return fixed, nil
-}
-
-// writeFileSynced replaces path with data: a temporary file beside it,
-// synced, renamed over it, and the directory synced.
-func writeFileSynced(path string, data []byte) error {
-	tmp := path + ".weir-tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	d, err := os.Open(filepath.Dir(path))
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/weirproject/weir/format"
+	"github.com/weirproject/weir/internal/fsync"
 )
 
 // produceFiles loads each JSON-lines file into its topic if the topic is
@@ -80,7 +81,7 @@ func produceFiles(ctx context.Context, brokers []string, dir string, ps []Produc
 			recs = kept
 		}
 		if marker != "" {
-			if err := writeMarker(marker); err != nil {
+			if err := fsync.WriteFile(marker, nil, 0o644); err != nil {
 				return fmt.Errorf("%s: produce: %w", p.Pos, err)
 			}
 		}
@@ -158,25 +159,4 @@ func partitionProduced(p ProduceSpec, recs []*kgo.Record, parts int32) error {
 		}
 	}
 	return nil
-}
-
-// writeMarker creates the file at path, and syncs it and its directory.
-func writeMarker(path string) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	err = f.Sync()
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return err
-	}
-	d, err := os.Open(filepath.Dir(path))
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }

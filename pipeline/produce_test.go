@@ -14,6 +14,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/weirproject/weir/broker"
+	"github.com/weirproject/weir/internal/fsync"
 )
 
 // A kafka.embedded.produce load that a kill stopped part way leaves each
@@ -83,7 +84,7 @@ func TestProduceFinishesAnInterruptedLoad(t *testing.T) {
 			rt.Fatal(err)
 		}
 		marker := filepath.Join(data, "weir-produce-t.loading")
-		if err := writeMarker(marker); err != nil {
+		if err := fsync.WriteFile(marker, nil, 0o644); err != nil {
 			rt.Fatal(err)
 		}
 

@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"github.com/weirproject/weir"
+	"github.com/weirproject/weir/internal/fsync"
 	"github.com/weirproject/weir/runtime"
 )
 
@@ -124,7 +125,7 @@ func (s *sink[T]) Commit(txn *Txn) error {
 	final := filepath.Join(s.dir, txn.name())
 	err := os.Rename(filepath.Join(s.dir, inProgress+txn.name()), final)
 	if err == nil {
-		return syncDir(s.dir)
+		return fsync.Dir(s.dir)
 	}
 	if errors.Is(err, os.ErrNotExist) {
 		if _, serr := os.Stat(final); serr == nil {
@@ -160,15 +161,6 @@ func (s *sink[T]) Close() error {
 		of.f.Close()
 	}
 	return nil
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }
 
 // Committed returns the content of the published files of dir, per

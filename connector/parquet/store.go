@@ -17,6 +17,7 @@ import (
 
 	"github.com/weirproject/weir/checkpoint"
 	"github.com/weirproject/weir/internal/blobupload"
+	"github.com/weirproject/weir/internal/fsync"
 )
 
 // store holds the sink's objects under its root; keys are slash-separated
@@ -176,12 +177,7 @@ func (d *dirStore) remove(key string) error {
 func (d *dirStore) close() error { return nil }
 
 func syncDir(dir string) error {
-	f, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("parquet: %w", err)
-	}
-	defer f.Close()
-	if err := f.Sync(); err != nil {
+	if err := fsync.Dir(dir); err != nil {
 		return fmt.Errorf("parquet: sync %s: %w", dir, err)
 	}
 	return nil
