@@ -40,8 +40,9 @@ type rerunCase struct {
 // written and its manifest not; from outside once a checkpoint completed)
 // and started again with the same command line, resumes from its newest
 // checkpoint each time: the exactly-once output (Kafka read_committed, the
-// file sink's published files) holds every input exactly once, as does an
-// agent step's (40 tickets, 40 replies). WEIR_RESUME_RANDOM=N adds N runs
+// file sink's published files, the JSON-lines files of sink.file.path)
+// holds every input exactly once, as does an agent step's (40 tickets, 40
+// replies). WEIR_RESUME_RANDOM=N adds N runs
 // with random kill points (the seed is printed).
 func TestRunResumesAfterKill(t *testing.T) {
 	plans := [][]string{
@@ -68,7 +69,7 @@ func TestRunResumesAfterKill(t *testing.T) {
 			plans = append(plans, p)
 		}
 	}
-	for _, c := range []rerunCase{kafkaRerun(), fileRerun(), agentRerun()} {
+	for _, c := range []rerunCase{kafkaRerun(), fileRerun(), linesRerun(), agentRerun()} {
 		t.Run(c.name, func(t *testing.T) {
 			for i, plan := range plans {
 				if c.name == "agent" && i > 0 && os.Getenv("WEIR_RESUME_RANDOM") == "" {
@@ -262,7 +263,13 @@ sink:
 // (part-*) of an exactly-once file sink's directory.
 func fileIDs(t *testing.T, dir, field string) []string {
 	t.Helper()
-	parts, _ := filepath.Glob(filepath.Join(dir, "part-*"))
+	return linesIDs(t, filepath.Join(dir, "part-*"), field)
+}
+
+// linesIDs returns field of every JSON line of the files matching glob.
+func linesIDs(t *testing.T, glob, field string) []string {
+	t.Helper()
+	parts, _ := filepath.Glob(glob)
 	var ids []string
 	for _, p := range parts {
 		f, err := os.Open(p)
@@ -331,6 +338,38 @@ sink:
 			return file, n
 		},
 		output: func(t *testing.T, dir string) []string { return fileIDs(t, filepath.Join(dir, "out"), "id") },
+	}
+}
+
+// linesRerun writes JSON lines to a file per subtask (sink.file.path):
+// each restore cuts the files back to their checkpointed lengths.
+func linesRerun() rerunCase {
+	return rerunCase{name: "lines",
+		write: func(t *testing.T, dir string) (string, int) {
+			// Enough long lines that the write buffer reaches the files
+			// between checkpoints, and runs outlast a few of them.
+			const n = 30000
+			for i, name := range []string{"a.jsonl", "b.jsonl", "c.jsonl"} {
+				writeLines(t, filepath.Join(dir, name), i*n/3, n/3)
+			}
+			file := filepath.Join(dir, "p.yaml")
+			writeFile(t, file, `name: rerun-lines
+job:
+  parallelism: 2
+  checkpoint: {interval: 20ms, dir: checkpoints}
+source:
+  file: {paths: [a.jsonl, b.jsonl, c.jsonl]}
+  timestamp: time
+steps:
+  - filter: id != ""
+  - map:
+      set: {pad: '"`+strings.Repeat("x", 300)+`"'}
+sink:
+  file: {path: out.jsonl}
+`)
+			return file, n
+		},
+		output: func(t *testing.T, dir string) []string { return linesIDs(t, filepath.Join(dir, "out.jsonl*"), "id") },
 	}
 }
 

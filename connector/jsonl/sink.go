@@ -16,6 +16,7 @@ import (
 
 	"github.com/weirproject/weir"
 	"github.com/weirproject/weir/checkpoint"
+	"github.com/weirproject/weir/internal/killpoint"
 	"github.com/weirproject/weir/runtime"
 )
 
@@ -206,6 +207,7 @@ func (w *lineWriter) write(v any) error {
 	if err := w.enc.Encode(v); err != nil {
 		return fmt.Errorf("jsonl: %s: %w", w.f.Name(), err)
 	}
+	killpoint.Hit("sink.after-write") // crash tests: a line in the buffer, some flushed
 	return nil
 }
 
