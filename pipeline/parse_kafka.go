@@ -40,7 +40,7 @@ func (d *dec) kafka(k, n ast.Node) *KafkaSpec {
 				d.object(v, at,
 					field{name: "dir", accepts: "a directory", def: "`\"\"` (in memory)", doc: "the broker's data directory",
 						fn: func(at string, _, v ast.Node) { d.str(v, at, &e.Dir) }},
-					field{name: "produce", accepts: "a list", def: "none", doc: "JSON-lines files loaded into topics that are empty at start, one record per line, so examples need no producer; with `dir`, a load a kill stopped part way is finished at the next start",
+					field{name: "produce", accepts: "a list", def: "none", doc: "JSON-lines files loaded into topics that are empty at start, one record per line (the files of one topic in their order), so examples need no producer; with `dir`, a load a kill stopped part way is finished at the next start",
 						fn: func(at string, _, v ast.Node) {
 							d.list(v, at, false, func(i int, pn ast.Node) {
 								what := fmt.Sprintf("kafka.embedded.produce[%d]", i)

@@ -18,7 +18,7 @@ import (
 
 // produceFiles loads each JSON-lines file into its topic if the topic is
 // empty (so a restart on a persistent embedded broker does not load it
-// twice). Lines are produced as they are (a line that is not a JSON object
+// twice); the files of one topic are loaded together, in their order. Lines are produced as they are (a line that is not a JSON object
 // is produced too: the job sends it to its dead letters).
 //
 // A load that stopped part way (the process killed while producing) is
@@ -40,34 +40,49 @@ func produceFiles(ctx context.Context, brokers []string, dir string, ps []Produc
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
+	// The files of one topic are one load, in the order listed.
+	var topics []string
+	byTopic := map[string][]ProduceSpec{}
 	for _, p := range ps {
-		ends, err := adm.ListEndOffsets(ctx, p.Topic)
+		if _, ok := byTopic[p.Topic]; !ok {
+			topics = append(topics, p.Topic)
+		}
+		byTopic[p.Topic] = append(byTopic[p.Topic], p)
+	}
+	for _, topic := range topics {
+		specs := byTopic[topic]
+		first := specs[0]
+		ends, err := adm.ListEndOffsets(ctx, topic)
 		if err == nil {
 			err = ends.Error()
 		}
 		if err != nil {
-			return fmt.Errorf("%s: produce: %w", p.Pos, err)
+			return fmt.Errorf("%s: produce: %w", first.Pos, err)
 		}
 		have := map[int32]int64{}
 		var n int64
 		ends.Each(func(o kadm.ListedOffset) { have[o.Partition] = o.Offset; n += o.Offset })
 		marker := ""
 		if dir != "" {
-			marker = filepath.Join(dir, "weir-produce-"+url.PathEscape(p.Topic)+".loading")
+			marker = filepath.Join(dir, "weir-produce-"+url.PathEscape(topic)+".loading")
 		}
 		_, statErr := os.Stat(marker)
 		resume := marker != "" && statErr == nil
 		if n > 0 && !resume {
 			continue
 		}
-		recs, err := readProduced(p)
-		if err != nil {
-			return err
+		var recs []*kgo.Record
+		for _, p := range specs {
+			rs, err := readProduced(p)
+			if err != nil {
+				return err
+			}
+			if err := encodeProduced(ctx, reg, p, rs); err != nil { // pipeline/format.go
+				return err
+			}
+			recs = append(recs, rs...)
 		}
-		if err := encodeProduced(ctx, reg, p, recs); err != nil { // pipeline/format.go
-			return err
-		}
-		if err := partitionProduced(p, recs, int32(len(have))); err != nil {
+		if err := partitionProduced(first, recs, int32(len(have))); err != nil {
 			return err
 		}
 		if resume { // keep what each partition lacks
@@ -82,15 +97,15 @@ func produceFiles(ctx context.Context, brokers []string, dir string, ps []Produc
 		}
 		if marker != "" {
 			if err := fsync.WriteFile(marker, nil, 0o644); err != nil {
-				return fmt.Errorf("%s: produce: %w", p.Pos, err)
+				return fmt.Errorf("%s: produce: %w", first.Pos, err)
 			}
 		}
 		if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
-			return fmt.Errorf("%s: produce to %s: %w", p.Pos, p.Topic, err)
+			return fmt.Errorf("%s: produce to %s: %w", first.Pos, topic, err)
 		}
 		if marker != "" {
 			if err := os.Remove(marker); err != nil {
-				return fmt.Errorf("%s: produce: %w", p.Pos, err)
+				return fmt.Errorf("%s: produce: %w", first.Pos, err)
 			}
 		}
 	}

@@ -21,7 +21,8 @@ import (
 // partition with a prefix of its records and the marker file; the next
 // start produces the rest: every line once, each partition in file order.
 // Without the marker a topic that has records is left alone, and a load
-// that finished removes its marker.
+// that finished removes its marker. The topic's lines come from two files
+// (one load, in their order; the second file was skipped before).
 func TestProduceFinishesAnInterruptedLoad(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		keyed := rapid.Bool().Draw(rt, "keyed")
@@ -30,13 +31,26 @@ func TestProduceFinishesAnInterruptedLoad(t *testing.T) {
 		if err != nil {
 			rt.Fatal(err)
 		}
-		file := filepath.Join(dir, "in.jsonl")
-		var b []byte
+		split := rapid.IntRange(0, lines).Draw(rt, "firstFileLines")
+		var files [2][]byte
 		for i := range lines {
-			b = fmt.Appendf(b, `{"id": %d, "customer": "c%d"}`+"\n", i, i%37)
+			f := &files[0]
+			if i >= split {
+				f = &files[1]
+			}
+			*f = fmt.Appendf(*f, `{"id": %d, "customer": "c%d"}`+"\n", i, i%37)
 		}
-		if err := os.WriteFile(file, b, 0o644); err != nil {
-			rt.Fatal(err)
+		var specs []ProduceSpec
+		for i, b := range files {
+			file := filepath.Join(dir, fmt.Sprintf("in%d.jsonl", i))
+			if err := os.WriteFile(file, b, 0o644); err != nil {
+				rt.Fatal(err)
+			}
+			spec := ProduceSpec{Topic: "t", File: file}
+			if keyed {
+				spec.Key = "customer"
+			}
+			specs = append(specs, spec)
 		}
 		data := filepath.Join(dir, "kafka")
 		br, err := broker.Start(broker.Options{DataDir: data, Topics: map[string]int32{"t": 3}})
@@ -44,19 +58,19 @@ func TestProduceFinishesAnInterruptedLoad(t *testing.T) {
 			rt.Fatal(err)
 		}
 		defer br.Close()
-		spec := ProduceSpec{Topic: "t", File: file}
-		if keyed {
-			spec.Key = "customer"
-		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 
 		// The interrupted load: a prefix of each partition, the marker.
-		recs, err := readProduced(spec)
-		if err != nil {
-			rt.Fatal(err)
+		var recs []*kgo.Record
+		for _, spec := range specs {
+			rs, err := readProduced(spec)
+			if err != nil {
+				rt.Fatal(err)
+			}
+			recs = append(recs, rs...)
 		}
-		if err := partitionProduced(spec, recs, 3); err != nil {
+		if err := partitionProduced(specs[0], recs, 3); err != nil {
 			rt.Fatal(err)
 		}
 		perPart := map[int32]int{}
@@ -88,14 +102,14 @@ func TestProduceFinishesAnInterruptedLoad(t *testing.T) {
 			rt.Fatal(err)
 		}
 
-		if err := produceFiles(ctx, br.Addrs(), data, []ProduceSpec{spec}, nil); err != nil {
+		if err := produceFiles(ctx, br.Addrs(), data, specs, nil); err != nil {
 			rt.Fatal(err)
 		}
 		if _, err := os.Stat(marker); err == nil {
 			rt.Fatal("the marker is still there after the load finished")
 		}
 		// Again: the topic is whole and has records; nothing is added.
-		if err := produceFiles(ctx, br.Addrs(), data, []ProduceSpec{spec}, nil); err != nil {
+		if err := produceFiles(ctx, br.Addrs(), data, specs, nil); err != nil {
 			rt.Fatal(err)
 		}
 
