@@ -153,10 +153,48 @@ type Broker struct {
 	once  sync.Once
 	// running marks and locks the data directory while the broker
 	// runs (nil in memory); Close removes it.
-	running *os.File
+	running  *os.File
+	recovery Recovery
 }
 
-// Start starts the cluster described by opts (B1, B4).
+// Recovery is what Start repaired in a data directory that the last broker
+// on it left without Close (a kill -9): for the commands to report.
+type Recovery struct {
+	// Unclean: the last broker on the directory did not Close.
+	Unclean bool
+	// AbortedPartitions counts the partitions of transactions left open
+	// that Start aborted (B2).
+	AbortedPartitions int
+	// RestoredCommits counts the committed transactions whose outcome
+	// Start restored in kfake's producer-id log (pidslog.go).
+	RestoredCommits int
+}
+
+// Recovery reports what Start repaired (the zero value for a clean start
+// or a broker in memory).
+func (b *Broker) Recovery() Recovery { return b.recovery }
+
+// String says in one line what the recovery did, or "" when there was
+// none: "recovered from an unclean shutdown: aborted the transactions left
+// open on 2 partitions; committed transactions restored: 3".
+func (r Recovery) String() string {
+	if !r.Unclean && r.RestoredCommits == 0 {
+		return ""
+	}
+	s := "recovered from an unclean shutdown: "
+	if r.AbortedPartitions > 0 {
+		s += fmt.Sprintf("aborted the transactions left open on %d partition(s)", r.AbortedPartitions)
+	} else {
+		s += "no transaction was left open"
+	}
+	if r.RestoredCommits > 0 {
+		s += fmt.Sprintf("; committed transactions restored: %d", r.RestoredCommits)
+	}
+	return s
+}
+
+// Start starts the cluster described by opts (B1, B4); Recovery reports
+// what it repaired in a data directory left by a kill (B2).
 func Start(opts Options) (*Broker, error) {
 	n := opts.Brokers
 	if n <= 0 {
@@ -206,6 +244,7 @@ func Start(opts Options) (*Broker, error) {
 	}
 	kopts = append(kopts, kfake.ClusterID(id), kfake.DefaultNumPartitions(parts))
 	var running *os.File
+	var rec Recovery
 	if opts.DataDir != "" {
 		if err := os.MkdirAll(opts.DataDir, 0o755); err != nil {
 			return nil, fmt.Errorf("broker: data directory: %w", err)
@@ -218,10 +257,11 @@ func Start(opts Options) (*Broker, error) {
 		running = f
 		// Before kfake reads the directory: the outcome of transactions
 		// ended before a kill (see pidslog.go).
+		rec.Unclean = unclean
 		if n, err := repairPIDsLog(opts.DataDir); err != nil {
 			running.Close()
 			return nil, fmt.Errorf("broker: data directory %s: %w", opts.DataDir, err)
-		} else if n > 0 && opts.Logger != nil {
+		} else if rec.RestoredCommits = n; n > 0 && opts.Logger != nil {
 			opts.Logger.Warn(fmt.Sprintf("restored the outcome of %d committed transaction(s) that an unclean shutdown left out of %s", n, pidsLogName), "component", "broker", "dir", opts.DataDir)
 		}
 		if unclean {
@@ -232,6 +272,7 @@ func Start(opts Options) (*Broker, error) {
 				running.Close()
 				return nil, fmt.Errorf("broker: data directory %s: abort the transactions left open by an unclean shutdown (retry; if it keeps failing, move the directory aside and report it): %w", opts.DataDir, err)
 			}
+			rec.AbortedPartitions = n
 			if n > 0 && opts.Logger != nil {
 				opts.Logger.Warn(fmt.Sprintf("aborted %d transaction partition(s) left open by an unclean shutdown", n), "component", "broker", "dir", opts.DataDir)
 			}
@@ -280,7 +321,7 @@ func Start(opts Options) (*Broker, error) {
 		}
 		return nil, fmt.Errorf("broker: start: %w", err)
 	}
-	b := &Broker{c: c, addrs: c.ListenAddrs(), running: running}
+	b := &Broker{c: c, addrs: c.ListenAddrs(), running: running, recovery: rec}
 	if len(opts.Users) > 0 && (opts.TLS == nil || opts.TLS.ClientAuth < tls.VerifyClientCertIfGiven) {
 		if err := advertiseHandshakeV0(c, opts.Users[0], opts.TLS != nil); err != nil {
 			b.Close()

@@ -92,3 +92,44 @@ func TestRepairPIDsLog(t *testing.T) {
 		t.Fatalf("a second repair changed %d entries (%v), want 0", n, err)
 	}
 }
+
+// Start on a directory left by a kill (the running mark still there)
+// reports what it repaired, in one line for the commands.
+func TestStartReportsRecovery(t *testing.T) {
+	dir := t.TempDir()
+	var raw []byte
+	for _, l := range []string{
+		`{"type":"init","pid":1,"epoch":0,"txid":"a","timeout":60000}`,
+		`{"type":"endtx","pid":1,"epoch":0,"commit":true}`,
+		`{"type":"init","pid":1,"epoch":1,"txid":"a","timeout":60000}`,
+	} {
+		raw = appendPIDsEntry(raw, pidsEntry{version: 1, data: []byte(l)})
+	}
+	if err := os.WriteFile(filepath.Join(dir, pidsLogName), raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, runningFile), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	b, err := Start(Options{DataDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := b.Recovery()
+	b.Close()
+	if want := (Recovery{Unclean: true, RestoredCommits: 1}); r != want {
+		t.Fatalf("Recovery %+v, want %+v", r, want)
+	}
+	if got, want := r.String(), "recovered from an unclean shutdown: no transaction was left open; committed transactions restored: 1"; got != want {
+		t.Fatalf("%q, want %q", got, want)
+	}
+	// Closed cleanly: the next start repairs nothing.
+	b, err = Start(Options{DataDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if r := b.Recovery(); r != (Recovery{}) || r.String() != "" {
+		t.Fatalf("after a clean close: %+v %q", r, r.String())
+	}
+}

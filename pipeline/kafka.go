@@ -25,6 +25,9 @@ func (j *Job) startKafka(ctx context.Context) error {
 			return fmt.Errorf("%s: kafka.embedded: %w", e.Pos, err)
 		}
 		j.closers = append(j.closers, func() error { br.Close(); return nil })
+		if r := br.Recovery().String(); r != "" {
+			j.BrokerRecovery = "the embedded broker in " + e.Dir + " " + r
+		}
 		j.Brokers = br.Addrs()
 		reg, err := j.startEmbeddedRegistry(ctx) // pipeline/format.go
 		if err != nil {

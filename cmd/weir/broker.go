@@ -121,6 +121,9 @@ authentication with their names and passwords.`,
 			}
 			out := cmd.OutOrStdout()
 			fmt.Fprintf(out, "broker listening on %s (%s%s); Ctrl-C to stop\n", b.Addr(), where, sec.describe(o))
+			if r := b.Recovery().String(); r != "" {
+				fmt.Fprintf(cmd.ErrOrStderr(), "weir broker: %s: %s\n", o.DataDir, r)
+			}
 			if reg.on() {
 				url, closeReg, err := reg.serve(ctx, cmd.ErrOrStderr(), regL, b, o, &sec)
 				if err != nil {
