@@ -176,7 +176,7 @@ func (b *Broker) Recovery() Recovery { return b.recovery }
 
 // String says in one line what the recovery did, or "" when there was
 // none: "recovered from an unclean shutdown: aborted the transactions left
-// open on 2 partitions; committed transactions restored: 3".
+// open on 2 partition(s); committed transactions restored: 3".
 func (r Recovery) String() string {
 	if !r.Unclean && r.RestoredCommits == 0 {
 		return ""

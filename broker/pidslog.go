@@ -1,7 +1,6 @@
 package broker
 
 import (
-	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -130,14 +129,11 @@ func repairPIDsLog(dir string) (int, error) {
 	if fixed == 0 {
 		return 0, nil
 	}
-	var out bytes.Buffer
 	b := make([]byte, 0, len(raw)+fixed*16)
 	for _, e := range entries {
 		b = appendPIDsEntry(b, e)
 	}
-	out.Write(b)
-	out.Write(rest)
-	if err := fsync.WriteFile(path, out.Bytes(), 0o644); err != nil {
+	if err := fsync.WriteFile(path, append(b, rest...), 0o644); err != nil {
 		return 0, fmt.Errorf("rewrite %s: %w", pidsLogName, err)
 	}
 	return fixed, nil

@@ -78,9 +78,9 @@ type Job struct {
 	// Security is kafka.tls and kafka.sasl, applied to every Kafka client
 	// of the job (zero: plaintext).
 	Security kafkasec.Security
-	// BrokerRecovery is what the embedded broker repaired in its data
+	// brokerRecovery is what the embedded broker repaired in its data
 	// directory at start, "" when nothing (broker.Recovery).
-	BrokerRecovery string
+	brokerRecovery string
 	// Sinks names the sink operators, the main sink first, then the
 	// named outputs in name order (their records are counted by the
 	// runtime metric recordsIn of that operator).

@@ -26,7 +26,7 @@ func (j *Job) startKafka(ctx context.Context) error {
 		}
 		j.closers = append(j.closers, func() error { br.Close(); return nil })
 		if r := br.Recovery().String(); r != "" {
-			j.BrokerRecovery = "the embedded broker in " + e.Dir + " " + r
+			j.brokerRecovery = "the embedded broker in " + e.Dir + " " + r
 		}
 		j.Brokers = br.Addrs()
 		reg, err := j.startEmbeddedRegistry(ctx) // pipeline/format.go

@@ -106,8 +106,8 @@ func Run(ctx context.Context, spec *Spec, opts Options, log io.Writer) (s Summar
 		fmt.Fprintf(log, "; health on http://%s/healthz and /readyz", a)
 	}
 	fmt.Fprintln(log)
-	if j.BrokerRecovery != "" {
-		fmt.Fprintln(log, "weir run: "+j.BrokerRecovery)
+	if j.brokerRecovery != "" {
+		fmt.Fprintln(log, "weir run: "+j.brokerRecovery)
 	}
 	fmt.Fprintln(log, "weir run: "+startedFrom(job.Restored(), spec, opts))
 	if j.kafkaSource != nil {

@@ -315,15 +315,17 @@ func produceLines(t *testing.T, addrs []string, topic, file string) {
 	}
 }
 
-func fileRerun() rerunCase {
-	return rerunCase{name: "file",
-		write: func(t *testing.T, dir string) (string, int) {
-			const n = 3000
-			for i, name := range []string{"a.jsonl", "b.jsonl", "c.jsonl"} {
-				writeLines(t, filepath.Join(dir, name), i*n/3, n/3)
-			}
-			file := filepath.Join(dir, "p.yaml")
-			writeFile(t, file, `name: rerun-file
+// threeFilesPipeline writes n input lines into three files of dir and a
+// pipeline reading them at parallelism 2 with 20 ms checkpoints, through
+// a filter, the steps given (YAML list items, or "") and sink, and
+// returns the pipeline file.
+func threeFilesPipeline(t *testing.T, dir, name string, n int, steps, sink string) string {
+	t.Helper()
+	for i, f := range []string{"a.jsonl", "b.jsonl", "c.jsonl"} {
+		writeLines(t, filepath.Join(dir, f), i*n/3, n/3)
+	}
+	file := filepath.Join(dir, "p.yaml")
+	writeFile(t, file, `name: `+name+`
 job:
   parallelism: 2
   checkpoint: {interval: 20ms, dir: checkpoints}
@@ -332,10 +334,17 @@ source:
   timestamp: time
 steps:
   - filter: id != ""
-sink:
-  file: {dir: out}
+`+steps+`sink:
+  `+sink+`
 `)
-			return file, n
+	return file
+}
+
+func fileRerun() rerunCase {
+	return rerunCase{name: "file",
+		write: func(t *testing.T, dir string) (string, int) {
+			const n = 3000
+			return threeFilesPipeline(t, dir, "rerun-file", n, "", "file: {dir: out}"), n
 		},
 		output: func(t *testing.T, dir string) []string { return fileIDs(t, filepath.Join(dir, "out"), "id") },
 	}
@@ -349,25 +358,8 @@ func linesRerun() rerunCase {
 			// Enough long lines that the write buffer reaches the files
 			// between checkpoints, and runs outlast a few of them.
 			const n = 30000
-			for i, name := range []string{"a.jsonl", "b.jsonl", "c.jsonl"} {
-				writeLines(t, filepath.Join(dir, name), i*n/3, n/3)
-			}
-			file := filepath.Join(dir, "p.yaml")
-			writeFile(t, file, `name: rerun-lines
-job:
-  parallelism: 2
-  checkpoint: {interval: 20ms, dir: checkpoints}
-source:
-  file: {paths: [a.jsonl, b.jsonl, c.jsonl]}
-  timestamp: time
-steps:
-  - filter: id != ""
-  - map:
-      set: {pad: '"`+strings.Repeat("x", 300)+`"'}
-sink:
-  file: {path: out.jsonl}
-`)
-			return file, n
+			pad := "  - map:\n      set: {pad: '\"" + strings.Repeat("x", 300) + "\"'}\n"
+			return threeFilesPipeline(t, dir, "rerun-lines", n, pad, "file: {path: out.jsonl}"), n
 		},
 		output: func(t *testing.T, dir string) []string { return linesIDs(t, filepath.Join(dir, "out.jsonl*"), "id") },
 	}
